@@ -1,0 +1,1 @@
+"""Realistic fake application events for the source Postgres table."""

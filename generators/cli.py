@@ -1,0 +1,122 @@
+"""``insert_event_data_loop.py``: write fake events into Postgres, once or continuously."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import signal
+import sys
+import threading
+import time
+
+from generators.produce import BatchJob, Producer
+from generators.writer import truncate
+from pipeline import services, source
+from pipeline.config import load_settings
+from pipeline.durations import parse_duration
+from pipeline.errors import PipelineError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="insert_event_data_loop.py",
+        description="Write realistic fake events into the source Postgres table (created if "
+        "missing). With no SOURCE_PG_DSN set, the embedded Postgres under ./.lake is used.",
+    )
+    parser.add_argument("--rows", type=int, default=1000, help="Events per loop (default 1000).")
+    parser.add_argument("--loops", type=int, default=1, help="Number of loops (default 1).")
+    parser.add_argument("--delay", type=float, default=5.0,
+                        help="Seconds to wait between loops (default 5).")
+    parser.add_argument("--continuous", action="store_true",
+                        help="Loop until interrupted (Ctrl-C or SIGTERM); ignores --loops.")
+    parser.add_argument("--truncate", action="store_true",
+                        help="Empty the source table before writing.")
+    parser.add_argument("--seed", type=int, help="Seed for reproducible events.")
+    parser.add_argument("--batch-size", type=int, default=50_000,
+                        help="Rows per COPY transaction (default 50000).")
+    parser.add_argument("--late-fraction", type=float, default=0.0,
+                        help="Share of events stamped --late-by in the past (0-1, default 0).")
+    parser.add_argument("--late-by", default="5m",
+                        help="How late the late events are, e.g. 5m (default 5m).")
+    parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
+                        help="Processes generating and writing batches in parallel "
+                        "(default: 2, or 1 on a single core).")
+    parser.add_argument("--dsn", help="Source Postgres DSN (overrides SOURCE_PG_DSN).")
+    parser.add_argument("--table", help="Source table (overrides SOURCE_TABLE).")
+    parser.add_argument("--quiet", action="store_true", help="Print only the final totals.")
+    return parser
+
+
+class StopFlag:
+    """Set by SIGINT/SIGTERM: the current batch finishes (or rolls back), then we stop."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+
+    def install(self) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: self.event.set())
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    stop = StopFlag()
+    stop.install()
+    written, started = 0, time.monotonic()
+    try:
+        if args.rows < 0 or args.loops < 1 or args.batch_size < 1 or not 0 <= args.late_fraction <= 1:
+            raise PipelineError("--rows must be >= 0, --loops and --batch-size >= 1, "
+                                "--late-fraction between 0 and 1.")
+        env_overrides = {}
+        settings = load_settings()
+        if args.dsn:
+            from pipeline.pgdsn import PgDsn
+
+            env_overrides["source_dsn"] = PgDsn.parse(args.dsn, "--dsn")
+        if args.table:
+            env_overrides["source_table"] = args.table if "." in args.table else f"public.{args.table}"
+        settings = settings.with_overrides(**env_overrides)
+        if settings.source_dsn is None:
+            settings = services.resolve(settings)
+        late_by = parse_duration(args.late_by, "--late-by")
+        with source.connect(settings.source_dsn, autocommit=False) as conn:
+            source.ensure_table(conn, settings.source_table)
+            conn.commit()
+            if args.truncate:
+                with conn.transaction():
+                    truncate(conn, settings.source_table)
+                print(f"Truncated {settings.source_table}.", flush=True)
+            batches_per_loop = -(-args.rows // args.batch_size)
+            workers = max(1, min(args.workers, batches_per_loop))
+            producer = Producer(conn, settings.source_dsn.conninfo(), settings.source_table, workers)
+            batch_no = itertools.count()
+            try:
+                loop = 0
+                while not stop.event.is_set() and (args.continuous or loop < args.loops):
+                    loop += 1
+                    t0 = time.monotonic()
+                    jobs = (BatchJob(min(args.batch_size, args.rows - start),
+                                     None if args.seed is None else args.seed * 1_000_003 + next(batch_no),
+                                     args.late_fraction, late_by)
+                            for start in range(0, args.rows, args.batch_size))
+                    loop_rows = producer.write(jobs, stop.event.is_set)
+                    written += loop_rows
+                    if not args.quiet:
+                        rate = loop_rows / max(time.monotonic() - t0, 1e-9)
+                        print(f"loop {loop}: committed {loop_rows} events to "
+                              f"{settings.source_table} ({rate:,.0f} events/s; total {written})",
+                              flush=True)
+                    if args.continuous or loop < args.loops:
+                        stop.event.wait(args.delay)
+            finally:
+                producer.close()
+    except PipelineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        print(f"Failed after committing {written} events.", flush=True)
+        return 1
+    elapsed = time.monotonic() - started
+    reason = "stopped by signal" if stop.event.is_set() else "done"
+    print(f"Generator {reason}: {written} events committed in {elapsed:.1f}s "
+          f"({written / max(elapsed, 1e-9):,.0f} events/s).", flush=True)
+    return 0

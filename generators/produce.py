@@ -1,0 +1,88 @@
+"""Generate and COPY batches, in this process or spread over worker processes.
+
+Each batch is generated from its own seed (``seed`` + batch number), so a seeded run
+writes the same events whatever the worker count. Workers ignore SIGINT/SIGTERM: the
+parent stops handing out batches and the batches in flight finish and commit.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from multiprocessing import get_context
+
+import psycopg
+
+from generators.events import EventFactory
+from generators.writer import write_batch
+
+
+@dataclass(frozen=True)
+class BatchJob:
+    """One batch to write: how many events, from which seed, with which lateness."""
+
+    rows: int
+    seed: int | None
+    late_fraction: float
+    late_by: timedelta
+
+
+def run_batch(conn: psycopg.Connection, table: str, job: BatchJob) -> int:
+    events = EventFactory(job.seed).batch(
+        job.rows, datetime.now(UTC), late_fraction=job.late_fraction, late_by=job.late_by)
+    return write_batch(conn, table, events)
+
+
+_worker_conn: psycopg.Connection | None = None
+_worker_table = ""
+
+
+def _worker_init(conninfo: str, table: str) -> None:
+    global _worker_conn, _worker_table
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _worker_conn = psycopg.connect(conninfo)
+    _worker_table = table
+
+
+def _worker_batch(job: BatchJob) -> int:
+    assert _worker_conn is not None
+    return run_batch(_worker_conn, _worker_table, job)
+
+
+class Producer:
+    """Writes jobs with ``workers`` processes (1 = in this process, on ``conn``)."""
+
+    def __init__(self, conn: psycopg.Connection, conninfo: str, table: str, workers: int) -> None:
+        self.conn, self.table, self.workers = conn, table, workers
+        self.pool: ProcessPoolExecutor | None = None
+        if workers > 1:
+            self.pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn"),
+                                            initializer=_worker_init, initargs=(conninfo, table))
+
+    def write(self, jobs: Iterator[BatchJob], stopped) -> int:
+        """Write jobs until they run out or ``stopped()``; returns rows committed."""
+        if self.pool is None:
+            total = 0
+            for job in jobs:
+                if stopped():
+                    break
+                total += run_batch(self.conn, self.table, job)
+            return total
+        total, pending = 0, set[Future]()
+        for job in jobs:
+            if stopped():
+                break
+            pending.add(self.pool.submit(_worker_batch, job))
+            if len(pending) >= 2 * self.workers:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                total += sum(f.result() for f in done)
+        done, _ = wait(pending)
+        return total + sum(f.result() for f in done)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)

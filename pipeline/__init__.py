@@ -1,0 +1,1 @@
+"""Incremental event pipeline: Postgres -> staging Parquet -> DuckLake."""

@@ -1,0 +1,149 @@
+"""``events_pipeline.py``: parse flags, call the library, turn errors into plain words."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Callable
+
+from pipeline import logs
+from pipeline.config import Settings, load_settings
+from pipeline.durations import parse_duration
+from pipeline.errors import PipelineError, TransientError
+from pipeline.pgdsn import scrub_secrets
+
+log = logging.getLogger("event-lake")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="events_pipeline.py",
+        description="Move events from Postgres into a DuckLake with time travel. With no "
+        "configuration everything runs on an embedded Postgres under ./.lake.",
+        epilog="Settings come from the environment and .env (see .env.example); flags override.",
+    )
+    action = parser.add_mutually_exclusive_group(required=True)
+    action.add_argument("--run", action="store_true",
+                        help="Promote waiting staged batches, then extract and promote new events.")
+    action.add_argument("--extract-only", action="store_true",
+                        help="Extract new events into a staged batch without promoting it.")
+    action.add_argument("--promote-only", action="store_true",
+                        help="Promote every complete staged batch, oldest first.")
+    action.add_argument("--demo", action="store_true",
+                        help="Generate 10,000 events, run, rerun, add late events, run, and show "
+                        "snapshots and time travel.")
+    action.add_argument("--status", action="store_true",
+                        help="Show watermark, lag, last batches and snapshot count.")
+    action.add_argument("--print-attach", action="store_true",
+                        help="Print the SQL that opens this lake in the duckdb CLI "
+                        "(secrets masked unless --show-secrets).")
+    action.add_argument("--verify", action="store_true",
+                        help="Compare the lake with the source (counts, distinct ids, checksum).")
+    action.add_argument("--stop-embedded", action="store_true",
+                        help="Stop the embedded Postgres under EVENT_LAKE_HOME.")
+    parser.add_argument("--engine", choices=("spark", "dlt"), default="spark",
+                        help="Extraction engine (default spark).")
+    parser.add_argument("--lookback", help="Override LOOKBACK, e.g. 15m.")
+    parser.add_argument("--json", action="store_true", help="Machine-readable output.")
+    parser.add_argument("--show-secrets", action="store_true",
+                        help="With --print-attach: print real credentials instead of ***.")
+    parser.add_argument("--verbose", action="store_true", help="Debug logging.")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logs.setup(args.verbose)
+    try:
+        settings = load_settings()
+        if args.lookback:
+            settings = settings.with_overrides(lookback=parse_duration(args.lookback, "--lookback"))
+        ok, message = _dispatch(args, settings)
+    except PipelineError as exc:
+        retry = " (temporary: retrying later may succeed)" if isinstance(exc, TransientError) else ""
+        print(f"error: {scrub_secrets(str(exc))}", file=sys.stderr)
+        print(f"Failed{retry}: {scrub_secrets(str(exc)).splitlines()[0]}")
+        return 1
+    except KeyboardInterrupt:
+        print("Interrupted; nothing half-done was committed.")
+        return 130
+    except Exception as exc:  # an unexpected failure still ends with a plain last line
+        log.exception("unexpected error")
+        print(f"Failed with an unexpected error: {scrub_secrets(str(exc)).splitlines()[0]}")
+        return 1
+    print(message)
+    return 0 if ok else 1
+
+
+def _dispatch(args: argparse.Namespace, settings: Settings) -> tuple[bool, str]:
+    handlers: dict[str, Callable[[argparse.Namespace, Settings], tuple[bool, str]]] = {
+        "run": _run, "extract_only": _run, "promote_only": _run, "demo": _demo,
+        "status": _status, "print_attach": _print_attach, "verify": _verify,
+        "stop_embedded": _stop_embedded,
+    }
+    for name, handler in handlers.items():
+        if getattr(args, name):
+            return handler(args, settings)
+    raise AssertionError("argparse guarantees one action")
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> tuple[bool, str]:
+    from pipeline.run import run
+
+    mode = "extract" if args.extract_only else "promote" if args.promote_only else "run"
+    report = run(settings, mode=mode, engine=args.engine)
+    if args.json:
+        print(json.dumps({"status": "ok", "rows_inserted": report.rows_inserted,
+                          "snapshots": report.snapshots, "staged_batch": report.staged_batch,
+                          "watermark": report.watermark.isoformat() if report.watermark else None,
+                          "seconds": report.seconds}))
+    return True, f"Done: {report.summary()}."
+
+
+def _demo(args: argparse.Namespace, settings: Settings) -> tuple[bool, str]:
+    from pipeline.demo import demo
+
+    ok = demo(settings, engine=args.engine)
+    return ok, ("Demo complete: events flowed into the lake, the rerun added nothing, late "
+                "events were caught, and the lake matches the source." if ok
+                else "Demo finished, but the lake does NOT match the source (see above).")
+
+
+def _status(args: argparse.Namespace, settings: Settings) -> tuple[bool, str]:
+    from pipeline import services, status
+
+    data = status.collect(services.resolve(settings))
+    print(json.dumps(data, indent=2) if args.json else status.render(data))
+    return True, "Status shown."
+
+
+def _verify(args: argparse.Namespace, settings: Settings) -> tuple[bool, str]:
+    from pipeline import services, verify
+
+    comparison = verify.compare(services.resolve(settings))
+    return comparison.equal, comparison.describe()
+
+
+def _print_attach(args: argparse.Namespace, settings: Settings) -> tuple[bool, str]:
+    from pipeline import extensions, services
+    from pipeline.attach import StorageOptions, open_statements
+
+    resolved = services.resolve(settings)
+    assert resolved.catalog is not None and resolved.data_path is not None
+    for statement in open_statements(resolved.lake_name, resolved.catalog, resolved.data_path,
+                                     storage=StorageOptions.from_env(),
+                                     show_secrets=args.show_secrets):
+        if statement.startswith("LOAD "):
+            name = statement.split()[1]
+            print(f"INSTALL '{extensions.wheel_extension_path(name)}';")
+        print(f"{statement};")
+    return True, "-- Paste the statements above into the duckdb CLI (same version) to open the lake."
+
+
+def _stop_embedded(args: argparse.Namespace, settings: Settings) -> tuple[bool, str]:
+    from pipeline import embedded
+
+    stopped = embedded.stop(settings.home)
+    return True, "Embedded Postgres stopped." if stopped else "Embedded Postgres was not running."

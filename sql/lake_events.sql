@@ -1,0 +1,32 @@
+-- Lake tables, created on first use inside the attached DuckLake (DESIGN "Lake" contract).
+-- {lake}, {table} and {ops} are filled in as identifiers by pipeline/lake_schema.py.
+CREATE SCHEMA IF NOT EXISTS {lake}.main;
+CREATE SCHEMA IF NOT EXISTS {lake}.{ops};
+
+CREATE TABLE IF NOT EXISTS {lake}.main.{table} (
+    event_id        UUID,
+    event_type      VARCHAR,
+    event_timestamp TIMESTAMP WITH TIME ZONE,
+    details         JSON,
+    created_at      TIMESTAMP WITH TIME ZONE
+);
+
+-- One row per promoted batch; committed in the same transaction as the batch's rows, so the
+-- watermark (max of max_event_timestamp) can never disagree with the data.
+CREATE TABLE IF NOT EXISTS {lake}.{ops}.batches (
+    batch_id            VARCHAR,
+    table_name          VARCHAR,
+    engine              VARCHAR,
+    window_low          TIMESTAMP WITH TIME ZONE,
+    window_upper        TIMESTAMP WITH TIME ZONE,
+    rows_staged         BIGINT,
+    rows_inserted       BIGINT,
+    rows_duplicate      BIGINT,
+    min_event_timestamp TIMESTAMP WITH TIME ZONE,
+    max_event_timestamp TIMESTAMP WITH TIME ZONE,
+    extract_seconds     DOUBLE,
+    promote_seconds     DOUBLE,
+    staged_at           TIMESTAMP WITH TIME ZONE,
+    promoted_at         TIMESTAMP WITH TIME ZONE,
+    promoted_by         VARCHAR
+);

@@ -1,0 +1,13 @@
+-- Source table the generator writes and the pipeline reads (DESIGN "Source table" contract).
+-- {schema}, {table} and {index} are filled in as quoted identifiers by pipeline/source.py.
+CREATE SCHEMA IF NOT EXISTS {schema};
+
+CREATE TABLE IF NOT EXISTS {schema}.{table} (
+    event_id        uuid        PRIMARY KEY,
+    event_type      text        NOT NULL,
+    event_timestamp timestamptz NOT NULL,
+    details         jsonb,
+    created_at      timestamptz DEFAULT now()
+);
+
+CREATE INDEX IF NOT EXISTS {index} ON {schema}.{table} (event_timestamp);
