@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import duckdb
 
 from pipeline import extensions
@@ -44,25 +46,37 @@ def connect(settings: Settings, *, read_only: bool = False, snapshot_version: in
     return con
 
 
+def _tables_exist(con: duckdb.DuckDBPyConnection, settings: Settings) -> tuple[bool, bool]:
+    found = {(schema, table) for schema, table in con.execute(
+        "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = ?",
+        [settings.lake_name]).fetchall()}
+    return ("main", settings.lake_table) in found, (settings.ops_schema, "batches") in found
+
+
 def ensure_tables(con: duckdb.DuckDBPyConnection, settings: Settings) -> None:
-    """Create schemas, the events table (partitioned by event day) and the state table."""
-    lake, table = settings.lake_name, settings.lake_table
-    exists = con.execute(
-        "SELECT count(*) FROM duckdb_tables() WHERE database_name = ? AND schema_name = 'main' "
-        "AND table_name = ?", [lake, table]).fetchone()[0]
-    ops_exists = con.execute(
-        "SELECT count(*) FROM duckdb_tables() WHERE database_name = ? AND schema_name = ? "
-        "AND table_name = 'batches'", [lake, settings.ops_schema]).fetchone()[0]
-    if exists and ops_exists:
+    """Create schemas, the events table (partitioned by event day) and the state table.
+
+    Two first runs at once would both try to create them; a lock makes one wait for the
+    other, and the re-check inside it then finds the tables.
+    """
+    from pipeline import locks
+
+    if all(_tables_exist(con, settings)):
         return
-    con.execute("BEGIN")
-    try:
-        con.execute(f"CALL {lake}.set_commit_message('event-lake', 'create lake tables')")
-        for statement in split_statements(read_sql("lake_events.sql")):
-            con.execute(statement.format(lake=lake, table=table, ops=settings.ops_schema))
-        if not exists:
-            con.execute(f"ALTER TABLE {settings.events_table} SET PARTITIONED BY ({PARTITION_BY})")
-        con.execute("COMMIT")
-    except duckdb.Error:
-        con.execute("ROLLBACK")
-        raise
+    with locks.hold(settings, "setup"):
+        events_exists, ops_exists = _tables_exist(con, settings)
+        if events_exists and ops_exists:
+            return
+        con.execute("BEGIN")
+        try:
+            con.execute(f"CALL {settings.lake_name}.set_commit_message('event-lake', 'create lake tables')")
+            for statement in split_statements(read_sql("lake_events.sql")):
+                con.execute(statement.format(lake=settings.lake_name, table=settings.lake_table,
+                                             ops=settings.ops_schema))
+            if not events_exists:
+                con.execute(f"ALTER TABLE {settings.events_table} SET PARTITIONED BY ({PARTITION_BY})")
+            con.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(duckdb.Error):
+                con.execute("ROLLBACK")
+            raise
