@@ -1,0 +1,96 @@
+"""The generator: realistic weighted events, COPY batches, exact committed counts."""
+
+from __future__ import annotations
+
+import collections
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+
+from generators.events import EVENT_WEIGHTS, EventFactory
+from tests.conftest import run_cli
+
+DETAIL_KEYS = {
+    "user_login": {"user_id", "ip_address", "user_agent", "session_id", "login_method"},
+    "api_request": {"endpoint", "method", "status_code", "response_time_ms", "request_id"},
+    "payment_processed": {"transaction_id", "amount", "currency", "payment_method", "status",
+                          "customer_id", "merchant_id"},
+    "error_occurred": {"error_code", "severity", "service", "message", "stack_trace_hash"},
+    "feature_usage": {"feature_name", "action", "duration_ms", "user_id"},
+}
+
+
+def test_event_types_follow_their_weights_and_carry_their_details():
+    now = datetime.now(UTC)
+    events = EventFactory(seed=1).batch(20_000, now)
+    counts = collections.Counter(e.event_type for e in events)
+    for event_type, weight in EVENT_WEIGHTS.items():
+        assert abs(counts[event_type] / 20_000 - weight / 100) < 0.02
+    for event in events[:2000]:
+        assert DETAIL_KEYS[event.event_type] <= event.details.keys()
+        assert now - timedelta(seconds=3) <= event.event_timestamp <= now
+
+
+def test_payments_are_mostly_successful_and_errors_include_critical():
+    events = EventFactory(seed=2).batch(30_000, datetime.now(UTC))
+    statuses = collections.Counter(e.details["status"] for e in events if e.event_type == "payment_processed")
+    assert abs(statuses["success"] / sum(statuses.values()) - 0.80) < 0.03
+    assert {"success", "failed", "pending"} == set(statuses)
+    severities = {e.details["severity"] for e in events if e.event_type == "error_occurred"}
+    assert "critical" in severities
+    codes = collections.Counter(e.details["status_code"] for e in events if e.event_type == "api_request")
+    assert codes.most_common(1)[0][0] == 200
+
+
+def test_same_seed_same_events():
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    assert EventFactory(seed=5).batch(50, now) == EventFactory(seed=5).batch(50, now)
+
+
+def test_late_events_are_stamped_in_the_past():
+    now = datetime.now(UTC)
+    events = EventFactory(seed=3).batch(1000, now, late_fraction=0.1, late_by=timedelta(minutes=5))
+    late = [e for e in events if e.event_timestamp < now - timedelta(minutes=3)]
+    assert 50 < len(late) < 150
+
+
+def test_cli_creates_the_table_and_reports_committed_rows(lake_env):
+    result = run_cli("insert_event_data_loop.py", "--rows", "2500", "--loops", "2", "--delay", "0",
+                     "--batch-size", "1000", "--seed", "9", env=lake_env)
+    assert result.returncode == 0, result.stderr
+    assert "Generator done: 5000 events committed" in result.stdout.splitlines()[-1]
+    with psycopg.connect(lake_env["SOURCE_PG_DSN"]) as conn:
+        counts = conn.execute("SELECT count(*), count(DISTINCT event_id) FROM events").fetchone()
+        assert counts == (5000, 5000)
+        types = dict(conn.execute("SELECT event_type, count(*) FROM events GROUP BY 1").fetchall())
+    assert set(types) == set(EVENT_WEIGHTS)
+
+
+def test_cli_truncate_empties_the_table_first(lake_env):
+    run_cli("insert_event_data_loop.py", "--rows", "300", env=lake_env)
+    result = run_cli("insert_event_data_loop.py", "--rows", "200", "--truncate", env=lake_env)
+    assert result.returncode == 0
+    with psycopg.connect(lake_env["SOURCE_PG_DSN"]) as conn:
+        assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 200
+
+
+def test_sigterm_in_continuous_mode_exits_cleanly_with_totals(lake_env):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import ROOT
+
+    env = {**{k: v for k, v in os.environ.items()}, **lake_env}
+    proc = subprocess.Popen([sys.executable, str(ROOT / "insert_event_data_loop.py"), "--continuous",
+                             "--rows", "500", "--delay", "0.2"], env=env, cwd=ROOT,
+                            stdout=subprocess.PIPE, text=True)
+    time.sleep(4)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0
+    committed = int(out.strip().splitlines()[-1].split(":")[1].split()[0])
+    with psycopg.connect(lake_env["SOURCE_PG_DSN"]) as conn:
+        assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == committed > 0

@@ -1,0 +1,113 @@
+"""Pure planning logic: windows, partitions, durations, DSNs, catalogs, ATTACH SQL."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from pipeline.attach import StorageOptions, open_statements
+from pipeline.catalog import CatalogSpec
+from pipeline.config import load_settings
+from pipeline.durations import format_duration, parse_duration
+from pipeline.errors import ConfigError
+from pipeline.pgdsn import PgDsn
+from pipeline.spark_session import DEBIAN_JAR, MAVEN_COORDINATE, resolve_jdbc_driver
+from pipeline.window import Window, plan_partitions, plan_window
+
+T = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+
+
+def test_first_window_takes_everything_up_to_upper():
+    assert plan_window(None, timedelta(minutes=15), T) == Window(low=None, upper=T)
+
+
+def test_next_window_rereads_the_lookback():
+    window = plan_window(T - timedelta(hours=1), timedelta(minutes=15), T)
+    assert window.low == T - timedelta(hours=1, minutes=15) and window.upper == T
+    assert window.literal_sql() == ("event_timestamp > '2026-11-21T10:45:00.000000+00:00'::timestamptz "
+                                    "AND event_timestamp <= '2026-11-21T12:00:00.000000+00:00'::timestamptz")
+
+
+@pytest.mark.parametrize(("rows", "cores", "expected"), [
+    (0, 2, 1), (10_000, 2, 1), (60_000, 2, 2), (1_000_000, 2, 4), (100_000_000, 2, 8), (1_000_000, 16, 16)])
+def test_partitions_follow_rows_and_cores(rows, cores, expected):
+    assert plan_partitions(rows, cores) == expected
+
+
+def test_durations_round_trip():
+    assert parse_duration("15m") == timedelta(minutes=15)
+    assert parse_duration("1w") == timedelta(days=7)
+    assert parse_duration("90") == timedelta(seconds=90)
+    assert format_duration(timedelta(hours=2)) == "2h"
+
+
+def test_bad_duration_says_how_to_write_one():
+    with pytest.raises(ConfigError, match="30s, 15m, 1h"):
+        parse_duration("soon", "LOOKBACK")
+
+
+def test_dsn_password_never_prints():
+    dsn = PgDsn.parse("postgresql://bob:hunter2@db:6543/app?sslmode=require")
+    for text in (str(dsn), repr(dsn), dsn.masked(), dsn.jdbc_url(), dsn.params_without_password()):
+        assert "hunter2" not in text
+    assert dsn.jdbc_url() == "jdbc:postgresql://db:6543/app?sslmode=require"
+    assert "password=hunter2" in dsn.conninfo()
+
+
+def test_libpq_key_value_dsn_is_accepted():
+    dsn = PgDsn.parse("host=h port=5433 dbname=d user=u password=p")
+    assert (dsn.host, dsn.port, dsn.dbname, dsn.user) == ("h", 5433, "d", "u")
+
+
+def test_malformed_dsn_gives_a_hint_and_no_password():
+    with pytest.raises(ConfigError) as err:
+        PgDsn.parse("host=x password=topsecret nonsense")
+    assert "topsecret" not in str(err.value) and "postgresql://" in str(err.value)
+
+
+@pytest.mark.parametrize(("text", "kind"), [
+    ("postgresql://u@h/db", "postgres"), ("host=h dbname=c", "postgres"),
+    ("sqlite:/tmp/c.sqlite", "sqlite"), ("duckdb:/tmp/c.ducklake", "duckdb")])
+def test_catalog_forms(text, kind):
+    assert CatalogSpec.parse(text).kind == kind
+
+
+def test_unknown_catalog_lists_accepted_forms():
+    with pytest.raises(ConfigError, match="sqlite:path"):
+        CatalogSpec.parse("mysql://x")
+
+
+def test_attach_sql_keeps_credentials_in_a_masked_secret():
+    catalog = CatalogSpec.parse("postgresql://lake:s3cret@cat:5432/catalog")
+    statements = open_statements("lake", catalog, "s3://bucket/lake/",
+                                 storage=StorageOptions(key_id="AK", secret="SK", endpoint="minio:9000",
+                                                        url_style="path", use_ssl=False))
+    text = "\n".join(statements)
+    assert "s3cret" not in text and "SK" not in text and text.count("'***'") == 2
+    attach = statements[-1]
+    assert attach.startswith("ATTACH 'ducklake:") and "SECRET': 'lake_catalog'" in attach
+    assert "METADATA_SCHEMA 'lake'" in attach
+    shown = "\n".join(open_statements("lake", catalog, "s3://bucket/lake/", show_secrets=True,
+                                      storage=StorageOptions(key_id="AK", secret="SK")))
+    assert "s3cret" in shown and "'SK'" in shown
+
+
+def test_jdbc_driver_discovery_order():
+    assert resolve_jdbc_driver("/opt/pg.jar", lambda p: True).value == "/opt/pg.jar"
+    assert resolve_jdbc_driver(None, lambda p: p == DEBIAN_JAR).value == DEBIAN_JAR
+    assert resolve_jdbc_driver(None, lambda p: False).value == MAVEN_COORDINATE
+    with pytest.raises(ConfigError, match="does not exist"):
+        resolve_jdbc_driver("/missing.jar", lambda p: False)
+
+
+def test_settings_defaults_use_the_embedded_home(tmp_path):
+    settings = load_settings({"EVENT_LAKE_HOME": str(tmp_path)})
+    assert settings.source_dsn is None and settings.catalog is None
+    assert settings.staging_path == tmp_path / "staging"
+    assert settings.events_table == "lake.main.events" and settings.lookback == timedelta(minutes=15)
+
+
+def test_bad_table_name_is_refused():
+    with pytest.raises(ConfigError, match="SOURCE_TABLE"):
+        load_settings({"SOURCE_TABLE": "events; drop table x"})
