@@ -33,7 +33,16 @@ def connect(settings: Settings, *, read_only: bool = False, snapshot_version: in
         if statement.startswith("LOAD "):
             continue  # done above, from the wheels
         try:
-            con.execute(statement)
+            if statement.startswith("ATTACH"):
+                # The first ATTACH creates the catalog's metadata tables; two processes doing
+                # that at once collide in Postgres ("duplicate key … pg_namespace"), so attaches
+                # of one lake are serialized (they take milliseconds).
+                from pipeline import locks
+
+                with locks.hold(settings, "attach"):
+                    con.execute(statement)
+            else:
+                con.execute(statement)
         except duckdb.Error as exc:
             con.close()
             if statement.startswith("ATTACH"):

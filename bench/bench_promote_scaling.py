@@ -1,0 +1,106 @@
+"""Does promotion stay flat as the lake grows? Time promoting one batch into lakes of two sizes.
+
+    uv run python bench/bench_promote_scaling.py --batch 100000 --sizes 1000000 10000000
+
+For each size: a fresh lake is filled with synthetic events spread over the past 30 days
+(written straight through DuckDB, not through the pipeline, to keep the bench short), then
+one staged batch of --batch events in the last hour (10% of them already in the lake, as
+the look-back produces) is promoted with the real promotion code. Prints seconds per size
+and the ratio to the smallest lake.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import drop_databases, print_table, scratch_settings  # noqa: E402
+from pipeline import lake, promote, staging  # noqa: E402
+from pipeline.staging import Manifest, StagedBatch  # noqa: E402
+from pipeline.window import iso  # noqa: E402
+
+SYNTHETIC = """
+    SELECT uuid() AS event_id, 'api_request' AS event_type,
+           $now::TIMESTAMPTZ - to_seconds(CAST(i * $span / $n AS BIGINT)) AS event_timestamp,
+           '{"endpoint": "/api/v1/orders", "status_code": 200}' AS details, $now::TIMESTAMPTZ AS created_at
+    FROM range($n) t(i)
+"""
+
+
+def fill_lake(con, settings, rows: int, now: datetime) -> None:
+    con.execute(f"INSERT INTO {settings.events_table} {SYNTHETIC}",
+                {"now": now, "span": 30 * 86400, "n": rows})
+
+
+def stage_batch(con, settings, rows: int, now: datetime) -> StagedBatch:
+    """A batch of ``rows`` in the last hour: 10% copied from the lake, 90% new."""
+    batch_id = staging.new_batch_id()
+    path = staging.batch_dir(settings.staging_table_dir, batch_id)
+    path.mkdir(parents=True)
+    overlap = rows // 10
+    con.execute(f"""COPY (
+        SELECT event_id::VARCHAR AS event_id, event_type, event_timestamp, details::VARCHAR AS details,
+               created_at FROM {settings.events_table}
+        WHERE event_timestamp > $now::TIMESTAMPTZ - INTERVAL 1 HOUR LIMIT {overlap}
+        UNION ALL
+        SELECT uuid()::VARCHAR, 'user_login', $now::TIMESTAMPTZ - to_seconds(CAST(i % 3600 AS BIGINT)),
+               '{{"user_id": "user_1"}}', $now::TIMESTAMPTZ FROM range({rows - overlap}) t(i)
+    ) TO '{path}/part-00000.parquet' (FORMAT parquet)""", {"now": now})
+    manifest = Manifest(batch_id=batch_id, table=settings.lake_table, engine="bench",
+                        window_low=None,
+                        window_upper=iso(now), row_count=rows, files=["part-00000.parquet"],
+                        schema=[], extract_seconds=0.0)
+    staging.write_manifest(path, manifest)
+    return StagedBatch(path=path, manifest=manifest)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=100_000)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    parser.add_argument("--repeat", type=int, default=3, help="Batches promoted per size (best kept).")
+    args = parser.parse_args()
+    rows: list[tuple[str, str]] = []
+    timings: dict[int, float] = {}
+    for size in args.sizes:
+        with tempfile.TemporaryDirectory(prefix="el-scale-") as tmp:
+            settings, dbs = scratch_settings(Path(tmp))
+            try:
+                from pipeline import services
+
+                settings = services.resolve(settings)
+                con = lake.connect(settings)
+                lake.ensure_tables(con, settings)
+                now = datetime.now(UTC)
+                t0 = time.monotonic()
+                fill_lake(con, settings, size, now)
+                fill = time.monotonic() - t0
+                best = float("inf")
+                for _ in range(args.repeat):
+                    batch = stage_batch(con, settings, args.batch, now)
+                    result = promote.promote(settings, batch)
+                    assert result.outcome == "committed", result.describe()
+                    best = min(best, result.seconds)
+                con.close()
+                timings[size] = best
+                rows.append((f"lake {size:,} rows: fill s", f"{fill:.1f}"))
+                rows.append((f"lake {size:,} rows: promote {args.batch:,} s (best of {args.repeat})",
+                             f"{best:.2f}"))
+            finally:
+                drop_databases(dbs)
+    base = timings[args.sizes[0]]
+    for size in args.sizes[1:]:
+        rows.append((f"ratio {size:,} / {args.sizes[0]:,}", f"{timings[size] / base:.2f}"))
+    print_table("Promotion time vs lake size", rows)
+
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
