@@ -4,6 +4,7 @@ the lake equals the source after loads, reruns, late events, crashes and concurr
 from __future__ import annotations
 
 import concurrent.futures
+import shutil
 from datetime import timedelta
 
 from pipeline import promote, services, staging
@@ -51,7 +52,6 @@ def test_events_later_than_lookback_are_missed_as_documented(settings, spark):
 
 def test_dlt_engine_builds_the_same_lake_as_spark(settings, lake_env, spark, tmp_path):
     from pipeline.config import load_settings
-    from pipeline.verify import attach_source  # noqa: F401  (same session helpers)
 
     add_events(settings, 4_000, seed=7)
     run(settings, spark=spark)
@@ -64,14 +64,18 @@ def test_dlt_engine_builds_the_same_lake_as_spark(settings, lake_env, spark, tmp
     assert_lake_equals_source(other, expected_rows=4_000)
 
 
-def test_the_same_batch_promoted_twice_is_skipped(settings, spark):
-    add_events(settings, 1_000, seed=8)
+def _stage_one_batch(settings, spark, rows: int, seed: int):
+    """Write ``rows`` events and extract them into exactly one staged batch (not promoted)."""
+    add_events(settings, rows, seed=seed)
     run(settings, mode="extract", spark=spark)
     resolved = services.resolve(settings)
     [batch] = staging.complete_batches(resolved.staging_table_dir)
-    copy = batch.path.with_name(batch.path.name + "-copy")
-    import shutil
+    return resolved, batch
 
+
+def test_the_same_batch_promoted_twice_is_skipped(settings, spark):
+    resolved, batch = _stage_one_batch(settings, spark, 1_000, seed=8)
+    copy = batch.path.with_name(batch.path.name + "-copy")
     shutil.copytree(batch.path, copy)
     first = promote.promote(resolved, batch)
     again = promote.promote(resolved, staging.StagedBatch(copy, batch.manifest))
@@ -82,10 +86,7 @@ def test_the_same_batch_promoted_twice_is_skipped(settings, spark):
 
 
 def test_incomplete_batch_without_manifest_is_never_promoted(settings, spark):
-    add_events(settings, 500, seed=9)
-    run(settings, mode="extract", spark=spark)
-    resolved = services.resolve(settings)
-    [batch] = staging.complete_batches(resolved.staging_table_dir)
+    _, batch = _stage_one_batch(settings, spark, 500, seed=9)
     (batch.path / staging.MANIFEST).unlink()
     report = run(settings, mode="promote")
     assert report.promotions == []
