@@ -13,6 +13,7 @@ from pipeline.config import Settings, load_settings
 from pipeline.durations import parse_duration
 from pipeline.errors import PipelineError, TransientError
 from pipeline.pgdsn import scrub_secrets
+from pipeline.scheduler_config import SHUTDOWN_SECONDS, intervals_from
 
 log = logging.getLogger("event-lake")
 
@@ -43,10 +44,27 @@ def build_parser() -> argparse.ArgumentParser:
                         help="Compare the lake with the source (counts, distinct ids, checksum).")
     action.add_argument("--stop-embedded", action="store_true",
                         help="Stop the embedded Postgres under EVENT_LAKE_HOME.")
+    action.add_argument("--schedule", action="store_true",
+                        help="Run forever: load every --load-every, expire snapshots every "
+                        "--expire-every, compact every --compact-every. SIGTERM/SIGINT stop it: "
+                        "no new jobs start, a running promotion commits or rolls back, and the "
+                        f"process exits 0 within {SHUTDOWN_SECONDS} seconds.")
+    action.add_argument("--maintain", action="store_true",
+                        help="Expire snapshots older than --retention and compact now "
+                        "(with --dry-run: only report what would happen).")
     parser.add_argument("--engine", choices=("spark", "dlt"), default="spark",
                         help="Extraction engine (default spark).")
     parser.add_argument("--lookback", help="Override LOOKBACK, e.g. 15m.")
     parser.add_argument("--json", action="store_true", help="Machine-readable output.")
+    timing = parser.add_argument_group("scheduling and maintenance (units s, m, h, d, w)")
+    timing.add_argument("--load-every", help="Load interval (env LOAD_EVERY, default 1h).")
+    timing.add_argument("--expire-every", help="Snapshot expiry interval (env EXPIRE_EVERY, default 1d).")
+    timing.add_argument("--compact-every", help="Compaction interval (env COMPACT_EVERY, default 1w).")
+    timing.add_argument("--retention", help="Keep snapshots this long for time travel "
+                        "(env RETENTION, default 7d).")
+    timing.add_argument("--run-now", action="store_true", help="With --schedule: load at start.")
+    timing.add_argument("--dry-run", action="store_true",
+                        help="With --maintain: show what would be expired, merged and deleted.")
     parser.add_argument("--show-secrets", action="store_true",
                         help="With --print-attach: print real credentials instead of ***.")
     parser.add_argument("--verbose", action="store_true", help="Debug logging.")
@@ -81,7 +99,7 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> tuple[bool, str]:
     handlers: dict[str, Callable[[argparse.Namespace, Settings], tuple[bool, str]]] = {
         "run": _run, "extract_only": _run, "promote_only": _run, "demo": _demo,
         "status": _status, "print_attach": _print_attach, "verify": _verify,
-        "stop_embedded": _stop_embedded,
+        "stop_embedded": _stop_embedded, "schedule": _schedule, "maintain": _maintain,
     }
     for name, handler in handlers.items():
         if getattr(args, name):
@@ -147,3 +165,22 @@ def _stop_embedded(args: argparse.Namespace, settings: Settings) -> tuple[bool, 
 
     stopped = embedded.stop(settings.home)
     return True, "Embedded Postgres stopped." if stopped else "Embedded Postgres was not running."
+
+
+def _schedule(args: argparse.Namespace, settings: Settings) -> tuple[bool, str]:
+    from pipeline.scheduler import Scheduler
+
+    Scheduler(settings, intervals_from(args), engine=args.engine).serve(run_now=args.run_now)
+    return True, "Scheduler stopped cleanly."
+
+
+def _maintain(args: argparse.Namespace, settings: Settings) -> tuple[bool, str]:
+    from pipeline import locks, maintain, services
+
+    resolved = services.resolve(settings)
+    retention = intervals_from(args).retention
+    with locks.hold(resolved, "job:expire", timeout=0), locks.hold(resolved, "job:compact", timeout=0):
+        report = maintain.run_maintenance(resolved, retention, dry_run=args.dry_run)
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=2))
+    return True, f"Maintenance {'dry run ' if args.dry_run else ''}done: {report.describe()}."

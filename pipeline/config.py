@@ -34,6 +34,10 @@ ENV_KEYS: dict[str, str] = {
     "SPARK_JDBC_JAR": "path to the Postgres JDBC driver jar for Spark",
     "LOOKBACK": "tolerance for late events, e.g. 15m (default 15m)",
     "EVENT_LAKE_HOME": "folder of the embedded default (default ./.lake)",
+    "LOAD_EVERY": "scheduler: load interval (default 1h)",
+    "EXPIRE_EVERY": "scheduler: snapshot expiry interval (default 1d)",
+    "COMPACT_EVERY": "scheduler: compaction interval (default 1w)",
+    "RETENTION": "snapshots younger than this stay available for time travel (default 7d)",
 }
 
 

@@ -13,6 +13,7 @@ from pipeline.errors import CatalogUnavailable, ConfigError
 from pipeline.pgdsn import scrub_secrets
 from pipeline.sqlfiles import read_sql, split_statements
 
+OPS_TABLES = ("batches", "jobs")
 PARTITION_BY = "year(event_timestamp), month(event_timestamp), day(event_timestamp)"
 
 
@@ -56,10 +57,12 @@ def connect(settings: Settings, *, read_only: bool = False, snapshot_version: in
 
 
 def _tables_exist(con: duckdb.DuckDBPyConnection, settings: Settings) -> tuple[bool, bool]:
+    """(events table exists, every ops table exists)."""
     found = {(schema, table) for schema, table in con.execute(
         "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = ?",
         [settings.lake_name]).fetchall()}
-    return ("main", settings.lake_table) in found, (settings.ops_schema, "batches") in found
+    ops = all((settings.ops_schema, t) in found for t in OPS_TABLES)
+    return ("main", settings.lake_table) in found, ops
 
 
 def ensure_tables(con: duckdb.DuckDBPyConnection, settings: Settings) -> None:

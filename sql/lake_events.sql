@@ -30,3 +30,15 @@ CREATE TABLE IF NOT EXISTS {lake}.{ops}.batches (
     promoted_at         TIMESTAMP WITH TIME ZONE,
     promoted_by         VARCHAR
 );
+
+-- One row per scheduled or on-demand job run (load, expire, compact, maintain).
+CREATE TABLE IF NOT EXISTS {lake}.{ops}.jobs (
+    run_id      VARCHAR,
+    job         VARCHAR,
+    started_at  TIMESTAMP WITH TIME ZONE,
+    finished_at TIMESTAMP WITH TIME ZONE,
+    status      VARCHAR,
+    error       VARCHAR,
+    details     JSON,
+    host        VARCHAR
+);

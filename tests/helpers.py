@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from datetime import UTC, datetime, timedelta
 
 from generators.events import EventFactory
@@ -47,3 +48,83 @@ def assert_lake_equals_source(settings: Settings, expected_rows: int | None = No
     assert comparison.equal, comparison.describe()
     if expected_rows is not None:
         assert comparison.lake.rows == expected_rows, comparison.describe()
+
+
+class TcpProxy:
+    """A loopback TCP forwarder that can be taken down and brought back, to make a real
+    server "briefly unreachable" for the process under test."""
+
+    def __init__(self, target_host: str, target_port: int) -> None:
+        import socket
+
+        self.target = (target_host, target_port)
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        self.port = probe.getsockname()[1]
+        probe.close()
+        self._server = None
+        self._conns: list = []
+
+    def start(self) -> None:
+        import socket
+        import threading
+
+        server = socket.socket()
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("127.0.0.1", self.port))
+        server.listen(64)
+        self._server = server
+        threading.Thread(target=self._accept, args=(server,), daemon=True).start()
+
+    def _accept(self, server) -> None:
+        import socket
+        import threading
+
+        while True:
+            try:
+                client, _ = server.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(self.target)
+            except OSError:
+                client.close()
+                continue
+            self._conns += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src, dst) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (src, dst):
+                with contextlib.suppress(OSError):
+                    sock.close()
+
+    def stop(self) -> None:
+        """Refuse new connections and cut the open ones."""
+        import socket
+
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        for conn in self._conns:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+                conn.close()
+            except OSError:
+                pass
+        self._conns.clear()
+
+
+def lake_query(settings: Settings, sql: str, params: list | None = None) -> list[tuple]:
+    con = lake.connect(services.resolve(settings), read_only=True)
+    try:
+        return con.execute(sql, params or []).fetchall()
+    finally:
+        con.close()

@@ -1,0 +1,152 @@
+"""The scheduler as a real subprocess against real Postgres + DuckLake, with the generator
+writing continuously: fresh lake, expiry and compaction, clean shutdown, no double work,
+survival of a catalog outage."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from pipeline.pgdsn import PgDsn
+from tests.conftest import ROOT, run_cli
+from tests.helpers import TcpProxy, add_events, assert_lake_equals_source, lake_query
+
+
+class Proc:
+    """A CLI subprocess whose output lines are collected as they arrive."""
+
+    def __init__(self, script: str, *args: str, env: dict[str, str]) -> None:
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith(("SOURCE_", "DUCKLAKE_"))}
+        self.popen = subprocess.Popen([sys.executable, str(ROOT / script), *args], cwd=ROOT,
+                                      env={**full_env, **env}, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True)
+        self.lines: list[str] = []
+        self._queue: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.popen.stdout:
+            self.lines.append(line.rstrip())
+            self._queue.put(line)
+
+    def wait_for(self, text: str, timeout: float = 120, after: int = 0) -> int:
+        """Block until a line containing ``text`` appears at index >= ``after``; its index."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for i, line in enumerate(self.lines[after:], start=after):
+                if text in line:
+                    return i
+            time.sleep(0.2)
+        raise AssertionError(f"no line with {text!r} in {timeout}s:\n" + "\n".join(self.lines[-40:]))
+
+    def terminate(self, timeout: float = 90) -> int:
+        self.popen.send_signal(signal.SIGTERM)
+        return self.popen.wait(timeout)
+
+    @property
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+
+def _jobs(settings) -> list[tuple]:
+    return lake_query(settings, "SELECT job, status, started_at, finished_at, details FROM lake.ops.jobs "
+                                "ORDER BY started_at")
+
+
+def test_scheduler_keeps_the_lake_fresh_and_small_while_events_stream_in(settings, lake_env):
+    add_events(settings, 1_000, seed=21)
+    generator = Proc("insert_event_data_loop.py", "--continuous", "--rows", "300", "--delay", "0.5",
+                     "--quiet", env=lake_env)
+    scheduler = Proc("events_pipeline.py", "--schedule", "--run-now", "--load-every", "3s",
+                     "--expire-every", "7s", "--compact-every", "11s", "--retention", "2s", env=lake_env)
+    try:
+        first_compact = scheduler.wait_for("job compact success", timeout=180)
+        scheduler.wait_for("job compact success", timeout=60, after=first_compact + 1)
+        scheduler.wait_for("job load success", timeout=60, after=first_compact + 1)
+    finally:
+        assert generator.terminate() == 0
+        code = scheduler.terminate()
+    assert code == 0, scheduler.output
+    assert scheduler.lines[-1] == "Scheduler stopped cleanly."
+    rows = _jobs(settings)
+    succeeded = {job for job, status, *_ in rows if status == "success"}
+    assert succeeded == {"load", "expire", "compact"}
+    compactions = [json.loads(d) for job, status, _, _, d in rows if job == "compact" and status == "success"]
+    assert any(c["files_after"] < c["files_before"] for c in compactions), compactions
+    assert any(json.loads(d)["snapshots_expired"] for job, s, _, _, d in rows if job == "expire")
+    # catch up on what arrived after the last scheduled load, then compare everything
+    assert run_cli("events_pipeline.py", "--run", "--engine", "dlt", env=lake_env).returncode == 0
+    assert_lake_equals_source(settings)
+
+
+def test_sigterm_during_a_load_leaves_no_partial_batch(settings, lake_env):
+    add_events(settings, 150_000, seed=22)
+    scheduler = Proc("events_pipeline.py", "--schedule", "--run-now", "--load-every", "1h", env=lake_env)
+    scheduler.wait_for("extracting 150000 rows")
+    started = time.monotonic()
+    code = scheduler.terminate()
+    assert code == 0, scheduler.output
+    assert time.monotonic() - started < 60
+    inserted, lake_rows = lake_query(
+        settings, "SELECT (SELECT coalesce(sum(rows_inserted), 0) FROM lake.ops.batches), "
+                  "(SELECT count(*) FROM lake.main.events)")[0]
+    assert inserted == lake_rows and lake_rows in (0, 150_000)
+    assert run_cli("events_pipeline.py", "--run", "--engine", "dlt", env=lake_env).returncode == 0
+    assert_lake_equals_source(settings, expected_rows=150_000)
+
+
+def test_a_second_scheduler_does_no_duplicate_work(settings, lake_env):
+    add_events(settings, 2_000, seed=23)
+    args = ("--schedule", "--engine", "dlt", "--load-every", "2s", "--expire-every", "1h",
+            "--compact-every", "1h")
+    first, second = Proc("events_pipeline.py", *args, env=lake_env), Proc("events_pipeline.py", *args,
+                                                                           env=lake_env)
+    try:
+        for i in range(4):
+            add_events(settings, 500, seed=100 + i)
+            time.sleep(2)
+        first.wait_for("job load success", timeout=60)
+    finally:
+        assert first.terminate() == 0 and second.terminate() == 0
+    loads = [(s, e) for job, status, s, e, _ in _jobs(settings) if job == "load" and status == "success"]
+    assert loads
+    for (_s1, e1), (s2, _e2) in zip(loads, loads[1:], strict=False):
+        assert e1 <= s2, "two load jobs overlapped"
+    inserted, lake_rows = lake_query(
+        settings, "SELECT (SELECT sum(rows_inserted) FROM lake.ops.batches), "
+                  "(SELECT count(*) FROM lake.main.events)")[0]
+    assert inserted == lake_rows
+    assert run_cli("events_pipeline.py", "--run", "--engine", "dlt", env=lake_env).returncode == 0
+    assert_lake_equals_source(settings, expected_rows=4_000)
+
+
+def test_a_failing_job_is_retried_and_the_process_survives(settings, lake_env):
+    catalog = PgDsn.parse(lake_env["DUCKLAKE_CATALOG"])
+    proxy = TcpProxy(catalog.host, catalog.port)
+    proxy.start()
+    via_proxy = {**catalog.params, "host": "127.0.0.1", "port": str(proxy.port)}
+    env = {**lake_env, "DUCKLAKE_CATALOG": " ".join(f"{k}={v}" for k, v in via_proxy.items())}
+    add_events(settings, 500, seed=24)
+    scheduler = Proc("events_pipeline.py", "--schedule", "--run-now", "--engine", "dlt",
+                     "--load-every", "2s", "--expire-every", "1h", "--compact-every", "1h", env=env)
+    try:
+        scheduler.wait_for("job load success")
+        proxy.stop()
+        add_events(settings, 300, seed=25)
+        failed = scheduler.wait_for("job load failed", timeout=60)
+        time.sleep(3)
+        proxy.start()
+        recovered = scheduler.wait_for("job load success", timeout=120, after=failed)
+        assert "300 new rows" in scheduler.lines[recovered] or "new rows" in scheduler.lines[recovered]
+    finally:
+        code = scheduler.terminate()
+        proxy.stop()
+    assert code == 0, scheduler.output
+    assert "Cannot" in scheduler.lines[failed] or "catalog" in scheduler.lines[failed].lower()
+    assert_lake_equals_source(settings, expected_rows=800)
