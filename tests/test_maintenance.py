@@ -1,0 +1,106 @@
+"""Maintenance on demand: dry runs change nothing, time travel inside the retention survives,
+compaction running alongside loads loses and doubles nothing."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from datetime import timedelta
+
+import duckdb
+import pytest
+
+from pipeline import lake, maintain, services
+from pipeline.run import run
+from tests.conftest import run_cli
+from tests.helpers import add_events, assert_lake_equals_source, lake_query
+
+
+def _load_batches(settings, count: int, seed: int) -> list[int]:
+    snapshots = []
+    for i in range(count):
+        add_events(settings, 200, seed=seed + i)
+        snapshots += run(settings, engine="dlt").snapshots
+    return snapshots
+
+
+def _files(settings) -> list[str]:
+    return sorted(r[0] for r in lake_query(settings, "SELECT data_file FROM ducklake_list_files('lake', 'events')"))
+
+
+def _json_head(stdout: str) -> dict:
+    return json.loads(stdout[: stdout.rindex("}") + 1])
+
+
+def test_dry_run_reports_but_changes_nothing(settings, lake_env):
+    _load_batches(settings, 4, seed=30)
+    snapshots_before = lake_query(settings, "SELECT snapshot_id FROM lake.snapshots()")
+    files_before = _files(settings)
+    result = run_cli("events_pipeline.py", "--maintain", "--dry-run", "--retention", "0s", "--json", env=lake_env)
+    assert result.returncode == 0, result.stderr
+    report = _json_head(result.stdout)
+    assert report["dry_run"] and len(report["snapshots_expired"]) >= 4
+    assert report["files_before"] == 4 and report["files_after"] == 1
+    assert result.stdout.strip().splitlines()[-1].startswith("Maintenance dry run done")
+    assert lake_query(settings, "SELECT snapshot_id FROM lake.snapshots()") == snapshots_before
+    assert _files(settings) == files_before
+
+
+def test_time_travel_inside_the_retention_survives_maintenance(settings):
+    old = _load_batches(settings, 3, seed=40)
+    time.sleep(4)
+    recent_start = time.monotonic()
+    recent = _load_batches(settings, 3, seed=50)
+    resolved = services.resolve(settings)
+    counts = {v: lake_query(settings, f"SELECT count(*) FROM lake.main.events AT (VERSION => {v})")[0][0]
+              for v in recent}
+    # a retention reaching 1 s before the recent loads began: old snapshots fall outside it
+    retention = timedelta(seconds=time.monotonic() - recent_start + 1)
+    report = maintain.run_maintenance(resolved, retention)
+    assert set(old) <= set(report.snapshots_expired)
+    assert not set(recent) & set(report.snapshots_expired)
+    assert report.files_after < report.files_before and report.files_deleted > 0
+    for version, count in counts.items():
+        assert lake_query(settings, f"SELECT count(*) FROM lake.main.events AT (VERSION => {version})")[0][0] == count
+    con = lake.connect(resolved, read_only=True)
+    try:
+        with pytest.raises(duckdb.Error, match="(?i)snapshot"):
+            con.execute(f"SELECT count(*) FROM lake.main.events AT (VERSION => {old[0]})").fetchall()
+    finally:
+        con.close()
+    assert_lake_equals_source(settings, expected_rows=1_200)
+
+
+def test_compaction_while_loads_run_loses_and_doubles_nothing(settings):
+    resolved = services.resolve(settings)
+    _load_batches(settings, 2, seed=60)
+    errors: list[BaseException] = []
+
+    def loads() -> None:
+        try:
+            _load_batches(settings, 8, seed=70)
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    loader = threading.Thread(target=loads)
+    loader.start()
+    compactions = 0
+    while loader.is_alive():
+        maintain.run_maintenance(resolved, timedelta(seconds=0), steps=("compact",))
+        compactions += 1
+    loader.join()
+    assert not errors, errors
+    assert compactions >= 2
+    inserted = lake_query(settings, "SELECT sum(rows_inserted) FROM lake.ops.batches")[0][0]
+    assert inserted == 2_000
+    assert_lake_equals_source(settings, expected_rows=2_000)
+
+
+def test_status_json_shows_jobs_files_and_snapshots(settings, lake_env):
+    _load_batches(settings, 2, seed=80)
+    assert run_cli("events_pipeline.py", "--maintain", "--retention", "7d", env=lake_env).returncode == 0
+    result = run_cli("events_pipeline.py", "--status", "--json", env=lake_env)
+    status = _json_head(result.stdout)
+    assert status["data_files"] >= 1 and status["data_bytes"] > 0 and status["snapshot_count"] >= 3
+    assert status["lake_rows"] == 400 and status["scheduler"] is None
