@@ -20,10 +20,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import drop_databases, print_table, scratch_settings  # noqa: E402
-from pipeline import lake, promote, staging  # noqa: E402
-from pipeline.staging import Manifest, StagedBatch  # noqa: E402
-from pipeline.window import iso  # noqa: E402
+from bench.common import (  # noqa: E402
+    drop_databases,
+    print_table,
+    scratch_settings,
+    stage_synthetic_batch,
+)
+from pipeline import lake, promote  # noqa: E402
 
 SYNTHETIC = """
     SELECT uuid() AS event_id, 'api_request' AS event_type,
@@ -36,28 +39,6 @@ SYNTHETIC = """
 def fill_lake(con, settings, rows: int, now: datetime) -> None:
     con.execute(f"INSERT INTO {settings.events_table} {SYNTHETIC}",
                 {"now": now, "span": 30 * 86400, "n": rows})
-
-
-def stage_batch(con, settings, rows: int, now: datetime) -> StagedBatch:
-    """A batch of ``rows`` in the last hour: 10% copied from the lake, 90% new."""
-    batch_id = staging.new_batch_id()
-    path = staging.batch_dir(settings.staging_table_dir, batch_id)
-    path.mkdir(parents=True)
-    overlap = rows // 10
-    con.execute(f"""COPY (
-        SELECT event_id::VARCHAR AS event_id, event_type, event_timestamp, details::VARCHAR AS details,
-               created_at FROM {settings.events_table}
-        WHERE event_timestamp > $now::TIMESTAMPTZ - INTERVAL 1 HOUR LIMIT {overlap}
-        UNION ALL
-        SELECT uuid()::VARCHAR, 'user_login', $now::TIMESTAMPTZ - to_seconds(CAST(i % 3600 AS BIGINT)),
-               '{{"user_id": "user_1"}}', $now::TIMESTAMPTZ FROM range({rows - overlap}) t(i)
-    ) TO '{path}/part-00000.parquet' (FORMAT parquet)""", {"now": now})
-    manifest = Manifest(batch_id=batch_id, table=settings.lake_table, engine="bench",
-                        window_low=None,
-                        window_upper=iso(now), row_count=rows, files=["part-00000.parquet"],
-                        schema=[], extract_seconds=0.0)
-    staging.write_manifest(path, manifest)
-    return StagedBatch(path=path, manifest=manifest)
 
 
 def main() -> int:
@@ -83,7 +64,7 @@ def main() -> int:
                 fill = time.monotonic() - t0
                 best = float("inf")
                 for _ in range(args.repeat):
-                    batch = stage_batch(con, settings, args.batch, now)
+                    batch = stage_synthetic_batch(con, settings, args.batch, now, overlap=args.batch // 10)
                     result = promote.promote(settings, batch)
                     assert result.outcome == "committed", result.describe()
                     best = min(best, result.seconds)

@@ -73,3 +73,34 @@ def print_table(title: str, rows: list[tuple[str, str]]) -> None:
     print(f"\n{title}\n" + "-" * (width + 20))
     for key, value in rows:
         print(f"{key:<{width}}  {value:>16}")
+
+
+def stage_synthetic_batch(con, settings: Settings, rows: int, now, *, overlap: int = 0,
+                          spread_seconds: int = 3600):
+    """Stage ``rows`` events in the ``spread_seconds`` before ``now``, ``overlap`` of them
+    copied from the lake (as the look-back re-reads them); returns the StagedBatch."""
+    from pipeline import staging
+    from pipeline.staging import Manifest, StagedBatch
+    from pipeline.window import iso
+
+    batch_id = staging.new_batch_id()
+    path = staging.batch_dir(settings.staging_table_dir, batch_id)
+    path.mkdir(parents=True)
+    types = "['user_login','api_request','payment_processed','error_occurred','feature_usage']"
+    con.execute(f"""COPY (
+        (SELECT event_id::VARCHAR AS event_id, event_type, event_timestamp, details::VARCHAR AS details,
+               created_at FROM {settings.events_table}
+        WHERE event_timestamp > $now::TIMESTAMPTZ - INTERVAL 1 HOUR LIMIT {overlap})
+        UNION ALL
+        (SELECT uuid()::VARCHAR, {types}[1 + i % 5],
+               $now::TIMESTAMPTZ - to_seconds(CAST(i % {spread_seconds} AS BIGINT)),
+               '{{"user_id": "user_' || (i % 997) || '", "amount": ' || (i % 500) || '.25, "status": "'
+                 || CASE WHEN i % 7 = 0 THEN 'failed' ELSE 'success' END || '", "severity": "'
+                 || CASE WHEN i % 11 = 0 THEN 'critical' ELSE 'error' END || '"}}',
+               $now::TIMESTAMPTZ FROM range({rows - overlap}) t(i))
+    ) TO '{path}/part-00000.parquet' (FORMAT parquet)""", {"now": now})
+    manifest = Manifest(batch_id=batch_id, table=settings.lake_table, engine="bench",
+                        window_low=None, window_upper=iso(now), row_count=rows,
+                        files=["part-00000.parquet"], schema=[], extract_seconds=0.0)
+    staging.write_manifest(path, manifest)
+    return StagedBatch(path=path, manifest=manifest)

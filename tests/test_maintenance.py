@@ -26,7 +26,8 @@ def _load_batches(settings, count: int, seed: int) -> list[int]:
 
 
 def _files(settings) -> list[str]:
-    return sorted(r[0] for r in lake_query(settings, "SELECT data_file FROM ducklake_list_files('lake', 'events')"))
+    rows = lake_query(settings, "SELECT data_file FROM ducklake_list_files('lake', 'events')")
+    return sorted(r[0] for r in rows)
 
 
 def _json_head(stdout: str) -> dict:
@@ -37,7 +38,8 @@ def test_dry_run_reports_but_changes_nothing(settings, lake_env):
     _load_batches(settings, 4, seed=30)
     snapshots_before = lake_query(settings, "SELECT snapshot_id FROM lake.snapshots()")
     files_before = _files(settings)
-    result = run_cli("events_pipeline.py", "--maintain", "--dry-run", "--retention", "0s", "--json", env=lake_env)
+    result = run_cli("events_pipeline.py", "--maintain", "--dry-run", "--retention", "0s", "--json",
+                     env=lake_env)
     assert result.returncode == 0, result.stderr
     report = _json_head(result.stdout)
     assert report["dry_run"] and len(report["snapshots_expired"]) >= 4
@@ -62,7 +64,8 @@ def test_time_travel_inside_the_retention_survives_maintenance(settings):
     assert not set(recent) & set(report.snapshots_expired)
     assert report.files_after < report.files_before and report.files_deleted > 0
     for version, count in counts.items():
-        assert lake_query(settings, f"SELECT count(*) FROM lake.main.events AT (VERSION => {version})")[0][0] == count
+        at_version = f"SELECT count(*) FROM lake.main.events AT (VERSION => {version})"
+        assert lake_query(settings, at_version)[0][0] == count
     con = lake.connect(resolved, read_only=True)
     try:
         with pytest.raises(duckdb.Error, match="(?i)snapshot"):
