@@ -34,7 +34,7 @@ QUERIES = {
     "sum((details->>'amount')::DOUBLE) FROM lake.main.events "
     "WHERE event_type = 'payment_processed' GROUP BY 1",
     "one user's journey": "SELECT event_timestamp, event_type FROM lake.main.events "
-    "WHERE details->>'user_id' = 'user_42' ORDER BY 1",
+    "WHERE (details->>'user_id') = 'user_42' ORDER BY 1",
     "full count + distinct ids": "SELECT count(*), count(DISTINCT event_id) FROM lake.main.events",
 }
 

@@ -11,11 +11,13 @@ from collections.abc import Callable
 from pipeline import logs
 from pipeline.config import Settings, load_settings
 from pipeline.durations import parse_duration
-from pipeline.errors import PipelineError, TransientError
+from pipeline.errors import ConfigError, PipelineError, TransientError
 from pipeline.pgdsn import scrub_secrets
 from pipeline.scheduler_config import SHUTDOWN_SECONDS, intervals_from
 
 log = logging.getLogger("event-lake")
+ACTIONS = ("run", "extract_only", "promote_only", "demo", "status", "print_attach", "verify",
+           "stop_embedded", "schedule", "maintain", "snapshots", "changes")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
         "configuration everything runs on an embedded Postgres under ./.lake.",
         epilog="Settings come from the environment and .env (see .env.example); flags override.",
     )
-    action = parser.add_mutually_exclusive_group(required=True)
+    action = parser.add_mutually_exclusive_group()
     action.add_argument("--run", action="store_true",
                         help="Promote waiting staged batches, then extract and promote new events.")
     action.add_argument("--extract-only", action="store_true",
@@ -52,6 +54,26 @@ def build_parser() -> argparse.ArgumentParser:
     action.add_argument("--maintain", action="store_true",
                         help="Expire snapshots older than --retention and compact now "
                         "(with --dry-run: only report what would happen).")
+    action.add_argument("--snapshots", action="store_true", help="List the lake's snapshots.")
+    action.add_argument("--changes", nargs=2, metavar=("FROM", "TO"),
+                        help="Change feed (inserts, deletes, updates) between two snapshot ids or "
+                        "timestamps; --table picks the table (default main.events).")
+    sql = parser.add_argument_group("ad-hoc SQL (read-only unless --write)")
+    sql.add_argument("--sql", action="append", metavar="SQL",
+                     help="SQL to run; repeatable, run in order in one session.")
+    sql.add_argument("--sql-file", action="append", metavar="FILE",
+                     help="File of SQL statements (e.g. sql/analysis/*.sql); repeatable.")
+    sql.add_argument("--param", action="append", metavar="NAME=VALUE",
+                     help="Value for $NAME in the SQL; repeatable.")
+    sql.add_argument("--at-version", type=int, metavar="N",
+                     help="Read the whole session at snapshot N (time travel).")
+    sql.add_argument("--at-time", metavar="TS",
+                     help="Read the whole session as of timestamp TS, e.g. '2026-11-21 10:00:00+00'.")
+    sql.add_argument("--table", help="With --changes: schema.table (default main.events).")
+    sql.add_argument("--limit", type=int, help="Rows shown per command (default 100 as text, "
+                     "all as JSON); row_count is always the true count.")
+    sql.add_argument("--write", action="store_true",
+                     help="Allow statements that change the lake (otherwise it is attached read-only).")
     parser.add_argument("--engine", choices=("spark", "dlt"), default="spark",
                         help="Extraction engine (default spark).")
     parser.add_argument("--lookback", help="Override LOOKBACK, e.g. 15m.")
@@ -96,6 +118,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace, settings: Settings) -> tuple[bool, str]:
+    from pipeline import analysis
+
+    if args.sql or args.sql_file:
+        if any(getattr(args, n) for n in ACTIONS):
+            raise ConfigError("--sql/--sql-file cannot be combined with another action.")
+        return analysis.run_sql(args, settings)
+    if args.snapshots:
+        return analysis.run_snapshots(args, settings)
+    if args.changes:
+        return analysis.run_changes(args, settings)
     handlers: dict[str, Callable[[argparse.Namespace, Settings], tuple[bool, str]]] = {
         "run": _run, "extract_only": _run, "promote_only": _run, "demo": _demo,
         "status": _status, "print_attach": _print_attach, "verify": _verify,
@@ -104,7 +136,8 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> tuple[bool, str]:
     for name, handler in handlers.items():
         if getattr(args, name):
             return handler(args, settings)
-    raise AssertionError("argparse guarantees one action")
+    raise ConfigError("Nothing to do.", "Give an action such as --run, --demo, --status or --sql; "
+                      "see --help.")
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> tuple[bool, str]:

@@ -53,6 +53,10 @@ def connect(settings: Settings, *, read_only: bool = False, snapshot_version: in
                     "Check DUCKLAKE_CATALOG and that the catalog database is reachable.",
                 ) from None
             raise
+    # Lets SQL files reach DuckLake's own metadata tables wherever the catalog keeps them:
+    # query('SELECT … FROM ' || getvariable('lake_metadata') || '.ducklake_data_file')
+    schema = settings.lake_name if settings.catalog.kind == "postgres" else "main"
+    con.execute(f"SET VARIABLE lake_metadata = '__ducklake_metadata_{settings.lake_name}.{schema}'")
     return con
 
 

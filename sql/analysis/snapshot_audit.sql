@@ -1,0 +1,9 @@
+-- Snapshot audit: who changed the lake, what, and when (from commit messages and metadata).
+-- Parameters: none.
+-- Example: uv run events_pipeline.py --sql-file sql/analysis/snapshot_audit.sql
+SELECT snapshot_id, snapshot_time, author, commit_message,
+       json_extract_string(commit_extra_info, '$.batch_id') AS batch_id,
+       json_extract(commit_extra_info, '$.rows_staged')::BIGINT AS rows_staged,
+       changes
+FROM lake.snapshots()
+ORDER BY snapshot_id;

@@ -1,0 +1,195 @@
+"""Ad-hoc SQL and named analysis queries: exact JSON shape, true counts, time travel,
+read-only by default, failing statements, and 20 concurrent writers."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+from datetime import timedelta
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from pipeline.run import run
+from tests.conftest import ROOT, run_cli
+from tests.helpers import add_events, lake_query
+
+ANALYSIS = sorted((ROOT / "sql" / "analysis").glob("*.sql"))
+
+
+@pytest.fixture
+def lake_with_history(settings, lake_env) -> dict:
+    """Three loads: 300 events, +200, +100 late ones. Returns the data snapshots."""
+    snapshots = []
+    for rows, seed, late in ((300, 1, None), (200, 2, None), (100, 3, timedelta(minutes=5))):
+        add_events(settings, rows, seed=seed, late_by=late)
+        snapshots += run(settings, engine="dlt").snapshots
+    return {"env": lake_env, "snapshots": snapshots}
+
+
+def sql_json(env, *args: str):
+    result = run_cli("events_pipeline.py", "--json", *args, env=env)
+    head = result.stdout[: result.stdout.rindex("}") + 1]
+    return result, json.loads(head)
+
+
+def test_json_output_has_the_documented_shape_and_true_counts(lake_with_history):
+    env = lake_with_history["env"]
+    result, out = sql_json(env, "--sql", "-- leading comment\nSELECT count(*) AS n FROM lake.main.events",
+                           "--sql", "WITH t AS (SELECT event_type FROM lake.main.events) SELECT DISTINCT "
+                           "event_type FROM t ORDER BY 1", "--sql", "DESCRIBE lake.main.events",
+                           "--sql", "SHOW ALL TABLES", "--sql", "CALL pragma_version()")
+    assert result.returncode == 0, result.stderr
+    assert out["status"] == "ok"
+    commands = out["result"]["commands"]
+    assert out["result"]["command_count"] == 5 == len(commands)
+    assert [c["command_index"] for c in commands] == [0, 1, 2, 3, 4]
+    assert commands[0] == {"command_index": 0, "row_count": 1, "columns": ["n"], "rows": [{"n": 600}]}
+    assert commands[1]["row_count"] == 5 and commands[2]["row_count"] == 5
+    assert all({"command_index", "row_count", "columns", "rows"} <= c.keys() for c in commands)
+    info = out["catalog_info"]
+    assert set(info) == {"catalog_name", "snapshot_count", "latest_snapshot", "table_count", "tables"}
+    real_count = lake_query_count(env)
+    assert info["catalog_name"] == "lake" and info["snapshot_count"] == real_count
+    assert info["latest_snapshot"]["snapshot_id"] == max(lake_with_history["snapshots"])
+    assert {"snapshot_id", "snapshot_time", "commit_message"} <= info["latest_snapshot"].keys()
+    assert {"schema": "main", "name": "events"}.items() <= info["tables"][-1].items() or any(
+        t["name"] == "events" for t in info["tables"])
+
+
+def lake_query_count(env) -> int:
+    from pipeline.config import load_settings
+
+    return lake_query(load_settings(env), "SELECT count(*) FROM lake.snapshots()")[0][0]
+
+
+def test_values_are_json_safe(lake_with_history):
+    _, out = sql_json(lake_with_history["env"], "--sql",
+                      "SELECT event_timestamp, details, event_id, 12.30::DECIMAL(10,2) AS amount "
+                      "FROM lake.main.events LIMIT 1")
+    row = out["result"]["commands"][0]["rows"][0]
+    assert isinstance(row["details"], dict) and row["details"]
+    assert "T" in row["event_timestamp"] and row["event_timestamp"].endswith("+00:00")
+    assert len(row["event_id"]) == 36
+    assert Decimal(str(row["amount"])) == Decimal("12.30")
+
+
+def test_write_is_refused_without_the_write_flag(lake_with_history):
+    env = lake_with_history["env"]
+    result, out = sql_json(env, "--sql", "SELECT 1", "--sql", "DELETE FROM lake.main.events")
+    assert result.returncode == 1
+    assert out["status"] == "error" and out["error"]["command_index"] == 1
+    assert "read-only" in out["error"]["message"]
+    assert lake_query_rows(env) == 600
+
+
+def lake_query_rows(env) -> int:
+    from pipeline.config import load_settings
+
+    return lake_query(load_settings(env), "SELECT count(*) FROM lake.main.events")[0][0]
+
+
+def test_write_flag_counts_affected_rows(lake_with_history):
+    env = lake_with_history["env"]
+    result, out = sql_json(env, "--write", "--sql", "CREATE TABLE lake.main.notes (id INT, note VARCHAR)",
+                           "--sql", "INSERT INTO lake.main.notes VALUES (1, 'a'), (2, 'b'), (3, 'c')",
+                           "--sql", "UPDATE lake.main.notes SET note = 'z' WHERE id < 3",
+                           "--sql", "DELETE FROM lake.main.notes WHERE id = 3")
+    assert result.returncode == 0, result.stderr
+    affected = [c.get("affected_rows") for c in out["result"]["commands"]]
+    assert affected == [0, 3, 2, 1]
+    assert all(c["status"] == "ok" for c in out["result"]["commands"])
+
+
+def test_a_failing_statement_reports_its_index_and_exits_non_zero(lake_with_history):
+    result, out = sql_json(lake_with_history["env"], "--sql", "SELECT 1", "--sql", "SELECT * FROM nope")
+    assert result.returncode == 1
+    assert out["status"] == "error" and out["error"]["command_index"] == 1
+    assert "nope" in out["error"]["message"]
+    assert out["result"]["command_count"] == 1
+    assert result.stdout.strip().splitlines()[-1].startswith("Failed: command 1")
+
+
+def test_at_version_reads_the_whole_session_at_that_snapshot(lake_with_history):
+    env, snaps = lake_with_history["env"], lake_with_history["snapshots"]
+    _, out = sql_json(env, "--at-version", str(snaps[0]), "--sql", "SELECT count(*) AS n FROM lake.main.events",
+                      "--sql", "SELECT count(*) AS n FROM lake.ops.batches")
+    assert [c["rows"][0]["n"] for c in out["result"]["commands"]] == [300, 1]
+    result = run_cli("events_pipeline.py", "--at-version", "9999", "--sql", "SELECT 1", env=env)
+    assert result.returncode == 1 and "--snapshots" in result.stderr
+
+
+def test_at_time_reads_the_lake_as_of_a_timestamp(lake_with_history, settings):
+    env, snaps = lake_with_history["env"], lake_with_history["snapshots"]
+    [(at,)] = lake_query(settings, f"SELECT snapshot_time FROM lake.snapshots() WHERE snapshot_id = {snaps[1]}")
+    _, out = sql_json(env, "--at-time", at.isoformat(), "--sql", "SELECT count(*) AS n FROM lake.main.events")
+    assert out["result"]["commands"][0]["rows"][0]["n"] == 500
+
+
+def test_snapshots_and_changes(lake_with_history):
+    env, snaps = lake_with_history["env"], lake_with_history["snapshots"]
+    _, out = sql_json(env, "--snapshots")
+    ids = [r["snapshot_id"] for r in out["result"]["commands"][0]["rows"]]
+    assert set(snaps) <= set(ids)
+    _, out = sql_json(env, "--changes", str(snaps[1]), str(snaps[2]))
+    rows = out["result"]["commands"][0]["rows"]
+    assert len(rows) == 300 and {r["change_type"] for r in rows} == {"insert"}
+    text = run_cli("events_pipeline.py", "--snapshots", env=env)
+    assert text.returncode == 0 and "snapshot_id" in text.stdout.splitlines()[0]
+
+
+def test_human_output_is_an_aligned_table(lake_with_history):
+    result = run_cli("events_pipeline.py", "--sql", "SELECT 1 AS a, 'xyz' AS long_name",
+                     env=lake_with_history["env"])
+    lines = result.stdout.splitlines()
+    assert lines[0] == "a  long_name" and lines[1] == "-  ---------" and lines[2] == "1  xyz"
+
+
+@pytest.mark.parametrize("path", ANALYSIS, ids=[p.name for p in ANALYSIS])
+def test_every_named_analysis_query_runs_and_is_documented(path: Path, lake_with_history):
+    header = path.read_text().splitlines()[:3]
+    assert header[0].startswith("-- ") and any("Parameters:" in line for line in path.read_text().splitlines()[:6])
+    snaps = lake_with_history["snapshots"]
+    result, out = sql_json(lake_with_history["env"], "--sql-file", str(path),
+                           "--param", f"version={snaps[0]}", "--param", "user_id=user_000000",
+                           "--param", f"from_snapshot={snaps[0]}", "--param", f"to_snapshot={snaps[-1]}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert out["status"] == "ok" and out["result"]["commands"][-1]["row_count"] >= 0
+
+
+def test_named_queries_return_the_right_numbers(lake_with_history, settings):
+    env, snaps = lake_with_history["env"], lake_with_history["snapshots"]
+    _, out = sql_json(env, "--sql-file", "sql/analysis/events_by_type_version_diff.sql",
+                      "--param", f"version={snaps[0]}")
+    rows = out["result"]["commands"][0]["rows"]
+    assert sum(r["at_version"] for r in rows) == 300 and sum(r["difference"] for r in rows) == 300
+    _, out = sql_json(env, "--sql-file", "sql/analysis/lake_health.sql")
+    health = {r["table_name"]: r for r in out["result"]["commands"][0]["rows"]}
+    assert health["events"]["live_rows"] == 600
+    [(critical,)] = lake_query(settings, "SELECT count(*) FROM lake.main.events WHERE event_type = "
+                                         "'error_occurred' AND (details->>'severity') = 'critical'")
+    _, out = sql_json(env, "--sql-file", "sql/analysis/critical_errors_between_snapshots.sql",
+                      "--param", f"from_snapshot={snaps[0]}", "--param", f"to_snapshot={snaps[-1]}")
+    assert out["result"]["commands"][0]["row_count"] == critical
+
+
+def test_missing_parameter_names_the_flag(lake_with_history):
+    result = run_cli("events_pipeline.py", "--sql-file", "sql/analysis/user_journey_at_version.sql",
+                     env=lake_with_history["env"])
+    assert result.returncode == 1 and "--param" in result.stderr
+
+
+def test_twenty_concurrent_writers_all_land_or_fail_loudly(settings, lake_env):
+    def writer(i: int):
+        return run_cli("events_pipeline.py", "--write", "--sql",
+                       "CREATE TABLE IF NOT EXISTS lake.main.concurrent_rows (writer INT, note VARCHAR)",
+                       "--sql", f"INSERT INTO lake.main.concurrent_rows VALUES ({i}, 'from writer {i}')",
+                       env=lake_env, timeout=600)
+
+    with concurrent.futures.ThreadPoolExecutor(20) as pool:
+        results = list(pool.map(writer, range(20)))
+    succeeded = {i for i, r in enumerate(results) if r.returncode == 0}
+    rows = {r[0] for r in lake_query(settings, "SELECT writer FROM lake.main.concurrent_rows")}
+    assert rows == succeeded, [r.stderr[-300:] for r in results if r.returncode]
+    assert len(succeeded) == 20, [r.stderr[-300:] for r in results if r.returncode]
