@@ -34,6 +34,7 @@ class StorageOptions:
     endpoint: str | None = None
     url_style: str | None = None
     use_ssl: bool | None = None
+    account_id: str | None = None  # Cloudflare R2
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> StorageOptions:
@@ -43,7 +44,8 @@ class StorageOptions:
         return cls(key_id=get("S3_ACCESS_KEY_ID"), secret=get("S3_SECRET_ACCESS_KEY"),
                    region=get("S3_REGION"), endpoint=get("S3_ENDPOINT"),
                    url_style=get("S3_URL_STYLE"),
-                   use_ssl=None if ssl is None else ssl.lower() in ("1", "true", "yes"))
+                   use_ssl=None if ssl is None else ssl.lower() in ("1", "true", "yes"),
+                   account_id=get("R2_ACCOUNT_ID"))
 
 
 def extension_names(catalog: CatalogSpec, data_path: str) -> list[str]:
@@ -78,6 +80,8 @@ def storage_secret_sql(lake_name: str, data_path: str, storage: StorageOptions,
         parts.append(f"SECRET {quote_literal(secret or '')}")
     else:
         parts.append("PROVIDER credential_chain")
+    if kind == "r2" and storage.account_id:
+        parts.append(f"ACCOUNT_ID {quote_literal(storage.account_id)}")
     if storage.region:
         parts.append(f"REGION {quote_literal(storage.region)}")
     if storage.endpoint:

@@ -41,3 +41,15 @@ class CatalogUnavailable(TransientError):
 
 class LockBusy(TransientError):
     """Another process holds the lock for this job."""
+
+
+_TRANSIENT_MARKERS = ("connection refused", "could not connect", "timeout", "timed out", "no route",
+                      "server closed", "could not translate host", "the database system is starting",
+                      "the database system is shutting down", "too many clients", "terminating connection")
+
+
+def looks_transient(message: str) -> bool:
+    """True for connection-level failures a retry can outlive (server down, restarting, busy),
+    False for wrong settings (unknown database, bad password) that need a fix."""
+    text = message.lower()
+    return any(marker in text for marker in _TRANSIENT_MARKERS)

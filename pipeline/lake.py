@@ -8,8 +8,15 @@ import duckdb
 
 from pipeline import extensions
 from pipeline.attach import StorageOptions, extension_names, open_statements
+from pipeline.catalog import ACCEPTED_FORMS
 from pipeline.config import Settings
-from pipeline.errors import CatalogUnavailable, ConfigError
+from pipeline.errors import (
+    CatalogUnavailable,
+    ConfigError,
+    PipelineError,
+    TerminalError,
+    looks_transient,
+)
 from pipeline.pgdsn import scrub_secrets
 from pipeline.sqlfiles import read_sql, split_statements
 
@@ -23,6 +30,8 @@ def connect(settings: Settings, *, read_only: bool = False, snapshot_version: in
     if settings.catalog is None or settings.data_path is None:
         raise ConfigError("The lake location is not resolved.",
                           "Call pipeline.services.resolve(settings) first.")
+    if settings.catalog.kind == "sqlite":
+        _prepare_sqlite(settings.catalog.path)
     con = duckdb.connect()
     extensions.load(con, *extension_names(settings.catalog, settings.data_path))
     statements = open_statements(
@@ -47,17 +56,47 @@ def connect(settings: Settings, *, read_only: bool = False, snapshot_version: in
         except duckdb.Error as exc:
             con.close()
             if statement.startswith("ATTACH"):
-                raise CatalogUnavailable(
-                    f"Cannot open the lake catalog ({settings.catalog.describe()}): "
-                    f"{scrub_secrets(str(exc)).strip()}",
-                    "Check DUCKLAKE_CATALOG and that the catalog database is reachable.",
-                ) from None
+                raise attach_error(settings, exc) from None
             raise
     # Lets SQL files reach DuckLake's own metadata tables wherever the catalog keeps them:
     # query('SELECT … FROM ' || getvariable('lake_metadata') || '.ducklake_data_file')
     schema = settings.lake_name if settings.catalog.kind == "postgres" else "main"
     con.execute(f"SET VARIABLE lake_metadata = '__ducklake_metadata_{settings.lake_name}.{schema}'")
     return con
+
+
+def attach_error(settings: Settings, exc: duckdb.Error) -> PipelineError:
+    """Say what was tried and whether trying again later can help."""
+    assert settings.catalog is not None
+    message = (f"Cannot open the lake catalog ({settings.catalog.describe()}): "
+               f"{scrub_secrets(str(exc)).strip()}")
+    text = str(exc).lower()
+    if settings.catalog.kind == "postgres":
+        if looks_transient(text):
+            return CatalogUnavailable(message, "Check that the catalog Postgres runs and DUCKLAKE_CATALOG "
+                                      "points at it (host, port, dbname, user, password).")
+        return TerminalError(message, "Check DUCKLAKE_CATALOG (database, user, password).")
+    if "lock" in text:
+        return CatalogUnavailable(message, "A DuckDB catalog file can be open in one process at a time; "
+                                  "use a Postgres catalog for concurrent writers.")
+    return ConfigError(message, f"Check the path in DUCKLAKE_CATALOG (its folder must exist). "
+                       f"Accepted forms: {ACCEPTED_FORMS}.")
+
+
+def _prepare_sqlite(path) -> None:
+    """WAL journal (readers do not block the writer) and a busy timeout for the first open."""
+    import sqlite3
+
+    if path is None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with contextlib.closing(sqlite3.connect(path, timeout=30)) as db:
+            db.execute("PRAGMA busy_timeout = 30000")
+            db.execute("PRAGMA journal_mode = WAL")
+    except sqlite3.Error as exc:
+        raise ConfigError(f"Cannot open the SQLite catalog {path}: {exc}.",
+                          "Point DUCKLAKE_CATALOG=sqlite:PATH at a file in a writable folder.") from None
 
 
 def _tables_exist(con: duckdb.DuckDBPyConnection, settings: Settings) -> tuple[bool, bool]:

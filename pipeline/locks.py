@@ -17,7 +17,7 @@ import fasteners
 import psycopg
 
 from pipeline.config import Settings
-from pipeline.errors import CatalogUnavailable, LockBusy
+from pipeline.errors import CatalogUnavailable, LockBusy, TerminalError, looks_transient
 from pipeline.pgdsn import scrub_secrets
 
 
@@ -61,8 +61,11 @@ def _advisory(conninfo: str, name: str, timeout: float | None, where: str) -> It
     try:
         conn = psycopg.connect(conninfo, autocommit=True, connect_timeout=10)
     except psycopg.OperationalError as exc:
-        raise CatalogUnavailable(f"Cannot reach the catalog ({where}) to take the {name} lock: "
-                                 f"{scrub_secrets(str(exc)).strip()}") from None
+        message = (f"Cannot reach the catalog ({where}) to take the {name} lock: "
+                   f"{scrub_secrets(str(exc)).strip()}")
+        if looks_transient(str(exc)):
+            raise CatalogUnavailable(message, "Check that the catalog Postgres runs.") from None
+        raise TerminalError(message, "Check DUCKLAKE_CATALOG (host, port, dbname, user, password).") from None
     with conn:
         deadline = None if timeout is None else time.monotonic() + timeout
         while not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:

@@ -10,7 +10,7 @@ from datetime import datetime
 import psycopg
 from psycopg import sql
 
-from pipeline.errors import SourceUnavailable, TerminalError
+from pipeline.errors import SourceUnavailable, TerminalError, looks_transient
 from pipeline.pgdsn import PgDsn, scrub_secrets
 from pipeline.sqlfiles import read_sql, split_statements
 from pipeline.window import Window
@@ -22,11 +22,12 @@ def connect(dsn: PgDsn, *, autocommit: bool = True) -> Iterator[psycopg.Connecti
     try:
         conn = psycopg.connect(dsn.conninfo(), autocommit=autocommit, connect_timeout=10)
     except psycopg.OperationalError as exc:
-        raise SourceUnavailable(
-            f"Cannot connect to the source Postgres at {dsn.masked()}: "
-            f"{scrub_secrets(str(exc)).strip()}",
-            "Check SOURCE_PG_DSN (host, port, user, password, dbname) and that the server runs.",
-        ) from None
+        message = (f"Cannot connect to the source Postgres at {dsn.masked()}: "
+                   f"{scrub_secrets(str(exc)).strip()}")
+        hint = "Check SOURCE_PG_DSN (host, port, user, password, dbname) and that the server runs."
+        if looks_transient(str(exc)):
+            raise SourceUnavailable(message, hint) from None
+        raise TerminalError(message, hint) from None
     with conn:
         yield conn
 
