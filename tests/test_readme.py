@@ -55,3 +55,14 @@ def test_docker_compose_file_is_valid():
     result = subprocess.run(["docker-compose", "-f", str(ROOT / "docker-compose.yml"), "config", "-q"],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
+
+
+def test_every_cli_flag_is_documented_in_the_readme():
+    from generators.cli import build_parser as generator_parser
+    from pipeline.cli import build_parser as pipeline_parser
+
+    for parser in (pipeline_parser(), generator_parser()):
+        for action in parser._actions:
+            for flag in action.option_strings:
+                if flag.startswith("--") and flag != "--help":
+                    assert flag in README, f"{parser.prog} {flag} is not documented in README.md"
