@@ -12,20 +12,14 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import (  # noqa: E402
-    drop_databases,
-    print_table,
-    scratch_settings,
-    stage_synthetic_batch,
-)
-from pipeline import lake, maintain, promote, services  # noqa: E402
+from bench.common import print_table, scratch_lake, stage_synthetic_batch  # noqa: E402
+from pipeline import lake, maintain, promote  # noqa: E402
 
 QUERIES = {
     "count by type, last 24h": "SELECT event_type, count(*) FROM lake.main.events "
@@ -61,34 +55,26 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=2000, help="Events per batch.")
     parser.add_argument("--repeat", type=int, default=5, help="Runs per query (median kept).")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="el-compact-") as tmp:
-        settings, dbs = scratch_settings(Path(tmp))
-        try:
-            settings = services.resolve(settings)
-            con = lake.connect(settings)
-            lake.ensure_tables(con, settings)
-            start = datetime.now(UTC) - timedelta(hours=args.batches)
-            t0 = time.monotonic()
-            for i in range(args.batches):
-                batch = stage_synthetic_batch(con, settings, args.rows, start + timedelta(hours=i))
-                promote.promote(settings, batch, con=con)
-            build = time.monotonic() - t0
-            files_before = maintain.data_file_count(con, settings)
-            con.close()
-            before = time_queries(settings, args.repeat)
-            report = maintain.run_maintenance(settings, timedelta(0))
-            after = time_queries(settings, args.repeat)
-            rows = [("batches x rows", f"{args.batches} x {args.rows}"),
-                    ("build s (promotions)", f"{build:.1f}"),
-                    ("data files before", str(files_before)),
-                    ("data files after", str(report.files_after)),
-                    ("maintenance s", f"{report.seconds:.1f}")]
-            for name in QUERIES:
-                rows.append((f"{name}: ms before / after",
-                             f"{before[name] * 1000:.0f} / {after[name] * 1000:.0f}"))
-            print_table("Compaction of many small hourly batches", rows)
-        finally:
-            drop_databases(dbs)
+    with scratch_lake("el-compact-") as (settings, con):
+        start = datetime.now(UTC) - timedelta(hours=args.batches)
+        t0 = time.monotonic()
+        for i in range(args.batches):
+            batch = stage_synthetic_batch(con, settings, args.rows, start + timedelta(hours=i))
+            promote.promote(settings, batch, con=con)
+        build = time.monotonic() - t0
+        files_before = maintain.data_file_count(con, settings)
+        before = time_queries(settings, args.repeat)
+        report = maintain.run_maintenance(settings, timedelta(0))
+        after = time_queries(settings, args.repeat)
+        rows = [("batches x rows", f"{args.batches} x {args.rows}"),
+                ("build s (promotions)", f"{build:.1f}"),
+                ("data files before", str(files_before)),
+                ("data files after", str(report.files_after)),
+                ("maintenance s", f"{report.seconds:.1f}")]
+        for name in QUERIES:
+            rows.append((f"{name}: ms before / after",
+                         f"{before[name] * 1000:.0f} / {after[name] * 1000:.0f}"))
+        print_table("Compaction of many small hourly batches", rows)
     return 0
 
 

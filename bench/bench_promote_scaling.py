@@ -13,20 +13,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import (  # noqa: E402
-    drop_databases,
-    print_table,
-    scratch_settings,
-    stage_synthetic_batch,
-)
-from pipeline import lake, promote  # noqa: E402
+from bench.common import print_table, scratch_lake, stage_synthetic_batch  # noqa: E402
+from pipeline import promote  # noqa: E402
 
 SYNTHETIC = """
     SELECT uuid() AS event_id, 'api_request' AS event_type,
@@ -50,31 +44,21 @@ def main() -> int:
     rows: list[tuple[str, str]] = []
     timings: dict[int, float] = {}
     for size in args.sizes:
-        with tempfile.TemporaryDirectory(prefix="el-scale-") as tmp:
-            settings, dbs = scratch_settings(Path(tmp))
-            try:
-                from pipeline import services
-
-                settings = services.resolve(settings)
-                con = lake.connect(settings)
-                lake.ensure_tables(con, settings)
-                now = datetime.now(UTC)
-                t0 = time.monotonic()
-                fill_lake(con, settings, size, now)
-                fill = time.monotonic() - t0
-                best = float("inf")
-                for _ in range(args.repeat):
-                    batch = stage_synthetic_batch(con, settings, args.batch, now, overlap=args.batch // 10)
-                    result = promote.promote(settings, batch)
-                    assert result.outcome == "committed", result.describe()
-                    best = min(best, result.seconds)
-                con.close()
-                timings[size] = best
-                rows.append((f"lake {size:,} rows: fill s", f"{fill:.1f}"))
-                rows.append((f"lake {size:,} rows: promote {args.batch:,} s (best of {args.repeat})",
-                             f"{best:.2f}"))
-            finally:
-                drop_databases(dbs)
+        with scratch_lake("el-scale-") as (settings, con):
+            now = datetime.now(UTC)
+            t0 = time.monotonic()
+            fill_lake(con, settings, size, now)
+            fill = time.monotonic() - t0
+            best = float("inf")
+            for _ in range(args.repeat):
+                batch = stage_synthetic_batch(con, settings, args.batch, now, overlap=args.batch // 10)
+                result = promote.promote(settings, batch)
+                assert result.outcome == "committed", result.describe()
+                best = min(best, result.seconds)
+            timings[size] = best
+            rows.append((f"lake {size:,} rows: fill s", f"{fill:.1f}"))
+            rows.append((f"lake {size:,} rows: promote {args.batch:,} s (best of {args.repeat})",
+                         f"{best:.2f}"))
     base = timings[args.sizes[0]]
     for size in args.sizes[1:]:
         rows.append((f"ratio {size:,} / {args.sizes[0]:,}", f"{timings[size] / base:.2f}"))

@@ -34,6 +34,27 @@ def scratch_settings(work: Path, tag: str | None = None) -> tuple[Settings, list
     return load_settings(env), names
 
 
+@contextlib.contextmanager
+def scratch_lake(prefix: str):
+    """A fresh, resolved lake on scratch databases: yields (settings, open connection)."""
+    import tempfile
+
+    from pipeline import lake, services
+
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        settings, dbs = scratch_settings(Path(tmp))
+        try:
+            settings = services.resolve(settings)
+            con = lake.connect(settings)
+            try:
+                lake.ensure_tables(con, settings)
+                yield settings, con
+            finally:
+                con.close()
+        finally:
+            drop_databases(dbs)
+
+
 def drop_databases(names: list[str]) -> None:
     server = PgDsn.parse(BENCH_PG_DSN, "BENCH_PG_DSN")
     with psycopg.connect(server.conninfo(), autocommit=True) as conn:
