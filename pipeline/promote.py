@@ -31,14 +31,20 @@ _STAGED_ROWS = """
 """
 
 
-def insert_sql(events_table: str) -> str:
-    """Insert the batch's new rows: dedup inside the batch, anti-join the lake in its range."""
+_KEEP_NEWEST = """
+    QUALIFY row_number() OVER (PARTITION BY event_id
+                               ORDER BY created_at DESC NULLS LAST, event_timestamp DESC) = 1
+"""
+
+
+def insert_sql(events_table: str, batch_has_duplicates: bool = True) -> str:
+    """Insert the batch's new rows: dedup inside the batch (only when it has repeated ids: the
+    window function costs a sort), anti-join the lake only within the batch's time range."""
+    dedup = _KEEP_NEWEST if batch_has_duplicates else ""
     return f"""
     INSERT INTO {events_table} (event_id, event_type, event_timestamp, details, created_at)
     SELECT s.event_id, s.event_type, s.event_timestamp, s.details, s.created_at
-    FROM ({_STAGED_ROWS}
-          QUALIFY row_number() OVER (PARTITION BY event_id
-                                     ORDER BY created_at DESC NULLS LAST, event_timestamp DESC) = 1) s
+    FROM ({_STAGED_ROWS} {dedup}) s
     ANTI JOIN (SELECT event_id FROM {events_table}
                WHERE event_timestamp BETWEEN $min_ts AND $max_ts) existing
            ON existing.event_id = s.event_id
@@ -96,9 +102,9 @@ def _promote_locked(con: duckdb.DuckDBPyConnection, settings: Settings, batch: S
         return result("settled by another process", manifest.row_count)
     if not files:
         return result("empty")
-    staged, min_ts, max_ts = con.execute(
-        "SELECT count(*), min(event_timestamp), max(event_timestamp) FROM read_parquet($files)",
-        {"files": files}).fetchone()
+    staged, distinct_ids, min_ts, max_ts = con.execute(
+        "SELECT count(*), count(DISTINCT event_id), min(event_timestamp), max(event_timestamp) "
+        "FROM read_parquet($files)", {"files": files}).fetchone()
     if staged == 0:
         return result("empty")
 
@@ -110,7 +116,7 @@ def _promote_locked(con: duckdb.DuckDBPyConnection, settings: Settings, batch: S
     try:
         con.execute(f"CALL {settings.lake_name}.set_commit_message('event-lake', ?, extra_info => ?)",
                     [message, extra])
-        inserted = con.execute(insert_sql(settings.events_table),
+        inserted = con.execute(insert_sql(settings.events_table, distinct_ids < staged),
                                {"files": files, "min_ts": min_ts, "max_ts": max_ts}).fetchone()[0]
         if inserted == 0:
             con.execute("ROLLBACK")  # nothing new: leave the lake (and its snapshot list) alone

@@ -127,3 +127,20 @@ def test_two_runs_at_once_never_double_an_event(settings, lake_env):
     for result in results:
         assert result.returncode == 0, result.stdout + result.stderr
     assert_lake_equals_source(settings, expected_rows=20_000)
+
+
+def test_duplicate_ids_inside_one_batch_keep_the_newest_row(settings, spark):
+    """A batch can repeat an id (e.g. two overlapping staged files); the newest created_at wins."""
+    import duckdb
+
+    resolved, batch = _stage_one_batch(settings, spark, 200, seed=14)
+    first = batch.path / batch.manifest.files[0]
+    copy = batch.path / "part-dup.parquet"
+    duckdb.sql(f"COPY (SELECT * REPLACE (created_at + INTERVAL 1 HOUR AS created_at, 'changed' AS event_type) "
+               f"FROM '{first}' LIMIT 10) TO '{copy}' (FORMAT parquet)")
+    manifest = staging.Manifest(**{**batch.manifest.__dict__, "files": [*batch.manifest.files, copy.name]})
+    result = promote.promote(resolved, staging.StagedBatch(batch.path, manifest))
+    assert result.rows_staged == 210 and result.rows_inserted == 200 and result.rows_duplicate == 10
+    from tests.helpers import lake_query
+
+    assert lake_query(settings, "SELECT count(*) FROM lake.main.events WHERE event_type = 'changed'")[0][0] == 10
