@@ -6,24 +6,23 @@ import json
 import logging
 import os
 import socket
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from pipeline import lake
 from pipeline.config import Settings
-from pipeline.errors import PipelineError
 
 log = logging.getLogger(__name__)
 
 
-def record(settings: Settings, run_id: str, job: str, started: datetime, status: str,
-           error: str | None = None, details: dict[str, Any] | None = None) -> bool:
+def record(settings: Settings, run_id: str, job: str, started: datetime, finished: datetime,
+           status: str, error: str | None = None, details: dict[str, Any] | None = None) -> bool:
     """Append one history row; returns False (and logs) when the catalog cannot be reached,
     since failing to write history must never turn a job's result into a crash."""
     try:
         con = lake.connect(settings)
-    except PipelineError as exc:
-        log.warning("could not record %s job history: %s", job, str(exc).splitlines()[0])
+    except Exception as exc:  # PipelineError, or a driver error from a dying connection
+        log.warning("could not record %s job history: %s", job, (str(exc).splitlines() or [""])[0])
         return False
     try:
         lake.ensure_tables(con, settings)
@@ -32,7 +31,7 @@ def record(settings: Settings, run_id: str, job: str, started: datetime, status:
                     [f"job {job} {status}"])
         con.execute(
             f"INSERT INTO {settings.lake_name}.{settings.ops_schema}.jobs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [run_id, job, started, datetime.now(UTC), status, error,
+            [run_id, job, started, finished, status, error,
              json.dumps(details or {}, default=str), f"{socket.gethostname()}:{os.getpid()}"])
         con.execute("COMMIT")
         return True

@@ -7,6 +7,7 @@ dies with its holder: a killed process can never leave the lake locked.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import time
 from collections.abc import Iterator
@@ -76,5 +77,8 @@ def _advisory(conninfo: str, name: str, timeout: float | None, where: str) -> It
         try:
             yield
         finally:
-            if not conn.closed:
-                conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+            # If the connection died (catalog restarted, network cut), the server has already
+            # released the session lock; an unlock error must not mask the caller's outcome.
+            with contextlib.suppress(psycopg.Error):
+                if not conn.closed:
+                    conn.execute("SELECT pg_advisory_unlock(%s)", (key,))

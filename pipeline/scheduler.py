@@ -120,11 +120,16 @@ class Scheduler:
                      job.name, job.failures, job.not_before - time.monotonic())
             return
         started, t0 = datetime.now(UTC), time.monotonic()
+        finished: datetime | None = None
         log.info("job %s started", job.name)
         status, error, details = "success", None, {}
         try:
             with locks.hold(self.settings, f"job:{job.name}", timeout=0):
+                # history times are taken while holding the lock, so runs of one job recorded
+                # by different processes never appear to overlap
+                started = datetime.now(UTC)
                 details = job.action()
+                finished = datetime.now(UTC)
         except LockBusy:
             status = "skipped"
             details = {"reason": "another process is running this job"}
@@ -144,8 +149,8 @@ class Scheduler:
             job.failures, job.not_before = 0, 0.0
             log.info("job %s %s in %.1fs: %s", job.name, status, seconds, _brief(details))
         job.last_status, job.last_finished, job.runs = status, datetime.now(UTC).isoformat(), job.runs + 1
-        jobs.record(self.settings, logs.RUN_ID, job.name, started, status, error,
-                    {**details, "seconds": round(seconds, 3)})
+        jobs.record(self.settings, logs.RUN_ID, job.name, started, finished or datetime.now(UTC),
+                    status, error, {**details, "seconds": round(seconds, 3)})
         self.write_state()
 
     def write_state(self) -> None:
@@ -193,7 +198,10 @@ class Scheduler:
             self.tick(self.jobs["load"])
         self.write_state()
         while not self.stop.is_set():
-            self.scheduler.run_pending()
+            try:
+                self.scheduler.run_pending()
+            except Exception:  # noqa: BLE001  a bug in one tick must not end a months-long process
+                log.exception("unexpected error in the scheduler loop; carrying on")
             idle = self.scheduler.idle_seconds
             self.stop.wait(min(1.0, max(0.05, idle if idle is not None else 1.0)))
         if self._spark is not None:
