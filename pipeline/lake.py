@@ -6,7 +6,7 @@ import contextlib
 
 import duckdb
 
-from pipeline import extensions
+from pipeline import extensions, locks
 from pipeline.attach import StorageOptions, extension_names, open_statements
 from pipeline.catalog import ACCEPTED_FORMS
 from pipeline.config import Settings
@@ -47,8 +47,6 @@ def connect(settings: Settings, *, read_only: bool = False, snapshot_version: in
                 # The first ATTACH creates the catalog's metadata tables; two processes doing
                 # that at once collide in Postgres ("duplicate key … pg_namespace"), so attaches
                 # of one lake are serialized (they take milliseconds).
-                from pipeline import locks
-
                 with locks.hold(settings, "attach"):
                     con.execute(statement)
             else:
@@ -99,11 +97,16 @@ def _prepare_sqlite(path) -> None:
                           "Point DUCKLAKE_CATALOG=sqlite:PATH at a file in a writable folder.") from None
 
 
-def _tables_exist(con: duckdb.DuckDBPyConnection, settings: Settings) -> tuple[bool, bool]:
-    """(events table exists, every ops table exists)."""
-    found = {(schema, table) for schema, table in con.execute(
+def table_names(con: duckdb.DuckDBPyConnection, settings: Settings) -> set[tuple[str, str]]:
+    """Every ``(schema, table)`` the attached lake holds."""
+    return {(schema, table) for schema, table in con.execute(
         "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = ?",
         [settings.lake_name]).fetchall()}
+
+
+def _tables_exist(con: duckdb.DuckDBPyConnection, settings: Settings) -> tuple[bool, bool]:
+    """(events table exists, every ops table exists)."""
+    found = table_names(con, settings)
     ops = all((settings.ops_schema, t) in found for t in OPS_TABLES)
     return ("main", settings.lake_table) in found, ops
 
@@ -114,8 +117,6 @@ def ensure_tables(con: duckdb.DuckDBPyConnection, settings: Settings) -> None:
     Two first runs at once would both try to create them; a lock makes one wait for the
     other, and the re-check inside it then finds the tables.
     """
-    from pipeline import locks
-
     if all(_tables_exist(con, settings)):
         return
     with locks.hold(settings, "setup"):

@@ -85,9 +85,11 @@ def _planned_merge(con: duckdb.DuckDBPyConnection, settings: Settings) -> int:
     return len(folders)
 
 
-def compact(con: duckdb.DuckDBPyConnection, settings: Settings, retention: timedelta,
-            dry_run: bool, report: MaintenanceReport) -> None:
-    """Flush inlined rows, merge adjacent small files, delete unreferenced and orphaned files."""
+def compact(con: duckdb.DuckDBPyConnection, settings: Settings, dry_run: bool,
+            report: MaintenanceReport) -> None:
+    """Flush inlined rows, merge adjacent small files, delete unreferenced and orphaned files.
+
+    Needs no retention of its own: only files of already-expired snapshots are unreferenced."""
     if dry_run:
         report.files_before = data_file_count(con, settings)
         report.files_after = _planned_merge(con, settings)
@@ -123,7 +125,7 @@ def run_maintenance(settings: Settings, retention: timedelta, *, dry_run: bool =
         if "expire" in steps:
             expire(con, settings, retention, dry_run, report)
         if "compact" in steps:
-            compact(con, settings, retention, dry_run, report)
+            compact(con, settings, dry_run, report)
         else:
             report.files_before = report.files_after = data_file_count(con, settings)
     finally:

@@ -95,7 +95,6 @@ class CommandResult:
     affected_rows: int | None = None
     status: str | None = None
     truncated: bool = False
-    types: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         if self.columns is not None:
@@ -144,7 +143,7 @@ def execute_one(con: duckdb.DuckDBPyConnection, index: int, statement: duckdb.St
     shown = all_rows if limit is None else all_rows[:limit]
     rows = [{c: json_safe(v, t) for c, v, t in zip(columns, row, types, strict=True)} for row in shown]
     return CommandResult(index, row_count=len(all_rows), columns=columns, rows=rows,
-                         truncated=len(shown) < len(all_rows), types=types)
+                         truncated=len(shown) < len(all_rows))
 
 
 def run_session(con: duckdb.DuckDBPyConnection, texts: list[str], params: dict[str, Any],

@@ -104,10 +104,8 @@ def run(settings: Settings, mode: Mode = "run", engine: str = "spark",
             faults.maybe_crash("after-stage")
     con = lake.connect(settings, read_only=True)
     try:
-        lake_exists = con.execute(
-            "SELECT count(*) FROM duckdb_tables() WHERE database_name = ? AND table_name = 'batches'",
-            [settings.lake_name]).fetchone()[0]
-        report.watermark = state.watermark(con, settings) if lake_exists else None
+        has_state = (settings.ops_schema, "batches") in lake.table_names(con, settings)
+        report.watermark = state.watermark(con, settings) if has_state else None
     finally:
         con.close()
     report.seconds["total"] = time.monotonic() - started

@@ -22,8 +22,9 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import schedule
@@ -31,7 +32,7 @@ import schedule
 from pipeline import jobs, locks, logs, maintain, services
 from pipeline.config import Settings
 from pipeline.durations import format_duration
-from pipeline.errors import LockBusy, PipelineError
+from pipeline.errors import LockBusy
 from pipeline.scheduler_config import SHUTDOWN_SECONDS
 
 if TYPE_CHECKING:
@@ -67,7 +68,6 @@ class Job:
     not_before: float = 0.0
     last_status: str | None = None
     last_finished: str | None = None
-    runs: int = field(default=0)
 
 
 class Scheduler:
@@ -76,7 +76,7 @@ class Scheduler:
         self.intervals, self.engine = intervals, engine
         self.stop = threading.Event()
         self._spark: SparkSession | None = None
-        self.state_file = self.settings.home / "scheduler.json"
+        self.state_file = state_path(self.settings)
         self.jobs = {
             "load": Job("load", intervals.load, self._load),
             "expire": Job("expire", intervals.expire, self._expire),
@@ -133,7 +133,7 @@ class Scheduler:
         except LockBusy:
             status = "skipped"
             details = {"reason": "another process is running this job"}
-        except (PipelineError, Exception) as exc:  # noqa: BLE001  the process must stay up
+        except Exception as exc:  # noqa: BLE001  any failure is recorded; the process must stay up
             status, error = "failed", str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             if self.stop.is_set():
                 status, error = "cancelled", f"stopped by shutdown: {error}"
@@ -148,7 +148,7 @@ class Scheduler:
         else:
             job.failures, job.not_before = 0, 0.0
             log.info("job %s %s in %.1fs: %s", job.name, status, seconds, _brief(details))
-        job.last_status, job.last_finished, job.runs = status, datetime.now(UTC).isoformat(), job.runs + 1
+        job.last_status, job.last_finished = status, datetime.now(UTC).isoformat()
         jobs.record(self.settings, logs.RUN_ID, job.name, started, finished or datetime.now(UTC),
                     status, error, {**details, "seconds": round(seconds, 3)})
         self.write_state()
@@ -220,11 +220,15 @@ def _brief(details: dict[str, Any]) -> str:
                      if k in keep and v is not None)
 
 
+def state_path(settings: Settings) -> Path:
+    """Where a running scheduler publishes its next run times for ``--status``."""
+    return settings.home / "scheduler.json"
+
+
 def read_state(settings: Settings) -> dict[str, Any] | None:
     """The running scheduler's state file, or None when no scheduler is alive."""
-    path = settings.home / "scheduler.json"
     try:
-        state = json.loads(path.read_text())
+        state = json.loads(state_path(settings).read_text())
         os.kill(int(state["pid"]), 0)
     except (OSError, ValueError, KeyError):
         return None

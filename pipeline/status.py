@@ -15,9 +15,8 @@ def collect(settings: Settings) -> dict[str, Any]:
     """Status as plain data (settings must be resolved)."""
     con = lake.connect(settings, read_only=True)
     try:
-        has_tables = con.execute(
-            "SELECT count(*) FROM duckdb_tables() WHERE database_name = ? AND table_name = 'batches'",
-            [settings.lake_name]).fetchone()[0]
+        tables = lake.table_names(con, settings)
+        has_tables = (settings.ops_schema, "batches") in tables
         watermark = state.watermark(con, settings) if has_tables else None
         batches = state.recent_batches(con, settings, 5) if has_tables else []
         lake_rows = con.execute(f"SELECT count(*) FROM {settings.events_table}").fetchone()[0] \
@@ -27,7 +26,7 @@ def collect(settings: Settings) -> dict[str, Any]:
         files, size = con.execute(
             "SELECT coalesce(sum(file_count), 0), coalesce(sum(file_size_bytes), 0) "
             "FROM ducklake_table_info(?)", [settings.lake_name]).fetchone()
-        job_runs = jobs.last_runs(con, settings) if has_tables and _has_jobs(con, settings) else []
+        job_runs = jobs.last_runs(con, settings) if (settings.ops_schema, "jobs") in tables else []
     finally:
         con.close()
     with source.connect(settings.source_dsn) as conn:
@@ -60,12 +59,6 @@ def collect(settings: Settings) -> dict[str, Any]:
         "last_batches": [{k: iso(v) if isinstance(v, datetime) else v for k, v in b.items()}
                          for b in batches],
     }
-
-
-def _has_jobs(con, settings: Settings) -> bool:
-    return bool(con.execute(
-        "SELECT count(*) FROM duckdb_tables() WHERE database_name = ? AND schema_name = ? "
-        "AND table_name = 'jobs'", [settings.lake_name, settings.ops_schema]).fetchone()[0])
 
 
 def _quoted(qualified: str) -> str:
