@@ -23,6 +23,11 @@ from pipeline.durations import format_duration
 # Files that exist in the data path but not in the catalog may belong to a promotion that
 # is about to commit; only files older than this are treated as orphans.
 ORPHAN_GRACE = timedelta(hours=1)
+# Files DuckLake scheduled for deletion (merged away, or only referenced by expired snapshots)
+# may still be read by a transaction that began before; they are deleted only once they have
+# been scheduled this long. (Deleting them at once broke a load running beside compaction:
+# "Cannot open file …/ops/batches/ducklake-….parquet".)
+DELETE_GRACE = timedelta(minutes=15)
 
 
 @dataclass
@@ -86,7 +91,7 @@ def _planned_merge(con: duckdb.DuckDBPyConnection, settings: Settings) -> int:
 
 
 def compact(con: duckdb.DuckDBPyConnection, settings: Settings, dry_run: bool,
-            report: MaintenanceReport) -> None:
+            report: MaintenanceReport, delete_grace: timedelta = DELETE_GRACE) -> None:
     """Flush inlined rows, merge adjacent small files, delete unreferenced and orphaned files.
 
     Needs no retention of its own: only files of already-expired snapshots are unreferenced."""
@@ -100,7 +105,8 @@ def compact(con: duckdb.DuckDBPyConnection, settings: Settings, dry_run: bool,
         con.execute("CALL ducklake_merge_adjacent_files(?)", [settings.lake_name]).fetchall()
         report.files_after = data_file_count(con, settings)
     deleted: list[str] = []
-    for function, older_than in (("ducklake_cleanup_old_files", "cleanup_all => true"),
+    for function, older_than in (("ducklake_cleanup_old_files",
+                                  f"older_than => {_older_than(delete_grace)}"),
                                  ("ducklake_delete_orphaned_files",
                                   f"older_than => {_older_than(ORPHAN_GRACE)}")):
         planned = [r[0] for r in con.execute(
@@ -115,8 +121,10 @@ def compact(con: duckdb.DuckDBPyConnection, settings: Settings, dry_run: bool,
 
 
 def run_maintenance(settings: Settings, retention: timedelta, *, dry_run: bool = False,
-                    steps: tuple[str, ...] = ("expire", "compact")) -> MaintenanceReport:
-    """Run the given steps (settings must be resolved); one report for all of them."""
+                    steps: tuple[str, ...] = ("expire", "compact"),
+                    delete_grace: timedelta = DELETE_GRACE) -> MaintenanceReport:
+    """Run the given steps (settings must be resolved); one report for all of them.
+    ``delete_grace``: how long a file must have been scheduled for deletion before it goes."""
     started = time.monotonic()
     report = MaintenanceReport(dry_run=dry_run, retention=format_duration(retention))
     con = lake.connect(settings)
@@ -125,7 +133,7 @@ def run_maintenance(settings: Settings, retention: timedelta, *, dry_run: bool =
         if "expire" in steps:
             expire(con, settings, retention, dry_run, report)
         if "compact" in steps:
-            compact(con, settings, dry_run, report)
+            compact(con, settings, dry_run, report, delete_grace)
         else:
             report.files_before = report.files_after = data_file_count(con, settings)
     finally:
