@@ -23,9 +23,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import PeakMemory, drop_databases, print_table, scratch_settings  # noqa: E402
-from pipeline import lake, verify  # noqa: E402
-from pipeline.run import run  # noqa: E402
-from pipeline.spark_session import build_session  # noqa: E402
+from pipeline.extract.spark_session import build_session  # noqa: E402
+from pipeline.lake import connect as lake  # noqa: E402
+from pipeline.lake import schema, verify  # noqa: E402
+from pipeline.ops.run import run  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,7 +36,7 @@ def reference_load(settings, name: str = "lake_ref") -> float:
     ref = replace(settings, lake_name=name, data_path=settings.data_path.rstrip("/") + f"_{name}/")
     con = lake.connect(ref)
     try:
-        lake.ensure_tables(con, ref)
+        schema.ensure_tables(con, ref)
         verify.attach_source(con, ref)
         t0 = time.monotonic()
         con.execute(f"""INSERT INTO {ref.events_table}

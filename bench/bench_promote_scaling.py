@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import print_table, scratch_lake, stage_synthetic_batch  # noqa: E402
-from pipeline import promote  # noqa: E402
+from pipeline.lake import promote  # noqa: E402
 
 SYNTHETIC = """
     SELECT uuid() AS event_id, 'api_request' AS event_type,

@@ -12,8 +12,8 @@ from pathlib import Path
 import psutil
 import psycopg
 
-from pipeline.config import Settings, load_settings
-from pipeline.pgdsn import PgDsn
+from pipeline.settings import Settings, load_settings
+from pipeline.settings.pgdsn import PgDsn
 
 BENCH_PG_DSN = os.environ.get("BENCH_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 
@@ -39,15 +39,17 @@ def scratch_lake(prefix: str):
     """A fresh, resolved lake on scratch databases: yields (settings, open connection)."""
     import tempfile
 
-    from pipeline import lake, services
+    from pipeline.lake import connect as lake
+    from pipeline.lake import schema
+    from pipeline.settings.resolve import resolve
 
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         settings, dbs = scratch_settings(Path(tmp))
         try:
-            settings = services.resolve(settings)
+            settings = resolve(settings)
             con = lake.connect(settings)
             try:
-                lake.ensure_tables(con, settings)
+                schema.ensure_tables(con, settings)
                 yield settings, con
             finally:
                 con.close()
@@ -101,8 +103,8 @@ def stage_synthetic_batch(con, settings: Settings, rows: int, now, *, overlap: i
     """Stage ``rows`` events in the ``spread_seconds`` before ``now``, ``overlap`` of them
     copied from the lake (as the look-back re-reads them); returns the StagedBatch."""
     from pipeline import staging
+    from pipeline.source.window import iso
     from pipeline.staging import Manifest, StagedBatch
-    from pipeline.window import iso
 
     batch_id = staging.new_batch_id()
     path = staging.batch_dir(settings.staging_table_dir, batch_id)

@@ -12,10 +12,12 @@ import time
 
 from generators.produce import BatchJob, Producer
 from generators.writer import truncate
-from pipeline import services, source
-from pipeline.config import load_settings
-from pipeline.durations import parse_duration
 from pipeline.errors import PipelineError
+from pipeline.settings import load_settings
+from pipeline.settings.durations import parse_duration
+from pipeline.settings.resolve import resolve
+from pipeline.source.connect import connect
+from pipeline.source.ddl import ensure_table
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,20 +70,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.rows < 0 or args.loops < 1 or args.batch_size < 1 or not 0 <= args.late_fraction <= 1:
             raise PipelineError("--rows must be >= 0, --loops and --batch-size >= 1, "
                                 "--late-fraction between 0 and 1.")
-        env_overrides = {}
-        settings = load_settings()
-        if args.dsn:
-            from pipeline.pgdsn import PgDsn
-
-            env_overrides["source_dsn"] = PgDsn.parse(args.dsn, "--dsn")
-        if args.table:
-            env_overrides["source_table"] = args.table if "." in args.table else f"public.{args.table}"
-        settings = settings.with_overrides(**env_overrides)
-        if settings.source_dsn is None:
-            settings = services.resolve(settings)
+        settings = load_settings(flags={"SOURCE_PG_DSN": ("--dsn", args.dsn),
+                                        "SOURCE_TABLE": ("--table", args.table)})
+        # the embedded default starts only when no source is configured
+        source_dsn = settings.source_dsn or resolve(settings).source_dsn
         late_by = parse_duration(args.late_by, "--late-by")
-        with source.connect(settings.source_dsn, autocommit=False) as conn:
-            source.ensure_table(conn, settings.source_table)
+        with connect(source_dsn, autocommit=False) as conn:
+            ensure_table(conn, settings.source_table)
             conn.commit()
             if args.truncate:
                 with conn.transaction():
@@ -89,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"Truncated {settings.source_table}.", flush=True)
             batches_per_loop = -(-args.rows // args.batch_size)
             workers = max(1, min(args.workers, batches_per_loop))
-            producer = Producer(conn, settings.source_dsn.conninfo(), settings.source_table, workers)
+            producer = Producer(conn, source_dsn.conninfo(), settings.source_table, workers)
             batch_no = itertools.count()
             try:
                 loop = 0
@@ -113,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
                 producer.close()
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        if exc.hint:
+            print(f"  hint: {exc.hint}", file=sys.stderr)
         print(f"Failed after committing {written} events.", flush=True)
         return 1
     elapsed = time.monotonic() - started

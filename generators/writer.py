@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 from psycopg import sql
 
-from generators.events import Event
-from pipeline.source import table_ident
+from generators.events import Event, EventFactory
+from pipeline.settings.pgdsn import PgDsn
+from pipeline.source.connect import connect
+from pipeline.source.ddl import ensure_table, table_sql
 
 _ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
@@ -27,7 +30,7 @@ def write_batch(conn: psycopg.Connection, table: str, events: Iterable[Event]) -
     """COPY ``events`` in one transaction; returns the number of rows committed."""
     statement = sql.SQL(
         "COPY {} (event_id, event_type, event_timestamp, details) FROM STDIN"
-    ).format(table_ident(table))
+    ).format(table_sql(table))
     rows = 0
     with conn.transaction(), conn.cursor() as cur, cur.copy(statement) as copy:
         buffer: list[str] = []
@@ -44,4 +47,17 @@ def write_batch(conn: psycopg.Connection, table: str, events: Iterable[Event]) -
 
 
 def truncate(conn: psycopg.Connection, table: str) -> None:
-    conn.execute(sql.SQL("TRUNCATE {}").format(table_ident(table)))
+    conn.execute(sql.SQL("TRUNCATE {}").format(table_sql(table)))
+
+
+def add_events(dsn: PgDsn, table: str, rows: int, seed: int, *, late_by: timedelta | None = None,
+               now: datetime | None = None) -> int:
+    """Write ``rows`` events from ``seed`` (all of them ``late_by`` old when given) in one
+    transaction, creating the table first if needed; returns the rows committed.
+    The demo and the tests write events through this."""
+    events = EventFactory(seed).batch(rows, now or datetime.now(UTC), late_fraction=1.0 if late_by else 0.0,
+                                      late_by=late_by or timedelta(0))
+    with connect(dsn, autocommit=False) as conn:
+        ensure_table(conn, table)
+        conn.commit()
+        return write_batch(conn, table, events)

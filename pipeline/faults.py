@@ -7,11 +7,14 @@ process no chance to clean up, exactly like an OOM kill or a power cut.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 
+from pipeline.settings import Settings
 
-def maybe_crash(point: str) -> None:
-    if os.environ.get("EVENT_LAKE_FAULT") == point:
-        print(f"EVENT_LAKE_FAULT={point}: killing this process now", flush=True)
+
+def maybe_crash(settings: Settings, point: str) -> None:
+    if settings.fault == point:
+        logging.getLogger(__name__).warning("EVENT_LAKE_FAULT=%s: killing this process now", point)
         os.kill(os.getpid(), signal.SIGKILL)

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pipeline.window import Window, iso, parse_iso
+from pipeline.source.window import Window, iso, parse_iso
 
 MANIFEST = "_manifest.json"
 PREFIX = "batch_id="

@@ -1,5 +1,5 @@
--- Lake tables, created on first use inside the attached DuckLake (DESIGN "Lake" contract).
--- {lake}, {table} and {ops} are filled in as identifiers by pipeline/lake_schema.py.
+-- Lake tables, created on first use inside the attached DuckLake (see the README's "How it works").
+-- {lake}, {table} and {ops} are filled in as quoted identifiers by pipeline/lake/schema.py.
 CREATE SCHEMA IF NOT EXISTS {lake}.main;
 CREATE SCHEMA IF NOT EXISTS {lake}.{ops};
 

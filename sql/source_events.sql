@@ -1,5 +1,5 @@
--- Source table the generator writes and the pipeline reads (DESIGN "Source table" contract).
--- {schema}, {table} and {index} are filled in as quoted identifiers by pipeline/source.py.
+-- Source table the generator writes and the pipeline reads (the README's source table contract).
+-- {schema}, {table} and {index} are filled in as quoted identifiers by pipeline/source/ddl.py.
 CREATE SCHEMA IF NOT EXISTS {schema};
 
 CREATE TABLE IF NOT EXISTS {schema}.{table} (

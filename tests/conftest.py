@@ -13,8 +13,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from pipeline.config import Settings, load_settings
-from pipeline.pgdsn import PgDsn
+from pipeline.settings import Settings, load_settings
+from pipeline.settings.pgdsn import PgDsn
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_PG_DSN = os.environ.get("TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -69,7 +69,7 @@ def settings(lake_env: dict[str, str]) -> Settings:
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory):
-    from pipeline.spark_session import build_session
+    from pipeline.extract.spark_session import build_session
 
     home = tmp_path_factory.mktemp("spark-home")
     session = build_session(load_settings({"EVENT_LAKE_HOME": str(home)}), app_name="event-lake-tests")

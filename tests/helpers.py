@@ -3,28 +3,23 @@
 from __future__ import annotations
 
 import contextlib
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
-from generators.events import EventFactory
-from generators.writer import write_batch
-from pipeline import lake, services, source, verify
-from pipeline.config import Settings
+from generators.writer import add_events as write_events
+from pipeline.lake import connect as lake
+from pipeline.lake import verify
+from pipeline.settings import Settings
+from pipeline.settings.resolve import resolve
 
 
 def add_events(settings: Settings, rows: int, seed: int, *, late_by: timedelta | None = None,
                now: datetime | None = None) -> int:
-    settings = services.resolve(settings)
-    factory = EventFactory(seed)
-    with source.connect(settings.source_dsn, autocommit=False) as conn:
-        source.ensure_table(conn, settings.source_table)
-        conn.commit()
-        events = factory.batch(rows, now or datetime.now(UTC), late_fraction=1.0 if late_by else 0.0,
-                               late_by=late_by or timedelta(0))
-        return write_batch(conn, settings.source_table, events)
+    settings = resolve(settings)
+    return write_events(settings.source_dsn, settings.source_table, rows, seed, late_by=late_by, now=now)
 
 
 def snapshot_ids(settings: Settings) -> list[int]:
-    con = lake.connect(services.resolve(settings), read_only=True)
+    con = lake.connect(resolve(settings), read_only=True)
     try:
         return [r[0] for r in con.execute(
             f"SELECT snapshot_id FROM {settings.lake_name}.snapshots() ORDER BY 1").fetchall()]
@@ -34,7 +29,7 @@ def snapshot_ids(settings: Settings) -> list[int]:
 
 def data_snapshots(settings: Settings) -> list[int]:
     """Snapshots that inserted into the events table."""
-    con = lake.connect(services.resolve(settings), read_only=True)
+    con = lake.connect(resolve(settings), read_only=True)
     try:
         return [r[0] for r in con.execute(
             f"SELECT snapshot_id FROM {settings.lake_name}.snapshots() "
@@ -44,7 +39,7 @@ def data_snapshots(settings: Settings) -> list[int]:
 
 
 def assert_lake_equals_source(settings: Settings, expected_rows: int | None = None) -> None:
-    comparison = verify.compare(services.resolve(settings))
+    comparison = verify.compare(resolve(settings))
     assert comparison.equal, comparison.describe()
     if expected_rows is not None:
         assert comparison.lake.rows == expected_rows, comparison.describe()
@@ -123,7 +118,7 @@ class TcpProxy:
 
 
 def lake_query(settings: Settings, sql: str, params: list | None = None) -> list[tuple]:
-    con = lake.connect(services.resolve(settings), read_only=True)
+    con = lake.connect(resolve(settings), read_only=True)
     try:
         return con.execute(sql, params or []).fetchall()
     finally:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.run import run
+from pipeline.ops.run import run
 from tests.conftest import ROOT, run_cli
 from tests.helpers import add_events, lake_query
 
@@ -29,7 +29,7 @@ def lake_with_history(settings, lake_env) -> dict:
 
 
 def lake_count(env: dict[str, str], sql: str) -> int:
-    from pipeline.config import load_settings
+    from pipeline.settings import load_settings
 
     return lake_query(load_settings(env), sql)[0][0]
 

@@ -8,11 +8,12 @@ from datetime import timedelta
 
 import pytest
 
-from pipeline.attach import StorageOptions, open_statements, storage_secret_sql
-from pipeline.catalog import CatalogSpec
-from pipeline.config import load_settings
 from pipeline.errors import PipelineError
-from pipeline.run import run
+from pipeline.lake.attach_sql import open_statements, storage_secret_sql
+from pipeline.ops.run import run
+from pipeline.settings import StorageOptions, load_settings
+from pipeline.settings.catalog import CatalogSpec
+from pipeline.settings.secret import Secret
 from tests.conftest import run_cli
 from tests.helpers import add_events, assert_lake_equals_source, lake_query
 
@@ -103,10 +104,10 @@ def test_s3_data_path_end_to_end(s3_server, lake_env):
 
 
 def test_gcs_and_r2_secrets_are_generated_and_masked():
-    gcs = storage_secret_sql("lake", "gs://bucket/lake/", StorageOptions(key_id="HMACKEY", secret="HMACSECRET"), False)
+    gcs = storage_secret_sql("lake", "gs://bucket/lake/", StorageOptions(key_id="HMACKEY", secret=Secret("HMACSECRET")), False)
     assert gcs == ("CREATE OR REPLACE SECRET lake_storage (TYPE gcs, KEY_ID 'HMACKEY', SECRET '***', "
                    "SCOPE 'gs://bucket/lake/')")
-    r2 = storage_secret_sql("lake", "r2://bucket/lake/", StorageOptions(key_id="K", secret="S", account_id="acc123"),
+    r2 = storage_secret_sql("lake", "r2://bucket/lake/", StorageOptions(key_id="K", secret=Secret("S"), account_id="acc123"),
                             True)
     assert r2 == ("CREATE OR REPLACE SECRET lake_storage (TYPE r2, KEY_ID 'K', SECRET 'S', ACCOUNT_ID 'acc123', "
                   "SCOPE 'r2://bucket/lake/')")

@@ -6,14 +6,16 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from pipeline import lake, services
+from pipeline.lake import connect as lake
+from pipeline.lake import schema
+from pipeline.settings.resolve import resolve
 
 
 @pytest.fixture
 def con(settings):
-    resolved = services.resolve(settings)
+    resolved = resolve(settings)
     connection = lake.connect(resolved)
-    lake.ensure_tables(connection, resolved)
+    schema.ensure_tables(connection, resolved)
     yield connection
     connection.close()
 

@@ -11,8 +11,10 @@ from datetime import timedelta
 import duckdb
 import pytest
 
-from pipeline import lake, maintain, services
-from pipeline.run import run
+from pipeline.lake import connect as lake
+from pipeline.lake import maintain
+from pipeline.ops.run import run
+from pipeline.settings.resolve import resolve
 from tests.conftest import run_cli
 from tests.helpers import add_events, assert_lake_equals_source, lake_query
 
@@ -54,7 +56,7 @@ def test_time_travel_inside_the_retention_survives_maintenance(settings):
     time.sleep(4)
     recent_start = time.monotonic()
     recent = _load_batches(settings, 3, seed=50)
-    resolved = services.resolve(settings)
+    resolved = resolve(settings)
     counts = {v: lake_query(settings, f"SELECT count(*) FROM lake.main.events AT (VERSION => {v})")[0][0]
               for v in recent}
     # a retention reaching 1 s before the recent loads began: old snapshots fall outside it
@@ -77,7 +79,7 @@ def test_time_travel_inside_the_retention_survives_maintenance(settings):
 
 
 def test_compaction_while_loads_run_loses_and_doubles_nothing(settings):
-    resolved = services.resolve(settings)
+    resolved = resolve(settings)
     _load_batches(settings, 2, seed=60)
     errors: list[BaseException] = []
 

@@ -7,8 +7,10 @@ import concurrent.futures
 import shutil
 from datetime import timedelta
 
-from pipeline import promote, services, staging
-from pipeline.run import run
+from pipeline import staging
+from pipeline.lake import promote
+from pipeline.ops.run import run
+from pipeline.settings.resolve import resolve
 from tests.conftest import run_cli
 from tests.helpers import add_events, assert_lake_equals_source, data_snapshots, snapshot_ids
 
@@ -51,7 +53,7 @@ def test_events_later_than_lookback_are_missed_as_documented(settings, spark):
 
 
 def test_dlt_engine_builds_the_same_lake_as_spark(settings, lake_env, spark, tmp_path):
-    from pipeline.config import load_settings
+    from pipeline.settings import load_settings
 
     add_events(settings, 4_000, seed=7)
     run(settings, spark=spark)
@@ -68,7 +70,7 @@ def _stage_one_batch(settings, spark, rows: int, seed: int):
     """Write ``rows`` events and extract them into exactly one staged batch (not promoted)."""
     add_events(settings, rows, seed=seed)
     run(settings, mode="extract", spark=spark)
-    resolved = services.resolve(settings)
+    resolved = resolve(settings)
     [batch] = staging.complete_batches(resolved.staging_table_dir)
     return resolved, batch
 
@@ -97,7 +99,7 @@ def test_kill_after_staging_then_rerun_loses_and_doubles_nothing(settings, lake_
     add_events(settings, 2_000, seed=10)
     crashed = run_cli("events_pipeline.py", "--run", env={**lake_env, "EVENT_LAKE_FAULT": "after-stage"})
     assert crashed.returncode == -9, crashed.stdout + crashed.stderr
-    resolved = services.resolve(settings)
+    resolved = resolve(settings)
     assert len(staging.complete_batches(resolved.staging_table_dir)) == 1
     assert data_snapshots(settings) == []
     add_events(settings, 500, seed=11)

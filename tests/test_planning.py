@@ -6,14 +6,16 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from pipeline.attach import StorageOptions, open_statements
-from pipeline.catalog import CatalogSpec
-from pipeline.config import load_settings
-from pipeline.durations import format_duration, parse_duration
 from pipeline.errors import ConfigError
-from pipeline.pgdsn import PgDsn
-from pipeline.spark_session import DEBIAN_JAR, MAVEN_COORDINATE, resolve_jdbc_driver
-from pipeline.window import Window, plan_partitions, plan_window
+from pipeline.extract.partitions import plan_partitions
+from pipeline.extract.spark_session import DEBIAN_JAR, MAVEN_COORDINATE, resolve_jdbc_driver
+from pipeline.lake.attach_sql import open_statements
+from pipeline.settings import StorageOptions, load_settings
+from pipeline.settings.catalog import CatalogSpec
+from pipeline.settings.durations import format_duration, parse_duration
+from pipeline.settings.pgdsn import PgDsn
+from pipeline.settings.secret import Secret
+from pipeline.source.window import Window, plan_window
 
 T = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 
@@ -81,7 +83,7 @@ def test_unknown_catalog_lists_accepted_forms():
 def test_attach_sql_keeps_credentials_in_a_masked_secret():
     catalog = CatalogSpec.parse("postgresql://lake:s3cret@cat:5432/catalog")
     statements = open_statements("lake", catalog, "s3://bucket/lake/",
-                                 storage=StorageOptions(key_id="AK", secret="SK", endpoint="minio:9000",
+                                 storage=StorageOptions(key_id="AK", secret=Secret("SK"), endpoint="minio:9000",
                                                         url_style="path", use_ssl=False))
     text = "\n".join(statements)
     assert "s3cret" not in text and "SK" not in text and text.count("'***'") == 2
@@ -89,7 +91,7 @@ def test_attach_sql_keeps_credentials_in_a_masked_secret():
     assert attach.startswith("ATTACH 'ducklake:") and "SECRET': 'lake_catalog'" in attach
     assert "METADATA_SCHEMA 'lake'" in attach
     shown = "\n".join(open_statements("lake", catalog, "s3://bucket/lake/", show_secrets=True,
-                                      storage=StorageOptions(key_id="AK", secret="SK")))
+                                      storage=StorageOptions(key_id="AK", secret=Secret("SK"))))
     assert "s3cret" in shown and "'SK'" in shown
 
 

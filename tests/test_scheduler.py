@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 
-from pipeline.pgdsn import PgDsn
+from pipeline.settings.pgdsn import PgDsn
 from tests.conftest import ROOT, run_cli
 from tests.helpers import TcpProxy, add_events, assert_lake_equals_source, lake_query
 

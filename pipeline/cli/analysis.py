@@ -1,0 +1,75 @@
+"""Handlers of the analysis commands: ``--sql``/``--sql-file``, ``--snapshots``, ``--changes``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from pipeline.cli import output
+from pipeline.errors import ConfigError
+from pipeline.settings import Settings
+
+Outcome = tuple[bool, str]
+
+
+def sql_texts(args: argparse.Namespace) -> list[str]:
+    texts = list(args.sql or [])
+    for name in args.sql_file or []:
+        path = Path(name)
+        if not path.exists():
+            raise ConfigError(f"SQL file {name} does not exist.",
+                              "Named analysis queries live in sql/analysis/.")
+        texts.append(path.read_text())
+    return texts
+
+
+def run_texts(args: argparse.Namespace, settings: Settings, texts: list[str]) -> Outcome:
+    """Run ``texts`` in one session as the flags say, print the result, and say how it went."""
+    from pipeline.lake.info import catalog_info
+    from pipeline.lake.query import describe_at, open_session, parse_params, run_session
+    from pipeline.settings.resolve import resolve
+
+    params = parse_params(args.param or [])
+    resolved = resolve(settings)
+    con = open_session(resolved, write=args.write, at_version=args.at_version, at_time=args.at_time)
+    try:
+        limit = args.limit if args.limit is not None else (None if args.json else output.HUMAN_ROW_LIMIT)
+        result = run_session(con, texts, params, limit)
+        info = catalog_info(con, resolved.lake_name) if args.json else None
+    finally:
+        con.close()
+    output.print_session(result, args.json, info)
+    if result.error:
+        return False, (f"Failed: command {result.error['command_index']} did not run: "
+                       f"{result.error['message'].splitlines()[0]}")
+    time_travel = args.at_version is not None or args.at_time
+    at = f" at {describe_at(args.at_version, args.at_time)}" if time_travel else ""
+    return True, f"Ran {len(result.commands)} command(s){at}" + ("" if args.write else " (read-only).")
+
+
+def sql(args: argparse.Namespace, settings: Settings) -> Outcome:
+    return run_texts(args, settings, sql_texts(args))
+
+
+def snapshots(args: argparse.Namespace, settings: Settings) -> Outcome:
+    ok, _ = run_texts(args, settings, [
+        "SELECT snapshot_id, snapshot_time, schema_version, changes, author, commit_message, "
+        f"commit_extra_info FROM {settings.lake_name}.snapshots() ORDER BY snapshot_id"])
+    return ok, "Snapshots listed." if ok else "Failed to list snapshots."
+
+
+def changes(args: argparse.Namespace, settings: Settings) -> Outcome:
+    from pipeline.sqltext import quote_literal
+
+    start, end = args.changes
+    schema, _, table = (args.table or f"main.{settings.lake_table}").rpartition(".")
+    schema = schema or "main"
+
+    def bound(value: str) -> str:
+        return value if value.lstrip("-").isdigit() else f"TIMESTAMPTZ {quote_literal(value)}"
+
+    ok, _ = run_texts(args, settings, [
+        f"SELECT * FROM ducklake_table_changes({quote_literal(settings.lake_name)}, {quote_literal(schema)}, "
+        f"{quote_literal(table)}, {bound(start)}, {bound(end)}) ORDER BY snapshot_id, rowid"])
+    return ok, (f"Changes to {schema}.{table} between {start} and {end} listed." if ok
+                else "Failed to list changes.")

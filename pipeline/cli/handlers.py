@@ -1,0 +1,137 @@
+"""The pipeline actions: each handler calls the library and returns (ok, last line).
+
+:data:`ACTIONS` is the one list of actions: the parser builds its flags from it and
+:func:`pipeline.cli.main.main` dispatches through it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pipeline.cli import analysis, output
+from pipeline.ops.policy import SHUTDOWN_SECONDS
+from pipeline.settings import Settings
+
+Outcome = tuple[bool, str]
+
+
+def run(args: argparse.Namespace, settings: Settings) -> Outcome:
+    from pipeline.ops.run import run
+
+    mode = "extract" if args.extract_only else "promote" if args.promote_only else "run"
+    report = run(settings, mode=mode, engine=args.engine)
+    if args.json:
+        output.out(output.dumps({"status": "ok", "rows_inserted": report.rows_inserted,
+                                 "snapshots": report.snapshots, "staged_batch": report.staged_batch,
+                                 "watermark": report.watermark.isoformat() if report.watermark else None,
+                                 "seconds": report.seconds}))
+    return True, f"Done: {report.summary()}."
+
+
+def demo(args: argparse.Namespace, settings: Settings) -> Outcome:
+    from pipeline.ops.demo import demo
+
+    result = demo(settings, engine=args.engine)
+    output.out(output.render_demo(result))
+    return result.ok, ("Demo complete: events flowed into the lake, the rerun added nothing, late "
+                       "events were caught, and the lake matches the source." if result.ok
+                       else "Demo finished, but the lake does NOT match the source (see above).")
+
+
+def status(args: argparse.Namespace, settings: Settings) -> Outcome:
+    from pipeline.ops.status import collect
+    from pipeline.settings.resolve import resolve
+
+    data = collect(resolve(settings))
+    output.out(output.dumps(data) if args.json else output.render_status(data))
+    return True, "Status shown."
+
+
+def verify(args: argparse.Namespace, settings: Settings) -> Outcome:
+    from pipeline.lake.verify import compare
+    from pipeline.settings.resolve import resolve
+
+    comparison = compare(resolve(settings))
+    return comparison.equal, comparison.describe()
+
+
+def print_attach(args: argparse.Namespace, settings: Settings) -> Outcome:
+    import duckdb
+
+    from pipeline.lake import extensions
+    from pipeline.lake.attach_sql import extension_names, open_statements
+    from pipeline.settings.resolve import resolve
+
+    resolved = resolve(settings)
+    # install the pinned extensions where the duckdb CLI of the same version finds them
+    extensions.load(duckdb.connect(), *extension_names(resolved.catalog, resolved.data_path))
+    output.out(f"-- DuckDB {duckdb.__version__} (the duckdb CLI must be this version); extensions "
+               "were installed from the pinned wheels into ~/.duckdb/extensions")
+    for statement in open_statements(resolved.lake_name, resolved.catalog, resolved.data_path,
+                                     storage=resolved.storage, show_secrets=args.show_secrets):
+        output.out(f"{statement};")
+    return True, "-- Paste the statements above into the duckdb CLI (same version) to open the lake."
+
+
+def stop_embedded(args: argparse.Namespace, settings: Settings) -> Outcome:
+    from pipeline import embedded
+
+    stopped = embedded.stop(settings.home)
+    return True, "Embedded Postgres stopped." if stopped else "Embedded Postgres was not running."
+
+
+def schedule(args: argparse.Namespace, settings: Settings) -> Outcome:
+    from pipeline.ops.scheduler import Scheduler
+
+    Scheduler(settings, engine=args.engine).serve(run_now=args.run_now)
+    return True, "Scheduler stopped cleanly."
+
+
+def maintain(args: argparse.Namespace, settings: Settings) -> Outcome:
+    from pipeline.lake.maintain import maintain_now
+    from pipeline.settings.resolve import resolve
+
+    report = maintain_now(resolve(settings), dry_run=args.dry_run)
+    if args.json:
+        output.out(output.dumps(report.as_dict()))
+    return True, f"Maintenance {'dry run ' if args.dry_run else ''}done: {report.describe()}."
+
+
+@dataclass(frozen=True)
+class Action:
+    """One mutually exclusive action flag and the handler that runs it."""
+
+    flag: str
+    help: str
+    handler: Callable[[argparse.Namespace, Settings], Outcome]
+    metavar: tuple[str, ...] | None = None
+
+    @property
+    def dest(self) -> str:
+        return self.flag.removeprefix("--").replace("-", "_")
+
+
+ACTIONS: tuple[Action, ...] = (
+    Action("--run", "Promote waiting staged batches, then extract and promote new events.", run),
+    Action("--extract-only", "Extract new events into a staged batch without promoting it.", run),
+    Action("--promote-only", "Promote every complete staged batch, oldest first.", run),
+    Action("--demo", "Generate 10,000 events, run, rerun, add late events, run, and show snapshots "
+           "and time travel.", demo),
+    Action("--status", "Show watermark, lag, last batches and snapshot count.", status),
+    Action("--print-attach", "Print the SQL that opens this lake in the duckdb CLI (secrets masked "
+           "unless --show-secrets).", print_attach),
+    Action("--verify", "Compare the lake with the source (counts, distinct ids, checksum).", verify),
+    Action("--stop-embedded", "Stop the embedded Postgres under EVENT_LAKE_HOME.", stop_embedded),
+    Action("--schedule", "Run forever: load every --load-every, expire snapshots every --expire-every, "
+           "compact every --compact-every. SIGTERM/SIGINT stop it: no new jobs start, a running "
+           "promotion commits or rolls back, and the process exits 0 within "
+           f"{SHUTDOWN_SECONDS} seconds.", schedule),
+    Action("--maintain", "Expire snapshots older than --retention and compact now (with --dry-run: "
+           "only report what would happen).", maintain),
+    Action("--snapshots", "List the lake's snapshots.", analysis.snapshots),
+    Action("--changes", "Change feed (inserts, deletes, updates) between two snapshot ids or "
+           "timestamps; --table picks the table (default main.events).", analysis.changes,
+           metavar=("FROM", "TO")),
+)

@@ -1,0 +1,47 @@
+"""``events_pipeline.py``: parse flags, build settings, dispatch, turn errors into plain words."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from pipeline import logs
+from pipeline.cli import analysis, output
+from pipeline.cli.handlers import ACTIONS, Outcome
+from pipeline.cli.parser import build_parser, setting_flags
+from pipeline.errors import ConfigError, PipelineError
+from pipeline.settings import Settings, load_settings
+
+log = logging.getLogger("event-lake")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logs.setup(args.verbose)
+    try:
+        settings = load_settings(flags=setting_flags(args))
+        ok, message = dispatch(args, settings)
+    except PipelineError as exc:
+        output.print_error(exc)
+        return 1
+    except KeyboardInterrupt:
+        output.out("Interrupted; nothing half-done was committed.")
+        return 130
+    except Exception as exc:  # an unexpected failure still ends with a plain last line
+        log.exception("unexpected error")
+        output.print_unexpected(exc)
+        return 1
+    output.out(message)
+    return 0 if ok else 1
+
+
+def dispatch(args: argparse.Namespace, settings: Settings) -> Outcome:
+    chosen = [action for action in ACTIONS if getattr(args, action.dest)]
+    if args.sql or args.sql_file:
+        if chosen:
+            raise ConfigError("--sql/--sql-file cannot be combined with another action.")
+        return analysis.sql(args, settings)
+    if not chosen:
+        raise ConfigError("Nothing to do.", "Give an action such as --run, --demo, --status or --sql; "
+                          "see --help.")
+    return chosen[0].handler(args, settings)

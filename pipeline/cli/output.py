@@ -1,0 +1,129 @@
+"""Everything the pipeline CLI prints: text tables, JSON, status, the demo, and errors.
+
+The library returns data; only this module decides how it looks on a terminal or as JSON.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import simplejson
+
+from pipeline.errors import PipelineError, TransientError, first_line, scrub_secrets
+from pipeline.lake.query import SessionResult
+
+HUMAN_ROW_LIMIT = 100
+
+
+def out(text: str = "") -> None:
+    print(text, flush=True)
+
+
+def dumps(value: Any) -> str:
+    """JSON with exact decimals and ISO timestamps (``default=str`` for anything else)."""
+    return simplejson.dumps(value, use_decimal=True, indent=2, ignore_nan=True, default=str)
+
+
+def render_table(columns: list[str], rows: list[dict[str, Any]]) -> str:
+    """An aligned text table with a header line."""
+    cells = [[_cell(r[c]) for c in columns] for r in rows]
+    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
+
+    def line(values: list[str]) -> str:
+        return "  ".join(v.ljust(w) for v, w in zip(values, widths, strict=True)).rstrip()
+
+    return "\n".join([line(columns), line(["-" * w for w in widths]), *(line(r) for r in cells)])
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, dict | list):
+        return simplejson.dumps(value, use_decimal=True)
+    return str(value)
+
+
+def print_session(result: SessionResult, as_json: bool, info: dict[str, Any] | None) -> None:
+    """An ad-hoc SQL session: the documented JSON shape, or one table per statement."""
+    if as_json:
+        payload: dict[str, Any] = {"status": "error" if result.error else "ok",
+                                   "result": {"command_count": len(result.commands),
+                                              "commands": [c.as_dict() for c in result.commands]},
+                                   "catalog_info": info}
+        if result.error:
+            payload["error"] = result.error
+        out(dumps(payload))
+        return
+    for command in result.commands:
+        if command.columns is not None:
+            out(render_table(command.columns, command.rows or []))
+            more = " (more not shown; use --limit or --json)" if command.truncated else ""
+            out(f"({command.row_count} row{'s' if command.row_count != 1 else ''}){more}\n")
+        else:
+            out(f"ok ({command.affected_rows} row(s) affected)\n")
+    if result.error:
+        print(f"error in command {result.error['command_index']}: {result.error['message']}",
+              file=sys.stderr)
+
+
+def render_status(status: dict[str, Any]) -> str:
+    lag = status["lag_seconds"]
+    lines = [
+        f"lake            {status['lake']}  ({status['lake_rows']} rows, "
+        f"{status['snapshot_count']} snapshots, latest {status['latest_snapshot']})",
+        f"catalog         {status['catalog']}",
+        f"data path       {status['data_path']}",
+        f"watermark       {status['watermark'] or 'none (nothing promoted yet)'}",
+        f"source newest   {status['source_newest_event'] or '-'}",
+        f"lag             {f'{lag:.0f}s' if lag is not None else '-'}; "
+        f"{status['source_rows_after_watermark']} source rows after the watermark",
+        f"data files      {status['data_files']} ({status['data_bytes']:,} bytes)",
+        f"staged, waiting {status['staged_batches_waiting']} batch(es)",
+        "last batches:",
+    ]
+    for b in status["last_batches"] or []:
+        lines.append(f"  {b['batch_id']}  {b['engine']:5}  staged {b['rows_staged']:>8}  "
+                     f"inserted {b['rows_inserted']:>8}  dup {b['rows_duplicate']:>6}  "
+                     f"at {b['promoted_at']}")
+    if not status["last_batches"]:
+        lines.append("  (none)")
+    scheduler = status["scheduler"] or {}
+    lines.append("jobs:" + ("" if scheduler else "  (no scheduler running)"))
+    for name in ("load", "expire", "compact"):
+        last = status["jobs"].get(name)
+        planned = scheduler.get("jobs", {}).get(name, {})
+        result = (f"last {last['status']} at {last['finished_at']}"
+                  + (f" ({last['error']})" if last["error"] else "")) if last else "never run"
+        nxt = f"; next {planned['next_run']}" if planned.get("next_run") else ""
+        lines.append(f"  {name:8} {result}{nxt}")
+    return "\n".join(lines)
+
+
+def render_demo(result: Any) -> str:
+    """The demo's snapshot list and its time-travel comparison (``result``: a DemoResult)."""
+    lines = ["", "  snapshot  time                              commit message"]
+    for snapshot_id, at, message in result.snapshots:
+        lines.append(f"  {snapshot_id:>8}  {at.isoformat():32}  {message or ''}")
+    then, now = result.counts_before, result.counts_now
+    lines += ["", f"  events by type   AT (VERSION => {result.before_version})   now    difference"]
+    for event_type in sorted(now):
+        lines.append(f"  {event_type:18} {then.get(event_type, 0):>12} {now[event_type]:>8} "
+                     f"{now[event_type] - then.get(event_type, 0):>+10}")
+    lines.append(f"  {'total':18} {sum(then.values()):>12} {sum(now.values()):>8} "
+                 f"{sum(now.values()) - sum(then.values()):>+10}")
+    return "\n".join(lines) + "\n"
+
+
+def print_error(exc: PipelineError) -> None:
+    """The message and its hint on stderr; the plain last line on stdout."""
+    message = scrub_secrets(str(exc))
+    print(f"error: {message}", file=sys.stderr)
+    if exc.hint:
+        print(f"  hint: {scrub_secrets(exc.hint)}", file=sys.stderr)
+    retry = " (temporary: retrying later may succeed)" if isinstance(exc, TransientError) else ""
+    out(f"Failed{retry}: {first_line(Exception(message))}")
+
+
+def print_unexpected(exc: BaseException) -> None:
+    out(f"Failed with an unexpected error: {first_line(Exception(scrub_secrets(str(exc))))}")

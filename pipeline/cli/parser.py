@@ -1,0 +1,72 @@
+"""The pipeline's command line: actions from :data:`~pipeline.cli.handlers.ACTIONS`, then options.
+
+Defaults shown in the help come from :mod:`pipeline.settings.keys`, the same place the
+settings loader takes them from.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from pipeline.cli.handlers import ACTIONS
+from pipeline.extract.engines import ENGINES
+from pipeline.settings.keys import default
+
+# flag -> the environment key it overrides (read by pipeline.settings.load_settings)
+SETTING_FLAGS = {"--lookback": "LOOKBACK", "--load-every": "LOAD_EVERY", "--expire-every": "EXPIRE_EVERY",
+                 "--compact-every": "COMPACT_EVERY", "--retention": "RETENTION"}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="events_pipeline.py",
+        description="Move events from Postgres into a DuckLake with time travel. With no "
+        "configuration everything runs on an embedded Postgres under ./.lake.",
+        epilog="Settings come from the environment and .env (see .env.example); flags override.",
+    )
+    group = parser.add_mutually_exclusive_group()
+    for action in ACTIONS:
+        if action.metavar:
+            group.add_argument(action.flag, nargs=len(action.metavar), metavar=action.metavar,
+                               help=action.help)
+        else:
+            group.add_argument(action.flag, action="store_true", help=action.help)
+    sql = parser.add_argument_group("ad-hoc SQL (read-only unless --write)")
+    sql.add_argument("--sql", action="append", metavar="SQL",
+                     help="SQL to run; repeatable, run in order in one session.")
+    sql.add_argument("--sql-file", action="append", metavar="FILE",
+                     help="File of SQL statements (e.g. sql/analysis/*.sql); repeatable.")
+    sql.add_argument("--param", action="append", metavar="NAME=VALUE",
+                     help="Value for $NAME in the SQL; repeatable.")
+    sql.add_argument("--at-version", type=int, metavar="N",
+                     help="Read the whole session at snapshot N (time travel).")
+    sql.add_argument("--at-time", metavar="TS",
+                     help="Read the whole session as of timestamp TS, e.g. '2026-11-21 10:00:00+00'.")
+    sql.add_argument("--table", help="With --changes: schema.table (default main.events).")
+    sql.add_argument("--limit", type=int, help="Rows shown per command (default 100 as text, "
+                     "all as JSON); row_count is always the true count.")
+    sql.add_argument("--write", action="store_true",
+                     help="Allow statements that change the lake (otherwise it is attached read-only).")
+    parser.add_argument("--engine", choices=ENGINES, default="spark",
+                        help="Extraction engine (default spark).")
+    parser.add_argument("--lookback", help=f"Override LOOKBACK, e.g. {default('LOOKBACK')}.")
+    parser.add_argument("--json", action="store_true", help="Machine-readable output.")
+    timing = parser.add_argument_group("scheduling and maintenance (units s, m, h, d, w)")
+    for flag, what in (("--load-every", "Load interval"), ("--expire-every", "Snapshot expiry interval"),
+                       ("--compact-every", "Compaction interval"),
+                       ("--retention", "Keep snapshots this long for time travel")):
+        key = SETTING_FLAGS[flag]
+        timing.add_argument(flag, help=f"{what} (env {key}, default {default(key)}).")
+    timing.add_argument("--run-now", action="store_true", help="With --schedule: load at start.")
+    timing.add_argument("--dry-run", action="store_true",
+                        help="With --maintain: show what would be expired, merged and deleted.")
+    parser.add_argument("--show-secrets", action="store_true",
+                        help="With --print-attach: print real credentials instead of ***.")
+    parser.add_argument("--verbose", action="store_true", help="Debug logging.")
+    return parser
+
+
+def setting_flags(args: argparse.Namespace) -> dict[str, tuple[str, str | None]]:
+    """The flags that override settings, as ``load_settings(flags=…)`` takes them."""
+    return {key: (flag, getattr(args, flag.removeprefix("--").replace("-", "_")))
+            for flag, key in SETTING_FLAGS.items()}

@@ -1,0 +1,1 @@
+"""Extraction: read one window from the source into a staged batch (Spark or dlt)."""

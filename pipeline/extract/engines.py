@@ -1,0 +1,27 @@
+"""Pick the extraction engine by name; each engine's heavy imports happen only when chosen."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pipeline.errors import ConfigError
+from pipeline.extract.batch import Extractor
+from pipeline.settings import ResolvedSettings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+ENGINES = ("spark", "dlt")
+
+
+def make_extractor(engine: str, settings: ResolvedSettings, spark: SparkSession | None = None) -> Extractor:
+    if engine == "spark":
+        from pipeline.extract.spark_engine import SparkExtractor
+        from pipeline.extract.spark_session import build_session
+
+        return SparkExtractor(spark or build_session(settings))
+    if engine == "dlt":
+        from pipeline.extract.dlt_engine import DltExtractor
+
+        return DltExtractor()
+    raise ConfigError(f"Unknown engine {engine!r}.", f"Use one of: {', '.join(ENGINES)}.")

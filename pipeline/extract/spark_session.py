@@ -1,0 +1,130 @@
+"""Create the Spark session the extractor uses: quiet, UTC, with a Postgres JDBC driver.
+
+PySpark is imported lazily so that ``--help``, ``--status`` and SQL commands start fast.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pipeline.errors import ConfigError, TerminalError
+from pipeline.settings import Settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DEBIAN_JAR = "/usr/share/java/postgresql.jar"
+MAVEN_COORDINATE = "org.postgresql:postgresql:42.7.4"
+LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
+
+
+@dataclass(frozen=True)
+class JdbcDriver:
+    """How Spark gets the driver: a local jar (``spark.jars``) or Maven (``spark.jars.packages``)."""
+
+    conf_key: str
+    value: str
+
+    def describe(self) -> str:
+        return f"{self.value} (via {self.conf_key})"
+
+
+def resolve_jdbc_driver(explicit: str | None, exists: Callable[[str], bool] = os.path.exists
+                        ) -> JdbcDriver:
+    """SPARK_JDBC_JAR, then Debian's jar, then the Maven coordinate (needs the internet)."""
+    if explicit:
+        if not exists(explicit):
+            raise ConfigError(f"SPARK_JDBC_JAR points at {explicit}, which does not exist.",
+                              f"Fix the path, or unset it to use {DEBIAN_JAR}.")
+        return JdbcDriver("spark.jars", explicit)
+    if exists(DEBIAN_JAR):
+        return JdbcDriver("spark.jars", DEBIAN_JAR)
+    return JdbcDriver("spark.jars.packages", MAVEN_COORDINATE)
+
+
+def driver_help() -> str:
+    return (f"Spark needs the Postgres JDBC driver. Looked for: 1) SPARK_JDBC_JAR (unset or "
+            f"missing), 2) {DEBIAN_JAR} (apt-get install libpostgresql-jdbc-java), "
+            f"3) Maven {MAVEN_COORDINATE} via spark.jars.packages (needs internet access).")
+
+
+@contextmanager
+def _stderr_to(path: Path):
+    """Send this process's fd 2 (and so the JVM child's) to ``path`` while the JVM starts."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(path, "ab") as log:
+        os.dup2(log.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def build_session(settings: Settings, app_name: str = "event-lake") -> SparkSession:
+    """A Spark session for ``SPARK_REMOTE`` (Spark Connect) or ``SPARK_MASTER`` (default local[*])."""
+    from pyspark.sql import SparkSession
+
+    spark = settings.spark
+    if spark.remote:
+        try:
+            return SparkSession.builder.remote(spark.remote).appName(app_name).getOrCreate()
+        except Exception as exc:
+            raise TerminalError(f"Cannot reach Spark Connect at SPARK_REMOTE={spark.remote}: {exc}",
+                                "Check SPARK_REMOTE, or unset it to run Spark locally.") from None
+    driver = resolve_jdbc_driver(spark.jdbc_jar)
+    verbose = spark.verbose
+    java_opts = "-Duser.timezone=UTC"
+    if not verbose:
+        java_opts += f" -Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
+    if spark.master.startswith("local"):
+        # the JVM child reads this from the environment; local mode never leaves the machine
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = (
+        SparkSession.builder.master(spark.master).appName(app_name)
+        .config(driver.conf_key, driver.value)
+        .config("spark.ui.enabled", "true" if spark.ui else "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+        .config("spark.sql.sources.commitProtocolClass",
+                "org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol")
+        .config("spark.driver.extraJavaOptions", java_opts)
+        .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
+        .config("spark.driver.memory", spark.driver_memory)
+    )
+    log_file = settings.home / "logs" / "spark.log"
+    try:
+        if verbose:
+            session = builder.getOrCreate()
+        else:
+            with _stderr_to(log_file):
+                session = builder.getOrCreate()
+    except Exception as exc:
+        hint = driver_help() if driver.conf_key == "spark.jars.packages" else f"See {log_file}."
+        raise TerminalError(f"Spark did not start (SPARK_MASTER={spark.master}): {exc}", hint) from None
+    session.sparkContext.setLogLevel("ERROR" if not verbose else "WARN")
+    return session
+
+
+def default_cores(spark: SparkSession) -> int:
+    try:
+        return int(spark.sparkContext.defaultParallelism)
+    except Exception:  # Spark Connect sessions have no SparkContext
+        return os.cpu_count() or 2
+
+
+def cancel_jobs(spark: SparkSession) -> None:
+    """Cancel every running Spark job of this session (shutdown of the scheduler)."""
+    with contextlib.suppress(Exception):  # the JVM may already be going away
+        spark.sparkContext.cancelAllJobs()

@@ -1,0 +1,1 @@
+"""The lake: ATTACH SQL, connecting, tables, locks, promotion, ops tables, maintenance, queries."""

@@ -1,0 +1,106 @@
+"""Pure planning of the SQL that opens the lake: extension loads, secrets, ATTACH.
+
+The same statements serve the pipeline and ``--print-attach`` (which a user pastes into
+the ``duckdb`` CLI), so what users see is exactly what runs. Credentials only ever appear
+inside ``CREATE SECRET`` and are masked unless ``show_secrets`` is set.
+"""
+
+from __future__ import annotations
+
+from pipeline.errors import MASK
+from pipeline.settings.catalog import CatalogSpec
+from pipeline.settings.model import StorageOptions
+from pipeline.settings.pgdsn import PgDsn
+from pipeline.sqltext import quote_literal
+
+# Explicit DuckLake conflict-retry settings (DuckLake defaults: 10 attempts, 100 ms, x1.5).
+# Promoters are serialized by a lock, but maintenance and ad-hoc writers may still race.
+RETRY_SETTINGS = {"ducklake_max_retry_count": 100, "ducklake_retry_wait_ms": 100,
+                  "ducklake_retry_backoff": 1.5}
+# A SQLite catalog: WAL so readers never block the writer, and a busy timeout so a second
+# process waits for the lock instead of failing at once.
+SQLITE_OPTIONS = ("META_JOURNAL_MODE 'WAL'", "META_BUSY_TIMEOUT 30000")
+
+
+def extension_names(catalog: CatalogSpec, data_path: str) -> list[str]:
+    names = {"postgres": ["postgres"], "sqlite": ["sqlite"], "duckdb": []}[catalog.kind]
+    if "://" in data_path:
+        names.append("httpfs")
+    return [*names, "ducklake"]
+
+
+def postgres_secret_sql(secret_name: str, dsn: PgDsn, show_secrets: bool) -> str:
+    """A DuckDB ``postgres`` secret: the one place a Postgres password reaches DuckDB."""
+    password = dsn.password.reveal() if show_secrets else MASK
+    return (
+        f"CREATE OR REPLACE SECRET {secret_name} (TYPE postgres, "
+        f"HOST {quote_literal(dsn.host)}, PORT {dsn.port}, DATABASE {quote_literal(dsn.dbname)}, "
+        f"USER {quote_literal(dsn.user)}, PASSWORD {quote_literal(password)})"
+    )
+
+
+def storage_secret_sql(lake_name: str, data_path: str, storage: StorageOptions,
+                       show_secrets: bool) -> str | None:
+    scheme = data_path.split("://", 1)[0].lower() if "://" in data_path else None
+    if scheme not in ("s3", "gs", "gcs", "r2"):
+        return None
+    kind = {"s3": "s3", "gs": "gcs", "gcs": "gcs", "r2": "r2"}[scheme]
+    parts = [f"TYPE {kind}"]
+    if storage.key_id:
+        parts.append(f"KEY_ID {quote_literal(storage.key_id)}")
+        secret = storage.secret.reveal() if show_secrets and storage.secret else MASK
+        parts.append(f"SECRET {quote_literal(secret if storage.secret else '')}")
+    else:
+        parts.append("PROVIDER credential_chain")
+    if kind == "r2" and storage.account_id:
+        parts.append(f"ACCOUNT_ID {quote_literal(storage.account_id)}")
+    if storage.region:
+        parts.append(f"REGION {quote_literal(storage.region)}")
+    if storage.endpoint:
+        parts.append(f"ENDPOINT {quote_literal(storage.endpoint)}")
+    if storage.url_style:
+        parts.append(f"URL_STYLE {quote_literal(storage.url_style)}")
+    if storage.use_ssl is not None:
+        parts.append(f"USE_SSL {'true' if storage.use_ssl else 'false'}")
+    parts.append(f"SCOPE {quote_literal(data_path)}")
+    return f"CREATE OR REPLACE SECRET {lake_name}_storage ({', '.join(parts)})"
+
+
+def attach_sql(lake_name: str, catalog: CatalogSpec, data_path: str, *,
+               read_only: bool = False, snapshot_version: int | None = None,
+               snapshot_time: str | None = None) -> str:
+    options = [f"DATA_PATH {quote_literal(data_path)}"]
+    if catalog.pg is not None:
+        path = f"ducklake:{catalog.pg.params_without_password()}"
+        options.append(f"METADATA_SCHEMA {quote_literal(lake_name)}")
+        options.append(f"METADATA_PARAMETERS MAP {{'TYPE': 'postgres', 'SECRET': '{lake_name}_catalog'}}")
+    elif catalog.kind == "sqlite":
+        path = f"ducklake:sqlite:{catalog.path}"
+        options += SQLITE_OPTIONS
+    else:
+        path = f"ducklake:{catalog.path}"
+    if read_only:
+        options.append("READ_ONLY")
+    if snapshot_version is not None:
+        options.append(f"SNAPSHOT_VERSION {int(snapshot_version)}")
+    if snapshot_time is not None:
+        options.append(f"SNAPSHOT_TIME {quote_literal(snapshot_time)}")
+    return f"ATTACH {quote_literal(path)} AS {lake_name} ({', '.join(options)})"
+
+
+def open_statements(lake_name: str, catalog: CatalogSpec, data_path: str, *,
+                    storage: StorageOptions | None = None, show_secrets: bool = False,
+                    read_only: bool = False, snapshot_version: int | None = None,
+                    snapshot_time: str | None = None) -> list[str]:
+    """Every statement needed to open the lake in a fresh DuckDB session, in order."""
+    statements = [f"LOAD {name}" for name in extension_names(catalog, data_path)]
+    statements.append("SET TimeZone = 'UTC'")
+    statements += [f"SET {key} = {value}" for key, value in RETRY_SETTINGS.items()]
+    if catalog.pg is not None:
+        statements.append(postgres_secret_sql(f"{lake_name}_catalog", catalog.pg, show_secrets))
+    secret = storage_secret_sql(lake_name, data_path, storage or StorageOptions(), show_secrets)
+    if secret:
+        statements.append(secret)
+    statements.append(attach_sql(lake_name, catalog, data_path, read_only=read_only,
+                                 snapshot_version=snapshot_version, snapshot_time=snapshot_time))
+    return statements

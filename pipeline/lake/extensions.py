@@ -1,0 +1,47 @@
+"""Load DuckDB extensions from their pinned Python wheels, never from the network.
+
+``duckdb-extension-<name>`` wheels carry the extension binary built for the exact DuckDB
+version we pin; ``duckdb_extensions.import_extension`` installs it into DuckDB's extension
+directory (the one the ``duckdb`` CLI of the same version also reads) on first use.
+"""
+
+from __future__ import annotations
+
+import duckdb
+from duckdb_extensions import import_extension
+
+from pipeline.errors import TerminalError
+
+# wheel name -> name DuckDB lists it under in duckdb_extensions()
+CANONICAL = {"postgres": "postgres_scanner", "sqlite": "sqlite_scanner",
+             "ducklake": "ducklake", "httpfs": "httpfs"}
+
+
+def load(con: duckdb.DuckDBPyConnection, *names: str) -> None:
+    """Install (from the wheel, once) and load each extension in ``names``."""
+    con.execute("SET autoinstall_known_extensions = false")
+    wanted = {CANONICAL[n]: n for n in names}
+    rows = con.execute(
+        "SELECT extension_name, installed, loaded FROM duckdb_extensions() "
+        "WHERE extension_name IN (SELECT unnest(?))", [list(wanted)]).fetchall()
+    state = {name: (installed, loaded) for name, installed, loaded in rows}
+    for canonical, name in wanted.items():
+        installed, loaded = state.get(canonical, (False, False))
+        if loaded:
+            continue
+        if not installed:
+            _install(con, name)
+        con.execute(f"LOAD {canonical}")
+
+
+def _install(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    try:
+        import_extension(name, con=con)
+    except ImportError:
+        raise TerminalError(f"The DuckDB extension wheel duckdb-extension-{name} is not installed.",
+                            "Run `uv sync`; the extension wheels are pinned in pyproject.toml.") from None
+    except duckdb.Error as exc:
+        raise TerminalError(
+            f"duckdb-extension-{name} does not match duckdb {duckdb.__version__}: {exc}",
+            "Pin duckdb and every duckdb-extension-* wheel to the same version, then `uv sync`.",
+        ) from None

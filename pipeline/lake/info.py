@@ -1,0 +1,30 @@
+"""``catalog_info``: the lake's name, snapshot count, latest snapshot and tables with their files."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+
+from pipeline.lake.query import json_safe
+
+
+def catalog_info(con: duckdb.DuckDBPyConnection, lake_name: str) -> dict[str, Any]:
+    """Lake name, true snapshot count, the latest snapshot and the tables with their files."""
+    count = con.execute(f"SELECT count(*) FROM {lake_name}.snapshots()").fetchone()[0]
+    cursor = con.execute(f"SELECT * FROM {lake_name}.snapshots() ORDER BY snapshot_id DESC LIMIT 1")
+    columns = [d[0] for d in cursor.description]
+    latest = cursor.fetchone()
+    tables = con.execute(
+        "SELECT t.schema_name, t.table_name, coalesce(i.file_count, 0), coalesce(i.file_size_bytes, 0) "
+        "FROM duckdb_tables() t LEFT JOIN ducklake_table_info(?) i ON i.table_name = t.table_name "
+        "WHERE t.database_name = ? ORDER BY 1, 2", [lake_name, lake_name]).fetchall()
+    return {
+        "catalog_name": lake_name,
+        "snapshot_count": int(count),
+        "latest_snapshot": ({c: json_safe(v) for c, v in zip(columns, latest, strict=True)}
+                            if latest else None),
+        "table_count": len(tables),
+        "tables": [{"schema": s, "name": n, "data_files": int(f), "data_bytes": int(b)}
+                   for s, n, f, b in tables],
+    }

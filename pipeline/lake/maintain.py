@@ -1,0 +1,151 @@
+"""Lake maintenance: expire old snapshots, then compact (flush inlined rows, merge small
+files, delete files nobody references any more). Each step reports what it did.
+
+Time travel keeps working for every snapshot inside the retention: merged-away files stay
+referenced by those snapshots and are only deleted once the snapshots themselves expire.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import duckdb
+
+from pipeline.lake import locks
+from pipeline.lake.connect import connect
+from pipeline.lake.schema import ensure_tables
+from pipeline.settings import ResolvedSettings, Settings
+from pipeline.settings.durations import format_duration
+
+# Files that exist in the data path but not in the catalog may belong to a promotion that
+# is about to commit; only files older than this are treated as orphans.
+ORPHAN_GRACE = timedelta(hours=1)
+# Files DuckLake scheduled for deletion (merged away, or only referenced by expired snapshots)
+# may still be read by a transaction that began before; they are deleted only once they have
+# been scheduled this long. (Deleting them at once broke a load running beside compaction:
+# "Cannot open file …/ops/batches/ducklake-….parquet".)
+DELETE_GRACE = timedelta(minutes=15)
+
+
+@dataclass
+class MaintenanceReport:
+    dry_run: bool
+    retention: str
+    snapshots_expired: list[int] = field(default_factory=list)
+    inlined_rows_flushed: int | None = None
+    files_before: int = 0
+    files_after: int = 0
+    files_deleted: int = 0
+    bytes_deleted: int = 0
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def describe(self) -> str:
+        would = "would be " if self.dry_run else ""
+        merged = (f"{self.files_before} data files, about {self.files_after} after merging"
+                  if self.dry_run else f"data files {self.files_before} -> {self.files_after}")
+        return (f"{'dry run: ' if self.dry_run else ''}{len(self.snapshots_expired)} snapshot(s) "
+                f"{would}expired (older than {self.retention}); {merged}; "
+                f"{self.files_deleted} file(s), {self.bytes_deleted:,} bytes {would}deleted; "
+                f"{self.seconds:.1f}s")
+
+
+def data_file_count(con: duckdb.DuckDBPyConnection, settings: Settings) -> int:
+    return con.execute(
+        "SELECT coalesce(sum(file_count), 0) FROM ducklake_table_info(?)", [settings.lake_name]
+    ).fetchone()[0]
+
+
+def _older_than(retention: timedelta) -> str:
+    return f"now() - INTERVAL '{int(retention.total_seconds())} seconds'"
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0  # object storage, or already gone: counted as a file, not in bytes
+
+
+def expire(con: duckdb.DuckDBPyConnection, settings: Settings, retention: timedelta,
+           dry_run: bool, report: MaintenanceReport) -> None:
+    """Expire snapshots older than ``retention`` (the latest snapshot is never expired)."""
+    rows = con.execute(
+        f"CALL ducklake_expire_snapshots(?, dry_run => ?, older_than => {_older_than(retention)})",
+        [settings.lake_name, dry_run]).fetchall()
+    report.snapshots_expired = sorted(r[0] for r in rows)
+
+
+def _planned_merge(con: duckdb.DuckDBPyConnection, settings: Settings) -> int:
+    """Files after merging, estimated as one file per partition folder (for --dry-run)."""
+    files = [r[0] for r in con.execute(
+        "SELECT data_file FROM ducklake_list_files(?, ?)",
+        [settings.lake_name, settings.lake_table]).fetchall()]
+    folders = Counter(path.rsplit("/", 1)[0] for path in files)
+    return len(folders)
+
+
+def compact(con: duckdb.DuckDBPyConnection, settings: Settings, dry_run: bool,
+            report: MaintenanceReport, delete_grace: timedelta = DELETE_GRACE) -> None:
+    """Flush inlined rows, merge adjacent small files, delete unreferenced and orphaned files.
+
+    Needs no retention of its own: only files of already-expired snapshots are unreferenced."""
+    if dry_run:
+        report.files_before = data_file_count(con, settings)
+        report.files_after = _planned_merge(con, settings)
+    else:
+        flushed = con.execute("CALL ducklake_flush_inlined_data(?)", [settings.lake_name]).fetchall()
+        report.inlined_rows_flushed = int(sum(r[2] for r in flushed))
+        report.files_before = data_file_count(con, settings)  # after the flush: what merging sees
+        con.execute("CALL ducklake_merge_adjacent_files(?)", [settings.lake_name]).fetchall()
+        report.files_after = data_file_count(con, settings)
+    deleted: list[str] = []
+    for function, older_than in (("ducklake_cleanup_old_files",
+                                  f"older_than => {_older_than(delete_grace)}"),
+                                 ("ducklake_delete_orphaned_files",
+                                  f"older_than => {_older_than(ORPHAN_GRACE)}")):
+        planned = [r[0] for r in con.execute(
+            f"CALL {function}(?, dry_run => true, {older_than})", [settings.lake_name]).fetchall()]
+        sizes = sum(_size(p) for p in planned)
+        if not dry_run and planned:
+            con.execute(f"CALL {function}(?, dry_run => false, {older_than})",
+                        [settings.lake_name]).fetchall()
+        deleted += planned
+        report.bytes_deleted += sizes
+    report.files_deleted = len(deleted)
+
+
+def run_maintenance(settings: ResolvedSettings, retention: timedelta, *, dry_run: bool = False,
+                    steps: tuple[str, ...] = ("expire", "compact"),
+                    delete_grace: timedelta = DELETE_GRACE) -> MaintenanceReport:
+    """Run the given steps; one report for all of them.
+    ``delete_grace``: how long a file must have been scheduled for deletion before it goes."""
+    started = time.monotonic()
+    report = MaintenanceReport(dry_run=dry_run, retention=format_duration(retention))
+    con = connect(settings)
+    try:
+        ensure_tables(con, settings)
+        if "expire" in steps:
+            expire(con, settings, retention, dry_run, report)
+        if "compact" in steps:
+            compact(con, settings, dry_run, report, delete_grace)
+        else:
+            report.files_before = report.files_after = data_file_count(con, settings)
+    finally:
+        con.close()
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def maintain_now(settings: ResolvedSettings, *, dry_run: bool = False) -> MaintenanceReport:
+    """``--maintain``: expire and compact now, unless a scheduler is running either job
+    (then :class:`~pipeline.errors.LockBusy` says so, and nothing is done twice)."""
+    with locks.hold(settings, "job:expire", timeout=0), locks.hold(settings, "job:compact", timeout=0):
+        return run_maintenance(settings, settings.intervals.retention, dry_run=dry_run)

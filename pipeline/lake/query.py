@@ -1,0 +1,196 @@
+"""Ad-hoc SQL against the lake: run statements in order, collect results JSON-safely.
+
+Pure helpers (value conversion, parameter binding, result shaping) sit beside the one
+function that executes; the CLI (:mod:`pipeline.cli.analysis`) only parses and prints.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import math
+import random
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+import duckdb
+
+from pipeline.errors import ConfigError, PipelineError, first_line
+from pipeline.lake.connect import connect
+from pipeline.settings import ResolvedSettings
+
+DML = {"INSERT", "UPDATE", "DELETE"}
+_PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+CONFLICT_MARKERS = ("conflict", "Transaction conflict", "could not serialize", "concurrent")
+MAX_CONFLICT_RETRIES = 20
+
+
+def json_safe(value: Any, type_name: str = "") -> Any:
+    """A value JSON can carry without loss: ISO timestamps, exact decimals, JSON as objects."""
+    if value is None or isinstance(value, bool | int | str) and not type_name.startswith("JSON"):
+        return value
+    if type_name.startswith("JSON") and isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Decimal):
+        return value  # written as an exact JSON number by simplejson(use_decimal=True)
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return base64.b64encode(bytes(value)).decode()
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return str(value)
+
+
+def parse_params(pairs: list[str]) -> dict[str, Any]:
+    """``["version=3", "user=user_1"]`` -> ``{"version": 3, "user": "user_1"}``."""
+    params: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, raw = pair.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ConfigError(f"--param {pair!r} is not name=value.", "Example: --param version=3")
+        params[name] = int(raw) if re.fullmatch(r"-?\d+", raw) else raw
+    return params
+
+
+def bind(statement: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The parameters ``statement`` uses (``$name``); a missing one is a clear error."""
+    names = dict.fromkeys(_PARAM.findall(_strip_strings(statement)))
+    missing = [n for n in names if n not in params]
+    if missing:
+        raise ConfigError(f"The SQL uses ${missing[0]}, which was not given: add --param {missing[0]}=VALUE.")
+    return {n: params[n] for n in names}
+
+
+_LITERALS_AND_COMMENTS = re.compile(r"""'(?:[^']|'')*'|"(?:[^"]|"")*"|--[^\n]*|/\*.*?\*/""", re.S)
+
+
+def _strip_strings(sql: str) -> str:
+    """Blank out string literals, quoted identifiers and comments (leftmost token wins, so an
+    apostrophe inside a comment or ``--`` inside a string is handled)."""
+    return _LITERALS_AND_COMMENTS.sub(" ", sql)
+
+
+@dataclass
+class CommandResult:
+    command_index: int
+    row_count: int | None = None
+    columns: list[str] | None = None
+    rows: list[dict[str, Any]] | None = None
+    affected_rows: int | None = None
+    status: str | None = None
+    truncated: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        if self.columns is not None:
+            out = {"command_index": self.command_index, "row_count": self.row_count,
+                   "columns": self.columns, "rows": self.rows}
+            if self.truncated:
+                out["truncated"] = True
+            return out
+        return {"command_index": self.command_index, "affected_rows": self.affected_rows,
+                "status": self.status}
+
+
+@dataclass
+class SessionResult:
+    commands: list[CommandResult] = field(default_factory=list)
+    error: dict[str, Any] | None = None
+
+
+def _is_conflict(exc: duckdb.Error) -> bool:
+    text = str(exc)
+    return isinstance(exc, duckdb.TransactionException) or any(m in text for m in CONFLICT_MARKERS)
+
+
+def execute_one(con: duckdb.DuckDBPyConnection, index: int, statement: duckdb.Statement,
+                params: dict[str, Any], limit: int | None, *, retry: bool = True) -> CommandResult:
+    """Run one statement. In auto-commit mode a statement that lost a commit race with
+    another writer did not commit, so it is retried (DuckLake already retried the commit)."""
+    for attempt in range(MAX_CONFLICT_RETRIES + 1):
+        try:
+            cursor = con.execute(statement.query, bind(statement.query, params))
+            break
+        except duckdb.Error as exc:
+            if not retry or attempt == MAX_CONFLICT_RETRIES or not _is_conflict(exc):
+                raise
+            time.sleep(min(2.0, 0.05 * 2 ** attempt) * random.uniform(0.5, 1.5))
+    kind = statement.type.name
+    if kind in DML:
+        return CommandResult(index, affected_rows=int(cursor.fetchone()[0]), status="ok")
+    if cursor.description is None or (kind != "SELECT" and [d[0] for d in cursor.description] == ["Count"]):
+        if cursor.description is not None:
+            cursor.fetchall()
+        return CommandResult(index, affected_rows=0, status="ok")
+    columns = [d[0] for d in cursor.description]
+    types = [str(d[1]) for d in cursor.description]
+    all_rows = cursor.fetchall()
+    shown = all_rows if limit is None else all_rows[:limit]
+    rows = [{c: json_safe(v, t) for c, v, t in zip(columns, row, types, strict=True)} for row in shown]
+    return CommandResult(index, row_count=len(all_rows), columns=columns, rows=rows,
+                         truncated=len(shown) < len(all_rows))
+
+
+def run_session(con: duckdb.DuckDBPyConnection, texts: list[str], params: dict[str, Any],
+                limit: int | None) -> SessionResult:
+    """Run every statement of ``texts`` in order; stop at the first failure."""
+    result = SessionResult()
+    index, in_transaction = 0, False
+    for text in texts:
+        try:
+            statements = con.extract_statements(text)
+        except duckdb.Error as exc:
+            result.error = {"command_index": index, "message": str(exc), "sql": text.strip()[:500]}
+            return result
+        for statement in statements:
+            if statement.type.name == "TRANSACTION":
+                word = statement.query.strip().split()[0].upper()
+                in_transaction = word in ("BEGIN", "START")
+            try:
+                result.commands.append(execute_one(con, index, statement, params, limit,
+                                                   retry=not in_transaction))
+            except (duckdb.Error, ConfigError) as exc:
+                result.error = {"command_index": index, "message": str(exc),
+                                "sql": statement.query.strip()[:500]}
+                return result
+            index += 1
+    return result
+
+
+
+def describe_at(at_version: int | None, at_time: str | None) -> str:
+    return f"version {at_version}" if at_version is not None else f"time {at_time}"
+
+
+def open_session(settings: ResolvedSettings, *, write: bool = False, at_version: int | None = None,
+                 at_time: str | None = None) -> duckdb.DuckDBPyConnection:
+    """The lake attached read-only (unless ``write``), at a snapshot version or time if given."""
+    time_travel = at_version is not None or at_time is not None
+    if write and time_travel:
+        raise ConfigError("--write cannot be combined with --at-version/--at-time.",
+                          "Time travel is read-only; drop --write or the snapshot option.")
+    try:
+        return connect(settings, read_only=not write, snapshot_version=at_version, snapshot_time=at_time)
+    except PipelineError as exc:
+        if time_travel:
+            raise ConfigError(
+                f"Cannot open the lake at {describe_at(at_version, at_time)}: {first_line(exc)}",
+                "List the snapshots that still exist with --snapshots; older ones were expired "
+                "by maintenance (see RETENTION).") from None
+        raise

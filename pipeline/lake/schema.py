@@ -1,0 +1,52 @@
+"""The lake's tables: the events table (partitioned by event day) and the ops tables."""
+
+from __future__ import annotations
+
+import duckdb
+
+from pipeline.lake import locks
+from pipeline.lake.transaction import transaction
+from pipeline.settings import ResolvedSettings, Settings
+from pipeline.sqltext import quote_ident, read_sql, split_statements
+
+OPS_TABLES = ("batches", "jobs")
+PARTITION_BY = "year(event_timestamp), month(event_timestamp), day(event_timestamp)"
+
+
+def table_names(con: duckdb.DuckDBPyConnection, settings: Settings) -> set[tuple[str, str]]:
+    """Every ``(schema, table)`` the attached lake holds."""
+    return {(schema, table) for schema, table in con.execute(
+        "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = ?",
+        [settings.lake_name]).fetchall()}
+
+
+def has_ops_table(con: duckdb.DuckDBPyConnection, settings: Settings, table: str) -> bool:
+    return (settings.ops_schema, table) in table_names(con, settings)
+
+
+def _tables_exist(con: duckdb.DuckDBPyConnection, settings: Settings) -> tuple[bool, bool]:
+    """(events table exists, every ops table exists)."""
+    found = table_names(con, settings)
+    ops = all((settings.ops_schema, t) in found for t in OPS_TABLES)
+    return ("main", settings.lake_table) in found, ops
+
+
+def ensure_tables(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings) -> None:
+    """Create schemas, the events table (partitioned by event day) and the ops tables.
+
+    Two first runs at once would both try to create them; a lock makes one wait for the
+    other, and the re-check inside it then finds the tables.
+    """
+    if all(_tables_exist(con, settings)):
+        return
+    with locks.hold(settings, "setup"):
+        events_exists, ops_exists = _tables_exist(con, settings)
+        if events_exists and ops_exists:
+            return
+        with transaction(con, settings.lake_name, "create lake tables"):
+            for statement in split_statements(read_sql("lake_events.sql")):
+                con.execute(statement.format(lake=quote_ident(settings.lake_name),
+                                             table=quote_ident(settings.lake_table),
+                                             ops=quote_ident(settings.ops_schema)))
+            if not events_exists:
+                con.execute(f"ALTER TABLE {settings.events_table} SET PARTITIONED BY ({PARTITION_BY})")

@@ -1,0 +1,47 @@
+"""One DuckLake transaction = at most one snapshot, with its commit message.
+
+Every write the pipeline makes on its own behalf (promotion, table setup, job history) goes
+through :func:`transaction`, so none can forget the ROLLBACK that a failed statement needs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import duckdb
+
+AUTHOR = "event-lake"
+
+
+@dataclass
+class Transaction:
+    con: duckdb.DuckDBPyConnection
+    finished: bool = False
+
+    def rollback(self) -> None:
+        """End the transaction now without committing (e.g. it turned out to change nothing)."""
+        self.con.execute("ROLLBACK")
+        self.finished = True
+
+
+@contextlib.contextmanager
+def transaction(con: duckdb.DuckDBPyConnection, lake_name: str, message: str,
+                extra_info: str | None = None) -> Iterator[Transaction]:
+    """BEGIN, set the commit message, run the body, COMMIT; ROLLBACK on any exception."""
+    con.execute("BEGIN")
+    tx = Transaction(con)
+    try:
+        if extra_info is None:
+            con.execute(f"CALL {lake_name}.set_commit_message(?, ?)", [AUTHOR, message])
+        else:
+            con.execute(f"CALL {lake_name}.set_commit_message(?, ?, extra_info => ?)",
+                        [AUTHOR, message, extra_info])
+        yield tx
+        if not tx.finished:
+            con.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(duckdb.Error):  # a failed statement may have ended it already
+            con.execute("ROLLBACK")
+        raise

@@ -1,0 +1,1 @@
+"""Operating the pipeline: one run, the scheduler, status, and the demo."""

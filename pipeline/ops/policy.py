@@ -1,0 +1,35 @@
+"""Pure policy of the scheduler: how long a failing job waits (decided by the error's type),
+and how long shutdown may take.
+
+* :class:`~pipeline.errors.TransientError` (a service down or busy) and errors we cannot
+  classify back off exponentially — 0, 1, 3, 7 … extra intervals, capped at :data:`MAX_BACKOFF`.
+* :class:`~pipeline.errors.TerminalError` (a setting, the data or the code needs a fix) waits
+  the cap at once: retrying sooner would fail the same way and fill the history with noise.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from pipeline.errors import TerminalError
+
+MAX_BACKOFF = timedelta(hours=6)
+SHUTDOWN_SECONDS = 60  # bound on exit after SIGTERM, printed in --help
+
+
+def backoff_delay(every: timedelta, failures: int) -> timedelta:
+    """Extra wait after ``failures`` consecutive failures: 0, 1, 3, 7 … intervals, capped."""
+    if failures <= 1:
+        return timedelta(0)
+    return min(every * (2 ** (failures - 1) - 1), max(MAX_BACKOFF, every))
+
+
+def retry_delay(every: timedelta, failures: int, error: BaseException) -> timedelta:
+    """Extra wait before the next attempt after ``error`` ended the ``failures``-th run in a row."""
+    if isinstance(error, TerminalError):
+        return max(MAX_BACKOFF, every)
+    return backoff_delay(every, failures)
+
+
+def needs_a_fix(error: BaseException) -> bool:
+    return isinstance(error, TerminalError)

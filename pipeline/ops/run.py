@@ -1,0 +1,137 @@
+"""One pipeline run: promote leftovers, plan the window, extract a batch, promote it.
+
+A run attaches the lake once and reads the watermark once; everything it promotes goes
+through that one session, and the watermark it reports is the one its commits produced.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Literal
+
+import duckdb
+
+from pipeline import faults, staging
+from pipeline.extract.batch import ExtractRequest, extract
+from pipeline.extract.engines import make_extractor
+from pipeline.lake import batches
+from pipeline.lake.connect import connect
+from pipeline.lake.promote import PromotionResult, promote
+from pipeline.lake.schema import ensure_tables
+from pipeline.settings import ResolvedSettings, Settings
+from pipeline.settings.resolve import resolve
+from pipeline.source import stats
+from pipeline.source.connect import connect as connect_source
+from pipeline.source.window import Window, plan_window
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+Mode = Literal["run", "extract", "promote"]
+
+
+@dataclass
+class RunReport:
+    """What a run did, for the last line of output and for tests."""
+
+    window: Window | None = None
+    rows_in_window: int = 0
+    staged_batch: str | None = None
+    promotions: list[PromotionResult] = field(default_factory=list)
+    watermark: datetime | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def rows_inserted(self) -> int:
+        return sum(p.rows_inserted for p in self.promotions)
+
+    @property
+    def snapshots(self) -> list[int]:
+        return [p.snapshot_id for p in self.promotions if p.snapshot_id is not None]
+
+    def advance(self, result: PromotionResult) -> None:
+        """Record a promotion; a committed one may move the watermark."""
+        self.promotions.append(result)
+        if result.max_event_timestamp is not None and (
+                self.watermark is None or result.max_event_timestamp > self.watermark):
+            self.watermark = result.max_event_timestamp
+
+    def summary(self) -> str:
+        parts = []
+        if self.staged_batch:
+            parts.append(f"staged {self.rows_in_window} rows as batch {self.staged_batch}")
+        elif self.window is not None:
+            parts.append(f"no new events in window {self.window.describe()}")
+        if self.promotions:
+            committed = [p for p in self.promotions if p.outcome == "committed"]
+            parts.append(f"promoted {len(committed)} of {len(self.promotions)} batch(es), "
+                         f"{self.rows_inserted} new rows"
+                         + (f", snapshot(s) {', '.join(map(str, self.snapshots))}"
+                            if self.snapshots else ", no new snapshot"))
+        if self.watermark:
+            parts.append(f"watermark {self.watermark.isoformat()}")
+        return "; ".join(parts) or "nothing to do"
+
+
+def run(settings: Settings, mode: Mode = "run", engine: str = "spark",
+        spark: SparkSession | None = None,
+        spark_factory: Callable[[], SparkSession] | None = None) -> RunReport:
+    """Run the pipeline once. ``spark`` (or ``spark_factory``, called only when there is
+    something to extract) lets callers such as tests and the scheduler reuse a session."""
+    resolved = resolve(settings)
+    report = RunReport()
+    started = time.monotonic()
+    for path in staging.clean_stale(resolved.staging_table_dir):
+        log.info("removed stale incomplete batch %s", path.name)
+    con = connect(resolved)
+    try:
+        ensure_tables(con, resolved)
+        report.watermark = batches.watermark(con, resolved)
+        if mode in ("run", "promote"):
+            # batches an earlier run staged but did not promote (a crash, --extract-only)
+            for batch in staging.complete_batches(resolved.staging_table_dir):
+                log.info("promoting staged batch %s (%d rows)", batch.batch_id, batch.manifest.row_count)
+                report.advance(promote(resolved, batch, con))
+        if mode in ("run", "extract"):
+            _extract_and_promote(resolved, con, mode, engine, spark, spark_factory, report)
+    finally:
+        con.close()
+    report.seconds["total"] = time.monotonic() - started
+    return report
+
+
+def _extract_and_promote(settings: ResolvedSettings, con: duckdb.DuckDBPyConnection, mode: Mode,
+                         engine: str, spark: SparkSession | None,
+                         spark_factory: Callable[[], SparkSession] | None, report: RunReport) -> None:
+    t0 = time.monotonic()
+    with connect_source(settings.source_dsn) as conn:
+        upper = stats.server_now(conn)
+        window = plan_window(report.watermark, settings.lookback, upper)
+        window_stats = stats.window_stats(conn, settings.source_table, window)
+    report.window, report.rows_in_window = window, window_stats.rows
+    report.seconds["plan"] = time.monotonic() - t0
+    if window_stats.rows == 0:
+        log.info("no new events in window %s", window.describe())
+        return
+    log.info("extracting %d rows in window %s with %s", window_stats.rows, window.describe(), engine)
+    t0 = time.monotonic()
+    if spark is None and spark_factory is not None and engine == "spark":
+        spark = spark_factory()
+    extractor = make_extractor(engine, settings, spark)
+    report.seconds["engine_start"] = time.monotonic() - t0
+    t0 = time.monotonic()
+    batch = extract(extractor, ExtractRequest(settings, window, window_stats, staging.new_batch_id()))
+    report.seconds["extract"] = time.monotonic() - t0
+    report.staged_batch, report.rows_in_window = batch.batch_id, batch.manifest.row_count
+    log.info("staged batch %s: %d rows in %d file(s) (%.2fs)", batch.batch_id,
+             batch.manifest.row_count, len(batch.manifest.files), report.seconds["extract"])
+    faults.maybe_crash(settings, "after-stage")
+    if mode == "run":
+        t0 = time.monotonic()
+        report.advance(promote(settings, batch, con))
+        report.seconds["promote"] = time.monotonic() - t0

@@ -1,0 +1,206 @@
+"""``--schedule``: hourly loads, daily snapshot expiry, weekly compaction, for months unattended.
+
+* A job never runs twice at once, across processes too: each run holds the advisory lock
+  ``job:<name>``; a second scheduler finds it taken and skips that tick.
+* Jobs run one at a time in this process, so an overrunning load delays the others instead
+  of stacking, and ``schedule`` computes the next run from when a job ends: missed ticks are
+  not replayed in a burst.
+* A failure is logged, recorded in ``ops.jobs`` and retried at a later tick; how much later
+  depends on the error's type (:mod:`.policy`). The process stays up (catalog or source down).
+* SIGTERM/SIGINT: no new jobs; a running Spark extraction is cancelled (its batch has no
+  manifest, so it is never promoted); a running promotion commits or rolls back; exit 0
+  within :data:`SHUTDOWN_SECONDS`.
+
+Job locks are taken in :mod:`pipeline.lake.locks` (``job:<name>``, without waiting).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import schedule
+
+from pipeline import logs
+from pipeline.errors import LockBusy, first_line
+from pipeline.lake import jobs, locks, maintain
+from pipeline.ops import scheduler_state
+from pipeline.ops.policy import SHUTDOWN_SECONDS, needs_a_fix, retry_delay
+from pipeline.settings import Settings
+from pipeline.settings.durations import format_duration
+from pipeline.settings.resolve import resolve
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Job:
+    """One scheduled job and its failure streak."""
+
+    name: str
+    every: timedelta
+    action: Callable[[], dict[str, Any]]
+    failures: int = 0
+    not_before: float = 0.0
+    last_status: str | None = None
+    last_finished: str | None = None
+
+
+class Scheduler:
+    def __init__(self, settings: Settings, engine: str = "spark") -> None:
+        self.settings = resolve(settings)
+        self.intervals, self.engine = self.settings.intervals, engine
+        intervals = self.intervals
+        self.stop = threading.Event()
+        self._spark: SparkSession | None = None
+        self.jobs = {
+            "load": Job("load", intervals.load, self._load),
+            "expire": Job("expire", intervals.expire, self._expire),
+            "compact": Job("compact", intervals.compact, self._compact),
+        }
+        self.scheduler = schedule.Scheduler()
+        for job in self.jobs.values():
+            self.scheduler.every(max(1, int(job.every.total_seconds()))).seconds.do(self.tick, job)
+
+    # --- job actions -------------------------------------------------------------------
+    def _spark_session(self) -> SparkSession:
+        if self._spark is None:
+            from pipeline.extract.spark_session import build_session
+
+            self._spark = build_session(self.settings, app_name="event-lake-scheduler")
+        return self._spark
+
+    def _load(self) -> dict[str, Any]:
+        from pipeline.ops.run import run
+
+        report = run(self.settings, engine=self.engine,
+                     spark_factory=self._spark_session if self.engine == "spark" else None)
+        return {"rows_inserted": report.rows_inserted, "snapshots": report.snapshots,
+                "rows_in_window": report.rows_in_window, "summary": report.summary()}
+
+    def _expire(self) -> dict[str, Any]:
+        return maintain.run_maintenance(self.settings, self.intervals.retention,
+                                        steps=("expire",)).as_dict()
+
+    def _compact(self) -> dict[str, Any]:
+        return maintain.run_maintenance(self.settings, self.intervals.retention,
+                                        steps=("compact",)).as_dict()
+
+    # --- running -----------------------------------------------------------------------
+    def tick(self, job: Job) -> None:
+        """Run ``job`` once, unless shutting down, backing off, or running elsewhere."""
+        if self.stop.is_set():
+            return
+        if time.monotonic() < job.not_before:
+            log.info("job %s: backing off after %d failure(s), next attempt in %.0fs",
+                     job.name, job.failures, job.not_before - time.monotonic())
+            return
+        started, t0 = datetime.now(UTC), time.monotonic()
+        finished: datetime | None = None
+        log.info("job %s started", job.name)
+        status, error, details = "success", None, {}
+        failure: BaseException | None = None
+        try:
+            with locks.hold(self.settings, f"job:{job.name}", timeout=0):
+                # history times are taken while holding the lock, so runs of one job recorded
+                # by different processes never appear to overlap
+                started = datetime.now(UTC)
+                details = job.action()
+                finished = datetime.now(UTC)
+        except LockBusy:
+            status = "skipped"
+            details = {"reason": "another process is running this job"}
+        except Exception as exc:  # noqa: BLE001  any failure is recorded; the process must stay up
+            status, error, failure = "failed", first_line(exc), exc
+            if self.stop.is_set():
+                status, error = "cancelled", f"stopped by shutdown: {error}"
+        seconds = time.monotonic() - t0
+        if status == "failed" and failure is not None:
+            job.failures += 1
+            delay = retry_delay(job.every, job.failures, failure)
+            job.not_before = time.monotonic() + delay.total_seconds()
+            kind = "needs a fix" if needs_a_fix(failure) else "temporary"
+            log.error("job %s failed after %.1fs (%s; %d in a row; retry %s): %s", job.name, seconds, kind,
+                      job.failures, f"in {format_duration(delay + job.every)}" if delay else "at next tick",
+                      error)
+        else:
+            job.failures, job.not_before = 0, 0.0
+            log.info("job %s %s in %.1fs: %s", job.name, status, seconds, _brief(details))
+        job.last_status, job.last_finished = status, datetime.now(UTC).isoformat()
+        jobs.record(self.settings, logs.RUN_ID, job.name, started, finished or datetime.now(UTC),
+                    status, error, {**details, "seconds": round(seconds, 3)})
+        self.write_state()
+
+    def write_state(self) -> None:
+        """Next run times for ``--status`` (best effort)."""
+        by_job = {j.job_func.args[0].name: j.next_run.astimezone().isoformat()
+                  for j in self.scheduler.jobs if j.next_run}
+        state = {"pid": os.getpid(), "run_id": logs.RUN_ID, "updated_at": datetime.now(UTC).isoformat(),
+                 "jobs": {name: {"every": format_duration(job.every),
+                                 "next_run": by_job.get(name),
+                                 "last_status": job.last_status, "last_finished": job.last_finished,
+                                 "consecutive_failures": job.failures}
+                          for name, job in self.jobs.items()}}
+        scheduler_state.write_state(self.settings, state)
+
+    def request_stop(self, *_: object) -> None:
+        if self.stop.is_set():
+            return
+        log.info("shutdown requested: no new jobs; finishing or cancelling the current one "
+                 "(at most %ds)", SHUTDOWN_SECONDS)
+        self.stop.set()
+        threading.Thread(target=self._cancel_and_watch, daemon=True).start()
+
+    def _cancel_and_watch(self) -> None:
+        if self._spark is not None:
+            # extraction is cancelled; a promotion (DuckDB) is not a Spark job and runs on
+            from pipeline.extract.spark_session import cancel_jobs
+
+            cancel_jobs(self._spark)
+        time.sleep(SHUTDOWN_SECONDS)
+        log.error("shutdown took longer than %ds; exiting now (an open transaction rolls back)",
+                  SHUTDOWN_SECONDS)
+        os._exit(0)
+
+    def serve(self, run_now: bool = False) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self.request_stop)
+        log.info("scheduler up: load every %s, expire every %s (retention %s), compact every %s",
+                 format_duration(self.intervals.load), format_duration(self.intervals.expire),
+                 format_duration(self.intervals.retention), format_duration(self.intervals.compact))
+        if run_now:
+            self.tick(self.jobs["load"])
+        self.write_state()
+        while not self.stop.is_set():
+            try:
+                self.scheduler.run_pending()
+            except Exception:  # noqa: BLE001  a bug in one tick must not end a months-long process
+                log.exception("unexpected error in the scheduler loop; carrying on")
+            idle = self.scheduler.idle_seconds
+            self.stop.wait(min(1.0, max(0.05, idle if idle is not None else 1.0)))
+        if self._spark is not None:
+            with contextlib.suppress(Exception):
+                self._spark.stop()
+        scheduler_state.remove_state(self.settings)
+        log.info("scheduler stopped cleanly")
+
+
+def _brief(details: dict[str, Any]) -> str:
+    if "summary" in details:
+        return details["summary"]
+    keep = ("snapshots_expired", "files_before", "files_after", "files_deleted", "bytes_deleted",
+            "inlined_rows_flushed", "reason")
+    return ", ".join(f"{k}={len(v) if isinstance(v, list) else v}" for k, v in details.items()
+                     if k in keep and v is not None)
+

@@ -1,0 +1,69 @@
+"""``--status``: where the pipeline stands (watermark, lag, last batches, snapshots), as data."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pipeline import staging
+from pipeline.lake import batches as batch_table
+from pipeline.lake import jobs
+from pipeline.lake.connect import connect
+from pipeline.lake.schema import table_names
+from pipeline.ops.scheduler_state import read_state
+from pipeline.settings import ResolvedSettings
+from pipeline.source import stats
+from pipeline.source.connect import connect as connect_source
+from pipeline.source.window import iso
+from pipeline.sqltext import quote_qualified
+
+
+def collect(settings: ResolvedSettings) -> dict[str, Any]:
+    """Status as plain data."""
+    con = connect(settings, read_only=True)
+    try:
+        tables = table_names(con, settings)
+        has_tables = (settings.ops_schema, "batches") in tables
+        watermark = batch_table.watermark(con, settings) if has_tables else None
+        batches = batch_table.recent_batches(con, settings, 5) if has_tables else []
+        lake_rows = con.execute(f"SELECT count(*) FROM {settings.events_table}").fetchone()[0] \
+            if has_tables else 0
+        snapshots, latest = con.execute(
+            f"SELECT count(*), max(snapshot_id) FROM {settings.lake_name}.snapshots()").fetchone()
+        files, size = con.execute(
+            "SELECT coalesce(sum(file_count), 0), coalesce(sum(file_size_bytes), 0) "
+            "FROM ducklake_table_info(?)", [settings.lake_name]).fetchone()
+        job_runs = jobs.last_runs(con, settings) if (settings.ops_schema, "jobs") in tables else []
+    finally:
+        con.close()
+    with connect_source(settings.source_dsn) as conn:
+        exists = stats.table_exists(conn, settings.source_table)
+        newest, pending = (None, 0)
+        if exists:
+            newest, pending = conn.execute(
+                f"SELECT max(event_timestamp), count(*) FILTER (WHERE %(wm)s::timestamptz IS NULL "
+                f"OR event_timestamp > %(wm)s) FROM {quote_qualified(settings.source_table)}",
+                {"wm": watermark}).fetchone()
+    lag = (newest - watermark).total_seconds() if newest and watermark else None
+    return {
+        "lake": settings.events_table,
+        "catalog": settings.catalog.describe(),
+        "data_path": settings.data_path,
+        "watermark": iso(watermark) if watermark else None,
+        "source_newest_event": iso(newest) if newest else None,
+        "lag_seconds": lag,
+        "source_rows_after_watermark": pending,
+        "lake_rows": lake_rows,
+        "snapshot_count": snapshots,
+        "latest_snapshot": latest,
+        "data_files": int(files),
+        "data_bytes": int(size),
+        "staged_batches_waiting": len(staging.complete_batches(settings.staging_table_dir)),
+        "jobs": {r["job"]: {"status": r["status"], "started_at": iso(r["started_at"]),
+                            "finished_at": iso(r["finished_at"]), "error": r["error"]}
+                 for r in job_runs},
+        "scheduler": read_state(settings),
+        "last_batches": [{k: iso(v) if isinstance(v, datetime) else v for k, v in b.items()}
+                         for b in batches],
+    }
+

@@ -1,0 +1,34 @@
+"""Parse and print human durations such as ``15m``, ``1h``, ``7d``, ``1w``."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+from pipeline.errors import ConfigError
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_PATTERN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$", re.I)
+
+
+def parse_duration(text: str | int | float, what: str = "duration") -> timedelta:
+    """``"15m"`` -> 15 minutes. A bare number means seconds. Units: s, m, h, d, w."""
+    if isinstance(text, int | float):
+        return timedelta(seconds=float(text))
+    match = _PATTERN.match(str(text))
+    if not match:
+        raise ConfigError(
+            f"{what} {text!r} is not a duration: expected a number with a unit, like 30s, 15m, 1h, "
+            "7d or 1w.", f"Fix {what} in the environment, .env or the command line.")
+    value, unit = float(match.group(1)), (match.group(2) or "s").lower()
+    return timedelta(seconds=value * _UNITS[unit])
+
+
+def format_duration(delta: timedelta) -> str:
+    """The shortest exact form: 900 s -> ``15m``; 5400 s -> ``90m``."""
+    seconds = delta.total_seconds()
+    for unit in ("w", "d", "h", "m"):
+        size = _UNITS[unit]
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"

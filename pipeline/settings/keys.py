@@ -1,0 +1,59 @@
+"""Every environment key the product reads: its meaning and its default, in one place.
+
+The settings loader refuses to read a key that is not listed here, and the docs test checks
+that each one is in ``.env.example`` and the README, so a new setting cannot go undocumented.
+CLI help texts take their defaults from here too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class EnvKey:
+    meaning: str
+    default: str | None = None
+
+
+ENV_KEYS: dict[str, EnvKey] = {
+    "SOURCE_PG_DSN": EnvKey("Postgres holding the source events table (embedded when unset)"),
+    "SOURCE_TABLE": EnvKey("source table, schema-qualified", "public.events"),
+    "DUCKLAKE_CATALOG": EnvKey("catalog database: postgresql://…, key=value, sqlite:PATH or duckdb:PATH "
+                               "(embedded when unset)"),
+    "DUCKLAKE_DATA_PATH": EnvKey("where DuckLake writes Parquet data files (folder or s3://…)",
+                                 "<EVENT_LAKE_HOME>/data/"),
+    "DUCKLAKE_NAME": EnvKey("attach alias and metadata schema of the lake", "lake"),
+    "STAGING_PATH": EnvKey("folder for staged batches", "<EVENT_LAKE_HOME>/staging"),
+    "SPARK_MASTER": EnvKey("Spark master URL", "local[*]"),
+    "SPARK_REMOTE": EnvKey("Spark Connect URL sc://host:15002 (overrides SPARK_MASTER)"),
+    "SPARK_JDBC_JAR": EnvKey("path to the Postgres JDBC driver jar for Spark",
+                             "/usr/share/java/postgresql.jar, then Maven"),
+    "SPARK_DRIVER_MEMORY": EnvKey("memory of the Spark driver JVM (local mode: all of Spark)", "2g"),
+    "SPARK_UI": EnvKey("serve Spark's web UI (true/false)", "false"),
+    "SPARK_VERBOSE": EnvKey("print Spark's own log to the terminal instead of <home>/logs/spark.log",
+                            "false"),
+    "LOOKBACK": EnvKey("tolerance for late events, e.g. 15m", "15m"),
+    "EVENT_LAKE_HOME": EnvKey("folder of the embedded default (Postgres, data, staging, logs)", ".lake"),
+    "LOAD_EVERY": EnvKey("scheduler: load interval", "1h"),
+    "EXPIRE_EVERY": EnvKey("scheduler: snapshot expiry interval", "1d"),
+    "COMPACT_EVERY": EnvKey("scheduler: compaction interval", "1w"),
+    "RETENTION": EnvKey("snapshots younger than this stay available for time travel", "7d"),
+    "S3_ENDPOINT": EnvKey("object storage endpoint host:port (MinIO, R2 …)"),
+    "S3_REGION": EnvKey("object storage region"),
+    "S3_ACCESS_KEY_ID": EnvKey("object storage key id (unset: the AWS credential chain)"),
+    "S3_SECRET_ACCESS_KEY": EnvKey("object storage secret key (never printed)"),
+    "S3_URL_STYLE": EnvKey("path (MinIO) or vhost"),
+    "S3_USE_SSL": EnvKey("talk https to the endpoint (true/false)"),
+    "R2_ACCOUNT_ID": EnvKey("Cloudflare R2 account id, for r2:// data paths"),
+    "EVENT_LAKE_FAULT": EnvKey("tests only: after-stage or before-commit makes the process SIGKILL "
+                               "itself there"),
+}
+
+
+def default(key: str) -> str:
+    """The documented default of ``key`` (for help texts); KeyError for keys without one."""
+    value = ENV_KEYS[key].default
+    if value is None:
+        raise KeyError(f"{key} has no default")
+    return value

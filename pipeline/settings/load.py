@@ -1,0 +1,115 @@
+"""Build :class:`Settings` once from the environment, ``.env`` and command-line flags.
+
+Flags win over the environment, which wins over the defaults in :mod:`keys`. Every value is
+parsed here, so a malformed one fails at start with the key (or flag) that held it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from pipeline.errors import ConfigError
+from pipeline.settings.catalog import CatalogSpec
+from pipeline.settings.durations import parse_duration
+from pipeline.settings.keys import ENV_KEYS
+from pipeline.settings.model import Intervals, Settings, SparkOptions, StorageOptions
+from pipeline.settings.pgdsn import PgDsn
+from pipeline.settings.secret import Secret
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+# env key -> (flag name, value); the flag name is what an error message shows
+Flags = Mapping[str, tuple[str, str | None]]
+
+
+class _Reader:
+    """Reads declared keys only: a key missing from ENV_KEYS is a bug, not a setting."""
+
+    def __init__(self, env: Mapping[str, str], flags: Flags) -> None:
+        self.env, self.flags = env, flags
+
+    def raw(self, key: str) -> str | None:
+        if key not in ENV_KEYS:
+            raise KeyError(f"{key} is read but not declared in pipeline/settings/keys.py")
+        flag = self.flags.get(key)
+        if flag is not None and flag[1] not in (None, ""):
+            return str(flag[1]).strip()
+        return (self.env.get(key) or "").strip() or None
+
+    def name(self, key: str) -> str:
+        """What to call the setting in an error: the flag when one was given, else the key."""
+        flag = self.flags.get(key)
+        return flag[0] if flag is not None and flag[1] not in (None, "") else key
+
+    def value(self, key: str) -> str:
+        text = self.raw(key) or ENV_KEYS[key].default
+        assert text is not None, f"{key} has no default"
+        return text
+
+    def duration(self, key: str):
+        return parse_duration(self.value(key), self.name(key))
+
+    def boolean(self, key: str) -> bool | None:
+        text = self.raw(key)
+        if text is None:
+            default = ENV_KEYS[key].default
+            return None if default is None else default in _TRUE
+        if text.lower() in _TRUE + _FALSE:
+            return text.lower() in _TRUE
+        raise ConfigError(f"{self.name(key)} {text!r} is not true or false.", "Write true or false.")
+
+
+def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
+                  flags: Flags | None = None) -> Settings:
+    """Settings from ``env`` (default: ``os.environ`` after reading ``./.env``) and ``flags``."""
+    if env is None:
+        if dotenv:
+            from dotenv import load_dotenv
+
+            load_dotenv(Path.cwd() / ".env", override=False)
+        env = os.environ
+    read = _Reader(env, flags or {})
+
+    home = Path(read.value("EVENT_LAKE_HOME")).expanduser().absolute()
+    source_table = _table_name(read.value("SOURCE_TABLE"), read.name("SOURCE_TABLE"))
+    lake_name = read.value("DUCKLAKE_NAME")
+    if not _IDENT.match(lake_name):
+        raise ConfigError(f"{read.name('DUCKLAKE_NAME')} {lake_name!r} is not a valid name.",
+                          "Use letters, digits and underscores, starting with a letter.")
+    dsn, catalog = read.raw("SOURCE_PG_DSN"), read.raw("DUCKLAKE_CATALOG")
+    secret = read.raw("S3_SECRET_ACCESS_KEY")
+    return Settings(
+        home=home,
+        source_dsn=PgDsn.parse(dsn, read.name("SOURCE_PG_DSN")) if dsn else None,
+        source_table=source_table,
+        catalog=CatalogSpec.parse(catalog) if catalog else None,
+        data_path=read.raw("DUCKLAKE_DATA_PATH"),
+        lake_name=lake_name,
+        staging_path=Path(read.raw("STAGING_PATH") or home / "staging").expanduser().absolute(),
+        lookback=read.duration("LOOKBACK"),
+        spark=SparkOptions(master=read.value("SPARK_MASTER"), remote=read.raw("SPARK_REMOTE"),
+                           jdbc_jar=read.raw("SPARK_JDBC_JAR"),
+                           driver_memory=read.value("SPARK_DRIVER_MEMORY"),
+                           ui=bool(read.boolean("SPARK_UI")), verbose=bool(read.boolean("SPARK_VERBOSE"))),
+        storage=StorageOptions(key_id=read.raw("S3_ACCESS_KEY_ID"), secret=Secret(secret) if secret else None,
+                               region=read.raw("S3_REGION"), endpoint=read.raw("S3_ENDPOINT"),
+                               url_style=read.raw("S3_URL_STYLE"), use_ssl=read.boolean("S3_USE_SSL"),
+                               account_id=read.raw("R2_ACCOUNT_ID")),
+        intervals=Intervals(load=read.duration("LOAD_EVERY"), expire=read.duration("EXPIRE_EVERY"),
+                            compact=read.duration("COMPACT_EVERY"), retention=read.duration("RETENTION")),
+        fault=read.raw("EVENT_LAKE_FAULT"),
+        lake_table=source_table.split(".")[-1],
+    )
+
+
+def _table_name(text: str, what: str) -> str:
+    """``events`` -> ``public.events``; anything but ``[schema.]table`` of plain names is refused."""
+    parts = text.split(".")
+    if len(parts) > 2 or not all(_IDENT.match(part) for part in parts):
+        raise ConfigError(f"{what} {text!r} is not a table name.",
+                          "Use schema.table with letters, digits and underscores, e.g. public.events.")
+    return text if len(parts) == 2 else f"public.{text}"

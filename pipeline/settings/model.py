@@ -1,0 +1,117 @@
+"""The settings types: what every command knows, before and after the embedded default.
+
+:class:`Settings` is what the environment, ``.env`` and flags say (service locations may be
+unset); :class:`ResolvedSettings` is the same after :func:`pipeline.settings.resolve.resolve`
+filled them in, so code past resolution never has to ask whether a location exists.
+Secrets are wrapped (:class:`~pipeline.settings.secret.Secret`) and never printed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+from pipeline.settings.catalog import CatalogSpec
+from pipeline.settings.pgdsn import PgDsn
+from pipeline.settings.secret import Secret
+
+
+@dataclass(frozen=True, kw_only=True)
+class SparkOptions:
+    """How to reach Spark and how the local driver is started."""
+
+    master: str
+    remote: str | None  # Spark Connect URL; wins over ``master``
+    jdbc_jar: str | None
+    driver_memory: str
+    ui: bool
+    verbose: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class StorageOptions:
+    """Object-storage settings for an ``s3://``, ``gs://`` or ``r2://`` data path."""
+
+    key_id: str | None = None
+    secret: Secret | None = None
+    region: str | None = None
+    endpoint: str | None = None
+    url_style: str | None = None
+    use_ssl: bool | None = None
+    account_id: str | None = None  # Cloudflare R2
+
+
+@dataclass(frozen=True, kw_only=True)
+class Intervals:
+    """How often the scheduler runs each job, and how long snapshots stay for time travel.
+    (Defaults live with every other default, in :mod:`pipeline.settings.keys`.)"""
+
+    load: timedelta
+    expire: timedelta
+    compact: timedelta
+    retention: timedelta
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """Everything a command needs to know; built once by :func:`load_settings`."""
+
+    home: Path
+    source_dsn: PgDsn | None
+    source_table: str
+    catalog: CatalogSpec | None
+    data_path: str | None
+    lake_name: str
+    staging_path: Path
+    lookback: timedelta
+    spark: SparkOptions
+    intervals: Intervals
+    storage: StorageOptions = field(default_factory=StorageOptions)
+    fault: str | None = None  # crash injection point, tests only
+    lake_table: str = "events"
+    ops_schema: str = "ops"
+
+    @property
+    def source_schema_name(self) -> str:
+        return self.source_table.split(".")[0]
+
+    @property
+    def source_table_name(self) -> str:
+        return self.source_table.split(".")[-1]
+
+    @property
+    def events_table(self) -> str:
+        """Fully qualified lake table, e.g. ``lake.main.events``."""
+        return f"{self.lake_name}.main.{self.lake_table}"
+
+    @property
+    def batches_table(self) -> str:
+        return f"{self.lake_name}.{self.ops_schema}.batches"
+
+    @property
+    def jobs_table(self) -> str:
+        return f"{self.lake_name}.{self.ops_schema}.jobs"
+
+    @property
+    def staging_table_dir(self) -> Path:
+        return self.staging_path / self.lake_table
+
+    @property
+    def uses_embedded(self) -> bool:
+        return self.source_dsn is None or self.catalog is None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResolvedSettings(Settings):
+    """Settings whose source, catalog and data path are concrete (embedded default filled in)."""
+
+    source_dsn: PgDsn
+    catalog: CatalogSpec
+    data_path: str
+
+    @classmethod
+    def of(cls, settings: Settings, **changes: object) -> ResolvedSettings:
+        values = {name: getattr(settings, name) for name in settings.__dataclass_fields__}
+        return cls(**{**values, **changes})
+

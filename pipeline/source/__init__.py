@@ -1,0 +1,1 @@
+"""The source Postgres: connecting, the pure window plan, window statistics, and its DDL."""

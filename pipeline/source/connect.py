@@ -1,0 +1,25 @@
+"""Connect to the source Postgres; driver errors become our transient/terminal types."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
+
+from pipeline.errors import SourceUnavailable, service_error
+from pipeline.settings.pgdsn import PgDsn
+
+
+@contextmanager
+def connect(dsn: PgDsn, *, autocommit: bool = True) -> Iterator[psycopg.Connection]:
+    """A psycopg connection; an unreachable server becomes :class:`SourceUnavailable`."""
+    try:
+        conn = psycopg.connect(dsn.conninfo(), autocommit=autocommit, connect_timeout=10)
+    except psycopg.OperationalError as exc:
+        hint = "Check SOURCE_PG_DSN (host, port, user, password, dbname) and that the server runs."
+        raise service_error(exc, f"Cannot connect to the source Postgres at {dsn.masked()}",
+                            unavailable=SourceUnavailable, transient_hint=hint,
+                            terminal_hint=hint) from None
+    with conn:
+        yield conn

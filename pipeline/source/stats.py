@@ -1,0 +1,49 @@
+"""What the source holds: its clock, whether the table exists, and a window's row count."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import psycopg
+from psycopg import sql
+
+from pipeline.errors import TerminalError
+from pipeline.source.ddl import table_sql
+from pipeline.source.window import Window
+
+
+@dataclass(frozen=True)
+class WindowStats:
+    """What the source holds inside a window: row count and timestamp range."""
+
+    rows: int
+    min_ts: datetime | None
+    max_ts: datetime | None
+
+
+def server_now(conn: psycopg.Connection) -> datetime:
+    """The source's own clock: ``upper`` comes from here so client clock skew cannot lose rows."""
+    return conn.execute("SELECT now()").fetchone()[0]
+
+
+def table_exists(conn: psycopg.Connection, qualified: str) -> bool:
+    return conn.execute("SELECT to_regclass(%s) IS NOT NULL", (qualified,)).fetchone()[0]
+
+
+def require_table(conn: psycopg.Connection, qualified: str) -> None:
+    if not table_exists(conn, qualified):
+        raise TerminalError(
+            f"The source table {qualified} does not exist.",
+            "Create it by running the generator once (uv run insert_event_data_loop.py), "
+            "or point SOURCE_TABLE at the right table.",
+        )
+
+
+def window_stats(conn: psycopg.Connection, qualified: str, window: Window) -> WindowStats:
+    require_table(conn, qualified)
+    query = sql.SQL(
+        "SELECT count(*), min(event_timestamp), max(event_timestamp) FROM {t} WHERE {w}"
+    ).format(t=table_sql(qualified), w=sql.SQL(window.where_sql()))
+    rows, lo, hi = conn.execute(query, window.params()).fetchone()
+    return WindowStats(rows=rows, min_ts=lo, max_ts=hi)

@@ -1,0 +1,61 @@
+"""Pure planning of what one run extracts: the window ``(watermark - lookback, upper]``.
+
+``upper`` is fixed when the run starts, from the source's clock. Nothing here touches a
+database, so every rule of the window is tested without one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+
+@dataclass(frozen=True)
+class Window:
+    """Half-open window on ``event_timestamp``: ``low < ts <= upper``; ``low=None`` means all."""
+
+    low: datetime | None
+    upper: datetime
+
+    def where_sql(self) -> str:
+        """Predicate with psycopg placeholders (see :meth:`params`)."""
+        if self.low is None:
+            return "event_timestamp <= %(upper)s"
+        return "event_timestamp > %(low)s AND event_timestamp <= %(upper)s"
+
+    def params(self) -> dict[str, datetime]:
+        values = {"upper": self.upper}
+        if self.low is not None:
+            values["low"] = self.low
+        return values
+
+    def literal_sql(self) -> str:
+        """The same predicate with timestamp literals, for JDBC subqueries that take no params."""
+        upper = f"event_timestamp <= '{iso(self.upper)}'::timestamptz"
+        if self.low is None:
+            return upper
+        return f"event_timestamp > '{iso(self.low)}'::timestamptz AND {upper}"
+
+    def describe(self) -> str:
+        low = iso(self.low) if self.low else "-inf"
+        return f"({low}, {iso(self.upper)}]"
+
+
+def iso(ts: datetime) -> str:
+    """UTC ISO-8601 with microseconds, the one text form used in SQL, manifests and logs."""
+    if ts.tzinfo is None:
+        ts = ts.replace(tzinfo=UTC)
+    return ts.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def parse_iso(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text) if text else None
+
+
+def plan_window(watermark: datetime | None, lookback: timedelta, upper: datetime) -> Window:
+    """The next window: everything up to ``upper`` on a first run, else re-read ``lookback``."""
+    if watermark is None:
+        return Window(low=None, upper=upper)
+    low = min(watermark - lookback, upper)
+    return Window(low=low, upper=upper)
+

@@ -1,0 +1,39 @@
+"""SQL text helpers every stage shares: quoting, and the statements in ``sql/`` files.
+
+Identifiers from configuration are validated when settings load; they are still quoted
+wherever they are spliced into SQL, by these functions and no others.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
+
+
+def quote_ident(name: str) -> str:
+    """``my"table`` -> ``"my""table"`` (Postgres and DuckDB quote identifiers alike)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def quote_qualified(name: str) -> str:
+    """``public.events`` -> ``"public"."events"``."""
+    return ".".join(quote_ident(part) for part in name.split("."))
+
+
+def quote_literal(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def read_sql(name: str) -> str:
+    return (SQL_DIR / name).read_text()
+
+
+def split_statements(text: str) -> list[str]:
+    """Split on ``;`` at line ends, dropping comment-only pieces (our DDL has no ``;`` in strings)."""
+    statements = []
+    for chunk in text.split(";\n"):
+        body = "\n".join(line for line in chunk.splitlines() if not line.strip().startswith("--"))
+        if body.strip().rstrip(";"):
+            statements.append(body.strip().rstrip(";"))
+    return statements
