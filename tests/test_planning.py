@@ -113,3 +113,14 @@ def test_settings_defaults_use_the_embedded_home(tmp_path):
 def test_bad_table_name_is_refused():
     with pytest.raises(ConfigError, match="SOURCE_TABLE"):
         load_settings({"SOURCE_TABLE": "events; drop table x"})
+
+
+@pytest.mark.parametrize("uri", ["s3a://bucket/staging", "hdfs://nn/staging", "file://relative/x"])
+def test_staging_uri_schemes_it_cannot_write_are_refused(uri):
+    with pytest.raises(ConfigError, match="URI scheme") as err:
+        load_settings({"STAGING_PATH": uri})
+    assert uri in str(err.value) and "same absolute path" in err.value.hint
+
+
+def test_file_uri_staging_is_the_folder(tmp_path):
+    assert load_settings({"STAGING_PATH": f"file://{tmp_path}/st"}).staging_path == tmp_path / "st"

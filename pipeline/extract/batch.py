@@ -15,6 +15,7 @@ from typing import Protocol
 import pyarrow.parquet as pq
 
 from pipeline import staging
+from pipeline.errors import TerminalError
 from pipeline.settings import ResolvedSettings
 from pipeline.source.stats import WindowStats
 from pipeline.source.window import Window, iso
@@ -44,8 +45,9 @@ class ExtractRequest:
 
     settings: ResolvedSettings
     window: Window
-    stats: WindowStats
+    stats: WindowStats  # counted in the snapshot the engines read
     batch_id: str
+    snapshot_id: str | None = None  # the planner's exported Postgres snapshot
 
     @property
     def path(self) -> Path:
@@ -59,13 +61,21 @@ class Extractor(Protocol):
         """Write the window's rows as Parquet files into ``request.path``."""
 
 
+class ShortBatch(TerminalError):
+    """The staged files hold fewer (or more) rows than the source held in the window."""
+
+
 def extract(extractor: Extractor, request: ExtractRequest) -> StagedBatch:
-    """Run ``extractor`` into a new batch folder, then write the manifest (last)."""
+    """Run ``extractor`` into a new batch folder, check the rows staged against the rows the
+    planner counted in the same snapshot, then write the manifest (last)."""
     started = time.monotonic()
     request.path.parent.mkdir(parents=True, exist_ok=True)
     extractor.write_parquet(request)
     files = staging.parquet_files(request.path)
     rows = sum(pq.read_metadata(request.path / name).num_rows for name in files)
+    if rows != request.stats.rows:
+        staging.remove_batch(request.path)
+        raise short_batch_error(request, extractor.engine, rows, len(files))
     schema = pq.read_schema(request.path / files[0]) if files else None
     manifest = Manifest(
         batch_id=request.batch_id,
@@ -80,3 +90,18 @@ def extract(extractor: Extractor, request: ExtractRequest) -> StagedBatch:
     )
     staging.write_manifest(request.path, manifest)
     return StagedBatch(path=request.path, manifest=manifest)
+
+
+def short_batch_error(request: ExtractRequest, engine: str, rows: int, files: int) -> ShortBatch:
+    """Say what is missing, where it was expected, and the likely cause."""
+    settings = request.settings
+    local = settings.spark.remote is None and settings.spark.master.startswith("local")
+    cause = ("" if local or engine != "spark" else
+             f" The likely cause: the Spark executors ({settings.spark.remote or settings.spark.master}) "
+             "do not share this folder with the driver, so they wrote their files elsewhere.")
+    return ShortBatch(
+        f"Extraction with {engine} staged {rows} rows in {files} file(s) in {request.path}, but the "
+        f"source holds {request.stats.rows} rows in window {request.window.describe()} (counted in the "
+        f"same snapshot the engine read). Nothing was promoted and the batch was removed.{cause}",
+        "Mount STAGING_PATH at the same absolute path on the driver and every Spark worker "
+        "(NFS, EFS, a Kubernetes RWX volume), then run again; nothing is lost meanwhile.")

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.extract.batch import ExtractRequest, select_sql
+from pipeline.source.snapshot import import_statements
 
 STAGING_SCHEMA = pa.schema([
     ("event_id", pa.string()),
@@ -33,6 +34,8 @@ class DltExtractor:
         query = sa.text(select_sql(settings.source_table, request.window))
         engine = sa.create_engine(settings.source_dsn.sqlalchemy_url(),
                                   connect_args={"options": "-c TimeZone=UTC"})
+        if request.snapshot_id:
+            _read_in_snapshot(engine, request.snapshot_id)
         resource = sql_table(
             credentials=engine,
             table=settings.source_table_name,
@@ -60,6 +63,17 @@ class DltExtractor:
             if writer is not None:
                 writer.close()
             engine.dispose()
+
+
+def _read_in_snapshot(engine, snapshot_id: str) -> None:
+    """Every connection dlt checks out starts its transaction in the planner's snapshot."""
+    from sqlalchemy import event
+
+    def on_checkout(dbapi_connection, _record, _proxy) -> None:
+        for statement in import_statements(snapshot_id):
+            dbapi_connection.execute(statement)
+
+    event.listen(engine, "checkout", on_checkout)
 
 
 def _to_staging_schema(item: pa.Table | pa.RecordBatch) -> pa.Table:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from pipeline.extract.batch import ExtractRequest, select_sql
 from pipeline.extract.partitions import plan_partitions
 from pipeline.extract.spark_session import default_cores
+from pipeline.source.snapshot import import_statements
 from pipeline.source.window import iso
 
 if TYPE_CHECKING:
@@ -26,7 +27,10 @@ def jdbc_options(request: ExtractRequest, cores: int) -> dict[str, str]:
         "password": dsn.password.reveal(),
         "dbtable": f"({select_sql(settings.source_table, request.window)}) AS src",
         "fetchsize": str(FETCH_SIZE),
-        "sessionInitStatement": "SET TIME ZONE 'UTC'",
+        # every partition reads the planner's snapshot, in UTC
+        "sessionInitStatement": "; ".join([*import_statements(request.snapshot_id),
+                                           "SET TIME ZONE 'UTC'"] if request.snapshot_id
+                                          else ["SET TIME ZONE 'UTC'"]),
     }
     partitions = plan_partitions(stats.rows, cores)
     if partitions > 1 and stats.min_ts is not None and stats.max_ts is not None \

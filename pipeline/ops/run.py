@@ -25,7 +25,7 @@ from pipeline.lake.schema import ensure_tables
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.settings.resolve import resolve
 from pipeline.source import stats
-from pipeline.source.connect import connect as connect_source
+from pipeline.source.snapshot import exported_snapshot
 from pipeline.source.window import Window, plan_window
 
 if TYPE_CHECKING:
@@ -109,23 +109,25 @@ def _extract_and_promote(settings: ResolvedSettings, con: duckdb.DuckDBPyConnect
                          engine: str, spark: SparkSession | None,
                          spark_factory: Callable[[], SparkSession] | None, report: RunReport) -> None:
     t0 = time.monotonic()
-    with connect_source(settings.source_dsn) as conn:
+    # the planner's transaction stays open until the engine has read: its snapshot is shared
+    with exported_snapshot(settings.source_dsn) as (conn, snapshot_id):
         upper = stats.server_now(conn)
         window = plan_window(report.watermark, settings.lookback, upper)
         window_stats = stats.window_stats(conn, settings.source_table, window)
-    report.window, report.rows_in_window = window, window_stats.rows
-    report.seconds["plan"] = time.monotonic() - t0
-    if window_stats.rows == 0:
-        log.info("no new events in window %s", window.describe())
-        return
-    log.info("extracting %d rows in window %s with %s", window_stats.rows, window.describe(), engine)
-    t0 = time.monotonic()
-    if spark is None and spark_factory is not None and engine == "spark":
-        spark = spark_factory()
-    extractor = make_extractor(engine, settings, spark)
-    report.seconds["engine_start"] = time.monotonic() - t0
-    t0 = time.monotonic()
-    batch = extract(extractor, ExtractRequest(settings, window, window_stats, staging.new_batch_id()))
+        report.window, report.rows_in_window = window, window_stats.rows
+        report.seconds["plan"] = time.monotonic() - t0
+        if window_stats.rows == 0:
+            log.info("no new events in window %s", window.describe())
+            return
+        log.info("extracting %d rows in window %s with %s", window_stats.rows, window.describe(), engine)
+        t0 = time.monotonic()
+        if spark is None and spark_factory is not None and engine == "spark":
+            spark = spark_factory()
+        extractor = make_extractor(engine, settings, spark)
+        report.seconds["engine_start"] = time.monotonic() - t0
+        t0 = time.monotonic()
+        request = ExtractRequest(settings, window, window_stats, staging.new_batch_id(), snapshot_id)
+        batch = extract(extractor, request)
     report.seconds["extract"] = time.monotonic() - t0
     report.staged_batch, report.rows_in_window = batch.batch_id, batch.manifest.row_count
     log.info("staged batch %s: %d rows in %d file(s) (%.2fs)", batch.batch_id,

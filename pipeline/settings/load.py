@@ -89,7 +89,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
         catalog=CatalogSpec.parse(catalog) if catalog else None,
         data_path=read.raw("DUCKLAKE_DATA_PATH"),
         lake_name=lake_name,
-        staging_path=Path(read.raw("STAGING_PATH") or home / "staging").expanduser().absolute(),
+        staging_path=_staging_path(read.raw("STAGING_PATH"), read.name("STAGING_PATH"), home),
         lookback=read.duration("LOOKBACK"),
         spark=SparkOptions(master=read.value("SPARK_MASTER"), remote=read.raw("SPARK_REMOTE"),
                            jdbc_jar=read.raw("SPARK_JDBC_JAR"),
@@ -113,3 +113,19 @@ def _table_name(text: str, what: str) -> str:
         raise ConfigError(f"{what} {text!r} is not a table name.",
                           "Use schema.table with letters, digits and underscores, e.g. public.events.")
     return text if len(parts) == 2 else f"public.{text}"
+
+
+def _staging_path(text: str | None, what: str, home: Path) -> Path:
+    """A local or shared folder; ``file:///path`` is that folder, other URI schemes are refused
+    rather than becoming a local folder named ``s3a:``."""
+    if text is None:
+        return home / "staging"
+    if "://" in text:
+        scheme, _, rest = text.partition("://")
+        if scheme.lower() != "file" or not rest.startswith("/"):
+            raise ConfigError(
+                f"{what} {text!r} uses a URI scheme staging does not support ({scheme}://); accepted: "
+                "a folder (/mnt/shared/staging, ./staging) or file:///absolute/path.",
+                "Use a folder mounted at the same absolute path on the driver and every Spark worker.")
+        text = rest
+    return Path(text).expanduser().absolute()

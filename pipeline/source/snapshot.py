@@ -1,0 +1,38 @@
+"""One consistent Postgres snapshot for a whole extraction.
+
+The planner opens a REPEATABLE READ transaction, exports its snapshot and keeps the
+transaction open while the engines read; every reader (each Spark JDBC partition, dlt's
+connection) imports that snapshot before its first query. So the planner's row count and
+the rows the readers see are the same set, however many rows commit meanwhile, and a
+batch that staged fewer rows than were counted is a real loss, never a race.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
+
+from pipeline.settings.pgdsn import PgDsn
+from pipeline.source.connect import connect
+from pipeline.sqltext import quote_literal
+
+
+@contextmanager
+def exported_snapshot(dsn: PgDsn) -> Iterator[tuple[psycopg.Connection, str]]:
+    """A connection inside a REPEATABLE READ transaction, and the id of its exported snapshot.
+    The snapshot can be imported until the block ends (the transaction is rolled back)."""
+    with connect(dsn, autocommit=False) as conn:
+        conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        try:
+            snapshot_id = conn.execute("SELECT pg_export_snapshot()").fetchone()[0]
+            yield conn, snapshot_id
+        finally:
+            conn.rollback()
+
+
+def import_statements(snapshot_id: str) -> list[str]:
+    """What a reader runs first in its transaction to see exactly the planner's snapshot."""
+    return ["SET TRANSACTION ISOLATION LEVEL REPEATABLE READ",
+            f"SET TRANSACTION SNAPSHOT {quote_literal(snapshot_id)}"]

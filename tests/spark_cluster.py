@@ -1,0 +1,91 @@
+"""A real Spark standalone cluster from the pyspark package, on loopback, for the tests.
+
+The worker can run in its own mount namespace with a private tmpfs over the staging folder:
+exactly a worker on another host that does not share the driver's staging volume.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SPARK_CLASS = str(Path(sys.executable).parent / "spark-class")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class StandaloneCluster:
+    work: Path
+    hide: Path | None = None  # a folder the worker must not see (tmpfs over it)
+    master_port: int = field(default_factory=free_port)
+    ui_port: int = field(default_factory=free_port)
+    procs: list[subprocess.Popen] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"spark://127.0.0.1:{self.master_port}"
+
+    @property
+    def worker_dir(self) -> Path:
+        return self.work / "worker"
+
+    def start(self) -> StandaloneCluster:
+        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(self.work)}
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.procs.append(self._spawn(
+            [SPARK_CLASS, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+             "--port", str(self.master_port), "--webui-port", str(self.ui_port)], env, "master.log"))
+        worker = [SPARK_CLASS, "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
+                  "--cores", "1", "--memory", "1g", "--webui-port", str(free_port()),
+                  "--work-dir", str(self.worker_dir)]
+        if self.hide is not None:
+            self.hide.mkdir(parents=True, exist_ok=True)
+            shell = f"mount -t tmpfs tmpfs {self.hide} && exec {' '.join(worker)}"
+            worker = ["unshare", "-m", "--propagation", "private", "sh", "-c", shell]
+        self.procs.append(self._spawn(worker, env, "worker.log"))
+        self._wait_for_worker()
+        return self
+
+    def _spawn(self, args: list[str], env: dict[str, str], log: str) -> subprocess.Popen:
+        out = open(self.work / log, "ab")  # noqa: SIM115 (closed with the process)
+        return subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def _wait_for_worker(self, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=2) as r:
+                    if any(w["state"] == "ALIVE" for w in json.load(r)["workers"]):
+                        return
+            except OSError:
+                pass
+            time.sleep(0.5)
+        logs = "\n".join((self.work / n).read_text()[-2000:] for n in ("master.log", "worker.log")
+                         if (self.work / n).exists())
+        raise RuntimeError(f"the standalone cluster did not come up:\n{logs}")
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            try:
+                os.killpg(proc.pid, 15)
+                proc.wait(30)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                os.killpg(proc.pid, 9)
+        shutil.rmtree(self.worker_dir, ignore_errors=True)
+
+    def executor_logs(self) -> list[Path]:
+        """stderr files of executors the worker ran (one per application)."""
+        return sorted(self.worker_dir.glob("app-*/*/stderr"))

@@ -1,0 +1,47 @@
+"""A standalone Spark cluster from the pyspark package: the pipeline's tasks run on its worker,
+and a worker that cannot see the driver's staging folder fails the run instead of losing rows."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from tests.conftest import run_cli
+from tests.helpers import add_events, assert_lake_equals_source, data_snapshots
+from tests.spark_cluster import StandaloneCluster
+
+pytestmark = pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux unshare")
+
+
+def test_a_run_on_a_standalone_cluster_loads_everything_through_its_worker(settings, lake_env, tmp_path):
+    cluster = StandaloneCluster(tmp_path / "cluster").start()
+    try:
+        add_events(settings, 3_000, seed=91)
+        env = {**lake_env, "SPARK_MASTER": cluster.url, "SPARK_LOCAL_IP": "127.0.0.1"}
+        result = run_cli("events_pipeline.py", "--run", env=env)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert cluster.executor_logs(), "no executor ran on the worker"
+    finally:
+        cluster.stop()
+    assert_lake_equals_source(settings, expected_rows=3_000)
+
+
+def test_a_worker_without_the_staging_folder_fails_the_run_and_promotes_nothing(settings, lake_env, tmp_path):
+    staging = tmp_path / "staging"
+    cluster = StandaloneCluster(tmp_path / "cluster", hide=staging).start()
+    try:
+        add_events(settings, 2_000, seed=92)
+        env = {**lake_env, "SPARK_MASTER": cluster.url, "SPARK_LOCAL_IP": "127.0.0.1"}
+        result = run_cli("events_pipeline.py", "--run", env=env)
+        assert cluster.executor_logs(), "no executor ran on the worker"
+    finally:
+        cluster.stop()
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "source holds 2000 rows" in result.stderr and str(staging) in result.stderr
+    assert "do not share this folder" in result.stderr
+    assert result.stdout.strip().splitlines()[-1].startswith("Failed")
+    assert data_snapshots(settings) == []
+    # the same lake, once staging is reachable (here: local mode), loads everything
+    assert run_cli("events_pipeline.py", "--run", env=lake_env).returncode == 0
+    assert_lake_equals_source(settings, expected_rows=2_000)
