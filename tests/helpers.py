@@ -1,8 +1,16 @@
-"""Small helpers the pipeline tests share: write events, count snapshots, compare."""
+"""Small helpers the pipeline tests share: write events, count snapshots, compare, run a CLI
+process and watch its output."""
 
 from __future__ import annotations
 
 import contextlib
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
 from datetime import datetime, timedelta
 
 from generators.writer import add_events as write_events
@@ -10,6 +18,7 @@ from pipeline.lake import connect as lake
 from pipeline.lake import verify
 from pipeline.settings import Settings
 from pipeline.settings.resolve import resolve
+from tests.conftest import ROOT
 
 
 def add_events(settings: Settings, rows: int, seed: int, *, late_by: timedelta | None = None,
@@ -123,3 +132,39 @@ def lake_query(settings: Settings, sql: str, params: list | None = None) -> list
         return con.execute(sql, params or []).fetchall()
     finally:
         con.close()
+
+
+class Proc:
+    """A CLI subprocess whose output lines are collected as they arrive."""
+
+    def __init__(self, script: str, *args: str, env: dict[str, str]) -> None:
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith(("SOURCE_", "DUCKLAKE_"))}
+        self.popen = subprocess.Popen([sys.executable, str(ROOT / script), *args], cwd=ROOT,
+                                      env={**full_env, **env}, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True)
+        self.lines: list[str] = []
+        self._queue: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.popen.stdout:
+            self.lines.append(line.rstrip())
+            self._queue.put(line)
+
+    def wait_for(self, text: str, timeout: float = 120, after: int = 0) -> int:
+        """Block until a line containing ``text`` appears at index >= ``after``; its index."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for i, line in enumerate(self.lines[after:], start=after):
+                if text in line:
+                    return i
+            time.sleep(0.2)
+        raise AssertionError(f"no line with {text!r} in {timeout}s:\n" + "\n".join(self.lines[-40:]))
+
+    def terminate(self, timeout: float = 90) -> int:
+        self.popen.send_signal(signal.SIGTERM)
+        return self.popen.wait(timeout)
+
+    @property
+    def output(self) -> str:
+        return "\n".join(self.lines)

@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import run_cli
 from tests.helpers import add_events, assert_lake_equals_source, data_snapshots
-from tests.spark_cluster import StandaloneCluster
+from tests.spark_services import StandaloneCluster
 
 pytestmark = pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux unshare")
 

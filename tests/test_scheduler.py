@@ -5,53 +5,11 @@ survival of a catalog outage."""
 from __future__ import annotations
 
 import json
-import os
-import queue
-import signal
-import subprocess
-import sys
-import threading
 import time
 
 from pipeline.settings.pgdsn import PgDsn
-from tests.conftest import ROOT, run_cli
-from tests.helpers import TcpProxy, add_events, assert_lake_equals_source, lake_query
-
-
-class Proc:
-    """A CLI subprocess whose output lines are collected as they arrive."""
-
-    def __init__(self, script: str, *args: str, env: dict[str, str]) -> None:
-        full_env = {k: v for k, v in os.environ.items() if not k.startswith(("SOURCE_", "DUCKLAKE_"))}
-        self.popen = subprocess.Popen([sys.executable, str(ROOT / script), *args], cwd=ROOT,
-                                      env={**full_env, **env}, stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True)
-        self.lines: list[str] = []
-        self._queue: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        for line in self.popen.stdout:
-            self.lines.append(line.rstrip())
-            self._queue.put(line)
-
-    def wait_for(self, text: str, timeout: float = 120, after: int = 0) -> int:
-        """Block until a line containing ``text`` appears at index >= ``after``; its index."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for i, line in enumerate(self.lines[after:], start=after):
-                if text in line:
-                    return i
-            time.sleep(0.2)
-        raise AssertionError(f"no line with {text!r} in {timeout}s:\n" + "\n".join(self.lines[-40:]))
-
-    def terminate(self, timeout: float = 90) -> int:
-        self.popen.send_signal(signal.SIGTERM)
-        return self.popen.wait(timeout)
-
-    @property
-    def output(self) -> str:
-        return "\n".join(self.lines)
+from tests.conftest import run_cli
+from tests.helpers import Proc, TcpProxy, add_events, assert_lake_equals_source, lake_query
 
 
 def _jobs(settings) -> list[tuple]:

@@ -53,4 +53,5 @@ class SparkExtractor:
     def write_parquet(self, request: ExtractRequest) -> None:
         options = jdbc_options(request, default_cores(self.spark))
         frame = self.spark.read.format("jdbc").options(**options).load()
-        frame.write.mode("errorifexists").parquet(str(request.path))
+        # "error" (not its alias "errorifexists", which Spark Connect rejects): never overwrite a batch
+        frame.write.mode("error").parquet(str(request.path))

@@ -77,11 +77,7 @@ def build_session(settings: Settings, app_name: str = "event-lake") -> SparkSess
 
     spark = settings.spark
     if spark.remote:
-        try:
-            return SparkSession.builder.remote(spark.remote).appName(app_name).getOrCreate()
-        except Exception as exc:
-            raise TerminalError(f"Cannot reach Spark Connect at SPARK_REMOTE={spark.remote}: {exc}",
-                                "Check SPARK_REMOTE, or unset it to run Spark locally.") from None
+        return _connect_session(spark.remote, app_name)
     driver = resolve_jdbc_driver(spark.jdbc_jar)
     verbose = spark.verbose
     java_opts = "-Duser.timezone=UTC"
@@ -90,13 +86,14 @@ def build_session(settings: Settings, app_name: str = "event-lake") -> SparkSess
     if spark.master.startswith("local"):
         # the JVM child reads this from the environment; local mode never leaves the machine
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = SparkSession.builder.master(spark.master).appName(app_name)
+    for key, value in SESSION_CONF.items():
+        builder = builder.config(key, value)
     builder = (
-        SparkSession.builder.master(spark.master).appName(app_name)
+        builder
         .config(driver.conf_key, driver.value)
         .config("spark.ui.enabled", "true" if spark.ui else "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
         .config("spark.sql.sources.commitProtocolClass",
                 "org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol")
         .config("spark.driver.extraJavaOptions", java_opts)
@@ -117,14 +114,52 @@ def build_session(settings: Settings, app_name: str = "event-lake") -> SparkSess
     return session
 
 
-def default_cores(spark: SparkSession) -> int:
+# Session settings the extractor relies on: instants in UTC, Parquet timestamps in microseconds
+# (what DuckDB reads as TIMESTAMPTZ). A classic session gets them at build time; a Connect
+# session, whose server was started by someone else, gets them set (and checked) at runtime.
+SESSION_CONF = {"spark.sql.session.timeZone": "UTC",
+                "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
+
+
+def is_connect(spark: SparkSession) -> bool:
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def _connect_session(remote: str, app_name: str) -> SparkSession:
+    from pyspark.sql import SparkSession
+
     try:
+        session = SparkSession.builder.remote(remote).appName(app_name).getOrCreate()
+        for key, value in SESSION_CONF.items():
+            session.conf.set(key, value)
+        wrong = {k: session.conf.get(k) for k in SESSION_CONF if session.conf.get(k) != SESSION_CONF[k]}
+    except Exception as exc:
+        raise TerminalError(f"Cannot reach Spark Connect at SPARK_REMOTE={remote}: {exc}",
+                            "Check SPARK_REMOTE and that the Connect server runs, or unset it to run "
+                            "Spark locally.") from None
+    if wrong:
+        raise TerminalError(f"The Spark Connect server at {remote} refused the session settings the "
+                            f"extractor needs: {wrong} (wanted {SESSION_CONF}).",
+                            "Start the Connect server without fixing these settings, or set them to "
+                            "the wanted values in its spark-defaults.conf.")
+    return session
+
+
+def default_cores(spark: SparkSession) -> int:
+    """Task slots of the cluster the session runs on (a Connect session asks the server)."""
+    if not is_connect(spark):
         return int(spark.sparkContext.defaultParallelism)
-    except Exception:  # Spark Connect sessions have no SparkContext
-        return os.cpu_count() or 2
+    from pyspark.sql import functions as F
+
+    # a range without a partition count is split into defaultParallelism partitions
+    probe = spark.range(0, 100_000).select(F.spark_partition_id().alias("p")).agg(F.max("p"))
+    return int(probe.first()[0]) + 1
 
 
 def cancel_jobs(spark: SparkSession) -> None:
     """Cancel every running Spark job of this session (shutdown of the scheduler)."""
-    with contextlib.suppress(Exception):  # the JVM may already be going away
-        spark.sparkContext.cancelAllJobs()
+    with contextlib.suppress(Exception):  # the JVM or the server may already be going away
+        if is_connect(spark):
+            spark.interruptAll()
+        else:
+            spark.sparkContext.cancelAllJobs()

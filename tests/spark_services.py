@@ -1,4 +1,5 @@
-"""A real Spark standalone cluster from the pyspark package, on loopback, for the tests.
+"""Real Spark services from the pyspark package, on loopback, for the tests: a standalone
+cluster (master + worker) and a Spark Connect server.
 
 The worker can run in its own mount namespace with a private tmpfs over the staging folder:
 exactly a worker on another host that does not share the driver's staging volume.
@@ -18,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 SPARK_CLASS = str(Path(sys.executable).parent / "spark-class")
+SPARK_SUBMIT = str(Path(sys.executable).parent / "spark-submit")
+JDBC_JAR = "/usr/share/java/postgresql.jar"
 
 
 def free_port() -> int:
@@ -89,3 +92,48 @@ class StandaloneCluster:
     def executor_logs(self) -> list[Path]:
         """stderr files of executors the worker ran (one per application)."""
         return sorted(self.worker_dir.glob("app-*/*/stderr"))
+
+
+@dataclass
+class ConnectServer:
+    """``SparkConnectServer`` via spark-submit, with the JDBC driver on its classpath. ``cores``
+    differs from this machine's CPU count so a test can tell whose parallelism it got."""
+
+    work: Path
+    cores: int = 3
+    port: int = field(default_factory=free_port)
+    proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"sc://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 120) -> ConnectServer:
+        self.work.mkdir(parents=True, exist_ok=True)
+        log = self.work / "connect.log"
+        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1",
+               "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
+        with open(log, "ab") as out:
+            self.proc = subprocess.Popen(
+                [SPARK_SUBMIT, "--master", f"local[{self.cores}]",
+                 "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
+                 "--jars", JDBC_JAR, "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
+                 "--conf", f"spark.connect.grpc.binding.port={self.port}", "--conf", "spark.ui.enabled=false",
+                 "--conf", "spark.driver.extraJavaOptions=-Duser.timezone=UTC"],
+                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if "Spark Connect server started" in log.read_text(errors="replace"):
+                return self
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.5)
+        raise RuntimeError(f"the Spark Connect server did not start:\n{log.read_text()[-3000:]}")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, 15)
+                self.proc.wait(30)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                os.killpg(self.proc.pid, 9)

@@ -1,0 +1,64 @@
+"""Spark Connect end to end: a real Connect server started from the pyspark package (with the
+JDBC driver on its classpath) extracts for the pipeline; the session settings the extractor
+needs are applied, the partition count comes from the server, lake == source."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from pipeline.extract.spark_session import build_session, default_cores
+from pipeline.settings import load_settings
+from tests.conftest import run_cli
+from tests.helpers import Proc, add_events, assert_lake_equals_source, lake_query
+from tests.spark_services import ConnectServer
+
+
+@pytest.fixture(scope="module")
+def connect_server(tmp_path_factory):
+    server = ConnectServer(tmp_path_factory.mktemp("connect")).start()
+    yield server
+    server.stop()
+
+
+def test_a_connect_session_gets_the_servers_parallelism_and_utc(connect_server, tmp_path):
+    spark = build_session(load_settings({"SPARK_REMOTE": connect_server.url,
+                                         "EVENT_LAKE_HOME": str(tmp_path)}))
+    try:
+        assert default_cores(spark) == connect_server.cores
+        assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
+        assert spark.conf.get("spark.sql.parquet.outputTimestampType") == "TIMESTAMP_MICROS"
+    finally:
+        spark.stop()  # the client's threads would otherwise keep the test process alive
+
+
+def test_a_run_through_spark_connect_loads_everything(settings, lake_env, connect_server):
+    add_events(settings, 4_000, seed=93)
+    env = {**lake_env, "SPARK_REMOTE": connect_server.url}
+    staged = run_cli("events_pipeline.py", "--extract-only", env=env)
+    assert staged.returncode == 0, staged.stdout + staged.stderr
+    [manifest] = list((settings.staging_table_dir).glob("batch_id=*/_manifest.json"))
+    schema = {f["name"]: f["type"] for f in json.loads(manifest.read_text())["schema"]}
+    assert schema["event_timestamp"] == "timestamp[us, tz=UTC]", schema
+    loaded = run_cli("events_pipeline.py", "--run", env=env)
+    assert loaded.returncode == 0, loaded.stdout + loaded.stderr
+    assert_lake_equals_source(settings, expected_rows=4_000)
+
+
+
+def test_sigterm_during_a_connect_extraction_leaves_no_partial_batch(settings, lake_env, connect_server):
+    add_events(settings, 150_000, seed=94)
+    env = {**lake_env, "SPARK_REMOTE": connect_server.url}
+    scheduler = Proc("events_pipeline.py", "--schedule", "--run-now", "--load-every", "1h", env=env)
+    scheduler.wait_for("extracting 150000 rows")
+    started = time.monotonic()
+    assert scheduler.terminate() == 0, scheduler.output
+    assert time.monotonic() - started < 60
+    inserted, lake_rows = lake_query(
+        settings, "SELECT (SELECT coalesce(sum(rows_inserted), 0) FROM lake.ops.batches), "
+                  "(SELECT count(*) FROM lake.main.events)")[0]
+    assert inserted == lake_rows and lake_rows in (0, 150_000)
+    assert run_cli("events_pipeline.py", "--run", env=env).returncode == 0
+    assert_lake_equals_source(settings, expected_rows=150_000)
