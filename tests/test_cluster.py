@@ -18,10 +18,13 @@ def test_a_run_on_a_standalone_cluster_loads_everything_through_its_worker(setti
     cluster = StandaloneCluster(tmp_path / "cluster").start()
     try:
         add_events(settings, 3_000, seed=91)
-        env = {**lake_env, "SPARK_MASTER": cluster.url, "SPARK_LOCAL_IP": "127.0.0.1"}
-        result = run_cli("events_pipeline.py", "--run", env=env)
+        env = {**lake_env, "SPARK_MASTER": cluster.url, "SPARK_LOCAL_IP": "127.0.0.1",
+               "SPARK_CONF": "spark.executor.memory=600m"}
+        result = run_cli("events_pipeline.py", "--run", "--spark-conf", "spark.cores.max=1", env=env)
         assert result.returncode == 0, result.stdout + result.stderr
         assert cluster.executor_logs(), "no executor ran on the worker"
+        # SPARK_CONF reached the cluster: the worker launched the executor with that heap
+        assert "-Xmx600M" in (cluster.work / "worker.log").read_text()
     finally:
         cluster.stop()
     assert_lake_equals_source(settings, expected_rows=3_000)

@@ -146,3 +146,13 @@ def test_duplicate_ids_inside_one_batch_keep_the_newest_row(settings, spark):
     from tests.helpers import lake_query
 
     assert lake_query(settings, "SELECT count(*) FROM lake.main.events WHERE event_type = 'changed'")[0][0] == 10
+
+
+def test_spark_partitions_overrides_the_planned_split(settings, lake_env, spark):
+    from pipeline.settings import load_settings
+
+    add_events(settings, 2_000, seed=15)
+    three = load_settings({**lake_env, "SPARK_PARTITIONS": "3"})
+    report = run(three, mode="extract", spark=spark)
+    [batch] = staging.complete_batches(resolve(three).staging_table_dir)
+    assert batch.batch_id == report.staged_batch and len(batch.manifest.files) == 3

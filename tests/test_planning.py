@@ -124,3 +124,29 @@ def test_staging_uri_schemes_it_cannot_write_are_refused(uri):
 
 def test_file_uri_staging_is_the_folder(tmp_path):
     assert load_settings({"STAGING_PATH": f"file://{tmp_path}/st"}).staging_path == tmp_path / "st"
+
+
+def test_spark_conf_comes_from_the_environment_and_flags_override_it():
+    settings = load_settings({"SPARK_CONF": "spark.executor.memory=4g; spark.cores.max=8"},
+                             spark_conf=["spark.cores.max=2", "spark.kubernetes.namespace=etl"])
+    assert settings.spark.conf == {"spark.executor.memory": "4g", "spark.cores.max": "2",
+                                   "spark.kubernetes.namespace": "etl"}
+
+
+@pytest.mark.parametrize(("env", "flags", "message"), [
+    ({"SPARK_CONF": "executor.memory=4g"}, [], "SPARK_CONF entry"),
+    ({}, ["spark.cores.max"], "--spark-conf entry"),
+    ({"SPARK_PARTITIONS": "0"}, [], "SPARK_PARTITIONS '0'"),
+])
+def test_malformed_spark_settings_are_refused(env, flags, message):
+    with pytest.raises(ConfigError, match=message):
+        load_settings(env, spark_conf=flags)
+
+
+def test_spark_conf_cannot_break_the_settings_the_extractor_needs(tmp_path):
+    from pipeline.extract.spark_session import build_session
+
+    settings = load_settings({"EVENT_LAKE_HOME": str(tmp_path)},
+                             spark_conf=["spark.sql.session.timeZone=Europe/Berlin"])
+    with pytest.raises(ConfigError, match="spark.sql.session.timeZone"):
+        build_session(settings)

@@ -19,7 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logs.setup(args.verbose)
     try:
-        settings = load_settings(flags=setting_flags(args))
+        settings = load_settings(flags=setting_flags(args), spark_conf=args.spark_conf)
         ok, message = dispatch(args, settings)
     except PipelineError as exc:
         output.print_error(exc)

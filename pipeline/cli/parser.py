@@ -51,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="Extraction engine (default spark).")
     parser.add_argument("--lookback", help=f"Override LOOKBACK, e.g. {default('LOOKBACK')}.")
     parser.add_argument("--json", action="store_true", help="Machine-readable output.")
+    parser.add_argument("--spark-conf", action="append", metavar="KEY=VALUE",
+                        help="A Spark property for this run (repeatable; adds to or overrides SPARK_CONF), "
+                        "e.g. spark.executor.memory=4g.")
     timing = parser.add_argument_group("scheduling and maintenance (units s, m, h, d, w)")
     for flag, what in (("--load-every", "Load interval"), ("--expire-every", "Snapshot expiry interval"),
                        ("--compact-every", "Compaction interval"),

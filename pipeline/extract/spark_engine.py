@@ -32,7 +32,7 @@ def jdbc_options(request: ExtractRequest, cores: int) -> dict[str, str]:
                                            "SET TIME ZONE 'UTC'"] if request.snapshot_id
                                           else ["SET TIME ZONE 'UTC'"]),
     }
-    partitions = plan_partitions(stats.rows, cores)
+    partitions = settings.spark.partitions or plan_partitions(stats.rows, cores)
     if partitions > 1 and stats.min_ts is not None and stats.max_ts is not None \
             and stats.min_ts < stats.max_ts:
         # bounds only shape the split; rows outside them still land in the first/last partition

@@ -76,8 +76,9 @@ def build_session(settings: Settings, app_name: str = "event-lake") -> SparkSess
     from pyspark.sql import SparkSession
 
     spark = settings.spark
+    _refuse_overrides(spark.conf)
     if spark.remote:
-        return _connect_session(spark.remote, app_name)
+        return _connect_session(spark.remote, app_name, spark.conf)
     driver = resolve_jdbc_driver(spark.jdbc_jar)
     verbose = spark.verbose
     java_opts = "-Duser.timezone=UTC"
@@ -100,6 +101,8 @@ def build_session(settings: Settings, app_name: str = "event-lake") -> SparkSess
         .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
         .config("spark.driver.memory", spark.driver_memory)
     )
+    for key, value in spark.conf.items():  # SPARK_CONF / --spark-conf: last, so they win
+        builder = builder.config(key, value)
     log_file = settings.home / "logs" / "spark.log"
     try:
         if verbose:
@@ -125,12 +128,20 @@ def is_connect(spark: SparkSession) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
-def _connect_session(remote: str, app_name: str) -> SparkSession:
+def _refuse_overrides(conf: dict[str, str]) -> None:
+    clash = {k: v for k, v in conf.items() if k in SESSION_CONF and v != SESSION_CONF[k]}
+    if clash:
+        raise ConfigError(f"SPARK_CONF/--spark-conf sets {clash}, which the extractor needs as "
+                          f"{ {k: SESSION_CONF[k] for k in clash} } (instants in UTC, microsecond Parquet).",
+                          "Remove these entries; every other Spark property passes through.")
+
+
+def _connect_session(remote: str, app_name: str, conf: dict[str, str]) -> SparkSession:
     from pyspark.sql import SparkSession
 
     try:
         session = SparkSession.builder.remote(remote).appName(app_name).getOrCreate()
-        for key, value in SESSION_CONF.items():
+        for key, value in {**conf, **SESSION_CONF}.items():  # runtime properties only, under Connect
             session.conf.set(key, value)
         wrong = {k: session.conf.get(k) for k in SESSION_CONF if session.conf.get(k) != SESSION_CONF[k]}
     except Exception as exc:

@@ -29,6 +29,10 @@ ENV_KEYS: dict[str, EnvKey] = {
     "SPARK_REMOTE": EnvKey("Spark Connect URL sc://host:15002 (overrides SPARK_MASTER)"),
     "SPARK_JDBC_JAR": EnvKey("path to the Postgres JDBC driver jar for Spark",
                              "/usr/share/java/postgresql.jar, then Maven"),
+    "SPARK_CONF": EnvKey("any Spark properties, key=value separated by ';' (e.g. spark.executor.memory=4g;"
+                         "spark.cores.max=8); --spark-conf adds or overrides one"),
+    "SPARK_PARTITIONS": EnvKey("JDBC read partitions per extraction (default: from the rows in the window "
+                               "and the cluster's task slots)"),
     "SPARK_DRIVER_MEMORY": EnvKey("memory of the Spark driver JVM (local mode: all of Spark)", "2g"),
     "SPARK_UI": EnvKey("serve Spark's web UI (true/false)", "false"),
     "SPARK_VERBOSE": EnvKey("print Spark's own log to the terminal instead of <home>/logs/spark.log",

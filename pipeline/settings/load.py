@@ -64,8 +64,9 @@ class _Reader:
 
 
 def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
-                  flags: Flags | None = None) -> Settings:
-    """Settings from ``env`` (default: ``os.environ`` after reading ``./.env``) and ``flags``."""
+                  flags: Flags | None = None, spark_conf: list[str] | None = None) -> Settings:
+    """Settings from ``env`` (default: ``os.environ`` after reading ``./.env``) and ``flags``;
+    ``spark_conf`` (``--spark-conf key=value``, repeatable) adds to or overrides SPARK_CONF."""
     if env is None:
         if dotenv:
             from dotenv import load_dotenv
@@ -94,7 +95,11 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
         spark=SparkOptions(master=read.value("SPARK_MASTER"), remote=read.raw("SPARK_REMOTE"),
                            jdbc_jar=read.raw("SPARK_JDBC_JAR"),
                            driver_memory=read.value("SPARK_DRIVER_MEMORY"),
-                           ui=bool(read.boolean("SPARK_UI")), verbose=bool(read.boolean("SPARK_VERBOSE"))),
+                           ui=bool(read.boolean("SPARK_UI")), verbose=bool(read.boolean("SPARK_VERBOSE")),
+                           conf={**parse_spark_conf((read.raw("SPARK_CONF") or "").split(";"), "SPARK_CONF"),
+                                 **parse_spark_conf(spark_conf or [], "--spark-conf")},
+                           partitions=_positive_int(read.raw("SPARK_PARTITIONS"),
+                                                    read.name("SPARK_PARTITIONS"))),
         storage=StorageOptions(key_id=read.raw("S3_ACCESS_KEY_ID"), secret=Secret(secret) if secret else None,
                                region=read.raw("S3_REGION"), endpoint=read.raw("S3_ENDPOINT"),
                                url_style=read.raw("S3_URL_STYLE"), use_ssl=read.boolean("S3_USE_SSL"),
@@ -129,3 +134,27 @@ def _staging_path(text: str | None, what: str, home: Path) -> Path:
                 "Use a folder mounted at the same absolute path on the driver and every Spark worker.")
         text = rest
     return Path(text).expanduser().absolute()
+
+
+def parse_spark_conf(pairs: list[str], what: str) -> dict[str, str]:
+    """``["spark.executor.memory=4g", …]`` -> a dict; each key must be a Spark property."""
+    conf: dict[str, str] = {}
+    for pair in (p.strip() for p in pairs):
+        if not pair:
+            continue
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or not re.fullmatch(r"spark\.[A-Za-z0-9_.\-]+", key):
+            raise ConfigError(f"{what} entry {pair!r} is not spark.<property>=value.",
+                              "Example: spark.executor.memory=4g (in SPARK_CONF, separate entries with ';').")
+        conf[key] = value.strip()
+    return conf
+
+
+def _positive_int(text: str | None, what: str) -> int | None:
+    if text is None:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise ConfigError(f"{what} {text!r} is not a positive whole number.",
+                          f"Set {what} to e.g. 8, or unset it.")
+    return int(text)

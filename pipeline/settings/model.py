@@ -27,6 +27,8 @@ class SparkOptions:
     driver_memory: str
     ui: bool
     verbose: bool
+    conf: dict[str, str] = field(default_factory=dict)  # SPARK_CONF and --spark-conf, passed through
+    partitions: int | None = None  # JDBC read partitions; None: planned from rows and task slots
 
 
 @dataclass(frozen=True, kw_only=True)
