@@ -45,16 +45,52 @@ def test_demo_runs_on_the_embedded_default_with_no_configuration(tmp_path):
                        capture_output=True, timeout=120)
 
 
-def test_docker_compose_file_is_valid():
+COMPOSE_SECRETS = {"POSTGRES_PASSWORD": "pg-pw", "EVENTS_PASSWORD": "ev-pw", "LAKE_PASSWORD": "lk-pw",
+                   "MINIO_ROOT_PASSWORD": "mn-pw"}
+
+
+def _compose_config(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     import shutil
 
     import pytest
 
     if shutil.which("docker-compose") is None:
         pytest.skip("docker-compose (v1) not installed; .ci/run installs it")
-    result = subprocess.run(["docker-compose", "-f", str(ROOT / "docker-compose.yml"), "config", "-q"],
-                            capture_output=True, text=True, timeout=60)
+    clean = {k: v for k, v in os.environ.items() if k not in COMPOSE_SECRETS}
+    return subprocess.run(["docker-compose", "-f", str(ROOT / "docker-compose.yml"), "--profile", "spark",
+                           "--profile", "pipeline", "config"], capture_output=True, text=True, timeout=60,
+                          env={**clean, **env}, cwd="/")
+
+
+def test_docker_compose_stack_is_valid_pinned_and_wired():
+    import importlib.metadata
+
+    import yaml
+
+    result = _compose_config(COMPOSE_SECRETS)
     assert result.returncode == 0, result.stderr
+    services = yaml.safe_load(result.stdout)["services"]
+    pyspark = importlib.metadata.version("pyspark")
+    assert f'"pyspark[connect]=={pyspark}"' in (ROOT / "pyproject.toml").read_text()
+    for name in ("spark-master", "spark-worker", "spark-connect"):
+        assert services[name]["build"]["args"]["PYSPARK_VERSION"] == pyspark, name
+    for name, service in services.items():
+        assert "image" in service and not service["image"].endswith(":latest"), name
+        for port in service.get("ports", []):
+            assert str(port).startswith("127.0.0.1:"), f"{name} publishes {port} beyond loopback"
+    # one staging location, at the same path for the driver and every executor
+    for name in ("pipeline", "spark-connect", "spark-worker"):
+        assert "staging:/staging:rw" in services[name]["volumes"], name
+    assert services["pipeline"]["environment"]["STAGING_PATH"] == "/staging"
+    env = services["pipeline"]["environment"]
+    assert "@postgres:5432/" in env["SOURCE_PG_DSN"] and "127.0.0.1" not in env["SOURCE_PG_DSN"]
+    assert env["SPARK_REMOTE"] == "sc://spark-connect:15002"
+
+
+def test_docker_compose_requires_every_password_from_env():
+    for missing in COMPOSE_SECRETS:
+        result = _compose_config({k: v for k, v in COMPOSE_SECRETS.items() if k != missing})
+        assert result.returncode != 0 and missing in result.stderr, (missing, result.stderr)
 
 
 def test_every_cli_flag_is_documented_in_the_readme():
