@@ -30,21 +30,22 @@ def test_a_run_on_a_standalone_cluster_loads_everything_through_its_worker(setti
     assert_lake_equals_source(settings, expected_rows=3_000)
 
 
-def test_a_worker_without_the_staging_folder_fails_the_run_and_promotes_nothing(settings, lake_env, tmp_path):
+def test_a_worker_without_the_staging_folder_fails_the_run_unless_the_driver_stages(settings, lake_env, tmp_path):
     staging = tmp_path / "staging"
     cluster = StandaloneCluster(tmp_path / "cluster", hide=staging).start()
     try:
         add_events(settings, 2_000, seed=92)
         env = {**lake_env, "SPARK_MASTER": cluster.url, "SPARK_LOCAL_IP": "127.0.0.1"}
-        result = run_cli("events_pipeline.py", "--run", env=env)
+        failed = run_cli("events_pipeline.py", "--run", env=env)
         assert cluster.executor_logs(), "no executor ran on the worker"
+        assert failed.returncode == 1, failed.stdout + failed.stderr
+        assert "source holds 2000 rows" in failed.stderr and str(staging) in failed.stderr
+        assert "do not share this folder" in failed.stderr and "STAGING_WRITER=driver" in failed.stderr
+        assert failed.stdout.strip().splitlines()[-1].startswith("Failed")
+        assert data_snapshots(settings) == []
+        # the same cluster, with the driver writing the staging files from Arrow: everything loads
+        loaded = run_cli("events_pipeline.py", "--run", env={**env, "STAGING_WRITER": "driver"})
+        assert loaded.returncode == 0, loaded.stdout + loaded.stderr
     finally:
         cluster.stop()
-    assert result.returncode == 1, result.stdout + result.stderr
-    assert "source holds 2000 rows" in result.stderr and str(staging) in result.stderr
-    assert "do not share this folder" in result.stderr
-    assert result.stdout.strip().splitlines()[-1].startswith("Failed")
-    assert data_snapshots(settings) == []
-    # the same lake, once staging is reachable (here: local mode), loads everything
-    assert run_cli("events_pipeline.py", "--run", env=lake_env).returncode == 0
     assert_lake_equals_source(settings, expected_rows=2_000)

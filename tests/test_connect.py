@@ -62,3 +62,20 @@ def test_sigterm_during_a_connect_extraction_leaves_no_partial_batch(settings, l
     assert inserted == lake_rows and lake_rows in (0, 150_000)
     assert run_cli("events_pipeline.py", "--run", env=env).returncode == 0
     assert_lake_equals_source(settings, expected_rows=150_000)
+
+
+def test_driver_staging_through_connect_fetches_time_chunks_and_loads_everything(
+        settings, lake_env, connect_server, monkeypatch):
+    from pipeline.extract import spark_engine
+    from pipeline.ops.run import run
+
+    monkeypatch.setattr(spark_engine, "DRIVER_CHUNK_ROWS", 700)  # 3,000 rows -> 5 chunks
+    add_events(settings, 3_000, seed=95)
+    driver = load_settings({**lake_env, "SPARK_REMOTE": connect_server.url, "STAGING_WRITER": "driver"})
+    spark = build_session(driver)
+    try:
+        report = run(driver, spark=spark)
+    finally:
+        spark.stop()
+    assert report.rows_inserted == 3_000
+    assert_lake_equals_source(settings, expected_rows=3_000)

@@ -150,3 +150,17 @@ def test_spark_conf_cannot_break_the_settings_the_extractor_needs(tmp_path):
                              spark_conf=["spark.sql.session.timeZone=Europe/Berlin"])
     with pytest.raises(ConfigError, match="spark.sql.session.timeZone"):
         build_session(settings)
+
+
+def test_time_chunks_cover_the_window_exactly_once():
+    from pipeline.extract.partitions import time_chunks
+
+    window = Window(low=T - timedelta(hours=2), upper=T)
+    first, last = T - timedelta(hours=1, minutes=59), T - timedelta(seconds=1)
+    chunks = time_chunks(window, 1_000, first, last, rows_per_chunk=300)
+    assert len(chunks) == 4
+    assert chunks[0].low == window.low and chunks[-1].upper == window.upper
+    assert all(a.upper == b.low for a, b in zip(chunks, chunks[1:], strict=False))
+    assert all(c.low < c.upper for c in chunks)
+    assert time_chunks(window, 100, first, last, rows_per_chunk=300) == [window]
+    assert time_chunks(Window(None, T), 900, first, last, rows_per_chunk=300)[0].low is None

@@ -96,6 +96,7 @@ def short_batch_error(request: ExtractRequest, engine: str, rows: int, files: in
     """Say what is missing, where it was expected, and the likely cause."""
     settings = request.settings
     local = settings.spark.remote is None and settings.spark.master.startswith("local")
+    local = local or settings.staging_writer == "driver"
     cause = ("" if local or engine != "spark" else
              f" The likely cause: the Spark executors ({settings.spark.remote or settings.spark.master}) "
              "do not share this folder with the driver, so they wrote their files elsewhere.")
@@ -104,4 +105,5 @@ def short_batch_error(request: ExtractRequest, engine: str, rows: int, files: in
         f"source holds {request.stats.rows} rows in window {request.window.describe()} (counted in the "
         f"same snapshot the engine read). Nothing was promoted and the batch was removed.{cause}",
         "Mount STAGING_PATH at the same absolute path on the driver and every Spark worker "
-        "(NFS, EFS, a Kubernetes RWX volume), then run again; nothing is lost meanwhile.")
+        "(NFS, EFS, a Kubernetes RWX volume), or set STAGING_WRITER=driver so the driver writes "
+        "the staging files itself; then run again. Nothing is lost meanwhile.")

@@ -6,21 +6,11 @@ same layout the Spark engine writes, so promotion cannot tell the engines apart.
 
 from __future__ import annotations
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
+from pipeline.extract.arrow_writer import write_tables
 from pipeline.extract.batch import ExtractRequest, select_sql
 from pipeline.source.snapshot import import_statements
 
-STAGING_SCHEMA = pa.schema([
-    ("event_id", pa.string()),
-    ("event_type", pa.string()),
-    ("event_timestamp", pa.timestamp("us", tz="UTC")),
-    ("details", pa.string()),
-    ("created_at", pa.timestamp("us", tz="UTC")),
-])
 CHUNK_ROWS = 100_000
-ROWS_PER_FILE = 1_000_000
 
 
 class DltExtractor:
@@ -45,23 +35,9 @@ class DltExtractor:
             reflection_level="minimal",
             query_adapter_callback=lambda _query, _table: query,
         )
-        request.path.mkdir(parents=True, exist_ok=False)
-        writer: pq.ParquetWriter | None = None
-        part, rows_in_file = 0, 0
         try:
-            for item in resource:
-                table = _to_staging_schema(item)
-                if writer is None or rows_in_file >= ROWS_PER_FILE:
-                    if writer is not None:
-                        writer.close()
-                    writer = pq.ParquetWriter(request.path / f"part-{part:05d}.parquet",
-                                              STAGING_SCHEMA, compression="snappy")
-                    part, rows_in_file = part + 1, 0
-                writer.write_table(table)
-                rows_in_file += table.num_rows
+            write_tables(request.path, resource)
         finally:
-            if writer is not None:
-                writer.close()
             engine.dispose()
 
 
@@ -75,8 +51,3 @@ def _read_in_snapshot(engine, snapshot_id: str) -> None:
 
     event.listen(engine, "checkout", on_checkout)
 
-
-def _to_staging_schema(item: pa.Table | pa.RecordBatch) -> pa.Table:
-    table = item if isinstance(item, pa.Table) else pa.Table.from_batches([item])
-    columns = [table.column(field.name).cast(field.type) for field in STAGING_SCHEMA]
-    return pa.Table.from_arrays(columns, schema=STAGING_SCHEMA)

@@ -4,20 +4,26 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pipeline.extract.arrow_writer import write_tables
 from pipeline.extract.batch import ExtractRequest, select_sql
-from pipeline.extract.partitions import plan_partitions
+from pipeline.extract.partitions import plan_partitions, time_chunks
 from pipeline.extract.spark_session import default_cores
 from pipeline.source.snapshot import import_statements
-from pipeline.source.window import iso
+from pipeline.source.window import Window, iso
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    import pyarrow as pa
     from pyspark.sql import SparkSession
 
 FETCH_SIZE = 20_000
+DRIVER_CHUNK_ROWS = 250_000  # rows the driver holds at once with STAGING_WRITER=driver
 
 
-def jdbc_options(request: ExtractRequest, cores: int) -> dict[str, str]:
-    """Options for ``spark.read.format('jdbc')``; partitioned on ``event_timestamp``."""
+def jdbc_options(request: ExtractRequest, cores: int, chunk: Window | None = None) -> dict[str, str]:
+    """Options for ``spark.read.format('jdbc')``: the whole window partitioned on
+    ``event_timestamp``, or one time ``chunk`` of it in a single task."""
     settings, stats = request.settings, request.stats
     dsn = settings.source_dsn
     options = {
@@ -25,7 +31,7 @@ def jdbc_options(request: ExtractRequest, cores: int) -> dict[str, str]:
         "driver": "org.postgresql.Driver",
         "user": dsn.user,
         "password": dsn.password.reveal(),
-        "dbtable": f"({select_sql(settings.source_table, request.window)}) AS src",
+        "dbtable": f"({select_sql(settings.source_table, chunk or request.window)}) AS src",
         "fetchsize": str(FETCH_SIZE),
         # every partition reads the planner's snapshot, in UTC
         "sessionInitStatement": "; ".join([*import_statements(request.snapshot_id),
@@ -33,7 +39,7 @@ def jdbc_options(request: ExtractRequest, cores: int) -> dict[str, str]:
                                           else ["SET TIME ZONE 'UTC'"]),
     }
     partitions = settings.spark.partitions or plan_partitions(stats.rows, cores)
-    if partitions > 1 and stats.min_ts is not None and stats.max_ts is not None \
+    if chunk is None and partitions > 1 and stats.min_ts is not None and stats.max_ts is not None \
             and stats.min_ts < stats.max_ts:
         # bounds only shape the split; rows outside them still land in the first/last partition
         options.update(partitionColumn="event_timestamp", numPartitions=str(partitions),
@@ -51,7 +57,24 @@ class SparkExtractor:
         self.spark = spark
 
     def write_parquet(self, request: ExtractRequest) -> None:
+        if request.settings.staging_writer == "driver":
+            self._write_through_driver(request)
+            return
         options = jdbc_options(request, default_cores(self.spark))
         frame = self.spark.read.format("jdbc").options(**options).load()
         # "error" (not its alias "errorifexists", which Spark Connect rejects): never overwrite a batch
         frame.write.mode("error").parquet(str(request.path))
+
+    def _write_through_driver(self, request: ExtractRequest) -> None:
+        """For clusters that share no folder with the driver (Spark Connect to a remote cluster,
+        workers without the staging volume): the executors read, the driver receives each
+        time chunk as Arrow and writes the staging files itself; memory holds one chunk."""
+        stats = request.stats
+        chunks = time_chunks(request.window, stats.rows, stats.min_ts, stats.max_ts, DRIVER_CHUNK_ROWS)
+
+        def tables() -> Iterator[pa.Table]:
+            for chunk in chunks:
+                options = jdbc_options(request, 1, chunk)
+                yield self.spark.read.format("jdbc").options(**options).load().toArrow()
+
+        write_tables(request.path, tables())

@@ -25,6 +25,9 @@ ENV_KEYS: dict[str, EnvKey] = {
                                  "<EVENT_LAKE_HOME>/data/"),
     "DUCKLAKE_NAME": EnvKey("attach alias and metadata schema of the lake", "lake"),
     "STAGING_PATH": EnvKey("folder for staged batches", "<EVENT_LAKE_HOME>/staging"),
+    "STAGING_WRITER": EnvKey("who writes the staged Parquet: executors (STAGING_PATH shared with every "
+                             "worker) or driver (the driver fetches the window as Arrow, in time chunks)",
+                             "executors"),
     "SPARK_MASTER": EnvKey("Spark master URL", "local[*]"),
     "SPARK_REMOTE": EnvKey("Spark Connect URL sc://host:15002 (overrides SPARK_MASTER)"),
     "SPARK_JDBC_JAR": EnvKey("path to the Postgres JDBC driver jar for Spark",

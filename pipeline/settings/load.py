@@ -20,6 +20,7 @@ from pipeline.settings.pgdsn import PgDsn
 from pipeline.settings.secret import Secret
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+STAGING_WRITERS = ("executors", "driver")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 # env key -> (flag name, value); the flag name is what an error message shows
@@ -91,6 +92,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
         data_path=read.raw("DUCKLAKE_DATA_PATH"),
         lake_name=lake_name,
         staging_path=_staging_path(read.raw("STAGING_PATH"), read.name("STAGING_PATH"), home),
+        staging_writer=_one_of(read.value("STAGING_WRITER"), read.name("STAGING_WRITER"), STAGING_WRITERS),
         lookback=read.duration("LOOKBACK"),
         spark=SparkOptions(master=read.value("SPARK_MASTER"), remote=read.raw("SPARK_REMOTE"),
                            jdbc_jar=read.raw("SPARK_JDBC_JAR"),
@@ -158,3 +160,10 @@ def _positive_int(text: str | None, what: str) -> int | None:
         raise ConfigError(f"{what} {text!r} is not a positive whole number.",
                           f"Set {what} to e.g. 8, or unset it.")
     return int(text)
+
+
+def _one_of(text: str, what: str, choices: tuple[str, ...]) -> str:
+    if text.lower() not in choices:
+        raise ConfigError(f"{what} {text!r} is not one of {', '.join(choices)}.",
+                          f"Set {what} to one of them.")
+    return text.lower()

@@ -66,6 +66,7 @@ class Settings:
     data_path: str | None
     lake_name: str
     staging_path: Path
+    staging_writer: str  # "executors" or "driver"
     lookback: timedelta
     spark: SparkOptions
     intervals: Intervals
