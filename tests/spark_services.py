@@ -51,6 +51,12 @@ class StandaloneCluster:
         self.procs.append(self._spawn(
             [SPARK_CLASS, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
              "--port", str(self.master_port), "--webui-port", str(self.ui_port)], env, "master.log"))
+        self.add_worker()
+        return self
+
+    def add_worker(self) -> None:
+        """Start a worker (one core) and wait until the master lists it as alive."""
+        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(self.work)}
         worker = [SPARK_CLASS, "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
                   "--cores", "1", "--memory", "1g", "--webui-port", str(free_port()),
                   "--work-dir", str(self.worker_dir)]
@@ -60,7 +66,12 @@ class StandaloneCluster:
             worker = ["unshare", "-m", "--propagation", "private", "sh", "-c", shell]
         self.procs.append(self._spawn(worker, env, "worker.log"))
         self._wait_for_worker()
-        return self
+
+    def kill_worker(self) -> None:
+        """SIGKILL the newest worker and the executors it launched (a machine lost mid-job)."""
+        proc = self.procs.pop()
+        os.killpg(proc.pid, 9)
+        proc.wait(30)
 
     def _spawn(self, args: list[str], env: dict[str, str], log: str) -> subprocess.Popen:
         out = open(self.work / log, "ab")  # noqa: SIM115 (closed with the process)
@@ -71,7 +82,8 @@ class StandaloneCluster:
         while time.monotonic() < deadline:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=2) as r:
-                    if any(w["state"] == "ALIVE" for w in json.load(r)["workers"]):
+                    workers = json.load(r)["workers"]
+                    if sum(w["state"] == "ALIVE" for w in workers) >= len(self.procs) - 1:
                         return
             except OSError:
                 pass

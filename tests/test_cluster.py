@@ -4,11 +4,12 @@ and a worker that cannot see the driver's staging folder fails the run instead o
 from __future__ import annotations
 
 import shutil
+import time
 
 import pytest
 
 from tests.conftest import run_cli
-from tests.helpers import add_events, assert_lake_equals_source, data_snapshots
+from tests.helpers import Proc, add_events, assert_lake_equals_source, data_snapshots
 from tests.spark_services import StandaloneCluster
 
 pytestmark = pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux unshare")
@@ -49,3 +50,26 @@ def test_a_worker_without_the_staging_folder_fails_the_run_unless_the_driver_sta
     finally:
         cluster.stop()
     assert_lake_equals_source(settings, expected_rows=2_000)
+
+
+def test_a_worker_killed_mid_extraction_loses_nothing(settings, lake_env, tmp_path):
+    cluster = StandaloneCluster(tmp_path / "cluster").start()
+    try:
+        add_events(settings, 300_000, seed=96)
+        env = {**lake_env, "SPARK_MASTER": cluster.url, "SPARK_LOCAL_IP": "127.0.0.1"}
+        run = Proc("events_pipeline.py", "--run", env=env)
+        run.wait_for("extracting 300000 rows", timeout=180)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any(
+                "Running task" in log.read_text(errors="replace") for log in cluster.executor_logs()):
+            time.sleep(0.2)  # the driver starts, the worker launches an executor, a task starts
+        time.sleep(1)
+        assert run.popen.poll() is None, "the extraction ended before the worker could be killed"
+        cluster.kill_worker()  # its executor dies with it, mid-read or mid-write
+        cluster.add_worker()  # the master hands the lost tasks to the new worker
+        assert run.popen.wait(300) == 0, run.output
+        master_log = (cluster.work / "master.log").read_text()
+        assert master_log.index("Launching executor") < master_log.rindex("Removing worker")
+    finally:
+        cluster.stop()
+    assert_lake_equals_source(settings, expected_rows=300_000)

@@ -5,6 +5,7 @@ needs are applied, the partition count comes from the server, lake == source."""
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import pytest
@@ -14,6 +15,16 @@ from pipeline.settings import load_settings
 from tests.conftest import run_cli
 from tests.helpers import Proc, add_events, assert_lake_equals_source, lake_query
 from tests.spark_services import ConnectServer
+
+
+@pytest.fixture(autouse=True)
+def classic_spark_afterwards():
+    """pyspark switches the whole process (and its children) to Connect mode through environment
+    variables when a Connect session is built; put them back so later tests get local Spark."""
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
 
 
 @pytest.fixture(scope="module")
