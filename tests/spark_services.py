@@ -33,6 +33,7 @@ def free_port() -> int:
 class StandaloneCluster:
     work: Path
     hide: Path | None = None  # a folder the worker must not see (tmpfs over it)
+    cores: int = 1  # per worker
     master_port: int = field(default_factory=free_port)
     ui_port: int = field(default_factory=free_port)
     procs: list[subprocess.Popen] = field(default_factory=list)
@@ -58,7 +59,7 @@ class StandaloneCluster:
         """Start a worker (one core) and wait until the master lists it as alive."""
         env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(self.work)}
         worker = [SPARK_CLASS, "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
-                  "--cores", "1", "--memory", "1g", "--webui-port", str(free_port()),
+                  "--cores", str(self.cores), "--memory", "2g", "--webui-port", str(free_port()),
                   "--work-dir", str(self.worker_dir)]
         if self.hide is not None:
             self.hide.mkdir(parents=True, exist_ok=True)
