@@ -6,12 +6,14 @@ The library returns data; only this module decides how it looks on a terminal or
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import simplejson
 
 from pipeline.errors import PipelineError, TransientError, first_line, scrub_secrets
-from pipeline.lake.query import SessionResult
+
+if TYPE_CHECKING:  # the lake's modules import duckdb: not needed to print --help
+    from pipeline.lake.query import SessionResult
 
 HUMAN_ROW_LIMIT = 100
 

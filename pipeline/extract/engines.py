@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pipeline.errors import ConfigError
-from pipeline.extract.batch import Extractor
 from pipeline.settings import ResolvedSettings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from pipeline.extract.batch import Extractor
 
 ENGINES = ("spark", "dlt")
 
