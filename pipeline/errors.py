@@ -19,10 +19,6 @@ class PipelineError(Exception):
         super().__init__(message)
         self.hint = hint or self.hint
 
-    @property
-    def message(self) -> str:
-        return str(self)
-
 
 class TerminalError(PipelineError):
     """Retrying without a change (config, code, data) will fail the same way."""
@@ -80,7 +76,7 @@ def service_error(cause: BaseException, message: str, *, unavailable: type[Trans
     return TerminalError(text, terminal_hint)
 
 
-def first_line(exc: BaseException) -> str:
+def first_line(error: BaseException | str) -> str:
     """The first line of an error's text (driver errors carry pages of context below it)."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

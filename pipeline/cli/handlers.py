@@ -66,7 +66,8 @@ def print_attach(args: argparse.Namespace, settings: Settings) -> Outcome:
 
     resolved = resolve(settings)
     # install the pinned extensions where the duckdb CLI of the same version finds them
-    extensions.load(duckdb.connect(), *extension_names(resolved.catalog, resolved.data_path))
+    with duckdb.connect() as con:
+        extensions.load(con, *extension_names(resolved.catalog, resolved.data_path))
     output.out(f"-- DuckDB {duckdb.__version__} (the duckdb CLI must be this version); extensions "
                "were installed from the pinned wheels into ~/.duckdb/extensions")
     for statement in open_statements(resolved.lake_name, resolved.catalog, resolved.data_path,
@@ -99,6 +100,11 @@ def maintain(args: argparse.Namespace, settings: Settings) -> Outcome:
     return True, f"Maintenance {'dry run ' if args.dry_run else ''}done: {report.describe()}."
 
 
+def dest(flag: str) -> str:
+    """``--extract-only`` -> ``extract_only``, the attribute argparse stores it under."""
+    return flag.removeprefix("--").replace("-", "_")
+
+
 @dataclass(frozen=True)
 class Action:
     """One mutually exclusive action flag and the handler that runs it."""
@@ -110,7 +116,7 @@ class Action:
 
     @property
     def dest(self) -> str:
-        return self.flag.removeprefix("--").replace("-", "_")
+        return dest(self.flag)
 
 
 ACTIONS: tuple[Action, ...] = (

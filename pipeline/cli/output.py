@@ -124,8 +124,8 @@ def print_error(exc: PipelineError) -> None:
     if exc.hint:
         print(f"  hint: {scrub_secrets(exc.hint)}", file=sys.stderr)
     retry = " (temporary: retrying later may succeed)" if isinstance(exc, TransientError) else ""
-    out(f"Failed{retry}: {first_line(Exception(message))}")
+    out(f"Failed{retry}: {first_line(message)}")
 
 
 def print_unexpected(exc: BaseException) -> None:
-    out(f"Failed with an unexpected error: {first_line(Exception(scrub_secrets(str(exc))))}")
+    out(f"Failed with an unexpected error: {first_line(scrub_secrets(str(exc)))}")

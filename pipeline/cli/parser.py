@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from pipeline.cli.handlers import ACTIONS
+from pipeline.cli.handlers import ACTIONS, dest
 from pipeline.extract.engines import ENGINES
 from pipeline.settings.keys import default
 
@@ -71,5 +71,4 @@ def build_parser() -> argparse.ArgumentParser:
 
 def setting_flags(args: argparse.Namespace) -> dict[str, tuple[str, str | None]]:
     """The flags that override settings, as ``load_settings(flags=…)`` takes them."""
-    return {key: (flag, getattr(args, flag.removeprefix("--").replace("-", "_")))
-            for flag, key in SETTING_FLAGS.items()}
+    return {key: (flag, getattr(args, dest(flag))) for flag, key in SETTING_FLAGS.items()}

@@ -50,4 +50,3 @@ def _read_in_snapshot(engine, snapshot_id: str) -> None:
             dbapi_connection.execute(statement)
 
     event.listen(engine, "checkout", on_checkout)
-

@@ -9,7 +9,6 @@ from datetime import datetime
 from pipeline.source.window import Window
 
 ROWS_PER_PARTITION = 250_000
-ROWS_PER_PARTITION = 250_000
 
 
 def plan_partitions(rows: int, cores: int, *, rows_per_partition: int = ROWS_PER_PARTITION) -> int:

@@ -21,25 +21,23 @@ FETCH_SIZE = 20_000
 DRIVER_CHUNK_ROWS = 250_000  # rows the driver holds at once with STAGING_WRITER=driver
 
 
-def jdbc_options(request: ExtractRequest, cores: int, chunk: Window | None = None) -> dict[str, str]:
-    """Options for ``spark.read.format('jdbc')``: the whole window partitioned on
-    ``event_timestamp``, or one time ``chunk`` of it in a single task."""
+def jdbc_options(request: ExtractRequest, window: Window, partitions: int) -> dict[str, str]:
+    """Options for ``spark.read.format('jdbc')`` reading ``window`` (the request's, or one time
+    chunk of it) in the planner's snapshot, split on ``event_timestamp`` into ``partitions``."""
     settings, stats = request.settings, request.stats
     dsn = settings.source_dsn
+    snapshot = import_statements(request.snapshot_id) if request.snapshot_id else []
     options = {
         "url": dsn.jdbc_url(),
         "driver": "org.postgresql.Driver",
         "user": dsn.user,
         "password": dsn.password.reveal(),
-        "dbtable": f"({select_sql(settings.source_table, chunk or request.window)}) AS src",
+        "dbtable": f"({select_sql(settings.source_table, window)}) AS src",
         "fetchsize": str(FETCH_SIZE),
         # every partition reads the planner's snapshot, in UTC
-        "sessionInitStatement": "; ".join([*import_statements(request.snapshot_id),
-                                           "SET TIME ZONE 'UTC'"] if request.snapshot_id
-                                          else ["SET TIME ZONE 'UTC'"]),
+        "sessionInitStatement": "; ".join([*snapshot, "SET TIME ZONE 'UTC'"]),
     }
-    partitions = settings.spark.partitions or plan_partitions(stats.rows, cores)
-    if chunk is None and partitions > 1 and stats.min_ts is not None and stats.max_ts is not None \
+    if partitions > 1 and stats.min_ts is not None and stats.max_ts is not None \
             and stats.min_ts < stats.max_ts:
         # bounds only shape the split; rows outside them still land in the first/last partition
         options.update(partitionColumn="event_timestamp", numPartitions=str(partitions),
@@ -60,7 +58,11 @@ class SparkExtractor:
         if request.settings.staging_writer == "driver":
             self._write_through_driver(request)
             return
-        options = jdbc_options(request, default_cores(self.spark))
+        # SPARK_PARTITIONS, else planned from the rows and the cluster's task slots (under Spark
+        # Connect asking for those runs a small job, so it is only done when needed)
+        partitions = request.settings.spark.partitions or plan_partitions(request.stats.rows,
+                                                                          default_cores(self.spark))
+        options = jdbc_options(request, request.window, partitions)
         frame = self.spark.read.format("jdbc").options(**options).load()
         # "error" (not its alias "errorifexists", which Spark Connect rejects): never overwrite a batch
         frame.write.mode("error").parquet(str(request.path))
@@ -74,7 +76,7 @@ class SparkExtractor:
 
         def tables() -> Iterator[pa.Table]:
             for chunk in chunks:
-                options = jdbc_options(request, 1, chunk)
+                options = jdbc_options(request, chunk, partitions=1)
                 yield self.spark.read.format("jdbc").options(**options).load().toArrow()
 
         write_tables(request.path, tables())

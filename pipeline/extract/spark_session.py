@@ -24,6 +24,12 @@ DEBIAN_JAR = "/usr/share/java/postgresql.jar"
 MAVEN_COORDINATE = "org.postgresql:postgresql:42.7.4"
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 
+# Session settings the extractor relies on: instants in UTC, Parquet timestamps in microseconds
+# (what DuckDB reads as TIMESTAMPTZ). A classic session gets them at build time; a Connect
+# session, whose server was started by someone else, gets them set (and checked) at runtime.
+SESSION_CONF = {"spark.sql.session.timeZone": "UTC",
+                "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
+
 
 @dataclass(frozen=True)
 class JdbcDriver:
@@ -115,13 +121,6 @@ def build_session(settings: Settings, app_name: str = "event-lake") -> SparkSess
         raise TerminalError(f"Spark did not start (SPARK_MASTER={spark.master}): {exc}", hint) from None
     session.sparkContext.setLogLevel("ERROR" if not verbose else "WARN")
     return session
-
-
-# Session settings the extractor relies on: instants in UTC, Parquet timestamps in microseconds
-# (what DuckDB reads as TIMESTAMPTZ). A classic session gets them at build time; a Connect
-# session, whose server was started by someone else, gets them set (and checked) at runtime.
-SESSION_CONF = {"spark.sql.session.timeZone": "UTC",
-                "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
 
 
 def is_connect(spark: SparkSession) -> bool:

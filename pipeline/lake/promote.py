@@ -138,4 +138,3 @@ def _promote_locked(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, 
         "WHERE json_extract_string(commit_extra_info, '$.batch_id') = ?", [batch.batch_id]
     ).fetchone()[0]
     return result("committed", staged, inserted, snapshot, max_ts)
-

@@ -20,10 +20,6 @@ def table_names(con: duckdb.DuckDBPyConnection, settings: Settings) -> set[tuple
         [settings.lake_name]).fetchall()}
 
 
-def has_ops_table(con: duckdb.DuckDBPyConnection, settings: Settings, table: str) -> bool:
-    return (settings.ops_schema, table) in table_names(con, settings)
-
-
 def _tables_exist(con: duckdb.DuckDBPyConnection, settings: Settings) -> tuple[bool, bool]:
     """(events table exists, every ops table exists)."""
     found = table_names(con, settings)

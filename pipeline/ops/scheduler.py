@@ -61,13 +61,12 @@ class Scheduler:
     def __init__(self, settings: Settings, engine: str = "spark") -> None:
         self.settings = resolve(settings)
         self.intervals, self.engine = self.settings.intervals, engine
-        intervals = self.intervals
         self.stop = threading.Event()
         self._spark: SparkSession | None = None
         self.jobs = {
-            "load": Job("load", intervals.load, self._load),
-            "expire": Job("expire", intervals.expire, self._expire),
-            "compact": Job("compact", intervals.compact, self._compact),
+            "load": Job("load", self.intervals.load, self._load),
+            "expire": Job("expire", self.intervals.expire, self._expire),
+            "compact": Job("compact", self.intervals.compact, self._compact),
         }
         self.scheduler = schedule.Scheduler()
         for job in self.jobs.values():
@@ -203,4 +202,3 @@ def _brief(details: dict[str, Any]) -> str:
             "inlined_rows_flushed", "reason")
     return ", ".join(f"{k}={len(v) if isinstance(v, list) else v}" for k, v in details.items()
                      if k in keep and v is not None)
-

@@ -66,4 +66,3 @@ def collect(settings: ResolvedSettings) -> dict[str, Any]:
         "last_batches": [{k: iso(v) if isinstance(v, datetime) else v for k, v in b.items()}
                          for b in batches],
     }
-

@@ -33,18 +33,21 @@ class _Reader:
     def __init__(self, env: Mapping[str, str], flags: Flags) -> None:
         self.env, self.flags = env, flags
 
+    def _flag(self, key: str) -> tuple[str, str] | None:
+        """(flag name, value) when a flag with a value was given for ``key``."""
+        flag = self.flags.get(key)
+        return (flag[0], str(flag[1]).strip()) if flag is not None and flag[1] not in (None, "") else None
+
     def raw(self, key: str) -> str | None:
         if key not in ENV_KEYS:
             raise KeyError(f"{key} is read but not declared in pipeline/settings/keys.py")
-        flag = self.flags.get(key)
-        if flag is not None and flag[1] not in (None, ""):
-            return str(flag[1]).strip()
-        return (self.env.get(key) or "").strip() or None
+        flag = self._flag(key)
+        return flag[1] if flag else (self.env.get(key) or "").strip() or None
 
     def name(self, key: str) -> str:
         """What to call the setting in an error: the flag when one was given, else the key."""
-        flag = self.flags.get(key)
-        return flag[0] if flag is not None and flag[1] not in (None, "") else key
+        flag = self._flag(key)
+        return flag[0] if flag else key
 
     def value(self, key: str) -> str:
         text = self.raw(key) or ENV_KEYS[key].default

@@ -117,4 +117,3 @@ class ResolvedSettings(Settings):
     def of(cls, settings: Settings, **changes: object) -> ResolvedSettings:
         values = {name: getattr(settings, name) for name in settings.__dataclass_fields__}
         return cls(**{**values, **changes})
-

@@ -101,4 +101,3 @@ class PgDsn:
         query = "&".join(f"{k}={self.params[k]}" for k in _JDBC_PASSTHROUGH if k in self.params)
         url = f"postgresql+psycopg://{auth}@{self.host}:{self.port}/{self.dbname}"
         return f"{url}?{query}" if query else url
-

@@ -30,4 +30,3 @@ class Secret:
         return MASK
 
     __repr__ = __str__
-

@@ -58,4 +58,3 @@ def plan_window(watermark: datetime | None, lookback: timedelta, upper: datetime
         return Window(low=None, upper=upper)
     low = min(watermark - lookback, upper)
     return Window(low=low, upper=upper)
-
