@@ -107,8 +107,8 @@ def stage_synthetic_batch(con, settings: Settings, rows: int, now, *, overlap: i
     from pipeline.staging import Manifest, StagedBatch
 
     batch_id = staging.new_batch_id()
-    path = staging.batch_dir(settings.staging_table_dir, batch_id)
-    path.mkdir(parents=True)
+    path = staging.batch_dir(staging.table_dir(settings), batch_id)
+    path.make(exist_ok=False)
     types = "['user_login','api_request','payment_processed','error_occurred','feature_usage']"
     con.execute(f"""COPY (
         (SELECT event_id::VARCHAR AS event_id, event_type, event_timestamp, details::VARCHAR AS details,
@@ -121,9 +121,9 @@ def stage_synthetic_batch(con, settings: Settings, rows: int, now, *, overlap: i
                  || CASE WHEN i % 7 = 0 THEN 'failed' ELSE 'success' END || '", "severity": "'
                  || CASE WHEN i % 11 = 0 THEN 'critical' ELSE 'error' END || '"}}',
                $now::TIMESTAMPTZ FROM range({rows - overlap}) t(i))
-    ) TO '{path}/part-00000.parquet' (FORMAT parquet)""", {"now": now})
+    ) TO '{path.uri('part-00000.parquet')}' (FORMAT parquet)""", {"now": now})
     manifest = Manifest(batch_id=batch_id, table=settings.lake_table, engine="bench",
                         window_low=None, window_upper=iso(now), row_count=rows,
                         files=["part-00000.parquet"], schema=[], extract_seconds=0.0)
     staging.write_manifest(path, manifest)
-    return StagedBatch(path=path, manifest=manifest)
+    return StagedBatch(folder=path, manifest=manifest)

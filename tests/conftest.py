@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -84,3 +85,25 @@ def run_cli(script: str, *args: str, env: dict[str, str] | None = None,
     full_env.update(env or {})
     return subprocess.run([sys.executable, str(ROOT / script), *args], env=full_env, cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """moto in server mode: a real HTTP S3 endpoint on loopback, not an in-process mock."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    port = _free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
+                          aws_access_key_id="testing", aws_secret_access_key="testing")
+    client.create_bucket(Bucket="lake-bucket")
+    yield port, client
+    server.stop()

@@ -3,7 +3,6 @@ lake == source. S3 runs against a real S3-protocol server (moto's server mode) o
 
 from __future__ import annotations
 
-import socket
 from datetime import timedelta
 
 import pytest
@@ -57,28 +56,6 @@ def test_two_lakes_in_one_postgres_database_never_mix(lake_env, tmp_path):
     assert lake_query(b, "SELECT count(*) FROM other.main.events")[0][0] == 100
     schemas = lake_query(a, "SELECT count(DISTINCT snapshot_id) FROM lake.snapshots()")[0][0]
     assert schemas != lake_query(b, "SELECT count(DISTINCT snapshot_id) FROM other.snapshots()")[0][0]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def s3_server():
-    """moto in server mode: a real HTTP S3 endpoint on loopback, not an in-process mock."""
-    import boto3
-    from moto.server import ThreadedMotoServer
-
-    port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
-    server.start()
-    client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
-                          aws_access_key_id="testing", aws_secret_access_key="testing")
-    client.create_bucket(Bucket="lake-bucket")
-    yield port, client
-    server.stop()
 
 
 def test_s3_data_path_end_to_end(s3_server, lake_env):

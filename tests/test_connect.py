@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -34,13 +35,17 @@ def connect_server(tmp_path_factory):
     server.stop()
 
 
-def test_a_connect_session_gets_the_servers_parallelism_and_utc(connect_server, tmp_path):
-    spark = build_session(load_settings({"SPARK_REMOTE": connect_server.url,
-                                         "EVENT_LAKE_HOME": str(tmp_path)}))
+def test_a_connect_session_gets_the_servers_parallelism_utc_and_s3a_staging(connect_server, tmp_path):
+    spark = build_session(load_settings({"SPARK_REMOTE": connect_server.url, "EVENT_LAKE_HOME": str(tmp_path),
+                                         "STAGING_PATH": "s3://bucket/staging", "S3_ENDPOINT": "minio:9000",
+                                         "S3_USE_SSL": "false", "S3_URL_STYLE": "path"}))
     try:
         assert default_cores(spark) == connect_server.cores
         assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
         assert spark.conf.get("spark.sql.parquet.outputTimestampType") == "TIMESTAMP_MICROS"
+        # S3 staging written by the executors: the server's session carries the S3A settings
+        assert spark.conf.get("fs.s3a.endpoint") == "http://minio:9000"
+        assert spark.conf.get("fs.s3a.path.style.access") == "true"
     finally:
         spark.stop()  # the client's threads would otherwise keep the test process alive
 
@@ -50,13 +55,12 @@ def test_a_run_through_spark_connect_loads_everything(settings, lake_env, connec
     env = {**lake_env, "SPARK_REMOTE": connect_server.url}
     staged = run_cli("events_pipeline.py", "--extract-only", env=env)
     assert staged.returncode == 0, staged.stdout + staged.stderr
-    [manifest] = list((settings.staging_table_dir).glob("batch_id=*/_manifest.json"))
+    [manifest] = list((Path(settings.staging_path) / settings.lake_table).glob("batch_id=*/_manifest.json"))
     schema = {f["name"]: f["type"] for f in json.loads(manifest.read_text())["schema"]}
     assert schema["event_timestamp"] == "timestamp[us, tz=UTC]", schema
     loaded = run_cli("events_pipeline.py", "--run", env=env)
     assert loaded.returncode == 0, loaded.stdout + loaded.stderr
     assert_lake_equals_source(settings, expected_rows=4_000)
-
 
 
 def test_sigterm_during_a_connect_extraction_leaves_no_partial_batch(settings, lake_env, connect_server):

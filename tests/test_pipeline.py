@@ -6,6 +6,7 @@ from __future__ import annotations
 import concurrent.futures
 import shutil
 from datetime import timedelta
+from pathlib import Path
 
 from pipeline import staging
 from pipeline.lake import promote
@@ -71,16 +72,18 @@ def _stage_one_batch(settings, spark, rows: int, seed: int):
     add_events(settings, rows, seed=seed)
     run(settings, mode="extract", spark=spark)
     resolved = resolve(settings)
-    [batch] = staging.complete_batches(resolved.staging_table_dir)
+    [batch] = staging.complete_batches(staging.table_dir(resolved))
     return resolved, batch
 
 
 def test_the_same_batch_promoted_twice_is_skipped(settings, spark):
     resolved, batch = _stage_one_batch(settings, spark, 1_000, seed=8)
-    copy = batch.path.with_name(batch.path.name + "-copy")
-    shutil.copytree(batch.path, copy)
+    folder = Path(batch.folder.path)
+    copy = folder.with_name(folder.name + "-copy")
+    shutil.copytree(folder, copy)
     first = promote.promote(resolved, batch)
-    again = promote.promote(resolved, staging.StagedBatch(copy, batch.manifest))
+    copied = staging.StagedBatch(staging.StagingDir(batch.folder.fs, "", str(copy)), batch.manifest)
+    again = promote.promote(resolved, copied)
     assert first.outcome == "committed" and first.rows_inserted == 1_000
     assert again.outcome == "already promoted" and again.rows_inserted == 0
     assert not copy.exists()
@@ -89,7 +92,7 @@ def test_the_same_batch_promoted_twice_is_skipped(settings, spark):
 
 def test_incomplete_batch_without_manifest_is_never_promoted(settings, spark):
     _, batch = _stage_one_batch(settings, spark, 500, seed=9)
-    (batch.path / staging.MANIFEST).unlink()
+    (Path(batch.folder.path) / staging.MANIFEST).unlink()
     report = run(settings, mode="promote")
     assert report.promotions == []
     assert data_snapshots(settings) == []
@@ -100,12 +103,12 @@ def test_kill_after_staging_then_rerun_loses_and_doubles_nothing(settings, lake_
     crashed = run_cli("events_pipeline.py", "--run", env={**lake_env, "EVENT_LAKE_FAULT": "after-stage"})
     assert crashed.returncode == -9, crashed.stdout + crashed.stderr
     resolved = resolve(settings)
-    assert len(staging.complete_batches(resolved.staging_table_dir)) == 1
+    assert len(staging.complete_batches(staging.table_dir(resolved))) == 1
     assert data_snapshots(settings) == []
     add_events(settings, 500, seed=11)
     rerun = run_cli("events_pipeline.py", "--run", env=lake_env)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
-    assert staging.complete_batches(resolved.staging_table_dir) == []
+    assert staging.complete_batches(staging.table_dir(resolved)) == []
     assert_lake_equals_source(settings, expected_rows=2_500)
 
 
@@ -136,12 +139,12 @@ def test_duplicate_ids_inside_one_batch_keep_the_newest_row(settings, spark):
     import duckdb
 
     resolved, batch = _stage_one_batch(settings, spark, 200, seed=14)
-    first = batch.path / batch.manifest.files[0]
-    copy = batch.path / "part-dup.parquet"
+    first = Path(batch.folder.path) / batch.manifest.files[0]
+    copy = Path(batch.folder.path) / "part-dup.parquet"
     duckdb.sql(f"COPY (SELECT * REPLACE (created_at + INTERVAL 1 HOUR AS created_at, 'changed' AS event_type) "
                f"FROM '{first}' LIMIT 10) TO '{copy}' (FORMAT parquet)")
     manifest = staging.Manifest(**{**batch.manifest.__dict__, "files": [*batch.manifest.files, copy.name]})
-    result = promote.promote(resolved, staging.StagedBatch(batch.path, manifest))
+    result = promote.promote(resolved, staging.StagedBatch(batch.folder, manifest))
     assert result.rows_staged == 210 and result.rows_inserted == 200 and result.rows_duplicate == 10
     from tests.helpers import lake_query
 
@@ -154,5 +157,5 @@ def test_spark_partitions_overrides_the_planned_split(settings, lake_env, spark)
     add_events(settings, 2_000, seed=15)
     three = load_settings({**lake_env, "SPARK_PARTITIONS": "3"})
     report = run(three, mode="extract", spark=spark)
-    [batch] = staging.complete_batches(resolve(three).staging_table_dir)
+    [batch] = staging.complete_batches(staging.table_dir(resolve(three)))
     assert batch.batch_id == report.staged_batch and len(batch.manifest.files) == 3

@@ -106,7 +106,7 @@ def test_jdbc_driver_discovery_order():
 def test_settings_defaults_use_the_embedded_home(tmp_path):
     settings = load_settings({"EVENT_LAKE_HOME": str(tmp_path)})
     assert settings.source_dsn is None and settings.catalog is None
-    assert settings.staging_path == tmp_path / "staging"
+    assert settings.staging_path == str(tmp_path / "staging")
     assert settings.events_table == "lake.main.events" and settings.lookback == timedelta(minutes=15)
 
 
@@ -123,7 +123,7 @@ def test_staging_uri_schemes_it_cannot_write_are_refused(uri):
 
 
 def test_file_uri_staging_is_the_folder(tmp_path):
-    assert load_settings({"STAGING_PATH": f"file://{tmp_path}/st"}).staging_path == tmp_path / "st"
+    assert load_settings({"STAGING_PATH": f"file://{tmp_path}/st"}).staging_path == str(tmp_path / "st")
 
 
 def test_spark_conf_comes_from_the_environment_and_flags_override_it():

@@ -4,10 +4,13 @@ through this process (dlt, and Spark with driver staging), so they all stage the
 from __future__ import annotations
 
 from collections.abc import Iterable
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+if TYPE_CHECKING:
+    from pipeline.staging import StagingDir
 
 # The staging schema both Spark's own writer and this one produce: ids and JSON as text,
 # timestamps as UTC instants in microseconds.
@@ -27,25 +30,40 @@ def to_staging_schema(item: pa.Table | pa.RecordBatch) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=STAGING_SCHEMA)
 
 
-def write_tables(path: Path, tables: Iterable[pa.Table | pa.RecordBatch]) -> int:
-    """Write ``tables`` into a new folder ``path`` as ``part-NNNNN.parquet`` files of at most
-    about :data:`ROWS_PER_FILE` rows; returns the rows written. Memory holds one table at a time."""
-    path.mkdir(parents=True, exist_ok=False)
-    writer: pq.ParquetWriter | None = None
+def write_tables(folder: StagingDir, tables: Iterable[pa.Table | pa.RecordBatch]) -> int:
+    """Write ``tables`` into a new ``folder`` (local or object storage) as ``part-NNNNN.parquet``
+    files of at most about :data:`ROWS_PER_FILE` rows; returns the rows written. Memory holds one
+    table at a time (plus, on object storage, the part of a file not yet uploaded)."""
+    folder.make(exist_ok=False)
     part, rows_in_file, total = 0, 0, 0
+    file: _PartFile | None = None
     try:
         for item in tables:
             table = to_staging_schema(item)
-            if writer is None or rows_in_file >= ROWS_PER_FILE:
-                if writer is not None:
-                    writer.close()
-                writer = pq.ParquetWriter(path / f"part-{part:05d}.parquet", STAGING_SCHEMA,
-                                          compression="snappy")
+            if file is None or rows_in_file >= ROWS_PER_FILE:
+                if file is not None:
+                    file.close()
+                file = _PartFile(folder, f"part-{part:05d}.parquet")
                 part, rows_in_file = part + 1, 0
-            writer.write_table(table)
+            file.writer.write_table(table)
             rows_in_file += table.num_rows
             total += table.num_rows
     finally:
-        if writer is not None:
-            writer.close()
+        if file is not None:
+            file.close()
     return total
+
+
+class _PartFile:
+    """One Parquet file being written; closing it writes the footer and then closes the sink
+    (on object storage that completes the upload: until then the object does not exist)."""
+
+    def __init__(self, folder: StagingDir, name: str) -> None:
+        self.sink = folder.open_output(name)
+        self.writer = pq.ParquetWriter(self.sink, STAGING_SCHEMA, compression="snappy")
+
+    def close(self) -> None:
+        try:
+            self.writer.close()
+        finally:
+            self.sink.close()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 
 import pyarrow.parquet as pq
@@ -20,7 +19,7 @@ from pipeline.settings import ResolvedSettings
 from pipeline.source.stats import WindowStats
 from pipeline.source.window import Window, iso
 from pipeline.sqltext import quote_qualified
-from pipeline.staging import Manifest, StagedBatch
+from pipeline.staging import Manifest, StagedBatch, StagingDir
 
 # Staged column -> Postgres expression. event_id in its canonical text form, details as the
 # jsonb's own text; timestamps stay instants (Parquet TIMESTAMP(isAdjustedToUTC=true, MICROS)).
@@ -50,15 +49,15 @@ class ExtractRequest:
     snapshot_id: str | None = None  # the planner's exported Postgres snapshot
 
     @property
-    def path(self) -> Path:
-        return staging.batch_dir(self.settings.staging_table_dir, self.batch_id)
+    def folder(self) -> StagingDir:
+        return staging.batch_dir(staging.table_dir(self.settings), self.batch_id)
 
 
 class Extractor(Protocol):
     engine: str
 
     def write_parquet(self, request: ExtractRequest) -> None:
-        """Write the window's rows as Parquet files into ``request.path``."""
+        """Write the window's rows as Parquet files into ``request.folder``."""
 
 
 class ShortBatch(TerminalError):
@@ -69,14 +68,14 @@ def extract(extractor: Extractor, request: ExtractRequest) -> StagedBatch:
     """Run ``extractor`` into a new batch folder, check the rows staged against the rows the
     planner counted in the same snapshot, then write the manifest (last)."""
     started = time.monotonic()
-    request.path.parent.mkdir(parents=True, exist_ok=True)
+    folder = request.folder
     extractor.write_parquet(request)
-    files = staging.parquet_files(request.path)
-    rows = sum(pq.read_metadata(request.path / name).num_rows for name in files)
+    files = staging.parquet_files(folder)
+    rows = sum(_parquet_metadata(folder, name).num_rows for name in files)
     if rows != request.stats.rows:
-        staging.remove_batch(request.path)
+        staging.remove_batch(folder)
         raise short_batch_error(request, extractor.engine, rows, len(files))
-    schema = pq.read_schema(request.path / files[0]) if files else None
+    schema = _parquet_metadata(folder, files[0]).schema.to_arrow_schema() if files else None
     manifest = Manifest(
         batch_id=request.batch_id,
         table=request.settings.lake_table,
@@ -88,20 +87,25 @@ def extract(extractor: Extractor, request: ExtractRequest) -> StagedBatch:
         schema=[{"name": f.name, "type": str(f.type)} for f in schema] if schema else [],
         extract_seconds=round(time.monotonic() - started, 3),
     )
-    staging.write_manifest(request.path, manifest)
-    return StagedBatch(path=request.path, manifest=manifest)
+    staging.write_manifest(folder, manifest)
+    return StagedBatch(folder=folder, manifest=manifest)
+
+
+def _parquet_metadata(folder: StagingDir, name: str) -> pq.FileMetaData:
+    with folder.open_input(name) as handle:
+        return pq.read_metadata(handle)
 
 
 def short_batch_error(request: ExtractRequest, engine: str, rows: int, files: int) -> ShortBatch:
     """Say what is missing, where it was expected, and the likely cause."""
     settings = request.settings
     local = settings.spark.remote is None and settings.spark.master.startswith("local")
-    local = local or settings.staging_writer == "driver"
+    local = local or settings.staging_writer == "driver" or not request.folder.is_local
     cause = ("" if local or engine != "spark" else
              f" The likely cause: the Spark executors ({settings.spark.remote or settings.spark.master}) "
              "do not share this folder with the driver, so they wrote their files elsewhere.")
     return ShortBatch(
-        f"Extraction with {engine} staged {rows} rows in {files} file(s) in {request.path}, but the "
+        f"Extraction with {engine} staged {rows} rows in {files} file(s) in {request.folder.uri()}, but the "
         f"source holds {request.stats.rows} rows in window {request.window.describe()} (counted in the "
         f"same snapshot the engine read). Nothing was promoted and the batch was removed.{cause}",
         "Mount STAGING_PATH at the same absolute path on the driver and every Spark worker "

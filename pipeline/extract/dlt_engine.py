@@ -36,7 +36,7 @@ class DltExtractor:
             query_adapter_callback=lambda _query, _table: query,
         )
         try:
-            write_tables(request.path, resource)
+            write_tables(request.folder, resource)
         finally:
             engine.dispose()
 

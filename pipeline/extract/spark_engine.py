@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from pipeline.extract.arrow_writer import write_tables
 from pipeline.extract.batch import ExtractRequest, select_sql
 from pipeline.extract.partitions import plan_partitions, time_chunks
+from pipeline.extract.spark_s3a import missing_s3a
 from pipeline.extract.spark_session import default_cores
 from pipeline.source.snapshot import import_statements
 from pipeline.source.window import Window, iso
@@ -65,7 +66,13 @@ class SparkExtractor:
         options = jdbc_options(request, request.window, partitions)
         frame = self.spark.read.format("jdbc").options(**options).load()
         # "error" (not its alias "errorifexists", which Spark Connect rejects): never overwrite a batch
-        frame.write.mode("error").parquet(str(request.path))
+        try:
+            frame.write.mode("error").parquet(request.folder.spark_uri())
+        except Exception as exc:
+            error = missing_s3a(exc, request.settings)
+            if error is None:
+                raise
+            raise error from None
 
     def _write_through_driver(self, request: ExtractRequest) -> None:
         """For clusters that share no folder with the driver (Spark Connect to a remote cluster,
@@ -79,4 +86,4 @@ class SparkExtractor:
                 options = jdbc_options(request, chunk, partitions=1)
                 yield self.spark.read.format("jdbc").options(**options).load().toArrow()
 
-        write_tables(request.path, tables())
+        write_tables(request.folder, tables())

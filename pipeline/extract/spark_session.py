@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipeline.errors import ConfigError, TerminalError
+from pipeline.extract.spark_s3a import s3a_conf
 from pipeline.settings import Settings
 
 if TYPE_CHECKING:
@@ -84,7 +85,7 @@ def build_session(settings: Settings, app_name: str = "event-lake") -> SparkSess
     spark = settings.spark
     _refuse_overrides(spark.conf)
     if spark.remote:
-        return _connect_session(spark.remote, app_name, spark.conf)
+        return _connect_session(spark.remote, app_name, {**s3a_conf(settings), **spark.conf})
     driver = resolve_jdbc_driver(spark.jdbc_jar)
     verbose = spark.verbose
     java_opts = "-Duser.timezone=UTC"
@@ -107,6 +108,8 @@ def build_session(settings: Settings, app_name: str = "event-lake") -> SparkSess
         .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
         .config("spark.driver.memory", spark.driver_memory)
     )
+    for key, value in s3a_conf(settings).items():  # S3 staging written by the executors
+        builder = builder.config(f"spark.hadoop.{key}", value)
     for key, value in spark.conf.items():  # SPARK_CONF / --spark-conf: last, so they win
         builder = builder.config(key, value)
     log_file = settings.home / "logs" / "spark.log"

@@ -40,7 +40,9 @@ def postgres_secret_sql(secret_name: str, dsn: PgDsn, show_secrets: bool) -> str
 
 
 def storage_secret_sql(lake_name: str, data_path: str, storage: StorageOptions,
-                       show_secrets: bool) -> str | None:
+                       show_secrets: bool, role: str = "storage") -> str | None:
+    """A DuckDB secret for the object store at ``data_path`` (scoped to it), named
+    ``<lake>_<role>``: ``storage`` for the lake's data files, ``staging`` for staged batches."""
     scheme = data_path.split("://", 1)[0].lower() if "://" in data_path else None
     if scheme not in ("s3", "gs", "gcs", "r2"):
         return None
@@ -63,7 +65,7 @@ def storage_secret_sql(lake_name: str, data_path: str, storage: StorageOptions,
     if storage.use_ssl is not None:
         parts.append(f"USE_SSL {'true' if storage.use_ssl else 'false'}")
     parts.append(f"SCOPE {quote_literal(data_path)}")
-    return f"CREATE OR REPLACE SECRET {lake_name}_storage ({', '.join(parts)})"
+    return f"CREATE OR REPLACE SECRET {lake_name}_{role} ({', '.join(parts)})"
 
 
 def attach_sql(lake_name: str, catalog: CatalogSpec, data_path: str, *,

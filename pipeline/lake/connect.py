@@ -6,7 +6,7 @@ import duckdb
 
 from pipeline.errors import CatalogUnavailable, ConfigError, PipelineError, service_error
 from pipeline.lake import extensions, locks
-from pipeline.lake.attach_sql import extension_names, open_statements
+from pipeline.lake.attach_sql import extension_names, open_statements, storage_secret_sql
 from pipeline.settings import ResolvedSettings
 from pipeline.settings.catalog import ACCEPTED_FORMS
 
@@ -31,6 +31,12 @@ def connect(settings: ResolvedSettings, *, read_only: bool = False, snapshot_ver
                 _attach(con, settings, statement)
             else:
                 con.execute(statement)
+        # staged batches on object storage are read through httpfs with their own scoped secret
+        staging_secret = storage_secret_sql(settings.lake_name, settings.staging_path, settings.storage,
+                                            show_secrets=True, role="staging")
+        if staging_secret:
+            extensions.load(con, "httpfs")
+            con.execute(staging_secret)
     except BaseException:
         con.close()
         raise

@@ -88,7 +88,7 @@ def promote(settings: ResolvedSettings, batch: StagedBatch,
         finally:
             if own:
                 con.close()
-    staging.remove_batch(batch.path)
+    staging.remove_batch(batch.folder)
     log.info("%s", result.describe())
     return result
 
@@ -96,7 +96,7 @@ def promote(settings: ResolvedSettings, batch: StagedBatch,
 def _promote_locked(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, batch: StagedBatch,
                     started: float) -> PromotionResult:
     manifest = batch.manifest
-    files = batch.file_paths()
+    files = batch.file_uris()
 
     def result(outcome: str, staged: int = 0, inserted: int = 0, snapshot: int | None = None,
                max_ts: datetime | None = None) -> PromotionResult:
@@ -105,7 +105,7 @@ def _promote_locked(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, 
 
     if batches.is_recorded(con, settings, batch.batch_id):
         return result("already promoted", manifest.row_count)
-    if not (batch.path / staging.MANIFEST).exists():
+    if not staging.is_complete(batch.folder):
         return result("settled by another process", manifest.row_count)
     if not files:
         return result("empty")

@@ -86,15 +86,15 @@ def run(settings: Settings, mode: Mode = "run", engine: str = "spark",
     resolved = resolve(settings)
     report = RunReport()
     started = time.monotonic()
-    for path in staging.clean_stale(resolved.staging_table_dir):
-        log.info("removed stale incomplete batch %s", path.name)
+    for path in staging.clean_stale(staging.table_dir(resolved)):
+        log.info("removed stale incomplete batch %s", path.uri())
     con = connect(resolved)
     try:
         ensure_tables(con, resolved)
         report.watermark = batches.watermark(con, resolved)
         if mode in ("run", "promote"):
             # batches an earlier run staged but did not promote (a crash, --extract-only)
-            for batch in staging.complete_batches(resolved.staging_table_dir):
+            for batch in staging.complete_batches(staging.table_dir(resolved)):
                 log.info("promoting staged batch %s (%d rows)", batch.batch_id, batch.manifest.row_count)
                 report.advance(promote(resolved, batch, con))
         if mode in ("run", "extract"):

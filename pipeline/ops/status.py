@@ -58,7 +58,7 @@ def collect(settings: ResolvedSettings) -> dict[str, Any]:
         "latest_snapshot": latest,
         "data_files": int(files),
         "data_bytes": int(size),
-        "staged_batches_waiting": len(staging.complete_batches(settings.staging_table_dir)),
+        "staged_batches_waiting": len(staging.complete_batches(staging.table_dir(settings))),
         "jobs": {r["job"]: {"status": r["status"], "started_at": iso(r["started_at"]),
                             "finished_at": iso(r["finished_at"]), "error": r["error"]}
                  for r in job_runs},

@@ -125,20 +125,23 @@ def _table_name(text: str, what: str) -> str:
     return text if len(parts) == 2 else f"public.{text}"
 
 
-def _staging_path(text: str | None, what: str, home: Path) -> Path:
-    """A local or shared folder; ``file:///path`` is that folder, other URI schemes are refused
-    rather than becoming a local folder named ``s3a:``."""
+def _staging_path(text: str | None, what: str, home: Path) -> str:
+    """An absolute folder (``file:///path`` is that folder) or ``s3://bucket/prefix``; other URI
+    schemes are refused rather than becoming a local folder named ``s3a:``."""
     if text is None:
-        return home / "staging"
+        return str(home / "staging")
     if "://" in text:
         scheme, _, rest = text.partition("://")
+        if scheme.lower() == "s3" and rest.strip("/"):
+            return f"s3://{rest.strip('/')}"
         if scheme.lower() != "file" or not rest.startswith("/"):
             raise ConfigError(
                 f"{what} {text!r} uses a URI scheme staging does not support ({scheme}://); accepted: "
-                "a folder (/mnt/shared/staging, ./staging) or file:///absolute/path.",
-                "Use a folder mounted at the same absolute path on the driver and every Spark worker.")
+                "a folder (/mnt/shared/staging, ./staging), file:///absolute/path or s3://bucket/prefix.",
+                "Use a folder mounted at the same absolute path on the driver and every Spark worker, "
+                "or s3://bucket/prefix (Spark writes it through s3a:// itself).")
         text = rest
-    return Path(text).expanduser().absolute()
+    return str(Path(text).expanduser().absolute())
 
 
 def parse_spark_conf(pairs: list[str], what: str) -> dict[str, str]:

@@ -65,7 +65,7 @@ class Settings:
     catalog: CatalogSpec | None
     data_path: str | None
     lake_name: str
-    staging_path: Path
+    staging_path: str  # an absolute folder or s3://bucket/prefix
     staging_writer: str  # "executors" or "driver"
     lookback: timedelta
     spark: SparkOptions
@@ -95,10 +95,6 @@ class Settings:
     @property
     def jobs_table(self) -> str:
         return f"{self.lake_name}.{self.ops_schema}.jobs"
-
-    @property
-    def staging_table_dir(self) -> Path:
-        return self.staging_path / self.lake_table
 
     @property
     def uses_embedded(self) -> bool:

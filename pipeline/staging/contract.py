@@ -1,21 +1,21 @@
 """The staging contract: ``STAGING_PATH/<table>/batch_id=<id>/*.parquet`` + ``_manifest.json``.
 
-The manifest is written last (atomically, by rename): a folder without one is an
+The same on a folder and on object storage (:mod:`.location` hides which).
+
+The manifest is written last (atomically): a folder without one is an
 incomplete batch and is never promoted.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import secrets
-import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 
 from pipeline.source.window import Window, iso, parse_iso
+from pipeline.staging.location import StagingDir
 
 MANIFEST = "_manifest.json"
 PREFIX = "batch_id="
@@ -49,59 +49,57 @@ class Manifest:
 
 @dataclass(frozen=True)
 class StagedBatch:
-    path: Path
+    folder: StagingDir
     manifest: Manifest
 
     @property
     def batch_id(self) -> str:
         return self.manifest.batch_id
 
-    def file_paths(self) -> list[str]:
-        return [str(self.path / name) for name in self.manifest.files]
+    def file_uris(self) -> list[str]:
+        """The data files as DuckDB reads them (a path, or ``s3://…`` through httpfs)."""
+        return [self.folder.uri(name) for name in self.manifest.files]
 
 
-def batch_dir(table_dir: Path, batch_id: str) -> Path:
-    return table_dir / f"{PREFIX}{batch_id}"
+def batch_dir(table_dir: StagingDir, batch_id: str) -> StagingDir:
+    return table_dir.child(f"{PREFIX}{batch_id}")
 
 
-def parquet_files(path: Path) -> list[str]:
-    return sorted(p.name for p in path.glob("*.parquet"))
+def parquet_files(folder: StagingDir) -> list[str]:
+    return folder.files(".parquet")
 
 
-def write_manifest(path: Path, manifest: Manifest) -> None:
+def write_manifest(folder: StagingDir, manifest: Manifest) -> None:
     """Write ``_manifest.json`` atomically; from this moment the batch is complete."""
-    tmp = path / f".{MANIFEST}.tmp"
-    tmp.write_text(json.dumps(asdict(manifest), indent=2))
-    with open(tmp, "rb") as handle:
-        os.fsync(handle.fileno())
-    os.replace(tmp, path / MANIFEST)
+    folder.write_text(MANIFEST, json.dumps(asdict(manifest), indent=2))
 
 
-def read_manifest(path: Path) -> Manifest | None:
-    try:
-        data = json.loads((path / MANIFEST).read_text())
-    except FileNotFoundError:
-        return None
-    return Manifest(**data)
+def read_manifest(folder: StagingDir) -> Manifest | None:
+    text = folder.read_text(MANIFEST)
+    return None if text is None else Manifest(**json.loads(text))
 
 
-def complete_batches(table_dir: Path) -> list[StagedBatch]:
+def is_complete(folder: StagingDir) -> bool:
+    return folder.exists(MANIFEST)
+
+
+def complete_batches(table_dir: StagingDir) -> list[StagedBatch]:
     """Complete batches, oldest first (batch ids sort by creation time)."""
     found = []
-    for path in sorted(table_dir.glob(f"{PREFIX}*")):
-        manifest = read_manifest(path)
+    for folder in table_dir.subdirs(PREFIX):
+        manifest = read_manifest(folder)
         if manifest is not None:
-            found.append(StagedBatch(path=path, manifest=manifest))
+            found.append(StagedBatch(folder=folder, manifest=manifest))
     return found
 
 
-def remove_batch(path: Path) -> None:
+def remove_batch(folder: StagingDir) -> None:
     """Delete a batch folder; the manifest goes first so a half-deleted batch is incomplete."""
-    (path / MANIFEST).unlink(missing_ok=True)
-    shutil.rmtree(path, ignore_errors=True)
+    folder.delete(MANIFEST)
+    folder.remove()
 
 
-def clean_stale(table_dir: Path, older_than_seconds: float = 3600.0) -> list[Path]:
+def clean_stale(table_dir: StagingDir, older_than_seconds: float = 3600.0) -> list[StagingDir]:
     """Remove incomplete batches (no manifest) untouched for ``older_than_seconds``.
 
     A younger incomplete batch may belong to an extraction that is still running in
@@ -109,11 +107,11 @@ def clean_stale(table_dir: Path, older_than_seconds: float = 3600.0) -> list[Pat
     """
     removed = []
     cutoff = time.time() - older_than_seconds
-    for path in table_dir.glob(f"{PREFIX}*"):
-        if (path / MANIFEST).exists():
+    for folder in table_dir.subdirs(PREFIX):
+        if is_complete(folder):
             continue
-        newest = max((p.stat().st_mtime for p in path.rglob("*")), default=path.stat().st_mtime)
-        if newest < cutoff:
-            shutil.rmtree(path, ignore_errors=True)
-            removed.append(path)
+        newest = folder.newest_change()
+        if newest is not None and newest < cutoff:
+            folder.remove()
+            removed.append(folder)
     return removed

@@ -1,0 +1,61 @@
+"""Spark's side of object-store staging (pure): the Hadoop S3A settings that make executors
+write ``STAGING_PATH=s3://…`` through ``s3a://``, and the error when the cluster lacks S3A.
+
+The values come from the same ``S3_*`` settings the promoter (DuckDB httpfs) and the staging
+filesystem (pyarrow) use, so the three always point at the same bucket and endpoint.
+"""
+
+from __future__ import annotations
+
+from pipeline.errors import ConfigError
+from pipeline.settings import Settings
+
+# hadoop-aws must match the Hadoop inside Spark (pyspark 4.x bundles hadoop-client 3.5.0); it
+# brings the AWS SDK v2 bundle along when fetched through spark.jars.packages.
+HADOOP_AWS = "org.apache.hadoop:hadoop-aws:3.5.0"
+
+
+def stages_through_s3a(settings: Settings) -> bool:
+    """Executors write the staging files to object storage themselves."""
+    return settings.staging_path.startswith("s3://") and settings.staging_writer == "executors"
+
+
+def s3a_conf(settings: Settings) -> dict[str, str]:
+    """Hadoop properties (``fs.s3a.*``) for the staging bucket; empty unless executors write to S3.
+
+    A classic session passes them as ``spark.hadoop.fs.s3a.*`` at build time; a Spark Connect
+    session sets them at runtime (Spark copies session properties into the Hadoop configuration
+    of every read and write). Spark's UI redacts the keys (``spark.redaction.regex``).
+    """
+    if not stages_through_s3a(settings):
+        return {}
+    storage = settings.storage
+    conf: dict[str, str] = {}
+    if storage.key_id:
+        conf["fs.s3a.access.key"] = storage.key_id
+        conf["fs.s3a.secret.key"] = storage.secret.reveal() if storage.secret else ""
+    if storage.endpoint:
+        scheme = "http" if storage.use_ssl is False else "https"
+        endpoint = storage.endpoint if "://" in storage.endpoint else f"{scheme}://{storage.endpoint}"
+        conf["fs.s3a.endpoint"] = endpoint
+    if storage.region:
+        conf["fs.s3a.endpoint.region"] = storage.region
+    if storage.use_ssl is not None:
+        conf["fs.s3a.connection.ssl.enabled"] = "true" if storage.use_ssl else "false"
+    if storage.url_style:
+        conf["fs.s3a.path.style.access"] = "true" if storage.url_style == "path" else "false"
+    return conf
+
+
+def missing_s3a(exc: BaseException, settings: Settings) -> ConfigError | None:
+    """The clear error when hadoop-aws is not on the cluster (Hadoop says "Class …S3AFileSystem
+    not found", or "No FileSystem for scheme s3a" where fs.s3a.impl is unset)."""
+    text = str(exc)
+    if "S3AFileSystem not found" not in text and 'No FileSystem for scheme "s3a"' not in text:
+        return None
+    return ConfigError(
+        f"STAGING_PATH={settings.staging_path}: the Spark cluster cannot write s3a:// (hadoop-aws is not "
+        "on its classpath). Nothing was staged or promoted.",
+        f"Add hadoop-aws to the cluster (--spark-conf spark.jars.packages={HADOOP_AWS}, or the jars in "
+        "every image's $SPARK_HOME/jars), or set STAGING_WRITER=driver so this process writes the "
+        "staging files to S3 itself.")

@@ -1,0 +1,23 @@
+"""Staged batches between extraction and promotion: the contract (:mod:`.contract`) on a
+folder or object storage (:mod:`.location`)."""
+
+from pipeline.staging.contract import (
+    MANIFEST,
+    PREFIX,
+    Manifest,
+    StagedBatch,
+    batch_dir,
+    clean_stale,
+    complete_batches,
+    is_complete,
+    new_batch_id,
+    parquet_files,
+    read_manifest,
+    remove_batch,
+    write_manifest,
+)
+from pipeline.staging.location import StagingDir, staging_root, table_dir
+
+__all__ = ["MANIFEST", "PREFIX", "Manifest", "StagedBatch", "StagingDir", "batch_dir", "clean_stale",
+           "complete_batches", "is_complete", "new_batch_id", "parquet_files", "read_manifest",
+           "remove_batch", "staging_root", "table_dir", "write_manifest"]

@@ -1,0 +1,165 @@
+"""Where staged batches live: a local or shared folder, or an ``s3://bucket/prefix``.
+
+Every staging operation (list batches, read and write manifests, remove a batch, write the
+Arrow-side Parquet) goes through one pyarrow filesystem, so the contract in :mod:`.contract`
+is written once for both kinds. Engines outside this process get the location in their own
+spelling: DuckDB reads ``s3://…`` through httpfs, Spark writes ``s3a://…`` through hadoop-aws.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import posixpath
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+if TYPE_CHECKING:
+    from pipeline.settings import Settings
+    from pipeline.settings.model import StorageOptions
+
+OBJECT_STORE_SCHEMES = ("s3",)
+
+
+def split_uri(uri: str) -> tuple[str, str]:
+    """``s3://bucket/prefix`` -> ``("s3", "bucket/prefix")``; a folder -> ``("", "/abs/folder")``."""
+    if "://" in uri:
+        scheme, _, rest = uri.partition("://")
+        return scheme.lower(), rest.strip("/")
+    return "", uri.rstrip("/") or "/"
+
+
+def s3_filesystem(storage: StorageOptions) -> pafs.S3FileSystem:
+    """The same S3 endpoint, credentials and addressing the lake's DuckDB secret uses
+    (``S3_ENDPOINT`` is ``host:port`` as in DuckDB; without keys: the AWS credential chain)."""
+    options: dict[str, object] = {}
+    if storage.key_id:
+        options.update(access_key=storage.key_id,
+                       secret_key=storage.secret.reveal() if storage.secret else "")
+    if storage.region:
+        options["region"] = storage.region
+    if storage.endpoint:
+        options["endpoint_override"] = storage.endpoint
+    if storage.use_ssl is not None:
+        options["scheme"] = "https" if storage.use_ssl else "http"
+    if storage.url_style == "vhost":
+        options["force_virtual_addressing"] = True
+    return pafs.S3FileSystem(**options)
+
+
+@dataclass(frozen=True)
+class StagingDir:
+    """One folder of the staging area, on whichever filesystem holds it."""
+
+    fs: pafs.FileSystem
+    scheme: str  # "" for a local/shared folder, "s3" for object storage
+    path: str  # in the filesystem's own terms: "/abs/folder" or "bucket/prefix/folder"
+
+    @property
+    def name(self) -> str:
+        return posixpath.basename(self.path)
+
+    @property
+    def is_local(self) -> bool:
+        return not self.scheme
+
+    def uri(self, name: str | None = None) -> str:
+        """What DuckDB reads and messages show: ``/abs/…`` or ``s3://bucket/…``."""
+        path = self._join(name)
+        return f"{self.scheme}://{path}" if self.scheme else path
+
+    def spark_uri(self) -> str:
+        """What Spark writes to: Hadoop's S3 connector is ``s3a://``."""
+        return f"s3a://{self.path}" if self.scheme == "s3" else self.path
+
+    def child(self, name: str) -> StagingDir:
+        return StagingDir(self.fs, self.scheme, self._join(name))
+
+    def exists(self, name: str | None = None) -> bool:
+        return self.fs.get_file_info(self._join(name)).type != pafs.FileType.NotFound
+
+    def subdirs(self, prefix: str) -> list[StagingDir]:
+        """Child folders whose names start with ``prefix``, sorted by name."""
+        if not self.exists():
+            return []
+        infos = self.fs.get_file_info(pafs.FileSelector(self.path, allow_not_found=True))
+        return [self.child(info.base_name) for info in sorted(infos, key=lambda i: i.base_name)
+                if info.type == pafs.FileType.Directory and info.base_name.startswith(prefix)]
+
+    def files(self, suffix: str) -> list[str]:
+        """Names of the data files directly inside, sorted; ``_``/``.`` names are bookkeeping
+        (Spark's ``_SUCCESS``, our manifest temp file) and never data."""
+        infos = self.fs.get_file_info(pafs.FileSelector(self.path, allow_not_found=True))
+        return sorted(i.base_name for i in infos if i.type == pafs.FileType.File
+                      and i.base_name.endswith(suffix) and not i.base_name.startswith(("_", ".")))
+
+    def newest_change(self) -> float | None:
+        """Seconds since the epoch of the newest file below (the folder's own time if empty)."""
+        infos = self.fs.get_file_info(pafs.FileSelector(self.path, recursive=True, allow_not_found=True))
+        times = [i.mtime.timestamp() for i in infos if i.mtime is not None]
+        if not times:
+            own = self.fs.get_file_info(self.path).mtime
+            return own.timestamp() if own is not None else None
+        return max(times)
+
+    def make(self, *, exist_ok: bool) -> None:
+        if not exist_ok and self.exists():
+            raise FileExistsError(self.uri())
+        if self.is_local:  # object-store folders exist through their objects: no marker objects
+            self.fs.create_dir(self.path, recursive=True)
+
+    def open_input(self, name: str) -> pa.NativeFile:
+        """A random-access reader (Parquet footers are read from the end)."""
+        return self.fs.open_input_file(self._join(name))
+
+    def open_output(self, name: str) -> pa.NativeFile:
+        return self.fs.open_output_stream(self._join(name))
+
+    def read_text(self, name: str) -> str | None:
+        try:
+            with self.fs.open_input_stream(self._join(name)) as stream:
+                return stream.read().decode()
+        except FileNotFoundError:
+            return None
+
+    def write_text(self, name: str, text: str) -> None:
+        """All or nothing: a local file is written aside, fsynced and renamed into place; an
+        object-store PUT is atomic by itself (readers see no object or the whole one)."""
+        if not self.is_local:
+            with self.open_output(name) as stream:
+                stream.write(text.encode())
+            return
+        target = self._join(name)
+        tmp = self._join(f".{name}.tmp")
+        with open(tmp, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+
+    def delete(self, name: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.delete_file(self._join(name))
+
+    def remove(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.delete_dir(self.path)
+
+    def _join(self, name: str | None) -> str:
+        return posixpath.join(self.path, name) if name else self.path
+
+
+def staging_root(settings: Settings) -> StagingDir:
+    """``STAGING_PATH`` as a :class:`StagingDir` (a folder or ``s3://bucket/prefix``)."""
+    scheme, path = split_uri(settings.staging_path)
+    if scheme == "s3":
+        return StagingDir(s3_filesystem(settings.storage), "s3", path)
+    return StagingDir(pafs.LocalFileSystem(), "", path)
+
+
+def table_dir(settings: Settings) -> StagingDir:
+    """``STAGING_PATH/<table>``: where this table's batches are staged."""
+    return staging_root(settings).child(settings.lake_table)
