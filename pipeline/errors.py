@@ -44,6 +44,10 @@ class LockBusy(TransientError):
     """Another process holds the lock for this job."""
 
 
+class ShutdownRequested(PipelineError):
+    """The process was asked to stop (SIGTERM/SIGINT) before work started; nothing was done."""
+
+
 MASK = "***"
 
 _TRANSIENT_MARKERS = ("connection refused", "could not connect", "timeout", "timed out", "no route",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,6 +15,7 @@ import pytest
 
 from pipeline.settings import Settings, load_settings
 from pipeline.settings.pgdsn import PgDsn
+from tests.spark_services import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_PG_DSN = os.environ.get("TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -87,19 +87,13 @@ def run_cli(script: str, *args: str, env: dict[str, str] | None = None,
                           capture_output=True, text=True, timeout=timeout)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def s3_server():
     """moto in server mode: a real HTTP S3 endpoint on loopback, not an in-process mock."""
     import boto3
     from moto.server import ThreadedMotoServer
 
-    port = _free_port()
+    port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
     server.start()
     client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pipeline import faults
 from pipeline.extract.arrow_writer import write_tables
 from pipeline.extract.batch import ExtractRequest, select_sql
 from pipeline.extract.partitions import plan_partitions, time_chunks
@@ -33,7 +34,7 @@ def jdbc_options(request: ExtractRequest, window: Window, partitions: int) -> di
         "driver": "org.postgresql.Driver",
         "user": dsn.user,
         "password": dsn.password.reveal(),
-        "dbtable": f"({select_sql(settings.source_table, window)}) AS src",
+        "dbtable": f"({faults.slow_read(settings, select_sql(settings.source_table, window))}) AS src",
         "fetchsize": str(FETCH_SIZE),
         # every partition reads the planner's snapshot, in UTC
         "sessionInitStatement": "; ".join([*snapshot, "SET TIME ZONE 'UTC'"]),

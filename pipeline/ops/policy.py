@@ -15,6 +15,7 @@ from pipeline.errors import TerminalError
 
 MAX_BACKOFF = timedelta(hours=6)
 SHUTDOWN_SECONDS = 60  # bound on exit after SIGTERM, printed in --help
+CANCEL_EVERY_SECONDS = 0.5  # during shutdown, Spark jobs are cancelled this often
 
 
 def backoff_delay(every: timedelta, failures: int) -> timedelta:

@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING, Any
 import schedule
 
 from pipeline import logs
-from pipeline.errors import LockBusy, first_line
+from pipeline.errors import LockBusy, ShutdownRequested, first_line
 from pipeline.lake import jobs, locks, maintain
 from pipeline.ops import scheduler_state
-from pipeline.ops.policy import SHUTDOWN_SECONDS, needs_a_fix, retry_delay
+from pipeline.ops.policy import CANCEL_EVERY_SECONDS, SHUTDOWN_SECONDS, needs_a_fix, retry_delay
 from pipeline.settings import Settings
 from pipeline.settings.durations import format_duration
 from pipeline.settings.resolve import resolve
@@ -78,6 +78,9 @@ class Scheduler:
             from pipeline.extract.spark_session import build_session
 
             self._spark = build_session(self.settings, app_name="event-lake-scheduler")
+        if self.stop.is_set():  # the signal came while the session was starting: do not extract
+            raise ShutdownRequested("shutdown requested before the extraction started",
+                                    "Nothing was staged; the next run extracts this window.")
         return self._spark
 
     def _load(self) -> dict[str, Any]:
@@ -135,7 +138,8 @@ class Scheduler:
                       error)
         else:
             job.failures, job.not_before = 0, 0.0
-            log.info("job %s %s in %.1fs: %s", job.name, status, seconds, _brief(details))
+            log.info("job %s %s in %.1fs: %s", job.name, status, seconds,
+                     error if status == "cancelled" else _brief(details))
         job.last_status, job.last_finished = status, datetime.now(UTC).isoformat()
         jobs.record(self.settings, logs.RUN_ID, job.name, started, finished or datetime.now(UTC),
                     status, error, {**details, "seconds": round(seconds, 3)})
@@ -162,12 +166,16 @@ class Scheduler:
         threading.Thread(target=self._cancel_and_watch, daemon=True).start()
 
     def _cancel_and_watch(self) -> None:
-        if self._spark is not None:
-            # extraction is cancelled; a promotion (DuckDB) is not a Spark job and runs on
-            from pipeline.extract.spark_session import cancel_jobs
+        """Cancel Spark jobs until the process ends (a job submitted just after one round, or a
+        session still being built when the signal came, is caught by the next round); a
+        promotion (DuckDB) is not a Spark job and runs on. Past the bound, exit regardless."""
+        from pipeline.extract.spark_session import cancel_jobs
 
-            cancel_jobs(self._spark)
-        time.sleep(SHUTDOWN_SECONDS)
+        deadline = time.monotonic() + SHUTDOWN_SECONDS
+        while time.monotonic() < deadline:
+            if self._spark is not None:
+                cancel_jobs(self._spark)
+            time.sleep(CANCEL_EVERY_SECONDS)
         log.error("shutdown took longer than %ds; exiting now (an open transaction rolls back)",
                   SHUTDOWN_SECONDS)
         os._exit(0)
