@@ -42,3 +42,13 @@ CREATE TABLE IF NOT EXISTS {lake}.{ops}.jobs (
     details     JSON,
     host        VARCHAR
 );
+
+-- Who this lake is: one random id, made when the lake's tables are first created. Staged
+-- batches carry it in their manifest, so a run only ever promotes its own lake's batches
+-- (two configurations sharing a staging folder never load each other's rows).
+CREATE TABLE IF NOT EXISTS {lake}.{ops}.lake_identity (
+    lake_id    VARCHAR,
+    created_at TIMESTAMP WITH TIME ZONE
+);
+INSERT INTO {lake}.{ops}.lake_identity
+SELECT uuid()::VARCHAR, now() WHERE NOT EXISTS (SELECT 1 FROM {lake}.{ops}.lake_identity);

@@ -7,7 +7,7 @@ import os
 import secrets
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -44,23 +44,34 @@ def _drop_db(server: PgDsn, name: str) -> None:
 
 
 @pytest.fixture
-def lake_env(pg_server: PgDsn, tmp_path: Path) -> Iterator[dict[str, str]]:
+def new_lake_env(pg_server: PgDsn, tmp_path: Path) -> Iterator[Callable[[str], dict[str, str]]]:
+    """Makes environments for isolated pipelines: each has its own source DB, catalog DB, data
+    and staging under ``tmp_path/<name>``; the databases are dropped after the test."""
+    made: list[str] = []
+
+    def make(name: str) -> dict[str, str]:
+        tag = secrets.token_hex(4)
+        src, cat = f"el_test_src_{tag}", f"el_test_cat_{tag}"
+        made.extend([src, cat])
+        root = tmp_path / name
+        return {
+            "SOURCE_PG_DSN": _create_db(pg_server, src).conninfo(),
+            "DUCKLAKE_CATALOG": _create_db(pg_server, cat).conninfo(),
+            "DUCKLAKE_DATA_PATH": str(root / "data") + "/",
+            "STAGING_PATH": str(root / "staging"),
+            "EVENT_LAKE_HOME": str(root / "home"),
+            "LOOKBACK": "15m",
+        }
+
+    yield make
+    for name in made:
+        _drop_db(pg_server, name)
+
+
+@pytest.fixture
+def lake_env(new_lake_env: Callable[[str], dict[str, str]]) -> dict[str, str]:
     """Environment for one isolated pipeline: own source DB, catalog DB, data and staging."""
-    tag = secrets.token_hex(4)
-    src, cat = f"el_test_src_{tag}", f"el_test_cat_{tag}"
-    source = _create_db(pg_server, src)
-    catalog = _create_db(pg_server, cat)
-    env = {
-        "SOURCE_PG_DSN": source.conninfo(),
-        "DUCKLAKE_CATALOG": catalog.conninfo(),
-        "DUCKLAKE_DATA_PATH": str(tmp_path / "data") + "/",
-        "STAGING_PATH": str(tmp_path / "staging"),
-        "EVENT_LAKE_HOME": str(tmp_path / "home"),
-        "LOOKBACK": "15m",
-    }
-    yield env
-    _drop_db(pg_server, src)
-    _drop_db(pg_server, cat)
+    return new_lake_env("")
 
 
 @pytest.fixture

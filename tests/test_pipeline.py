@@ -159,3 +159,21 @@ def test_spark_partitions_overrides_the_planned_split(settings, lake_env, spark)
     report = run(three, mode="extract", spark=spark)
     [batch] = staging.complete_batches(staging.table_dir(resolve(three)))
     assert batch.batch_id == report.staged_batch and len(batch.manifest.files) == 3
+
+
+def test_lakes_sharing_a_staging_folder_promote_only_their_own_batches(lake_env, new_lake_env):
+    """Two configurations, one staging folder: each run promotes only batches its own lake staged."""
+    from pipeline.settings import load_settings
+
+    a = load_settings(lake_env)
+    b = load_settings({**new_lake_env("b"), "STAGING_PATH": lake_env["STAGING_PATH"]})
+    add_events(a, 300, seed=16)
+    add_events(b, 200, seed=17)
+    run(a, mode="extract", engine="dlt")  # A's batch waits in the shared folder
+    report = run(b, engine="dlt")
+    assert report.rows_inserted == 200 and len(report.promotions) == 1
+    assert_lake_equals_source(b, expected_rows=200)
+    [waiting] = staging.complete_batches(staging.table_dir(a))
+    assert waiting.manifest.lake_id and waiting.manifest.source.endswith(".public.events")
+    assert run(a, mode="promote").rows_inserted == 300
+    assert_lake_equals_source(a, expected_rows=300)

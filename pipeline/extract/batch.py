@@ -47,6 +47,7 @@ class ExtractRequest:
     stats: WindowStats  # counted in the snapshot the engines read
     batch_id: str
     snapshot_id: str | None = None  # the planner's exported Postgres snapshot
+    lake_id: str | None = None  # the lake the batch is for (recorded in its manifest)
 
     @property
     def folder(self) -> StagingDir:
@@ -86,6 +87,8 @@ def extract(extractor: Extractor, request: ExtractRequest) -> StagedBatch:
         files=files,
         schema=[{"name": f.name, "type": str(f.type)} for f in schema] if schema else [],
         extract_seconds=round(time.monotonic() - started, 3),
+        lake_id=request.lake_id,
+        source=f"{request.settings.source_dsn.dbname}.{request.settings.source_table}",
     )
     staging.write_manifest(folder, manifest)
     return StagedBatch(folder=folder, manifest=manifest)

@@ -9,7 +9,7 @@ from pipeline.lake.transaction import transaction
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.sqltext import quote_ident, read_sql, split_statements
 
-OPS_TABLES = ("batches", "jobs")
+OPS_TABLES = ("batches", "jobs", "lake_identity")
 PARTITION_BY = "year(event_timestamp), month(event_timestamp), day(event_timestamp)"
 
 
@@ -46,3 +46,9 @@ def ensure_tables(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings) ->
                                              ops=quote_ident(settings.ops_schema)))
             if not events_exists:
                 con.execute(f"ALTER TABLE {settings.events_table} SET PARTITIONED BY ({PARTITION_BY})")
+
+
+def lake_id(con: duckdb.DuckDBPyConnection, settings: Settings) -> str:
+    """This lake's identity (made with its tables; see ``lake_identity`` in lake_events.sql)."""
+    table = f"{quote_ident(settings.lake_name)}.{quote_ident(settings.ops_schema)}.lake_identity"
+    return con.execute(f"SELECT lake_id FROM {table} ORDER BY created_at, lake_id LIMIT 1").fetchone()[0]

@@ -21,7 +21,7 @@ from pipeline.extract.engines import make_extractor
 from pipeline.lake import batches
 from pipeline.lake.connect import connect
 from pipeline.lake.promote import PromotionResult, promote
-from pipeline.lake.schema import ensure_tables
+from pipeline.lake.schema import ensure_tables, lake_id
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.settings.resolve import resolve
 from pipeline.source import stats
@@ -91,21 +91,22 @@ def run(settings: Settings, mode: Mode = "run", engine: str = "spark",
     con = connect(resolved)
     try:
         ensure_tables(con, resolved)
+        lake = lake_id(con, resolved)
         report.watermark = batches.watermark(con, resolved)
         if mode in ("run", "promote"):
             # batches an earlier run staged but did not promote (a crash, --extract-only)
-            for batch in staging.complete_batches(staging.table_dir(resolved)):
+            for batch in staging.complete_batches(staging.table_dir(resolved), lake):
                 log.info("promoting staged batch %s (%d rows)", batch.batch_id, batch.manifest.row_count)
                 report.advance(promote(resolved, batch, con))
         if mode in ("run", "extract"):
-            _extract_and_promote(resolved, con, mode, engine, spark, spark_factory, report)
+            _extract_and_promote(resolved, con, lake, mode, engine, spark, spark_factory, report)
     finally:
         con.close()
     report.seconds["total"] = time.monotonic() - started
     return report
 
 
-def _extract_and_promote(settings: ResolvedSettings, con: duckdb.DuckDBPyConnection, mode: Mode,
+def _extract_and_promote(settings: ResolvedSettings, con: duckdb.DuckDBPyConnection, lake: str, mode: Mode,
                          engine: str, spark: SparkSession | None,
                          spark_factory: Callable[[], SparkSession] | None, report: RunReport) -> None:
     t0 = time.monotonic()
@@ -126,7 +127,7 @@ def _extract_and_promote(settings: ResolvedSettings, con: duckdb.DuckDBPyConnect
         extractor = make_extractor(engine, settings, spark)
         report.seconds["engine_start"] = time.monotonic() - t0
         t0 = time.monotonic()
-        request = ExtractRequest(settings, window, window_stats, staging.new_batch_id(), snapshot_id)
+        request = ExtractRequest(settings, window, window_stats, staging.new_batch_id(), snapshot_id, lake)
         batch = extract(extractor, request)
     report.seconds["extract"] = time.monotonic() - t0
     report.staged_batch, report.rows_in_window = batch.batch_id, batch.manifest.row_count

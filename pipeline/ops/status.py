@@ -9,7 +9,7 @@ from pipeline import staging
 from pipeline.lake import batches as batch_table
 from pipeline.lake import jobs
 from pipeline.lake.connect import connect
-from pipeline.lake.schema import table_names
+from pipeline.lake.schema import lake_id, table_names
 from pipeline.ops.scheduler_state import read_state
 from pipeline.settings import ResolvedSettings
 from pipeline.source import stats
@@ -34,6 +34,7 @@ def collect(settings: ResolvedSettings) -> dict[str, Any]:
             "SELECT coalesce(sum(file_count), 0), coalesce(sum(file_size_bytes), 0) "
             "FROM ducklake_table_info(?)", [settings.lake_name]).fetchone()
         job_runs = jobs.last_runs(con, settings) if (settings.ops_schema, "jobs") in tables else []
+        lake = lake_id(con, settings) if (settings.ops_schema, "lake_identity") in tables else None
     finally:
         con.close()
     with connect_source(settings.source_dsn) as conn:
@@ -58,7 +59,8 @@ def collect(settings: ResolvedSettings) -> dict[str, Any]:
         "latest_snapshot": latest,
         "data_files": int(files),
         "data_bytes": int(size),
-        "staged_batches_waiting": len(staging.complete_batches(staging.table_dir(settings))),
+        "staged_batches_waiting": len(staging.complete_batches(staging.table_dir(settings), lake))
+        if lake else 0,
         "jobs": {r["job"]: {"status": r["status"], "started_at": iso(r["started_at"]),
                             "finished_at": iso(r["finished_at"]), "error": r["error"]}
                  for r in job_runs},

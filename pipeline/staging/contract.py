@@ -41,6 +41,8 @@ class Manifest:
     schema: list[dict[str, str]]
     extract_seconds: float
     created_at: str = field(default_factory=lambda: iso(datetime.now(UTC)))
+    lake_id: str | None = None  # the lake this batch belongs to (ops.lake_identity)
+    source: str | None = None  # where it was read: database and table, no credentials
 
     @property
     def window(self) -> Window:
@@ -83,12 +85,13 @@ def is_complete(folder: StagingDir) -> bool:
     return folder.exists(MANIFEST)
 
 
-def complete_batches(table_dir: StagingDir) -> list[StagedBatch]:
-    """Complete batches, oldest first (batch ids sort by creation time)."""
+def complete_batches(table_dir: StagingDir, lake_id: str | None = None) -> list[StagedBatch]:
+    """Complete batches, oldest first (batch ids sort by creation time); with ``lake_id``, only
+    that lake's (another configuration sharing the folder stages its own batches beside them)."""
     found = []
     for folder in table_dir.subdirs(PREFIX):
         manifest = read_manifest(folder)
-        if manifest is not None:
+        if manifest is not None and (lake_id is None or manifest.lake_id in (lake_id, None)):
             found.append(StagedBatch(folder=folder, manifest=manifest))
     return found
 
