@@ -8,6 +8,7 @@ when a client actually connects.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
@@ -33,9 +34,9 @@ class PgDsn:
             raise ConfigError(f"{what} is empty.", "Set it to postgresql://user@host:5432/db.")
         try:
             params = {k: str(v) for k, v in conninfo_to_dict(text).items()}
-        except Exception as exc:  # psycopg.ProgrammingError, with the DSN text in it
+        except Exception as exc:  # psycopg.ProgrammingError, quoting the DSN text it choked on
             raise ConfigError(
-                f"{what} is not a valid Postgres connection string ({scrub_secrets(str(exc))}); "
+                f"{what} is not a valid Postgres connection string ({_parser_reason(exc)}); "
                 "expected postgresql://user:password@host:5432/dbname or 'host=… dbname=… user=…'.",
                 "Percent-encode special characters in the password (@ as %40, : as %3A, / as %2F).",
             ) from None
@@ -101,3 +102,10 @@ class PgDsn:
         query = "&".join(f"{k}={self.params[k]}" for k in _JDBC_PASSTHROUGH if k in self.params)
         url = f"postgresql+psycopg://{auth}@{self.host}:{self.port}/{self.dbname}"
         return f"{url}?{query}" if query else url
+
+
+def _parser_reason(exc: Exception) -> str:
+    """The parser's reason without the text it quotes: that fragment may be the password
+    (``invalid percent-encoded token: "pa%zzss"``), so every quoted part is masked."""
+    reason = scrub_secrets(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+    return re.sub(r'"[^"]*"|\'[^\']*\'', f'"{MASK}"', reason)
