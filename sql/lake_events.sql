@@ -52,3 +52,20 @@ CREATE TABLE IF NOT EXISTS {lake}.{ops}.lake_identity (
 );
 INSERT INTO {lake}.{ops}.lake_identity
 SELECT uuid()::VARCHAR, now() WHERE NOT EXISTS (SELECT 1 FROM {lake}.{ops}.lake_identity);
+
+-- Staged rows that cannot be loaded (NULL or non-UUID event_id, NULL event_timestamp, details
+-- that are not JSON, the losing copy of an id staged twice with different contents), as raw
+-- text with the reason; written in the same transaction as the batch's good rows. raw_hash
+-- makes it idempotent: a bad row the look-back reads again is not quarantined twice.
+CREATE TABLE IF NOT EXISTS {lake}.{ops}.quarantine (
+    batch_id        VARCHAR,
+    table_name      VARCHAR,
+    reason          VARCHAR,
+    event_id        VARCHAR,
+    event_type      VARCHAR,
+    event_timestamp VARCHAR,
+    details         VARCHAR,
+    created_at      VARCHAR,
+    raw_hash        VARCHAR,
+    quarantined_at  TIMESTAMP WITH TIME ZONE
+);

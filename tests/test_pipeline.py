@@ -9,7 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from pipeline import staging
-from pipeline.lake import promote
+from pipeline.lake import promote, validate
 from pipeline.ops.run import run
 from pipeline.settings.resolve import resolve
 from tests.conftest import run_cli
@@ -145,10 +145,14 @@ def test_duplicate_ids_inside_one_batch_keep_the_newest_row(settings, spark):
                f"FROM '{first}' LIMIT 10) TO '{copy}' (FORMAT parquet)")
     manifest = staging.Manifest(**{**batch.manifest.__dict__, "files": [*batch.manifest.files, copy.name]})
     result = promote.promote(resolved, staging.StagedBatch(batch.folder, manifest))
-    assert result.rows_staged == 210 and result.rows_inserted == 200 and result.rows_duplicate == 10
+    # the 10 older copies differ from their newer ones: conflicts, kept in the quarantine
+    assert (result.rows_staged, result.rows_inserted, result.rows_duplicate, result.rows_quarantined) == \
+        (210, 200, 0, 10)
     from tests.helpers import lake_query
 
     assert lake_query(settings, "SELECT count(*) FROM lake.main.events WHERE event_type = 'changed'")[0][0] == 10
+    assert lake_query(settings, "SELECT reason, count(*) FROM lake.ops.quarantine WHERE event_type <> 'changed' "
+                                "GROUP BY ALL") == [(validate.REASON_CONFLICT, 10)]
 
 
 def test_spark_partitions_overrides_the_planned_split(settings, lake_env, spark):

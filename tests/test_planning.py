@@ -27,8 +27,10 @@ def test_first_window_takes_everything_up_to_upper():
 def test_next_window_rereads_the_lookback():
     window = plan_window(T - timedelta(hours=1), timedelta(minutes=15), T)
     assert window.low == T - timedelta(hours=1, minutes=15) and window.upper == T
-    assert window.literal_sql() == ("event_timestamp > '2026-11-21T10:45:00.000000+00:00'::timestamptz "
-                                    "AND event_timestamp <= '2026-11-21T12:00:00.000000+00:00'::timestamptz")
+    # rows without a timestamp are read by every window, so they reach the quarantine
+    assert window.literal_sql() == ("(event_timestamp > '2026-11-21T10:45:00.000000+00:00'::timestamptz "
+                                    "AND event_timestamp <= '2026-11-21T12:00:00.000000+00:00'::timestamptz "
+                                    "OR event_timestamp IS NULL)")
 
 
 @pytest.mark.parametrize(("rows", "cores", "expected"), [
@@ -162,5 +164,6 @@ def test_time_chunks_cover_the_window_exactly_once():
     assert chunks[0].low == window.low and chunks[-1].upper == window.upper
     assert all(a.upper == b.low for a, b in zip(chunks, chunks[1:], strict=False))
     assert all(c.low < c.upper for c in chunks)
+    assert [c.nulls for c in chunks] == [True, False, False, False]  # NULL timestamps read once
     assert time_chunks(window, 100, first, last, rows_per_chunk=300) == [window]
     assert time_chunks(Window(None, T), 900, first, last, rows_per_chunk=300)[0].low is None

@@ -24,6 +24,8 @@ def run(args: argparse.Namespace, settings: Settings) -> Outcome:
     report = run(settings, mode=mode, engine=args.engine)
     if args.json:
         output.out(output.dumps({"status": "ok", "rows_inserted": report.rows_inserted,
+                                 "rows_quarantined": report.rows_quarantined,
+                                 "rows_in_future": report.rows_in_future,
                                  "snapshots": report.snapshots, "staged_batch": report.staged_batch,
                                  "watermark": report.watermark.isoformat() if report.watermark else None,
                                  "seconds": report.seconds}))

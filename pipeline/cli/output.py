@@ -82,6 +82,9 @@ def render_status(status: dict[str, Any]) -> str:
         f"{status['source_rows_after_watermark']} source rows after the watermark",
         f"data files      {status['data_files']} ({status['data_bytes']:,} bytes)",
         f"staged, waiting {status['staged_batches_waiting']} batch(es)",
+        f"quarantined     {status['rows_quarantined']} row(s) that cannot be loaded"
+        + (" (SELECT * FROM <lake>.ops.quarantine)" if status["rows_quarantined"] else ""),
+        f"future-dated    {status['source_rows_in_future']} source row(s), loaded when due",
         "last batches:",
     ]
     for b in status["last_batches"] or []:

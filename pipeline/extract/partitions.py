@@ -29,10 +29,12 @@ def time_chunks(window: Window, rows: int, min_ts: datetime | None, max_ts: date
                 rows_per_chunk: int = ROWS_PER_PARTITION) -> list[Window]:
     """Split ``window`` into consecutive sub-windows ``(a, b]`` of about ``rows_per_chunk`` rows
     each (assuming rows spread evenly between ``min_ts`` and ``max_ts``). Adjacent chunks share
-    their bound, so together they hold every row of the window exactly once."""
+    their bound, so together they hold every row of the window exactly once (rows without a
+    timestamp go with the first chunk)."""
     chunks = max(1, math.ceil(rows / rows_per_chunk))
     if chunks == 1 or min_ts is None or max_ts is None or min_ts >= max_ts:
         return [window]
     step = (max_ts - min_ts) / chunks
     edges = [window.low, *(min_ts + step * i for i in range(1, chunks)), window.upper]
-    return [Window(low=edges[i], upper=edges[i + 1]) for i in range(chunks)]  # type: ignore[arg-type]
+    return [Window(low=edges[i], upper=edges[i + 1], nulls=window.nulls and i == 0)  # type: ignore[arg-type]
+            for i in range(chunks)]

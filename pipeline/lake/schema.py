@@ -9,7 +9,7 @@ from pipeline.lake.transaction import transaction
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.sqltext import quote_ident, read_sql, split_statements
 
-OPS_TABLES = ("batches", "jobs", "lake_identity")
+OPS_TABLES = ("batches", "jobs", "lake_identity", "quarantine")
 PARTITION_BY = "year(event_timestamp), month(event_timestamp), day(event_timestamp)"
 
 

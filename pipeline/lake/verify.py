@@ -11,9 +11,10 @@ from datetime import datetime
 
 import duckdb
 
-from pipeline.lake import extensions
+from pipeline.lake import extensions, validate
 from pipeline.lake.attach_sql import postgres_secret_sql
 from pipeline.lake.connect import connect
+from pipeline.lake.schema import table_names
 from pipeline.settings import ResolvedSettings
 from pipeline.sqltext import quote_qualified
 
@@ -35,7 +36,8 @@ class Fingerprint:
 @dataclass(frozen=True)
 class Comparison:
     lake: Fingerprint
-    source: Fingerprint
+    source: Fingerprint  # the source's loadable rows, one per id: what the lake should hold
+    quarantined: int = 0  # source rows that cannot be loaded, kept in ops.quarantine
 
     @property
     def equal(self) -> bool:
@@ -43,9 +45,10 @@ class Comparison:
 
     def describe(self) -> str:
         verdict = "lake == source" if self.equal else "LAKE DIFFERS FROM SOURCE"
+        quarantined = f"; {self.quarantined} rows quarantined (ops.quarantine)" if self.quarantined else ""
         return (f"{verdict}: lake {self.lake.rows} rows / {self.lake.ids} ids, source "
-                f"{self.source.rows} rows / {self.source.ids} ids, checksums "
-                f"{'match' if self.lake.checksum == self.source.checksum else 'differ'}")
+                f"{self.source.rows} loadable rows / {self.source.ids} ids, checksums "
+                f"{'match' if self.lake.checksum == self.source.checksum else 'differ'}{quarantined}")
 
 
 def attach_source(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, alias: str = "src") -> None:
@@ -65,12 +68,21 @@ def fingerprint(con: duckdb.DuckDBPyConnection, relation: str,
 
 
 def compare(settings: ResolvedSettings, upper: datetime | None = None) -> Comparison:
-    """Fingerprint lake and source (optionally only events up to ``upper``)."""
+    """Fingerprint lake and source up to ``upper`` (default: the source's clock, so future-dated
+    events, which wait until due, do not count as missing)."""
     con = connect(settings, read_only=True)
     try:
         attach_source(con, settings)
-        source_relation = f"src.{quote_qualified(settings.source_table)}"
+        if upper is None:
+            upper = con.execute("SELECT * FROM postgres_query('src', 'SELECT now()')").fetchone()[0]
+        # the source as the lake should hold it: rows that can be loaded, one per id
+        source_relation = f"({validate.loadable_sql(True, f'src.{quote_qualified(settings.source_table)}')})"
+        quarantined = 0
+        if (settings.ops_schema, "quarantine") in table_names(con, settings):
+            quarantined = con.execute(
+                f"SELECT count(*) FROM {settings.quarantine_table} WHERE table_name = ?",
+                [settings.lake_table]).fetchone()[0]
         return Comparison(lake=fingerprint(con, settings.events_table, upper),
-                          source=fingerprint(con, source_relation, upper))
+                          source=fingerprint(con, source_relation, upper), quarantined=quarantined)
     finally:
         con.close()

@@ -44,11 +44,16 @@ class RunReport:
     staged_batch: str | None = None
     promotions: list[PromotionResult] = field(default_factory=list)
     watermark: datetime | None = None
+    rows_in_future: int = 0  # dated after the source's clock: they wait until due
     seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def rows_inserted(self) -> int:
         return sum(p.rows_inserted for p in self.promotions)
+
+    @property
+    def rows_quarantined(self) -> int:
+        return sum(p.rows_quarantined for p in self.promotions)
 
     @property
     def snapshots(self) -> list[int]:
@@ -71,10 +76,14 @@ class RunReport:
             committed = [p for p in self.promotions if p.outcome == "committed"]
             parts.append(f"promoted {len(committed)} of {len(self.promotions)} batch(es), "
                          f"{self.rows_inserted} new rows"
+                         + (f", {self.rows_quarantined} quarantined (see ops.quarantine)"
+                            if self.rows_quarantined else "")
                          + (f", snapshot(s) {', '.join(map(str, self.snapshots))}"
                             if self.snapshots else ", no new snapshot"))
         if self.watermark:
             parts.append(f"watermark {self.watermark.isoformat()}")
+        if self.rows_in_future:
+            parts.append(f"{self.rows_in_future} events dated in the future wait until due")
         return "; ".join(parts) or "nothing to do"
 
 
@@ -116,6 +125,10 @@ def _extract_and_promote(settings: ResolvedSettings, con: duckdb.DuckDBPyConnect
         window = plan_window(report.watermark, settings.lookback, upper)
         window_stats = stats.window_stats(conn, settings.source_table, window)
         report.window, report.rows_in_window = window, window_stats.rows
+        report.rows_in_future = stats.rows_after(conn, settings.source_table, upper)
+        if report.rows_in_future:
+            log.warning("%d events are dated after the source's clock (%s); they are loaded when "
+                        "due, never ahead of it", report.rows_in_future, upper.isoformat())
         report.seconds["plan"] = time.monotonic() - t0
         if window_stats.rows == 0:
             log.info("no new events in window %s", window.describe())

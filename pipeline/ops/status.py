@@ -35,12 +35,16 @@ def collect(settings: ResolvedSettings) -> dict[str, Any]:
             "FROM ducklake_table_info(?)", [settings.lake_name]).fetchone()
         job_runs = jobs.last_runs(con, settings) if (settings.ops_schema, "jobs") in tables else []
         lake = lake_id(con, settings) if (settings.ops_schema, "lake_identity") in tables else None
+        quarantined = con.execute(f"SELECT count(*) FROM {settings.quarantine_table} WHERE table_name = ?",
+                                  [settings.lake_table]).fetchone()[0] \
+            if (settings.ops_schema, "quarantine") in tables else 0
     finally:
         con.close()
     with connect_source(settings.source_dsn) as conn:
         exists = stats.table_exists(conn, settings.source_table)
-        newest, pending = (None, 0)
+        newest, pending, future = (None, 0, 0)
         if exists:
+            future = stats.rows_after(conn, settings.source_table, stats.server_now(conn))
             newest, pending = conn.execute(
                 f"SELECT max(event_timestamp), count(*) FILTER (WHERE %(wm)s::timestamptz IS NULL "
                 f"OR event_timestamp > %(wm)s) FROM {quote_qualified(settings.source_table)}",
@@ -54,6 +58,8 @@ def collect(settings: ResolvedSettings) -> dict[str, Any]:
         "source_newest_event": iso(newest) if newest else None,
         "lag_seconds": lag,
         "source_rows_after_watermark": pending,
+        "source_rows_in_future": future,  # dated after the source's clock: loaded when due
+        "rows_quarantined": quarantined,  # in ops.quarantine, with their reasons
         "lake_rows": lake_rows,
         "snapshot_count": snapshots,
         "latest_snapshot": latest,

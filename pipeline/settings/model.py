@@ -93,6 +93,10 @@ class Settings:
         return f"{self.lake_name}.{self.ops_schema}.batches"
 
     @property
+    def quarantine_table(self) -> str:
+        return f"{self.lake_name}.{self.ops_schema}.quarantine"
+
+    @property
     def jobs_table(self) -> str:
         return f"{self.lake_name}.{self.ops_schema}.jobs"
 

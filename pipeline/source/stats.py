@@ -40,6 +40,13 @@ def require_table(conn: psycopg.Connection, qualified: str) -> None:
         )
 
 
+def rows_after(conn: psycopg.Connection, qualified: str, upper: datetime) -> int:
+    """Rows dated after ``upper`` (the source's clock): future-dated events, which wait."""
+    query = sql.SQL("SELECT count(*) FROM {t} WHERE event_timestamp > %(upper)s").format(
+        t=table_sql(qualified))
+    return conn.execute(query, {"upper": upper}).fetchone()[0]
+
+
 def window_stats(conn: psycopg.Connection, qualified: str, window: Window) -> WindowStats:
     require_table(conn, qualified)
     query = sql.SQL(

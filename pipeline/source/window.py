@@ -12,16 +12,23 @@ from datetime import UTC, datetime, timedelta
 
 @dataclass(frozen=True)
 class Window:
-    """Half-open window on ``event_timestamp``: ``low < ts <= upper``; ``low=None`` means all."""
+    """Half-open window on ``event_timestamp``: ``low < ts <= upper``; ``low=None`` means all.
+
+    Rows without an ``event_timestamp`` belong to no time range; a window with ``nulls`` reads
+    them too, so they reach promotion and are quarantined rather than never read. (Every run's
+    window has it; of the time chunks a window is split into, only the first.)
+    """
 
     low: datetime | None
     upper: datetime
+    nulls: bool = True
 
     def where_sql(self) -> str:
         """Predicate with psycopg placeholders (see :meth:`params`)."""
-        if self.low is None:
-            return "event_timestamp <= %(upper)s"
-        return "event_timestamp > %(low)s AND event_timestamp <= %(upper)s"
+        range_sql = "event_timestamp <= %(upper)s"
+        if self.low is not None:
+            range_sql = f"event_timestamp > %(low)s AND {range_sql}"
+        return f"({range_sql} OR event_timestamp IS NULL)" if self.nulls else range_sql
 
     def params(self) -> dict[str, datetime]:
         values = {"upper": self.upper}
@@ -31,10 +38,10 @@ class Window:
 
     def literal_sql(self) -> str:
         """The same predicate with timestamp literals, for JDBC subqueries that take no params."""
-        upper = f"event_timestamp <= '{iso(self.upper)}'::timestamptz"
-        if self.low is None:
-            return upper
-        return f"event_timestamp > '{iso(self.low)}'::timestamptz AND {upper}"
+        range_sql = f"event_timestamp <= '{iso(self.upper)}'::timestamptz"
+        if self.low is not None:
+            range_sql = f"event_timestamp > '{iso(self.low)}'::timestamptz AND {range_sql}"
+        return f"({range_sql} OR event_timestamp IS NULL)" if self.nulls else range_sql
 
     def describe(self) -> str:
         low = iso(self.low) if self.low else "-inf"

@@ -1,0 +1,95 @@
+"""Which staged rows can be loaded, and where the others go (pure SQL text).
+
+A row is loaded when its ``event_id`` is a UUID (any case, with or without braces or hyphens,
+surrounding blanks ignored: all spell the same id), its ``event_timestamp`` is set, and its
+``details`` are valid JSON or NULL. Anything else goes to ``ops.quarantine`` with the raw
+values as text and the reason — never dropped, never crashing the batch. Among rows staged
+with the same id and different contents the winner is the newest ``created_at`` (then the
+latest ``event_timestamp``, then the larger ``event_type`` and ``details``, so the choice is
+deterministic); the others are quarantined as conflicts. Exact copies are plain duplicates.
+"""
+
+from __future__ import annotations
+
+REASON_NULL_ID = "event_id is NULL"
+REASON_BAD_ID = "event_id is not a UUID"
+REASON_NULL_TS = "event_timestamp is NULL"
+REASON_BAD_JSON = "details is not valid JSON"
+REASON_CONFLICT = "event_id staged twice with different contents; kept the newest created_at"
+
+
+def validated_sql(relation: str) -> str:
+    """Every row of ``relation``, typed for the lake, with ``reason`` NULL when it can be loaded."""
+    return f"""
+    SELECT *, CASE
+        WHEN raw_event_id IS NULL THEN '{REASON_NULL_ID}'
+        WHEN event_id IS NULL THEN '{REASON_BAD_ID}'
+        WHEN event_timestamp IS NULL THEN '{REASON_NULL_TS}'
+        WHEN raw_details IS NOT NULL AND details IS NULL THEN '{REASON_BAD_JSON}'
+    END AS reason
+    FROM (SELECT CAST(event_id AS VARCHAR) AS raw_event_id, CAST(details AS VARCHAR) AS raw_details,
+                 TRY_CAST(trim(CAST(event_id AS VARCHAR)) AS UUID) AS event_id,
+                 CAST(event_type AS VARCHAR) AS event_type,
+                 CAST(event_timestamp AS TIMESTAMPTZ) AS event_timestamp,
+                 CASE WHEN json_valid(CAST(details AS VARCHAR)) THEN CAST(details AS JSON) END AS details,
+                 CAST(created_at AS TIMESTAMPTZ) AS created_at
+          FROM {relation})
+    """
+
+
+# the staged batch being promoted
+VALIDATED = validated_sql("read_parquet($files)")
+_WINNER_FIRST = ("ORDER BY created_at DESC NULLS LAST, event_timestamp DESC, event_type DESC NULLS LAST, "
+                 "raw_details DESC NULLS LAST")
+_CONTENT = "md5(concat_ws('|', event_type, CAST(event_timestamp AS VARCHAR), raw_details, " \
+           "CAST(created_at AS VARCHAR)))"
+
+# What one scan tells about a batch: rows, loadable rows, their distinct ids and time range,
+# and how many cannot be loaded.
+BATCH_STATS = f"""
+    SELECT count(*), count(*) FILTER (WHERE reason IS NULL),
+           count(DISTINCT event_id) FILTER (WHERE reason IS NULL),
+           min(event_timestamp) FILTER (WHERE reason IS NULL),
+           max(event_timestamp) FILTER (WHERE reason IS NULL),
+           count(*) FILTER (WHERE reason IS NOT NULL)
+    FROM ({VALIDATED})
+"""
+
+
+def loadable_sql(has_duplicates: bool, relation: str | None = None) -> str:
+    """The rows to load: valid, one per id (the winner) when there may be repeated ids. Over
+    ``relation`` instead of the staged batch, this is the source as the lake should hold it."""
+    rows = f"SELECT * FROM ({validated_sql(relation) if relation else VALIDATED}) WHERE reason IS NULL"
+    if not has_duplicates:
+        return rows
+    return f"{rows} QUALIFY row_number() OVER (PARTITION BY event_id {_WINNER_FIRST}) = 1"
+
+
+def rejected_sql(has_invalid: bool, has_duplicates: bool) -> str | None:
+    """The rows to quarantine (with ``reason``): invalid ones, and conflict losers."""
+    parts = []
+    if has_invalid:
+        parts.append(f"SELECT * FROM ({VALIDATED}) WHERE reason IS NOT NULL")
+    if has_duplicates:
+        parts.append(f"""
+            SELECT * EXCLUDE (rank, content, winner) REPLACE ('{REASON_CONFLICT}' AS reason)
+            FROM (SELECT *, row_number() OVER w AS rank, {_CONTENT} AS content,
+                         first_value({_CONTENT}) OVER w AS winner
+                  FROM ({VALIDATED}) WHERE reason IS NULL
+                  WINDOW w AS (PARTITION BY event_id {_WINNER_FIRST}))
+            WHERE rank > 1 AND content <> winner""")
+    return " UNION ALL ".join(parts) if parts else None
+
+
+def quarantine_sql(quarantine_table: str, rejected: str) -> str:
+    """Insert ``rejected`` rows as raw text, each distinct bad row once across all batches."""
+    return f"""
+    INSERT INTO {quarantine_table}
+    SELECT DISTINCT ON (raw_hash) $batch_id, $table_name, reason, raw_event_id, event_type,
+           CAST(event_timestamp AS VARCHAR), raw_details, CAST(created_at AS VARCHAR), raw_hash, now()
+    FROM (SELECT *, md5(concat_ws('|', reason, coalesce(raw_event_id, '<NULL>'), event_type,
+                                  CAST(event_timestamp AS VARCHAR), raw_details,
+                                  CAST(created_at AS VARCHAR))) AS raw_hash
+          FROM ({rejected}))
+    WHERE raw_hash NOT IN (SELECT raw_hash FROM {quarantine_table} WHERE table_name = $table_name)
+    """

@@ -1,0 +1,79 @@
+"""A user's own table with looser types: bad rows never crash a run and are never dropped
+silently. They go to ops.quarantine with their reason, once; good rows load; lake == the
+source's loadable rows; future-dated rows wait and are reported."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+import pytest
+
+from pipeline.lake import validate
+from pipeline.ops.run import run
+from pipeline.settings import load_settings
+from pipeline.settings.resolve import resolve
+from tests.helpers import assert_lake_equals_source, data_snapshots, lake_query
+
+LOOSE_TABLE = """
+CREATE TABLE public.loose_events (event_id text, event_type text, event_timestamp timestamptz,
+                                  details text, created_at timestamptz)
+"""
+
+
+def _loose_rows(now: datetime) -> tuple[list[tuple], dict[str, int]]:
+    """50 good rows plus every kind of bad one; returns the rows and the expected reasons."""
+    ts = now - timedelta(minutes=5)
+    good = [(str(uuid.uuid4()), "api_request", ts - timedelta(seconds=i), f'{{"n": {i}}}', ts)
+            for i in range(50)]
+    same = uuid.uuid4()
+    conflict = uuid.uuid4()
+    rows = good + [
+        (None, "user_login", ts, "{}", ts),                                 # NULL id
+        ("not-a-uuid", "user_login", ts, "{}", ts),                         # not a UUID
+        (str(uuid.uuid4()), "user_login", None, "{}", ts),                  # NULL timestamp
+        (str(uuid.uuid4()), "user_login", ts, "{bad", ts),                  # invalid JSON
+        (str(uuid.uuid4()), "user_login", ts, "", ts),                      # empty JSON
+        (str(uuid.uuid4()), None, ts, None, ts),                            # NULL type/details: loads
+        (str(same), "feature_usage", ts, "{}", ts),                         # one id, three spellings,
+        ("{" + str(same).upper() + "}", "feature_usage", ts, "{}", ts),     # same contents: plain
+        (" " + str(same).replace("-", "") + " ", "feature_usage", ts, "{}", ts),  # duplicates
+        (str(conflict), "payment_processed", ts, '{"v": 1}', ts - timedelta(minutes=1)),  # loses
+        (str(conflict), "payment_processed", ts, '{"v": 2}', ts),           # newest created_at wins
+        (str(uuid.uuid4()), "user_login", datetime(2099, 1, 1, tzinfo=UTC), "{}", ts),  # future
+    ]
+    reasons = {validate.REASON_NULL_ID: 1, validate.REASON_BAD_ID: 1, validate.REASON_NULL_TS: 1,
+               validate.REASON_BAD_JSON: 2, validate.REASON_CONFLICT: 1}
+    return rows, reasons
+
+
+@pytest.mark.parametrize("engine", ["spark", "dlt"])
+def test_bad_rows_are_quarantined_once_and_good_rows_load(lake_env, spark, engine):
+    settings = load_settings({**lake_env, "SOURCE_TABLE": "public.loose_events"})
+    dsn = resolve(settings).source_dsn
+    with psycopg.connect(dsn.conninfo(), autocommit=True) as conn:
+        conn.execute(LOOSE_TABLE)
+        now = conn.execute("SELECT now()").fetchone()[0]
+        rows, reasons = _loose_rows(now)
+        with conn.cursor() as cur:
+            cur.executemany("INSERT INTO public.loose_events VALUES (%s, %s, %s, %s, %s)", rows)
+
+    report = run(settings, engine=engine, spark=spark)
+    assert report.rows_inserted == 50 + 1 + 1 + 1  # good, NULL type, the thrice-spelled id, the winner
+    assert report.rows_quarantined == sum(reasons.values())
+    assert report.rows_in_future == 1
+    quarantined = dict(lake_query(settings, "SELECT reason, count(*) FROM lake.ops.quarantine GROUP BY ALL"))
+    assert quarantined == reasons
+    [(kept,)] = lake_query(settings, "SELECT details::VARCHAR FROM lake.main.loose_events "
+                                     "WHERE event_type = 'payment_processed'")
+    assert kept == '{"v": 2}'
+    assert lake_query(settings, "SELECT event_id FROM lake.ops.quarantine WHERE reason = ?",
+                      [validate.REASON_BAD_ID]) == [("not-a-uuid",)]
+    assert_lake_equals_source(settings, expected_rows=53)  # the loadable rows, up to now
+
+    snapshots = data_snapshots(settings)
+    again = run(settings, engine=engine, spark=spark)  # the look-back re-reads every bad row
+    assert again.rows_inserted == 0 and again.rows_quarantined == 0
+    assert data_snapshots(settings) == snapshots
+    assert lake_query(settings, "SELECT count(*) FROM lake.ops.quarantine")[0][0] == sum(reasons.values())
