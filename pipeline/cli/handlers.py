@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -20,7 +21,14 @@ Outcome = tuple[bool, str]
 def run(args: argparse.Namespace, settings: Settings) -> Outcome:
     from pipeline.ops.run import run
 
-    mode = "extract" if args.extract_only else "promote" if args.promote_only else "run"
+    mode = "extract" if args.extract_only else "promote" if args.promote_only or args.retry_failed else "run"
+    if args.retry_failed:
+        from pipeline import staging
+        from pipeline.settings.resolve import resolve
+
+        restored = staging.restore_failed(staging.table_dir(resolve(settings)))
+        logging.getLogger(__name__).info("retrying %d set-aside batch(es): %s", len(restored),
+                                         ", ".join(restored) or "none")
     report = run(settings, mode=mode, engine=args.engine)
     if args.json:
         output.out(output.dumps({"status": "ok", "rows_inserted": report.rows_inserted,
@@ -28,7 +36,9 @@ def run(args: argparse.Namespace, settings: Settings) -> Outcome:
                                  "rows_in_future": report.rows_in_future,
                                  "snapshots": report.snapshots, "staged_batch": report.staged_batch,
                                  "watermark": report.watermark.isoformat() if report.watermark else None,
-                                 "seconds": report.seconds}))
+                                 "set_aside": report.set_aside, "seconds": report.seconds}))
+    if report.set_aside:
+        return False, f"Done, but not everything loaded: {report.summary()}."
     return True, f"Done: {report.summary()}."
 
 
@@ -125,6 +135,8 @@ ACTIONS: tuple[Action, ...] = (
     Action("--run", "Promote waiting staged batches, then extract and promote new events.", run),
     Action("--extract-only", "Extract new events into a staged batch without promoting it.", run),
     Action("--promote-only", "Promote every complete staged batch, oldest first.", run),
+    Action("--retry-failed", "Put batches that were set aside (they could not be promoted) back in line "
+           "and promote them, after fixing the cause.", run),
     Action("--demo", "Generate 10,000 events, run, rerun, add late events, run, and show snapshots "
            "and time travel.", demo),
     Action("--status", "Show watermark, lag, last batches and snapshot count.", status),

@@ -85,6 +85,8 @@ def render_status(status: dict[str, Any]) -> str:
         f"quarantined     {status['rows_quarantined']} row(s) that cannot be loaded"
         + (" (SELECT * FROM <lake>.ops.quarantine)" if status["rows_quarantined"] else ""),
         f"future-dated    {status['source_rows_in_future']} source row(s), loaded when due",
+        *[f"SET ASIDE       batch {b['batch_id']}: {b['error']} (fix, then --retry-failed)"
+          for b in status["set_aside_batches"]],
         "last batches:",
     ]
     for b in status["last_batches"] or []:

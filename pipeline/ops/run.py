@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Literal
 import duckdb
 
 from pipeline import faults, staging
+from pipeline.errors import first_line, is_transient
 from pipeline.extract.batch import ExtractRequest, extract
 from pipeline.extract.engines import make_extractor
 from pipeline.lake import batches
@@ -27,6 +28,7 @@ from pipeline.settings.resolve import resolve
 from pipeline.source import stats
 from pipeline.source.snapshot import exported_snapshot
 from pipeline.source.window import Window, plan_window
+from pipeline.staging import StagedBatch
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -45,6 +47,7 @@ class RunReport:
     promotions: list[PromotionResult] = field(default_factory=list)
     watermark: datetime | None = None
     rows_in_future: int = 0  # dated after the source's clock: they wait until due
+    set_aside: list[str] = field(default_factory=list)  # batches that could not be promoted
     seconds: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -84,6 +87,9 @@ class RunReport:
             parts.append(f"watermark {self.watermark.isoformat()}")
         if self.rows_in_future:
             parts.append(f"{self.rows_in_future} events dated in the future wait until due")
+        if self.set_aside:
+            parts.append(f"{len(self.set_aside)} batch(es) SET ASIDE, not loaded: "
+                         f"{', '.join(self.set_aside)} (see the error above; then --retry-failed)")
         return "; ".join(parts) or "nothing to do"
 
 
@@ -106,7 +112,7 @@ def run(settings: Settings, mode: Mode = "run", engine: str = "spark",
             # batches an earlier run staged but did not promote (a crash, --extract-only)
             for batch in staging.complete_batches(staging.table_dir(resolved), lake):
                 log.info("promoting staged batch %s (%d rows)", batch.batch_id, batch.manifest.row_count)
-                report.advance(promote(resolved, batch, con))
+                _promote_or_set_aside(resolved, batch, con, report)
         if mode in ("run", "extract"):
             _extract_and_promote(resolved, con, lake, mode, engine, spark, spark_factory, report)
     finally:
@@ -149,5 +155,21 @@ def _extract_and_promote(settings: ResolvedSettings, con: duckdb.DuckDBPyConnect
     faults.maybe_crash(settings, "after-stage")
     if mode == "run":
         t0 = time.monotonic()
-        report.advance(promote(settings, batch, con))
+        _promote_or_set_aside(settings, batch, con, report)
         report.seconds["promote"] = time.monotonic() - t0
+
+
+def _promote_or_set_aside(settings: ResolvedSettings, batch: StagedBatch, con: duckdb.DuckDBPyConnection,
+                          report: RunReport) -> None:
+    """Promote ``batch``; if the batch itself cannot be read or loaded (a corrupt or foreign file,
+    not an outage), move it aside with the error so the batches after it still load."""
+    try:
+        report.advance(promote(settings, batch, con))
+    except duckdb.Error as exc:
+        if is_transient(exc):
+            raise  # the catalog or object store is away: the batch is fine, retry later
+        folder = staging.set_aside(staging.table_dir(settings), batch, first_line(exc))
+        report.set_aside.append(batch.batch_id)
+        log.error("batch %s cannot be promoted (%s); set aside in %s, kept whole, so later batches "
+                  "load. Fix the cause, then run: events_pipeline.py --retry-failed",
+                  batch.batch_id, first_line(exc), folder.uri())

@@ -67,6 +67,8 @@ def collect(settings: ResolvedSettings) -> dict[str, Any]:
         "data_bytes": int(size),
         "staged_batches_waiting": len(staging.complete_batches(staging.table_dir(settings), lake))
         if lake else 0,
+        # batches that could not be promoted, kept whole; --retry-failed puts them back in line
+        "set_aside_batches": staging.failed_batches(staging.table_dir(settings)),
         "jobs": {r["job"]: {"status": r["status"], "started_at": iso(r["started_at"]),
                             "finished_at": iso(r["finished_at"]), "error": r["error"]}
                  for r in job_runs},

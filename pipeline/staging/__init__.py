@@ -2,6 +2,8 @@
 folder or object storage (:mod:`.location`)."""
 
 from pipeline.staging.contract import (
+    FAILED,
+    FAILURE,
     MANIFEST,
     PREFIX,
     Manifest,
@@ -9,15 +11,19 @@ from pipeline.staging.contract import (
     batch_dir,
     clean_stale,
     complete_batches,
+    failed_batches,
     is_complete,
     new_batch_id,
     parquet_files,
     read_manifest,
     remove_batch,
+    restore_failed,
+    set_aside,
     write_manifest,
 )
 from pipeline.staging.location import StagingDir, staging_root, table_dir
 
-__all__ = ["MANIFEST", "PREFIX", "Manifest", "StagedBatch", "StagingDir", "batch_dir", "clean_stale",
-           "complete_batches", "is_complete", "new_batch_id", "parquet_files", "read_manifest",
-           "remove_batch", "staging_root", "table_dir", "write_manifest"]
+__all__ = ["FAILED", "FAILURE", "MANIFEST", "PREFIX", "Manifest", "StagedBatch", "StagingDir", "batch_dir",
+           "clean_stale", "complete_batches", "failed_batches", "is_complete", "new_batch_id",
+           "parquet_files", "read_manifest", "remove_batch", "restore_failed", "set_aside",
+           "staging_root", "table_dir", "write_manifest"]

@@ -19,6 +19,8 @@ from pipeline.staging.location import StagingDir
 
 MANIFEST = "_manifest.json"
 PREFIX = "batch_id="
+FAILED = "_failed"  # STAGING_PATH/<table>/_failed/batch_id=<id>: batches set aside
+FAILURE = "_failure.json"
 
 
 def new_batch_id(now: datetime | None = None) -> str:
@@ -118,3 +120,33 @@ def clean_stale(table_dir: StagingDir, older_than_seconds: float = 3600.0) -> li
             folder.remove()
             removed.append(folder)
     return removed
+
+
+def set_aside(table_dir: StagingDir, batch: StagedBatch, error: str) -> StagingDir:
+    """Move a batch that cannot be promoted to ``_failed/`` with the error, so later batches
+    load; it is kept whole (manifest included) for :func:`restore_failed`."""
+    target = table_dir.child(FAILED).child(batch.folder.name)
+    batch.folder.move_to(target)
+    target.write_text(FAILURE, json.dumps({"batch_id": batch.batch_id, "error": error,
+                                           "set_aside_at": iso(datetime.now(UTC))}, indent=2))
+    return target
+
+
+def failed_batches(table_dir: StagingDir) -> list[dict[str, str]]:
+    """The batches set aside, oldest first, each with its error."""
+    found = []
+    for folder in table_dir.child(FAILED).subdirs(PREFIX):
+        text = folder.read_text(FAILURE)
+        found.append(json.loads(text) if text else
+                     {"batch_id": folder.name.removeprefix(PREFIX), "error": "unknown"})
+    return found
+
+
+def restore_failed(table_dir: StagingDir) -> list[str]:
+    """Put every set-aside batch back in line (after the cause was fixed); returns their ids."""
+    restored = []
+    for folder in table_dir.child(FAILED).subdirs(PREFIX):
+        folder.delete(FAILURE)
+        folder.move_to(table_dir.child(folder.name))
+        restored.append(folder.name.removeprefix(PREFIX))
+    return restored

@@ -144,6 +144,21 @@ class StagingDir:
         with contextlib.suppress(FileNotFoundError):
             self.fs.delete_file(self._join(name))
 
+    def move_to(self, target: StagingDir) -> None:
+        """Move this folder's files under ``target`` (a rename on a folder; copy then delete on an
+        object store, which has no directory rename)."""
+        if self.is_local:
+            target.make(exist_ok=True)
+            target.remove()
+            self.fs.move(self.path, target.path)
+            return
+        infos = self.fs.get_file_info(pafs.FileSelector(self.path, recursive=True))
+        for info in infos:
+            if info.type == pafs.FileType.File:
+                relative = posixpath.relpath(info.path, self.path)
+                self.fs.copy_file(info.path, posixpath.join(target.path, relative))
+        self.remove()
+
     def remove(self) -> None:
         with contextlib.suppress(FileNotFoundError):
             self.fs.delete_dir(self.path)
