@@ -114,3 +114,29 @@ def test_a_batch_that_cannot_be_promoted_is_set_aside_and_retried_after_the_fix(
     assert "already" in retried.stdout + retried.stderr or "no new rows" in retried.stdout + retried.stderr
     assert staging.failed_batches(staging.table_dir(settings)) == []
     assert_lake_equals_source(settings, expected_rows=350)
+
+
+def test_naive_timestamps_in_a_non_utc_database_are_read_as_utc_everywhere(lake_env, spark):
+    """``timestamp without time zone`` in a database whose TimeZone is not UTC: planning, reading
+    and --status all take the values as UTC, so new rows are counted, loaded and verified."""
+    from pipeline.ops.status import collect
+
+    settings = load_settings({**lake_env, "SOURCE_TABLE": "public.naive_events"})
+    dsn = resolve(settings).source_dsn
+    with psycopg.connect(dsn.conninfo(), autocommit=True) as conn:
+        conn.execute(f'ALTER DATABASE "{dsn.dbname}" SET timezone TO \'America/New_York\'')
+    with psycopg.connect(dsn.conninfo(), autocommit=True) as conn:
+        conn.execute("CREATE TABLE public.naive_events (event_id uuid, event_type text, "
+                     "event_timestamp timestamp, details jsonb, created_at timestamp)")
+        conn.execute("INSERT INTO public.naive_events SELECT gen_random_uuid(), 'api_request', "
+                     "(now() AT TIME ZONE 'UTC') - i * interval '1 second', '{}', now() AT TIME ZONE 'UTC' "
+                     "FROM generate_series(1, 300) i")
+    assert run(settings, spark=spark).rows_inserted == 300
+    with psycopg.connect(dsn.conninfo(), autocommit=True) as conn:
+        conn.execute("INSERT INTO public.naive_events SELECT gen_random_uuid(), 'api_request', "
+                     "(now() AT TIME ZONE 'UTC') - i * interval '1 millisecond', '{}', now() AT TIME ZONE 'UTC' "
+                     "FROM generate_series(1, 40) i")
+    assert run(settings, spark=spark).rows_inserted == 40  # counted in UTC, so not "zero new rows"
+    status = collect(resolve(settings))
+    assert status["source_rows_after_watermark"] == 0 and status["lag_seconds"] is not None
+    assert_lake_equals_source(settings, expected_rows=340)

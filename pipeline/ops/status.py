@@ -46,8 +46,9 @@ def collect(settings: ResolvedSettings) -> dict[str, Any]:
         if exists:
             future = stats.rows_after(conn, settings.source_table, stats.server_now(conn))
             newest, pending = conn.execute(
-                f"SELECT max(event_timestamp), count(*) FILTER (WHERE %(wm)s::timestamptz IS NULL "
-                f"OR event_timestamp > %(wm)s) FROM {quote_qualified(settings.source_table)}",
+                f"SELECT max(event_timestamp)::timestamptz, count(*) FILTER (WHERE "
+                f"%(wm)s::timestamptz IS NULL OR event_timestamp > %(wm)s) "
+                f"FROM {quote_qualified(settings.source_table)}",
                 {"wm": watermark}).fetchone()
     lag = (newest - watermark).total_seconds() if newest and watermark else None
     return {

@@ -13,9 +13,13 @@ from pipeline.settings.pgdsn import PgDsn
 
 @contextmanager
 def connect(dsn: PgDsn, *, autocommit: bool = True) -> Iterator[psycopg.Connection]:
-    """A psycopg connection; an unreachable server becomes :class:`SourceUnavailable`."""
+    """A psycopg connection; an unreachable server becomes :class:`SourceUnavailable`.
+
+    The session runs in UTC, as the engines' reads do: a ``timestamp without time zone`` column
+    is then counted, windowed and read as UTC everywhere, whatever the server's TimeZone."""
     try:
-        conn = psycopg.connect(dsn.conninfo(), autocommit=autocommit, connect_timeout=10)
+        options = f"{dsn.params.get('options', '')} -c TimeZone=UTC".strip()
+        conn = psycopg.connect(dsn.conninfo(), autocommit=autocommit, connect_timeout=10, options=options)
     except psycopg.OperationalError as exc:
         hint = "Check SOURCE_PG_DSN (host, port, user, password, dbname) and that the server runs."
         raise service_error(exc, f"Cannot connect to the source Postgres at {dsn.masked()}",

@@ -50,7 +50,9 @@ def rows_after(conn: psycopg.Connection, qualified: str, upper: datetime) -> int
 def window_stats(conn: psycopg.Connection, qualified: str, window: Window) -> WindowStats:
     require_table(conn, qualified)
     query = sql.SQL(
-        "SELECT count(*), min(event_timestamp), max(event_timestamp) FROM {t} WHERE {w}"
+        # ::timestamptz: a naive column's values are UTC (the session's zone), made explicit
+        "SELECT count(*), min(event_timestamp)::timestamptz, max(event_timestamp)::timestamptz "
+        "FROM {t} WHERE {w}"
     ).format(t=table_sql(qualified), w=sql.SQL(window.where_sql()))
     rows, lo, hi = conn.execute(query, window.params()).fetchone()
     return WindowStats(rows=rows, min_ts=lo, max_ts=hi)
