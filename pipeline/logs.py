@@ -1,4 +1,7 @@
-"""Log lines for humans: time, run id, message. One run id per process run."""
+"""Log lines for humans: time, run id, message. One run id per process run.
+
+Logs go to stderr, so stdout holds only results: tables, the last line, or with ``--json``
+exactly one JSON document (``… --json | jq`` works)."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ RUN_ID = secrets.token_hex(3)
 
 
 def setup(verbose: bool = False) -> None:
-    handler = logging.StreamHandler(sys.stdout)
+    handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter(f"%(asctime)s [run {RUN_ID}] %(message)s", "%H:%M:%S"))
     root = logging.getLogger()
     root.handlers[:] = [handler]

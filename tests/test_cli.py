@@ -68,5 +68,5 @@ def test_status_json_reports_watermark_and_rows(lake_env):
     run_cli("events_pipeline.py", "--run", "--engine", "dlt", env=lake_env)
     result = run_cli("events_pipeline.py", "--status", "--json", env=lake_env)
     assert result.returncode == 0, result.stderr
-    status = json.loads(result.stdout[: result.stdout.rindex("}") + 1])
+    status = json.loads(result.stdout)
     assert status["lake_rows"] == 50 and status["watermark"] and status["source_rows_after_watermark"] == 0

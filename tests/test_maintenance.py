@@ -33,7 +33,8 @@ def _files(settings) -> list[str]:
 
 
 def _json_head(stdout: str) -> dict:
-    return json.loads(stdout[: stdout.rindex("}") + 1])
+    """--json output is one JSON document, nothing else (logs and the last line go to stderr)."""
+    return json.loads(stdout)
 
 
 def test_dry_run_reports_but_changes_nothing(settings, lake_env):
@@ -46,7 +47,7 @@ def test_dry_run_reports_but_changes_nothing(settings, lake_env):
     report = _json_head(result.stdout)
     assert report["dry_run"] and len(report["snapshots_expired"]) >= 4
     assert report["files_before"] == 4 and report["files_after"] == 1
-    assert result.stdout.strip().splitlines()[-1].startswith("Maintenance dry run done")
+    assert result.stderr.strip().splitlines()[-1].startswith("Maintenance dry run done")
     assert lake_query(settings, "SELECT snapshot_id FROM lake.snapshots()") == snapshots_before
     assert _files(settings) == files_before
 

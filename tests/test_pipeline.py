@@ -4,16 +4,17 @@ the lake equals the source after loads, reruns, late events, crashes and concurr
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import shutil
 from datetime import timedelta
 from pathlib import Path
 
 from pipeline import staging
-from pipeline.lake import promote, validate
+from pipeline.lake import promote, validate, verify
 from pipeline.ops.run import run
 from pipeline.settings.resolve import resolve
 from tests.conftest import run_cli
-from tests.helpers import add_events, assert_lake_equals_source, data_snapshots, snapshot_ids
+from tests.helpers import add_events, assert_lake_equals_source, data_snapshots, lake_query, snapshot_ids
 
 
 def test_first_load_copies_every_event(settings, spark):
@@ -45,12 +46,26 @@ def test_late_events_inside_lookback_are_caught_once(settings, spark):
     assert_lake_equals_source(settings, expected_rows=2_300)
 
 
-def test_events_later_than_lookback_are_missed_as_documented(settings, spark):
-    """The look-back is the tolerance: an event older than it is not picked up."""
+def test_events_later_than_lookback_are_missed_by_runs_and_backfilled_by_reconcile(settings, lake_env, spark):
+    """The look-back is the runs' tolerance: an event older than it is not picked up by --run,
+    and --reconcile finds it hour by hour and backfills it in one snapshot that says so."""
     add_events(settings, 100, seed=5)
     run(settings, spark=spark)
     add_events(settings, 10, seed=6, late_by=timedelta(hours=2))
     assert run(settings, spark=spark).rows_inserted == 0
+    assert not verify.compare(resolve(settings)).equal
+
+    result = run_cli("events_pipeline.py", "--reconcile", "--since", "1d", "--json", env=lake_env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert report["rows_backfilled"] == 10 and len(report["hours_differing"]) >= 1
+    assert report["lake_rows_not_in_source"] == 0
+    [message] = lake_query(settings, "SELECT commit_message FROM lake.snapshots() WHERE snapshot_id = ?",
+                           [report["snapshot_id"]])[0]
+    assert message.startswith("reconcile batch") and "backfill late events" in message
+    assert_lake_equals_source(settings, expected_rows=110)
+    again = run_cli("events_pipeline.py", "--reconcile", "--json", env=lake_env)
+    assert json.loads(again.stdout)["hours_differing"] == []
 
 
 def test_dlt_engine_builds_the_same_lake_as_spark(settings, lake_env, spark, tmp_path):

@@ -22,7 +22,8 @@ def test_scheduler_keeps_the_lake_fresh_and_small_while_events_stream_in(setting
     generator = Proc("insert_event_data_loop.py", "--continuous", "--rows", "300", "--delay", "0.5",
                      "--quiet", env=lake_env)
     scheduler = Proc("events_pipeline.py", "--schedule", "--run-now", "--load-every", "3s",
-                     "--expire-every", "7s", "--compact-every", "11s", "--retention", "2s", env=lake_env)
+                     "--expire-every", "7s", "--compact-every", "11s", "--retention", "2s",
+                     "--reconcile-every", "5s", env=lake_env)
     try:
         first_compact = scheduler.wait_for("job compact success", timeout=180)
         scheduler.wait_for("job compact success", timeout=60, after=first_compact + 1)
@@ -34,7 +35,7 @@ def test_scheduler_keeps_the_lake_fresh_and_small_while_events_stream_in(setting
     assert scheduler.lines[-1] == "Scheduler stopped cleanly."
     rows = _jobs(settings)
     succeeded = {job for job, status, *_ in rows if status == "success"}
-    assert succeeded == {"load", "expire", "compact"}
+    assert succeeded == {"load", "expire", "compact", "reconcile"}
     compactions = [json.loads(d) for job, status, _, _, d in rows if job == "compact" and status == "success"]
     assert any(c["files_after"] < c["files_before"] for c in compactions), compactions
     assert any(json.loads(d)["snapshots_expired"] for job, s, _, _, d in rows if job == "expire")

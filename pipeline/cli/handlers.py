@@ -42,6 +42,15 @@ def run(args: argparse.Namespace, settings: Settings) -> Outcome:
     return True, f"Done: {report.summary()}."
 
 
+def reconcile(args: argparse.Namespace, settings: Settings) -> Outcome:
+    from pipeline.ops.reconcile import reconcile
+
+    report = reconcile(settings)
+    if args.json:
+        output.out(output.dumps({"status": "ok", **report.as_dict()}))
+    return True, f"Reconciled: {report.summary()}."
+
+
 def demo(args: argparse.Namespace, settings: Settings) -> Outcome:
     from pipeline.ops.demo import demo
 
@@ -135,6 +144,9 @@ ACTIONS: tuple[Action, ...] = (
     Action("--run", "Promote waiting staged batches, then extract and promote new events.", run),
     Action("--extract-only", "Extract new events into a staged batch without promoting it.", run),
     Action("--promote-only", "Promote every complete staged batch, oldest first.", run),
+    Action("--reconcile", "Load events that reached the source later than the look-back: compare "
+           "source and lake hour by hour over --since (default RECONCILE_SINCE) and backfill what is "
+           "missing in one snapshot.", reconcile),
     Action("--retry-failed", "Put batches that were set aside (they could not be promoted) back in line "
            "and promote them, after fixing the cause.", run),
     Action("--demo", "Generate 10,000 events, run, rerun, add late events, run, and show snapshots "

@@ -22,16 +22,16 @@ def main(argv: list[str] | None = None) -> int:
         settings = load_settings(flags=setting_flags(args), spark_conf=args.spark_conf)
         ok, message = dispatch(args, settings)
     except PipelineError as exc:
-        output.print_error(exc)
+        output.print_error(exc, as_json=args.json)
         return 1
     except KeyboardInterrupt:
-        output.out("Interrupted; nothing half-done was committed.")
+        output.last_line("Interrupted; nothing half-done was committed.", as_json=args.json)
         return 130
     except Exception as exc:  # an unexpected failure still ends with a plain last line
         log.exception("unexpected error")
-        output.print_unexpected(exc)
+        output.print_unexpected(exc, as_json=args.json)
         return 1
-    output.out(message)
+    output.last_line(message, as_json=args.json)
     return 0 if ok else 1
 
 

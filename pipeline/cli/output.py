@@ -97,7 +97,7 @@ def render_status(status: dict[str, Any]) -> str:
         lines.append("  (none)")
     scheduler = status["scheduler"] or {}
     lines.append("jobs:" + ("" if scheduler else "  (no scheduler running)"))
-    for name in ("load", "expire", "compact"):
+    for name in ("load", "expire", "compact", "reconcile"):
         last = status["jobs"].get(name)
         planned = scheduler.get("jobs", {}).get(name, {})
         result = (f"last {last['status']} at {last['finished_at']}"
@@ -122,15 +122,30 @@ def render_demo(result: Any) -> str:
     return "\n".join(lines) + "\n"
 
 
-def print_error(exc: PipelineError) -> None:
-    """The message and its hint on stderr; the plain last line on stdout."""
+def last_line(text: str, *, as_json: bool = False) -> None:
+    """The plain last line: on stdout, or with ``--json`` on stderr (stdout holds the document)."""
+    print(text, file=sys.stderr if as_json else sys.stdout, flush=True)
+
+
+def print_error(exc: PipelineError, *, as_json: bool = False) -> None:
+    """The message and its hint on stderr; the plain last line on stdout, or with ``--json``
+    the error as the one JSON document there."""
     message = scrub_secrets(str(exc))
     print(f"error: {message}", file=sys.stderr)
     if exc.hint:
         print(f"  hint: {scrub_secrets(exc.hint)}", file=sys.stderr)
-    retry = " (temporary: retrying later may succeed)" if isinstance(exc, TransientError) else ""
+    temporary = isinstance(exc, TransientError)
+    if as_json:
+        out(dumps({"status": "error", "error": message, "hint": scrub_secrets(exc.hint) or None,
+                   "temporary": temporary}))
+        return
+    retry = " (temporary: retrying later may succeed)" if temporary else ""
     out(f"Failed{retry}: {first_line(message)}")
 
 
-def print_unexpected(exc: BaseException) -> None:
-    out(f"Failed with an unexpected error: {first_line(scrub_secrets(str(exc)))}")
+def print_unexpected(exc: BaseException, *, as_json: bool = False) -> None:
+    message = first_line(scrub_secrets(str(exc)))
+    if as_json:
+        out(dumps({"status": "error", "error": message, "hint": None, "temporary": False}))
+        return
+    out(f"Failed with an unexpected error: {message}")

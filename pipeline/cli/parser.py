@@ -14,7 +14,8 @@ from pipeline.settings.keys import default
 
 # flag -> the environment key it overrides (read by pipeline.settings.load_settings)
 SETTING_FLAGS = {"--lookback": "LOOKBACK", "--load-every": "LOAD_EVERY", "--expire-every": "EXPIRE_EVERY",
-                 "--compact-every": "COMPACT_EVERY", "--retention": "RETENTION"}
+                 "--compact-every": "COMPACT_EVERY", "--retention": "RETENTION",
+                 "--reconcile-every": "RECONCILE_EVERY", "--since": "RECONCILE_SINCE"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -57,7 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     timing = parser.add_argument_group("scheduling and maintenance (units s, m, h, d, w)")
     for flag, what in (("--load-every", "Load interval"), ("--expire-every", "Snapshot expiry interval"),
                        ("--compact-every", "Compaction interval"),
-                       ("--retention", "Keep snapshots this long for time travel")):
+                       ("--retention", "Keep snapshots this long for time travel"),
+                       ("--reconcile-every", "Reconcile interval"),
+                       ("--since", "With --reconcile: compare source and lake this far back")):
         key = SETTING_FLAGS[flag]
         timing.add_argument(flag, help=f"{what} (env {key}, default {default(key)}).")
     timing.add_argument("--run-now", action="store_true", help="With --schedule: load at start.")

@@ -26,6 +26,7 @@ from pipeline.settings import ResolvedSettings
 from pipeline.staging import StagedBatch
 
 log = logging.getLogger(__name__)
+RECONCILE_ENGINE = "reconcile"  # the manifest engine of backfill batches (pipeline.ops.reconcile)
 
 
 def insert_sql(events_table: str, batch_has_duplicates: bool = True) -> str:
@@ -104,7 +105,9 @@ def _promote_locked(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, 
         return result("empty")
     has_duplicates = distinct_ids < loadable
 
-    message = f"promote batch {batch.batch_id} window {manifest.window.describe()}"
+    message = (f"reconcile batch {batch.batch_id}: backfill late events in {manifest.window.describe()}"
+               if manifest.engine == RECONCILE_ENGINE else
+               f"promote batch {batch.batch_id} window {manifest.window.describe()}")
     extra = json.dumps({"batch_id": batch.batch_id, "engine": manifest.engine,
                         "window_low": manifest.window_low, "window_upper": manifest.window_upper,
                         "rows_staged": staged})

@@ -67,6 +67,7 @@ class Scheduler:
             "load": Job("load", self.intervals.load, self._load),
             "expire": Job("expire", self.intervals.expire, self._expire),
             "compact": Job("compact", self.intervals.compact, self._compact),
+            "reconcile": Job("reconcile", self.intervals.reconcile, self._reconcile),
         }
         self.scheduler = schedule.Scheduler()
         for job in self.jobs.values():
@@ -98,6 +99,12 @@ class Scheduler:
     def _compact(self) -> dict[str, Any]:
         return maintain.run_maintenance(self.settings, self.intervals.retention,
                                         steps=("compact",)).as_dict()
+
+    def _reconcile(self) -> dict[str, Any]:
+        from pipeline.ops.reconcile import reconcile
+
+        report = reconcile(self.settings)
+        return {**report.as_dict(), "summary": report.summary()}
 
     # --- running -----------------------------------------------------------------------
     def tick(self, job: Job) -> None:
@@ -183,9 +190,11 @@ class Scheduler:
     def serve(self, run_now: bool = False) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self.request_stop)
-        log.info("scheduler up: load every %s, expire every %s (retention %s), compact every %s",
-                 format_duration(self.intervals.load), format_duration(self.intervals.expire),
-                 format_duration(self.intervals.retention), format_duration(self.intervals.compact))
+        log.info("scheduler up: load every %s, expire every %s (retention %s), compact every %s, "
+                 "reconcile every %s (over %s)", format_duration(self.intervals.load),
+                 format_duration(self.intervals.expire), format_duration(self.intervals.retention),
+                 format_duration(self.intervals.compact), format_duration(self.intervals.reconcile),
+                 format_duration(self.intervals.reconcile_since))
         if run_now:
             self.tick(self.jobs["load"])
         self.write_state()

@@ -46,6 +46,8 @@ ENV_KEYS: dict[str, EnvKey] = {
     "EXPIRE_EVERY": EnvKey("scheduler: snapshot expiry interval", "1d"),
     "COMPACT_EVERY": EnvKey("scheduler: compaction interval", "1w"),
     "RETENTION": EnvKey("snapshots younger than this stay available for time travel", "7d"),
+    "RECONCILE_EVERY": EnvKey("scheduler: interval of the reconcile job (late events beyond LOOKBACK)", "1d"),
+    "RECONCILE_SINCE": EnvKey("how far back --reconcile compares source and lake, hour by hour", "7d"),
     "S3_ENDPOINT": EnvKey("object storage endpoint host:port (MinIO, R2 …)"),
     "S3_REGION": EnvKey("object storage region"),
     "S3_ACCESS_KEY_ID": EnvKey("object storage key id (unset: the AWS credential chain)"),

@@ -53,6 +53,8 @@ class Intervals:
     expire: timedelta
     compact: timedelta
     retention: timedelta
+    reconcile: timedelta
+    reconcile_since: timedelta  # how far back reconcile compares
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,0 +1,164 @@
+"""``--reconcile``: find events that committed in the source later than the look-back and load them.
+
+A run re-reads only ``LOOKBACK`` behind the watermark, so a row that becomes visible later than
+that is never in a window. Reconcile compares source and lake hour by hour over ``--since``
+(counts first — an index-bounded aggregate in Postgres — then the id sets of the hours that
+differ), stages the missing rows as one batch and promotes it through the normal path: one
+snapshot, quarantine for bad rows, the commit message says it is a backfill. Lake rows the
+source no longer has are counted and reported, never deleted.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+
+import duckdb
+
+from pipeline import staging
+from pipeline.extract.batch import STAGED_COLUMNS
+from pipeline.lake import batches, validate
+from pipeline.lake.connect import connect
+from pipeline.lake.promote import RECONCILE_ENGINE, promote
+from pipeline.lake.schema import ensure_tables, lake_id
+from pipeline.lake.verify import attach_source
+from pipeline.settings import ResolvedSettings, Settings
+from pipeline.settings.durations import format_duration
+from pipeline.settings.resolve import resolve
+from pipeline.source import stats
+from pipeline.source.connect import connect as connect_source
+from pipeline.source.window import Window, iso
+from pipeline.sqltext import quote_literal, quote_qualified
+
+log = logging.getLogger(__name__)
+HOUR = timedelta(hours=1)
+
+
+@dataclass
+class ReconcileReport:
+    since: str
+    low: str | None = None
+    upper: str | None = None
+    hours_compared: int = 0
+    hours_differing: list[str] = field(default_factory=list)
+    rows_backfilled: int = 0
+    rows_quarantined: int = 0
+    lake_rows_not_in_source: int = 0  # reported, never deleted
+    snapshot_id: int | None = None
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def summary(self) -> str:
+        if self.upper is None:
+            return "nothing loaded yet: nothing to reconcile"
+        text = (f"compared {self.hours_compared} hour(s) in ({self.low}, {self.upper}]; "
+                f"{len(self.hours_differing)} differed; backfilled {self.rows_backfilled} late row(s)")
+        if self.snapshot_id is not None:
+            text += f" in snapshot {self.snapshot_id}"
+        if self.rows_quarantined:
+            text += f", {self.rows_quarantined} quarantined"
+        if self.lake_rows_not_in_source:
+            text += (f"; {self.lake_rows_not_in_source} lake row(s) are no longer in the source "
+                     "(kept; the lake never deletes on its own)")
+        return text
+
+
+def differing_hours(source: dict[datetime, int], lake: dict[datetime, int]) -> list[datetime]:
+    """Hours whose counts differ (pure)."""
+    return sorted(h for h in source.keys() | lake.keys() if source.get(h, 0) != lake.get(h, 0))
+
+
+def reconcile(settings: Settings, since: timedelta | None = None) -> ReconcileReport:
+    resolved = resolve(settings)
+    since = since or resolved.intervals.reconcile_since
+    report = ReconcileReport(since=format_duration(since))
+    started = time.monotonic()
+    con = connect(resolved)
+    try:
+        ensure_tables(con, resolved)
+        upper = batches.watermark(con, resolved)
+        if upper is None:
+            return report
+        # newer rows are the regular runs' business (they re-read the look-back)
+        low = upper - since
+        report.low, report.upper = iso(low), iso(upper)
+        source_counts = _source_hours(resolved, low, upper)
+        lake_counts = _lake_hours(con, resolved, low, upper)
+        report.hours_compared = len(source_counts.keys() | lake_counts.keys())
+        hours = differing_hours(source_counts, lake_counts)
+        report.hours_differing = [iso(h) for h in hours]
+        if hours:
+            _backfill(con, resolved, hours, Window(low=low, upper=upper, nulls=False), report)
+    finally:
+        con.close()
+    report.seconds = round(time.monotonic() - started, 3)
+    log.info("reconcile: %s", report.summary())
+    return report
+
+
+def _source_hours(settings: ResolvedSettings, low: datetime, upper: datetime) -> dict[datetime, int]:
+    with connect_source(settings.source_dsn) as conn:  # a UTC session: hours are UTC hours
+        stats.require_table(conn, settings.source_table)
+        rows = conn.execute(
+            f"SELECT date_trunc('hour', event_timestamp::timestamptz), count(*) "
+            f"FROM {quote_qualified(settings.source_table)} "
+            "WHERE event_timestamp > %(low)s AND event_timestamp <= %(upper)s GROUP BY 1",
+            {"low": low, "upper": upper}).fetchall()
+    return dict(rows)
+
+
+def _lake_hours(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, low: datetime,
+                upper: datetime) -> dict[datetime, int]:
+    return dict(con.execute(
+        f"SELECT date_trunc('hour', event_timestamp), count(*) FROM {settings.events_table} "
+        "WHERE event_timestamp > $low AND event_timestamp <= $upper GROUP BY 1",
+        {"low": low, "upper": upper}).fetchall())
+
+
+def _backfill(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, hours: list[datetime],
+              window: Window, report: ReconcileReport) -> None:
+    """Stage the source rows of ``hours`` the lake lacks as one batch, and promote it."""
+    attach_source(con, settings)
+    ranges = " OR ".join(f"(event_timestamp >= '{iso(h)}'::timestamptz AND event_timestamp < "
+                         f"'{iso(h + HOUR)}'::timestamptz)" for h in hours)
+    columns = ", ".join(f"{expr} AS {name}" for name, expr in STAGED_COLUMNS.items())
+    # the query runs in Postgres (index range scans over the differing hours only); its rows
+    # are held once in DuckDB for both comparisons
+    source_query = (f"SELECT {columns} FROM {quote_qualified(settings.source_table)} "
+                    f"WHERE ({ranges}) AND {window.literal_sql()}")
+    con.execute("CREATE OR REPLACE TEMP TABLE reconcile_source AS " + validate.validated_sql(
+        f"postgres_query('src', {quote_literal(source_query)})"))
+    bounds = (f"event_timestamp > {quote_literal(iso(window.low))}::TIMESTAMPTZ "  # type: ignore[arg-type]
+              f"AND event_timestamp <= {quote_literal(iso(window.upper))}::TIMESTAMPTZ")
+    hour_list = ", ".join(f"{quote_literal(iso(h))}::TIMESTAMPTZ" for h in hours)
+    lake_ids = (f"SELECT event_id FROM {settings.events_table} "
+                f"WHERE {bounds} AND date_trunc('hour', event_timestamp) IN ({hour_list})")
+    report.lake_rows_not_in_source = con.execute(
+        f"SELECT count(*) FROM ({lake_ids}) l WHERE l.event_id NOT IN "
+        "(SELECT event_id FROM reconcile_source WHERE event_id IS NOT NULL)").fetchone()[0]
+
+    batch_id = staging.new_batch_id()
+    folder = staging.batch_dir(staging.table_dir(settings), batch_id)
+    folder.make(exist_ok=False)
+    name = "part-00000.parquet"
+    missing = con.execute(
+        "COPY (SELECT raw_event_id AS event_id, event_type, event_timestamp, raw_details AS details, "
+        f"created_at FROM reconcile_source WHERE reason IS NULL AND event_id NOT IN ({lake_ids})) "
+        f"TO {quote_literal(folder.uri(name))} (FORMAT parquet)").fetchone()[0]
+    con.execute("DROP TABLE reconcile_source")
+    if missing == 0:
+        staging.remove_batch(folder)
+        return
+    manifest = staging.Manifest(
+        batch_id=batch_id, table=settings.lake_table, engine=RECONCILE_ENGINE,
+        window_low=iso(window.low) if window.low else None, window_upper=iso(window.upper),
+        row_count=missing, files=[name], schema=[], extract_seconds=0.0,
+        lake_id=lake_id(con, settings), source=f"{settings.source_dsn.dbname}.{settings.source_table}")
+    staging.write_manifest(folder, manifest)
+    result = promote(settings, staging.StagedBatch(folder, manifest), con)
+    report.rows_backfilled, report.rows_quarantined = result.rows_inserted, result.rows_quarantined
+    report.snapshot_id = result.snapshot_id
