@@ -3,6 +3,8 @@
 Crash points: ``after-stage`` (manifest written, nothing promoted) and ``before-commit`` (rows
 and state inserted inside the open DuckLake transaction, COMMIT not yet sent). SIGKILL gives
 the process no chance to clean up, exactly like an OOM kill or a power cut.
+``lose-lock``: the promote lock's connection dies just before the commit (a catalog network
+blip), so the fencing check must roll the batch back.
 ``slow-read``: every JDBC read partition sleeps :data:`SLOW_READ_SECONDS` in Postgres, so a
 Spark job is really running on the executors while a test cancels it.
 """
@@ -31,3 +33,11 @@ def slow_read(settings: Settings, query: str) -> str:
     if settings.fault != "slow-read":
         return query
     return f"SELECT q.* FROM ({query}) q, (SELECT pg_sleep({SLOW_READ_SECONDS})) delay"
+
+
+def maybe_lose_lock(settings: Settings, lease: object) -> None:
+    """Under ``lose-lock``, close the lease's catalog connection, as a network cut would."""
+    conn = getattr(lease, "conn", None)
+    if settings.fault == "lose-lock" and conn is not None:
+        logging.getLogger(__name__).warning("EVENT_LAKE_FAULT=lose-lock: dropping the promote lock now")
+        conn.close()

@@ -139,6 +139,19 @@ def test_kill_inside_the_promotion_transaction_commits_nothing(settings, lake_en
     assert_lake_equals_source(settings, expected_rows=1_500)
 
 
+def test_a_promoter_that_lost_its_lock_rolls_back_instead_of_committing(settings, lake_env):
+    """Fencing: the promote lock's catalog connection dies inside the transaction (another
+    process may hold the lock now), so the batch is rolled back and the next run loads it."""
+    add_events(settings, 400, seed=18)
+    lost = run_cli("events_pipeline.py", "--run", "--engine", "dlt", env={**lake_env, "EVENT_LAKE_FAULT": "lose-lock"})
+    assert lost.returncode == 1, lost.stdout + lost.stderr
+    assert "Lost the" in lost.stderr and "temporary" in lost.stdout
+    assert data_snapshots(settings) == []
+    rerun = run_cli("events_pipeline.py", "--run", "--engine", "dlt", env=lake_env)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert_lake_equals_source(settings, expected_rows=400)
+
+
 def test_two_runs_at_once_never_double_an_event(settings, lake_env):
     add_events(settings, 20_000, seed=13)
     with concurrent.futures.ThreadPoolExecutor(2) as pool:

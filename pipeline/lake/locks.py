@@ -9,6 +9,8 @@ Every lock the product takes is named here, per lake and table:
 
 Two processes, even on two machines sharing a Postgres catalog, never do the same work at
 once. The lock dies with its holder: a killed process can never leave the lake locked.
+The other side of that: a holder whose lock connection died has lost the lock while it still
+works, so before committing it checks its :class:`Lease` (fencing) and rolls back if lost.
 """
 
 from __future__ import annotations
@@ -37,8 +39,28 @@ def lock_name(settings: Settings, job: str) -> str:
     return f"event-lake:{settings.lake_name}:{settings.lake_table}:{job}"
 
 
+class Lease:
+    """Proof of holding a lock; :meth:`check` before committing work done under it."""
+
+    def __init__(self, name: str, conn: psycopg.Connection | None = None) -> None:
+        self.name, self.conn = name, conn
+
+    def check(self) -> None:
+        """Raise :class:`CatalogUnavailable` if the lock was lost (its connection died, so the
+        server released it and another process may hold it now)."""
+        if self.conn is None:
+            return  # a file lock lives in this process: it cannot be lost while we run
+        try:
+            self.conn.execute("SELECT 1")
+        except psycopg.Error:
+            raise CatalogUnavailable(
+                f"Lost the {self.name} lock (its connection to the catalog died); the work done "
+                "under it was rolled back, since another process may hold the lock now.",
+                "Nothing to fix if the catalog is back: the next run redoes it.") from None
+
+
 @contextmanager
-def hold(settings: ResolvedSettings, job: str, *, timeout: float | None = None) -> Iterator[None]:
+def hold(settings: ResolvedSettings, job: str, *, timeout: float | None = None) -> Iterator[Lease]:
     """Hold the lock for ``job`` on this lake; wait up to ``timeout`` s (None = forever).
 
     Raises :class:`LockBusy` when the wait runs out.
@@ -46,8 +68,8 @@ def hold(settings: ResolvedSettings, job: str, *, timeout: float | None = None) 
     name = lock_name(settings, job)
     catalog = settings.catalog
     if catalog.pg is not None:
-        with _advisory(catalog.pg.conninfo(), name, timeout, catalog.describe()):
-            yield
+        with _advisory(catalog.pg.conninfo(), name, timeout, catalog.describe()) as lease:
+            yield lease
     else:
         # file catalogs serve one machine: a lock file beside the catalog file
         path = Path(f"{catalog.path}.{job}.lock")
@@ -56,13 +78,13 @@ def hold(settings: ResolvedSettings, job: str, *, timeout: float | None = None) 
         if not lock.acquire(blocking=True, timeout=timeout):
             raise LockBusy(f"Another process holds the {job} lock ({path}).")
         try:
-            yield
+            yield Lease(name)
         finally:
             lock.release()
 
 
 @contextmanager
-def _advisory(conninfo: str, name: str, timeout: float | None, where: str) -> Iterator[None]:
+def _advisory(conninfo: str, name: str, timeout: float | None, where: str) -> Iterator[Lease]:
     key = lock_key(name)
     try:
         conn = psycopg.connect(conninfo, autocommit=True, connect_timeout=10)
@@ -80,7 +102,7 @@ def _advisory(conninfo: str, name: str, timeout: float | None, where: str) -> It
                                "It will be released when that process finishes or dies.")
             time.sleep(0.2)
         try:
-            yield
+            yield Lease(name, conn)
         finally:
             # If the connection died (catalog restarted, network cut), the server has already
             # released the session lock; an unlock error must not mask the caller's outcome.

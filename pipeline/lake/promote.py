@@ -69,12 +69,12 @@ def promote(settings: ResolvedSettings, batch: StagedBatch,
     ``con`` (a session with the lake attached and its tables created) saves opening one."""
     started = time.monotonic()
     own = con is None
-    with locks.hold(settings, "promote"):
+    with locks.hold(settings, "promote") as lease:
         if con is None:
             con = connect(settings)
             ensure_tables(con, settings)
         try:
-            result = _promote_locked(con, settings, batch, started)
+            result = _promote_locked(con, settings, batch, started, lease)
         finally:
             if own:
                 con.close()
@@ -84,7 +84,7 @@ def promote(settings: ResolvedSettings, batch: StagedBatch,
 
 
 def _promote_locked(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, batch: StagedBatch,
-                    started: float) -> PromotionResult:
+                    started: float, lease: locks.Lease) -> PromotionResult:
     manifest = batch.manifest
     files = batch.file_uris()
 
@@ -133,6 +133,8 @@ def _promote_locked(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, 
             extract_seconds=manifest.extract_seconds, promote_seconds=time.monotonic() - started,
             staged_at=datetime.fromisoformat(manifest.created_at), promoted_at=datetime.now(UTC)))
         faults.maybe_crash(settings, "before-commit")
+        faults.maybe_lose_lock(settings, lease)
+        lease.check()  # fencing: commit only while still holding the promote lock
     snapshot = con.execute(
         f"SELECT max(snapshot_id) FROM {settings.lake_name}.snapshots() "
         "WHERE json_extract_string(commit_extra_info, '$.batch_id') = ?", [batch.batch_id]

@@ -23,6 +23,7 @@ from pipeline.lake import batches
 from pipeline.lake.connect import connect
 from pipeline.lake.promote import PromotionResult, promote
 from pipeline.lake.schema import ensure_tables, lake_id
+from pipeline.ops.preflight import preflight
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.settings.resolve import resolve
 from pipeline.source import stats
@@ -101,6 +102,7 @@ def run(settings: Settings, mode: Mode = "run", engine: str = "spark",
     resolved = resolve(settings)
     report = RunReport()
     started = time.monotonic()
+    preflight(resolved, reads_source=mode in ("run", "extract"))
     for path in staging.clean_stale(staging.table_dir(resolved)):
         log.info("removed stale incomplete batch %s", path.uri())
     con = connect(resolved)

@@ -1,0 +1,54 @@
+"""Is the source table shaped the way the pipeline reads it? Checked before anything is created
+or staged, so a renamed, dropped or retyped column is a plain error naming it, not a Spark
+stack trace after the lake was set up."""
+
+from __future__ import annotations
+
+import logging
+
+import psycopg
+
+from pipeline.errors import TerminalError
+
+log = logging.getLogger(__name__)
+
+# column -> the Postgres types it may have (udt names); None: any type with a text form
+EXPECTED = {
+    "event_id": None,  # uuid or text: validated row by row at promotion
+    "event_type": None,
+    "event_timestamp": ("timestamptz", "timestamp"),
+    "details": None,  # jsonb, json or text: validated row by row
+    "created_at": ("timestamptz", "timestamp"),
+}
+
+
+def source_columns(conn: psycopg.Connection, qualified: str) -> dict[str, str]:
+    schema, table = qualified.split(".")
+    return dict(conn.execute(
+        "SELECT column_name, udt_name FROM information_schema.columns "
+        "WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position", (schema, table)).fetchall())
+
+
+def check_shape(conn: psycopg.Connection, qualified: str) -> list[str]:
+    """Raise :class:`TerminalError` for a missing or retyped column; return the extra columns
+    (not loaded: the lake table has the five columns below)."""
+    columns = source_columns(conn, qualified)
+    missing = [name for name in EXPECTED if name not in columns]
+    if missing:
+        raise TerminalError(
+            f"The source table {qualified} has no column {', '.join(missing)} (it has: "
+            f"{', '.join(columns)}). Nothing was read, staged or created.",
+            f"The pipeline reads {', '.join(EXPECTED)}. Restore the column, or point SOURCE_TABLE at a "
+            "view that provides it under that name; then run again — nothing is lost meanwhile.")
+    for name, allowed in EXPECTED.items():
+        if allowed is not None and columns[name] not in allowed:
+            raise TerminalError(
+                f"The source column {qualified}.{name} is {columns[name]}, not a timestamp. Nothing was "
+                "read, staged or created.",
+                f"Make {name} timestamptz (or timestamp, read as UTC), or point SOURCE_TABLE at a view "
+                "that casts it; then run again.")
+    extra = [name for name in columns if name not in EXPECTED]
+    if extra:
+        log.warning("source columns %s are not loaded (the lake table has %s)", ", ".join(extra),
+                    ", ".join(EXPECTED))
+    return extra
