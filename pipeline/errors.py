@@ -53,7 +53,9 @@ MASK = "***"
 _TRANSIENT_MARKERS = ("connection refused", "could not connect", "timeout", "timed out", "no route",
                       "server closed", "could not translate host", "the database system is starting",
                       "the database system is shutting down", "too many clients", "terminating connection",
-                      "connection reset", "broken pipe", "connection to server", "ssl syscall")
+                      "connection reset", "broken pipe", "connection to server", "ssl syscall",
+                      "i/o error occurred while sending to the backend", "connection attempt failed",
+                      "connection has been closed")
 
 
 def is_transient(cause: BaseException | str) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import secrets
 import sys
+from pathlib import Path
 
 RUN_ID = secrets.token_hex(3)
 
@@ -22,3 +23,24 @@ def setup(verbose: bool = False) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     # py4j logs a traceback when the JVM goes away during shutdown; our own errors say more
     logging.getLogger("py4j").setLevel(logging.CRITICAL)
+
+
+def write_traceback(exc: BaseException, home: Path | None) -> str | None:
+    """Append ``exc``'s traceback (secrets masked) to ``<home>/logs/errors.log``: the terminal
+    gets one plain line, the file keeps the detail. Returns the file, or None."""
+    import traceback
+    from datetime import UTC, datetime
+
+    from pipeline.errors import scrub_secrets
+
+    if home is None:
+        return None
+    path = home / "logs" / "errors.log"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = "".join(traceback.format_exception(exc))
+        with open(path, "a") as handle:
+            handle.write(f"--- {datetime.now(UTC).isoformat()} run {RUN_ID}\n{scrub_secrets(text)}\n")
+    except OSError:
+        return None
+    return str(path)

@@ -18,6 +18,7 @@ log = logging.getLogger("event-lake")
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logs.setup(args.verbose)
+    settings: Settings | None = None
     try:
         settings = load_settings(flags=setting_flags(args), spark_conf=args.spark_conf)
         ok, message = dispatch(args, settings)
@@ -28,8 +29,10 @@ def main(argv: list[str] | None = None) -> int:
         output.last_line("Interrupted; nothing half-done was committed.", as_json=args.json)
         return 130
     except Exception as exc:  # an unexpected failure still ends with a plain last line
-        log.exception("unexpected error")
-        output.print_unexpected(exc, as_json=args.json)
+        where = logs.write_traceback(exc, settings.home if settings else None)
+        if args.verbose:
+            log.exception("unexpected error")
+        output.print_unexpected(exc, where, as_json=args.json)
         return 1
     output.last_line(message, as_json=args.json)
     return 0 if ok else 1

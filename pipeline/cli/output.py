@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import simplejson
 
-from pipeline.errors import PipelineError, TransientError, first_line, scrub_secrets
+from pipeline.errors import PipelineError, TransientError, first_line, is_transient, scrub_secrets
 
 if TYPE_CHECKING:  # the lake's modules import duckdb: not needed to print --help
     from pipeline.lake.query import SessionResult
@@ -143,9 +143,13 @@ def print_error(exc: PipelineError, *, as_json: bool = False) -> None:
     out(f"Failed{retry}: {first_line(message)}")
 
 
-def print_unexpected(exc: BaseException, *, as_json: bool = False) -> None:
-    message = first_line(scrub_secrets(str(exc)))
+def print_unexpected(exc: BaseException, traceback_file: str | None, *, as_json: bool = False) -> None:
+    """An error we did not anticipate: one line, and where its traceback went."""
+    message = first_line(scrub_secrets(str(exc))) or type(exc).__name__
+    hint = (f"The traceback is in {traceback_file} (or run again with --verbose); please report it "
+            "with that file." if traceback_file else "Run again with --verbose for the traceback.")
+    print(f"  hint: {hint}", file=sys.stderr)
     if as_json:
-        out(dumps({"status": "error", "error": message, "hint": None, "temporary": False}))
+        out(dumps({"status": "error", "error": message, "hint": hint, "temporary": is_transient(exc)}))
         return
     out(f"Failed with an unexpected error: {message}")

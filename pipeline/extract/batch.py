@@ -14,7 +14,14 @@ from typing import Protocol
 import pyarrow.parquet as pq
 
 from pipeline import staging
-from pipeline.errors import TerminalError
+from pipeline.errors import (
+    PipelineError,
+    SourceUnavailable,
+    TerminalError,
+    first_line,
+    is_transient,
+    scrub_secrets,
+)
 from pipeline.settings import ResolvedSettings
 from pipeline.source.stats import WindowStats
 from pipeline.source.window import Window, iso
@@ -70,7 +77,18 @@ def extract(extractor: Extractor, request: ExtractRequest) -> StagedBatch:
     planner counted in the same snapshot, then write the manifest (last)."""
     started = time.monotonic()
     folder = request.folder
-    extractor.write_parquet(request)
+    try:
+        extractor.write_parquet(request)
+    except Exception as exc:
+        if isinstance(exc, PipelineError) or not is_transient(exc):
+            raise
+        staging.remove_batch(folder)  # partial files: never promoted, removed now
+        dsn = request.settings.source_dsn
+        raise SourceUnavailable(
+            f"Extraction with {extractor.engine} lost the source Postgres at {dsn.masked()} mid-read "
+            f"({first_line(scrub_secrets(str(exc)))}). Nothing was staged or promoted.",
+            "Check that the source runs and is reachable from the engine; the next run reads the "
+            "same window again, so nothing is lost.") from None
     files = staging.parquet_files(folder)
     rows = sum(_parquet_metadata(folder, name).num_rows for name in files)
     if rows != request.stats.rows:
