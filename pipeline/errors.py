@@ -55,7 +55,8 @@ _TRANSIENT_MARKERS = ("connection refused", "could not connect", "timeout", "tim
                       "the database system is shutting down", "too many clients", "terminating connection",
                       "connection reset", "broken pipe", "connection to server", "ssl syscall",
                       "i/o error occurred while sending to the backend", "connection attempt failed",
-                      "connection has been closed")
+                      "connection has been closed", "couldn't connect to the database",
+                      "failed_jdbc.connection")
 
 
 def is_transient(cause: BaseException | str) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -25,5 +26,22 @@ def connect(dsn: PgDsn, *, autocommit: bool = True) -> Iterator[psycopg.Connecti
         raise service_error(exc, f"Cannot connect to the source Postgres at {dsn.masked()}",
                             unavailable=SourceUnavailable, transient_hint=hint,
                             terminal_hint=hint) from None
-    with conn:
+    try:
         yield conn
+        if not conn.autocommit:
+            conn.commit()
+    except psycopg.OperationalError as exc:
+        # the server went away while we used it (restart, network cut): say so, plainly
+        with contextlib.suppress(psycopg.Error):
+            conn.rollback()
+        raise service_error(exc, f"Lost the source Postgres at {dsn.masked()}",
+                            unavailable=SourceUnavailable,
+                            transient_hint="Check that the source runs; the next run retries it.",
+                            terminal_hint="Check SOURCE_PG_DSN and the source's logs.") from None
+    except BaseException:
+        with contextlib.suppress(psycopg.Error):  # a dead connection must not mask the real error
+            conn.rollback()
+        raise
+    finally:
+        with contextlib.suppress(psycopg.Error):
+            conn.close()

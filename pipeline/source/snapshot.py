@@ -9,6 +9,7 @@ batch that staged fewer rows than were counted is a real loss, never a race.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -29,7 +30,8 @@ def exported_snapshot(dsn: PgDsn) -> Iterator[tuple[psycopg.Connection, str]]:
             snapshot_id = conn.execute("SELECT pg_export_snapshot()").fetchone()[0]
             yield conn, snapshot_id
         finally:
-            conn.rollback()
+            with contextlib.suppress(psycopg.Error):  # a dead connection must not mask the real error
+                conn.rollback()
 
 
 def import_statements(snapshot_id: str) -> list[str]:

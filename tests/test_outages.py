@@ -1,0 +1,47 @@
+"""Outages against a private Postgres the test starts and stops itself (never the shared one):
+the source goes away while Spark reads; the run fails in plain words, marked temporary, with
+nothing staged or promoted; after the server is back the next run loads everything."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from pipeline.settings import load_settings
+from tests.conftest import run_cli
+from tests.helpers import Proc, add_events, assert_lake_equals_source, data_snapshots
+from tests.private_pg import PrivatePostgres
+
+
+@pytest.fixture
+def private_source(tmp_path, lake_env):
+    server = PrivatePostgres("outage-pw").init()
+    server.create_db("src")
+    env = {**lake_env, "SOURCE_PG_DSN": server.url("src")}
+    yield server, env
+    server.destroy()
+
+
+def test_source_lost_mid_extraction_fails_plainly_and_the_next_run_loads_everything(private_source, tmp_path):
+    server, env = private_source
+    settings = load_settings(env)
+    add_events(settings, 500, seed=91)
+    # every JDBC partition sleeps 30 s in Postgres first, so the read is surely running when the
+    # server goes down
+    run = Proc("events_pipeline.py", "--run", env={**env, "EVENT_LAKE_FAULT": "slow-read"})
+    run.wait_for("extracting 500 rows")
+    time.sleep(15)  # past the Spark session start, inside the 30 s read
+    server.stop("immediate")
+    code = run.popen.wait(timeout=120)
+    output = "\n".join(run.lines)
+    assert code == 1, output
+    assert "lost the source Postgres" in output and "Failed (temporary" in output, output
+    assert "Traceback" not in output and "outage-pw" not in output
+    assert not list((tmp_path / "staging").rglob("_manifest.json"))
+    assert data_snapshots(settings) == []
+
+    server.start()
+    rerun = run_cli("events_pipeline.py", "--run", env=env)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert_lake_equals_source(settings, expected_rows=500)
