@@ -53,7 +53,9 @@ def test_events_later_than_lookback_are_missed_by_runs_and_backfilled_by_reconci
     run(settings, spark=spark)
     add_events(settings, 10, seed=6, late_by=timedelta(hours=2))
     assert run(settings, spark=spark).rows_inserted == 0
-    assert not verify.compare(resolve(settings)).equal
+    missing = verify.compare(resolve(settings))  # --verify names rows that differ
+    assert not missing.equal and len(missing.differences) == 5, missing.describe()
+    assert all(line.startswith("only in the source: event_id ") for line in missing.differences)
 
     result = run_cli("events_pipeline.py", "--reconcile", "--since", "1d", "--json", env=lake_env)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -38,6 +38,7 @@ class Comparison:
     lake: Fingerprint
     source: Fingerprint  # the source's loadable rows, one per id: what the lake should hold
     quarantined: int = 0  # source rows that cannot be loaded, kept in ops.quarantine
+    differences: tuple[str, ...] = ()  # a few rows that differ, when the fingerprints do
 
     @property
     def equal(self) -> bool:
@@ -48,7 +49,8 @@ class Comparison:
         quarantined = f"; {self.quarantined} rows quarantined (ops.quarantine)" if self.quarantined else ""
         return (f"{verdict}: lake {self.lake.rows} rows / {self.lake.ids} ids, source "
                 f"{self.source.rows} loadable rows / {self.source.ids} ids, checksums "
-                f"{'match' if self.lake.checksum == self.source.checksum else 'differ'}{quarantined}")
+                f"{'match' if self.lake.checksum == self.source.checksum else 'differ'}{quarantined}"
+                + "".join(f"\n  {line}" for line in self.differences))
 
 
 def attach_source(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, alias: str = "src") -> None:
@@ -82,7 +84,31 @@ def compare(settings: ResolvedSettings, upper: datetime | None = None) -> Compar
             quarantined = con.execute(
                 f"SELECT count(*) FROM {settings.quarantine_table} WHERE table_name = ?",
                 [settings.lake_table]).fetchone()[0]
-        return Comparison(lake=fingerprint(con, settings.events_table, upper),
-                          source=fingerprint(con, source_relation, upper), quarantined=quarantined)
+        lake = fingerprint(con, settings.events_table, upper)
+        source = fingerprint(con, source_relation, upper)
+        differences = () if lake == source else sample_differences(con, settings.events_table,
+                                                                   source_relation, upper)
+        return Comparison(lake=lake, source=source, quarantined=quarantined, differences=differences)
     finally:
         con.close()
+
+
+def sample_differences(con: duckdb.DuckDBPyConnection, lake: str, source: str, upper: datetime,
+                       limit: int = 5) -> tuple[str, ...]:
+    """Up to ``limit`` rows of each kind of difference: in the source only, in the lake only,
+    and present on both sides with different contents (by id)."""
+    columns = "event_id, event_type, event_timestamp, details::VARCHAR AS details, created_at"
+    rows = con.execute(f"""
+        WITH s AS (SELECT {columns} FROM {source} WHERE event_timestamp <= $upper),
+             l AS (SELECT {columns} FROM {lake} WHERE event_timestamp <= $upper)
+        (SELECT 'only in the source', s.event_id, s.event_timestamp FROM s ANTI JOIN l USING (event_id)
+         ORDER BY 3 LIMIT {limit})
+        UNION ALL
+        (SELECT 'only in the lake', l.event_id, l.event_timestamp FROM l ANTI JOIN s USING (event_id)
+         ORDER BY 3 LIMIT {limit})
+        UNION ALL
+        (SELECT 'contents differ', s.event_id, s.event_timestamp FROM s JOIN l USING (event_id)
+         WHERE s.event_type IS DISTINCT FROM l.event_type OR s.event_timestamp <> l.event_timestamp
+            OR s.details IS DISTINCT FROM l.details OR s.created_at IS DISTINCT FROM l.created_at
+         ORDER BY 3 LIMIT {limit})""", {"upper": upper}).fetchall()
+    return tuple(f"{kind}: event_id {event_id} at {ts}" for kind, event_id, ts in rows)
