@@ -24,26 +24,33 @@ STAGING_SCHEMA = pa.schema([
 ROWS_PER_FILE = 1_000_000
 
 
-def to_staging_schema(item: pa.Table | pa.RecordBatch) -> pa.Table:
+def staging_schema(extra_columns: Iterable[str] = ()) -> pa.Schema:
+    """The staging schema plus any columns the source added (as text)."""
+    return pa.schema([*STAGING_SCHEMA, *(pa.field(name, pa.string()) for name in extra_columns)])
+
+
+def to_staging_schema(item: pa.Table | pa.RecordBatch, schema: pa.Schema = STAGING_SCHEMA) -> pa.Table:
     table = item if isinstance(item, pa.Table) else pa.Table.from_batches([item])
-    columns = [table.column(field.name).cast(field.type) for field in STAGING_SCHEMA]
-    return pa.Table.from_arrays(columns, schema=STAGING_SCHEMA)
+    columns = [table.column(field.name).cast(field.type) for field in schema]
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
-def write_tables(folder: StagingDir, tables: Iterable[pa.Table | pa.RecordBatch]) -> int:
+def write_tables(folder: StagingDir, tables: Iterable[pa.Table | pa.RecordBatch],
+                 extra_columns: Iterable[str] = ()) -> int:
     """Write ``tables`` into a new ``folder`` (local or object storage) as ``part-NNNNN.parquet``
     files of at most about :data:`ROWS_PER_FILE` rows; returns the rows written. Memory holds one
     table at a time (plus, on object storage, the part of a file not yet uploaded)."""
     folder.make(exist_ok=False)
+    schema = staging_schema(extra_columns)
     part, rows_in_file, total = 0, 0, 0
     file: _PartFile | None = None
     try:
         for item in tables:
-            table = to_staging_schema(item)
+            table = to_staging_schema(item, schema)
             if file is None or rows_in_file >= ROWS_PER_FILE:
                 if file is not None:
                     file.close()
-                file = _PartFile(folder, f"part-{part:05d}.parquet")
+                file = _PartFile(folder, f"part-{part:05d}.parquet", schema)
                 part, rows_in_file = part + 1, 0
             file.writer.write_table(table)
             rows_in_file += table.num_rows
@@ -58,9 +65,9 @@ class _PartFile:
     """One Parquet file being written; closing it writes the footer and then closes the sink
     (on object storage that completes the upload: until then the object does not exist)."""
 
-    def __init__(self, folder: StagingDir, name: str) -> None:
+    def __init__(self, folder: StagingDir, name: str, schema: pa.Schema) -> None:
         self.sink = folder.open_output(name)
-        self.writer = pq.ParquetWriter(self.sink, STAGING_SCHEMA, compression="snappy")
+        self.writer = pq.ParquetWriter(self.sink, schema, compression="snappy")
 
     def close(self) -> None:
         try:

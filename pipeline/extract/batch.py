@@ -8,7 +8,8 @@ manifest are the same, so both engines produce identical lakes.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import pyarrow.parquet as pq
@@ -25,7 +26,7 @@ from pipeline.errors import (
 from pipeline.settings import ResolvedSettings
 from pipeline.source.stats import WindowStats
 from pipeline.source.window import Window, iso
-from pipeline.sqltext import quote_qualified
+from pipeline.sqltext import quote_ident, quote_qualified
 from pipeline.staging import Manifest, StagedBatch, StagingDir
 
 # Staged column -> Postgres expression. event_id in its canonical text form, details as the
@@ -39,9 +40,11 @@ STAGED_COLUMNS = {
 }
 
 
-def select_sql(qualified_table: str, window: Window) -> str:
-    """The one SELECT both engines run (with literal bounds: JDBC subqueries take no params)."""
-    columns = ", ".join(f"{expr} AS {name}" for name, expr in STAGED_COLUMNS.items())
+def select_sql(qualified_table: str, window: Window, extra_columns: Iterable[str] = ()) -> str:
+    """The one SELECT both engines run (with literal bounds: JDBC subqueries take no params).
+    Columns the source added (schema drift) travel as text; the promoter casts them."""
+    columns = ", ".join([f"{expr} AS {name}" for name, expr in STAGED_COLUMNS.items()]
+                        + [f"{quote_ident(name)}::text AS {quote_ident(name)}" for name in extra_columns])
     return f"SELECT {columns} FROM {quote_qualified(qualified_table)} WHERE {window.literal_sql()}"
 
 
@@ -55,6 +58,7 @@ class ExtractRequest:
     batch_id: str
     snapshot_id: str | None = None  # the planner's exported Postgres snapshot
     lake_id: str | None = None  # the lake the batch is for (recorded in its manifest)
+    extra_columns: dict[str, str] = field(default_factory=dict)  # added source columns -> lake type
 
     @property
     def folder(self) -> StagingDir:
@@ -106,6 +110,7 @@ def extract(extractor: Extractor, request: ExtractRequest) -> StagedBatch:
         schema=[{"name": f.name, "type": str(f.type)} for f in schema] if schema else [],
         extract_seconds=round(time.monotonic() - started, 3),
         lake_id=request.lake_id,
+        extra_columns=request.extra_columns or None,
         source=f"{request.settings.source_dsn.dbname}.{request.settings.source_table}",
     )
     staging.write_manifest(folder, manifest)

@@ -21,7 +21,7 @@ class DltExtractor:
         from dlt.sources.sql_database import sql_table
 
         settings = request.settings
-        query = sa.text(select_sql(settings.source_table, request.window))
+        query = sa.text(select_sql(settings.source_table, request.window, request.extra_columns))
         engine = sa.create_engine(settings.source_dsn.sqlalchemy_url(),
                                   connect_args={"options": "-c TimeZone=UTC"})
         if request.snapshot_id:
@@ -36,7 +36,7 @@ class DltExtractor:
             query_adapter_callback=lambda _query, _table: query,
         )
         try:
-            write_tables(request.folder, resource)
+            write_tables(request.folder, resource, request.extra_columns)
         finally:
             engine.dispose()
 

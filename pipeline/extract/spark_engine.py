@@ -29,12 +29,13 @@ def jdbc_options(request: ExtractRequest, window: Window, partitions: int) -> di
     settings, stats = request.settings, request.stats
     dsn = settings.source_dsn
     snapshot = import_statements(request.snapshot_id) if request.snapshot_id else []
+    query = select_sql(settings.source_table, window, request.extra_columns)
     options = {
         "url": dsn.jdbc_url(),
         "driver": "org.postgresql.Driver",
         "user": dsn.user,
         "password": dsn.password.reveal(),
-        "dbtable": f"({faults.slow_read(settings, select_sql(settings.source_table, window))}) AS src",
+        "dbtable": f"({faults.slow_read(settings, query)}) AS src",
         "fetchsize": str(FETCH_SIZE),
         # every partition reads the planner's snapshot, in UTC
         "sessionInitStatement": "; ".join([*snapshot, "SET TIME ZONE 'UTC'"]),
@@ -87,4 +88,4 @@ class SparkExtractor:
                 options = jdbc_options(request, chunk, partitions=1)
                 yield self.spark.read.format("jdbc").options(**options).load().toArrow()
 
-        write_tables(request.folder, tables())
+        write_tables(request.folder, tables(), request.extra_columns)

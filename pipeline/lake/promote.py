@@ -23,19 +23,23 @@ from pipeline.lake.connect import connect
 from pipeline.lake.schema import ensure_tables
 from pipeline.lake.transaction import transaction
 from pipeline.settings import ResolvedSettings
+from pipeline.sqltext import quote_ident
 from pipeline.staging import StagedBatch
 
 log = logging.getLogger(__name__)
 RECONCILE_ENGINE = "reconcile"  # the manifest engine of backfill batches (pipeline.ops.reconcile)
 
 
-def insert_sql(events_table: str, batch_has_duplicates: bool = True) -> str:
+def insert_sql(events_table: str, batch_has_duplicates: bool = True,
+               extra_columns: dict[str, str] | None = None) -> str:
     """Insert the batch's new loadable rows: one per id (only when the batch repeats ids: the
     window function costs a sort), anti-joined with the lake only within the batch's time range."""
+    extras = "".join(f", {quote_ident(name)}" for name in extra_columns or {})
+    picked = "".join(f", s.{quote_ident(name)}" for name in extra_columns or {})
     return f"""
-    INSERT INTO {events_table} (event_id, event_type, event_timestamp, details, created_at)
-    SELECT s.event_id, s.event_type, s.event_timestamp, s.details, s.created_at
-    FROM ({validate.loadable_sql(batch_has_duplicates)}) s
+    INSERT INTO {events_table} (event_id, event_type, event_timestamp, details, created_at{extras})
+    SELECT s.event_id, s.event_type, s.event_timestamp, s.details, s.created_at{picked}
+    FROM ({validate.loadable_sql(batch_has_duplicates, extra_columns=extra_columns)}) s
     ANTI JOIN (SELECT event_id FROM {events_table}
                WHERE event_timestamp BETWEEN $min_ts AND $max_ts) existing
            ON existing.event_id = s.event_id
@@ -118,9 +122,10 @@ def _promote_locked(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, 
             quarantined = con.execute(validate.quarantine_sql(settings.quarantine_table, rejected),
                                       {"files": files, "batch_id": batch.batch_id,
                                        "table_name": settings.lake_table}).fetchone()[0]
+        extras = add_columns(con, settings, manifest.extra_columns or {})
         inserted = 0
         if loadable:
-            inserted = con.execute(insert_sql(settings.events_table, has_duplicates),
+            inserted = con.execute(insert_sql(settings.events_table, has_duplicates, extras),
                                    {"files": files, "min_ts": min_ts, "max_ts": max_ts}).fetchone()[0]
         if inserted == 0 and quarantined == 0:
             tx.rollback()  # nothing new: leave the lake (and its snapshot list) alone
@@ -140,3 +145,20 @@ def _promote_locked(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, 
         "WHERE json_extract_string(commit_extra_info, '$.batch_id') = ?", [batch.batch_id]
     ).fetchone()[0]
     return result("committed", staged, inserted, snapshot, max_ts, quarantined)
+
+
+def add_columns(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings,
+                extra_columns: dict[str, str]) -> dict[str, str]:
+    """Schema drift: add the columns the source gained to the lake table, inside the batch's
+    transaction (the new columns and the first rows carrying them are one snapshot). Returns
+    each column with the type the lake holds it in (an existing column keeps its type)."""
+    if not extra_columns:
+        return {}
+    existing = dict(con.execute(
+        "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = ? "
+        "AND schema_name = 'main' AND table_name = ?", [settings.lake_name, settings.lake_table]).fetchall())
+    for name, kind in extra_columns.items():
+        if name not in existing:
+            log.info("schema drift: adding column %s %s to %s", name, kind, settings.events_table)
+            con.execute(f"ALTER TABLE {settings.events_table} ADD COLUMN {quote_ident(name)} {kind}")
+    return {name: existing.get(name, kind) for name, kind in extra_columns.items()}

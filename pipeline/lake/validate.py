@@ -11,6 +11,8 @@ deterministic); the others are quarantined as conflicts. Exact copies are plain 
 
 from __future__ import annotations
 
+from pipeline.sqltext import quote_ident
+
 REASON_NULL_ID = "event_id is NULL"
 REASON_BAD_ID = "event_id is not a UUID"
 REASON_NULL_TS = "event_timestamp is NULL"
@@ -18,8 +20,12 @@ REASON_BAD_JSON = "details is not valid JSON"
 REASON_CONFLICT = "event_id staged twice with different contents; kept the newest created_at"
 
 
-def validated_sql(relation: str) -> str:
-    """Every row of ``relation``, typed for the lake, with ``reason`` NULL when it can be loaded."""
+def validated_sql(relation: str, extra_columns: dict[str, str] | None = None) -> str:
+    """Every row of ``relation``, typed for the lake, with ``reason`` NULL when it can be loaded.
+    ``extra_columns`` (name -> lake type) are columns the source added; they arrive as text and
+    are cast (a value that does not cast becomes NULL: the text stays in the source)."""
+    extras = "".join(f", TRY_CAST({quote_ident(name)} AS {kind}) AS {quote_ident(name)}"
+                     for name, kind in (extra_columns or {}).items())
     return f"""
     SELECT *, CASE
         WHEN raw_event_id IS NULL THEN '{REASON_NULL_ID}'
@@ -32,7 +38,7 @@ def validated_sql(relation: str) -> str:
                  CAST(event_type AS VARCHAR) AS event_type,
                  CAST(event_timestamp AS TIMESTAMPTZ) AS event_timestamp,
                  CASE WHEN json_valid(CAST(details AS VARCHAR)) THEN CAST(details AS JSON) END AS details,
-                 CAST(created_at AS TIMESTAMPTZ) AS created_at
+                 CAST(created_at AS TIMESTAMPTZ) AS created_at{extras}
           FROM {relation})
     """
 
@@ -56,10 +62,12 @@ BATCH_STATS = f"""
 """
 
 
-def loadable_sql(has_duplicates: bool, relation: str | None = None) -> str:
+def loadable_sql(has_duplicates: bool, relation: str | None = None,
+                 extra_columns: dict[str, str] | None = None) -> str:
     """The rows to load: valid, one per id (the winner) when there may be repeated ids. Over
     ``relation`` instead of the staged batch, this is the source as the lake should hold it."""
-    rows = f"SELECT * FROM ({validated_sql(relation) if relation else VALIDATED}) WHERE reason IS NULL"
+    validated = validated_sql(relation or "read_parquet($files)", extra_columns)
+    rows = f"SELECT * FROM ({validated}) WHERE reason IS NULL"
     if not has_duplicates:
         return rows
     return f"{rows} QUALIFY row_number() OVER (PARTITION BY event_id {_WINNER_FIRST}) = 1"

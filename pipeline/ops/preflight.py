@@ -19,7 +19,7 @@ def preflight(settings: ResolvedSettings, *, reads_source: bool) -> None:
     if reads_source:
         with connect_source(settings.source_dsn) as conn:
             stats.require_table(conn, settings.source_table)
-            shape.check_shape(conn, settings.source_table)
+            shape.check_shape(conn, settings.source_table)  # raises on a missing or retyped column
     if "://" not in settings.data_path:  # object storage is checked by its first write
         _writable_folder(Path(settings.data_path), "DUCKLAKE_DATA_PATH")
     _writable_staging(settings)

@@ -26,7 +26,7 @@ from pipeline.lake.schema import ensure_tables, lake_id
 from pipeline.ops.preflight import preflight
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.settings.resolve import resolve
-from pipeline.source import stats
+from pipeline.source import shape, stats
 from pipeline.source.snapshot import exported_snapshot
 from pipeline.source.window import Window, plan_window
 from pipeline.staging import StagedBatch
@@ -132,6 +132,7 @@ def _extract_and_promote(settings: ResolvedSettings, con: duckdb.DuckDBPyConnect
         upper = stats.server_now(conn)
         window = plan_window(report.watermark, settings.lookback, upper)
         window_stats = stats.window_stats(conn, settings.source_table, window)
+        added = shape.check_shape(conn, settings.source_table, settings.schema_drift)
         report.window, report.rows_in_window = window, window_stats.rows
         report.rows_in_future = stats.rows_after(conn, settings.source_table, upper)
         if report.rows_in_future:
@@ -148,7 +149,8 @@ def _extract_and_promote(settings: ResolvedSettings, con: duckdb.DuckDBPyConnect
         extractor = make_extractor(engine, settings, spark)
         report.seconds["engine_start"] = time.monotonic() - t0
         t0 = time.monotonic()
-        request = ExtractRequest(settings, window, window_stats, staging.new_batch_id(), snapshot_id, lake)
+        request = ExtractRequest(settings, window, window_stats, staging.new_batch_id(), snapshot_id, lake,
+                                 extra_columns=added)
         batch = extract(extractor, request)
     report.seconds["extract"] = time.monotonic() - t0
     report.staged_batch, report.rows_in_window = batch.batch_id, batch.manifest.row_count

@@ -46,6 +46,8 @@ ENV_KEYS: dict[str, EnvKey] = {
     "EXPIRE_EVERY": EnvKey("scheduler: snapshot expiry interval", "1d"),
     "COMPACT_EVERY": EnvKey("scheduler: compaction interval", "1w"),
     "RETENTION": EnvKey("snapshots younger than this stay available for time travel", "7d"),
+    "SCHEMA_DRIFT": EnvKey("a column added to the source: add (to the lake table, with the first batch "
+                           "carrying it) or ignore (logged, not loaded)", "add"),
     "RECONCILE_EVERY": EnvKey("scheduler: interval of the reconcile job (late events beyond LOOKBACK)", "1d"),
     "RECONCILE_SINCE": EnvKey("how far back --reconcile compares source and lake, hour by hour", "7d"),
     "S3_ENDPOINT": EnvKey("object storage endpoint host:port (MinIO, R2 …)"),

@@ -29,9 +29,21 @@ def source_columns(conn: psycopg.Connection, qualified: str) -> dict[str, str]:
         "WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position", (schema, table)).fetchall())
 
 
-def check_shape(conn: psycopg.Connection, qualified: str) -> list[str]:
-    """Raise :class:`TerminalError` for a missing or retyped column; return the extra columns
-    (not loaded: the lake table has the five columns below)."""
+# Postgres type (udt name) of an added column -> its lake type; anything else stays text.
+# Added columns travel through staging as text and are cast by the promoter (TRY_CAST).
+LAKE_TYPES = {"int2": "BIGINT", "int4": "BIGINT", "int8": "BIGINT", "float4": "DOUBLE",
+              "float8": "DOUBLE", "numeric": "DOUBLE", "bool": "BOOLEAN", "timestamptz": "TIMESTAMPTZ",
+              "timestamp": "TIMESTAMPTZ", "date": "DATE", "uuid": "UUID", "json": "JSON", "jsonb": "JSON"}
+
+
+def lake_type(udt: str) -> str:
+    return LAKE_TYPES.get(udt, "VARCHAR")
+
+
+def check_shape(conn: psycopg.Connection, qualified: str, drift: str = "add") -> dict[str, str]:
+    """Raise :class:`TerminalError` for a missing or retyped column; return the columns the
+    source has beyond the five the pipeline reads, with their lake types (``drift="add"``: they
+    are loaded too; ``"ignore"``: logged and not loaded, so the result is empty)."""
     columns = source_columns(conn, qualified)
     missing = [name for name in EXPECTED if name not in columns]
     if missing:
@@ -47,8 +59,8 @@ def check_shape(conn: psycopg.Connection, qualified: str) -> list[str]:
                 "read, staged or created.",
                 f"Make {name} timestamptz (or timestamp, read as UTC), or point SOURCE_TABLE at a view "
                 "that casts it; then run again.")
-    extra = [name for name in columns if name not in EXPECTED]
-    if extra:
-        log.warning("source columns %s are not loaded (the lake table has %s)", ", ".join(extra),
-                    ", ".join(EXPECTED))
+    extra = {name: lake_type(udt) for name, udt in columns.items() if name not in EXPECTED}
+    if extra and drift == "ignore":
+        log.warning("source columns %s are not loaded (SCHEMA_DRIFT=ignore)", ", ".join(extra))
+        return {}
     return extra

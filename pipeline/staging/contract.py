@@ -45,6 +45,7 @@ class Manifest:
     created_at: str = field(default_factory=lambda: iso(datetime.now(UTC)))
     lake_id: str | None = None  # the lake this batch belongs to (ops.lake_identity)
     source: str | None = None  # where it was read: database and table, no credentials
+    extra_columns: dict[str, str] | None = None  # columns the source added (as text) -> lake type
 
     @property
     def window(self) -> Window:
