@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 
+from pipeline.ops.scheduler_state import read_state
 from pipeline.settings.pgdsn import PgDsn
 from tests.conftest import run_cli
 from tests.helpers import Proc, TcpProxy, add_events, assert_lake_equals_source, lake_query
@@ -71,8 +72,12 @@ def test_a_second_scheduler_does_no_duplicate_work(settings, lake_env):
             add_events(settings, 500, seed=100 + i)
             time.sleep(2)
         first.wait_for("job load success", timeout=60)
+        assert read_state(settings)["running"] == 2  # both publish their state, in their own file
+        assert second.terminate() == 0
+        assert read_state(settings)["running"] == 1  # the one still up is still shown
     finally:
         assert first.terminate() == 0 and second.terminate() == 0
+    assert read_state(settings) is None
     loads = [(s, e) for job, status, s, e, _ in _jobs(settings) if job == "load" and status == "success"]
     assert loads
     for (_s1, e1), (s2, _e2) in zip(loads, loads[1:], strict=False):
