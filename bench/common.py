@@ -18,8 +18,9 @@ from pipeline.settings.pgdsn import PgDsn
 BENCH_PG_DSN = os.environ.get("BENCH_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 
 
-def scratch_settings(work: Path, tag: str | None = None) -> tuple[Settings, list[str]]:
-    """Settings on fresh source and catalog databases of BENCH_PG_DSN."""
+def scratch_env(work: Path, tag: str | None = None) -> tuple[dict[str, str], list[str]]:
+    """Pipeline settings (as environment) on fresh source and catalog databases of BENCH_PG_DSN,
+    and the databases' names (for :func:`drop_databases`)."""
     server = PgDsn.parse(BENCH_PG_DSN, "BENCH_PG_DSN")
     tag = tag or secrets.token_hex(3)
     names = [f"el_bench_src_{tag}", f"el_bench_cat_{tag}"]
@@ -31,6 +32,12 @@ def scratch_settings(work: Path, tag: str | None = None) -> tuple[Settings, list
            "DUCKLAKE_CATALOG": server.with_dbname(names[1]).conninfo(),
            "DUCKLAKE_DATA_PATH": str(work / "data") + "/", "STAGING_PATH": str(work / "staging"),
            "EVENT_LAKE_HOME": str(work / "home")}
+    return env, names
+
+
+def scratch_settings(work: Path, tag: str | None = None) -> tuple[Settings, list[str]]:
+    """Settings on fresh source and catalog databases of BENCH_PG_DSN."""
+    env, names = scratch_env(work, tag)
     return load_settings(env), names
 
 
