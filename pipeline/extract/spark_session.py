@@ -139,10 +139,12 @@ def _refuse_overrides(conf: dict[str, str]) -> None:
 
 
 def _connect_session(remote: str, app_name: str, conf: dict[str, str]) -> SparkSession:
-    from pyspark.sql import SparkSession
+    # the Connect client's own builder: it does not switch the whole process into Connect mode
+    # and works beside a classic session (pyspark's generic builder refuses that)
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
 
     try:
-        session = SparkSession.builder.remote(remote).appName(app_name).getOrCreate()
+        session = ConnectSession.builder.remote(remote).appName(app_name).getOrCreate()
         for key, value in {**conf, **SESSION_CONF}.items():  # runtime properties only, under Connect
             session.conf.set(key, value)
         wrong = {k: session.conf.get(k) for k in SESSION_CONF if session.conf.get(k) != SESSION_CONF[k]}
@@ -162,7 +164,7 @@ def default_cores(spark: SparkSession) -> int:
     """Task slots of the cluster the session runs on (a Connect session asks the server)."""
     if not is_connect(spark):
         return int(spark.sparkContext.defaultParallelism)
-    from pyspark.sql import functions as F
+    from pyspark.sql.connect import functions as F  # the Connect client's, whatever mode the process is in
 
     # a range without a partition count is split into defaultParallelism partitions
     probe = spark.range(0, 100_000).select(F.spark_partition_id().alias("p")).agg(F.max("p"))
