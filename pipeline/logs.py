@@ -1,4 +1,4 @@
-"""Log lines for humans: time, run id, message. One run id per process run.
+"""Log lines: UTC ISO-8601 time, level, run id, message. One run id per process run.
 
 Logs go to stderr, so stdout holds only results: tables, the last line, or with ``--json``
 exactly one JSON document (``… --json | jq`` works)."""
@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import secrets
 import sys
+import time
 from pathlib import Path
 
 RUN_ID = secrets.token_hex(3)
@@ -15,7 +16,10 @@ RUN_ID = secrets.token_hex(3)
 
 def setup(verbose: bool = False) -> None:
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(f"%(asctime)s [run {RUN_ID}] %(message)s", "%H:%M:%S"))
+    formatter = logging.Formatter(f"%(asctime)s %(levelname)s [run {RUN_ID}] %(message)s",
+                                  "%Y-%m-%dT%H:%M:%SZ")
+    formatter.converter = time.gmtime  # UTC, whatever the machine's zone
+    handler.setFormatter(formatter)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.DEBUG if verbose else logging.INFO)

@@ -70,3 +70,37 @@ def test_status_json_reports_watermark_and_rows(lake_env):
     assert result.returncode == 0, result.stderr
     status = json.loads(result.stdout)
     assert status["lake_rows"] == 50 and status["watermark"] and status["source_rows_after_watermark"] == 0
+
+
+def test_version_matches_the_package_and_log_lines_carry_utc_time_and_level(settings, lake_env):
+    import re
+    import tomllib
+
+    from tests.conftest import ROOT
+    from tests.helpers import add_events
+
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    result = run_cli("events_pipeline.py", "--version")
+    assert result.returncode == 0 and result.stdout.strip() == f"event-lake {version}"
+    add_events(settings, 10, seed=95)
+    loaded = run_cli("events_pipeline.py", "--run", "--engine", "dlt", env=lake_env)
+    log_line = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ INFO \[run [0-9a-f]{6}\] extracting 10 rows"
+    assert re.search(log_line, loaded.stderr, flags=re.M), loaded.stderr
+
+
+def test_a_reader_that_closes_the_pipe_gets_no_traceback(lake_env):
+    """``… | head -1``: the pipeline exits quietly (141, as SIGPIPE would) without a traceback."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    env = {**__import__("os").environ, **lake_env}
+    writer = subprocess.Popen([sys.executable, str(ROOT / "events_pipeline.py"), "--write", "--sql",
+                               "SELECT * FROM range(200000)", "--limit", "200000"], cwd=ROOT, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    writer.stdout.readline()
+    writer.stdout.close()  # the reader goes away after one line
+    stderr = writer.stderr.read().decode()
+    assert writer.wait(120) == 141, stderr
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr

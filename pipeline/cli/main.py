@@ -25,6 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     except PipelineError as exc:
         output.print_error(exc, as_json=args.json)
         return 1
+    except BrokenPipeError:
+        raise  # the reader went away (``… | head``): events_pipeline.py exits quietly
     except KeyboardInterrupt:
         output.last_line("Interrupted; nothing half-done was committed.", as_json=args.json)
         return 130

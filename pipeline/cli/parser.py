@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 
+from pipeline import __version__
 from pipeline.cli.handlers import ACTIONS, dest
 from pipeline.extract.engines import ENGINES
 from pipeline.settings.keys import default
@@ -69,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--show-secrets", action="store_true",
                         help="With --print-attach: print real credentials instead of ***.")
     parser.add_argument("--verbose", action="store_true", help="Debug logging.")
+    parser.add_argument("--version", action="version", version=f"event-lake {__version__}")
     return parser
 
 
