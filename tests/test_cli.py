@@ -104,3 +104,17 @@ def test_a_reader_that_closes_the_pipe_gets_no_traceback(lake_env):
     stderr = writer.stderr.read().decode()
     assert writer.wait(120) == 141, stderr
     assert "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr
+
+
+def test_status_before_the_first_run_says_the_lake_is_not_created_yet(settings, lake_env):
+    import json
+
+    from tests.helpers import add_events
+
+    add_events(settings, 25, seed=96)
+    result = run_cli("events_pipeline.py", "--status", "--json", env=lake_env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    status = json.loads(result.stdout)
+    assert status["lake_exists"] is False and status["source_rows_after_watermark"] == 25
+    text = run_cli("events_pipeline.py", "--status", env=lake_env)
+    assert "not created yet (the first --run creates it)" in text.stdout, text.stdout + text.stderr

@@ -73,7 +73,9 @@ def render_status(status: dict[str, Any]) -> str:
     lag = status["lag_seconds"]
     lines = [
         f"lake            {status['lake']}  ({status['lake_rows']} rows, "
-        f"{status['snapshot_count']} snapshots, latest {status['latest_snapshot']})",
+        f"{status['snapshot_count']} snapshots, latest {status['latest_snapshot']})"
+        if status["lake_exists"] else
+        f"lake            {status['lake']}: not created yet (the first --run creates it)",
         f"catalog         {status['catalog']}",
         f"data path       {status['data_path']}",
         f"watermark       {status['watermark'] or 'none (nothing promoted yet)'}",

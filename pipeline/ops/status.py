@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from pipeline import staging
+from pipeline.errors import PipelineError
 from pipeline.lake import batches as batch_table
 from pipeline.lake import jobs
 from pipeline.lake.connect import connect
@@ -17,29 +18,52 @@ from pipeline.source.connect import connect as connect_source
 from pipeline.source.window import iso
 from pipeline.sqltext import quote_qualified
 
+# DuckLake's words when a read-only attach finds no lake in the catalog yet
+NOT_CREATED = "creating a new DuckLake is explicitly disabled"
 
-def collect(settings: ResolvedSettings) -> dict[str, Any]:
-    """Status as plain data."""
-    con = connect(settings, read_only=True)
+
+def _lake_facts(settings: ResolvedSettings) -> dict[str, Any]:
+    """What the lake holds; a lake not created yet (no run so far) is a state, not an error."""
+    empty = {"exists": False, "watermark": None, "batches": [], "lake_rows": 0, "snapshots": 0,
+             "latest": None, "files": 0, "size": 0, "job_runs": [], "lake": None, "quarantined": 0}
+    try:
+        con = connect(settings, read_only=True)
+    except PipelineError as exc:
+        if NOT_CREATED in str(exc):
+            return empty
+        raise
     try:
         tables = table_names(con, settings)
         has_tables = (settings.ops_schema, "batches") in tables
-        watermark = batch_table.watermark(con, settings) if has_tables else None
-        batches = batch_table.recent_batches(con, settings, 5) if has_tables else []
-        lake_rows = con.execute(f"SELECT count(*) FROM {settings.events_table}").fetchone()[0] \
-            if has_tables else 0
-        snapshots, latest = con.execute(
+        facts = {**empty, "exists": True}
+        if has_tables:
+            facts.update(watermark=batch_table.watermark(con, settings),
+                         batches=batch_table.recent_batches(con, settings, 5),
+                         lake_rows=con.execute(f"SELECT count(*) FROM {settings.events_table}").fetchone()[0])
+        facts["snapshots"], facts["latest"] = con.execute(
             f"SELECT count(*), max(snapshot_id) FROM {settings.lake_name}.snapshots()").fetchone()
-        files, size = con.execute(
+        facts["files"], facts["size"] = con.execute(
             "SELECT coalesce(sum(file_count), 0), coalesce(sum(file_size_bytes), 0) "
             "FROM ducklake_table_info(?)", [settings.lake_name]).fetchone()
-        job_runs = jobs.last_runs(con, settings) if (settings.ops_schema, "jobs") in tables else []
-        lake = lake_id(con, settings) if (settings.ops_schema, "lake_identity") in tables else None
-        quarantined = con.execute(f"SELECT count(*) FROM {settings.quarantine_table} WHERE table_name = ?",
-                                  [settings.lake_table]).fetchone()[0] \
-            if (settings.ops_schema, "quarantine") in tables else 0
+        if (settings.ops_schema, "jobs") in tables:
+            facts["job_runs"] = jobs.last_runs(con, settings)
+        if (settings.ops_schema, "lake_identity") in tables:
+            facts["lake"] = lake_id(con, settings)
+        if (settings.ops_schema, "quarantine") in tables:
+            facts["quarantined"] = con.execute(
+                f"SELECT count(*) FROM {settings.quarantine_table} WHERE table_name = ?",
+                [settings.lake_table]).fetchone()[0]
+        return facts
     finally:
         con.close()
+
+
+def collect(settings: ResolvedSettings) -> dict[str, Any]:
+    """Status as plain data."""
+    facts = _lake_facts(settings)
+    watermark, batches, lake_rows = facts["watermark"], facts["batches"], facts["lake_rows"]
+    snapshots, latest, files, size = facts["snapshots"], facts["latest"], facts["files"], facts["size"]
+    job_runs, lake, quarantined = facts["job_runs"], facts["lake"], facts["quarantined"]
     with connect_source(settings.source_dsn) as conn:
         exists = stats.table_exists(conn, settings.source_table)
         newest, pending, future = (None, 0, 0)
@@ -53,6 +77,7 @@ def collect(settings: ResolvedSettings) -> dict[str, Any]:
     lag = (newest - watermark).total_seconds() if newest and watermark else None
     return {
         "lake": settings.events_table,
+        "lake_exists": facts["exists"],  # False until the first run creates it
         "catalog": settings.catalog.describe(),
         "data_path": settings.data_path,
         "watermark": iso(watermark) if watermark else None,
