@@ -15,14 +15,19 @@ from pipeline.source import shape, stats
 from pipeline.source.connect import connect as connect_source
 
 
-def preflight(settings: ResolvedSettings, *, reads_source: bool) -> None:
+def preflight(settings: ResolvedSettings, *, reads_source: bool) -> dict[str, str]:
+    """Raise on what would fail later; return the columns the source added (schema drift:
+    name -> lake type) that this run extracts, empty when it reads no source."""
+    added: dict[str, str] = {}
     if reads_source:
         with connect_source(settings.source_dsn) as conn:
             stats.require_table(conn, settings.source_table)
-            shape.check_shape(conn, settings.source_table)  # raises on a missing or retyped column
+            # raises on a missing or retyped column
+            added = shape.check_shape(conn, settings.source_table, settings.schema_drift)
     if "://" not in settings.data_path:  # object storage is checked by its first write
         _writable_folder(Path(settings.data_path), "DUCKLAKE_DATA_PATH")
     _writable_staging(settings)
+    return added
 
 
 def _writable_folder(path: Path, key: str) -> None:

@@ -26,7 +26,7 @@ from pipeline.lake.schema import ensure_tables, lake_id
 from pipeline.ops.preflight import preflight
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.settings.resolve import resolve
-from pipeline.source import shape, stats
+from pipeline.source import stats
 from pipeline.source.snapshot import exported_snapshot
 from pipeline.source.window import Window, plan_window
 from pipeline.staging import StagedBatch
@@ -102,7 +102,7 @@ def run(settings: Settings, mode: Mode = "run", engine: str = "spark",
     resolved = resolve(settings)
     report = RunReport()
     started = time.monotonic()
-    preflight(resolved, reads_source=mode in ("run", "extract"))
+    added = preflight(resolved, reads_source=mode in ("run", "extract"))
     for path in staging.clean_stale(staging.table_dir(resolved)):
         log.info("removed stale incomplete batch %s", path.uri())
     con = connect(resolved)
@@ -116,15 +116,15 @@ def run(settings: Settings, mode: Mode = "run", engine: str = "spark",
                 log.info("promoting staged batch %s (%d rows)", batch.batch_id, batch.manifest.row_count)
                 _promote_or_set_aside(resolved, batch, con, report)
         if mode in ("run", "extract"):
-            _extract_and_promote(resolved, con, lake, mode, engine, spark, spark_factory, report)
+            _extract_and_promote(resolved, con, lake, added, mode, engine, spark, spark_factory, report)
     finally:
         con.close()
     report.seconds["total"] = time.monotonic() - started
     return report
 
 
-def _extract_and_promote(settings: ResolvedSettings, con: duckdb.DuckDBPyConnection, lake: str, mode: Mode,
-                         engine: str, spark: SparkSession | None,
+def _extract_and_promote(settings: ResolvedSettings, con: duckdb.DuckDBPyConnection, lake: str,
+                         added: dict[str, str], mode: Mode, engine: str, spark: SparkSession | None,
                          spark_factory: Callable[[], SparkSession] | None, report: RunReport) -> None:
     t0 = time.monotonic()
     # the planner's transaction stays open until the engine has read: its snapshot is shared
@@ -132,7 +132,6 @@ def _extract_and_promote(settings: ResolvedSettings, con: duckdb.DuckDBPyConnect
         upper = stats.server_now(conn)
         window = plan_window(report.watermark, settings.lookback, upper)
         window_stats = stats.window_stats(conn, settings.source_table, window)
-        added = shape.check_shape(conn, settings.source_table, settings.schema_drift)
         report.window, report.rows_in_window = window, window_stats.rows
         report.rows_in_future = stats.rows_after(conn, settings.source_table, upper)
         if report.rows_in_future:

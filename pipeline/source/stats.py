@@ -48,7 +48,7 @@ def rows_after(conn: psycopg.Connection, qualified: str, upper: datetime) -> int
 
 
 def window_stats(conn: psycopg.Connection, qualified: str, window: Window) -> WindowStats:
-    require_table(conn, qualified)
+    """Rows and time range of ``window`` (the table's existence was checked by the preflight)."""
     query = sql.SQL(
         # ::timestamptz: a naive column's values are UTC (the session's zone), made explicit
         "SELECT count(*), min(event_timestamp)::timestamptz, max(event_timestamp)::timestamptz "
