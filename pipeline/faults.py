@@ -26,7 +26,6 @@ def maybe_crash(settings: Settings, point: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-
 def slow_read(settings: Settings, query: str) -> str:
     """``query``, which under ``slow-read`` first sleeps in Postgres each time it runs (once per
     read partition; not during Spark's schema lookup, whose ``WHERE 1=0`` Postgres folds away)."""

@@ -111,7 +111,7 @@ def extract(extractor: Extractor, request: ExtractRequest) -> StagedBatch:
         extract_seconds=round(time.monotonic() - started, 3),
         lake_id=request.lake_id,
         extra_columns=request.extra_columns or None,
-        source=f"{request.settings.source_dsn.dbname}.{request.settings.source_table}",
+        source=request.settings.source_name,
     )
     staging.write_manifest(folder, manifest)
     return StagedBatch(folder=folder, manifest=manifest)

@@ -52,3 +52,11 @@ def lake_id(con: duckdb.DuckDBPyConnection, settings: Settings) -> str:
     """This lake's identity (made with its tables; see ``lake_identity`` in lake_events.sql)."""
     table = f"{quote_ident(settings.lake_name)}.{quote_ident(settings.ops_schema)}.lake_identity"
     return con.execute(f"SELECT lake_id FROM {table} ORDER BY created_at, lake_id LIMIT 1").fetchone()[0]
+
+
+def quarantined_rows(con: duckdb.DuckDBPyConnection, settings: Settings) -> int:
+    """Rows of this table in ``ops.quarantine`` (0 before the table exists)."""
+    if (settings.ops_schema, "quarantine") not in table_names(con, settings):
+        return 0
+    return con.execute(f"SELECT count(*) FROM {settings.quarantine_table} WHERE table_name = ?",
+                       [settings.lake_table]).fetchone()[0]

@@ -46,7 +46,8 @@ def validated_sql(relation: str, extra_columns: dict[str, str] | None = None) ->
 
 
 # the staged batch being promoted
-VALIDATED = validated_sql("read_parquet($files)")
+STAGED = "read_parquet($files)"
+VALIDATED = validated_sql(STAGED)
 _WINNER_FIRST = ("ORDER BY created_at DESC NULLS LAST, event_timestamp DESC, event_type DESC NULLS LAST, "
                  "raw_details DESC NULLS LAST")
 _CONTENT = "md5(concat_ws('|', event_type, CAST(event_timestamp AS VARCHAR), raw_details, " \
@@ -68,7 +69,7 @@ def loadable_sql(has_duplicates: bool, relation: str | None = None,
                  extra_columns: dict[str, str] | None = None) -> str:
     """The rows to load: valid, one per id (the winner) when there may be repeated ids. Over
     ``relation`` instead of the staged batch, this is the source as the lake should hold it."""
-    validated = validated_sql(relation or "read_parquet($files)", extra_columns)
+    validated = validated_sql(relation or STAGED, extra_columns)
     rows = f"SELECT * FROM ({validated}) WHERE reason IS NULL"
     if not has_duplicates:
         return rows

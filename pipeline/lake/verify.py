@@ -14,7 +14,7 @@ import duckdb
 from pipeline.lake import extensions, validate
 from pipeline.lake.attach_sql import postgres_secret_sql
 from pipeline.lake.connect import connect
-from pipeline.lake.schema import table_names
+from pipeline.lake.schema import quarantined_rows
 from pipeline.settings import ResolvedSettings
 from pipeline.sqltext import quote_qualified
 
@@ -79,11 +79,7 @@ def compare(settings: ResolvedSettings, upper: datetime | None = None) -> Compar
             upper = con.execute("SELECT * FROM postgres_query('src', 'SELECT now()')").fetchone()[0]
         # the source as the lake should hold it: rows that can be loaded, one per id
         source_relation = f"({validate.loadable_sql(True, f'src.{quote_qualified(settings.source_table)}')})"
-        quarantined = 0
-        if (settings.ops_schema, "quarantine") in table_names(con, settings):
-            quarantined = con.execute(
-                f"SELECT count(*) FROM {settings.quarantine_table} WHERE table_name = ?",
-                [settings.lake_table]).fetchone()[0]
+        quarantined = quarantined_rows(con, settings)
         lake = fingerprint(con, settings.events_table, upper)
         source = fingerprint(con, source_relation, upper)
         differences = () if lake == source else sample_differences(con, settings.events_table,

@@ -132,11 +132,9 @@ def _backfill(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, hours:
                     f"WHERE ({ranges}) AND {window.literal_sql()}")
     con.execute("CREATE OR REPLACE TEMP TABLE reconcile_source AS " + validate.validated_sql(
         f"postgres_query('src', {quote_literal(source_query)})"))
-    bounds = (f"event_timestamp > {quote_literal(iso(window.low))}::TIMESTAMPTZ "  # type: ignore[arg-type]
-              f"AND event_timestamp <= {quote_literal(iso(window.upper))}::TIMESTAMPTZ")
     hour_list = ", ".join(f"{quote_literal(iso(h))}::TIMESTAMPTZ" for h in hours)
     lake_ids = (f"SELECT event_id FROM {settings.events_table} "
-                f"WHERE {bounds} AND date_trunc('hour', event_timestamp) IN ({hour_list})")
+                f"WHERE {window.literal_sql()} AND date_trunc('hour', event_timestamp) IN ({hour_list})")
     report.lake_rows_not_in_source = con.execute(
         f"SELECT count(*) FROM ({lake_ids}) l WHERE l.event_id NOT IN "
         "(SELECT event_id FROM reconcile_source WHERE event_id IS NOT NULL)").fetchone()[0]
@@ -157,7 +155,7 @@ def _backfill(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, hours:
         batch_id=batch_id, table=settings.lake_table, engine=RECONCILE_ENGINE,
         window_low=iso(window.low) if window.low else None, window_upper=iso(window.upper),
         row_count=missing, files=[name], schema=[], extract_seconds=0.0,
-        lake_id=lake_id(con, settings), source=f"{settings.source_dsn.dbname}.{settings.source_table}")
+        lake_id=lake_id(con, settings), source=settings.source_name)
     staging.write_manifest(folder, manifest)
     result = promote(settings, staging.StagedBatch(folder, manifest), con)
     report.rows_backfilled, report.rows_quarantined = result.rows_inserted, result.rows_quarantined

@@ -10,7 +10,7 @@ from pipeline.errors import PipelineError
 from pipeline.lake import batches as batch_table
 from pipeline.lake import jobs
 from pipeline.lake.connect import connect
-from pipeline.lake.schema import lake_id, table_names
+from pipeline.lake.schema import lake_id, quarantined_rows, table_names
 from pipeline.ops.scheduler_state import read_state
 from pipeline.settings import ResolvedSettings
 from pipeline.source import stats
@@ -49,10 +49,7 @@ def _lake_facts(settings: ResolvedSettings) -> dict[str, Any]:
             facts["job_runs"] = jobs.last_runs(con, settings)
         if (settings.ops_schema, "lake_identity") in tables:
             facts["lake"] = lake_id(con, settings)
-        if (settings.ops_schema, "quarantine") in tables:
-            facts["quarantined"] = con.execute(
-                f"SELECT count(*) FROM {settings.quarantine_table} WHERE table_name = ?",
-                [settings.lake_table]).fetchone()[0]
+        facts["quarantined"] = quarantined_rows(con, settings)
         return facts
     finally:
         con.close()

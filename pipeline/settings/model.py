@@ -116,6 +116,11 @@ class ResolvedSettings(Settings):
     catalog: CatalogSpec
     data_path: str
 
+    @property
+    def source_name(self) -> str:
+        """Where batches are read from, for manifests: database and table, no credentials."""
+        return f"{self.source_dsn.dbname}.{self.source_table}"
+
     @classmethod
     def of(cls, settings: Settings, **changes: object) -> ResolvedSettings:
         values = {name: getattr(settings, name) for name in settings.__dataclass_fields__}
