@@ -3,11 +3,14 @@
 CREATE SCHEMA IF NOT EXISTS {lake}.main;
 CREATE SCHEMA IF NOT EXISTS {lake}.{ops};
 
+-- {id_type} and {details_type}: UUID and JSON for a lake made in copy mode, VARCHAR (the canonical
+-- UUID text, the source's JSON text) for one made in zero-copy mode, whose Parquet files Spark
+-- writes and Spark has no UUID or JSON Parquet type (see pipeline/lake/zero_copy.py).
 CREATE TABLE IF NOT EXISTS {lake}.main.{table} (
-    event_id        UUID,
+    event_id        {id_type},
     event_type      VARCHAR,
     event_timestamp TIMESTAMP WITH TIME ZONE,
-    details         JSON,
+    details         {details_type},
     created_at      TIMESTAMP WITH TIME ZONE
 );
 

@@ -44,7 +44,19 @@ def _drop_db(server: PgDsn, name: str) -> None:
 
 
 @pytest.fixture
-def new_lake_env(pg_server: PgDsn, tmp_path: Path) -> Iterator[Callable[[str], dict[str, str]]]:
+def promotion() -> str:
+    """PROMOTION of the lake fixtures; a test picks others with ``BOTH_MODES`` or ``COPY_MODE``."""
+    return "zero-copy"
+
+
+# the correctness tests run in both promotion modes; tests of the staged rows' own handling
+# (files in the batch folder, quarantine of duplicates) use copy mode, where every row is staged
+BOTH_MODES = pytest.mark.parametrize("promotion", ["zero-copy", "copy"])
+COPY_MODE = pytest.mark.parametrize("promotion", ["copy"])
+
+
+@pytest.fixture
+def new_lake_env(pg_server: PgDsn, tmp_path: Path, promotion: str) -> Iterator[Callable[[str], dict[str, str]]]:
     """Makes environments for isolated pipelines: each has its own source DB, catalog DB, data
     and staging under ``tmp_path/<name>``; the databases are dropped after the test."""
     made: list[str] = []
@@ -61,6 +73,7 @@ def new_lake_env(pg_server: PgDsn, tmp_path: Path) -> Iterator[Callable[[str], d
             "STAGING_PATH": str(root / "staging"),
             "EVENT_LAKE_HOME": str(root / "home"),
             "LOOKBACK": "15m",
+            "PROMOTION": promotion,
         }
 
     yield make

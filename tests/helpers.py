@@ -126,6 +126,18 @@ class TcpProxy:
         self._conns.clear()
 
 
+def files_registered(settings: Settings) -> int:
+    """Spark-written files the lake registered as they were (zero-copy promotions)."""
+    return lake_query(settings, f"SELECT coalesce(sum(CAST(json_extract(commit_extra_info, "
+                                f"'$.files_registered') AS BIGINT)), 0) FROM {settings.lake_name}.snapshots()")[0][0]
+
+
+def assert_promoted_by_mode(settings: Settings) -> None:
+    """Zero-copy mode registered Spark's files; copy mode rewrote every row."""
+    registered = files_registered(settings)
+    assert (registered > 0) == (settings.promotion == "zero-copy"), (settings.promotion, registered)
+
+
 def lake_query(settings: Settings, sql: str, params: list | None = None) -> list[tuple]:
     con = lake.connect(resolve(settings), read_only=True)
     try:

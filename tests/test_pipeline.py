@@ -9,22 +9,34 @@ import shutil
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
 from pipeline import staging
 from pipeline.lake import promote, validate, verify
 from pipeline.ops.run import run
 from pipeline.settings.resolve import resolve
-from tests.conftest import run_cli
-from tests.helpers import add_events, assert_lake_equals_source, data_snapshots, lake_query, snapshot_ids
+from tests.conftest import BOTH_MODES, COPY_MODE, run_cli
+from tests.helpers import (
+    add_events,
+    assert_lake_equals_source,
+    assert_promoted_by_mode,
+    data_snapshots,
+    lake_query,
+    snapshot_ids,
+)
 
 
+@BOTH_MODES
 def test_first_load_copies_every_event(settings, spark):
     add_events(settings, 5_000, seed=1)
     report = run(settings, spark=spark)
     assert report.rows_inserted == 5_000
     assert len(report.snapshots) == 1
     assert_lake_equals_source(settings, expected_rows=5_000)
+    assert_promoted_by_mode(settings)
 
 
+@BOTH_MODES
 def test_rerun_inserts_nothing_and_makes_no_data_snapshot(settings, spark):
     add_events(settings, 3_000, seed=2)
     run(settings, spark=spark)
@@ -36,6 +48,7 @@ def test_rerun_inserts_nothing_and_makes_no_data_snapshot(settings, spark):
     assert_lake_equals_source(settings, expected_rows=3_000)
 
 
+@BOTH_MODES
 def test_late_events_inside_lookback_are_caught_once(settings, spark):
     add_events(settings, 2_000, seed=3)
     run(settings, spark=spark)
@@ -44,6 +57,7 @@ def test_late_events_inside_lookback_are_caught_once(settings, spark):
     assert report.rows_inserted == 300
     assert report.promotions[-1].rows_duplicate == 2_000
     assert_lake_equals_source(settings, expected_rows=2_300)
+    assert_promoted_by_mode(settings)
 
 
 def test_events_later_than_lookback_are_missed_by_runs_and_backfilled_by_reconcile(settings, lake_env, spark):
@@ -115,6 +129,7 @@ def test_incomplete_batch_without_manifest_is_never_promoted(settings, spark):
     assert data_snapshots(settings) == []
 
 
+@BOTH_MODES
 def test_kill_after_staging_then_rerun_loses_and_doubles_nothing(settings, lake_env):
     add_events(settings, 2_000, seed=10)
     crashed = run_cli("events_pipeline.py", "--run", env={**lake_env, "EVENT_LAKE_FAULT": "after-stage"})
@@ -127,18 +142,21 @@ def test_kill_after_staging_then_rerun_loses_and_doubles_nothing(settings, lake_
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert staging.complete_batches(staging.table_dir(resolved)) == []
     assert_lake_equals_source(settings, expected_rows=2_500)
+    assert_promoted_by_mode(settings)
 
 
-def test_kill_inside_the_promotion_transaction_commits_nothing(settings, lake_env):
+@pytest.mark.parametrize(("promotion", "engine"), [("zero-copy", "spark"), ("copy", "dlt")])
+def test_kill_inside_the_promotion_transaction_commits_nothing(settings, lake_env, engine):
     add_events(settings, 1_500, seed=12)
     env = {**lake_env, "EVENT_LAKE_FAULT": "before-commit"}
-    crashed = run_cli("events_pipeline.py", "--run", "--engine", "dlt", env=env)
+    crashed = run_cli("events_pipeline.py", "--run", "--engine", engine, env=env)
     assert crashed.returncode == -9, crashed.stdout + crashed.stderr
     assert data_snapshots(settings) == []
-    rerun = run_cli("events_pipeline.py", "--run", "--engine", "dlt", env=lake_env)
+    rerun = run_cli("events_pipeline.py", "--run", "--engine", engine, env=lake_env)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert len(data_snapshots(settings)) == 1
     assert_lake_equals_source(settings, expected_rows=1_500)
+    assert_promoted_by_mode(settings)
 
 
 def test_a_promoter_that_lost_its_lock_rolls_back_instead_of_committing(settings, lake_env):
@@ -154,6 +172,7 @@ def test_a_promoter_that_lost_its_lock_rolls_back_instead_of_committing(settings
     assert_lake_equals_source(settings, expected_rows=400)
 
 
+@BOTH_MODES
 def test_two_runs_at_once_never_double_an_event(settings, lake_env):
     add_events(settings, 20_000, seed=13)
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
@@ -162,8 +181,10 @@ def test_two_runs_at_once_never_double_an_event(settings, lake_env):
     for result in results:
         assert result.returncode == 0, result.stdout + result.stderr
     assert_lake_equals_source(settings, expected_rows=20_000)
+    assert_promoted_by_mode(settings)
 
 
+@COPY_MODE
 def test_duplicate_ids_inside_one_batch_keep_the_newest_row(settings, spark):
     """A batch can repeat an id (e.g. two overlapping staged files); the newest created_at wins."""
     import duckdb
@@ -192,7 +213,8 @@ def test_spark_partitions_overrides_the_planned_split(settings, lake_env, spark)
     three = load_settings({**lake_env, "SPARK_PARTITIONS": "3"})
     report = run(three, mode="extract", spark=spark)
     [batch] = staging.complete_batches(staging.table_dir(resolve(three)))
-    assert batch.batch_id == report.staged_batch and len(batch.manifest.files) == 3
+    assert batch.batch_id == report.staged_batch
+    assert len(batch.manifest.files) + len(batch.lake_files) == 3, batch.manifest
 
 
 def test_lakes_sharing_a_staging_folder_promote_only_their_own_batches(lake_env, new_lake_env):

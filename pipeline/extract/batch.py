@@ -23,6 +23,9 @@ from pipeline.errors import (
     is_transient,
     scrub_secrets,
 )
+from pipeline.extract import lake_files
+from pipeline.lake import zero_copy
+from pipeline.lake.zero_copy import LakeTarget
 from pipeline.settings import ResolvedSettings
 from pipeline.source.stats import WindowStats
 from pipeline.source.window import Window, iso
@@ -59,6 +62,7 @@ class ExtractRequest:
     snapshot_id: str | None = None  # the planner's exported Postgres snapshot
     lake_id: str | None = None  # the lake the batch is for (recorded in its manifest)
     extra_columns: dict[str, str] = field(default_factory=dict)  # added source columns -> lake type
+    lake_target: LakeTarget | None = None  # zero-copy: write the lake's files (pipeline.lake.zero_copy)
 
     @property
     def folder(self) -> StagingDir:
@@ -87,17 +91,23 @@ def extract(extractor: Extractor, request: ExtractRequest) -> StagedBatch:
         if isinstance(exc, PipelineError) or not is_transient(exc):
             raise
         staging.remove_batch(folder)  # partial files: never promoted, removed now
+        if request.lake_target:
+            lake_files.incoming_dir(request.lake_target, request.batch_id).remove()
         dsn = request.settings.source_dsn
         raise SourceUnavailable(
             f"Extraction with {extractor.engine} lost the source Postgres at {dsn.masked()} mid-read "
             f"({first_line(scrub_secrets(str(exc)))}). Nothing was staged or promoted.",
             "Check that the source runs and is reachable from the engine; the next run reads the "
             "same window again, so nothing is lost.") from None
+    target = request.lake_target
+    lake = lake_files.settle(target, request.batch_id, folder) if target else []
     files = staging.parquet_files(folder)
-    rows = sum(_parquet_metadata(folder, name).num_rows for name in files)
+    rows = sum(_parquet_metadata(folder, name).num_rows for name in files) + sum(int(f["rows"]) for f in lake)
     if rows != request.stats.rows:
+        if target:
+            zero_copy.remove_files(lake, request.settings)
         staging.remove_batch(folder)
-        raise short_batch_error(request, extractor.engine, rows, len(files))
+        raise short_batch_error(request, extractor.engine, rows, len(files) + len(lake))
     schema = _parquet_metadata(folder, files[0]).schema.to_arrow_schema() if files else None
     manifest = Manifest(
         batch_id=request.batch_id,
@@ -112,6 +122,8 @@ def extract(extractor: Extractor, request: ExtractRequest) -> StagedBatch:
         lake_id=request.lake_id,
         extra_columns=request.extra_columns or None,
         source=request.settings.source_name,
+        lake_files=lake or None,
+        lake_snapshot=target.snapshot_id if target else None,
     )
     staging.write_manifest(folder, manifest)
     return StagedBatch(folder=folder, manifest=manifest)

@@ -6,10 +6,12 @@ from typing import TYPE_CHECKING
 
 from pipeline import faults
 from pipeline.extract.arrow_writer import write_tables
-from pipeline.extract.batch import ExtractRequest, select_sql
+from pipeline.extract.batch import STAGED_COLUMNS, ExtractRequest, select_sql
+from pipeline.extract.lake_files import DEST, incoming_dir
 from pipeline.extract.partitions import plan_partitions, time_chunks
 from pipeline.extract.spark_s3a import missing_s3a
-from pipeline.extract.spark_session import default_cores
+from pipeline.extract.spark_session import default_cores, functions
+from pipeline.lake.schema import PARTITION_KEYS
 from pipeline.source.snapshot import import_statements
 from pipeline.source.window import Window, iso
 
@@ -17,7 +19,9 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
     import pyarrow as pa
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
+
+    from pipeline.lake.zero_copy import LakeTarget
 
 FETCH_SIZE = 20_000
 DRIVER_CHUNK_ROWS = 250_000  # rows the driver holds at once with STAGING_WRITER=driver
@@ -67,14 +71,38 @@ class SparkExtractor:
                                                                           default_cores(self.spark))
         options = jdbc_options(request, request.window, partitions)
         frame = self.spark.read.format("jdbc").options(**options).load()
+        if request.lake_target is not None:
+            writer = self._split_for_lake(frame, request.lake_target).write.partitionBy(
+                DEST, *PARTITION_KEYS)
+            target = incoming_dir(request.lake_target, request.batch_id).spark_uri()
+        else:
+            writer, target = frame.write, request.folder.spark_uri()
         # "error" (not its alias "errorifexists", which Spark Connect rejects): never overwrite a batch
         try:
-            frame.write.mode("error").parquet(request.folder.spark_uri())
+            writer.mode("error").parquet(target)
         except Exception as exc:
             error = missing_s3a(exc, request.settings)
             if error is None:
                 raise
             raise error from None
+
+    def _split_for_lake(self, frame: DataFrame, target: LakeTarget) -> DataFrame:
+        """Zero-copy: mark each row for the lake's files or for copy promotion (a NULL id or time,
+        or an id the lake already holds in the window), and add its UTC day folder. The lake's
+        ids join by broadcast, so each JDBC partition's time range stays one task: about one
+        file per day, not one per shuffle partition."""
+        F = functions(self.spark)  # noqa: N806
+        in_lake = F.lit(False)
+        if target.lake_ids is not None:
+            seen = self.spark.createDataFrame(target.lake_ids).select(
+                "event_id", F.lit(True).alias("_in_lake"))
+            frame = frame.join(F.broadcast(seen), "event_id", "left")
+            in_lake = F.col("_in_lake").isNotNull()
+        for_lake = F.col("event_id").isNotNull() & F.col("event_timestamp").isNotNull() & ~in_lake
+        ts = F.col("event_timestamp")  # the session time zone is UTC (spark_session.SESSION_CONF)
+        return frame.select(*STAGED_COLUMNS, F.when(for_lake, "lake").otherwise("stage").alias(DEST),
+                            F.year(ts).alias("year"), F.month(ts).alias("month"),
+                            F.dayofmonth(ts).alias("day"))
 
     def _write_through_driver(self, request: ExtractRequest) -> None:
         """For clusters that share no folder with the driver (Spark Connect to a remote cluster,

@@ -19,6 +19,8 @@ from pipeline.extract.spark_s3a import s3a_conf
 from pipeline.settings import Settings
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from pyspark.sql import SparkSession
 
 DEBIAN_JAR = "/usr/share/java/postgresql.jar"
@@ -130,6 +132,16 @@ def is_connect(spark: SparkSession) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
+def functions(spark: SparkSession) -> ModuleType:
+    """``pyspark.sql.functions`` for ``spark``'s kind: a Connect session needs the Connect
+    client's, whatever mode the process is in (it may hold a classic session too)."""
+    if is_connect(spark):
+        from pyspark.sql.connect import functions as connect_functions
+        return connect_functions
+    from pyspark.sql import functions as classic_functions
+    return classic_functions
+
+
 def _refuse_overrides(conf: dict[str, str]) -> None:
     clash = {k: v for k, v in conf.items() if k in SESSION_CONF and v != SESSION_CONF[k]}
     if clash:
@@ -164,7 +176,7 @@ def default_cores(spark: SparkSession) -> int:
     """Task slots of the cluster the session runs on (a Connect session asks the server)."""
     if not is_connect(spark):
         return int(spark.sparkContext.defaultParallelism)
-    from pyspark.sql.connect import functions as F  # the Connect client's, whatever mode the process is in
+    F = functions(spark)  # noqa: N806
 
     # a range without a partition count is split into defaultParallelism partitions
     probe = spark.range(0, 100_000).select(F.spark_partition_id().alias("p")).agg(F.max("p"))

@@ -8,6 +8,7 @@ referenced by those snapshots and are only deleted once the snapshots themselves
 from __future__ import annotations
 
 import os
+import posixpath
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -16,11 +17,13 @@ from typing import Any
 
 import duckdb
 
+from pipeline import staging
 from pipeline.lake import locks
 from pipeline.lake.connect import connect
 from pipeline.lake.schema import ensure_tables
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.settings.durations import format_duration
+from pipeline.staging.location import data_dir, split_uri
 
 # Files that exist in the data path but not in the catalog may belong to a promotion that
 # is about to commit; only files older than this are treated as orphans.
@@ -107,19 +110,32 @@ def compact(con: duckdb.DuckDBPyConnection, settings: Settings, dry_run: bool,
         con.execute("CALL ducklake_merge_adjacent_files(?)", [settings.lake_name]).fetchall()
         report.files_after = data_file_count(con, settings)
     deleted: list[str] = []
+    # zero-copy files a staged batch will register are not in the catalog yet, but not orphans
+    pending = staging.pending_lake_files(staging.table_dir(settings))
     for function, older_than in (("ducklake_cleanup_old_files",
                                   f"older_than => {_older_than(delete_grace)}"),
                                  ("ducklake_delete_orphaned_files",
                                   f"older_than => {_older_than(ORPHAN_GRACE)}")):
         planned = [r[0] for r in con.execute(
             f"CALL {function}(?, dry_run => true, {older_than})", [settings.lake_name]).fetchall()]
+        kept = [p for p in planned if p in pending]
+        planned = [p for p in planned if p not in pending]
         sizes = sum(_size(p) for p in planned)
         if not dry_run and planned:
-            con.execute(f"CALL {function}(?, dry_run => false, {older_than})",
-                        [settings.lake_name]).fetchall()
+            if kept:  # DuckLake deletes all it found: delete only the true orphans, one by one
+                _delete_files(settings, planned)
+            else:
+                con.execute(f"CALL {function}(?, dry_run => false, {older_than})",
+                            [settings.lake_name]).fetchall()
         deleted += planned
         report.bytes_deleted += sizes
     report.files_deleted = len(deleted)
+
+
+def _delete_files(settings: Settings, uris: list[str]) -> None:
+    folder = data_dir(settings)
+    for uri in uris:
+        folder.delete(posixpath.relpath(split_uri(uri)[1], folder.path))
 
 
 def run_maintenance(settings: ResolvedSettings, retention: timedelta, *, dry_run: bool = False,

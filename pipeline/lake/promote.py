@@ -18,11 +18,12 @@ from datetime import UTC, datetime
 import duckdb
 
 from pipeline import faults, staging
-from pipeline.lake import batches, locks, validate
+from pipeline.lake import batches, locks, validate, zero_copy
 from pipeline.lake.connect import connect
-from pipeline.lake.schema import ensure_tables
+from pipeline.lake.schema import ensure_tables, events_column_types
 from pipeline.lake.transaction import transaction
 from pipeline.settings import ResolvedSettings
+from pipeline.source.window import parse_iso
 from pipeline.sqltext import quote_ident
 from pipeline.staging import StagedBatch
 
@@ -40,7 +41,7 @@ def insert_sql(events_table: str, batch_has_duplicates: bool = True,
     INSERT INTO {events_table} (event_id, event_type, event_timestamp, details, created_at{extras})
     SELECT s.event_id, s.event_type, s.event_timestamp, s.details, s.created_at{picked}
     FROM ({validate.loadable_sql(batch_has_duplicates, extra_columns=extra_columns)}) s
-    ANTI JOIN (SELECT event_id FROM {events_table}
+    ANTI JOIN (SELECT TRY_CAST(event_id AS UUID) AS event_id FROM {events_table}  -- text in a zero-copy lake
                WHERE event_timestamp BETWEEN $min_ts AND $max_ts) existing
            ON existing.event_id = s.event_id
     """
@@ -57,12 +58,14 @@ class PromotionResult:
     outcome: str  # "committed", "no new rows", "already promoted", "empty"
     max_event_timestamp: datetime | None = None  # the watermark this batch committed
     rows_quarantined: int = 0  # newly quarantined (a bad row the look-back re-reads counts once)
+    files_registered: int = 0  # zero-copy: Spark's files the lake took as they were
 
     def describe(self) -> str:
         if self.outcome == "committed":
             quarantined = f", {self.rows_quarantined} quarantined" if self.rows_quarantined else ""
+            registered = f" ({self.files_registered} Spark files registered)" if self.files_registered else ""
             return (f"batch {self.batch_id}: {self.rows_staged} staged, {self.rows_inserted} "
-                    f"inserted, {self.rows_duplicate} duplicates{quarantined} -> snapshot "
+                    f"inserted{registered}, {self.rows_duplicate} duplicates{quarantined} -> snapshot "
                     f"{self.snapshot_id} ({self.seconds:.2f}s)")
         return f"batch {self.batch_id}: {self.outcome} ({self.rows_staged} staged), no snapshot"
 
@@ -83,6 +86,10 @@ def promote(settings: ResolvedSettings, batch: StagedBatch,
             if own:
                 con.close()
     staging.remove_batch(batch.folder)
+    if batch.lake_files and result.outcome in ("committed", "no new rows") and not result.files_registered:
+        # promoted by copy: its files were never registered (after the manifest is gone, so a
+        # crash in between leaves orphans for maintenance, never a batch missing its files)
+        zero_copy.remove_files(batch.lake_files, settings)
     log.info("%s", result.describe())
     return result
 
@@ -91,22 +98,34 @@ def _promote_locked(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, 
                     started: float, lease: locks.Lease) -> PromotionResult:
     manifest = batch.manifest
     files = batch.file_uris()
+    lake_files = batch.lake_files
 
     def result(outcome: str, staged: int = 0, inserted: int = 0, snapshot: int | None = None,
                max_ts: datetime | None = None, quarantined: int = 0) -> PromotionResult:
         return PromotionResult(batch.batch_id, staged, inserted, staged - inserted - quarantined, snapshot,
-                               time.monotonic() - started, outcome, max_ts, quarantined)
+                               time.monotonic() - started, outcome, max_ts, quarantined,
+                               len(lake_files) if snapshot is not None else 0)
 
     if batches.is_recorded(con, settings, batch.batch_id):
         return result("already promoted", manifest.row_count)
     if not staging.is_complete(batch.folder):
         return result("settled by another process", manifest.row_count)
-    if not files:
+    if lake_files and zero_copy.inserted_since(con, settings, manifest.lake_snapshot or 0):
+        # another run committed rows after this batch's ids were checked: its files may repeat
+        # some, so they go through the copy path like staged rows (and are deleted after)
+        log.info("batch %s: the lake took rows since its files were written; promoting it by copy",
+                 batch.batch_id)
+        files, lake_files = files + [str(f["uri"]) for f in lake_files], []
+    if not files and not lake_files:
         return result("empty")
-    staged, loadable, distinct_ids, min_ts, max_ts, invalid = con.execute(
-        validate.BATCH_STATS, {"files": files}).fetchone()
+    staged, loadable, distinct_ids, min_ts, max_ts, invalid = (
+        con.execute(validate.BATCH_STATS, {"files": files}).fetchone() if files else (0, 0, 0, None, None, 0))
+    registered = sum(int(f["rows"]) for f in lake_files)
+    staged += registered
     if staged == 0:
         return result("empty")
+    min_ts, max_ts = _span([min_ts, max_ts, *(parse_iso(str(f[k])) for f in lake_files
+                                              for k in ("min_event_timestamp", "max_event_timestamp"))])
     has_duplicates = distinct_ids < loadable
 
     message = (f"reconcile batch {batch.batch_id}: backfill late events in {manifest.window.describe()}"
@@ -114,7 +133,7 @@ def _promote_locked(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, 
                f"promote batch {batch.batch_id} window {manifest.window.describe()}")
     extra = json.dumps({"batch_id": batch.batch_id, "engine": manifest.engine,
                         "window_low": manifest.window_low, "window_upper": manifest.window_upper,
-                        "rows_staged": staged})
+                        "rows_staged": staged, "files_registered": len(lake_files)})
     with transaction(con, settings.lake_name, message, extra) as tx:
         quarantined = 0
         rejected = validate.rejected_sql(invalid > 0, has_duplicates)
@@ -127,24 +146,43 @@ def _promote_locked(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, 
         if loadable:
             inserted = con.execute(insert_sql(settings.events_table, has_duplicates, extras),
                                    {"files": files, "min_ts": min_ts, "max_ts": max_ts}).fetchone()[0]
-        if inserted == 0 and quarantined == 0:
-            tx.rollback()  # nothing new: leave the lake (and its snapshot list) alone
-            return result("no new rows", staged)
-        batches.record(con, settings, batches.BatchRecord(
+        if lake_files:
+            zero_copy.register(con, settings, [str(f["uri"]) for f in lake_files])
+            inserted += registered
+        nothing_new = inserted == 0 and quarantined == 0
+        if nothing_new:
+            tx.rollback()  # leave the lake (and its snapshot list) alone
+        else:
+            _record(con, settings, batch, staged, inserted, quarantined, min_ts, max_ts, started)
+            faults.maybe_crash(settings, "before-commit")
+            faults.maybe_lose_lock(settings, lease)
+            lease.check()  # fencing: commit only while still holding the promote lock
+    if nothing_new:
+        return result("no new rows", staged)
+    snapshot = con.execute(
+        f"SELECT max(snapshot_id) FROM {settings.lake_name}.snapshots() "
+        "WHERE json_extract_string(commit_extra_info, '$.batch_id') = ?", [batch.batch_id]
+    ).fetchone()[0]
+    return result("committed", staged, inserted, snapshot, max_ts, quarantined)
+
+
+def _record(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, batch: StagedBatch, staged: int,
+            inserted: int, quarantined: int, min_ts: datetime | None, max_ts: datetime | None,
+            started: float) -> None:
+    """The batch's state row, in its transaction: the watermark moves with the data."""
+    manifest = batch.manifest
+    batches.record(con, settings, batches.BatchRecord(
             batch_id=batch.batch_id, table_name=settings.lake_table, engine=manifest.engine,
             window_low=manifest.window.low, window_upper=manifest.window.upper,
             rows_staged=staged, rows_inserted=inserted, rows_duplicate=staged - inserted - quarantined,
             min_event_timestamp=min_ts, max_event_timestamp=max_ts,
             extract_seconds=manifest.extract_seconds, promote_seconds=time.monotonic() - started,
             staged_at=datetime.fromisoformat(manifest.created_at), promoted_at=datetime.now(UTC)))
-        faults.maybe_crash(settings, "before-commit")
-        faults.maybe_lose_lock(settings, lease)
-        lease.check()  # fencing: commit only while still holding the promote lock
-    snapshot = con.execute(
-        f"SELECT max(snapshot_id) FROM {settings.lake_name}.snapshots() "
-        "WHERE json_extract_string(commit_extra_info, '$.batch_id') = ?", [batch.batch_id]
-    ).fetchone()[0]
-    return result("committed", staged, inserted, snapshot, max_ts, quarantined)
+
+
+def _span(values: list[datetime | None]) -> tuple[datetime | None, datetime | None]:
+    present = [v for v in values if v is not None]
+    return (min(present), max(present)) if present else (None, None)
 
 
 def add_columns(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings,
@@ -154,9 +192,7 @@ def add_columns(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings,
     each column with the type the lake holds it in (an existing column keeps its type)."""
     if not extra_columns:
         return {}
-    existing = dict(con.execute(
-        "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = ? "
-        "AND schema_name = 'main' AND table_name = ?", [settings.lake_name, settings.lake_table]).fetchall())
+    existing = events_column_types(con, settings)
     for name, kind in extra_columns.items():
         if name not in existing:
             log.info("schema drift: adding column %s %s to %s", name, kind, settings.events_table)

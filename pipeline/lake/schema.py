@@ -11,6 +11,23 @@ from pipeline.sqltext import quote_ident, read_sql, split_statements
 
 OPS_TABLES = ("batches", "jobs", "lake_identity", "quarantine")
 PARTITION_BY = "year(event_timestamp), month(event_timestamp), day(event_timestamp)"
+PARTITION_KEYS = ("year", "month", "day")  # the hive folder names DuckLake writes for PARTITION_BY
+
+
+def column_types(promotion: str) -> dict[str, str]:
+    """The events table's id and details types for a lake made in ``promotion`` mode: DuckLake
+    registers a Parquet file only when its column types equal the table's, and Spark writes
+    neither Parquet's UUID nor its JSON type, so a zero-copy lake keeps both as text."""
+    if promotion == "zero-copy":
+        return {"id_type": "VARCHAR", "details_type": "VARCHAR"}
+    return {"id_type": "UUID", "details_type": "JSON"}
+
+
+def events_column_types(con: duckdb.DuckDBPyConnection, settings: Settings) -> dict[str, str]:
+    """The events table's columns and their types as the lake holds them."""
+    return dict(con.execute(
+        "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = ? "
+        "AND schema_name = 'main' AND table_name = ?", [settings.lake_name, settings.lake_table]).fetchall())
 
 
 def table_names(con: duckdb.DuckDBPyConnection, settings: Settings) -> set[tuple[str, str]]:
@@ -41,7 +58,8 @@ def ensure_tables(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings) ->
             return
         with transaction(con, settings.lake_name, "create lake tables"):
             for statement in split_statements(read_sql("lake_events.sql")):
-                con.execute(statement.format(lake=quote_ident(settings.lake_name),
+                con.execute(statement.format(**column_types(settings.promotion),
+                                             lake=quote_ident(settings.lake_name),
                                              table=quote_ident(settings.lake_table),
                                              ops=quote_ident(settings.ops_schema)))
             if not events_exists:

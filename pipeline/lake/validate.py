@@ -46,7 +46,7 @@ def validated_sql(relation: str, extra_columns: dict[str, str] | None = None) ->
 
 
 # the staged batch being promoted
-STAGED = "read_parquet($files)"
+STAGED = "read_parquet($files, hive_partitioning = false)"  # zero-copy's files sit in day folders
 VALIDATED = validated_sql(STAGED)
 _WINNER_FIRST = ("ORDER BY created_at DESC NULLS LAST, event_timestamp DESC, event_type DESC NULLS LAST, "
                  "raw_details DESC NULLS LAST")

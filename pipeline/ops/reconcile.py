@@ -133,7 +133,8 @@ def _backfill(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, hours:
     con.execute("CREATE OR REPLACE TEMP TABLE reconcile_source AS " + validate.validated_sql(
         f"postgres_query('src', {quote_literal(source_query)})"))
     hour_list = ", ".join(f"{quote_literal(iso(h))}::TIMESTAMPTZ" for h in hours)
-    lake_ids = (f"SELECT event_id FROM {settings.events_table} "
+    # a zero-copy lake holds ids as text: compared as UUIDs like the validated source rows
+    lake_ids = (f"SELECT TRY_CAST(event_id AS UUID) AS event_id FROM {settings.events_table} "
                 f"WHERE {window.literal_sql()} AND date_trunc('hour', event_timestamp) IN ({hour_list})")
     report.lake_rows_not_in_source = con.execute(
         f"SELECT count(*) FROM ({lake_ids}) l WHERE l.event_id NOT IN "

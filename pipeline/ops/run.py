@@ -14,19 +14,21 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
 import duckdb
+import psycopg
 
 from pipeline import faults, staging
 from pipeline.errors import first_line, is_transient
 from pipeline.extract.batch import ExtractRequest, extract
 from pipeline.extract.engines import make_extractor
-from pipeline.lake import batches
+from pipeline.lake import batches, zero_copy
 from pipeline.lake.connect import connect
 from pipeline.lake.promote import PromotionResult, promote
-from pipeline.lake.schema import ensure_tables, lake_id
+from pipeline.lake.schema import ensure_tables, events_column_types, lake_id
+from pipeline.lake.zero_copy import LakeTarget
 from pipeline.ops.preflight import preflight
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.settings.resolve import resolve
-from pipeline.source import stats
+from pipeline.source import shape, stats
 from pipeline.source.snapshot import exported_snapshot
 from pipeline.source.window import Window, plan_window
 from pipeline.staging import StagedBatch
@@ -148,18 +150,38 @@ def _extract_and_promote(settings: ResolvedSettings, con: duckdb.DuckDBPyConnect
         extractor = make_extractor(engine, settings, spark)
         report.seconds["engine_start"] = time.monotonic() - t0
         t0 = time.monotonic()
+        target = _lake_target(settings, con, conn, engine, window, added)
         request = ExtractRequest(settings, window, window_stats, staging.new_batch_id(), snapshot_id, lake,
-                                 extra_columns=added)
+                                 extra_columns=added, lake_target=target)
         batch = extract(extractor, request)
     report.seconds["extract"] = time.monotonic() - t0
     report.staged_batch, report.rows_in_window = batch.batch_id, batch.manifest.row_count
-    log.info("staged batch %s: %d rows in %d file(s) (%.2fs)", batch.batch_id,
-             batch.manifest.row_count, len(batch.manifest.files), report.seconds["extract"])
+    log.info("staged batch %s: %d rows in %d file(s)%s (%.2fs)", batch.batch_id, batch.manifest.row_count,
+             len(batch.manifest.files), f" + {len(batch.lake_files)} lake file(s) to register"
+             if batch.lake_files else "", report.seconds["extract"])
     faults.maybe_crash(settings, "after-stage")
     if mode == "run":
         t0 = time.monotonic()
         _promote_or_set_aside(settings, batch, con, report)
         report.seconds["promote"] = time.monotonic() - t0
+
+
+def _lake_target(settings: ResolvedSettings, con: duckdb.DuckDBPyConnection, source: psycopg.Connection,
+                 engine: str, window: Window, added: dict[str, str]) -> LakeTarget | None:
+    """Where Spark writes this batch's lake files in zero-copy mode; None (logged with the
+    reason) when this run promotes by copy."""
+    if settings.promotion != "zero-copy":
+        return None
+    reason = zero_copy.blocker(settings, engine, events_column_types(con, settings),
+                               shape.source_columns(source, settings.source_table),
+                               shape.has_unique_index(source, settings.source_table, "event_id"), added)
+    if reason is None:
+        ids, snapshot = zero_copy.lake_ids(con, settings, window)
+        if ids is None or ids.num_rows <= zero_copy.MAX_LAKE_IDS:
+            return LakeTarget(zero_copy.table_folder(settings), ids, snapshot)
+        reason = f"the lake already holds {ids.num_rows} rows in window {window.describe()}"
+    log.info("zero-copy promotion not used (%s); this batch is promoted by copy", reason)
+    return None
 
 
 def _promote_or_set_aside(settings: ResolvedSettings, batch: StagedBatch, con: duckdb.DuckDBPyConnection,

@@ -28,6 +28,10 @@ ENV_KEYS: dict[str, EnvKey] = {
     "STAGING_WRITER": EnvKey("who writes the staged Parquet: executors (STAGING_PATH shared with every "
                              "worker) or driver (the driver fetches the window as Arrow, in time chunks)",
                              "executors"),
+    "PROMOTION": EnvKey("how a staged batch enters the lake: zero-copy (Spark writes the lake's Parquet "
+                        "files, promotion registers them) or copy (promotion rewrites the staged rows); "
+                        "a lake's id and details types follow the mode it was created with",
+                        "zero-copy"),
     "SPARK_MASTER": EnvKey("Spark master URL", "local[*]"),
     "SPARK_REMOTE": EnvKey("Spark Connect URL sc://host:15002 (overrides SPARK_MASTER)"),
     "SPARK_JDBC_JAR": EnvKey("path to the Postgres JDBC driver jar for Spark",

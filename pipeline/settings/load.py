@@ -21,6 +21,7 @@ from pipeline.settings.secret import Secret
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 STAGING_WRITERS = ("executors", "driver")
+PROMOTIONS = ("zero-copy", "copy")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 # env key -> (flag name, value); the flag name is what an error message shows
@@ -96,6 +97,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
         lake_name=lake_name,
         staging_path=_staging_path(read.raw("STAGING_PATH"), read.name("STAGING_PATH"), home),
         staging_writer=_one_of(read.value("STAGING_WRITER"), read.name("STAGING_WRITER"), STAGING_WRITERS),
+        promotion=_one_of(read.value("PROMOTION"), read.name("PROMOTION"), PROMOTIONS),
         schema_drift=_one_of(read.value("SCHEMA_DRIFT"), read.name("SCHEMA_DRIFT"), ("add", "ignore")),
         lookback=read.duration("LOOKBACK"),
         spark=SparkOptions(master=read.value("SPARK_MASTER"), remote=read.raw("SPARK_REMOTE"),

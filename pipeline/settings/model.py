@@ -69,6 +69,7 @@ class Settings:
     lake_name: str
     staging_path: str  # an absolute folder or s3://bucket/prefix
     staging_writer: str  # "executors" or "driver"
+    promotion: str = "zero-copy"  # "zero-copy" or "copy": see pipeline.lake.zero_copy
     schema_drift: str = "add"  # "add" or "ignore": what a column added to the source does
     lookback: timedelta
     spark: SparkOptions

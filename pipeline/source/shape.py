@@ -29,6 +29,17 @@ def source_columns(conn: psycopg.Connection, qualified: str) -> dict[str, str]:
         "WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position", (schema, table)).fetchall())
 
 
+def has_unique_index(conn: psycopg.Connection, qualified: str, column: str) -> bool:
+    """Is ``column`` alone a primary key or unique index (so no two rows share a value)?"""
+    schema, table = qualified.split(".")
+    return conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace JOIN pg_attribute a ON a.attrelid = c.oid "
+        "AND a.attnum = i.indkey[0] WHERE n.nspname = %s AND c.relname = %s AND i.indisunique "
+        "AND i.indnkeyatts = 1 AND i.indpred IS NULL AND a.attname = %s)",
+        (schema, table, column)).fetchone()[0]
+
+
 # Postgres type (udt name) of an added column -> its lake type; anything else stays text.
 # Added columns travel through staging as text and are cast by the promoter (TRY_CAST).
 LAKE_TYPES = {"int2": "BIGINT", "int4": "BIGINT", "int8": "BIGINT", "float4": "DOUBLE",

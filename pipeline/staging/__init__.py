@@ -15,6 +15,7 @@ from pipeline.staging.contract import (
     is_complete,
     new_batch_id,
     parquet_files,
+    pending_lake_files,
     read_manifest,
     remove_batch,
     restore_failed,
@@ -25,5 +26,6 @@ from pipeline.staging.location import StagingDir, staging_root, table_dir
 
 __all__ = ["FAILED", "FAILURE", "MANIFEST", "PREFIX", "Manifest", "StagedBatch", "StagingDir", "batch_dir",
            "clean_stale", "complete_batches", "failed_batches", "is_complete", "new_batch_id",
-           "parquet_files", "read_manifest", "remove_batch", "restore_failed", "set_aside",
+           "parquet_files", "pending_lake_files", "read_manifest", "remove_batch", "restore_failed",
+           "set_aside",
            "staging_root", "table_dir", "write_manifest"]

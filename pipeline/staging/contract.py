@@ -46,6 +46,10 @@ class Manifest:
     lake_id: str | None = None  # the lake this batch belongs to (ops.lake_identity)
     source: str | None = None  # where it was read: database and table, no credentials
     extra_columns: dict[str, str] | None = None  # columns the source added (as text) -> lake type
+    # zero-copy: files already in the lake's day folders, registered at promotion ({uri, rows,
+    # min/max_event_timestamp}), and the lake snapshot whose ids they were checked against
+    lake_files: list[dict[str, object]] | None = None
+    lake_snapshot: int | None = None
 
     @property
     def window(self) -> Window:
@@ -64,6 +68,17 @@ class StagedBatch:
     def file_uris(self) -> list[str]:
         """The data files as DuckDB reads them (a path, or ``s3://…`` through httpfs)."""
         return [self.folder.uri(name) for name in self.manifest.files]
+
+    @property
+    def lake_files(self) -> list[dict[str, object]]:
+        return self.manifest.lake_files or []
+
+
+def pending_lake_files(table_dir: StagingDir) -> set[str]:
+    """Lake files that staged batches (waiting, or set aside) will register: not orphans."""
+    folders = table_dir.subdirs(PREFIX) + table_dir.child(FAILED).subdirs(PREFIX)
+    manifests = [read_manifest(folder) for folder in folders]
+    return {str(entry["uri"]) for m in manifests if m is not None for entry in m.lake_files or []}
 
 
 def batch_dir(table_dir: StagingDir, batch_id: str) -> StagingDir:

@@ -96,6 +96,23 @@ class StagingDir:
         return sorted(i.base_name for i in infos if i.type == pafs.FileType.File
                       and i.base_name.endswith(suffix) and not i.base_name.startswith(("_", ".")))
 
+    def walk(self, suffix: str) -> list[str]:
+        """Paths (relative to this folder) of the data files anywhere below, sorted; bookkeeping
+        names (``_SUCCESS``, ``.crc``) are skipped as in :meth:`files`."""
+        infos = self.fs.get_file_info(pafs.FileSelector(self.path, recursive=True, allow_not_found=True))
+        return sorted(posixpath.relpath(i.path, self.path) for i in infos if i.type == pafs.FileType.File
+                      and i.base_name.endswith(suffix) and not i.base_name.startswith(("_", ".")))
+
+    def transfer(self, name: str, target: StagingDir, target_name: str) -> None:
+        """Move one file to ``target`` (a rename within one filesystem, else copy then delete)."""
+        target.make(exist_ok=True)
+        if self.is_local and target.is_local:
+            self.fs.move(self._join(name), target._join(target_name))
+            return
+        pafs.copy_files(self._join(name), target._join(target_name), source_filesystem=self.fs,
+                        destination_filesystem=target.fs)
+        self.delete(name)
+
     def newest_change(self) -> float | None:
         """Seconds since the epoch of the newest file below (the folder's own time if empty)."""
         infos = self.fs.get_file_info(pafs.FileSelector(self.path, recursive=True, allow_not_found=True))
@@ -169,10 +186,21 @@ class StagingDir:
 
 def staging_root(settings: Settings) -> StagingDir:
     """``STAGING_PATH`` as a :class:`StagingDir` (a folder or ``s3://bucket/prefix``)."""
-    scheme, path = split_uri(settings.staging_path)
+    return folder_of(settings.staging_path, settings.storage)
+
+
+def folder_of(uri: str, storage: StorageOptions) -> StagingDir:
+    """A folder or ``s3://bucket/prefix`` as a :class:`StagingDir` on its own filesystem."""
+    scheme, path = split_uri(uri)
     if scheme == "s3":
-        return StagingDir(s3_filesystem(settings.storage), "s3", path)
+        return StagingDir(s3_filesystem(storage), "s3", path)
     return StagingDir(pafs.LocalFileSystem(), "", path)
+
+
+def data_dir(settings: Settings) -> StagingDir:
+    """``DUCKLAKE_DATA_PATH`` on its filesystem (zero-copy writes the lake's files there)."""
+    assert settings.data_path is not None, "resolved settings carry a data path"
+    return folder_of(settings.data_path, settings.storage)
 
 
 def table_dir(settings: Settings) -> StagingDir:

@@ -1,0 +1,68 @@
+"""Zero-copy extraction's last step: Spark's output becomes the lake's files plus a staged rest.
+
+Spark writes a zero-copy batch once, into ``<table folder>/_incoming/<batch id>/``, split by
+``_dest``: ``_dest=lake/year=Y/month=M/day=D/`` holds rows the lake will take as they are,
+``_dest=stage/…`` the rows copy promotion must look at (see :mod:`pipeline.lake.zero_copy`).
+Settling renames the lake files into the table's own day folders under batch-unique names (one
+rename per file: nothing is rewritten) and the rest into the batch's staging folder. Until the
+batch's manifest lists them, the lake files are orphans that maintenance removes.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from datetime import UTC, datetime
+
+import pyarrow.parquet as pq
+
+from pipeline.lake.zero_copy import LakeTarget
+from pipeline.source.window import iso
+from pipeline.staging import StagingDir
+
+INCOMING = "_incoming"
+DEST = "_dest"  # the partition column Spark splits its output on: "lake" or "stage"
+
+
+def incoming_dir(target: LakeTarget, batch_id: str) -> StagingDir:
+    return target.table_folder.child(INCOMING).child(batch_id)
+
+
+def settle(target: LakeTarget, batch_id: str, batch_folder: StagingDir) -> list[dict[str, object]]:
+    """Move Spark's output into place; return the lake files (uri, rows, event time range)."""
+    incoming = incoming_dir(target, batch_id)
+    batch_folder.make(exist_ok=True)
+    lake_files: list[dict[str, object]] = []
+    for number, relative in enumerate(incoming.walk(".parquet")):
+        dest, *hive, _ = relative.split("/")
+        if dest == f"{DEST}=stage":
+            incoming.transfer(relative, batch_folder, f"stage-{number:05d}.parquet")
+            continue
+        folder = target.table_folder.child(posixpath.join(*hive))
+        name = f"{batch_id}-{number:05d}.parquet"
+        incoming.transfer(relative, folder, name)
+        lake_files.append(_describe(folder, name))
+    incoming.remove()
+    return lake_files
+
+
+def _describe(folder: StagingDir, name: str) -> dict[str, object]:
+    """Rows and event time range from the file's footer (no data pages are read)."""
+    with folder.open_input(name) as handle:
+        metadata = pq.read_metadata(handle)
+    column = metadata.schema.to_arrow_schema().get_field_index("event_timestamp")
+    lows, highs = [], []
+    for group in range(metadata.num_row_groups):
+        stats = metadata.row_group(group).column(column).statistics
+        if stats is not None and stats.has_min_max:
+            lows.append(_utc(stats.min))
+            highs.append(_utc(stats.max))
+    if len(lows) != metadata.num_row_groups:  # a writer without statistics: read the one column
+        with folder.open_input(name) as handle:
+            values = pq.read_table(handle, columns=["event_timestamp"]).column(0)
+        lows, highs = [_utc(min(values).as_py())], [_utc(max(values).as_py())]
+    return {"uri": folder.uri(name), "rows": metadata.num_rows,
+            "min_event_timestamp": iso(min(lows)), "max_event_timestamp": iso(max(highs))}
+
+
+def _utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value

@@ -1,0 +1,124 @@
+"""Zero-copy promotion, the lake's side: when a batch may skip the copy, and how its files join.
+
+In zero-copy mode (``PROMOTION=zero-copy``) Spark writes the rows the lake does not hold yet as
+the lake's own Parquet files, in the table's day folders; promotion then registers those files
+(``ducklake_add_data_files``) in the same transaction as the state row and commit message: one
+snapshot, work in proportion to the files, not the rows. The rows Spark cannot vouch for (a NULL
+id or time, an id the lake already holds in the window's time range) are staged beside them and
+promoted by copy, through the one validation in :mod:`.validate`, in that same transaction.
+
+What DuckLake requires, pinned in tests/test_ducklake_assumptions.py:
+- a file's column types must equal the table's exactly; Spark writes neither Parquet's UUID nor
+  its JSON type, so a zero-copy lake holds ``event_id`` and ``details`` as text (the canonical
+  UUID text and the source's JSON text — the same text a copy lake shows when cast to VARCHAR);
+- in the day-partitioned table, a file's partition values come from its hive path, and it must
+  lie in the same ``year=/month=/day=`` folder DuckLake itself writes to, or compaction fails
+  ("Files have different hive partition path");
+- registration joins an open transaction like any insert.
+
+Anything that breaks a premise makes that batch (or run) promote by copy, logged with the reason:
+the copy path is always correct, zero-copy is the fast path when it provably is too.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import duckdb
+import pyarrow as pa
+
+from pipeline.settings import ResolvedSettings, Settings
+from pipeline.source.window import Window
+from pipeline.staging import StagingDir
+from pipeline.staging.location import data_dir, split_uri
+
+log = logging.getLogger(__name__)
+
+TEXT_COLUMNS = ("event_id", "details")  # typed UUID / JSON in a copy lake, VARCHAR in a zero-copy lake
+SOURCE_TYPES = {"event_id": ("uuid",), "details": ("jsonb", "json")}  # valid by the source's own types
+MAX_LAKE_IDS = 2_000_000  # more ids than this in the window's range: handing them to Spark costs more
+
+
+@dataclass(frozen=True)
+class LakeTarget:
+    """Where Spark writes a zero-copy batch's lake files, and what the lake held when it began."""
+
+    table_folder: StagingDir  # the events table's folder in the data path (DuckLake's own layout)
+    lake_ids: pa.Table | None  # ids the lake holds in the window's time range (None: none)
+    snapshot_id: int  # the lake snapshot those ids were read at
+
+
+def blocker(settings: Settings, engine: str, lake_types: Mapping[str, str], source_types: Mapping[str, str],
+            unique_ids: bool, extra_columns: Mapping[str, str]) -> str | None:
+    """Why this run cannot write the lake's files directly (None: it can). Pure: the caller
+    gathers the facts."""
+    if engine != "spark":
+        return f"the {engine} engine stages rows for copy promotion"
+    if settings.staging_writer == "driver":
+        return "STAGING_WRITER=driver: the executors cannot reach the lake's data path"
+    if "://" in (settings.data_path or ""):
+        return (f"DUCKLAKE_DATA_PATH={settings.data_path} is object storage (zero-copy writes local or "
+                "shared folders only)")
+    typed = [f"{name} {lake_types.get(name)}" for name in TEXT_COLUMNS if lake_types.get(name) != "VARCHAR"]
+    if typed:
+        return (f"this lake was made in copy mode ({', '.join(typed)}); its files must carry types Spark "
+                "cannot write. A lake made with PROMOTION=zero-copy holds them as text")
+    loose = [f"{name} is {source_types.get(name)}" for name, allowed in SOURCE_TYPES.items()
+             if source_types.get(name) not in allowed]
+    if loose:
+        return f"the source's {', '.join(loose)}: each row is validated by copy promotion"
+    if not unique_ids:
+        return "the source has no unique index on event_id, so a batch may repeat an id"
+    if extra_columns:
+        return f"the source added columns ({', '.join(extra_columns)}), which copy promotion casts and adds"
+    return None
+
+
+def lake_ids(con: duckdb.DuckDBPyConnection, settings: Settings,
+             window: Window) -> tuple[pa.Table | None, int]:
+    """The ids the lake holds in ``window``'s time range, read at the lake's current snapshot
+    (returned with it). Spark leaves these rows to copy promotion, which drops them."""
+    snapshot = con.execute(f"SELECT max(snapshot_id) FROM {settings.lake_name}.snapshots()").fetchone()[0]
+    where = "event_timestamp <= $upper" + (" AND event_timestamp > $low" if window.low else "")
+    params = {"upper": window.upper, **({"low": window.low} if window.low else {})}
+    ids = con.execute(f"SELECT event_id FROM {settings.events_table} WHERE {where}", params).arrow()
+    if isinstance(ids, pa.RecordBatchReader):
+        ids = ids.read_all()
+    return (ids if ids.num_rows else None), int(snapshot)
+
+
+def inserted_since(con: duckdb.DuckDBPyConnection, settings: Settings, snapshot_id: int) -> bool:
+    """Did a snapshot after ``snapshot_id`` insert into the events table? (Then a batch whose ids
+    were checked at ``snapshot_id`` may hold rows the lake took meanwhile.)"""
+    metadata = con.execute("SELECT getvariable('lake_metadata')").fetchone()[0]
+    table_id = con.execute(
+        f"SELECT t.table_id FROM {metadata}.ducklake_table t JOIN {metadata}.ducklake_schema s "
+        "USING (schema_id) WHERE s.schema_name = 'main' AND t.table_name = ? AND t.end_snapshot IS NULL "
+        "AND s.end_snapshot IS NULL", [settings.lake_table]).fetchone()[0]
+    changed = con.execute(
+        f"SELECT count(*) FROM {settings.lake_name}.snapshots() WHERE snapshot_id > ? AND "
+        "(list_contains(changes['tables_inserted_into'], ?) OR list_contains(changes['inlined_insert'], ?))",
+        [snapshot_id, str(table_id), str(table_id)]).fetchone()[0]
+    return changed > 0
+
+
+def register(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, paths: list[str]) -> None:
+    """Add ``paths`` (in the table's day folders) to the events table, inside the open transaction."""
+    con.execute("CALL ducklake_add_data_files(?, ?, ?, hive_partitioning => true)",
+                [settings.lake_name, settings.lake_table, paths])
+
+
+def remove_files(lake_files: list[dict[str, object]], settings: ResolvedSettings) -> None:
+    """Delete lake files that will not be registered (a short batch, a batch promoted by copy)."""
+    folder = table_folder(settings)
+    for entry in lake_files:
+        path = split_uri(str(entry["uri"]))[1]
+        folder.delete(posixpath.relpath(path, folder.path))
+
+
+def table_folder(settings: ResolvedSettings) -> StagingDir:
+    """The events table's folder in the data path: where DuckLake writes its own files."""
+    return data_dir(settings).child("main").child(settings.lake_table)
