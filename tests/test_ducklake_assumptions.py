@@ -73,3 +73,73 @@ def test_events_table_is_partitioned_by_event_day(con):
         "SELECT data_file FROM ducklake_list_files('lake', 'events')").fetchall()]
     days = sorted({part for f in files for part in f.split("/") if part.startswith("day=")})
     assert days == ["day=1", "day=2", "day=3"], files
+
+
+# Zero-copy promotion (pipeline/lake/zero_copy.py) relies on what follows.
+
+def _spark_like_file(path, day: int, rows: int = 3) -> str:
+    """A Parquet file as Spark writes one: ids and JSON as plain strings, UTC microsecond instants."""
+    import uuid
+    from datetime import UTC, datetime
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    ts = pa.array([datetime(2026, 11, day, 5, tzinfo=UTC)] * rows, pa.timestamp("us", tz="UTC"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"event_id": [str(uuid.uuid4()) for _ in range(rows)], "event_type": ["t"] * rows,
+                             "event_timestamp": ts, "details": ['{"a": 1}'] * rows, "created_at": ts}), path)
+    return str(path)
+
+
+def _day_folder(settings, day: int):
+    from pathlib import Path
+
+    return Path(resolve(settings).data_path) / "main" / "events" / f"year=2026/month=11/day={day}"
+
+
+def test_registering_a_file_needs_equal_column_types(con, settings):
+    """Why a zero-copy lake holds event_id and details as VARCHAR: a UUID/JSON table refuses
+    Spark's strings, a VARCHAR one takes them."""
+    con.execute("CREATE TABLE lake.main.typed (event_id UUID, event_type VARCHAR, "
+                "event_timestamp TIMESTAMPTZ, details JSON, created_at TIMESTAMPTZ)")
+    path = _spark_like_file(_day_folder(settings, 21).parent.parent.parent / "other" / "f.parquet", 21)
+    with pytest.raises(duckdb.Error, match='Failed to map column "event_id"'):
+        con.execute("CALL ducklake_add_data_files('lake', 'typed', ?)", [path])
+    assert con.execute("SELECT data_type FROM duckdb_columns() WHERE database_name = 'lake' "
+                       "AND table_name = 'events' AND column_name IN ('event_id', 'details')").fetchall() == \
+        [("VARCHAR",), ("VARCHAR",)]
+
+
+def test_files_registered_with_insert_and_message_make_one_snapshot_then_compact_like_own_files(con, settings):
+    before = _latest(con)
+    paths = [_spark_like_file(_day_folder(settings, 21) / f"b{i}-00000.parquet", 21) for i in range(2)]
+    con.execute("BEGIN")
+    con.execute("CALL lake.set_commit_message('tests', 'register')")
+    con.execute("INSERT INTO lake.main.events SELECT uuid(), 't', TIMESTAMPTZ '2026-11-21 06:00:00+00', "
+                "'{}', now()")
+    con.execute("CALL ducklake_add_data_files('lake', 'events', ?, hive_partitioning => true)", [paths])
+    con.execute("COMMIT")
+    assert _latest(con) == before + 1
+    # the partition value comes from the folder name: a day filter finds the rows
+    assert con.execute("SELECT count(*) FROM lake.main.events WHERE event_timestamp::DATE = DATE "
+                       "'2026-11-21'").fetchone()[0] == 7
+    con.execute("CALL ducklake_flush_inlined_data('lake')")
+    con.execute("CALL ducklake_merge_adjacent_files('lake')")  # same folder as DuckLake's own: merged
+    assert con.execute("SELECT count(*) FROM ducklake_list_files('lake', 'events')").fetchone()[0] == 1
+    con.execute("CALL ducklake_expire_snapshots('lake', older_than => now() + INTERVAL 1 SECOND)")
+    deleted = [r[0] for r in con.execute("CALL ducklake_cleanup_old_files('lake', cleanup_all => true)").fetchall()]
+    assert set(paths) <= set(deleted)  # registered files are the lake's to delete
+    assert con.execute("SELECT count(*) FROM lake.main.events").fetchone()[0] == 7
+
+
+def test_files_of_one_day_in_other_folders_break_compaction_and_unregistered_files_are_orphans(con, settings):
+    """Why zero-copy moves Spark's output into DuckLake's own day folders before registering it."""
+    table = _day_folder(settings, 22).parent.parent.parent
+    paths = [_spark_like_file(table / "_incoming" / b / "year=2026/month=11/day=22/p-00000.parquet", 22)
+             for b in ("b1", "b2")]
+    assert set(paths) <= {r[0] for r in con.execute(
+        "CALL ducklake_delete_orphaned_files('lake', dry_run => true, cleanup_all => true)").fetchall()}
+    con.execute("CALL ducklake_add_data_files('lake', 'events', ?, hive_partitioning => true)", [paths])
+    with pytest.raises(duckdb.Error, match="different hive partition path"):
+        con.execute("CALL ducklake_merge_adjacent_files('lake')")
