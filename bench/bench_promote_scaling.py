@@ -2,8 +2,9 @@
 
     uv run python bench/bench_promote_scaling.py --batch 100000 --sizes 1000000 10000000
 
-For each size: a fresh lake is filled with synthetic events spread over the past 30 days
-(written straight through DuckDB, not through the pipeline, to keep the bench short), then
+For each promotion mode (copy, zero-copy) and size: a fresh lake is filled with synthetic
+events spread over the past 30 days (written straight through DuckDB, not through the
+pipeline, to keep the bench short), then
 one staged batch of --batch events in the last hour (10% of them already in the lake, as
 the look-back produces) is promoted with the real promotion code. Prints seconds per size
 and the ratio to the smallest lake.
@@ -40,11 +41,20 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=100_000)
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 10_000_000])
     parser.add_argument("--repeat", type=int, default=3, help="Batches promoted per size (best kept).")
+    parser.add_argument("--modes", nargs="+", default=["copy", "zero-copy"], choices=["copy", "zero-copy"])
     args = parser.parse_args()
+    rows: list[tuple[str, str]] = []
+    for mode in args.modes:
+        rows += scaling(mode, args)
+    print_table("Promotion time vs lake size", rows)
+    return 0
+
+
+def scaling(mode: str, args: argparse.Namespace) -> list[tuple[str, str]]:
     rows: list[tuple[str, str]] = []
     timings: dict[int, float] = {}
     for size in args.sizes:
-        with scratch_lake("el-scale-") as (settings, con):
+        with scratch_lake("el-scale-", promotion=mode) as (settings, con):
             now = datetime.now(UTC)
             t0 = time.monotonic()
             fill_lake(con, settings, size, now)
@@ -56,15 +66,13 @@ def main() -> int:
                 assert result.outcome == "committed", result.describe()
                 best = min(best, result.seconds)
             timings[size] = best
-            rows.append((f"lake {size:,} rows: fill s", f"{fill:.1f}"))
-            rows.append((f"lake {size:,} rows: promote {args.batch:,} s (best of {args.repeat})",
+            rows.append((f"{mode}: lake {size:,} rows: fill s", f"{fill:.1f}"))
+            rows.append((f"{mode}: lake {size:,} rows: promote {args.batch:,} s (best of {args.repeat})",
                          f"{best:.2f}"))
     base = timings[args.sizes[0]]
     for size in args.sizes[1:]:
-        rows.append((f"ratio {size:,} / {args.sizes[0]:,}", f"{timings[size] / base:.2f}"))
-    print_table("Promotion time vs lake size", rows)
-
-    return 0
+        rows.append((f"{mode}: ratio {size:,} / {args.sizes[0]:,}", f"{timings[size] / base:.2f}"))
+    return rows
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@ from pipeline.settings.pgdsn import PgDsn
 BENCH_PG_DSN = os.environ.get("BENCH_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 
 
-def scratch_env(work: Path, tag: str | None = None) -> tuple[dict[str, str], list[str]]:
+def scratch_env(work: Path, tag: str | None = None,
+                promotion: str = "zero-copy") -> tuple[dict[str, str], list[str]]:
     """Pipeline settings (as environment) on fresh source and catalog databases of BENCH_PG_DSN,
     and the databases' names (for :func:`drop_databases`)."""
     server = PgDsn.parse(BENCH_PG_DSN, "BENCH_PG_DSN")
@@ -31,18 +32,19 @@ def scratch_env(work: Path, tag: str | None = None) -> tuple[dict[str, str], lis
     env = {"SOURCE_PG_DSN": server.with_dbname(names[0]).conninfo(),
            "DUCKLAKE_CATALOG": server.with_dbname(names[1]).conninfo(),
            "DUCKLAKE_DATA_PATH": str(work / "data") + "/", "STAGING_PATH": str(work / "staging"),
-           "EVENT_LAKE_HOME": str(work / "home")}
+           "EVENT_LAKE_HOME": str(work / "home"), "PROMOTION": promotion}
     return env, names
 
 
-def scratch_settings(work: Path, tag: str | None = None) -> tuple[Settings, list[str]]:
+def scratch_settings(work: Path, tag: str | None = None,
+                     promotion: str = "zero-copy") -> tuple[Settings, list[str]]:
     """Settings on fresh source and catalog databases of BENCH_PG_DSN."""
-    env, names = scratch_env(work, tag)
+    env, names = scratch_env(work, tag, promotion)
     return load_settings(env), names
 
 
 @contextlib.contextmanager
-def scratch_lake(prefix: str):
+def scratch_lake(prefix: str, promotion: str = "zero-copy"):
     """A fresh, resolved lake on scratch databases: yields (settings, open connection)."""
     import tempfile
 
@@ -51,7 +53,7 @@ def scratch_lake(prefix: str):
     from pipeline.settings.resolve import resolve
 
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
-        settings, dbs = scratch_settings(Path(tmp))
+        settings, dbs = scratch_settings(Path(tmp), promotion=promotion)
         try:
             settings = resolve(settings)
             con = lake.connect(settings)
@@ -108,8 +110,12 @@ def print_table(title: str, rows: list[tuple[str, str]]) -> None:
 def stage_synthetic_batch(con, settings: Settings, rows: int, now, *, overlap: int = 0,
                           spread_seconds: int = 3600):
     """Stage ``rows`` events in the ``spread_seconds`` before ``now``, ``overlap`` of them
-    copied from the lake (as the look-back re-reads them); returns the StagedBatch."""
+    copied from the lake (as the look-back re-reads them); returns the StagedBatch. In a
+    zero-copy lake the batch is shaped as Spark leaves it: the new rows as lake files in the
+    day folders, the overlap staged for copy promotion."""
     from pipeline import staging
+    from pipeline.extract import lake_files
+    from pipeline.lake import zero_copy
     from pipeline.source.window import iso
     from pipeline.staging import Manifest, StagedBatch
 
@@ -117,20 +123,36 @@ def stage_synthetic_batch(con, settings: Settings, rows: int, now, *, overlap: i
     path = staging.batch_dir(staging.table_dir(settings), batch_id)
     path.make(exist_ok=False)
     types = "['user_login','api_request','payment_processed','error_occurred','feature_usage']"
-    con.execute(f"""COPY (
-        (SELECT event_id::VARCHAR AS event_id, event_type, event_timestamp, details::VARCHAR AS details,
+    seen = f"""SELECT event_id::VARCHAR AS event_id, event_type, event_timestamp, details::VARCHAR AS details,
                created_at FROM {settings.events_table}
-        WHERE event_timestamp > $now::TIMESTAMPTZ - INTERVAL 1 HOUR LIMIT {overlap})
-        UNION ALL
-        (SELECT uuid()::VARCHAR, {types}[1 + i % 5],
-               $now::TIMESTAMPTZ - to_seconds(CAST(i % {spread_seconds} AS BIGINT)),
+               WHERE event_timestamp > $now::TIMESTAMPTZ - INTERVAL 1 HOUR LIMIT {overlap}"""
+    new = f"""SELECT uuid()::VARCHAR AS event_id, {types}[1 + i % 5] AS event_type,
+               $now::TIMESTAMPTZ - to_seconds(CAST(i % {spread_seconds} AS BIGINT)) AS event_timestamp,
                '{{"user_id": "user_' || (i % 997) || '", "amount": ' || (i % 500) || '.25, "status": "'
                  || CASE WHEN i % 7 = 0 THEN 'failed' ELSE 'success' END || '", "severity": "'
-                 || CASE WHEN i % 11 = 0 THEN 'critical' ELSE 'error' END || '"}}',
-               $now::TIMESTAMPTZ FROM range({rows - overlap}) t(i))
-    ) TO '{path.uri('part-00000.parquet')}' (FORMAT parquet)""", {"now": now})
+                 || CASE WHEN i % 11 = 0 THEN 'critical' ELSE 'error' END || '"}}' AS details,
+               $now::TIMESTAMPTZ AS created_at FROM range({rows - overlap}) t(i)"""
+    if settings.promotion != "zero-copy":
+        con.execute(f"COPY (({seen}) UNION ALL ({new})) TO '{path.uri('part-00000.parquet')}' "
+                    "(FORMAT parquet)", {"now": now})
+        files, lake, snapshot = ["part-00000.parquet"], [], None
+    else:
+        snapshot = con.execute(f"SELECT max(snapshot_id) FROM {settings.lake_name}.snapshots()").fetchone()[0]
+        target = zero_copy.LakeTarget(zero_copy.table_folder(settings), None, snapshot)
+        incoming = lake_files.incoming_dir(target, batch_id)
+        incoming.child("_dest=stage").make(exist_ok=True)
+        con.execute(f"COPY ({seen}) TO '{incoming.child('_dest=stage').uri('part-0.parquet')}' "
+                    "(FORMAT parquet)", {"now": now})
+        con.execute(f"""COPY (SELECT *, year(event_timestamp) AS year, month(event_timestamp) AS month,
+                                     day(event_timestamp) AS day FROM ({new}))
+                        TO '{incoming.child('_dest=lake').uri()}'
+                        (FORMAT parquet, PARTITION_BY (year, month, day))""",
+                    {"now": now})
+        lake = lake_files.settle(target, batch_id, path)
+        files = staging.parquet_files(path)
     manifest = Manifest(batch_id=batch_id, table=settings.lake_table, engine="bench",
                         window_low=None, window_upper=iso(now), row_count=rows,
-                        files=["part-00000.parquet"], schema=[], extract_seconds=0.0)
+                        files=files, schema=[], extract_seconds=0.0, lake_files=lake or None,
+                        lake_snapshot=snapshot)
     staging.write_manifest(path, manifest)
     return StagedBatch(folder=path, manifest=manifest)

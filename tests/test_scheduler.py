@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 from pipeline.ops.scheduler_state import read_state
 from pipeline.settings.pgdsn import PgDsn
@@ -34,6 +35,9 @@ def test_scheduler_keeps_the_lake_fresh_and_small_while_events_stream_in(setting
         code = scheduler.terminate()
     assert code == 0, scheduler.output
     assert scheduler.lines[-1] == "Scheduler stopped cleanly."
+    # Spark's read and write paths ran once before the first load, in a scratch folder since removed
+    assert scheduler.output.index("Spark warmed up") < scheduler.output.index("job load started")
+    assert not list((Path(settings.staging_path) / settings.lake_table).glob("_warmup-*"))
     rows = _jobs(settings)
     succeeded = {job for job, status, *_ in rows if status == "success"}
     assert succeeded == {"load", "expire", "compact", "reconcile"}

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import secrets
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from pipeline import faults
+from pipeline import faults, staging
 from pipeline.extract.arrow_writer import write_tables
 from pipeline.extract.batch import STAGED_COLUMNS, ExtractRequest, select_sql
 from pipeline.extract.lake_files import DEST, incoming_dir
@@ -12,6 +14,8 @@ from pipeline.extract.partitions import plan_partitions, time_chunks
 from pipeline.extract.spark_s3a import missing_s3a
 from pipeline.extract.spark_session import default_cores, functions
 from pipeline.lake.schema import PARTITION_KEYS
+from pipeline.lake.zero_copy import LakeTarget
+from pipeline.settings import ResolvedSettings
 from pipeline.source.snapshot import import_statements
 from pipeline.source.window import Window, iso
 
@@ -21,26 +25,26 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
-    from pipeline.lake.zero_copy import LakeTarget
-
 FETCH_SIZE = 20_000
+WARM_UP_ROWS = 200_000  # enough row conversions for the JIT to compile the read and write loops
 DRIVER_CHUNK_ROWS = 250_000  # rows the driver holds at once with STAGING_WRITER=driver
+
+
+def connection_options(settings: ResolvedSettings) -> dict[str, str]:
+    dsn = settings.source_dsn
+    return {"url": dsn.jdbc_url(), "driver": "org.postgresql.Driver", "user": dsn.user,
+            "password": dsn.password.reveal(), "fetchsize": str(FETCH_SIZE)}
 
 
 def jdbc_options(request: ExtractRequest, window: Window, partitions: int) -> dict[str, str]:
     """Options for ``spark.read.format('jdbc')`` reading ``window`` (the request's, or one time
     chunk of it) in the planner's snapshot, split on ``event_timestamp`` into ``partitions``."""
     settings, stats = request.settings, request.stats
-    dsn = settings.source_dsn
     snapshot = import_statements(request.snapshot_id) if request.snapshot_id else []
     query = select_sql(settings.source_table, window, request.extra_columns)
     options = {
-        "url": dsn.jdbc_url(),
-        "driver": "org.postgresql.Driver",
-        "user": dsn.user,
-        "password": dsn.password.reveal(),
+        **connection_options(settings),
         "dbtable": f"({faults.slow_read(settings, query)}) AS src",
-        "fetchsize": str(FETCH_SIZE),
         # every partition reads the planner's snapshot, in UTC
         "sessionInitStatement": "; ".join([*snapshot, "SET TIME ZONE 'UTC'"]),
     }
@@ -85,6 +89,27 @@ class SparkExtractor:
             if error is None:
                 raise
             raise error from None
+
+    def warm_up(self, settings: ResolvedSettings, rows: int = WARM_UP_ROWS) -> None:
+        """Run the extraction's read and write paths once over up to ``rows`` source rows, into a
+        scratch folder that is removed after, so the JVM compiles them before the first real load
+        (a long-lived scheduler pays the JIT once, at start)."""
+        query = f"{select_sql(settings.source_table, Window(None, datetime.now(UTC)))} LIMIT {rows}"
+        frame = self.spark.read.format("jdbc").options(
+            **connection_options(settings), dbtable=f"({query}) AS src",
+            sessionInitStatement="SET TIME ZONE 'UTC'").load()
+        if settings.staging_writer == "driver":
+            frame.toArrow()
+            return
+        scratch = staging.table_dir(settings).child(f"_warmup-{secrets.token_hex(4)}")
+        try:
+            if settings.promotion == "zero-copy":
+                split = self._split_for_lake(frame, LakeTarget(scratch, None, 0))
+                split.write.partitionBy(DEST, *PARTITION_KEYS).mode("error").parquet(scratch.spark_uri())
+            else:
+                frame.write.mode("error").parquet(scratch.spark_uri())
+        finally:
+            scratch.remove()
 
     def _split_for_lake(self, frame: DataFrame, target: LakeTarget) -> DataFrame:
         """Zero-copy: mark each row for the lake's files or for copy promotion (a NULL id or time,

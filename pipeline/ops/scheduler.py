@@ -84,6 +84,22 @@ class Scheduler:
                                     "Nothing was staged; the next run extracts this window.")
         return self._spark
 
+    def warm_up(self) -> None:
+        """Start Spark and run its read and write paths once now, so the first load is as fast
+        as the tenth (best effort: a failure here is logged, and the load job reports its own)."""
+        from pipeline.extract.spark_engine import SparkExtractor
+
+        t0 = time.monotonic()
+        try:
+            SparkExtractor(self._spark_session()).warm_up(self.settings)
+        except Exception as exc:  # noqa: BLE001  the loads report real problems with their own errors
+            if not self.stop.is_set():
+                log.warning("Spark warm-up failed (%s); the first load pays the JVM's start instead",
+                            first_line(exc))
+            return
+        log.info("Spark warmed up in %.1fs (JVM start, one read and write of the source)",
+                 time.monotonic() - t0)
+
     def _load(self) -> dict[str, Any]:
         from pipeline.ops.run import run
 
@@ -195,6 +211,8 @@ class Scheduler:
                  format_duration(self.intervals.expire), format_duration(self.intervals.retention),
                  format_duration(self.intervals.compact), format_duration(self.intervals.reconcile),
                  format_duration(self.intervals.reconcile_since))
+        if self.engine == "spark":
+            self.warm_up()
         if run_now:
             self.tick(self.jobs["load"])
         self.write_state()
