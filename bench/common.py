@@ -148,7 +148,7 @@ def stage_synthetic_batch(con, settings: Settings, rows: int, now, *, overlap: i
                         TO '{incoming.child('_dest=lake').uri()}'
                         (FORMAT parquet, PARTITION_BY (year, month, day))""",
                     {"now": now})
-        lake = lake_files.settle(target, batch_id, path)
+        lake, _ = lake_files.settle(target, batch_id, path)
         files = staging.parquet_files(path)
     manifest = Manifest(batch_id=batch_id, table=settings.lake_table, engine="bench",
                         window_low=None, window_upper=iso(now), row_count=rows,

@@ -32,7 +32,7 @@ def free_port() -> int:
 @dataclass
 class StandaloneCluster:
     work: Path
-    hide: Path | None = None  # a folder the worker must not see (tmpfs over it)
+    hide: tuple[Path, ...] = ()  # folders the worker must not see (a tmpfs over each)
     cores: int = 1  # per worker
     master_port: int = field(default_factory=free_port)
     ui_port: int = field(default_factory=free_port)
@@ -61,9 +61,11 @@ class StandaloneCluster:
         worker = [SPARK_CLASS, "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
                   "--cores", str(self.cores), "--memory", "2g", "--webui-port", str(free_port()),
                   "--work-dir", str(self.worker_dir)]
-        if self.hide is not None:
-            self.hide.mkdir(parents=True, exist_ok=True)
-            shell = f"mount -t tmpfs tmpfs {self.hide} && exec {' '.join(worker)}"
+        if self.hide:
+            for folder in self.hide:
+                folder.mkdir(parents=True, exist_ok=True)
+            mounts = " && ".join(f"mount -t tmpfs tmpfs {folder}" for folder in self.hide)
+            shell = f"{mounts} && exec {' '.join(worker)}"
             worker = ["unshare", "-m", "--propagation", "private", "sh", "-c", shell]
         self.procs.append(self._spawn(worker, env, "worker.log"))
         self._wait_for_worker()

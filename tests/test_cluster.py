@@ -32,8 +32,10 @@ def test_a_run_on_a_standalone_cluster_loads_everything_through_its_worker(setti
 
 
 def test_a_worker_without_the_staging_folder_fails_the_run_unless_the_driver_stages(settings, lake_env, tmp_path):
+    """Another host: the worker sees neither the staging folder nor the lake's data path (where
+    zero-copy writes the lake's files)."""
     staging = tmp_path / "staging"
-    cluster = StandaloneCluster(tmp_path / "cluster", hide=staging).start()
+    cluster = StandaloneCluster(tmp_path / "cluster", hide=(staging, tmp_path / "data")).start()
     try:
         add_events(settings, 2_000, seed=92)
         env = {**lake_env, "SPARK_MASTER": cluster.url, "SPARK_LOCAL_IP": "127.0.0.1"}

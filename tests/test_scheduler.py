@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pipeline.ops.scheduler_state import read_state
 from pipeline.settings.pgdsn import PgDsn
+from pipeline.settings.resolve import resolve
 from tests.conftest import run_cli
 from tests.helpers import Proc, TcpProxy, add_events, assert_lake_equals_source, lake_query
 
@@ -37,7 +38,7 @@ def test_scheduler_keeps_the_lake_fresh_and_small_while_events_stream_in(setting
     assert scheduler.lines[-1] == "Scheduler stopped cleanly."
     # Spark's read and write paths ran once before the first load, in a scratch folder since removed
     assert scheduler.output.index("Spark warmed up") < scheduler.output.index("job load started")
-    assert not list((Path(settings.staging_path) / settings.lake_table).glob("_warmup-*"))
+    assert not list(Path(resolve(settings).data_path).rglob("_warmup-*"))
     rows = _jobs(settings)
     succeeded = {job for job, status, *_ in rows if status == "success"}
     assert succeeded == {"load", "expire", "compact", "reconcile"}

@@ -100,7 +100,7 @@ def extract(extractor: Extractor, request: ExtractRequest) -> StagedBatch:
             "Check that the source runs and is reachable from the engine; the next run reads the "
             "same window again, so nothing is lost.") from None
     target = request.lake_target
-    lake = lake_files.settle(target, request.batch_id, folder) if target else []
+    lake, lake_schema = lake_files.settle(target, request.batch_id, folder) if target else ([], None)
     files = staging.parquet_files(folder)
     rows = sum(_parquet_metadata(folder, name).num_rows for name in files) + sum(int(f["rows"]) for f in lake)
     if rows != request.stats.rows:
@@ -108,7 +108,7 @@ def extract(extractor: Extractor, request: ExtractRequest) -> StagedBatch:
             zero_copy.remove_files(lake, request.settings)
         staging.remove_batch(folder)
         raise short_batch_error(request, extractor.engine, rows, len(files) + len(lake))
-    schema = _parquet_metadata(folder, files[0]).schema.to_arrow_schema() if files else None
+    schema = _parquet_metadata(folder, files[0]).schema.to_arrow_schema() if files else lake_schema
     manifest = Manifest(
         batch_id=request.batch_id,
         table=request.settings.lake_table,
@@ -142,10 +142,14 @@ def short_batch_error(request: ExtractRequest, engine: str, rows: int, files: in
     cause = ("" if local or engine != "spark" else
              f" The likely cause: the Spark executors ({settings.spark.remote or settings.spark.master}) "
              "do not share this folder with the driver, so they wrote their files elsewhere.")
+    if request.lake_target is not None and cause:
+        cause += (f" (Zero-copy promotion has them write the lake's files under DUCKLAKE_DATA_PATH="
+                  f"{settings.data_path} too.)")
     return ShortBatch(
         f"Extraction with {engine} staged {rows} rows in {files} file(s) in {request.folder.uri()}, but the "
         f"source holds {request.stats.rows} rows in window {request.window.describe()} (counted in the "
         f"same snapshot the engine read). Nothing was promoted and the batch was removed.{cause}",
-        "Mount STAGING_PATH at the same absolute path on the driver and every Spark worker "
-        "(NFS, EFS, a Kubernetes RWX volume), or set STAGING_WRITER=driver so the driver writes "
-        "the staging files itself; then run again. Nothing is lost meanwhile.")
+        "Mount STAGING_PATH (and, for zero-copy promotion, DUCKLAKE_DATA_PATH) at the same absolute "
+        "path on the driver and every Spark worker (NFS, EFS, a Kubernetes RWX volume), or set "
+        "STAGING_WRITER=driver so the driver writes the staging files itself (promotion then copies); "
+        "then run again. Nothing is lost meanwhile.")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import posixpath
 from datetime import UTC, datetime
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.lake.zero_copy import LakeTarget
@@ -27,11 +28,14 @@ def incoming_dir(target: LakeTarget, batch_id: str) -> StagingDir:
     return target.table_folder.child(INCOMING).child(batch_id)
 
 
-def settle(target: LakeTarget, batch_id: str, batch_folder: StagingDir) -> list[dict[str, object]]:
-    """Move Spark's output into place; return the lake files (uri, rows, event time range)."""
+def settle(target: LakeTarget, batch_id: str,
+           batch_folder: StagingDir) -> tuple[list[dict[str, object]], pa.Schema | None]:
+    """Move Spark's output into place; return the lake files (uri, rows, event time range) and
+    their schema (None without any)."""
     incoming = incoming_dir(target, batch_id)
     batch_folder.make(exist_ok=True)
     lake_files: list[dict[str, object]] = []
+    schema = None
     for number, relative in enumerate(incoming.walk(".parquet")):
         dest, *hive, _ = relative.split("/")
         if dest == f"{DEST}=stage":
@@ -40,16 +44,18 @@ def settle(target: LakeTarget, batch_id: str, batch_folder: StagingDir) -> list[
         folder = target.table_folder.child(posixpath.join(*hive))
         name = f"{batch_id}-{number:05d}.parquet"
         incoming.transfer(relative, folder, name)
-        lake_files.append(_describe(folder, name))
+        entry, schema = _describe(folder, name)
+        lake_files.append(entry)
     incoming.remove()
-    return lake_files
+    return lake_files, schema
 
 
-def _describe(folder: StagingDir, name: str) -> dict[str, object]:
-    """Rows and event time range from the file's footer (no data pages are read)."""
+def _describe(folder: StagingDir, name: str) -> tuple[dict[str, object], pa.Schema]:
+    """Rows and event time range from the file's footer (no data pages are read), and its schema."""
     with folder.open_input(name) as handle:
         metadata = pq.read_metadata(handle)
-    column = metadata.schema.to_arrow_schema().get_field_index("event_timestamp")
+    schema = metadata.schema.to_arrow_schema()
+    column = schema.get_field_index("event_timestamp")
     lows, highs = [], []
     for group in range(metadata.num_row_groups):
         stats = metadata.row_group(group).column(column).statistics
@@ -61,7 +67,7 @@ def _describe(folder: StagingDir, name: str) -> dict[str, object]:
             values = pq.read_table(handle, columns=["event_timestamp"]).column(0)
         lows, highs = [_utc(min(values).as_py())], [_utc(max(values).as_py())]
     return {"uri": folder.uri(name), "rows": metadata.num_rows,
-            "min_event_timestamp": iso(min(lows)), "max_event_timestamp": iso(max(highs))}
+            "min_event_timestamp": iso(min(lows)), "max_event_timestamp": iso(max(highs))}, schema
 
 
 def _utc(value: datetime) -> datetime:

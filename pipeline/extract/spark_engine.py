@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING
 from pipeline import faults, staging
 from pipeline.extract.arrow_writer import write_tables
 from pipeline.extract.batch import STAGED_COLUMNS, ExtractRequest, select_sql
-from pipeline.extract.lake_files import DEST, incoming_dir
+from pipeline.extract.lake_files import DEST, INCOMING, incoming_dir
 from pipeline.extract.partitions import plan_partitions, time_chunks
 from pipeline.extract.spark_s3a import missing_s3a
 from pipeline.extract.spark_session import default_cores, functions
+from pipeline.lake import zero_copy
 from pipeline.lake.schema import PARTITION_KEYS
 from pipeline.lake.zero_copy import LakeTarget
 from pipeline.settings import ResolvedSettings
@@ -101,7 +102,10 @@ class SparkExtractor:
         if settings.staging_writer == "driver":
             frame.toArrow()
             return
-        scratch = staging.table_dir(settings).child(f"_warmup-{secrets.token_hex(4)}")
+        # where the real writes go: the lake's table folder (zero-copy) or the staging folder
+        folder = zero_copy.table_folder(settings).child(INCOMING) if settings.promotion == "zero-copy" \
+            else staging.table_dir(settings)
+        scratch = folder.child(f"_warmup-{secrets.token_hex(4)}")
         try:
             if settings.promotion == "zero-copy":
                 split = self._split_for_lake(frame, LakeTarget(scratch, None, 0))
