@@ -135,24 +135,25 @@ def stage_synthetic_batch(con, settings: Settings, rows: int, now, *, overlap: i
     if settings.promotion != "zero-copy":
         con.execute(f"COPY (({seen}) UNION ALL ({new})) TO '{path.uri('part-00000.parquet')}' "
                     "(FORMAT parquet)", {"now": now})
-        files, lake, snapshot = ["part-00000.parquet"], [], None
+        files, lake, snapshot, rows_seen = ["part-00000.parquet"], [], None, 0
     else:
         snapshot = con.execute(f"SELECT max(snapshot_id) FROM {settings.lake_name}.snapshots()").fetchone()[0]
         target = zero_copy.LakeTarget(zero_copy.table_folder(settings), None, snapshot)
         incoming = lake_files.incoming_dir(target, batch_id)
-        incoming.child("_dest=stage").make(exist_ok=True)
-        con.execute(f"COPY ({seen}) TO '{incoming.child('_dest=stage').uri('part-0.parquet')}' "
+        incoming.child("_dest=seen").make(exist_ok=True)  # the overlap: counted by Spark, not staged
+        con.execute(f"COPY ({seen}) TO '{incoming.child('_dest=seen').uri('part-0.parquet')}' "
                     "(FORMAT parquet)", {"now": now})
         con.execute(f"""COPY (SELECT *, year(event_timestamp) AS year, month(event_timestamp) AS month,
                                      day(event_timestamp) AS day FROM ({new}))
                         TO '{incoming.child('_dest=lake').uri()}'
                         (FORMAT parquet, PARTITION_BY (year, month, day))""",
                     {"now": now})
-        lake, _ = lake_files.settle(target, batch_id, path)
+        settled = lake_files.settle(target, batch_id, path)
+        lake, rows_seen = settled.lake_files, settled.rows_seen
         files = staging.parquet_files(path)
     manifest = Manifest(batch_id=batch_id, table=settings.lake_table, engine="bench",
                         window_low=None, window_upper=iso(now), row_count=rows,
                         files=files, schema=[], extract_seconds=0.0, lake_files=lake or None,
-                        lake_snapshot=snapshot)
+                        lake_snapshot=snapshot, rows_seen=rows_seen)
     staging.write_manifest(path, manifest)
     return StagedBatch(folder=path, manifest=manifest)

@@ -16,14 +16,15 @@ from pipeline.lake import maintain
 from pipeline.ops.run import run
 from pipeline.settings.resolve import resolve
 from tests.conftest import run_cli
-from tests.helpers import add_events, assert_lake_equals_source, lake_query
+from tests.helpers import add_events, assert_lake_equals_source, assert_promoted_by_mode, lake_query
 
 
-def _load_batches(settings, count: int, seed: int) -> list[int]:
+def _load_batches(settings, count: int, seed: int, spark=None) -> list[int]:
+    """``count`` loads of 200 new events (dlt, or Spark when given a session)."""
     snapshots = []
     for i in range(count):
         add_events(settings, 200, seed=seed + i)
-        snapshots += run(settings, engine="dlt").snapshots
+        snapshots += run(settings, engine="spark" if spark else "dlt", spark=spark).snapshots
     return snapshots
 
 
@@ -79,14 +80,18 @@ def test_time_travel_inside_the_retention_survives_maintenance(settings):
     assert_lake_equals_source(settings, expected_rows=1_200)
 
 
-def test_compaction_while_loads_run_loses_and_doubles_nothing(settings):
+@pytest.mark.parametrize(("promotion", "engine"), [("copy", "dlt"), ("zero-copy", "spark")])
+def test_compaction_while_loads_run_loses_and_doubles_nothing(settings, engine, request):
+    """Zero-copy with Spark: the registered files are merged with DuckLake's own while loads
+    keep registering more."""
     resolved = resolve(settings)
-    _load_batches(settings, 2, seed=60)
+    spark = request.getfixturevalue("spark") if engine == "spark" else None
+    _load_batches(settings, 2, seed=60, spark=spark)
     errors: list[BaseException] = []
 
     def loads() -> None:
         try:
-            _load_batches(settings, 8, seed=70)
+            _load_batches(settings, 8, seed=70, spark=spark)
         except BaseException as exc:  # surfaced below
             errors.append(exc)
 
@@ -102,6 +107,7 @@ def test_compaction_while_loads_run_loses_and_doubles_nothing(settings):
     inserted = lake_query(settings, "SELECT sum(rows_inserted) FROM lake.ops.batches")[0][0]
     assert inserted == 2_000
     assert_lake_equals_source(settings, expected_rows=2_000)
+    assert_promoted_by_mode(settings)
 
 
 def test_status_json_shows_jobs_files_and_snapshots(settings, lake_env):

@@ -100,15 +100,17 @@ def extract(extractor: Extractor, request: ExtractRequest) -> StagedBatch:
             "Check that the source runs and is reachable from the engine; the next run reads the "
             "same window again, so nothing is lost.") from None
     target = request.lake_target
-    lake, lake_schema = lake_files.settle(target, request.batch_id, folder) if target else ([], None)
+    settled = lake_files.settle(target, request.batch_id, folder) if target else lake_files.Settled()
+    lake = settled.lake_files
     files = staging.parquet_files(folder)
-    rows = sum(_parquet_metadata(folder, name).num_rows for name in files) + sum(int(f["rows"]) for f in lake)
+    rows = (sum(_parquet_metadata(folder, name).num_rows for name in files)
+            + sum(int(f["rows"]) for f in lake) + settled.rows_seen)
     if rows != request.stats.rows:
         if target:
             zero_copy.remove_files(lake, request.settings)
         staging.remove_batch(folder)
         raise short_batch_error(request, extractor.engine, rows, len(files) + len(lake))
-    schema = _parquet_metadata(folder, files[0]).schema.to_arrow_schema() if files else lake_schema
+    schema = _parquet_metadata(folder, files[0]).schema.to_arrow_schema() if files else settled.schema
     manifest = Manifest(
         batch_id=request.batch_id,
         table=request.settings.lake_table,
@@ -124,6 +126,7 @@ def extract(extractor: Extractor, request: ExtractRequest) -> StagedBatch:
         source=request.settings.source_name,
         lake_files=lake or None,
         lake_snapshot=target.snapshot_id if target else None,
+        rows_seen=settled.rows_seen,
     )
     staging.write_manifest(folder, manifest)
     return StagedBatch(folder=folder, manifest=manifest)

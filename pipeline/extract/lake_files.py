@@ -11,6 +11,7 @@ batch's manifest lists them, the lake files are orphans that maintenance removes
 from __future__ import annotations
 
 import posixpath
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import pyarrow as pa
@@ -21,33 +22,43 @@ from pipeline.source.window import iso
 from pipeline.staging import StagingDir
 
 INCOMING = "_incoming"
-DEST = "_dest"  # the partition column Spark splits its output on: "lake" or "stage"
+DEST = "_dest"  # the partition column Spark splits its output on: "lake", "stage" or "seen"
+SEEN = "seen"  # rows whose id the lake already holds: counted as duplicates, then deleted
 
 
 def incoming_dir(target: LakeTarget, batch_id: str) -> StagingDir:
     return target.table_folder.child(INCOMING).child(batch_id)
 
 
-def settle(target: LakeTarget, batch_id: str,
-           batch_folder: StagingDir) -> tuple[list[dict[str, object]], pa.Schema | None]:
-    """Move Spark's output into place; return the lake files (uri, rows, event time range) and
-    their schema (None without any)."""
+@dataclass
+class Settled:
+    lake_files: list[dict[str, object]] = field(default_factory=list)  # uri, rows, event time range
+    schema: pa.Schema | None = None  # of the lake files
+    rows_seen: int = 0  # rows whose id the lake already held (their files are deleted)
+
+
+def settle(target: LakeTarget, batch_id: str, batch_folder: StagingDir) -> Settled:
+    """Move Spark's output into place: lake files into the day folders, the rest to stage into
+    the batch folder; rows the lake already holds are counted and their files deleted."""
     incoming = incoming_dir(target, batch_id)
     batch_folder.make(exist_ok=True)
-    lake_files: list[dict[str, object]] = []
-    schema = None
+    settled = Settled()
     for number, relative in enumerate(incoming.walk(".parquet")):
         dest, *hive, _ = relative.split("/")
+        if dest == f"{DEST}={SEEN}":
+            with incoming.open_input(relative) as handle:
+                settled.rows_seen += pq.read_metadata(handle).num_rows
+            continue
         if dest == f"{DEST}=stage":
             incoming.transfer(relative, batch_folder, f"stage-{number:05d}.parquet")
             continue
         folder = target.table_folder.child(posixpath.join(*hive))
         name = f"{batch_id}-{number:05d}.parquet"
         incoming.transfer(relative, folder, name)
-        entry, schema = _describe(folder, name)
-        lake_files.append(entry)
+        entry, settled.schema = _describe(folder, name)
+        settled.lake_files.append(entry)
     incoming.remove()
-    return lake_files, schema
+    return settled
 
 
 def _describe(folder: StagingDir, name: str) -> tuple[dict[str, object], pa.Schema]:

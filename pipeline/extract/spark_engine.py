@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from pipeline import faults, staging
 from pipeline.extract.arrow_writer import write_tables
 from pipeline.extract.batch import STAGED_COLUMNS, ExtractRequest, select_sql
-from pipeline.extract.lake_files import DEST, INCOMING, incoming_dir
+from pipeline.extract.lake_files import DEST, INCOMING, SEEN, incoming_dir
 from pipeline.extract.partitions import plan_partitions, time_chunks
 from pipeline.extract.spark_s3a import missing_s3a
 from pipeline.extract.spark_session import default_cores, functions
@@ -127,10 +127,13 @@ class SparkExtractor:
                 "event_id", F.lit(True).alias("_in_lake"))
             frame = frame.join(F.broadcast(seen), "event_id", "left")
             in_lake = F.col("_in_lake").isNotNull()
-        for_lake = F.col("event_id").isNotNull() & F.col("event_timestamp").isNotNull() & ~in_lake
+        complete = F.col("event_id").isNotNull() & F.col("event_timestamp").isNotNull()
+        dest = F.when(in_lake, SEEN).when(complete, "lake").otherwise("stage")
+        # rows the lake holds are only counted (the lake keeps its copy, as copy promotion does)
+        kept = [F.when(~in_lake, F.col(name)).alias(name) if name in ("event_type", "details") else name
+                for name in STAGED_COLUMNS]
         ts = F.col("event_timestamp")  # the session time zone is UTC (spark_session.SESSION_CONF)
-        return frame.select(*STAGED_COLUMNS, F.when(for_lake, "lake").otherwise("stage").alias(DEST),
-                            F.year(ts).alias("year"), F.month(ts).alias("month"),
+        return frame.select(*kept, dest.alias(DEST), F.year(ts).alias("year"), F.month(ts).alias("month"),
                             F.dayofmonth(ts).alias("day"))
 
     def _write_through_driver(self, request: ExtractRequest) -> None:

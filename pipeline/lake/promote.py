@@ -117,11 +117,11 @@ def _promote_locked(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, 
                  batch.batch_id)
         files, lake_files = files + [str(f["uri"]) for f in lake_files], []
     if not files and not lake_files:
-        return result("empty")
+        return result("no new rows" if manifest.rows_seen else "empty", manifest.rows_seen)
     staged, loadable, distinct_ids, min_ts, max_ts, invalid = (
         con.execute(validate.BATCH_STATS, {"files": files}).fetchone() if files else (0, 0, 0, None, None, 0))
     registered = sum(int(f["rows"]) for f in lake_files)
-    staged += registered
+    staged += registered + manifest.rows_seen  # seen: already in the lake, so duplicates
     if staged == 0:
         return result("empty")
     min_ts, max_ts = _span([min_ts, max_ts, *(parse_iso(str(f[k])) for f in lake_files

@@ -50,6 +50,7 @@ class Manifest:
     # min/max_event_timestamp}), and the lake snapshot whose ids they were checked against
     lake_files: list[dict[str, object]] | None = None
     lake_snapshot: int | None = None
+    rows_seen: int = 0  # zero-copy: rows whose id the lake already held, counted and not staged
 
     @property
     def window(self) -> Window:
