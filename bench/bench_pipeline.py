@@ -73,8 +73,9 @@ def main() -> int:
             promote = report.seconds.get("promote", 0.0)
             ours = report.seconds["total"]
             registered = sum(p.files_registered for p in report.promotions)
-            # nothing new since: what an idle hourly run costs (it re-reads the look-back)
-            noop = run(settings, engine=args.engine, spark=spark)
+            # nothing new since, look-back 0: the fixed cost of a run (every event here lies within
+            # the default 15 min look-back, which a normal rerun would read again)
+            noop = run(replace(settings, lookback=timedelta(0)), engine=args.engine, spark=spark)
             assert noop.rows_inserted == 0, noop.summary()
             reference = reference_load(settings)
             warm = None
@@ -105,7 +106,8 @@ def main() -> int:
                 ("reference: duckdb postgres ext s", f"{reference:.2f}"),
                 ("ratio ours/reference (cold JVM)", f"{ours / reference:.2f}"),
                 ("files registered (zero-copy)", f"{registered}"),
-                (f"no-op rerun s ({noop.rows_in_window:,} rows re-read)", f"{noop.seconds['total']:.2f}"),
+                (f"no-op rerun s, look-back 0 ({noop.rows_in_window:,} rows read)",
+                 f"{noop.seconds['total']:.2f}"),
                 *warm_rows,
                 ("lake == source", "yes" if comparison.equal else "NO"),
             ])

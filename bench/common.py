@@ -138,7 +138,7 @@ def stage_synthetic_batch(con, settings: Settings, rows: int, now, *, overlap: i
         files, lake, snapshot, rows_seen = ["part-00000.parquet"], [], None, 0
     else:
         snapshot = con.execute(f"SELECT max(snapshot_id) FROM {settings.lake_name}.snapshots()").fetchone()[0]
-        target = zero_copy.LakeTarget(zero_copy.table_folder(settings), None, snapshot)
+        target = zero_copy.LakeTarget(zero_copy.table_folder(settings), None, 0, snapshot)
         incoming = lake_files.incoming_dir(target, batch_id)
         incoming.child("_dest=seen").make(exist_ok=True)  # the overlap: counted by Spark, not staged
         con.execute(f"COPY ({seen}) TO '{incoming.child('_dest=seen').uri('part-0.parquet')}' "

@@ -93,6 +93,7 @@ def extract(extractor: Extractor, request: ExtractRequest) -> StagedBatch:
         staging.remove_batch(folder)  # partial files: never promoted, removed now
         if request.lake_target:
             lake_files.incoming_dir(request.lake_target, request.batch_id).remove()
+            request.lake_target.remove_ids()
         dsn = request.settings.source_dsn
         raise SourceUnavailable(
             f"Extraction with {extractor.engine} lost the source Postgres at {dsn.masked()} mid-read "

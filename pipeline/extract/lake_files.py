@@ -17,11 +17,10 @@ from datetime import UTC, datetime
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.lake.zero_copy import LakeTarget
+from pipeline.lake.zero_copy import INCOMING, LakeTarget
 from pipeline.source.window import iso
 from pipeline.staging import StagingDir
 
-INCOMING = "_incoming"
 DEST = "_dest"  # the partition column Spark splits its output on: "lake", "stage" or "seen"
 SEEN = "seen"  # rows whose id the lake already holds: counted as duplicates, then deleted
 
@@ -58,6 +57,7 @@ def settle(target: LakeTarget, batch_id: str, batch_folder: StagingDir) -> Settl
         entry, settled.schema = _describe(folder, name)
         settled.lake_files.append(entry)
     incoming.remove()
+    target.remove_ids()
     return settled
 
 

