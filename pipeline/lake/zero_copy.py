@@ -41,6 +41,9 @@ TEXT_COLUMNS = ("event_id", "details")  # typed UUID / JSON in a copy lake, VARC
 SOURCE_TYPES = {"event_id": ("uuid",), "details": ("jsonb", "json")}  # valid by the source's own types
 INCOMING = "_incoming"  # <table folder>/_incoming/<batch id>/: Spark's output before it is settled
 LAKE_IDS_SUFFIX = "-lake-ids.parquet"
+# Above this share of the window already in the lake, a run promotes by copy: re-reading 1M
+# loaded rows (a rerun) took 10.9 s with zero-copy against 6.5 s with copy (bench_pipeline).
+MAX_OVERLAP = 0.5
 
 
 @dataclass(frozen=True)

@@ -151,7 +151,7 @@ def _extract_and_promote(settings: ResolvedSettings, con: duckdb.DuckDBPyConnect
         report.seconds["engine_start"] = time.monotonic() - t0
         t0 = time.monotonic()
         batch_id = staging.new_batch_id()
-        target = _lake_target(settings, con, conn, engine, window, added, batch_id)
+        target = _lake_target(settings, con, conn, engine, window, window_stats.rows, added, batch_id)
         request = ExtractRequest(settings, window, window_stats, batch_id, snapshot_id, lake,
                                  extra_columns=added, lake_target=target)
         batch = extract(extractor, request)
@@ -168,7 +168,8 @@ def _extract_and_promote(settings: ResolvedSettings, con: duckdb.DuckDBPyConnect
 
 
 def _lake_target(settings: ResolvedSettings, con: duckdb.DuckDBPyConnection, source: psycopg.Connection,
-                 engine: str, window: Window, added: dict[str, str], batch_id: str) -> LakeTarget | None:
+                 engine: str, window: Window, rows: int, added: dict[str, str],
+                 batch_id: str) -> LakeTarget | None:
     """Where Spark writes this batch's lake files in zero-copy mode; None (logged with the
     reason) when this run promotes by copy."""
     if settings.promotion != "zero-copy":
@@ -177,7 +178,12 @@ def _lake_target(settings: ResolvedSettings, con: duckdb.DuckDBPyConnection, sou
                                shape.source_columns(source, settings.source_table),
                                shape.has_unique_index(source, settings.source_table, "event_id"), added)
     if reason is None:
-        return zero_copy.write_lake_ids(con, settings, window, batch_id)
+        target = zero_copy.write_lake_ids(con, settings, window, batch_id)
+        if target.lake_id_count <= rows * zero_copy.MAX_OVERLAP:
+            return target
+        target.remove_ids()
+        reason = (f"{target.lake_id_count} of the window's {rows} rows are in the lake already; "
+                  "re-reading that many costs Spark more than copy promotion")
     log.info("zero-copy promotion not used (%s); this batch is promoted by copy", reason)
     return None
 
