@@ -3,9 +3,10 @@
 In zero-copy mode (``PROMOTION=zero-copy``) Spark writes the rows the lake does not hold yet as
 the lake's own Parquet files, in the table's day folders; promotion then registers those files
 (``ducklake_add_data_files``) in the same transaction as the state row and commit message: one
-snapshot, work in proportion to the files, not the rows. The rows Spark cannot vouch for (a NULL
-id or time, an id the lake already holds in the window's time range) are staged beside them and
-promoted by copy, through the one validation in :mod:`.validate`, in that same transaction.
+snapshot, work in proportion to the files, not the rows. Rows whose id the lake already holds
+in the window's time range are only counted (the lake keeps its copy, as copy promotion does);
+rows Spark cannot vouch for (a NULL id or time) are staged beside the files and promoted by
+copy, through the one validation in :mod:`.validate`, in that same transaction.
 
 What DuckLake requires, pinned in tests/test_ducklake_assumptions.py:
 - a file's column types must equal the table's exactly; Spark writes neither Parquet's UUID nor
