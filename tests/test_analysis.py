@@ -139,12 +139,27 @@ def test_human_output_is_an_aligned_table(lake_with_history):
     assert lines[0] == "a  long_name" and lines[1] == "-  ---------" and lines[2] == "1  xyz"
 
 
+@pytest.fixture
+def renamed_lake(new_lake_env) -> dict:
+    """A lake attached under another DUCKLAKE_NAME than the default, with two loads."""
+    from pipeline.settings import load_settings
+
+    env = {**new_lake_env("renamed"), "DUCKLAKE_NAME": "analytics"}
+    settings, snapshots = load_settings(env), []
+    for rows, seed in ((300, 1), (200, 2)):
+        add_events(settings, rows, seed=seed)
+        snapshots += run(settings, engine="dlt").snapshots
+    return {"env": env, "snapshots": snapshots}
+
+
 @pytest.mark.parametrize("path", ANALYSIS, ids=[p.name for p in ANALYSIS])
-def test_every_named_analysis_query_runs_and_is_documented(path: Path, lake_with_history):
+def test_every_named_analysis_query_runs_and_is_documented(path: Path, renamed_lake):
+    """Named queries name no catalog: they run on a lake attached as `analytics`."""
     header = path.read_text().splitlines()[:3]
     assert header[0].startswith("-- ") and any("Parameters:" in line for line in path.read_text().splitlines()[:6])
-    snaps = lake_with_history["snapshots"]
-    result, out = sql_json(lake_with_history["env"], "--sql-file", str(path),
+    assert "lake." not in path.read_text() and "'lake'" not in path.read_text()
+    snaps = renamed_lake["snapshots"]
+    result, out = sql_json(renamed_lake["env"], "--sql-file", str(path),
                            "--param", f"version={snaps[0]}", "--param", "user_id=user_000000",
                            "--param", f"from_snapshot={snaps[0]}", "--param", f"to_snapshot={snaps[-1]}")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -186,3 +201,32 @@ def test_twenty_concurrent_writers_all_land_or_fail_loudly(settings, lake_env):
     rows = {r[0] for r in lake_query(settings, "SELECT writer FROM lake.main.concurrent_rows")}
     assert rows == succeeded, [r.stderr[-300:] for r in results if r.returncode]
     assert len(succeeded) == 20, [r.stderr[-300:] for r in results if r.returncode]
+
+
+def test_unqualified_names_resolve_in_the_lake_and_outlive_the_process(lake_with_history):
+    """The workflow-engine docs' own SQL, verbatim: the lake is the session's default catalog."""
+    env, snaps = lake_with_history["env"], lake_with_history["snapshots"]
+    result, out = sql_json(env, "--write", "--sql", "CREATE TABLE sales (id INTEGER, amount DOUBLE)",
+                           "--sql", "INSERT INTO sales VALUES (1, 9.5), (2, 3.0)")
+    assert result.returncode == 0, result.stdout + result.stderr
+    _, out = sql_json(env, "--sql", "SELECT count(*) AS n, sum(amount) AS total FROM sales",
+                      "--sql", "SELECT count(*) AS n FROM events",
+                      "--sql", f"SELECT count(*) AS n FROM table_changes('events', {snaps[1]}, {snaps[2]})")
+    assert [c["rows"][0]["n"] for c in out["result"]["commands"]] == [2, 600, 300]
+    assert out["result"]["commands"][0]["rows"][0]["total"] == 12.5
+
+
+def test_create_as_and_merge_report_their_rows_and_an_open_transaction_fails(lake_with_history):
+    env = lake_with_history["env"]
+    result, out = sql_json(env, "--write", "--sql", "CREATE TABLE ten AS SELECT range AS id FROM range(10)",
+                           "--sql", "MERGE INTO ten USING (SELECT 3 AS id UNION ALL SELECT 42) s "
+                                    "ON ten.id = s.id WHEN MATCHED THEN DELETE WHEN NOT MATCHED THEN "
+                                    "INSERT VALUES (s.id)")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert [c["affected_rows"] for c in out["result"]["commands"]] == [10, 2]
+    result, out = sql_json(env, "--write", "--sql", "BEGIN", "--sql", "CREATE TABLE lost (i INT)",
+                           "--sql", "INSERT INTO lost VALUES (1)")
+    assert result.returncode == 1 and out["status"] == "error"
+    assert "BEGIN without COMMIT" in out["error"]["message"]
+    _, out = sql_json(env, "--sql", "SELECT count(*) AS n FROM duckdb_tables() WHERE table_name = 'lost'")
+    assert out["result"]["commands"][0]["rows"][0]["n"] == 0

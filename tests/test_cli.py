@@ -113,8 +113,9 @@ def test_status_before_the_first_run_says_the_lake_is_not_created_yet(settings, 
 
     add_events(settings, 25, seed=96)
     result = run_cli("events_pipeline.py", "--status", "--json", env=lake_env)
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.returncode == 1, result.stdout + result.stderr  # stale: rows waiting, nothing loaded
     status = json.loads(result.stdout)
     assert status["lake_exists"] is False and status["source_rows_after_watermark"] == 25
+    assert status["health"]["state"] == "stale" and "nothing loaded yet" in status["health"]["reasons"][0]
     text = run_cli("events_pipeline.py", "--status", env=lake_env)
     assert "not created yet (the first --run creates it)" in text.stdout, text.stdout + text.stderr

@@ -15,7 +15,7 @@ from pipeline.cli import analysis, output
 from pipeline.ops.policy import SHUTDOWN_SECONDS
 from pipeline.settings import Settings
 
-Outcome = tuple[bool, str]
+Outcome = tuple[bool | int, str]  # ok (exit 0/1), or an exit code; and the last line
 
 
 def run(args: argparse.Namespace, settings: Settings) -> Outcome:
@@ -29,7 +29,8 @@ def run(args: argparse.Namespace, settings: Settings) -> Outcome:
         restored = staging.restore_failed(staging.table_dir(resolve(settings)))
         logging.getLogger(__name__).info("retrying %d set-aside batch(es): %s", len(restored),
                                          ", ".join(restored) or "none")
-    report = run(settings, mode=mode, engine=args.engine)
+    # recorded in ops.jobs like a scheduled load: --status's freshness counts manual runs too
+    report = run(settings, mode=mode, engine=args.engine, record_as="load" if mode == "run" else mode)
     if args.json:
         output.out(output.dumps({"status": "ok", "rows_inserted": report.rows_inserted,
                                  "rows_quarantined": report.rows_quarantined,
@@ -67,7 +68,10 @@ def status(args: argparse.Namespace, settings: Settings) -> Outcome:
 
     data = collect(resolve(settings))
     output.out(output.dumps(data) if args.json else output.render_status(data))
-    return True, "Status shown."
+    health = data["health"]
+    reasons = "; ".join(health["reasons"])
+    # exit code 0 healthy, 1 stale, 2 failing: what monitors and process managers check
+    return health["exit_code"], f"Status: {health['state']}" + (f" ({reasons})." if reasons else ".")
 
 
 def verify(args: argparse.Namespace, settings: Settings) -> Outcome:

@@ -37,7 +37,9 @@ def main(argv: list[str] | None = None) -> int:
         output.print_unexpected(exc, where, as_json=args.json)
         return 1
     output.last_line(message, as_json=args.json)
-    return 0 if ok else 1
+    if isinstance(ok, bool):
+        return 0 if ok else 1
+    return ok  # an action's own exit code (--status: 0 healthy, 1 stale, 2 failing)
 
 
 def dispatch(args: argparse.Namespace, settings: Settings) -> Outcome:

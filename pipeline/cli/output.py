@@ -71,7 +71,12 @@ def print_session(result: SessionResult, as_json: bool, info: dict[str, Any] | N
 
 def render_status(status: dict[str, Any]) -> str:
     lag = status["lag_seconds"]
+    health = status["health"]
     lines = [
+        f"health          {health['state'].upper()}"
+        + (f": {'; '.join(health['reasons'])}" if health["reasons"] else "")
+        + (f" (last successful load {health['last_successful_load']})"
+           if health["last_successful_load"] else ""),
         f"lake            {status['lake']}  ({status['lake_rows']} rows, "
         f"{status['snapshot_count']} snapshots, latest {status['latest_snapshot']})"
         if status["lake_exists"] else

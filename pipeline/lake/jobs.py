@@ -52,3 +52,9 @@ def last_runs(con: duckdb.DuckDBPyConnection, settings: Settings) -> list[dict[s
         "ORDER BY finished_at DESC")
     columns = [c[0] for c in cursor.description]
     return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+
+
+def last_success(con: duckdb.DuckDBPyConnection, settings: Settings, job: str) -> datetime | None:
+    """When ``job`` last finished successfully (a scheduled or a manual run)."""
+    return con.execute(f"SELECT max(finished_at) FROM {settings.jobs_table} "
+                       "WHERE job = ? AND status = 'success'", [job]).fetchone()[0]

@@ -23,6 +23,7 @@ import duckdb
 from pipeline.errors import ConfigError, PipelineError, first_line
 from pipeline.lake.connect import connect
 from pipeline.settings import ResolvedSettings
+from pipeline.sqltext import quote_ident
 
 DML = {"INSERT", "UPDATE", "DELETE"}
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
@@ -132,11 +133,12 @@ def execute_one(con: duckdb.DuckDBPyConnection, index: int, statement: duckdb.St
                 raise
             time.sleep(min(2.0, 0.05 * 2 ** attempt) * random.uniform(0.5, 1.5))
     kind = statement.type.name
-    if kind in DML:
-        return CommandResult(index, affected_rows=int(cursor.fetchone()[0]), status="ok")
-    if cursor.description is None or (kind != "SELECT" and [d[0] for d in cursor.description] == ["Count"]):
-        if cursor.description is not None:
-            cursor.fetchall()
+    if kind in DML or (kind != "SELECT" and cursor.description is not None
+                       and [d[0] for d in cursor.description] == ["Count"]):
+        # INSERT/UPDATE/DELETE, and CREATE TABLE … AS / MERGE, which report their rows the same way
+        [count] = cursor.fetchone() or (0,)
+        return CommandResult(index, affected_rows=int(count or 0), status="ok")
+    if cursor.description is None:
         return CommandResult(index, affected_rows=0, status="ok")
     columns = [d[0] for d in cursor.description]
     types = [str(d[1]) for d in cursor.description]
@@ -170,6 +172,12 @@ def run_session(con: duckdb.DuckDBPyConnection, texts: list[str], params: dict[s
                                 "sql": statement.query.strip()[:500]}
                 return result
             index += 1
+    if in_transaction:
+        # a BEGIN without COMMIT would be rolled back silently when the session closes
+        con.execute("ROLLBACK")
+        result.error = {"command_index": max(index - 1, 0), "sql": "",
+                        "message": "The session ended inside a transaction (BEGIN without COMMIT); it was "
+                                   "rolled back and nothing it wrote was kept. End it with --sql COMMIT."}
     return result
 
 
@@ -186,7 +194,7 @@ def open_session(settings: ResolvedSettings, *, write: bool = False, at_version:
         raise ConfigError("--write cannot be combined with --at-version/--at-time.",
                           "Time travel is read-only; drop --write or the snapshot option.")
     try:
-        return connect(settings, read_only=not write, snapshot_version=at_version, snapshot_time=at_time)
+        con = connect(settings, read_only=not write, snapshot_version=at_version, snapshot_time=at_time)
     except PipelineError as exc:
         if time_travel:
             raise ConfigError(
@@ -194,3 +202,7 @@ def open_session(settings: ResolvedSettings, *, write: bool = False, at_version:
                 "List the snapshots that still exist with --snapshots; older ones were expired "
                 "by maintenance (see RETENTION).") from None
         raise
+    # the lake is the session's default catalog: unqualified names (events, CREATE TABLE sales,
+    # snapshots(), table_changes('events', …)) resolve in it, whatever DUCKLAKE_NAME is
+    con.execute(f"USE {quote_ident(settings.lake_name)}")
+    return con

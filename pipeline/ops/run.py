@@ -10,17 +10,17 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
 
 import duckdb
 import psycopg
 
-from pipeline import faults, staging
+from pipeline import faults, logs, staging
 from pipeline.errors import first_line, is_transient
 from pipeline.extract.batch import ExtractRequest, extract
 from pipeline.extract.engines import make_extractor
-from pipeline.lake import batches, zero_copy
+from pipeline.lake import batches, jobs, zero_copy
 from pipeline.lake.connect import connect
 from pipeline.lake.promote import PromotionResult, promote
 from pipeline.lake.schema import ensure_tables, events_column_types, lake_id
@@ -98,13 +98,34 @@ class RunReport:
 
 def run(settings: Settings, mode: Mode = "run", engine: str = "spark",
         spark: SparkSession | None = None,
-        spark_factory: Callable[[], SparkSession] | None = None) -> RunReport:
+        spark_factory: Callable[[], SparkSession] | None = None,
+        record_as: str | None = None) -> RunReport:
     """Run the pipeline once. ``spark`` (or ``spark_factory``, called only when there is
-    something to extract) lets callers such as tests and the scheduler reuse a session."""
+    something to extract) lets callers such as tests and the scheduler reuse a session.
+    ``record_as``: record the run in ops.jobs under that job name (manual runs; the scheduler
+    records its own), once the checks before creating anything have passed."""
     resolved = resolve(settings)
     report = RunReport()
     started = time.monotonic()
     added = preflight(resolved, reads_source=mode in ("run", "extract"))
+    began = datetime.now(UTC)
+    try:
+        _run_checked(resolved, mode, engine, spark, spark_factory, added, report)
+    except Exception as exc:
+        if record_as:
+            jobs.record(resolved, logs.RUN_ID, record_as, began, datetime.now(UTC), "failed",
+                        first_line(exc))
+        raise
+    report.seconds["total"] = time.monotonic() - started
+    if record_as:
+        jobs.record(resolved, logs.RUN_ID, record_as, began, datetime.now(UTC), "success", None,
+                    {"manual": True, "rows_inserted": report.rows_inserted, "summary": report.summary()})
+    return report
+
+
+def _run_checked(resolved: ResolvedSettings, mode: Mode, engine: str, spark: SparkSession | None,
+                 spark_factory: Callable[[], SparkSession] | None, added: dict[str, str],
+                 report: RunReport) -> None:
     for path in staging.clean_stale(staging.table_dir(resolved)):
         log.info("removed stale incomplete batch %s", path.uri())
     con = connect(resolved)
@@ -121,8 +142,6 @@ def run(settings: Settings, mode: Mode = "run", engine: str = "spark",
             _extract_and_promote(resolved, con, lake, added, mode, engine, spark, spark_factory, report)
     finally:
         con.close()
-    report.seconds["total"] = time.monotonic() - started
-    return report
 
 
 def _extract_and_promote(settings: ResolvedSettings, con: duckdb.DuckDBPyConnection, lake: str,

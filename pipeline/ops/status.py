@@ -11,6 +11,7 @@ from pipeline.lake import batches as batch_table
 from pipeline.lake import jobs
 from pipeline.lake.connect import connect
 from pipeline.lake.schema import lake_id, quarantined_rows, table_names
+from pipeline.ops import health
 from pipeline.ops.scheduler_state import read_state
 from pipeline.settings import ResolvedSettings
 from pipeline.source import stats
@@ -25,7 +26,8 @@ NOT_CREATED = "creating a new DuckLake is explicitly disabled"
 def _lake_facts(settings: ResolvedSettings) -> dict[str, Any]:
     """What the lake holds; a lake not created yet (no run so far) is a state, not an error."""
     empty = {"exists": False, "watermark": None, "batches": [], "lake_rows": 0, "snapshots": 0,
-             "latest": None, "files": 0, "size": 0, "job_runs": [], "lake": None, "quarantined": 0}
+             "latest": None, "files": 0, "size": 0, "job_runs": [], "lake": None, "quarantined": 0,
+             "last_load_success": None}
     try:
         con = connect(settings, read_only=True)
     except PipelineError as exc:
@@ -47,6 +49,7 @@ def _lake_facts(settings: ResolvedSettings) -> dict[str, Any]:
             "FROM ducklake_table_info(?)", [settings.lake_name]).fetchone()
         if (settings.ops_schema, "jobs") in tables:
             facts["job_runs"] = jobs.last_runs(con, settings)
+            facts["last_load_success"] = jobs.last_success(con, settings, "load")
         if (settings.ops_schema, "lake_identity") in tables:
             facts["lake"] = lake_id(con, settings)
         facts["quarantined"] = quarantined_rows(con, settings)
@@ -63,16 +66,25 @@ def collect(settings: ResolvedSettings) -> dict[str, Any]:
     job_runs, lake, quarantined = facts["job_runs"], facts["lake"], facts["quarantined"]
     with connect_source(settings.source_dsn) as conn:
         exists = stats.table_exists(conn, settings.source_table)
-        newest, pending, future = (None, 0, 0)
+        newest, pending, future, now = (None, 0, 0, stats.server_now(conn))
         if exists:
-            future = stats.rows_after(conn, settings.source_table, stats.server_now(conn))
-            newest, pending = conn.execute(
-                f"SELECT max(event_timestamp)::timestamptz, count(*) FILTER (WHERE "
-                f"%(wm)s::timestamptz IS NULL OR event_timestamp > %(wm)s) "
-                f"FROM {quote_qualified(settings.source_table)}",
-                {"wm": watermark}).fetchone()
+            table = quote_qualified(settings.source_table)
+            future = stats.rows_after(conn, settings.source_table, now)
+            # both bounded by the event_timestamp index: the newest row, and the rows past the watermark
+            newest = conn.execute(f"SELECT max(event_timestamp)::timestamptz FROM {table}").fetchone()[0]
+            pending = conn.execute(
+                f"SELECT count(*) FROM {table} WHERE %(wm)s::timestamptz IS NULL OR event_timestamp > %(wm)s",
+                {"wm": watermark}).fetchone()[0]
     lag = (newest - watermark).total_seconds() if newest and watermark else None
+    set_aside = staging.failed_batches(staging.table_dir(settings))
+    last_load = next((r for r in job_runs if r["job"] == "load"), None)
+    promoted = [b["promoted_at"] for b in batches if b.get("promoted_at")]
+    successes = [t for t in (facts["last_load_success"], *promoted) if t is not None]
+    judged = health.assess(now, settings.intervals.load, max(successes) if successes else None,
+                           last_load["status"] if last_load else None,
+                           last_load["error"] if last_load else None, len(set_aside), 1 if newest else 0)
     return {
+        "health": judged.as_dict(),  # its exit_code is --status's exit code
         "lake": settings.events_table,
         "lake_exists": facts["exists"],  # False until the first run creates it
         "catalog": settings.catalog.describe(),
@@ -91,7 +103,7 @@ def collect(settings: ResolvedSettings) -> dict[str, Any]:
         "staged_batches_waiting": len(staging.complete_batches(staging.table_dir(settings), lake))
         if lake else 0,
         # batches that could not be promoted, kept whole; --retry-failed puts them back in line
-        "set_aside_batches": staging.failed_batches(staging.table_dir(settings)),
+        "set_aside_batches": set_aside,
         "jobs": {r["job"]: {"status": r["status"], "started_at": iso(r["started_at"]),
                             "finished_at": iso(r["finished_at"]), "error": r["error"]}
                  for r in job_runs},

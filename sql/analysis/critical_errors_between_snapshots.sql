@@ -6,7 +6,7 @@ SELECT snapshot_id, event_timestamp,
        details ->> 'service' AS service,
        details ->> 'error_code' AS error_code,
        details ->> 'message' AS message
-FROM ducklake_table_changes('lake', 'main', 'events', $from_snapshot, $to_snapshot)
+FROM ducklake_table_changes(current_database(), 'main', 'events', $from_snapshot, $to_snapshot)
 WHERE change_type = 'insert'
   AND event_type = 'error_occurred'
   AND (details ->> 'severity') = 'critical'

@@ -3,7 +3,7 @@
 -- Parameters: none.
 -- Example: uv run events_pipeline.py --sql-file sql/analysis/events_by_type_last_hour.sql
 SELECT event_type, count(*) AS events
-FROM lake.main.events
-WHERE event_timestamp > (SELECT max(event_timestamp) FROM lake.main.events) - INTERVAL 1 HOUR
+FROM main.events
+WHERE event_timestamp > (SELECT max(event_timestamp) FROM main.events) - INTERVAL 1 HOUR
 GROUP BY event_type
 ORDER BY events DESC, event_type;

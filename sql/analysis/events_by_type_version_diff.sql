@@ -3,9 +3,9 @@
 -- Parameters: version (a snapshot id from --snapshots).
 -- Example: uv run events_pipeline.py --sql-file sql/analysis/events_by_type_version_diff.sql --param version=2
 WITH then_ AS (
-    SELECT event_type, count(*) AS events FROM lake.main.events AT (VERSION => $version) GROUP BY ALL
+    SELECT event_type, count(*) AS events FROM main.events AT (VERSION => $version) GROUP BY ALL
 ), now_ AS (
-    SELECT event_type, count(*) AS events FROM lake.main.events GROUP BY ALL
+    SELECT event_type, count(*) AS events FROM main.events GROUP BY ALL
 )
 SELECT coalesce(n.event_type, t.event_type) AS event_type,
        coalesce(t.events, 0) AS at_version,

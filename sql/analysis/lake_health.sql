@@ -7,9 +7,9 @@ WITH files AS (
                         || 'sum(file_size_bytes) AS bytes FROM ' || getvariable('lake_metadata')
                         || '.ducklake_data_file WHERE end_snapshot IS NULL GROUP BY table_id')
 ), live AS (
-    SELECT 'main' AS schema_name, 'events' AS table_name, count(*) AS live_rows FROM lake.main.events
-    UNION ALL SELECT 'ops', 'batches', count(*) FROM lake.ops.batches
-    UNION ALL SELECT 'ops', 'jobs', count(*) FROM lake.ops.jobs
+    SELECT 'main' AS schema_name, 'events' AS table_name, count(*) AS live_rows FROM main.events
+    UNION ALL SELECT 'ops', 'batches', count(*) FROM ops.batches
+    UNION ALL SELECT 'ops', 'jobs', count(*) FROM ops.jobs
 )
 SELECT l.schema_name, l.table_name, l.live_rows,
        coalesce(f.files, 0) AS data_files,
@@ -18,6 +18,6 @@ SELECT l.schema_name, l.table_name, l.live_rows,
        greatest(l.live_rows - coalesce(f.file_rows, 0), 0) AS inlined_rows,
        i.delete_file_count AS delete_files
 FROM live l
-JOIN ducklake_table_info('lake') i ON i.table_name = l.table_name
+JOIN ducklake_table_info(current_database()) i ON i.table_name = l.table_name
 LEFT JOIN files f ON f.table_id = i.table_id
 ORDER BY l.schema_name, l.table_name;

@@ -6,7 +6,7 @@ SELECT CAST(event_timestamp AS DATE) AS day,
        count(*) AS payments,
        round(sum(CAST(details ->> 'amount' AS DECIMAL(18, 2))), 2) AS volume,
        round(avg(CASE WHEN (details ->> 'status') = 'failed' THEN 1.0 ELSE 0.0 END), 4) AS failure_rate
-FROM lake.main.events
+FROM main.events
 WHERE event_type = 'payment_processed'
 GROUP BY ALL
 ORDER BY day, volume DESC;

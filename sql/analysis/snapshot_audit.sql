@@ -5,5 +5,5 @@ SELECT snapshot_id, snapshot_time, author, commit_message,
        json_extract_string(commit_extra_info, '$.batch_id') AS batch_id,
        json_extract(commit_extra_info, '$.rows_staged')::BIGINT AS rows_staged,
        changes
-FROM lake.snapshots()
+FROM snapshots()
 ORDER BY snapshot_id;

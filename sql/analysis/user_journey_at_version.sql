@@ -7,6 +7,6 @@ SELECT event_timestamp, event_type,
        details ->> 'endpoint' AS endpoint,
        details ->> 'feature_name' AS feature,
        details ->> 'action' AS action
-FROM lake.main.events AT (VERSION => $version)
+FROM main.events AT (VERSION => $version)
 WHERE (details ->> 'user_id') = $user_id
 ORDER BY event_timestamp;

@@ -1,0 +1,60 @@
+"""Pure judgement of the pipeline's health for ``--status``: healthy, stale or failing.
+
+Exit codes (documented in the README, used by process managers and monitors):
+0 healthy, 1 stale (no successful load for two LOAD_EVERY intervals while the source holds
+rows, or never loaded), 2 failing (the last load failed, or batches are set aside).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from pipeline.settings.durations import format_duration
+
+HEALTHY, STALE, FAILING = 0, 1, 2
+STATES = {HEALTHY: "healthy", STALE: "stale", FAILING: "failing"}
+STALE_AFTER_INTERVALS = 2  # one missed load is normal jitter; two are not
+
+
+@dataclass(frozen=True)
+class Health:
+    code: int
+    reasons: list[str] = field(default_factory=list)
+    last_success: datetime | None = None
+    seconds_since_success: float | None = None
+
+    @property
+    def state(self) -> str:
+        return STATES[self.code]
+
+    def as_dict(self) -> dict[str, object]:
+        return {"state": self.state, "exit_code": self.code, "reasons": self.reasons,
+                "last_successful_load": self.last_success.isoformat() if self.last_success else None,
+                "seconds_since_successful_load": self.seconds_since_success}
+
+
+def assess(now: datetime, load_every: timedelta, last_success: datetime | None, last_load_status: str | None,
+           last_load_error: str | None, set_aside: int, source_rows: int) -> Health:
+    """``last_success``: the newest successful load (a scheduled or manual run's job record, or
+    a promoted batch); ``source_rows``: rows the source holds (0: nothing to be stale about)."""
+    failing, stale = [], []
+    if last_load_status == "failed":
+        failing.append(f"the last load failed: {last_load_error or 'see ops.jobs'}")
+    if set_aside:
+        failing.append(f"{set_aside} batch(es) set aside (fix the cause, then --retry-failed)")
+    since = (now - last_success).total_seconds() if last_success else None
+    if last_success is None and source_rows:
+        stale.append(f"nothing loaded yet, while the source holds {source_rows} row(s)")
+    elif since is not None and source_rows and since > STALE_AFTER_INTERVALS * load_every.total_seconds():
+        stale.append(f"the last successful load was {_ago(since)} ago "
+                     f"(LOAD_EVERY {format_duration(load_every)})")
+    code = FAILING if failing else STALE if stale else HEALTHY
+    return Health(code, failing + stale, last_success, since)
+
+
+def _ago(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f}{unit}"
+    return f"{seconds:.0f}s"

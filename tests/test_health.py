@@ -1,0 +1,59 @@
+"""--status as a health check: exit 0 healthy, 1 stale, 2 failing, from the lake's own history
+(scheduled and manual runs alike)."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime, timedelta
+
+from pipeline import staging
+from pipeline.ops.health import FAILING, HEALTHY, STALE, assess
+from pipeline.settings.resolve import resolve
+from tests.conftest import run_cli
+from tests.helpers import add_events, lake_query
+
+NOW = datetime(2026, 11, 22, 12, tzinfo=UTC)
+HOUR = timedelta(hours=1)
+
+
+def test_health_is_judged_from_the_last_success_failures_and_set_aside_batches():
+    assert assess(NOW, HOUR, NOW - HOUR, "success", None, 0, 1).code == HEALTHY
+    assert assess(NOW, HOUR, None, None, None, 0, 0).code == HEALTHY  # nothing to load yet
+    never = assess(NOW, HOUR, None, None, None, 0, 10)
+    assert never.code == STALE and "nothing loaded yet" in never.reasons[0]
+    late = assess(NOW, HOUR, NOW - 3 * HOUR, "success", None, 0, 1)
+    assert late.code == STALE and "3h ago (LOAD_EVERY 1h)" in late.reasons[0]
+    failed = assess(NOW, HOUR, NOW - 3 * HOUR, "failed", "source down", 0, 1)
+    assert failed.code == FAILING and "source down" in failed.reasons[0] and len(failed.reasons) == 2
+    assert assess(NOW, HOUR, NOW, "success", None, 1, 1).code == FAILING
+
+
+def _status(env) -> tuple[int, dict]:
+    result = run_cli("events_pipeline.py", "--status", "--json", env=env)
+    return result.returncode, json.loads(result.stdout)
+
+
+def test_status_exit_codes_follow_manual_runs_and_set_aside_batches(settings, lake_env):
+    add_events(settings, 40, seed=1)
+    env = {**lake_env, "LOAD_EVERY": "2s"}
+    assert _status(env)[0] == STALE  # rows waiting, never loaded
+    assert run_cli("events_pipeline.py", "--run", "--engine", "dlt", env=env).returncode == 0
+    code, status = _status(env)
+    assert code == HEALTHY and status["health"]["last_successful_load"], status["health"]
+    # the manual run is in the job history like a scheduled one
+    assert lake_query(settings, "SELECT job, status FROM lake.ops.jobs") == [("load", "success")]
+    time.sleep(5)  # two LOAD_EVERY intervals without a load
+    code, status = _status(env)
+    assert code == STALE and "ago (LOAD_EVERY 2s)" in status["health"]["reasons"][0]
+    resolved = resolve(settings)
+    folder = staging.batch_dir(staging.table_dir(resolved), staging.new_batch_id())
+    folder.make(exist_ok=False)
+    manifest = staging.Manifest(folder.name.removeprefix(staging.PREFIX), "events", "dlt", None,
+                                NOW.isoformat(), 0, [], [], 0.0)
+    staging.write_manifest(folder, manifest)
+    staging.set_aside(staging.table_dir(resolved), staging.StagedBatch(folder, manifest), "unreadable file")
+    text = run_cli("events_pipeline.py", "--status", env=env)
+    assert text.returncode == FAILING, text.stdout + text.stderr
+    assert text.stdout.startswith("health          FAILING: 1 batch(es) set aside")
+    assert text.stderr.strip().splitlines()[-1].startswith("Status: failing")
