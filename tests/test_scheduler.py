@@ -119,3 +119,24 @@ def test_a_failing_job_is_retried_and_the_process_survives(settings, lake_env):
     assert code == 0, scheduler.output
     assert "Cannot" in scheduler.lines[failed] or "catalog" in scheduler.lines[failed].lower()
     assert_lake_equals_source(settings, expected_rows=800)
+
+
+def test_a_scheduler_restarted_within_an_interval_keeps_the_cadence(settings, lake_env):
+    """Compaction every 12 s, the scheduler restarted every ~6 s: counting from each start, it
+    would never compact; counting from ops.jobs, it compacts on time across the restarts."""
+    add_events(settings, 100, seed=25)
+    assert run_cli("events_pipeline.py", "--run", "--engine", "dlt", env=lake_env).returncode == 0
+    args = ("--schedule", "--engine", "dlt", "--load-every", "1h", "--expire-every", "1h",
+            "--compact-every", "12s", "--reconcile-every", "1h")
+    started = time.monotonic()
+    while time.monotonic() - started < 30:
+        scheduler = Proc("events_pipeline.py", *args, env=lake_env)
+        time.sleep(6)
+        assert scheduler.terminate() == 0, scheduler.output
+    compactions = [finished for job, status, _, finished, _ in _jobs(settings)
+                   if job == "compact" and status == "success"]
+    assert len(compactions) >= 2, _jobs(settings)
+    gaps = [(b - a).total_seconds() for a, b in zip(compactions, compactions[1:], strict=False)]
+    assert all(gap >= 11 for gap in gaps), gaps  # never early either
+    # the manual --run counted as the last load: the hourly load did not run at any start
+    assert [status for job, status, *_ in _jobs(settings) if job == "load"] == ["success"]

@@ -9,7 +9,8 @@
   depends on the error's type (:mod:`.policy`). The process stays up (catalog or source down).
 * SIGTERM/SIGINT: no new jobs; a running Spark extraction is cancelled (its batch has no
   manifest, so it is never promoted); a running promotion commits or rolls back; exit 0
-  within :data:`SHUTDOWN_SECONDS`.
+  within :data:`SHUTDOWN_SECONDS`, or exit 1 when that bound forces the stop.
+* Next runs come from ``ops.jobs``: a restart keeps each job's cadence (an overdue job runs at start).
 
 Job locks are taken in :mod:`pipeline.lake.locks` (``job:<name>``, without waiting).
 """
@@ -83,6 +84,31 @@ class Scheduler:
             raise ShutdownRequested("shutdown requested before the extraction started",
                                     "Nothing was staged; the next run extracts this window.")
         return self._spark
+
+    def resume_from_history(self) -> None:
+        """Each job's next run from its last run in ops.jobs (scheduled or manual), so daily and
+        weekly jobs keep their cadence across restarts instead of counting from this process's
+        start; an overdue job, or one this lake never ran, runs now. Without a lake (or its
+        catalog) yet: intervals count from now."""
+        from pipeline.lake.connect import connect
+
+        try:
+            con = connect(self.settings, read_only=True)
+            try:
+                last = {r["job"]: r["finished_at"] for r in jobs.last_runs(con, self.settings)}
+            finally:
+                con.close()
+        except Exception as exc:  # noqa: BLE001  no history yet, or the catalog is away: count from now
+            log.info("no job history to resume from (%s); counting intervals from now", first_line(exc))
+            return
+        now = datetime.now(UTC)
+        for entry in self.scheduler.jobs:
+            job = entry.job_func.args[0]
+            # a job this lake never ran is overdue
+            wait = max(timedelta(0), last[job.name] + job.every - now) if job.name in last else timedelta(0)
+            entry.next_run = datetime.now() + wait  # schedule keeps naive local times
+            log.info("job %s last ran %s; next run in %.0fs", job.name,
+                     last[job.name].isoformat() if job.name in last else "never", wait.total_seconds())
 
     def warm_up(self) -> None:
         """Start Spark and run its read and write paths once now, so the first load is as fast
@@ -199,9 +225,9 @@ class Scheduler:
             if self._spark is not None:
                 cancel_jobs(self._spark)
             time.sleep(CANCEL_EVERY_SECONDS)
-        log.error("shutdown took longer than %ds; exiting now (an open transaction rolls back)",
-                  SHUTDOWN_SECONDS)
-        os._exit(0)
+        log.error("shutdown took longer than %ds; exiting now with status 1 (an open transaction "
+                  "rolls back)", SHUTDOWN_SECONDS)
+        os._exit(1)  # a forced stop is not a clean one: process managers must see the difference
 
     def serve(self, run_now: bool = False) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -211,10 +237,14 @@ class Scheduler:
                  format_duration(self.intervals.expire), format_duration(self.intervals.retention),
                  format_duration(self.intervals.compact), format_duration(self.intervals.reconcile),
                  format_duration(self.intervals.reconcile_since))
+        self.resume_from_history()
         if self.engine == "spark":
             self.warm_up()
         if run_now:
             self.tick(self.jobs["load"])
+            for entry in self.scheduler.jobs:  # the next load counts from this one
+                if entry.job_func.args[0].name == "load":
+                    entry.next_run = datetime.now() + self.jobs["load"].every
         self.write_state()
         while not self.stop.is_set():
             try:
