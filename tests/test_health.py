@@ -56,4 +56,4 @@ def test_status_exit_codes_follow_manual_runs_and_set_aside_batches(settings, la
     text = run_cli("events_pipeline.py", "--status", env=env)
     assert text.returncode == FAILING, text.stdout + text.stderr
     assert text.stdout.startswith("health          FAILING: 1 batch(es) set aside")
-    assert text.stderr.strip().splitlines()[-1].startswith("Status: failing")
+    assert text.stdout.strip().splitlines()[-1].startswith("Status: failing (1 batch(es) set aside")
