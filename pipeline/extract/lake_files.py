@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.lake.zero_copy import INCOMING, LakeTarget
+from pipeline.lake.zero_copy import LakeTarget
 from pipeline.source.window import iso
 from pipeline.staging import StagingDir
 
@@ -26,7 +26,7 @@ SEEN = "seen"  # rows whose id the lake already holds: counted as duplicates, th
 
 
 def incoming_dir(target: LakeTarget, batch_id: str) -> StagingDir:
-    return target.table_folder.child(INCOMING).child(batch_id)
+    return target.incoming.child(batch_id)
 
 
 @dataclass

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
     import pyarrow as pa
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
 
 FETCH_SIZE = 20_000
 WARM_UP_ROWS = 200_000  # enough row conversions for the JIT to compile the read and write loops
@@ -77,8 +77,7 @@ class SparkExtractor:
         options = jdbc_options(request, request.window, partitions)
         frame = self.spark.read.format("jdbc").options(**options).load()
         if request.lake_target is not None:
-            writer = self._split_for_lake(frame, request.lake_target).write.partitionBy(
-                DEST, *PARTITION_KEYS)
+            writer = self._lake_writer(frame, request.lake_target)
             target = incoming_dir(request.lake_target, request.batch_id).spark_uri()
         else:
             writer, target = frame.write, request.folder.spark_uri()
@@ -108,13 +107,14 @@ class SparkExtractor:
                   else staging.table_dir(settings))
         scratch = folder.child(f"_warmup-{secrets.token_hex(4)}")
         try:
-            if zero:
-                split = self._split_for_lake(frame, LakeTarget(scratch, None, 0, 0))
-                split.write.partitionBy(DEST, *PARTITION_KEYS).mode("error").parquet(scratch.spark_uri())
-            else:
-                frame.write.mode("error").parquet(scratch.spark_uri())
+            writer = self._lake_writer(frame, LakeTarget(scratch, None, 0, 0)) if zero else frame.write
+            writer.mode("error").parquet(scratch.spark_uri())
         finally:
             scratch.remove()
+
+    def _lake_writer(self, frame: DataFrame, target: LakeTarget) -> DataFrameWriter:
+        """Zero-copy's one write: split by destination, lake rows in their UTC day folders."""
+        return self._split_for_lake(frame, target).write.partitionBy(DEST, *PARTITION_KEYS)
 
     def _split_for_lake(self, frame: DataFrame, target: LakeTarget) -> DataFrame:
         """Zero-copy: mark each row for the lake's files or for copy promotion (a NULL id or time,
@@ -124,7 +124,7 @@ class SparkExtractor:
         F = functions(self.spark)  # noqa: N806
         in_lake = F.lit(False)
         if target.lake_ids is not None:
-            seen = self.spark.read.parquet(target.spark_ids_uri()).select(
+            seen = self.spark.read.parquet(target.incoming.child(target.lake_ids).spark_uri()).select(
                 "event_id", F.lit(True).alias("_in_lake"))
             frame = frame.join(F.broadcast(seen), "event_id", "left")
             in_lake = F.col("_in_lake").isNotNull()

@@ -8,7 +8,6 @@ referenced by those snapshots and are only deleted once the snapshots themselves
 from __future__ import annotations
 
 import os
-import posixpath
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -24,7 +23,7 @@ from pipeline.lake.connect import connect
 from pipeline.lake.schema import ensure_tables
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.settings.durations import format_duration
-from pipeline.staging.location import data_dir, split_uri
+from pipeline.staging.location import data_dir
 
 # Files that exist in the data path but not in the catalog may belong to a promotion that
 # is about to commit; only files older than this are treated as orphans.
@@ -136,7 +135,7 @@ def compact(con: duckdb.DuckDBPyConnection, settings: Settings, dry_run: bool,
 def _delete_files(settings: Settings, uris: list[str]) -> None:
     folder = data_dir(settings)
     for uri in uris:
-        folder.delete(posixpath.relpath(split_uri(uri)[1], folder.path))
+        folder.delete_uri(uri)
 
 
 def run_maintenance(settings: ResolvedSettings, retention: timedelta, *, dry_run: bool = False,

@@ -172,12 +172,12 @@ def _record(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, batch: S
     """The batch's state row, in its transaction: the watermark moves with the data."""
     manifest = batch.manifest
     batches.record(con, settings, batches.BatchRecord(
-            batch_id=batch.batch_id, table_name=settings.lake_table, engine=manifest.engine,
-            window_low=manifest.window.low, window_upper=manifest.window.upper,
-            rows_staged=staged, rows_inserted=inserted, rows_duplicate=staged - inserted - quarantined,
-            min_event_timestamp=min_ts, max_event_timestamp=max_ts,
-            extract_seconds=manifest.extract_seconds, promote_seconds=time.monotonic() - started,
-            staged_at=datetime.fromisoformat(manifest.created_at), promoted_at=datetime.now(UTC)))
+        batch_id=batch.batch_id, table_name=settings.lake_table, engine=manifest.engine,
+        window_low=manifest.window.low, window_upper=manifest.window.upper,
+        rows_staged=staged, rows_inserted=inserted, rows_duplicate=staged - inserted - quarantined,
+        min_event_timestamp=min_ts, max_event_timestamp=max_ts,
+        extract_seconds=manifest.extract_seconds, promote_seconds=time.monotonic() - started,
+        staged_at=datetime.fromisoformat(manifest.created_at), promoted_at=datetime.now(UTC)))
 
 
 def _span(values: list[datetime | None]) -> tuple[datetime | None, datetime | None]:

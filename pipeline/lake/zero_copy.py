@@ -24,9 +24,8 @@ the copy path is always correct, zero-copy is the fast path when it provably is 
 from __future__ import annotations
 
 import logging
-import posixpath
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import duckdb
 
@@ -34,7 +33,7 @@ from pipeline.settings import ResolvedSettings, Settings
 from pipeline.source.window import Window
 from pipeline.sqltext import quote_literal
 from pipeline.staging import StagingDir
-from pipeline.staging.location import data_dir, split_uri
+from pipeline.staging.location import data_dir
 
 log = logging.getLogger(__name__)
 
@@ -52,17 +51,18 @@ class LakeTarget:
     """Where Spark writes a zero-copy batch's lake files, and what the lake held when it began."""
 
     table_folder: StagingDir  # the events table's folder in the data path (DuckLake's own layout)
-    lake_ids: str | None  # Parquet file of the ids the lake holds in the window's range (None: none)
-    lake_id_count: int  # how many
+    lake_ids: str | None  # name (in :attr:`incoming`) of the Parquet file of the ids the lake holds
+    lake_id_count: int  # in the window's range, and how many (0: no file)
     snapshot_id: int  # the lake snapshot those ids were read at
 
-    def spark_ids_uri(self) -> str | None:
-        return None if self.lake_ids is None else self.table_folder.child(INCOMING).spark_uri() + "/" + \
-            posixpath.basename(self.lake_ids)
+    @property
+    def incoming(self) -> StagingDir:
+        """Where Spark writes before settling, beside the lake's ids file."""
+        return self.table_folder.child(INCOMING)
 
     def remove_ids(self) -> None:
         if self.lake_ids is not None:
-            self.table_folder.child(INCOMING).delete(posixpath.basename(self.lake_ids))
+            self.incoming.delete(self.lake_ids)
 
 
 def blocker(settings: Settings, engine: str, lake_types: Mapping[str, str], source_types: Mapping[str, str],
@@ -98,17 +98,17 @@ def write_lake_ids(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, w
     from Python: 2.3 s against 6.0 s for 1M ids, warm); return the target with the lake
     snapshot read just before (a later commit only adds ids, never hides one)."""
     snapshot = con.execute(f"SELECT max(snapshot_id) FROM {settings.lake_name}.snapshots()").fetchone()[0]
-    folder = table_folder(settings)
-    incoming = folder.child(INCOMING)
-    incoming.make(exist_ok=True)
-    name = f"{batch_id}{LAKE_IDS_SUFFIX}"
+    target = LakeTarget(table_folder(settings), f"{batch_id}{LAKE_IDS_SUFFIX}", 0, int(snapshot))
+    target.incoming.make(exist_ok=True)
     where = "event_timestamp <= $upper" + (" AND event_timestamp > $low" if window.low else "")
     params = {"upper": window.upper, **({"low": window.low} if window.low else {})}
-    count = con.execute(f"COPY (SELECT event_id FROM {settings.events_table} WHERE {where}) "
-                        f"TO {quote_literal(incoming.uri(name))} (FORMAT parquet)", params).fetchone()[0]
+    count = con.execute(f"COPY (SELECT event_id FROM {settings.events_table} WHERE {where}) TO "
+                        f"{quote_literal(target.incoming.uri(target.lake_ids))} (FORMAT parquet)",
+                        params).fetchone()[0]
     if count == 0:
-        incoming.delete(name)
-    return LakeTarget(folder, incoming.uri(name) if count else None, int(count), int(snapshot))
+        target.remove_ids()
+        return replace(target, lake_ids=None)
+    return replace(target, lake_id_count=int(count))
 
 
 def inserted_since(con: duckdb.DuckDBPyConnection, settings: Settings, snapshot_id: int) -> bool:
@@ -136,8 +136,7 @@ def remove_files(lake_files: list[dict[str, object]], settings: ResolvedSettings
     """Delete lake files that will not be registered (a short batch, a batch promoted by copy)."""
     folder = table_folder(settings)
     for entry in lake_files:
-        path = split_uri(str(entry["uri"]))[1]
-        folder.delete(posixpath.relpath(path, folder.path))
+        folder.delete_uri(str(entry["uri"]))
 
 
 def table_folder(settings: ResolvedSettings) -> StagingDir:

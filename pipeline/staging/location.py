@@ -92,16 +92,17 @@ class StagingDir:
     def files(self, suffix: str) -> list[str]:
         """Names of the data files directly inside, sorted; ``_``/``.`` names are bookkeeping
         (Spark's ``_SUCCESS``, our manifest temp file) and never data."""
-        infos = self.fs.get_file_info(pafs.FileSelector(self.path, allow_not_found=True))
-        return sorted(i.base_name for i in infos if i.type == pafs.FileType.File
-                      and i.base_name.endswith(suffix) and not i.base_name.startswith(("_", ".")))
+        return sorted(posixpath.basename(path) for path in self._data_files(suffix, recursive=False))
 
     def walk(self, suffix: str) -> list[str]:
         """Paths (relative to this folder) of the data files anywhere below, sorted; bookkeeping
         names (``_SUCCESS``, ``.crc``) are skipped as in :meth:`files`."""
-        infos = self.fs.get_file_info(pafs.FileSelector(self.path, recursive=True, allow_not_found=True))
-        return sorted(posixpath.relpath(i.path, self.path) for i in infos if i.type == pafs.FileType.File
-                      and i.base_name.endswith(suffix) and not i.base_name.startswith(("_", ".")))
+        return sorted(posixpath.relpath(path, self.path) for path in self._data_files(suffix, recursive=True))
+
+    def _data_files(self, suffix: str, *, recursive: bool) -> list[str]:
+        infos = self.fs.get_file_info(pafs.FileSelector(self.path, recursive=recursive, allow_not_found=True))
+        return [i.path for i in infos if i.type == pafs.FileType.File
+                and i.base_name.endswith(suffix) and not i.base_name.startswith(("_", "."))]
 
     def transfer(self, name: str, target: StagingDir, target_name: str) -> None:
         """Move one file to ``target`` (a rename within one filesystem, else copy then delete)."""
@@ -160,6 +161,10 @@ class StagingDir:
     def delete(self, name: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             self.fs.delete_file(self._join(name))
+
+    def delete_uri(self, uri: str) -> None:
+        """Delete the file at ``uri`` (as :meth:`uri` spells it), which lies below this folder."""
+        self.delete(posixpath.relpath(split_uri(uri)[1], self.path))
 
     def move_to(self, target: StagingDir) -> None:
         """Move this folder's files under ``target`` (a rename on a folder; copy then delete on an
