@@ -1,15 +1,9 @@
 #!/usr/bin/env python3
-"""Event pipeline CLI: ``uv run events_pipeline.py --help``."""
+"""Event pipeline CLI: ``uv run events_pipeline.py --help`` (installed: ``event-lake --help``)."""
 
-import os
 import sys
 
-from pipeline.cli.main import main
+from pipeline.cli.main import entry
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except BrokenPipeError:
-        # the reader closed the pipe (``… | head``): no traceback; exit as SIGPIPE would
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(141)
+    sys.exit(entry())

@@ -1,7 +1,7 @@
 """Query time and data-file count on a lake built from many small hourly batches, before and
 after compaction (flush inlined rows + merge adjacent files).
 
-    uv run python bench/bench_compaction.py --batches 240 --rows 2000
+    uv run --dev python bench/bench_compaction.py --batches 240 --rows 2000
 
 Each batch is promoted with the real promotion code, one hour apart in event time (as the
 hourly scheduler produces them), so the lake ends up with one small file per batch.

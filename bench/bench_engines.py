@@ -1,7 +1,7 @@
 """One load of the same events through each way of running Spark: local[*], a standalone
 cluster (one worker) and a warm Spark Connect server, each started from the pyspark package.
 
-    uv run python bench/bench_engines.py --events 1000000
+    uv run --dev python bench/bench_engines.py --events 1000000
 
 Each mode loads into its own fresh lake (same source, same catalog database, its own
 DUCKLAKE_NAME, data and staging) through the real CLI (`--run --json`), so the wall time

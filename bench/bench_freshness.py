@@ -1,6 +1,6 @@
 """Freshness: how long after an event is written does the lake show it, under a steady stream?
 
-    uv run python bench/bench_freshness.py --seconds 300 --load-every 30s --rate 1000
+    uv run --dev python bench/bench_freshness.py --seconds 300 --load-every 30s --rate 1000
 
 Starts the generator writing about --rate events/s into a fresh source and, beside it, the
 real scheduler (``events_pipeline.py --schedule``, Spark, loading every --load-every). After

@@ -1,6 +1,6 @@
 """Benchmark one full load: generator, Spark extract, DuckLake promote, and the reference.
 
-    uv run python bench/bench_pipeline.py --events 1000000 [--promotion copy] [--no-warm]
+    uv run --dev python bench/bench_pipeline.py --events 1000000 [--promotion copy] [--no-warm]
 
 Prints generator events/s; extract, promote and total seconds; peak memory (this process
 plus the Spark JVM); and the same load done by DuckDB's postgres extension straight into

@@ -1,6 +1,6 @@
 """Does promotion stay flat as the lake grows? Time promoting one batch into lakes of two sizes.
 
-    uv run python bench/bench_promote_scaling.py --batch 100000 --sizes 1000000 10000000
+    uv run --dev python bench/bench_promote_scaling.py --batch 100000 --sizes 1000000 10000000
 
 For each promotion mode (copy, zero-copy) and size: a fresh lake is filled with synthetic
 events spread over the past 30 days (written straight through DuckDB, not through the

@@ -2,8 +2,8 @@
 minute, compaction every 2 minutes) for 10 minutes; then lake == source, and how the scheduler's
 memory, open files and the lake's data file count moved over time.
 
-    uv run python bench/soak.py                    # 10 minutes, as in the README
-    uv run python bench/soak.py --minutes 3 --engine dlt
+    uv run --dev python bench/soak.py                    # 10 minutes, as in the README
+    uv run --dev python bench/soak.py --minutes 3 --engine dlt
 
 The scheduler runs as a user runs it (``--schedule`` in its own process) on scratch databases
 of BENCH_PG_DSN; it is sampled every 30 s (RSS and open files of it and its children, e.g. the

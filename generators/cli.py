@@ -61,6 +61,13 @@ class StopFlag:
             signal.signal(sig, lambda *_: self.event.set())
 
 
+def entry() -> int:
+    """The console script ``event-lake-gen`` and ``insert_event_data_loop.py``."""
+    from pipeline.cli.main import exit_quietly_on_broken_pipe
+
+    return exit_quietly_on_broken_pipe(main)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     stop = StopFlag()

@@ -32,6 +32,10 @@ class ConfigError(TerminalError):
     """A setting is missing or malformed."""
 
 
+class LakeNotCreated(TerminalError):
+    """A read-only open found no lake in the catalog: nothing has run yet (a state, for --status)."""
+
+
 class SourceUnavailable(TransientError):
     """The source Postgres could not be reached."""
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
+_PACKAGE = Path(__file__).resolve().parent
+# an installed wheel carries sql/ inside the package; a checkout has it at the top level
+SQL_DIR = _PACKAGE / "sql" if (_PACKAGE / "sql").is_dir() else _PACKAGE.parent / "sql"
 
 
 def quote_ident(name: str) -> str:

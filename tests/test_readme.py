@@ -15,7 +15,7 @@ README = (ROOT / "README.md").read_text()
 
 def test_readme_opens_with_the_two_commands():
     commands = re.findall(r"^uv run .*$", README, flags=re.M)[:2]
-    assert commands == ["uv run events_pipeline.py --demo", "uv run pytest"]
+    assert commands == ["uv run events_pipeline.py --demo", "uv run --dev pytest"]
 
 
 def test_every_setting_is_documented_in_env_example_and_readme():

@@ -15,12 +15,24 @@ Outcome = tuple[bool, str]
 def sql_texts(args: argparse.Namespace) -> list[str]:
     texts = list(args.sql or [])
     for name in args.sql_file or []:
-        path = Path(name)
-        if not path.exists():
-            raise ConfigError(f"SQL file {name} does not exist.",
-                              "Named analysis queries live in sql/analysis/.")
-        texts.append(path.read_text())
+        texts.append(_sql_file(name).read_text())
     return texts
+
+
+def _sql_file(name: str) -> Path:
+    """A path, or the name of a query in sql/analysis/ (``payments_by_day``): the installed
+    tool has no checkout to point a path at."""
+    from pipeline.sqltext import SQL_DIR
+
+    path = Path(name)
+    if path.exists():
+        return path
+    named = SQL_DIR / "analysis" / (path.name if path.suffix == ".sql" else f"{path.name}.sql")
+    if named.exists():
+        return named
+    known = ", ".join(sorted(p.stem for p in (SQL_DIR / "analysis").glob("*.sql")))
+    raise ConfigError(f"SQL file {name} does not exist.",
+                      f"Give a path, or the name of a named query: {known}.")
 
 
 def run_texts(args: argparse.Namespace, settings: Settings, texts: list[str]) -> Outcome:

@@ -125,6 +125,21 @@ def maintain(args: argparse.Namespace, settings: Settings) -> Outcome:
     return True, f"Maintenance {'dry run ' if args.dry_run else ''}done: {report.describe()}."
 
 
+def doctor(args: argparse.Namespace, settings: Settings) -> Outcome:
+    from pipeline.ops.doctor import FAIL, run_checks
+
+    checks = run_checks(settings)
+    failed = [c.name for c in checks if c.status == FAIL]
+    if args.json:
+        output.out(output.dumps({"status": "error" if failed else "ok",
+                                 "checks": [c.as_dict() for c in checks]}))
+    else:
+        output.out(output.render_checks(checks))
+    if failed:
+        return False, f"Doctor: {len(failed)} check(s) failed ({', '.join(failed)}); fix them as hinted."
+    return True, "Doctor: everything this setup needs works."
+
+
 def dest(flag: str) -> str:
     """``--extract-only`` -> ``extract_only``, the attribute argparse stores it under."""
     return flag.removeprefix("--").replace("-", "_")
@@ -159,6 +174,9 @@ ACTIONS: tuple[Action, ...] = (
     Action("--print-attach", "Print the SQL that opens this lake in the duckdb CLI (secrets masked "
            "unless --show-secrets).", print_attach),
     Action("--verify", "Compare the lake with the source (counts, distinct ids, checksum).", verify),
+    Action("--doctor", "Check the setup: Java, the JDBC driver, the DuckDB extension wheels, source and "
+           "catalog connectivity, the data and staging locations, and a Spark start that reads the "
+           "source; each failure with its fix (exit 1 if any fails).", doctor),
     Action("--stop-embedded", "Stop the embedded Postgres under EVENT_LAKE_HOME.", stop_embedded),
     Action("--schedule", "Run forever: load every --load-every, expire snapshots every --expire-every, "
            "compact every --compact-every. SIGTERM/SIGINT stop it: no new jobs start, a running "

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import sys
+from collections.abc import Callable
 
 from pipeline import logs
 from pipeline.cli import analysis, output
-from pipeline.cli.handlers import ACTIONS, Outcome
+from pipeline.cli.handlers import ACTIONS, Outcome, dest
 from pipeline.cli.parser import build_parser, setting_flags
 from pipeline.errors import ConfigError, PipelineError
 from pipeline.settings import Settings, load_settings
@@ -15,8 +18,23 @@ from pipeline.settings import Settings, load_settings
 log = logging.getLogger("event-lake")
 
 
+def entry() -> int:
+    """The console script ``event-lake`` and ``events_pipeline.py``: :func:`main`, quiet when the
+    reader closes the pipe (``… | head``)."""
+    return exit_quietly_on_broken_pipe(main)
+
+
+def exit_quietly_on_broken_pipe(run: Callable[[], int]) -> int:
+    try:
+        return run()
+    except BrokenPipeError:
+        # no traceback, and none when Python flushes stdout at exit; the code SIGPIPE gives
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(action_words(sys.argv[1:] if argv is None else argv))
     logs.setup(args.verbose)
     settings: Settings | None = None
     try:
@@ -40,6 +58,16 @@ def main(argv: list[str] | None = None) -> int:
     if isinstance(ok, bool):
         return 0 if ok else 1
     return ok  # an action's own exit code (--status: 0 healthy, 1 stale, 2 failing)
+
+
+def action_words(argv: list[str]) -> list[str]:
+    """``event-lake doctor`` / ``event-lake status --json``: a first word naming an action is that
+    action's flag, so the installed tool reads like other CLIs; flags work as before."""
+    if argv and not argv[0].startswith("-"):
+        words = {dest(action.flag).replace("_", "-"): action.flag for action in ACTIONS}
+        if argv[0] in words:
+            return [words[argv[0]], *argv[1:]]
+    return argv
 
 
 def dispatch(args: argparse.Namespace, settings: Settings) -> Outcome:

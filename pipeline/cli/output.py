@@ -114,6 +114,17 @@ def render_status(status: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def render_checks(checks: list[Any]) -> str:
+    """doctor's checks (``pipeline.ops.doctor.Check``): one line each, the fix under a failure."""
+    marks = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "skipped": "skip"}
+    lines = []
+    for check in checks:
+        lines.append(f"  {marks[check.status]}  {check.name:18} {check.detail}  ({check.seconds:.1f}s)")
+        if check.hint and check.status != "ok":
+            lines.append(f"        fix: {check.hint}")
+    return "\n".join(lines)
+
+
 def render_demo(result: Any) -> str:
     """The demo's snapshot list and its time-travel comparison (``result``: a DemoResult)."""
     lines = ["", "  snapshot  time                              commit message"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import duckdb
 
-from pipeline.errors import CatalogUnavailable, ConfigError, PipelineError, service_error
+from pipeline.errors import CatalogUnavailable, ConfigError, LakeNotCreated, PipelineError, service_error
 from pipeline.lake import extensions, locks
 from pipeline.lake.attach_sql import extension_names, open_statements, storage_secret_sql
 from pipeline.settings import ResolvedSettings
@@ -58,9 +58,17 @@ def _attach(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, statemen
         raise attach_error(settings, exc) from None
 
 
+# DuckLake's words when a read-only attach finds no lake in the catalog (pinned by a test)
+NOT_CREATED = "creating a new DuckLake is explicitly disabled"
+
+
 def attach_error(settings: ResolvedSettings, exc: duckdb.Error) -> PipelineError:
     """Say what was tried and whether trying again later can help."""
     catalog = settings.catalog
+    if NOT_CREATED in str(exc):
+        return LakeNotCreated(f"The lake {settings.lake_name} does not exist yet in DUCKLAKE_CATALOG="
+                              f"{catalog.describe()}.", "The first --run creates it (or check that "
+                              "DUCKLAKE_CATALOG and DUCKLAKE_NAME name the lake you mean).")
     where = f"Cannot open the lake catalog (DUCKLAKE_CATALOG={catalog.describe()})"
     if catalog.kind == "postgres":
         return service_error(exc, where, unavailable=CatalogUnavailable,

@@ -89,9 +89,10 @@ def _advisory(conninfo: str, name: str, timeout: float | None, where: str) -> It
     try:
         conn = psycopg.connect(conninfo, autocommit=True, connect_timeout=10)
     except psycopg.OperationalError as exc:
-        raise service_error(exc, f"Cannot reach the catalog ({where}) to take the {name} lock",
-                            unavailable=CatalogUnavailable,
-                            transient_hint="Check that the catalog Postgres runs.",
+        raise service_error(exc, f"Cannot reach the catalog (DUCKLAKE_CATALOG={where}) to take the "
+                            f"{name} lock", unavailable=CatalogUnavailable,
+                            transient_hint="Check that the catalog Postgres runs and DUCKLAKE_CATALOG "
+                            "points at it.",
                             terminal_hint="Check DUCKLAKE_CATALOG (host, port, dbname, user, password).",
                             ) from None
     with conn:

@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from pipeline import staging
-from pipeline.errors import PipelineError
+from pipeline.errors import LakeNotCreated
 from pipeline.lake import batches as batch_table
 from pipeline.lake import jobs
 from pipeline.lake.connect import connect
@@ -19,9 +19,6 @@ from pipeline.source.connect import connect as connect_source
 from pipeline.source.window import iso
 from pipeline.sqltext import quote_qualified
 
-# DuckLake's words when a read-only attach finds no lake in the catalog yet
-NOT_CREATED = "creating a new DuckLake is explicitly disabled"
-
 
 def _lake_facts(settings: ResolvedSettings) -> dict[str, Any]:
     """What the lake holds; a lake not created yet (no run so far) is a state, not an error."""
@@ -30,10 +27,8 @@ def _lake_facts(settings: ResolvedSettings) -> dict[str, Any]:
              "last_load_success": None}
     try:
         con = connect(settings, read_only=True)
-    except PipelineError as exc:
-        if NOT_CREATED in str(exc):
-            return empty
-        raise
+    except LakeNotCreated:
+        return empty
     try:
         tables = table_names(con, settings)
         has_tables = (settings.ops_schema, "batches") in tables

@@ -1,0 +1,182 @@
+"""``doctor``: check a setup piece by piece, each failure with the fix.
+
+Java, the JDBC driver, the DuckDB extension wheels, the source, the catalog, the data and
+staging locations, and a Spark start that reads the source through JDBC. Every check runs
+even when an earlier one failed (a user fixes them all in one go); a check that depends on a
+failed one says so instead of failing twice.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+from pipeline.errors import LakeNotCreated, PipelineError, first_line, scrub_secrets
+from pipeline.settings import ResolvedSettings, Settings
+
+OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skipped"
+JAVA_MIN = 17  # Spark 4 runs on Java 17 or 21
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str  # ok, warn (works, but look), fail, skipped (an earlier check failed)
+    detail: str
+    hint: str = ""
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def java_check(java_home: str | None = None, which: Callable[[str], str | None] = shutil.which) -> Check:
+    java_home = java_home if java_home is not None else os.environ.get("JAVA_HOME")
+    java = os.path.join(java_home, "bin", "java") if java_home else which("java")
+    fix = (f"Install Java {JAVA_MIN}+ (Debian/Ubuntu: apt-get install openjdk-17-jre-headless) "
+           "and put it on PATH, or set JAVA_HOME.")
+    if not java or not os.path.exists(java):
+        looked = f"JAVA_HOME={java_home}" if java_home else "PATH"
+        return Check("java", FAIL, f"no java found ({looked})", fix)
+    try:
+        text = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30).stderr
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Check("java", FAIL, f"{java} does not run: {exc}", fix)
+    major = java_major(text)
+    if major is None or major < JAVA_MIN:
+        return Check("java", FAIL, f"{java} is {first_line(text) or 'of unknown version'}", fix)
+    return Check("java", OK, f"{java}: Java {major}")
+
+
+def java_major(version_text: str) -> int | None:
+    """``openjdk version "17.0.12"`` -> 17; ``java version "1.8.0_392"`` -> 8."""
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', version_text)
+    if not match:
+        return None
+    major = int(match.group(1))
+    return int(match.group(2) or 0) if major == 1 else major
+
+
+def jdbc_check(settings: Settings) -> Check:
+    from pipeline.extract.spark_session import driver_help, resolve_jdbc_driver
+
+    if settings.spark.remote:
+        return Check("jdbc driver", OK, f"Spark Connect ({settings.spark.remote}): the server's own jars "
+                     "(start it with --jars /usr/share/java/postgresql.jar)")
+    driver = resolve_jdbc_driver(settings.spark.jdbc_jar)
+    if driver.conf_key == "spark.jars.packages":
+        return Check("jdbc driver", WARN, f"no local jar: Spark fetches {driver.value} from Maven "
+                     "(needs internet access)", driver_help())
+    return Check("jdbc driver", OK, driver.value)
+
+
+def extensions_check(settings: ResolvedSettings) -> Check:
+    import duckdb
+
+    from pipeline.lake import extensions
+    from pipeline.lake.attach_sql import extension_names
+
+    names = extension_names(settings.catalog, settings.data_path)
+    with duckdb.connect() as con:
+        extensions.load(con, *names)
+    return Check("duckdb extensions", OK, f"duckdb {duckdb.__version__}: {', '.join(names)} from the "
+                 "pinned wheels")
+
+
+def source_check(settings: ResolvedSettings) -> Check:
+    from pipeline.source import stats
+    from pipeline.source.connect import connect
+
+    with connect(settings.source_dsn) as conn:
+        version = conn.execute("SHOW server_version").fetchone()[0]
+        if not stats.table_exists(conn, settings.source_table):
+            return Check("source", WARN, f"Postgres {version} reachable; table {settings.source_table} "
+                         "does not exist yet", "The generator creates it (event-lake-gen / "
+                         "insert_event_data_loop.py), or create it from sql/source_events.sql.")
+    return Check("source", OK, f"Postgres {version}, table {settings.source_table}")
+
+
+def catalog_check(settings: ResolvedSettings) -> Check:
+    from pipeline.lake.connect import connect
+
+    where = settings.catalog.describe()
+    try:
+        con = connect(settings, read_only=True)
+    except LakeNotCreated:
+        return Check("catalog", OK, f"{where}: reachable; the lake is created by the first run")
+    try:
+        snapshots = con.execute(f"SELECT count(*) FROM {settings.lake_name}.snapshots()").fetchone()[0]
+    finally:
+        con.close()
+    return Check("catalog", OK, f"{where}: lake {settings.lake_name} with {snapshots} snapshot(s)")
+
+
+def locations_check(settings: ResolvedSettings) -> Check:
+    from pipeline.ops.preflight import preflight
+
+    preflight(settings, reads_source=False)  # raises, naming the location and the fix
+    return Check("locations", OK, f"data {settings.data_path} and staging {settings.staging_path} "
+                 "take writes")
+
+
+def spark_check(settings: ResolvedSettings, source_ok: bool) -> Check:
+    from pipeline.extract.spark_engine import connection_options
+    from pipeline.extract.spark_session import build_session
+
+    where = settings.spark.remote or settings.spark.master
+    spark = build_session(settings, app_name="event-lake-doctor")
+    try:
+        if not source_ok:
+            spark.range(10).count()
+            return Check("spark", WARN, f"{where} started; the JDBC read was not tried (source check "
+                         "failed)", "Fix the source, then run doctor again.")
+        one = (spark.read.format("jdbc").options(**connection_options(settings))
+               .option("query", "SELECT 1 AS one").load().first()[0])
+    finally:
+        spark.stop()
+    return Check("spark", OK if one == 1 else FAIL, f"{where} started and read the source through JDBC")
+
+
+def run_checks(settings: Settings, *, with_spark: bool = True) -> list[Check]:
+    """Every check, in the order a setup is built; none raises."""
+    from pipeline.settings.resolve import resolve
+
+    checks = [_timed("java", java_check), _timed("jdbc driver", lambda: jdbc_check(settings))]
+    try:
+        resolved = resolve(settings)  # starts the embedded Postgres when nothing is configured
+    except PipelineError as exc:
+        failed = _failed("source", exc)
+        return [*checks, failed, *(Check(name, SKIP, "needs the settings resolved (see above)")
+                                   for name in ("duckdb extensions", "catalog", "locations", "spark"))]
+    checks.append(_timed("duckdb extensions", lambda: extensions_check(resolved)))
+    checks.append(_timed("source", lambda: source_check(resolved)))
+    checks.append(_timed("catalog", lambda: catalog_check(resolved)))
+    checks.append(_timed("locations", lambda: locations_check(resolved)))
+    if with_spark:
+        source_ok = checks[3].status != FAIL
+        if checks[0].status == FAIL and not settings.spark.remote:
+            checks.append(Check("spark", SKIP, "needs Java (see above)"))
+        else:
+            checks.append(_timed("spark", lambda: spark_check(resolved, source_ok)))
+    return checks
+
+
+def _timed(name: str, check: Callable[[], Check]) -> Check:
+    start = time.monotonic()
+    try:
+        result = check()
+    except PipelineError as exc:
+        result = _failed(name, exc)
+    except Exception as exc:  # a check reports, whatever broke
+        result = Check(name, FAIL, scrub_secrets(first_line(exc)) or type(exc).__name__,
+                       "Run with --verbose for Spark's and DuckDB's own output.")
+    return Check(result.name, result.status, result.detail, result.hint, round(time.monotonic() - start, 2))
+
+
+def _failed(name: str, exc: PipelineError) -> Check:
+    return Check(name, FAIL, scrub_secrets(first_line(str(exc))), scrub_secrets(exc.hint))
