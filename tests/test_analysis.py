@@ -62,6 +62,20 @@ def test_json_output_has_the_documented_shape_and_true_counts(lake_with_history)
     assert any(t["schema"] == "main" and t["name"] == "events" for t in info["tables"])
 
 
+def test_catalog_info_keeps_equal_table_names_in_two_schemas_apart(lake_with_history):
+    env = lake_with_history["env"]
+    made = run_cli("events_pipeline.py", "--write", "--sql", "CREATE SCHEMA archive",
+                   "--sql", "CREATE TABLE archive.events AS SELECT * FROM main.events LIMIT 0", env=env)
+    assert made.returncode == 0, made.stdout + made.stderr
+    _, out = sql_json(env, "--sql", "SELECT 1")
+    tables = {(t["schema"], t["name"]): t for t in out["catalog_info"]["tables"]}
+    main_files = lake_count(env, "SELECT count(*) FROM ducklake_list_files('lake', 'events', schema => 'main')")
+    assert main_files > 0
+    assert tables[("main", "events")]["data_files"] == main_files  # not doubled by the namesake
+    assert tables[("archive", "events")]["data_files"] == 0  # not given main's files
+    assert out["catalog_info"]["table_count"] == len(out["catalog_info"]["tables"])
+
+
 def test_values_are_json_safe(lake_with_history):
     _, out = sql_json(lake_with_history["env"], "--sql",
                       # details::JSON: a zero-copy lake holds the JSON text as VARCHAR

@@ -15,9 +15,15 @@ def catalog_info(con: duckdb.DuckDBPyConnection, lake_name: str) -> dict[str, An
     cursor = con.execute(f"SELECT * FROM {lake_name}.snapshots() ORDER BY snapshot_id DESC LIMIT 1")
     columns = [d[0] for d in cursor.description]
     latest = cursor.fetchone()
+    # ducklake_table_info names a table's schema only by id: join the live schemas to it, so
+    # equal table names in two schemas keep their own files
     tables = con.execute(
+        "WITH schemas AS (FROM query('SELECT schema_id, schema_name FROM ' || getvariable('lake_metadata') "
+        "|| '.ducklake_schema WHERE end_snapshot IS NULL')), "
+        "info AS (SELECT s.schema_name, i.table_name, i.file_count, i.file_size_bytes "
+        "         FROM ducklake_table_info(?) i JOIN schemas s USING (schema_id)) "
         "SELECT t.schema_name, t.table_name, coalesce(i.file_count, 0), coalesce(i.file_size_bytes, 0) "
-        "FROM duckdb_tables() t LEFT JOIN ducklake_table_info(?) i ON i.table_name = t.table_name "
+        "FROM duckdb_tables() t LEFT JOIN info i USING (schema_name, table_name) "
         "WHERE t.database_name = ? ORDER BY 1, 2", [lake_name, lake_name]).fetchall()
     return {
         "catalog_name": lake_name,
