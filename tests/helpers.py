@@ -180,3 +180,22 @@ class Proc:
     @property
     def output(self) -> str:
         return "\n".join(self.lines)
+
+
+def http_get(url: str) -> tuple[int, str]:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=60) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def metric_samples(text: str) -> dict[tuple[str, tuple], float]:
+    """``{(name, ((label, value), …)): value}`` from a /metrics page, parsed by Prometheus's parser."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}

@@ -12,7 +12,16 @@ from pipeline.ops.scheduler_state import read_state
 from pipeline.settings.pgdsn import PgDsn
 from pipeline.settings.resolve import resolve
 from tests.conftest import run_cli
-from tests.helpers import Proc, TcpProxy, add_events, assert_lake_equals_source, lake_query
+from tests.helpers import (
+    Proc,
+    TcpProxy,
+    add_events,
+    assert_lake_equals_source,
+    http_get,
+    lake_query,
+    metric_samples,
+)
+from tests.spark_services import free_port
 
 
 def _jobs(settings) -> list[tuple]:
@@ -24,13 +33,19 @@ def test_scheduler_keeps_the_lake_fresh_and_small_while_events_stream_in(setting
     add_events(settings, 1_000, seed=21)
     generator = Proc("insert_event_data_loop.py", "--continuous", "--rows", "300", "--delay", "0.5",
                      "--quiet", env=lake_env)
+    port = free_port()
     scheduler = Proc("events_pipeline.py", "--schedule", "--run-now", "--load-every", "3s",
                      "--expire-every", "7s", "--compact-every", "11s", "--retention", "2s",
-                     "--reconcile-every", "5s", env=lake_env)
+                     "--reconcile-every", "5s", "--metrics-port", str(port), env=lake_env)
     try:
         first_compact = scheduler.wait_for("job compact success", timeout=180)
         scheduler.wait_for("job compact success", timeout=60, after=first_compact + 1)
         scheduler.wait_for("job load success", timeout=60, after=first_compact + 1)
+        # the scheduler serves its metrics while it runs: a Prometheus scrape, parsed
+        values = metric_samples(http_get(f"http://127.0.0.1:{port}/metrics")[1])
+        assert values[("event_lake_up", ())] == 1 and values[("event_lake_rows_loaded_total", ())] >= 1_000
+        assert values[("event_lake_job_runs_total", (("job", "compact"), ("status", "success")))] >= 1
+        assert values[("event_lake_job_runs_total", (("job", "load"), ("status", "success")))] >= 2
     finally:
         assert generator.terminate() == 0
         code = scheduler.terminate()

@@ -115,6 +115,29 @@ def schedule(args: argparse.Namespace, settings: Settings) -> Outcome:
     return True, "Scheduler stopped cleanly."
 
 
+def serve(args: argparse.Namespace, settings: Settings) -> Outcome:
+    import signal
+    import threading
+
+    from pipeline.errors import ConfigError
+    from pipeline.ops.web import WebServer
+    from pipeline.settings.resolve import resolve
+
+    resolved = resolve(settings)
+    if not resolved.metrics_port:
+        raise ConfigError("METRICS_PORT is 0, which turns the web server off.",
+                          "Give --metrics-port 8900 (or set METRICS_PORT) to serve.")
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    server = WebServer(resolved).start()
+    output.last_line(f"Serving the dashboard at {server.url} (/metrics, /healthz); Ctrl-C stops.",
+                     as_json=True)  # progress, not the result: stderr
+    stop.wait()
+    server.stop()
+    return True, "Server stopped."
+
+
 def maintain(args: argparse.Namespace, settings: Settings) -> Outcome:
     from pipeline.lake.maintain import maintain_now
     from pipeline.settings.resolve import resolve
@@ -182,6 +205,8 @@ ACTIONS: tuple[Action, ...] = (
            "compact every --compact-every. SIGTERM/SIGINT stop it: no new jobs start, a running "
            "promotion commits or rolls back, and the process exits 0 within "
            f"{SHUTDOWN_SECONDS} seconds.", schedule),
+    Action("--serve", "Serve the dashboard (/), Prometheus /metrics and /healthz on METRICS_HOST:"
+           "METRICS_PORT without running the scheduler (--schedule serves them too).", serve),
     Action("--maintain", "Expire snapshots older than --retention and compact now (with --dry-run: "
            "only report what would happen).", maintain),
     Action("--snapshots", "List the lake's snapshots.", analysis.snapshots),

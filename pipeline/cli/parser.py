@@ -16,7 +16,8 @@ from pipeline.settings.keys import default
 # flag -> the environment key it overrides (read by pipeline.settings.load_settings)
 SETTING_FLAGS = {"--lookback": "LOOKBACK", "--load-every": "LOAD_EVERY", "--expire-every": "EXPIRE_EVERY",
                  "--compact-every": "COMPACT_EVERY", "--retention": "RETENTION",
-                 "--reconcile-every": "RECONCILE_EVERY", "--since": "RECONCILE_SINCE"}
+                 "--reconcile-every": "RECONCILE_EVERY", "--since": "RECONCILE_SINCE",
+                 "--metrics-port": "METRICS_PORT"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
                        ("--since", "With --reconcile: compare source and lake this far back")):
         key = SETTING_FLAGS[flag]
         timing.add_argument(flag, help=f"{what} (env {key}, default {default(key)}).")
+    timing.add_argument("--metrics-port", help="Port of /metrics, /healthz and the dashboard (env "
+                        f"METRICS_PORT, default {default('METRICS_PORT')}; 0: the scheduler serves none).")
     timing.add_argument("--run-now", action="store_true", help="With --schedule: load at start.")
     timing.add_argument("--dry-run", action="store_true",
                         help="With --maintain: show what would be expired, merged and deleted.")

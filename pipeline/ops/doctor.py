@@ -36,7 +36,9 @@ class Check:
 
 
 def java_check(java_home: str | None = None, which: Callable[[str], str | None] = shutil.which) -> Check:
-    java_home = java_home if java_home is not None else os.environ.get("JAVA_HOME")
+    from pipeline.settings.platform import java_home as platform_java_home
+
+    java_home = java_home if java_home is not None else platform_java_home()
     java = os.path.join(java_home, "bin", "java") if java_home else which("java")
     fix = (f"Install Java {JAVA_MIN}+ (Debian/Ubuntu: apt-get install openjdk-17-jre-headless) "
            "and put it on PATH, or set JAVA_HOME.")

@@ -11,6 +11,8 @@
   manifest, so it is never promoted); a running promotion commits or rolls back; exit 0
   within :data:`SHUTDOWN_SECONDS`, or exit 1 when that bound forces the stop.
 * Next runs come from ``ops.jobs``: a restart keeps each job's cadence (an overdue job runs at start).
+* While it runs, ``/metrics``, ``/healthz`` and the dashboard are served on METRICS_PORT
+  (:mod:`.web`); 0 turns that off.
 
 Job locks are taken in :mod:`pipeline.lake.locks` (``job:<name>``, without waiting).
 """
@@ -31,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import schedule
 
 from pipeline import logs
-from pipeline.errors import LockBusy, ShutdownRequested, first_line
+from pipeline.errors import LockBusy, PipelineError, ShutdownRequested, first_line
 from pipeline.lake import jobs, locks, maintain
 from pipeline.ops import scheduler_state
 from pipeline.ops.policy import CANCEL_EVERY_SECONDS, SHUTDOWN_SECONDS, needs_a_fix, retry_delay
@@ -41,6 +43,8 @@ from pipeline.settings.resolve import resolve
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from pipeline.ops.web import WebServer
 
 log = logging.getLogger(__name__)
 
@@ -237,6 +241,7 @@ class Scheduler:
                  format_duration(self.intervals.expire), format_duration(self.intervals.retention),
                  format_duration(self.intervals.compact), format_duration(self.intervals.reconcile),
                  format_duration(self.intervals.reconcile_since))
+        web = self._start_web()
         self.resume_from_history()
         if self.engine == "spark":
             self.warm_up()
@@ -256,8 +261,23 @@ class Scheduler:
         if self._spark is not None:
             with contextlib.suppress(Exception):
                 self._spark.stop()
+        if web is not None:
+            web.stop()
         scheduler_state.remove_state(self.settings)
         log.info("scheduler stopped cleanly")
+
+    def _start_web(self) -> WebServer | None:
+        """/metrics, /healthz and the dashboard on METRICS_PORT; a busy port costs the metrics,
+        never the loads (a second scheduler on the host is allowed)."""
+        if not self.settings.metrics_port:
+            return None
+        from pipeline.ops.web import WebServer
+
+        try:
+            return WebServer(self.settings).start()
+        except PipelineError as exc:
+            log.error("not serving metrics: %s (%s)", exc, exc.hint)
+            return None
 
 
 def _brief(details: dict[str, Any]) -> str:

@@ -54,6 +54,10 @@ ENV_KEYS: dict[str, EnvKey] = {
                            "carrying it) or ignore (logged, not loaded)", "add"),
     "RECONCILE_EVERY": EnvKey("scheduler: interval of the reconcile job (late events beyond LOOKBACK)", "1d"),
     "RECONCILE_SINCE": EnvKey("how far back --reconcile compares source and lake, hour by hour", "7d"),
+    "METRICS_PORT": EnvKey("port of the scheduler's web server (/metrics for Prometheus, /healthz, the "
+                           "dashboard at /); also --serve's; 0 turns it off in the scheduler", "8900"),
+    "METRICS_HOST": EnvKey("address that web server binds (loopback by default; 0.0.0.0 in a container "
+                           "whose port is published)", "127.0.0.1"),
     "S3_ENDPOINT": EnvKey("object storage endpoint host:port (MinIO, R2 …)"),
     "S3_REGION": EnvKey("object storage region"),
     "S3_ACCESS_KEY_ID": EnvKey("object storage key id (unset: the AWS credential chain)"),

@@ -117,6 +117,8 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
                             reconcile=read.duration("RECONCILE_EVERY"),
                             reconcile_since=read.duration("RECONCILE_SINCE")),
         fault=read.raw("EVENT_LAKE_FAULT"),
+        metrics_host=read.value("METRICS_HOST"),
+        metrics_port=_port(read.value("METRICS_PORT"), read.name("METRICS_PORT")),
         lake_table=source_table.split(".")[-1],
     )
 
@@ -170,6 +172,13 @@ def _positive_int(text: str | None, what: str) -> int | None:
     if not text.isdigit() or int(text) < 1:
         raise ConfigError(f"{what} {text!r} is not a positive whole number.",
                           f"Set {what} to e.g. 8, or unset it.")
+    return int(text)
+
+
+def _port(text: str, what: str) -> int:
+    if not text.isdigit() or int(text) > 65535:
+        raise ConfigError(f"{what} {text!r} is not a port number.",
+                          f"Set {what} to a free port such as 8900 (0 turns the scheduler's server off).")
     return int(text)
 
 

@@ -76,6 +76,8 @@ class Settings:
     intervals: Intervals
     storage: StorageOptions = field(default_factory=StorageOptions)
     fault: str | None = None  # crash injection point, tests only
+    metrics_host: str = "127.0.0.1"  # the web server (/metrics, /healthz, dashboard)
+    metrics_port: int = 8900  # 0: the scheduler serves nothing
     lake_table: str = "events"
     ops_schema: str = "ops"
 

@@ -1,0 +1,79 @@
+"""The lake's history as time series, for the dashboard and the metrics: rows and lag per
+batch, snapshots and live data files over time, and job runs. Read from ``ops.batches``,
+``ops.jobs``, ``snapshots()`` and DuckLake's own file table, never from the source."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+
+from pipeline.settings import Settings
+
+Rows = list[dict[str, Any]]
+
+POINTS = 200  # per series: enough to see a trend, small enough for one page and one scrape
+
+
+def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> Rows:
+    cursor = con.execute(sql, params or [])
+    columns = [c[0] for c in cursor.description]
+    return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+
+
+def batches(con: duckdb.DuckDBPyConnection, settings: Settings, limit: int = POINTS) -> Rows:
+    """The last ``limit`` promoted batches, oldest first; ``lag_seconds``: how old the newest
+    event of a batch was when it became queryable (the lake's freshness at that moment)."""
+    return _rows(con, f"""
+        SELECT * FROM (
+            SELECT batch_id, promoted_at, rows_staged, rows_inserted, rows_duplicate,
+                   extract_seconds, promote_seconds,
+                   epoch(promoted_at) - epoch(max_event_timestamp) AS lag_seconds
+            FROM {settings.batches_table} WHERE table_name = ?
+            ORDER BY promoted_at DESC LIMIT ?)
+        ORDER BY promoted_at""", [settings.lake_table, limit])
+
+
+def snapshots(con: duckdb.DuckDBPyConnection, settings: Settings, limit: int = POINTS) -> Rows:
+    """The last ``limit`` snapshots, oldest first, with the number of snapshots kept up to each
+    (expiry removes old ones) and the data files live in each (compaction lowers it)."""
+    lake = settings.lake_name
+    return _rows(con, f"""
+        WITH kept AS (SELECT snapshot_id, snapshot_time,
+                             row_number() OVER (ORDER BY snapshot_id) AS snapshots_kept
+                      FROM {lake}.snapshots()),
+             recent AS (SELECT * FROM kept ORDER BY snapshot_id DESC LIMIT ?),
+             files AS (FROM query('SELECT begin_snapshot, end_snapshot FROM '
+                                  || getvariable('lake_metadata') || '.ducklake_data_file'))
+        SELECT r.snapshot_id, r.snapshot_time, r.snapshots_kept,
+               (SELECT count(*) FROM files f WHERE f.begin_snapshot <= r.snapshot_id
+                  AND (f.end_snapshot IS NULL OR f.end_snapshot > r.snapshot_id)) AS data_files
+        FROM recent r ORDER BY r.snapshot_id""", [limit])
+
+
+def job_runs(con: duckdb.DuckDBPyConnection, settings: Settings, limit: int = 50) -> Rows:
+    """The last ``limit`` job runs, newest first."""
+    return _rows(con, f"""
+        SELECT job, status, started_at, finished_at, epoch(finished_at) - epoch(started_at) AS seconds,
+               error, host
+        FROM {settings.jobs_table} ORDER BY finished_at DESC LIMIT ?""", [limit])
+
+
+def job_totals(con: duckdb.DuckDBPyConnection, settings: Settings) -> Rows:
+    """Per job: runs by status, the last success, and the last run's duration."""
+    return _rows(con, f"""
+        SELECT job,
+               count(*) FILTER (status = 'success') AS succeeded,
+               count(*) FILTER (status = 'failed') AS failed,
+               count(*) FILTER (status NOT IN ('success', 'failed')) AS other,
+               max(finished_at) FILTER (status = 'success') AS last_success,
+               arg_max(epoch(finished_at) - epoch(started_at), finished_at) AS last_seconds
+        FROM {settings.jobs_table} GROUP BY job ORDER BY job""")
+
+
+def rows_loaded(con: duckdb.DuckDBPyConnection, settings: Settings) -> tuple[int, int]:
+    """Rows inserted by every batch ever promoted, and the number of batches."""
+    inserted, count = con.execute(
+        f"SELECT coalesce(sum(rows_inserted), 0), count(*) FROM {settings.batches_table} "
+        "WHERE table_name = ?", [settings.lake_table]).fetchone()
+    return int(inserted), int(count)

@@ -1,0 +1,96 @@
+"""Prometheus metrics from an :class:`~pipeline.ops.observe.Observation`.
+
+Everything comes from the lake (``ops.batches``, ``ops.jobs``, snapshots) and the status
+document, not from counters in this process: a restarted scheduler, a second scheduler or a
+``--serve`` beside cron runs all report the same numbers, and no run is missed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from pipeline.ops.observe import Observation, Observer
+
+PREFIX = "event_lake_"
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+# status document key -> (metric name, help)
+STATUS_GAUGES = {
+    "lag_seconds": ("lag_seconds", "Newest source event minus the lake's watermark."),
+    "source_rows_after_watermark": ("source_rows_pending", "Source rows after the watermark (not loaded)."),
+    "lake_rows": ("lake_rows", "Rows in the lake's events table."),
+    "snapshot_count": ("snapshots", "Snapshots kept (time travel reaches these)."),
+    "data_files": ("data_files", "Live Parquet data files of the lake."),
+    "data_bytes": ("data_bytes", "Bytes in the lake's live data files."),
+    "staged_batches_waiting": ("staged_batches_waiting", "Complete staged batches not promoted yet."),
+    "rows_quarantined": ("rows_quarantined", "Rows in ops.quarantine (they cannot be loaded)."),
+}
+
+
+def families(obs: Observation) -> Iterator[Metric]:
+    """The metric families of one observation (pure: no I/O)."""
+    yield _gauge("up", "1 when the lake and source could be read for this scrape.", 0 if obs.error else 1)
+    yield _gauge("observe_seconds", "Seconds the last read of lake and source took.", obs.seconds)
+    if obs.status is None:
+        return
+    status, health = obs.status, obs.status["health"]
+    yield _gauge("health", "0 healthy, 1 stale, 2 failing (as --status exits).", health["exit_code"])
+    since = health["seconds_since_successful_load"]
+    if since is not None:
+        yield _gauge("seconds_since_successful_load", "Seconds since the last successful load.", since)
+    for key, (name, text) in STATUS_GAUGES.items():
+        if status.get(key) is not None:
+            yield _gauge(name, text, status[key])
+    yield _gauge("set_aside_batches", "Batches set aside (fix, then --retry-failed).",
+                 len(status["set_aside_batches"]))
+    yield CounterMetricFamily(PREFIX + "rows_loaded", "Rows inserted into the lake by all batches.",
+                              value=obs.rows_loaded)
+    yield CounterMetricFamily(PREFIX + "batches_promoted", "Batches promoted into the lake.",
+                              value=obs.batches_loaded)
+    if obs.batches:
+        yield _gauge("last_batch_lag_seconds", "Age of the newest event of the last batch when it "
+                     "became queryable.", obs.batches[-1]["lag_seconds"] or 0)
+    yield from _job_families(obs)
+
+
+def _job_families(obs: Observation) -> Iterator[Metric]:
+    runs = CounterMetricFamily(PREFIX + "job_runs", "Job runs by result (failed: the failures).",
+                               labels=["job", "status"])
+    last_success = GaugeMetricFamily(PREFIX + "job_last_success_timestamp_seconds",
+                                     "When the job last succeeded (Unix time).", labels=["job"])
+    duration = GaugeMetricFamily(PREFIX + "job_last_duration_seconds", "Duration of the job's last run.",
+                                 labels=["job"])
+    for row in obs.job_totals:
+        for status in ("succeeded", "failed", "other"):
+            runs.add_metric([row["job"], {"succeeded": "success"}.get(status, status)], row[status])
+        if isinstance(row["last_success"], datetime):
+            last_success.add_metric([row["job"]], row["last_success"].timestamp())
+        if row["last_seconds"] is not None:
+            duration.add_metric([row["job"]], row["last_seconds"])
+    yield from (runs, last_success, duration)
+
+
+def _gauge(name: str, text: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(PREFIX + name, text, value=float(value))
+
+
+class LakeCollector(Collector):
+    """Asks the observer at scrape time (cached by the observer, not here)."""
+
+    def __init__(self, observer: Observer) -> None:
+        self.observer = observer
+
+    def collect(self) -> Iterator[Metric]:
+        return families(self.observer.latest())
+
+
+def exposition(observer: Observer) -> bytes:
+    """The text a Prometheus scrape of ``/metrics`` gets."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(LakeCollector(observer))
+    return generate_latest(registry)

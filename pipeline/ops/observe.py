@@ -1,0 +1,86 @@
+"""One observation of the pipeline (status, health and the lake's history), shared by the
+metrics, the health endpoint and the dashboard, and cached so that a Prometheus scraper, a
+browser and a load balancer's probe together cost one lake read per ``ttl`` seconds."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from pipeline.errors import LakeNotCreated, first_line, scrub_secrets
+from pipeline.lake import history
+from pipeline.lake.connect import connect
+from pipeline.settings import ResolvedSettings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Observation:
+    at: datetime
+    status: dict[str, Any] | None = None  # pipeline.ops.status.collect's document
+    batches: list[dict[str, Any]] = field(default_factory=list)
+    snapshots: list[dict[str, Any]] = field(default_factory=list)
+    job_runs: list[dict[str, Any]] = field(default_factory=list)
+    job_totals: list[dict[str, Any]] = field(default_factory=list)
+    rows_loaded: int = 0
+    batches_loaded: int = 0
+    error: str | None = None  # why status or history could not be read (catalog or source down)
+    seconds: float = 0.0  # how long collecting took
+
+
+def observe(settings: ResolvedSettings) -> Observation:
+    """Read everything once; a failure becomes ``error`` (the server keeps answering)."""
+    from pipeline.ops.status import collect
+
+    start, now = time.monotonic(), datetime.now(UTC)
+    try:
+        status = collect(settings)
+        series = _series(settings) if status["lake_exists"] else {}
+    except Exception as exc:  # a down catalog or source is something to show, not to crash on
+        log.warning("could not observe the pipeline: %s", first_line(exc))
+        return Observation(now, error=scrub_secrets(first_line(exc)) or type(exc).__name__,
+                           seconds=time.monotonic() - start)
+    return Observation(now, status=status, **series, seconds=time.monotonic() - start)
+
+
+def _series(settings: ResolvedSettings) -> dict[str, Any]:
+    try:
+        con = connect(settings, read_only=True)
+    except LakeNotCreated:  # created between the two reads' answers: nothing to chart yet
+        return {}
+    try:
+        tables = {name for _, name in con.execute(
+            "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = ? "
+            "AND schema_name = ?", [settings.lake_name, settings.ops_schema]).fetchall()}
+        series: dict[str, Any] = {"snapshots": history.snapshots(con, settings)}
+        if "batches" in tables:
+            series["batches"] = history.batches(con, settings)
+            series["rows_loaded"], series["batches_loaded"] = history.rows_loaded(con, settings)
+        if "jobs" in tables:
+            series["job_runs"] = history.job_runs(con, settings)
+            series["job_totals"] = history.job_totals(con, settings)
+        return series
+    finally:
+        con.close()
+
+
+class Observer:
+    """The latest observation, refreshed when older than ``ttl`` seconds; one refresh at a time
+    (concurrent requests wait for it instead of each reading the lake)."""
+
+    def __init__(self, settings: ResolvedSettings, ttl: float = 10.0) -> None:
+        self.settings, self.ttl = settings, ttl
+        self._lock = threading.Lock()
+        self._latest: Observation | None = None
+        self._taken = 0.0
+
+    def latest(self) -> Observation:
+        with self._lock:
+            if self._latest is None or time.monotonic() - self._taken > self.ttl:
+                self._latest, self._taken = observe(self.settings), time.monotonic()
+            return self._latest
