@@ -12,7 +12,9 @@ import time
 
 from generators.produce import BatchJob, Producer
 from generators.writer import truncate
+from pipeline import progress
 from pipeline.errors import PipelineError
+from pipeline.progress import Progress
 from pipeline.settings import load_settings
 from pipeline.settings.durations import parse_duration
 from pipeline.settings.resolve import resolve
@@ -70,6 +72,7 @@ def entry() -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    progress.configure(enabled=not args.quiet)
     stop = StopFlag()
     stop.install()
     written, started = 0, time.monotonic()
@@ -102,8 +105,11 @@ def main(argv: list[str] | None = None) -> int:
                                      None if args.seed is None else args.seed * 1_000_003 + next(batch_no),
                                      args.late_fraction, late_by)
                             for start in range(0, args.rows, args.batch_size))
-                    loop_rows = producer.write(jobs, stop.event.is_set)
+                    meter = Progress(f"loop {loop}", total=args.rows, unit="events")
+                    loop_rows = producer.write(jobs, stop.event.is_set,
+                                               committed=meter.update)
                     written += loop_rows
+                    progress.clear_line()  # the loop's line below says it all
                     if not args.quiet:
                         rate = loop_rows / max(time.monotonic() - t0, 1e-9)
                         print(f"loop {loop}: committed {loop_rows} events to "

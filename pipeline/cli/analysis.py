@@ -45,12 +45,13 @@ def run_texts(args: argparse.Namespace, settings: Settings, texts: list[str]) ->
     resolved = resolve(settings)
     con = open_session(resolved, write=args.write, at_version=args.at_version, at_time=args.at_time)
     try:
-        limit = args.limit if args.limit is not None else (None if args.json else output.HUMAN_ROW_LIMIT)
+        everything = args.format != "table"  # data for programs: every row unless --limit
+        limit = args.limit if args.limit is not None else (None if everything else output.HUMAN_ROW_LIMIT)
         result = run_session(con, texts, params, limit)
         info = catalog_info(con, resolved.lake_name) if args.json else None
     finally:
         con.close()
-    output.print_session(result, args.json, info)
+    output.print_session(result, args.format, info)
     if result.error:
         return False, (f"Failed: command {result.error['command_index']} did not run: "
                        f"{result.error['message'].splitlines()[0]}")
@@ -85,3 +86,7 @@ def changes(args: argparse.Namespace, settings: Settings) -> Outcome:
         f"{quote_literal(table)}, {bound(start)}, {bound(end)}) ORDER BY snapshot_id, rowid"])
     return ok, (f"Changes to {schema}.{table} between {start} and {end} listed." if ok
                 else "Failed to list changes.")
+
+
+# the commands whose output is rows (they take --format csv and jsonl)
+ROW_COMMANDS = (snapshots, changes)

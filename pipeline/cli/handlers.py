@@ -132,7 +132,7 @@ def serve(args: argparse.Namespace, settings: Settings) -> Outcome:
         signal.signal(sig, lambda *_: stop.set())
     server = WebServer(resolved).start()
     output.last_line(f"Serving the dashboard at {server.url} (/metrics, /healthz); Ctrl-C stops.",
-                     as_json=True)  # progress, not the result: stderr
+                     machine=True)  # progress, not the result: stderr
     stop.wait()
     server.stop()
     return True, "Server stopped."

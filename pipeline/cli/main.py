@@ -35,26 +35,32 @@ def exit_quietly_on_broken_pipe(run: Callable[[], int]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(action_words(sys.argv[1:] if argv is None else argv))
-    logs.setup(args.verbose)
+    logs.setup(args.verbose, args.log_format, quiet=args.quiet)
+    clash = args.json and args.format not in (None, "json")
+    args.format = args.format or ("json" if args.json else "table")
+    args.json = args.format == "json"  # handlers ask args.json; --format json is the same
+    machine = args.format != "table"
     settings: Settings | None = None
     try:
+        if clash:
+            raise ConfigError(f"--json and --format {args.format} ask for two formats.", "Give one of them.")
         settings = load_settings(flags=setting_flags(args), spark_conf=args.spark_conf)
         ok, message = dispatch(args, settings)
     except PipelineError as exc:
-        output.print_error(exc, as_json=args.json)
+        output.print_error(exc, fmt=args.format)
         return 1
     except BrokenPipeError:
-        raise  # the reader went away (``… | head``): events_pipeline.py exits quietly
+        raise  # the reader went away (``… | head``): entry() exits quietly
     except KeyboardInterrupt:
-        output.last_line("Interrupted; nothing half-done was committed.", as_json=args.json)
+        output.last_line("Interrupted; nothing half-done was committed.", machine=machine)
         return 130
     except Exception as exc:  # an unexpected failure still ends with a plain last line
         where = logs.write_traceback(exc, settings.home if settings else None)
         if args.verbose:
             log.exception("unexpected error")
-        output.print_unexpected(exc, where, as_json=args.json)
+        output.print_unexpected(exc, where, fmt=args.format)
         return 1
-    output.last_line(message, as_json=args.json)
+    output.last_line(message, machine=machine)
     if isinstance(ok, bool):
         return 0 if ok else 1
     return ok  # an action's own exit code (--status: 0 healthy, 1 stale, 2 failing)
@@ -72,6 +78,10 @@ def action_words(argv: list[str]) -> list[str]:
 
 def dispatch(args: argparse.Namespace, settings: Settings) -> Outcome:
     chosen = [action for action in ACTIONS if getattr(args, action.dest)]
+    rows_out = args.sql or args.sql_file or (chosen and chosen[0].handler in analysis.ROW_COMMANDS)
+    if args.format in ("csv", "jsonl") and not rows_out:
+        raise ConfigError(f"--format {args.format} is for commands that return rows: --sql, --sql-file, "
+                          "--snapshots, --changes.", "Use --json (or --format json) for this command.")
     if args.sql or args.sql_file:
         if chosen:
             raise ConfigError("--sql/--sql-file cannot be combined with another action.")

@@ -46,9 +46,10 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def print_session(result: SessionResult, as_json: bool, info: dict[str, Any] | None) -> None:
-    """An ad-hoc SQL session: the documented JSON shape, or one table per statement."""
-    if as_json:
+def print_session(result: SessionResult, fmt: str, info: dict[str, Any] | None) -> None:
+    """An ad-hoc SQL session: the documented JSON shape, one table per statement, or the rows of
+    each statement that returns rows as CSV (a header each, a blank line between) or JSON lines."""
+    if fmt == "json":
         payload: dict[str, Any] = {"status": "error" if result.error else "ok",
                                    "result": {"command_count": len(result.commands),
                                               "commands": [c.as_dict() for c in result.commands]},
@@ -57,16 +58,37 @@ def print_session(result: SessionResult, as_json: bool, info: dict[str, Any] | N
             payload["error"] = result.error
         out(dumps(payload))
         return
-    for command in result.commands:
-        if command.columns is not None:
-            out(render_table(command.columns, command.rows or []))
-            more = " (more not shown; use --limit or --json)" if command.truncated else ""
-            out(f"({command.row_count} row{'s' if command.row_count != 1 else ''}){more}\n")
-        else:
-            out(f"ok ({command.affected_rows} row(s) affected)\n")
+    with_rows = [c for c in result.commands if c.columns is not None]
+    if fmt == "csv":
+        out("\n".join(render_csv(c.columns or [], c.rows or []) for c in with_rows).rstrip("\n"))
+    elif fmt == "jsonl":
+        for command in with_rows:
+            for row in command.rows or []:
+                out(simplejson.dumps(row, use_decimal=True, ignore_nan=True, default=str))
+    else:
+        for command in result.commands:
+            if command.columns is not None:
+                out(render_table(command.columns, command.rows or []))
+                more = " (more not shown; use --limit or --json)" if command.truncated else ""
+                out(f"({command.row_count} row{'s' if command.row_count != 1 else ''}){more}\n")
+            else:
+                out(f"ok ({command.affected_rows} row(s) affected)\n")
     if result.error:
         print(f"error in command {result.error['command_index']}: {result.error['message']}",
               file=sys.stderr)
+
+
+def render_csv(columns: list[str], rows: list[dict[str, Any]]) -> str:
+    """RFC 4180 CSV with a header; NULL is an empty field, nested values are JSON text."""
+    import csv
+    import io
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow(["" if row[c] is None else _cell(row[c]) for c in columns])
+    return buffer.getvalue()
 
 
 def render_status(status: dict[str, Any]) -> str:
@@ -140,34 +162,35 @@ def render_demo(result: Any) -> str:
     return "\n".join(lines) + "\n"
 
 
-def last_line(text: str, *, as_json: bool = False) -> None:
-    """The plain last line: on stdout, or with ``--json`` on stderr (stdout holds the document)."""
-    print(text, file=sys.stderr if as_json else sys.stdout, flush=True)
+def last_line(text: str, *, machine: bool = False) -> None:
+    """The plain last line: on stdout, or for machine-readable output (``--json``, ``--format
+    csv|jsonl``) on stderr, so stdout holds only the data."""
+    print(text, file=sys.stderr if machine else sys.stdout, flush=True)
 
 
-def print_error(exc: PipelineError, *, as_json: bool = False) -> None:
+def print_error(exc: PipelineError, *, fmt: str = "table") -> None:
     """The message and its hint on stderr; the plain last line on stdout, or with ``--json``
-    the error as the one JSON document there."""
+    the error as the one JSON document there (csv and jsonl: stdout stays empty)."""
     message = scrub_secrets(str(exc))
     print(f"error: {message}", file=sys.stderr)
     if exc.hint:
         print(f"  hint: {scrub_secrets(exc.hint)}", file=sys.stderr)
     temporary = isinstance(exc, TransientError)
-    if as_json:
+    if fmt == "json":
         out(dumps({"status": "error", "error": message, "hint": scrub_secrets(exc.hint) or None,
                    "temporary": temporary}))
         return
     retry = " (temporary: retrying later may succeed)" if temporary else ""
-    out(f"Failed{retry}: {first_line(message)}")
+    last_line(f"Failed{retry}: {first_line(message)}", machine=fmt != "table")
 
 
-def print_unexpected(exc: BaseException, traceback_file: str | None, *, as_json: bool = False) -> None:
+def print_unexpected(exc: BaseException, traceback_file: str | None, *, fmt: str = "table") -> None:
     """An error we did not anticipate: one line, and where its traceback went."""
     message = first_line(scrub_secrets(str(exc))) or type(exc).__name__
     hint = (f"The traceback is in {traceback_file} (or run again with --verbose); please report it "
             "with that file." if traceback_file else "Run again with --verbose for the traceback.")
     print(f"  hint: {hint}", file=sys.stderr)
-    if as_json:
+    if fmt == "json":
         out(dumps({"status": "error", "error": message, "hint": hint, "temporary": is_transient(exc)}))
         return
-    out(f"Failed with an unexpected error: {message}")
+    last_line(f"Failed with an unexpected error: {message}", machine=fmt != "table")

@@ -53,7 +53,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--engine", choices=ENGINES, default="spark",
                         help="Extraction engine (default spark).")
     parser.add_argument("--lookback", help=f"Override LOOKBACK, e.g. {default('LOOKBACK')}.")
-    parser.add_argument("--json", action="store_true", help="Machine-readable output.")
+    parser.add_argument("--json", action="store_true",
+                        help="Machine-readable output: stdout holds one JSON document, logs go to stderr.")
+    parser.add_argument("--format", choices=("table", "json", "csv", "jsonl"),
+                        help="Output format (default table; json is --json; csv and jsonl print the rows "
+                        "of SQL commands, --snapshots and --changes).")
+    parser.add_argument("--log-format", choices=("text", "json"), default="text",
+                        help="Log lines on stderr: text (default) or one JSON object per line for log "
+                        "shippers.")
+    parser.add_argument("--quiet", action="store_true",
+                        help="Only warnings and errors on stderr, and no progress lines.")
     parser.add_argument("--spark-conf", action="append", metavar="KEY=VALUE",
                         help="A Spark property for this run (repeatable; adds to or overrides SPARK_CONF), "
                         "e.g. spark.executor.memory=4g.")

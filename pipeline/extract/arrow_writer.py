@@ -3,7 +3,7 @@ through this process (dlt, and Spark with driver staging), so they all stage the
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -36,9 +36,10 @@ def to_staging_schema(item: pa.Table | pa.RecordBatch, schema: pa.Schema = STAGI
 
 
 def write_tables(folder: StagingDir, tables: Iterable[pa.Table | pa.RecordBatch],
-                 extra_columns: Iterable[str] = ()) -> int:
+                 extra_columns: Iterable[str] = (), on_rows: Callable[[int], None] = lambda _: None) -> int:
     """Write ``tables`` into a new ``folder`` (local or object storage) as ``part-NNNNN.parquet``
-    files of at most about :data:`ROWS_PER_FILE` rows; returns the rows written. Memory holds one
+    files of at most about :data:`ROWS_PER_FILE` rows; returns the rows written (and tells
+    ``on_rows`` the running total after each table). Memory holds one
     table at a time (plus, on object storage, the part of a file not yet uploaded)."""
     folder.make(exist_ok=False)
     schema = staging_schema(extra_columns)
@@ -55,6 +56,7 @@ def write_tables(folder: StagingDir, tables: Iterable[pa.Table | pa.RecordBatch]
             file.writer.write_table(table)
             rows_in_file += table.num_rows
             total += table.num_rows
+            on_rows(total)
     finally:
         if file is not None:
             file.close()

@@ -26,6 +26,7 @@ from pipeline.errors import (
 from pipeline.extract import lake_files
 from pipeline.lake import zero_copy
 from pipeline.lake.zero_copy import LakeTarget
+from pipeline.progress import Progress
 from pipeline.settings import ResolvedSettings
 from pipeline.source.stats import WindowStats
 from pipeline.source.window import Window, iso
@@ -72,8 +73,9 @@ class ExtractRequest:
 class Extractor(Protocol):
     engine: str
 
-    def write_parquet(self, request: ExtractRequest) -> None:
-        """Write the window's rows as Parquet files into ``request.folder``."""
+    def write_parquet(self, request: ExtractRequest, meter: Progress) -> None:
+        """Write the window's rows as Parquet files into ``request.folder``, reporting rows
+        written (or estimated) to ``meter``."""
 
 
 class ShortBatch(TerminalError):
@@ -85,8 +87,9 @@ def extract(extractor: Extractor, request: ExtractRequest) -> StagedBatch:
     planner counted in the same snapshot, then write the manifest (last)."""
     started = time.monotonic()
     folder = request.folder
+    meter = Progress(f"extracting with {extractor.engine}", total=request.stats.rows)
     try:
-        extractor.write_parquet(request)
+        extractor.write_parquet(request, meter)
     except Exception as exc:
         if isinstance(exc, PipelineError) or not is_transient(exc):
             raise
@@ -130,6 +133,7 @@ def extract(extractor: Extractor, request: ExtractRequest) -> StagedBatch:
         rows_seen=settled.rows_seen,
     )
     staging.write_manifest(folder, manifest)
+    meter.finish(rows, "staged")
     return StagedBatch(folder=folder, manifest=manifest)
 
 

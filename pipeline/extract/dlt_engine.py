@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pipeline.extract.arrow_writer import write_tables
 from pipeline.extract.batch import ExtractRequest, select_sql
+from pipeline.progress import Progress
 from pipeline.source.snapshot import import_statements
 
 CHUNK_ROWS = 100_000
@@ -16,7 +17,7 @@ CHUNK_ROWS = 100_000
 class DltExtractor:
     engine = "dlt"
 
-    def write_parquet(self, request: ExtractRequest) -> None:
+    def write_parquet(self, request: ExtractRequest, meter: Progress) -> None:
         import sqlalchemy as sa
         from dlt.sources.sql_database import sql_table
 
@@ -36,7 +37,7 @@ class DltExtractor:
             query_adapter_callback=lambda _query, _table: query,
         )
         try:
-            write_tables(request.folder, resource, request.extra_columns)
+            write_tables(request.folder, resource, request.extra_columns, on_rows=meter.update)
         finally:
             engine.dispose()
 

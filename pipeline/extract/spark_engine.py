@@ -11,11 +11,13 @@ from pipeline.extract.arrow_writer import write_tables
 from pipeline.extract.batch import STAGED_COLUMNS, ExtractRequest, select_sql
 from pipeline.extract.lake_files import DEST, SEEN, incoming_dir
 from pipeline.extract.partitions import plan_partitions, time_chunks
+from pipeline.extract.spark_progress import task_progress
 from pipeline.extract.spark_s3a import missing_s3a
 from pipeline.extract.spark_session import default_cores, functions
 from pipeline.lake import zero_copy
 from pipeline.lake.schema import PARTITION_KEYS
 from pipeline.lake.zero_copy import LakeTarget
+from pipeline.progress import Progress
 from pipeline.settings import ResolvedSettings
 from pipeline.source.snapshot import import_statements
 from pipeline.source.window import Window, iso
@@ -66,9 +68,9 @@ class SparkExtractor:
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark
 
-    def write_parquet(self, request: ExtractRequest) -> None:
+    def write_parquet(self, request: ExtractRequest, meter: Progress) -> None:
         if request.settings.staging_writer == "driver":
-            self._write_through_driver(request)
+            self._write_through_driver(request, meter)
             return
         # SPARK_PARTITIONS, else planned from the rows and the cluster's task slots (under Spark
         # Connect asking for those runs a small job, so it is only done when needed)
@@ -83,7 +85,8 @@ class SparkExtractor:
             writer, target = frame.write, request.folder.spark_uri()
         # "error" (not its alias "errorifexists", which Spark Connect rejects): never overwrite a batch
         try:
-            writer.mode("error").parquet(target)
+            with task_progress(self.spark, meter):
+                writer.mode("error").parquet(target)
         except Exception as exc:
             error = missing_s3a(exc, request.settings)
             if error is None:
@@ -137,7 +140,7 @@ class SparkExtractor:
         return frame.select(*kept, dest.alias(DEST), F.year(ts).alias("year"), F.month(ts).alias("month"),
                             F.dayofmonth(ts).alias("day"))
 
-    def _write_through_driver(self, request: ExtractRequest) -> None:
+    def _write_through_driver(self, request: ExtractRequest, meter: Progress) -> None:
         """For clusters that share no folder with the driver (Spark Connect to a remote cluster,
         workers without the staging volume): the executors read, the driver receives each
         time chunk as Arrow and writes the staging files itself; memory holds one chunk."""
@@ -149,4 +152,4 @@ class SparkExtractor:
                 options = jdbc_options(request, chunk, partitions=1)
                 yield self.spark.read.format("jdbc").options(**options).load().toArrow()
 
-        write_tables(request.folder, tables(), request.extra_columns)
+        write_tables(request.folder, tables(), request.extra_columns, on_rows=meter.update)

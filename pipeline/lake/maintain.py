@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -21,6 +22,7 @@ from pipeline.errors import first_line
 from pipeline.lake import jobs, locks
 from pipeline.lake.connect import connect
 from pipeline.lake.schema import ensure_tables
+from pipeline.progress import Progress
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.settings.durations import format_duration
 from pipeline.staging.location import data_dir
@@ -96,7 +98,8 @@ def _planned_merge(con: duckdb.DuckDBPyConnection, settings: Settings) -> int:
 
 
 def compact(con: duckdb.DuckDBPyConnection, settings: Settings, dry_run: bool,
-            report: MaintenanceReport, delete_grace: timedelta = DELETE_GRACE) -> None:
+            report: MaintenanceReport, delete_grace: timedelta = DELETE_GRACE,
+            step: Callable[[str], None] = lambda _: None) -> None:
     """Flush inlined rows, merge adjacent small files, delete unreferenced and orphaned files.
 
     Needs no retention of its own: only files of already-expired snapshots are unreferenced."""
@@ -104,9 +107,11 @@ def compact(con: duckdb.DuckDBPyConnection, settings: Settings, dry_run: bool,
         report.files_before = data_file_count(con, settings)
         report.files_after = _planned_merge(con, settings)
     else:
+        step("flushing inlined rows")
         flushed = con.execute("CALL ducklake_flush_inlined_data(?)", [settings.lake_name]).fetchall()
         report.inlined_rows_flushed = int(sum(r[2] for r in flushed))
         report.files_before = data_file_count(con, settings)  # after the flush: what merging sees
+        step(f"merging {report.files_before} data files")
         con.execute("CALL ducklake_merge_adjacent_files(?)", [settings.lake_name]).fetchall()
         report.files_after = data_file_count(con, settings)
     deleted: list[str] = []
@@ -116,6 +121,7 @@ def compact(con: duckdb.DuckDBPyConnection, settings: Settings, dry_run: bool,
                                   f"older_than => {_older_than(delete_grace)}"),
                                  ("ducklake_delete_orphaned_files",
                                   f"older_than => {_older_than(ORPHAN_GRACE)}")):
+        step("finding unreferenced files" if "cleanup" in function else "finding orphaned files")
         planned = [r[0] for r in con.execute(
             f"CALL {function}(?, dry_run => true, {older_than})", [settings.lake_name]).fetchall()]
         kept = [p for p in planned if p in pending]
@@ -146,17 +152,21 @@ def run_maintenance(settings: ResolvedSettings, retention: timedelta, *, dry_run
     started = time.monotonic()
     report = MaintenanceReport(dry_run=dry_run, retention=format_duration(retention))
     con = connect(settings)
+    meter = Progress("maintenance" + (" (dry run)" if dry_run else ""))
     try:
         ensure_tables(con, settings)
-        if "expire" in steps:
-            expire(con, settings, retention, dry_run, report)
-        if "compact" in steps:
-            compact(con, settings, dry_run, report, delete_grace)
-        else:
-            report.files_before = report.files_after = data_file_count(con, settings)
+        with meter.ticking():
+            if "expire" in steps:
+                meter.step(f"expiring snapshots older than {format_duration(retention)}")
+                expire(con, settings, retention, dry_run, report)
+            if "compact" in steps:
+                compact(con, settings, dry_run, report, delete_grace, meter.step)
+            else:
+                report.files_before = report.files_after = data_file_count(con, settings)
     finally:
         con.close()
     report.seconds = time.monotonic() - started
+    meter.finish(note=f"data files {report.files_before} -> {report.files_after}")
     return report
 
 

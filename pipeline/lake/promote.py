@@ -22,6 +22,7 @@ from pipeline.lake import batches, locks, validate, zero_copy
 from pipeline.lake.connect import connect
 from pipeline.lake.schema import ensure_tables, events_column_types
 from pipeline.lake.transaction import transaction
+from pipeline.progress import Progress
 from pipeline.settings import ResolvedSettings
 from pipeline.source.window import parse_iso
 from pipeline.sqltext import quote_ident
@@ -134,19 +135,23 @@ def _promote_locked(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, 
     extra = json.dumps({"batch_id": batch.batch_id, "engine": manifest.engine,
                         "window_low": manifest.window_low, "window_upper": manifest.window_upper,
                         "rows_staged": staged, "files_registered": len(lake_files)})
-    with transaction(con, settings.lake_name, message, extra) as tx:
+    meter = Progress(f"promoting {batch.batch_id}")  # one statement at a time: steps, then the count
+    with meter.ticking(), transaction(con, settings.lake_name, message, extra) as tx:
         quarantined = 0
         rejected = validate.rejected_sql(invalid > 0, has_duplicates)
         if rejected is not None:
+            meter.step("quarantining rows that cannot load")
             quarantined = con.execute(validate.quarantine_sql(settings.quarantine_table, rejected),
                                       {"files": files, "batch_id": batch.batch_id,
                                        "table_name": settings.lake_table}).fetchone()[0]
         extras = add_columns(con, settings, manifest.extra_columns or {})
         inserted = 0
         if loadable:
+            meter.step("inserting new rows" + (" (dropping duplicates)" if has_duplicates else ""))
             inserted = con.execute(insert_sql(settings.events_table, has_duplicates, extras),
                                    {"files": files, "min_ts": min_ts, "max_ts": max_ts}).fetchone()[0]
         if lake_files:
+            meter.step(f"registering {len(lake_files)} file(s)")
             zero_copy.register(con, settings, [str(f["uri"]) for f in lake_files])
             inserted += registered
         nothing_new = inserted == 0 and quarantined == 0
@@ -157,6 +162,8 @@ def _promote_locked(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, 
             faults.maybe_crash(settings, "before-commit")
             faults.maybe_lose_lock(settings, lease)
             lease.check()  # fencing: commit only while still holding the promote lock
+            meter.step("committing")
+    meter.finish(staged, f"{inserted:,} new" if not nothing_new else "nothing new")
     if nothing_new:
         return result("no new rows", staged)
     snapshot = con.execute(
