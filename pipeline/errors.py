@@ -44,6 +44,11 @@ class CatalogUnavailable(TransientError):
     """The DuckLake catalog database could not be reached."""
 
 
+class EngineUnavailable(TransientError):
+    """Spark could not be started or reached (a JVM that failed to start, a Connect server that
+    is down or restarting): the scheduler retries with backoff."""
+
+
 class LockBusy(TransientError):
     """Another process holds the lock for this job."""
 

@@ -119,3 +119,16 @@ def test_status_before_the_first_run_says_the_lake_is_not_created_yet(settings, 
     assert status["health"]["state"] == "stale" and "nothing loaded yet" in status["health"]["reasons"][0]
     text = run_cli("events_pipeline.py", "--status", env=lake_env)
     assert "not created yet (the first --run creates it)" in text.stdout, text.stdout + text.stderr
+
+
+def test_no_java_is_a_fix_and_an_unreachable_connect_server_is_temporary(lake_env):
+    assert run_cli("insert_event_data_loop.py", "--rows", "50", env=lake_env).returncode == 0
+    no_java = run_cli("events_pipeline.py", "--run", env={**lake_env, "JAVA_HOME": "/nonexistent-jdk"})
+    assert no_java.returncode == 1
+    assert "no java was found (JAVA_HOME=/nonexistent-jdk)" in no_java.stderr and "--engine dlt" in no_java.stderr
+    assert no_java.stdout.strip().splitlines()[-1].startswith("Failed: Spark needs Java")  # not temporary
+    # refused at once (the Connect client alone would retry for many minutes), and worth retrying
+    down = run_cli("events_pipeline.py", "--run", env={**lake_env, "SPARK_REMOTE": "sc://127.0.0.1:1"},
+                   timeout=60)
+    assert down.returncode == 1
+    assert down.stdout.strip().splitlines()[-1].startswith("Failed (temporary"), down.stdout + down.stderr

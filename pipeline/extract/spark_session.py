@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipeline.errors import ConfigError, TerminalError
+from pipeline.errors import ConfigError, EngineUnavailable, TerminalError
 from pipeline.extract.spark_s3a import s3a_conf
 from pipeline.settings import Settings
 
@@ -89,6 +89,7 @@ def build_session(settings: Settings, app_name: str = "event-lake") -> SparkSess
     if spark.remote:
         return _connect_session(spark.remote, app_name, {**s3a_conf(settings), **spark.conf})
     driver = resolve_jdbc_driver(spark.jdbc_jar)
+    _require_java()
     verbose = spark.verbose
     java_opts = "-Duser.timezone=UTC"
     if not verbose:
@@ -122,10 +123,37 @@ def build_session(settings: Settings, app_name: str = "event-lake") -> SparkSess
             with _stderr_to(log_file):
                 session = builder.getOrCreate()
     except Exception as exc:
+        # Java and the driver jar were checked above: what is left (memory, ports, a cluster
+        # master that is down) may pass, so the scheduler retries with backoff
         hint = driver_help() if driver.conf_key == "spark.jars.packages" else f"See {log_file}."
-        raise TerminalError(f"Spark did not start (SPARK_MASTER={spark.master}): {exc}", hint) from None
+        raise EngineUnavailable(f"Spark did not start (SPARK_MASTER={spark.master}): {exc}", hint) from None
     session.sparkContext.setLogLevel("ERROR" if not verbose else "WARN")
     return session
+
+
+def _probe(remote: str, timeout: float = 10.0) -> None:
+    """Fail fast when nothing listens at SPARK_REMOTE: the Connect client would retry a refused
+    connection with backoff for many minutes before giving up."""
+    import socket
+    from urllib.parse import urlparse
+
+    url = urlparse(remote.split(";", 1)[0])
+    host, port = url.hostname or "localhost", url.port or 15002
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        raise EngineUnavailable(f"Cannot reach Spark Connect at SPARK_REMOTE={remote}: {host}:{port} "
+                                f"{exc.strerror or exc}.", "Check SPARK_REMOTE and that the Connect server "
+                                "runs; the scheduler retries with backoff.") from None
+
+
+def _require_java() -> None:
+    from pipeline.settings.platform import java_binary, java_where
+
+    if java_binary() is None:
+        raise ConfigError(f"Spark needs Java 17 or newer, and no java was found ({java_where()}).",
+                          "Install it (Debian/Ubuntu: apt-get install openjdk-17-jre-headless) and put "
+                          "it on PATH or set JAVA_HOME; or use --engine dlt, which needs no Java.")
 
 
 def is_connect(spark: SparkSession) -> bool:
@@ -155,13 +183,14 @@ def _connect_session(remote: str, app_name: str, conf: dict[str, str]) -> SparkS
     # and works beside a classic session (pyspark's generic builder refuses that)
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
+    _probe(remote)
     try:
         session = ConnectSession.builder.remote(remote).appName(app_name).getOrCreate()
         for key, value in {**conf, **SESSION_CONF}.items():  # runtime properties only, under Connect
             session.conf.set(key, value)
         wrong = {k: session.conf.get(k) for k in SESSION_CONF if session.conf.get(k) != SESSION_CONF[k]}
-    except Exception as exc:
-        raise TerminalError(f"Cannot reach Spark Connect at SPARK_REMOTE={remote}: {exc}",
+    except Exception as exc:  # down or restarting: the next attempt may reach it
+        raise EngineUnavailable(f"Cannot reach Spark Connect at SPARK_REMOTE={remote}: {exc}",
                             "Check SPARK_REMOTE and that the Connect server runs, or unset it to run "
                             "Spark locally.") from None
     if wrong:

@@ -6,7 +6,9 @@ import json
 import logging
 import os
 import socket
-from datetime import datetime
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import duckdb
@@ -42,6 +44,25 @@ def record(settings: ResolvedSettings, run_id: str, job: str, started: datetime,
         return False
     finally:
         con.close()
+
+
+@contextmanager
+def recorded(settings: ResolvedSettings, job: str | None) -> Iterator[dict[str, Any]]:
+    """Record the block as one manual run of ``job`` (None: record nothing): ``failed`` with the
+    error's first line if it raises, else ``success`` with the details the block put in the
+    yielded dict. (The scheduler records its own runs: it also has skipped and cancelled.)"""
+    from pipeline import logs
+
+    details: dict[str, Any] = {"manual": True}
+    began = datetime.now(UTC)
+    try:
+        yield details
+    except Exception as exc:
+        if job:
+            record(settings, logs.RUN_ID, job, began, datetime.now(UTC), "failed", first_line(exc))
+        raise
+    if job:
+        record(settings, logs.RUN_ID, job, began, datetime.now(UTC), "success", None, details)
 
 
 def last_runs(con: duckdb.DuckDBPyConnection, settings: Settings) -> list[dict[str, Any]]:

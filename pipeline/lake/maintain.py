@@ -12,13 +12,12 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import duckdb
 
-from pipeline import logs, staging
-from pipeline.errors import first_line
+from pipeline import staging
 from pipeline.lake import jobs, locks
 from pipeline.lake.connect import connect
 from pipeline.lake.schema import ensure_tables
@@ -174,14 +173,8 @@ def maintain_now(settings: ResolvedSettings, *, dry_run: bool = False) -> Mainte
     """``--maintain``: expire and compact now, unless a scheduler is running either job
     (then :class:`~pipeline.errors.LockBusy` says so, and nothing is done twice)."""
     with locks.hold(settings, "job:expire", timeout=0), locks.hold(settings, "job:compact", timeout=0):
-        started = datetime.now(UTC)
-        try:
+        # a dry run changes nothing, so it is no maintenance in the history
+        with jobs.recorded(settings, None if dry_run else "maintain") as details:
             report = run_maintenance(settings, settings.intervals.retention, dry_run=dry_run)
-        except Exception as exc:
-            jobs.record(settings, logs.RUN_ID, "maintain", started, datetime.now(UTC), "failed",
-                        first_line(exc))
-            raise
-        if not dry_run:  # a dry run changes nothing, so it is no maintenance in the history
-            jobs.record(settings, logs.RUN_ID, "maintain", started, datetime.now(UTC), "success", None,
-                        {"manual": True, **report.as_dict()})
+            details.update(report.as_dict())
         return report

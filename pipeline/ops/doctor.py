@@ -8,9 +8,7 @@ failed one says so instead of failing twice.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 import time
 from collections.abc import Callable
@@ -35,16 +33,14 @@ class Check:
         return asdict(self)
 
 
-def java_check(java_home: str | None = None, which: Callable[[str], str | None] = shutil.which) -> Check:
-    from pipeline.settings.platform import java_home as platform_java_home
+def java_check() -> Check:
+    from pipeline.settings.platform import java_binary, java_where
 
-    java_home = java_home if java_home is not None else platform_java_home()
-    java = os.path.join(java_home, "bin", "java") if java_home else which("java")
+    java = java_binary()
     fix = (f"Install Java {JAVA_MIN}+ (Debian/Ubuntu: apt-get install openjdk-17-jre-headless) "
            "and put it on PATH, or set JAVA_HOME.")
-    if not java or not os.path.exists(java):
-        looked = f"JAVA_HOME={java_home}" if java_home else "PATH"
-        return Check("java", FAIL, f"no java found ({looked})", fix)
+    if java is None:
+        return Check("java", FAIL, f"no java found ({java_where()})", fix)
     try:
         text = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30).stderr
     except (OSError, subprocess.TimeoutExpired) as exc:

@@ -10,13 +10,13 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
 import duckdb
 import psycopg
 
-from pipeline import faults, logs, staging
+from pipeline import faults, staging
 from pipeline.errors import first_line, is_transient
 from pipeline.extract.batch import ExtractRequest, extract
 from pipeline.extract.engines import make_extractor
@@ -108,18 +108,10 @@ def run(settings: Settings, mode: Mode = "run", engine: str = "spark",
     report = RunReport()
     started = time.monotonic()
     added = preflight(resolved, reads_source=mode in ("run", "extract"))
-    began = datetime.now(UTC)
-    try:
+    with jobs.recorded(resolved, record_as) as details:
         _run_checked(resolved, mode, engine, spark, spark_factory, added, report)
-    except Exception as exc:
-        if record_as:
-            jobs.record(resolved, logs.RUN_ID, record_as, began, datetime.now(UTC), "failed",
-                        first_line(exc))
-        raise
-    report.seconds["total"] = time.monotonic() - started
-    if record_as:
-        jobs.record(resolved, logs.RUN_ID, record_as, began, datetime.now(UTC), "success", None,
-                    {"manual": True, "rows_inserted": report.rows_inserted, "summary": report.summary()})
+        report.seconds["total"] = time.monotonic() - started
+        details.update(rows_inserted=report.rows_inserted, summary=report.summary())
     return report
 
 

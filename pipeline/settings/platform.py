@@ -4,8 +4,23 @@ environment read, and never listed in ENV_KEYS (the product does not own them)."
 from __future__ import annotations
 
 import os
+import shutil
 
 
 def java_home() -> str | None:
     """``JAVA_HOME``: the Java that Spark's launcher starts when set (else ``java`` on PATH)."""
     return os.environ.get("JAVA_HOME") or None
+
+
+def java_binary() -> str | None:
+    """The ``java`` Spark's launcher runs: ``$JAVA_HOME/bin/java`` when JAVA_HOME is set, else
+    the one on PATH; None when there is none."""
+    home = java_home()
+    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    return java if java and os.path.exists(java) else None
+
+
+def java_where() -> str:
+    """Where :func:`java_binary` looked, for messages."""
+    home = java_home()
+    return f"JAVA_HOME={home}" if home else "PATH"
