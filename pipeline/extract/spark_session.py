@@ -148,12 +148,11 @@ def _probe(remote: str, timeout: float = 10.0) -> None:
 
 
 def _require_java() -> None:
-    from pipeline.settings.platform import java_binary, java_where
+    from pipeline.settings.platform import JAVA_FIX, java_binary, java_where
 
     if java_binary() is None:
         raise ConfigError(f"Spark needs Java 17 or newer, and no java was found ({java_where()}).",
-                          "Install it (Debian/Ubuntu: apt-get install openjdk-17-jre-headless) and put "
-                          "it on PATH or set JAVA_HOME; or use --engine dlt, which needs no Java.")
+                          f"{JAVA_FIX} Or use --engine dlt, which needs no Java.")
 
 
 def is_connect(spark: SparkSession) -> bool:

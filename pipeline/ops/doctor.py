@@ -34,11 +34,10 @@ class Check:
 
 
 def java_check() -> Check:
+    from pipeline.settings.platform import JAVA_FIX as fix
     from pipeline.settings.platform import java_binary, java_where
 
     java = java_binary()
-    fix = (f"Install Java {JAVA_MIN}+ (Debian/Ubuntu: apt-get install openjdk-17-jre-headless) "
-           "and put it on PATH, or set JAVA_HOME.")
     if java is None:
         return Check("java", FAIL, f"no java found ({java_where()})", fix)
     try:
@@ -156,8 +155,9 @@ def run_checks(settings: Settings, *, with_spark: bool = True) -> list[Check]:
     checks.append(_timed("catalog", lambda: catalog_check(resolved)))
     checks.append(_timed("locations", lambda: locations_check(resolved)))
     if with_spark:
-        source_ok = checks[3].status != FAIL
-        if checks[0].status == FAIL and not settings.spark.remote:
+        status = {check.name: check.status for check in checks}
+        source_ok = status["source"] != FAIL
+        if status["java"] == FAIL and not settings.spark.remote:
             checks.append(Check("spark", SKIP, "needs Java (see above)"))
         else:
             checks.append(_timed("spark", lambda: spark_check(resolved, source_ok)))

@@ -6,6 +6,10 @@ from __future__ import annotations
 import os
 import shutil
 
+# how to get the Java Spark needs, said the same way by doctor and by a failed Spark start
+JAVA_FIX = ("Install Java 17+ (Debian/Ubuntu: apt-get install openjdk-17-jre-headless) and put it on "
+            "PATH, or set JAVA_HOME.")
+
 
 def java_home() -> str | None:
     """``JAVA_HOME``: the Java that Spark's launcher starts when set (else ``java`` on PATH)."""
