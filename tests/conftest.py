@@ -3,6 +3,7 @@ session per test run, and a fresh DuckLake (Postgres catalog, data on disk) per 
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import subprocess
@@ -125,3 +126,31 @@ def s3_server():
     client.create_bucket(Bucket="lake-bucket")
     yield port, client
     server.stop()
+
+
+@pytest.fixture
+def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    """Run ``events_pipeline.py`` in this process (``main(argv)``) with ``env`` as its whole
+    configuration: no interpreter, pyspark or duckdb import per call. Returns a
+    CompletedProcess-like result (returncode, stdout, stderr)."""
+    from pipeline.cli.main import main
+
+    def run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        with monkeypatch.context() as patch:
+            for key in list(os.environ):
+                if key.startswith(("SOURCE_", "DUCKLAKE_")) or key in ("STAGING_PATH", "EVENT_LAKE_HOME"):
+                    patch.delenv(key)
+            for key, value in env.items():
+                patch.setenv(key, value)
+            patch.chdir(ROOT)
+            capsys.readouterr()
+            root = logging.getLogger()
+            handlers, level = root.handlers[:], root.level
+            try:
+                code = main(list(args))
+            finally:  # main() points logging at this test's captured stderr: undo that
+                root.handlers[:], root.level = handlers, level
+            captured = capsys.readouterr()
+        return subprocess.CompletedProcess(list(args), code, captured.out, captured.err)
+
+    return run

@@ -21,18 +21,25 @@ def sql_texts(args: argparse.Namespace) -> list[str]:
 
 def _sql_file(name: str) -> Path:
     """A path, or the name of a query in sql/analysis/ (``payments_by_day``): the installed
-    tool has no checkout to point a path at."""
+    tool has no checkout to point a path at. Only a bare name (no ``/``, no ``.sql``) is
+    looked up among the named queries, so a mistyped path is an error, never another query."""
     from pipeline.sqltext import SQL_DIR
 
     path = Path(name)
-    if path.exists():
-        return path
-    named = SQL_DIR / "analysis" / (path.name if path.suffix == ".sql" else f"{path.name}.sql")
-    if named.exists():
+    is_name = "/" not in name and "\\" not in name and not name.endswith(".sql")
+    if not is_name:
+        if path.is_file():
+            return path
+        raise ConfigError(f"SQL file {name} does not exist.", "Check the path (relative paths start "
+                          f"in {Path.cwd()}).")
+    named = SQL_DIR / "analysis" / f"{name}.sql"
+    if named.is_file():
         return named
+    if path.is_file():  # a file without the .sql suffix in the current folder
+        return path
     known = ", ".join(sorted(p.stem for p in (SQL_DIR / "analysis").glob("*.sql")))
-    raise ConfigError(f"SQL file {name} does not exist.",
-                      f"Give a path, or the name of a named query: {known}.")
+    raise ConfigError(f"No named query {name!r} and no file {name} here.",
+                      f"Named queries: {known}; or give the path of a .sql file.")
 
 
 def run_texts(args: argparse.Namespace, settings: Settings, texts: list[str]) -> Outcome:
@@ -47,7 +54,7 @@ def run_texts(args: argparse.Namespace, settings: Settings, texts: list[str]) ->
     try:
         everything = args.format != "table"  # data for programs: every row unless --limit
         limit = args.limit if args.limit is not None else (None if everything else output.HUMAN_ROW_LIMIT)
-        result = run_session(con, texts, params, limit)
+        result = run_session(con, texts, params, limit, write=args.write)
         info = catalog_info(con, resolved.lake_name) if args.json else None
     finally:
         con.close()

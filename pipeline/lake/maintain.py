@@ -7,7 +7,6 @@ referenced by those snapshots and are only deleted once the snapshots themselves
 
 from __future__ import annotations
 
-import os
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -18,13 +17,13 @@ from typing import Any
 import duckdb
 
 from pipeline import staging
-from pipeline.lake import jobs, locks
+from pipeline.lake import jobs, locks, ownership
 from pipeline.lake.connect import connect
 from pipeline.lake.schema import ensure_tables
 from pipeline.progress import Progress
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.settings.durations import format_duration
-from pipeline.staging.location import data_dir
+from pipeline.staging.location import StagingDir, data_dir, split_uri
 
 # Files that exist in the data path but not in the catalog may belong to a promotion that
 # is about to commit; only files older than this are treated as orphans.
@@ -71,11 +70,12 @@ def _older_than(retention: timedelta) -> str:
     return f"now() - INTERVAL '{int(retention.total_seconds())} seconds'"
 
 
-def _size(path: str) -> int:
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0  # object storage, or already gone: counted as a file, not in bytes
+def _size(folder: StagingDir, uri: str) -> int:
+    """Bytes of a file below ``folder``, on whichever filesystem holds it (0 once gone)."""
+    import pyarrow.fs as pafs
+
+    info = folder.fs.get_file_info(split_uri(uri)[1] if folder.scheme else uri)
+    return info.size if info.type == pafs.FileType.File and info.size is not None else 0
 
 
 def expire(con: duckdb.DuckDBPyConnection, settings: Settings, retention: timedelta,
@@ -113,32 +113,40 @@ def compact(con: duckdb.DuckDBPyConnection, settings: Settings, dry_run: bool,
         step(f"merging {report.files_before} data files")
         con.execute("CALL ducklake_merge_adjacent_files(?)", [settings.lake_name]).fetchall()
         report.files_after = data_file_count(con, settings)
-    deleted: list[str] = []
     # zero-copy files a staged batch will register are not in the catalog yet, but not orphans
     pending = staging.pending_lake_files(staging.table_dir(settings))
-    for function, older_than in (("ducklake_cleanup_old_files",
-                                  f"older_than => {_older_than(delete_grace)}"),
-                                 ("ducklake_delete_orphaned_files",
-                                  f"older_than => {_older_than(ORPHAN_GRACE)}")):
-        step("finding unreferenced files" if "cleanup" in function else "finding orphaned files")
-        planned = [r[0] for r in con.execute(
-            f"CALL {function}(?, dry_run => true, {older_than})", [settings.lake_name]).fetchall()]
-        kept = [p for p in planned if p in pending]
-        planned = [p for p in planned if p not in pending]
-        sizes = sum(_size(p) for p in planned)
-        if not dry_run and planned:
-            if kept:  # DuckLake deletes all it found: delete only the true orphans, one by one
-                _delete_files(settings, planned)
-            else:
-                con.execute(f"CALL {function}(?, dry_run => false, {older_than})",
-                            [settings.lake_name]).fetchall()
-        deleted += planned
-        report.bytes_deleted += sizes
+    folder = data_dir(settings)
+    step("finding unreferenced files")
+    unreferenced = _planned(con, settings, "ducklake_cleanup_old_files", _older_than(delete_grace))
+    kept = [p for p in unreferenced if p in pending]
+    unreferenced = [p for p in unreferenced if p not in pending]
+    if not dry_run and unreferenced:
+        if kept:  # DuckLake deletes all it found: delete only the truly unreferenced, one by one
+            _delete_files(folder, unreferenced)
+        else:  # DuckLake also forgets them in its catalog
+            con.execute(f"CALL ducklake_cleanup_old_files(?, dry_run => false, "
+                        f"older_than => {_older_than(delete_grace)})", [settings.lake_name]).fetchall()
+    step("finding orphaned files")
+    # DuckLake lists every Parquet file under the data path that its catalog does not know,
+    # other lakes' files included: only this lake's own table folders are ever cleaned
+    orphans = ownership.deletable_orphans(
+        _planned(con, settings, "ducklake_delete_orphaned_files", _older_than(ORPHAN_GRACE)),
+        ownership.own_table_folders(con, settings), ownership.foreign_markers(folder))
+    orphans = [p for p in orphans if p not in pending]
+    sizes = sum(_size(folder, p) for p in unreferenced + orphans)
+    if not dry_run:
+        _delete_files(folder, orphans)
+    deleted = unreferenced + orphans
+    report.bytes_deleted += sizes
     report.files_deleted = len(deleted)
 
 
-def _delete_files(settings: Settings, uris: list[str]) -> None:
-    folder = data_dir(settings)
+def _planned(con: duckdb.DuckDBPyConnection, settings: Settings, function: str, older_than: str) -> list[str]:
+    return [r[0] for r in con.execute(f"CALL {function}(?, dry_run => true, older_than => {older_than})",
+                                      [settings.lake_name]).fetchall()]
+
+
+def _delete_files(folder: StagingDir, uris: list[str]) -> None:
     for uri in uris:
         folder.delete_uri(uri)
 

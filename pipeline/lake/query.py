@@ -21,8 +21,11 @@ from typing import Any
 import duckdb
 
 from pipeline.errors import ConfigError, PipelineError, first_line
+from pipeline.lake import ownership
 from pipeline.lake.connect import connect
+from pipeline.lake.sandbox import REFUSED_HINT, refusal, sandbox_statements
 from pipeline.settings import ResolvedSettings
+from pipeline.staging.location import data_dir
 from pipeline.sqltext import quote_ident
 
 DML = {"INSERT", "UPDATE", "DELETE"}
@@ -150,28 +153,38 @@ def execute_one(con: duckdb.DuckDBPyConnection, index: int, statement: duckdb.St
 
 
 def run_session(con: duckdb.DuckDBPyConnection, texts: list[str], params: dict[str, Any],
-                limit: int | None) -> SessionResult:
-    """Run every statement of ``texts`` in order; stop at the first failure."""
+                limit: int | None, *, write: bool = False) -> SessionResult:
+    """Run every statement of ``texts`` in order; stop at the first failure.
+
+    Every text is parsed, and every statement judged against the session's trust boundary,
+    before the first one runs: a refused or unparsable statement anywhere means nothing ran.
+    """
     result = SessionResult()
-    index, in_transaction = 0, False
+    statements: list[duckdb.Statement] = []
     for text in texts:
         try:
-            statements = con.extract_statements(text)
+            statements += con.extract_statements(text)
         except duckdb.Error as exc:
-            result.error = {"command_index": index, "message": str(exc), "sql": text.strip()[:500]}
+            result.error = {"command_index": len(statements), "message": str(exc), "sql": text.strip()[:500]}
             return result
-        for statement in statements:
-            if statement.type.name == "TRANSACTION":
-                word = statement.query.strip().split()[0].upper()
-                in_transaction = word in ("BEGIN", "START")
-            try:
-                result.commands.append(execute_one(con, index, statement, params, limit,
-                                                   retry=not in_transaction))
-            except (duckdb.Error, ConfigError) as exc:
-                result.error = {"command_index": index, "message": str(exc),
-                                "sql": statement.query.strip()[:500]}
-                return result
-            index += 1
+    for index, statement in enumerate(statements):
+        refused = refusal(statement.type.name, statement.query, write)
+        if refused:
+            result.error = {"command_index": index, "message": refused, "sql": statement.query.strip()[:500]}
+            return result
+    in_transaction = False
+    for index, statement in enumerate(statements):
+        if statement.type.name == "TRANSACTION":
+            word = statement.query.strip().split()[0].upper()
+            in_transaction = word in ("BEGIN", "START")
+        try:
+            result.commands.append(execute_one(con, index, statement, params, limit,
+                                               retry=not in_transaction))
+        except (duckdb.Error, ConfigError) as exc:
+            result.error = {"command_index": index, "message": _explain(exc, write),
+                            "sql": statement.query.strip()[:500]}
+            return result
+    index = len(statements)
     if in_transaction:
         # a BEGIN without COMMIT would be rolled back silently when the session closes
         con.execute("ROLLBACK")
@@ -180,6 +193,17 @@ def run_session(con: duckdb.DuckDBPyConnection, texts: list[str], params: dict[s
                                    "rolled back and nothing it wrote was kept. End it with --sql COMMIT."}
     return result
 
+
+def _explain(exc: Exception, write: bool) -> str:
+    """DuckDB's words, with what the session's boundary means for the user."""
+    text = str(exc)
+    if isinstance(exc, duckdb.PermissionException) or "disabled by configuration" in text \
+            or "disabled through configuration" in text or "configuration has been locked" in text:
+        where = "may change the lake, but nothing outside its data path" if write else "reads the lake only"
+        return f"{text.splitlines()[0]} (an --sql session {where})"
+    if not write and "attached in read-only mode" in text:
+        return f"{text.splitlines()[0]} ({REFUSED_HINT})"
+    return text
 
 
 def describe_at(at_version: int | None, at_time: str | None) -> str:
@@ -202,7 +226,20 @@ def open_session(settings: ResolvedSettings, *, write: bool = False, at_version:
                 "List the snapshots that still exist with --snapshots; older ones were expired "
                 "by maintenance (see RETENTION).") from None
         raise
-    # the lake is the session's default catalog: unqualified names (events, CREATE TABLE sales,
-    # snapshots(), table_changes('events', …)) resolve in it, whatever DUCKLAKE_NAME is
-    con.execute(f"USE {quote_ident(settings.lake_name)}")
+    try:
+        # the lake is the session's default catalog: unqualified names (events, CREATE TABLE sales,
+        # snapshots(), table_changes('events', …)) resolve in it, whatever DUCKLAKE_NAME is
+        con.execute(f"USE {quote_ident(settings.lake_name)}")
+        if write:
+            ownership.claim(con, settings)  # a write session never writes into another lake's folder
+            data_dir(settings).make(exist_ok=True)  # the sandbox lets DuckDB write below it, not create it
+        catalog = settings.catalog
+        for statement in sandbox_statements(
+                data_path=settings.data_path, catalog_file=str(catalog.path) if catalog.path else None,
+                catalog_secret=f"{settings.lake_name}_catalog" if catalog.pg is not None else None,
+                write=write):
+            con.execute(statement)
+    except BaseException:
+        con.close()
+        raise
     return con

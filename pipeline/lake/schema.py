@@ -45,13 +45,21 @@ def _tables_exist(con: duckdb.DuckDBPyConnection, settings: Settings) -> tuple[b
 
 
 def ensure_tables(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings) -> None:
-    """Create schemas, the events table (partitioned by event day) and the ops tables.
+    """Create schemas, the events table (partitioned by event day) and the ops tables, and
+    claim the data folder for this lake (:mod:`.ownership`).
 
     Two first runs at once would both try to create them; a lock makes one wait for the
     other, and the re-check inside it then finds the tables.
     """
-    if all(_tables_exist(con, settings)):
-        return
+    from pipeline.lake import ownership  # imports this module
+
+    if not all(_tables_exist(con, settings)):
+        ownership.claim(con, settings)  # a lake is never created on another lake's data folder
+        _create_tables(con, settings)
+    ownership.claim(con, settings)  # the folder is this lake's before anything is written to it
+
+
+def _create_tables(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings) -> None:
     with locks.hold(settings, "setup"):
         events_exists, ops_exists = _tables_exist(con, settings)
         if events_exists and ops_exists:

@@ -22,7 +22,7 @@ ENV_KEYS: dict[str, EnvKey] = {
     "DUCKLAKE_CATALOG": EnvKey("catalog database: postgresql://…, key=value, sqlite:PATH or duckdb:PATH "
                                "(embedded when unset)"),
     "DUCKLAKE_DATA_PATH": EnvKey("where DuckLake writes Parquet data files (folder or s3://…)",
-                                 "<EVENT_LAKE_HOME>/data/"),
+                                 "<EVENT_LAKE_HOME>/data/<DUCKLAKE_NAME>/"),
     "DUCKLAKE_NAME": EnvKey("attach alias and metadata schema of the lake", "lake"),
     "STAGING_PATH": EnvKey("folder for staged batches", "<EVENT_LAKE_HOME>/staging"),
     "STAGING_WRITER": EnvKey("who writes the staged Parquet: executors (STAGING_PATH shared with every "

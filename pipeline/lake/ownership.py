@@ -1,0 +1,169 @@
+"""A lake owns its data folder.
+
+DuckLake's catalog says which Parquet files belong to a lake, but nothing in the data folder
+says which lake the folder belongs to. Two lakes pointed at one ``DUCKLAKE_DATA_PATH`` (two
+``DUCKLAKE_NAME``s in one catalog database, say) then see each other's files as orphans,
+and maintenance of one deletes the other's data. So the first run of a lake writes a marker,
+``.event-lake.json``, into its data folder (the lake's identity from ``ops.lake_identity``,
+its name and catalog, never a credential); every command that writes checks it before it
+touches a file, and orphan cleanup never deletes a file below another lake's marker.
+
+Lakes made before the marker get one on their next writing command: no migration step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import duckdb
+
+from pipeline.errors import ConfigError
+from pipeline.lake.schema import lake_id, table_names
+from pipeline.settings import ResolvedSettings
+from pipeline.settings.resolve import DATA_FOLDER_MARKER as MARKER
+from pipeline.staging.location import StagingDir, data_dir, split_uri
+
+# data folders this process has already seen to be its lake's: (data path, lake id)
+_claimed: set[tuple[str, str]] = set()
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What a data folder's marker says."""
+
+    lake_id: str
+    lake_name: str
+    catalog: str
+
+    @classmethod
+    def of(cls, settings: ResolvedSettings, identity: str) -> Claim:
+        return cls(identity, settings.lake_name, settings.catalog.describe())
+
+    @classmethod
+    def parse(cls, text: str) -> Claim | None:
+        try:
+            data = json.loads(text)
+            return cls(str(data["lake_id"]), str(data["lake_name"]), str(data["catalog"]))
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def render(self) -> str:
+        data: dict[str, Any] = {"lake_id": self.lake_id, "lake_name": self.lake_name, "catalog": self.catalog,
+                                "claimed_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                                "note": "This folder holds the Parquet files of one DuckLake; another lake "
+                                        "must not use it as its DUCKLAKE_DATA_PATH."}
+        return json.dumps(data, indent=2) + "\n"
+
+
+class DataFolderClaimed(ConfigError):
+    """The data folder belongs to another lake: nothing was touched."""
+
+
+def read_claim(folder: StagingDir) -> Claim | None:
+    text = folder.read_text(MARKER)
+    if text is None:
+        return None
+    claim = Claim.parse(text)
+    if claim is None:
+        raise ConfigError(f"The data folder's marker {folder.uri(MARKER)} is not readable JSON.",
+                          "It names the lake that owns the folder; restore it from a backup, or delete "
+                          "it if only this lake ever used the folder (the next run writes it again).")
+    return claim
+
+
+def _refuse(settings: ResolvedSettings, claim: Claim) -> DataFolderClaimed:
+    same_name = claim.lake_name == settings.lake_name and claim.catalog == settings.catalog.describe()
+    whose = ("an earlier lake of the same name and catalog (the catalog was recreated since; its files "
+             "are not in this catalog)" if same_name else
+             f"the lake {claim.lake_name} (catalog {claim.catalog})")
+    return DataFolderClaimed(
+        f"DUCKLAKE_DATA_PATH={settings.data_path} belongs to {whose}; lake {settings.lake_name} "
+        f"(catalog {settings.catalog.describe()}) stopped before touching it.",
+        "Give each lake a data folder of its own (set DUCKLAKE_DATA_PATH), or point DUCKLAKE_CATALOG and "
+        "DUCKLAKE_NAME at the lake that owns this folder.")
+
+
+def claim(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings) -> None:
+    """Make sure the data folder is this lake's: claim it if unclaimed, stop if another lake's.
+
+    A lake without its ops tables yet (an ad-hoc ``--sql --write`` on a new lake) has no
+    identity to claim with: it may use an unclaimed folder but never a claimed one.
+    """
+    has_identity = (settings.ops_schema, "lake_identity") in table_names(con, settings)
+    identity = lake_id(con, settings) if has_identity else None
+    if identity is not None and (settings.data_path, identity) in _claimed:
+        return
+    folder = data_dir(settings)
+    found = read_claim(folder)
+    if found is None and identity is not None:
+        found = _write_once(folder, Claim.of(settings, identity))
+    if found is not None and found.lake_id != identity:
+        raise _refuse(settings, found)
+    if identity is not None:
+        _claimed.add((settings.data_path, identity))
+
+
+def _write_once(folder: StagingDir, mine: Claim) -> Claim:
+    """Write the marker unless one appeared meanwhile; returns the marker that holds."""
+    folder.make(exist_ok=True)
+    if folder.is_local:
+        # create-if-absent, atomically: the whole file is written aside, then linked into place
+        # (link fails when the name exists), so two first runs cannot both claim the folder
+        tmp = folder.uri(f".{MARKER}.{os.getpid()}.tmp")
+        with open(tmp, "w") as handle:
+            handle.write(mine.render())
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(tmp, folder.uri(MARKER))
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(tmp)
+    else:  # object storage has no create-if-absent here: write, then read back who won
+        folder.write_text(MARKER, mine.render())
+    return read_claim(folder) or mine
+
+
+def foreign_markers(folder: StagingDir) -> list[str]:
+    """Folders (as URIs, with a trailing ``/``) below ``folder`` that another lake's marker claims."""
+    import pyarrow.fs as pafs
+
+    infos = folder.fs.get_file_info(pafs.FileSelector(folder.path, recursive=True, allow_not_found=True))
+    own = posixpath.join(folder.path, MARKER)
+    found = [posixpath.dirname(i.path) for i in infos if i.base_name == MARKER and i.path != own]
+    scheme = folder.scheme
+    return [(f"{scheme}://{path}" if scheme else path).rstrip("/") + "/" for path in found]
+
+
+def own_table_folders(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings) -> list[str]:
+    """Every folder the lake's catalog ever put a table's files in (dropped tables included)."""
+    metadata = con.execute("SELECT getvariable('lake_metadata')").fetchone()[0]
+    rows = con.execute(
+        f"SELECT s.path, s.path_is_relative, t.path, t.path_is_relative FROM {metadata}.ducklake_table t "
+        f"JOIN {metadata}.ducklake_schema s USING (schema_id)").fetchall()
+    root = settings.data_path if settings.data_path.endswith("/") else settings.data_path + "/"
+    folders = set()
+    for schema_path, schema_relative, table_path, table_relative in rows:
+        schema_dir = root + schema_path if schema_relative else schema_path
+        folder = schema_dir + table_path if table_relative else table_path
+        folders.add(folder if folder.endswith("/") else folder + "/")
+    return sorted(folders)
+
+
+def deletable_orphans(candidates: list[str], own_folders: list[str], foreign: list[str]) -> list[str]:
+    """The orphans this lake may delete: below one of its own table folders, and below no
+    folder another lake's marker claims. Pure; paths compare in one spelling (``split_uri``)."""
+    def norm(uri: str) -> str:
+        scheme, path = split_uri(uri)
+        return f"{scheme}:{path}"
+
+    own = [norm(f) + "/" for f in own_folders]
+    others = [norm(f) + "/" for f in foreign]
+    return [c for c in candidates
+            if any(norm(c).startswith(o) for o in own) and not any(norm(c).startswith(f) for f in others)]

@@ -1,0 +1,61 @@
+"""The trust boundary of an ad-hoc SQL session: what ``--sql`` may touch.
+
+A read-only session reads the lake and nothing else; a ``--write`` session may change the
+lake but no file outside its data path. Two layers, so that one mistake does not open both:
+
+1. Before anything runs, every statement of the session is classified; in a read-only
+   session a statement that is not a query (``COPY``, ``ATTACH``, ``CREATE``, ``LOAD`` …) is
+   refused by name, so a multi-statement text never half-runs.
+2. DuckDB's own sandbox, set after the lake is attached and then locked: no external access
+   (files, network, other databases) except the lake's own folders, no extension loading,
+   no usable catalog secret left in a read-only session, configuration frozen.
+
+Everything here is pure: it plans statements and judges statement types.
+"""
+
+from __future__ import annotations
+
+from pipeline.sqltext import quote_literal
+
+# statement types a read-only session may run: queries, their plans, USE / SET VARIABLE
+# (configuration itself is locked), transactions, prepared queries
+READ_ONLY_TYPES = frozenset({"SELECT", "EXPLAIN", "CALL", "SET", "TRANSACTION", "PREPARE", "EXECUTE"})
+
+REFUSED_HINT = "read-only; use --write"
+
+
+def refusal(statement_type: str, query: str, write: bool) -> str | None:
+    """Why ``query`` may not run in this session, or None when it may."""
+    if write or statement_type in READ_ONLY_TYPES:
+        return None
+    words = " ".join(query.split())
+    shown = words if len(words) <= 80 else words[:77] + "..."
+    return f"{shown} is not allowed: this session is {REFUSED_HINT}."
+
+
+def _local_dir(path: str) -> str:
+    return path if path.endswith("/") else path + "/"
+
+
+def sandbox_statements(*, data_path: str, catalog_file: str | None, catalog_secret: str | None,
+                       write: bool) -> list[str]:
+    """Statements that close a session opened with the lake attached.
+
+    ``catalog_secret`` is the DuckDB secret holding the catalog's Postgres password: the
+    attach has its connection, and a read-only session must not be able to reuse the
+    secret to attach the catalog database (or the lake itself) again for writing.
+    ``catalog_file`` is a SQLite/DuckDB catalog the attached lake keeps using.
+    """
+    statements = []
+    if catalog_secret and not write:
+        statements.append(f"DROP SECRET {catalog_secret}")
+    statements.append(f"SET allowed_directories = [{quote_literal(_local_dir(data_path))}]")
+    if catalog_file:
+        statements.append(f"SET allowed_paths = [{quote_literal(catalog_file)}]")
+    statements += [
+        "SET autoinstall_known_extensions = false",
+        "SET autoload_known_extensions = false",
+        "SET enable_external_access = false",
+        "SET lock_configuration = true",  # last: nothing above can be undone from the session
+    ]
+    return statements

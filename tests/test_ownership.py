@@ -1,0 +1,115 @@
+"""A lake owns its data folder: a marker names it, another lake stops before touching the
+folder, and orphan cleanup deletes only files under the lake's own table folders."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from pipeline.lake.maintain import run_maintenance
+from pipeline.lake.ownership import DataFolderClaimed, deletable_orphans
+from pipeline.ops.run import run
+from pipeline.settings import load_settings
+from pipeline.settings.resolve import DATA_FOLDER_MARKER, default_data_path, resolve
+from tests.helpers import add_events, assert_lake_equals_source, lake_query
+
+
+def files_below(folder: Path) -> dict[str, int]:
+    return {str(p.relative_to(folder)): p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()}
+
+
+def age(path: Path, hours: float = 2) -> None:
+    old = time.time() - hours * 3600
+    os.utime(path, (old, old))
+
+
+def stray_parquet(path: Path) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"x": [1, 2, 3]}), path)
+    age(path)
+    return path
+
+
+def test_first_run_claims_the_folder_and_a_second_lake_there_stops_before_touching_it(settings, lake_env, cli):
+    add_events(settings, 200, seed=1)
+    run(settings, engine="dlt")
+    data = Path(lake_env["DUCKLAKE_DATA_PATH"])
+    marker = json.loads((data / DATA_FOLDER_MARKER).read_text())
+    [[identity]] = lake_query(settings, "SELECT lake_id FROM lake.ops.lake_identity")
+    assert marker["lake_id"] == identity and marker["lake_name"] == "lake"
+    assert "password" not in json.dumps(marker).lower()
+
+    other = {**lake_env, "DUCKLAKE_NAME": "other"}  # same catalog database, same data folder
+    before = files_below(data)
+    with pytest.raises(DataFolderClaimed, match="belongs to the lake lake"):
+        run(load_settings(other), engine="dlt")
+    for args in (("--run", "--engine", "dlt"), ("--maintain",), ("--write", "--sql", "CREATE TABLE t (i INT)")):
+        result = cli(*args, env=other)
+        assert result.returncode == 1, args
+        assert "belongs to the lake lake" in result.stderr and "DUCKLAKE_DATA_PATH" in result.stderr
+    assert files_below(data) == before
+    assert_lake_equals_source(settings, 200)
+
+
+def test_a_lake_without_a_marker_gets_one_on_its_next_run(settings, lake_env):
+    add_events(settings, 100, seed=1)
+    run(settings, engine="dlt")
+    marker = Path(lake_env["DUCKLAKE_DATA_PATH"]) / DATA_FOLDER_MARKER
+    marker.unlink()  # as a lake made before markers
+    from pipeline.lake import ownership
+
+    ownership._claimed.clear()  # a new process
+    add_events(settings, 50, seed=2)
+    run(settings, engine="dlt")
+    assert json.loads(marker.read_text())["lake_name"] == "lake"
+    assert_lake_equals_source(settings, 150)
+
+
+def test_orphan_cleanup_deletes_only_files_of_its_own_table_folders(settings, lake_env, new_lake_env):
+    add_events(settings, 200, seed=1)
+    run(settings, engine="dlt")
+    data = Path(lake_env["DUCKLAKE_DATA_PATH"])
+    # a second lake nested inside the first one's folder, with its own marker and files
+    nested = {**new_lake_env("nested"), "DUCKLAKE_DATA_PATH": f"{data}/nested/"}
+    nested_settings = load_settings(nested)
+    add_events(nested_settings, 100, seed=3)
+    run(nested_settings, engine="dlt")
+    nested_files = {p: p.stat().st_size for p in (data / "nested").rglob("*.parquet")}
+    assert nested_files
+    for path in nested_files:
+        age(path)
+    own_orphan = stray_parquet(data / "main" / "events" / "year=2020" / "crash-leftover.parquet")
+    elsewhere = stray_parquet(data / "not-a-table" / "someone-elses.parquet")
+
+    report = run_maintenance(resolve(settings), timedelta(days=7), delete_grace=timedelta(0))
+    assert not own_orphan.exists()
+    assert elsewhere.exists() and all(p.exists() for p in nested_files)
+    assert report.files_deleted == 1 and report.bytes_deleted > 0  # the true size, not 0
+    assert_lake_equals_source(settings, 200)
+    assert_lake_equals_source(nested_settings, 100)
+
+
+def test_deletable_orphans_is_limited_to_own_folders_outside_foreign_markers():
+    candidates = ["/d/main/events/a.parquet", "/d/main/events/x/b/c.parquet", "/d/other/t/d.parquet",
+                  "/d/main/eventsX/e.parquet", "s3://b/p/main/events/f.parquet"]
+    assert deletable_orphans(candidates, ["/d/main/events/", "s3://b/p/main/events"], ["/d/main/events/x/"]) \
+        == ["/d/main/events/a.parquet", "s3://b/p/main/events/f.parquet"]
+
+
+def test_default_data_folder_is_per_lake_and_a_legacy_one_is_kept(tmp_path):
+    home = tmp_path / "home"
+    assert default_data_path(home, "lake") == f"{home}/data/lake/"
+    assert default_data_path(home, "sales") == f"{home}/data/sales/"
+    (home / "data" / "main").mkdir(parents=True)  # a lake made before data folders were per lake
+    assert default_data_path(home, "lake") == f"{home}/data/"
+    (home / "data" / DATA_FOLDER_MARKER).write_text(json.dumps({"lake_name": "lake"}))
+    assert default_data_path(home, "lake") == f"{home}/data/"
+    assert default_data_path(home, "sales") == f"{home}/data/sales/"

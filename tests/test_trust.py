@@ -1,0 +1,138 @@
+"""Trust boundaries of ad-hoc SQL: a read-only session reads the lake and nothing else; a
+--write session changes the lake but no file outside its data path."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from pipeline.ops.run import run
+from tests.conftest import ROOT
+from tests.helpers import add_events, assert_lake_equals_source, lake_query
+
+
+@pytest.fixture
+def loaded(settings, lake_env) -> dict:
+    add_events(settings, 300, seed=1)
+    run(settings, engine="dlt")
+    [[path]] = lake_query(settings, "SELECT data_file FROM ducklake_list_files('lake', 'events') LIMIT 1")
+    return {"env": lake_env, "settings": settings, "file": Path(path)}
+
+
+@pytest.fixture
+def out_dir(tmp_path) -> Path:
+    """An empty folder outside the lake's (the lake fixtures use ``tmp_path`` itself)."""
+    made = tmp_path / "outside"
+    made.mkdir()
+    return made
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def sql_error(cli, env, *args: str) -> dict:
+    result = cli("--json", *args, env=env)
+    assert result.returncode == 1, result.stdout
+    out = json.loads(result.stdout)
+    assert out["status"] == "error"
+    return out
+
+
+def test_read_only_session_cannot_write_a_lake_file_nor_half_run(loaded, cli, out_dir):
+    env, lake_file = loaded["env"], loaded["file"]
+    before = digest(lake_file)
+    outside = out_dir / "written.parquet"
+    out = sql_error(cli, env, "--sql", f"SELECT 1; COPY (SELECT 1 AS x) TO '{outside}' (FORMAT parquet)",
+                    "--sql", f"COPY (SELECT 1 AS x) TO '{lake_file}' (FORMAT parquet)")
+    assert out["error"]["command_index"] == 1
+    assert "COPY (SELECT 1 AS x) TO" in out["error"]["message"]
+    assert "read-only; use --write" in out["error"]["message"]
+    assert out["result"]["command_count"] == 0  # judged before anything ran: not even SELECT 1
+    assert not outside.exists() and digest(lake_file) == before
+    assert_lake_equals_source(loaded["settings"], 300)
+
+
+@pytest.mark.parametrize("statement", [
+    "ATTACH '' AS pg (TYPE postgres, SECRET lake_catalog)",
+    "ATTACH '{tmp}/x.duckdb' AS x",
+    "LOAD httpfs",
+    "INSTALL httpfs",
+    "CREATE TABLE events_copy AS SELECT * FROM events",
+    "EXPORT DATABASE '{tmp}/export'",
+    "DETACH lake",
+])
+def test_read_only_session_refuses_statements_that_write_by_name(loaded, cli, out_dir, statement):
+    statement = statement.format(tmp=out_dir)
+    out = sql_error(cli, loaded["env"], "--sql", statement)
+    assert out["error"]["message"].startswith(statement.split()[0])
+    assert "read-only; use --write" in out["error"]["message"]
+    assert list(out_dir.iterdir()) == []
+
+
+@pytest.mark.parametrize("query", [
+    "SELECT * FROM read_csv('/etc/passwd')",
+    "SELECT * FROM read_text('{home}/../../../etc/hostname')",
+    "SELECT * FROM postgres_scan('{catalog}', 'public', 'pg_class')",
+    "SELECT * FROM postgres_query('__ducklake_metadata_lake', 'CREATE TABLE public.x (i int)')",
+])
+def test_read_only_session_reaches_no_file_or_database_beyond_the_lake(loaded, cli, query):
+    env = loaded["env"]
+    out = sql_error(cli, env, "--sql", query.format(home=env["EVENT_LAKE_HOME"],
+                                                    catalog=env["DUCKLAKE_CATALOG"]))
+    assert out["error"]["command_index"] == 0
+    assert "password" not in out["error"]["message"].lower()
+
+
+def test_read_only_session_cannot_unlock_itself(loaded, cli):
+    for statement in ("SET enable_external_access = true", "RESET enable_external_access",
+                      "SET allowed_directories = ['/']"):
+        out = sql_error(cli, loaded["env"], "--sql", statement, "--sql", "SELECT * FROM read_csv('/etc/passwd')")
+        assert out["error"]["command_index"] == 0 and "locked" in out["error"]["message"]
+    # the catalog secret is gone once the lake is attached: nothing can reuse it
+    result = cli("--json", "--sql", "SELECT count(*) AS n FROM duckdb_secrets() WHERE type = 'postgres'",
+                 env=loaded["env"])
+    assert json.loads(result.stdout)["result"]["commands"][0]["rows"] == [{"n": 0}]
+
+
+def test_read_only_session_still_reads_everything_in_the_lake(loaded, cli):
+    env = loaded["env"]
+    result = cli("--json", "--sql", "SELECT count(*) AS n FROM events",
+                 "--sql", "SELECT count(*) AS n FROM events AT (VERSION => 1)",
+                 "--sql", "SELECT count(*) AS n FROM snapshots()",
+                 "--sql", "SELECT count(*) AS n FROM ops.batches",
+                 "--sql", "SELECT count(*) AS n FROM events WHERE details->>'$.user_id' IS NOT NULL",
+                 "--sql-file", "lake_health", env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    counts = [c["rows"][0].get("n") for c in json.loads(result.stdout)["result"]["commands"][:5]]
+    assert counts[0] == 300 and counts[2] >= 2 and counts[3] == 1
+
+
+def test_write_session_changes_the_lake_but_no_file_outside_it(loaded, cli, out_dir):
+    env = loaded["env"]
+    made = cli("--json", "--write", "--sql", "CREATE TABLE notes AS SELECT 1 AS id",
+               "--sql", "INSERT INTO notes VALUES (2)", env=env)
+    assert made.returncode == 0, made.stdout + made.stderr
+    for statement in (f"COPY notes TO '{out_dir}/notes.csv'", f"ATTACH '{out_dir}/x.duckdb' AS x",
+                      "SELECT * FROM read_csv('/etc/passwd')"):
+        out = sql_error(cli, env, "--write", "--sql", statement)
+        assert "nothing outside its data path" in out["error"]["message"]
+    assert list(out_dir.iterdir()) == []
+
+
+def test_sql_file_looks_up_a_named_query_only_by_a_bare_name(loaded, cli, out_dir):
+    env = loaded["env"]
+    missing = cli("--sql-file", "../../x/lake_health", env=env)
+    assert missing.returncode == 1 and "../../x/lake_health does not exist" in missing.stderr
+    missing_sql = cli("--sql-file", "lake_health.sql", env=env)
+    assert missing_sql.returncode == 1 and "does not exist" in missing_sql.stderr
+    own = out_dir / "mine.sql"
+    own.write_text("SELECT 41 + 1 AS answer")
+    result = cli("--json", "--sql-file", str(own), env=env)
+    assert json.loads(result.stdout)["result"]["commands"][0]["rows"] == [{"answer": 42}]
+    named = cli("--json", "--sql-file", "lake_health", env=env)
+    assert named.returncode == 0, named.stderr
+    assert (ROOT / "sql" / "analysis" / "lake_health.sql").exists()
