@@ -13,7 +13,7 @@ import time
 from generators.produce import BatchJob, Producer
 from generators.writer import truncate
 from pipeline import progress
-from pipeline.errors import PipelineError
+from pipeline.errors import ConfigError, PipelineError
 from pipeline.progress import Progress
 from pipeline.settings import load_settings
 from pipeline.settings.durations import parse_duration
@@ -70,6 +70,20 @@ def entry() -> int:
     return exit_quietly_on_broken_pipe(main)
 
 
+def check_ranges(args: argparse.Namespace) -> None:
+    """Each flag out of its range is an error naming the flag, its value and the range."""
+    rules = (("--rows", args.rows, args.rows >= 0, "0 or more"),
+             ("--loops", args.loops, args.loops >= 1, "1 or more"),
+             ("--batch-size", args.batch_size, args.batch_size >= 1, "1 or more"),
+             ("--workers", args.workers, args.workers >= 1, "1 or more"),
+             ("--delay", args.delay, args.delay >= 0, "0 seconds or more"),
+             ("--late-fraction", args.late_fraction, 0 <= args.late_fraction <= 1, "between 0 and 1"))
+    for flag, value, ok, allowed in rules:
+        if not ok:
+            raise ConfigError(f"{flag} {value:g} is out of range: it must be {allowed}.",
+                              f"Give {flag} a value {allowed}.")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     progress.configure(enabled=not args.quiet)
@@ -77,9 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     stop.install()
     written, started = 0, time.monotonic()
     try:
-        if args.rows < 0 or args.loops < 1 or args.batch_size < 1 or not 0 <= args.late_fraction <= 1:
-            raise PipelineError("--rows must be >= 0, --loops and --batch-size >= 1, "
-                                "--late-fraction between 0 and 1.")
+        check_ranges(args)
         settings = load_settings(flags={"SOURCE_PG_DSN": ("--dsn", args.dsn),
                                         "SOURCE_TABLE": ("--table", args.table)})
         # the embedded default starts only when no source is configured

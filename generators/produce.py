@@ -75,16 +75,21 @@ class Producer:
                 total += run_batch(self.conn, self.table, job)
                 committed(total)
             return total
+        # At most one batch per worker is handed out: a queued batch would start after a stop
+        # signal (the pool feeds its workers ahead), and only the batches in flight may finish.
         pending = set[Future]()
         for job in jobs:
             if stopped():
                 break
             pending.add(self.pool.submit(_worker_batch, job))
-            if len(pending) >= 2 * self.workers:
+            if len(pending) >= self.workers:
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
                 total += sum(f.result() for f in done)
                 committed(total)
+        for future in pending:
+            future.cancel()  # succeeds only for a batch no worker has started
         done, _ = wait(pending)
+        done = {f for f in done if not f.cancelled()}
         total += sum(f.result() for f in done)
         committed(total)
         return total

@@ -135,14 +135,14 @@ def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
     CompletedProcess-like result (returncode, stdout, stderr)."""
     from pipeline.cli.main import main
 
-    def run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    def run(*args: str, env: dict[str, str], cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
         with monkeypatch.context() as patch:
             for key in list(os.environ):
                 if key.startswith(("SOURCE_", "DUCKLAKE_")) or key in ("STAGING_PATH", "EVENT_LAKE_HOME"):
                     patch.delenv(key)
             for key, value in env.items():
                 patch.setenv(key, value)
-            patch.chdir(ROOT)
+            patch.chdir(cwd)
             capsys.readouterr()
             root = logging.getLogger()
             handlers, level = root.handlers[:], root.level

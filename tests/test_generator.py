@@ -6,6 +6,7 @@ import collections
 from datetime import UTC, datetime, timedelta
 
 import psycopg
+import pytest
 
 from generators.events import EVENT_WEIGHTS, EventFactory
 from tests.conftest import run_cli
@@ -94,3 +95,48 @@ def test_sigterm_in_continuous_mode_exits_cleanly_with_totals(lake_env):
     committed = int(out.strip().splitlines()[-1].split(":")[1].split()[0])
     with psycopg.connect(lake_env["SOURCE_PG_DSN"]) as conn:
         assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == committed > 0
+
+
+@pytest.mark.parametrize(("flag", "value", "allowed"), [("--delay", "-1", "0 seconds or more"),
+                                                        ("--workers", "0", "1 or more"),
+                                                        ("--late-fraction", "1.5", "between 0 and 1")])
+def test_out_of_range_flags_are_refused_naming_the_value(flag, value, allowed, lake_env):
+
+    result = run_cli("insert_event_data_loop.py", "--rows", "10", flag, value, env=lake_env)
+    assert result.returncode == 1
+    assert f"{flag} {value} is out of range: it must be {allowed}" in result.stderr
+    with psycopg.connect(lake_env["SOURCE_PG_DSN"]) as conn:  # nothing was written, not even the table
+        assert conn.execute("SELECT to_regclass('public.events')").fetchone()[0] is None
+
+
+def test_after_sigterm_only_the_batches_in_flight_commit(lake_env):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import ROOT
+
+    batch, workers = 2000, 2
+    env = {**os.environ, **lake_env}
+    proc = subprocess.Popen([sys.executable, str(ROOT / "insert_event_data_loop.py"), "--rows", "400000",
+                             "--batch-size", str(batch), "--workers", str(workers), "--quiet"],
+                            env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    with psycopg.connect(lake_env["SOURCE_PG_DSN"], autocommit=True) as conn:
+        def count() -> int:
+            exists = conn.execute("SELECT to_regclass('public.events')").fetchone()[0]
+            return conn.execute("SELECT count(*) FROM events").fetchone()[0] if exists else 0
+
+        deadline = time.monotonic() + 60
+        while count() < 3 * batch and time.monotonic() < deadline:
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        at_signal = count()
+        out, _ = proc.communicate(timeout=60)
+        final = count()
+    assert proc.returncode == 0, out
+    assert 0 < at_signal < 400000
+    # each worker may finish the batch it holds; nothing queued behind them starts
+    assert final - at_signal <= workers * batch, (at_signal, final)
+    assert int(out.strip().splitlines()[-1].split(":")[1].split()[0]) == final

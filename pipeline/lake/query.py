@@ -25,8 +25,8 @@ from pipeline.lake import ownership
 from pipeline.lake.connect import connect
 from pipeline.lake.sandbox import REFUSED_HINT, refusal, sandbox_statements
 from pipeline.settings import ResolvedSettings
-from pipeline.staging.location import data_dir
 from pipeline.sqltext import quote_ident
+from pipeline.staging.location import data_dir
 
 DML = {"INSERT", "UPDATE", "DELETE"}
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 from pipeline.errors import ConfigError
-from pipeline.settings.pgdsn import PgDsn
+from pipeline.settings.pgdsn import PgDsn, mask_dsn_text
 
 CatalogKind = Literal["postgres", "sqlite", "duckdb"]
 
@@ -45,8 +45,8 @@ class CatalogSpec:
                                       f"{ACCEPTED_FORMS}.", "Add the catalog file's path after the colon.")
                 return cls(kind=prefix[:-1], path=Path(path).expanduser())  # type: ignore[arg-type]
         raise ConfigError(
-            f"DUCKLAKE_CATALOG {value!r} is not a catalog this pipeline understands; accepted forms: "
-            f"{ACCEPTED_FORMS}.", "Fix DUCKLAKE_CATALOG in the environment or .env.")
+            f"DUCKLAKE_CATALOG {mask_dsn_text(value)!r} is not a catalog this pipeline understands; "
+            f"accepted forms: {ACCEPTED_FORMS}.", "Fix DUCKLAKE_CATALOG in the environment or .env.")
 
     def describe(self) -> str:
         """Where the catalog is, safe to print."""

@@ -8,20 +8,26 @@ from datetime import timedelta
 from pipeline.errors import ConfigError
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+# the longest duration any setting takes: ``now() - LOOKBACK`` and the like must stay a date
+# every engine represents (999999d crashed a load with "date value out of range")
+LONGEST = timedelta(days=36500)
 _PATTERN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$", re.I)
 
 
 def parse_duration(text: str | int | float, what: str = "duration") -> timedelta:
     """``"15m"`` -> 15 minutes. A bare number means seconds. Units: s, m, h, d, w."""
-    if isinstance(text, int | float):
-        return timedelta(seconds=float(text))
     match = _PATTERN.match(str(text))
     if not match:
         raise ConfigError(
             f"{what} {text!r} is not a duration: expected a number with a unit, like 30s, 15m, 1h, "
             "7d or 1w.", f"Fix {what} in the environment, .env or the command line.")
     value, unit = float(match.group(1)), (match.group(2) or "s").lower()
-    return timedelta(seconds=value * _UNITS[unit])
+    seconds = value * _UNITS[unit]
+    if seconds > LONGEST.total_seconds():
+        raise ConfigError(f"{what} {text!r} is longer than the longest duration accepted "
+                          f"({format_duration(LONGEST)}, about 100 years).",
+                          f"Give {what} a shorter duration, like 7d or 1w.")
+    return timedelta(seconds=seconds)
 
 
 def format_duration(delta: timedelta) -> str:

@@ -74,9 +74,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
     ``spark_conf`` (``--spark-conf key=value``, repeatable) adds to or overrides SPARK_CONF."""
     if env is None:
         if dotenv:
-            from dotenv import load_dotenv
-
-            load_dotenv(Path.cwd() / ".env", override=False)
+            load_dotenv_strictly(Path.cwd() / ".env")
         env = os.environ
     read = _Reader(env, flags or {})
 
@@ -118,9 +116,35 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
                             reconcile_since=read.duration("RECONCILE_SINCE")),
         fault=read.raw("EVENT_LAKE_FAULT"),
         metrics_host=read.value("METRICS_HOST"),
-        metrics_port=_port(read.value("METRICS_PORT"), read.name("METRICS_PORT")),
+        metrics_port_text=read.value("METRICS_PORT"), metrics_port_name=read.name("METRICS_PORT"),
         lake_table=source_table.split(".")[-1],
     )
+
+
+def load_dotenv_strictly(path: Path) -> None:
+    """Read ``path`` into the environment (set variables win), refusing a file python-dotenv
+    cannot parse: it would skip the line with a warning, and a skipped ``DUCKLAKE_CATALOG``
+    silently sends every command to a brand-new embedded lake."""
+    from dotenv import load_dotenv
+    from dotenv.parser import parse_stream
+
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"Cannot read {path}: {exc}.", "Fix or remove the file.") from None
+    import io
+
+    for binding in parse_stream(io.StringIO(text)):
+        if binding.error:
+            start = binding.original.string.split("=", 1)[0].strip()
+            key = f" (starting {start!r})" if _IDENT.match(start.removeprefix("export ").strip()) else ""
+            raise ConfigError(
+                f"{path} line {binding.original.line}{key} cannot be parsed, so no setting of that file "
+                "was used.", "Write KEY=value, one per line; quote a value with spaces or # in matching "
+                "quotes (KEY='a b'), and close every quote.")
+    load_dotenv(path, override=False)
 
 
 def _table_name(text: str, what: str) -> str:
@@ -172,13 +196,6 @@ def _positive_int(text: str | None, what: str) -> int | None:
     if not text.isdigit() or int(text) < 1:
         raise ConfigError(f"{what} {text!r} is not a positive whole number.",
                           f"Set {what} to e.g. 8, or unset it.")
-    return int(text)
-
-
-def _port(text: str, what: str) -> int:
-    if not text.isdigit() or int(text) > 65535:
-        raise ConfigError(f"{what} {text!r} is not a port number.",
-                          f"Set {what} to a free port such as 8900 (0 turns the scheduler's server off).")
     return int(text)
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
+from pipeline.errors import ConfigError
 from pipeline.settings.catalog import CatalogSpec
 from pipeline.settings.pgdsn import PgDsn
 from pipeline.settings.secret import Secret
@@ -77,9 +78,22 @@ class Settings:
     storage: StorageOptions = field(default_factory=StorageOptions)
     fault: str | None = None  # crash injection point, tests only
     metrics_host: str = "127.0.0.1"  # the web server (/metrics, /healthz, dashboard)
-    metrics_port: int = 8900  # 0: the scheduler serves nothing
+    # kept as given and checked where it is used (--schedule, --serve): a bad port must not
+    # stop a --run that serves nothing
+    metrics_port_text: str = "8900"
+    metrics_port_name: str = "METRICS_PORT"  # the key or flag that gave it, for the error
     lake_table: str = "events"
     ops_schema: str = "ops"
+
+    @property
+    def metrics_port(self) -> int:
+        """The web server's port; 0: the scheduler serves nothing."""
+        text = self.metrics_port_text
+        if not text.isdigit() or int(text) > 65535:
+            raise ConfigError(f"{self.metrics_port_name} {text!r} is not a port number (0-65535).",
+                              f"Set {self.metrics_port_name} to a free port such as 8900 "
+                              "(0 turns the scheduler's server off).")
+        return int(text)
 
     @property
     def source_schema_name(self) -> str:
@@ -105,10 +119,6 @@ class Settings:
     @property
     def jobs_table(self) -> str:
         return f"{self.lake_name}.{self.ops_schema}.jobs"
-
-    @property
-    def uses_embedded(self) -> bool:
-        return self.source_dsn is None or self.catalog is None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
@@ -29,19 +29,41 @@ class PgDsn:
 
     @classmethod
     def parse(cls, text: str, what: str = "Postgres DSN") -> PgDsn:
+        """Parse ``text`` (named ``what`` in errors: the key or flag that held it).
+
+        The password is taken out here, before libpq's parser sees the text: that parser quotes
+        the fragment it chokes on, and an unencoded ``/`` or ``@`` in a URL password makes it
+        read the password as a port ("Port 'Hunter2' is not a number"). So a URL's user
+        information is split at its last ``@`` by hand, the password kept apart, and only the
+        password-free rest handed to libpq; every error shows the DSN with the whole password
+        replaced by ``***``."""
         text = (text or "").strip()
         if not text:
             raise ConfigError(f"{what} is empty.", "Set it to postgresql://user@host:5432/db.")
+        shown = mask_dsn_text(text)
+        if _URL.match(text):
+            rest, password = _split_url_password(text)
+        elif "=" in text:
+            rest, password = text, None
+        else:
+            raise ConfigError(f"{what} {shown!r} is not a Postgres connection string: expected "
+                              "postgresql://user:password@host:5432/dbname or 'host=… dbname=… user=…'.",
+                              f"Fix {what}.")
         try:
-            params = {k: str(v) for k, v in conninfo_to_dict(text).items()}
-        except Exception as exc:  # psycopg.ProgrammingError, quoting the DSN text it choked on
+            params = {k: str(v) for k, v in conninfo_to_dict(rest).items()}
+        except Exception as exc:  # psycopg.ProgrammingError, quoting the text it choked on
             raise ConfigError(
-                f"{what} is not a valid Postgres connection string ({_parser_reason(exc)}); "
-                "expected postgresql://user:password@host:5432/dbname or 'host=… dbname=… user=…'.",
-                "Percent-encode special characters in the password (@ as %40, : as %3A, / as %2F).",
+                f"{what} {shown!r} is not a valid Postgres connection string ({_parser_reason(exc)}).",
+                "Percent-encode special characters in a URL (@ as %40, : as %3A, / as %2F, space as %20); "
+                "in key=value form quote a value with spaces as password='a b'.",
             ) from None
-        password = Secret(params.pop("password", ""))
-        return cls(params=params, password=password)
+        if password is not None:
+            params["password"] = password
+        for port in filter(None, params.get("port", "").split(",")):
+            if not port.isdigit() or not 0 < int(port) < 65536:
+                raise ConfigError(f"{what} {shown!r} has port {port!r}, which is not a port number.",
+                                  "Write the port as digits (5432); percent-encode / and @ in the password.")
+        return cls(params=params, password=Secret(params.pop("password", "")))
 
     @property
     def host(self) -> str:
@@ -49,10 +71,7 @@ class PgDsn:
 
     @property
     def port(self) -> int:
-        try:
-            return int(self.params.get("port", "5432"))
-        except ValueError:
-            raise ConfigError(f"Port {self.params['port']!r} is not a number.") from None
+        return int(self.params.get("port", "5432").split(",")[0] or 5432)
 
     @property
     def dbname(self) -> str:
@@ -102,6 +121,34 @@ class PgDsn:
         query = "&".join(f"{k}={self.params[k]}" for k in _JDBC_PASSTHROUGH if k in self.params)
         url = f"postgresql+psycopg://{auth}@{self.host}:{self.port}/{self.dbname}"
         return f"{url}?{query}" if query else url
+
+
+_URL = re.compile(r"^postgres(?:ql)?://", re.I)
+_KV_PASSWORD = re.compile(r"""(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'?|\S*)""", re.I)
+
+
+def _split_url_password(url: str) -> tuple[str, str | None]:
+    """``postgresql://u:p/w@h/db`` -> (``postgresql://u@h/db``, ``"p/w"``): the user information
+    ends at the last ``@`` before the host (a password may hold unencoded ``/``, ``@``, ``:``)."""
+    scheme, _, rest = url.partition("://")
+    if "@" not in rest:
+        return url, None
+    userinfo, _, hostpart = rest.rpartition("@")
+    user, colon, password = userinfo.partition(":")
+    return f"{scheme}://{user}@{hostpart}" if user else f"{scheme}://{hostpart}", \
+        (unquote(password) if colon else None)
+
+
+def mask_dsn_text(text: str) -> str:
+    """``text`` with its password, however malformed, replaced by ``***`` (the rest readable)."""
+    if _URL.match(text):
+        scheme, _, rest = text.partition("://")
+        if "@" not in rest:
+            return text
+        userinfo, _, hostpart = rest.rpartition("@")
+        user, colon, _ = userinfo.partition(":")
+        return f"{scheme}://{user}{':' + MASK if colon else ''}@{hostpart}"
+    return _KV_PASSWORD.sub(lambda m: m.group(1) + MASK, text)
 
 
 def _parser_reason(exc: Exception) -> str:
