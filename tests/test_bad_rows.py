@@ -116,27 +116,48 @@ def test_a_batch_that_cannot_be_promoted_is_set_aside_and_retried_after_the_fix(
     assert_lake_equals_source(settings, expected_rows=350)
 
 
-def test_naive_timestamps_in_a_non_utc_database_are_read_as_utc_everywhere(lake_env, spark):
-    """``timestamp without time zone`` in a database whose TimeZone is not UTC: planning, reading
-    and --status all take the values as UTC, so new rows are counted, loaded and verified."""
+@pytest.mark.parametrize(("db_zone", "source_timezone", "engine"), [
+    ("Asia/Tokyo", None, "spark"),  # UTC+9: read as UTC these rows were "future-dated" for 9 hours
+    ("America/New_York", None, "dlt"),  # UTC-5: read as UTC they loaded 5 hours off
+    ("UTC", "Asia/Tokyo", "spark"),  # SOURCE_TIMEZONE names the zone the writer meant
+])
+def test_naive_timestamps_are_wall_clock_time_in_the_source_zone(lake_env, spark, db_zone, source_timezone,
+                                                                 engine):
+    """``timestamp without time zone`` means what Postgres means by it: wall-clock time in the
+    database's TimeZone (or SOURCE_TIMEZONE). Planning, every reader, --status and --verify
+    take it so, and the lake holds the true instants."""
     from pipeline.ops.status import collect
 
-    settings = load_settings({**lake_env, "SOURCE_TABLE": "public.naive_events"})
+    env = {**lake_env, "SOURCE_TABLE": "public.naive_events"}
+    if source_timezone:
+        env["SOURCE_TIMEZONE"] = source_timezone
+    settings = load_settings(env)
     dsn = resolve(settings).source_dsn
+    writer_zone = source_timezone or db_zone
     with psycopg.connect(dsn.conninfo(), autocommit=True) as conn:
-        conn.execute(f'ALTER DATABASE "{dsn.dbname}" SET timezone TO \'America/New_York\'')
-    with psycopg.connect(dsn.conninfo(), autocommit=True) as conn:
+        conn.execute(f'ALTER DATABASE "{dsn.dbname}" SET timezone TO \'{db_zone}\'')
+    with psycopg.connect(dsn.with_timezone(None).conninfo(), autocommit=True) as conn:
         conn.execute("CREATE TABLE public.naive_events (event_id uuid, event_type text, "
                      "event_timestamp timestamp, details jsonb, created_at timestamp)")
+        conn.execute(f"SET TIME ZONE '{writer_zone}'")  # the application writes its local wall clock
         conn.execute("INSERT INTO public.naive_events SELECT gen_random_uuid(), 'api_request', "
-                     "(now() AT TIME ZONE 'UTC') - i * interval '1 second', '{}', now() AT TIME ZONE 'UTC' "
+                     "localtimestamp - interval '1 minute' - i * interval '1 second', '{}', localtimestamp "
                      "FROM generate_series(1, 300) i")
-    assert run(settings, spark=spark).rows_inserted == 300
-    with psycopg.connect(dsn.conninfo(), autocommit=True) as conn:
+        source_now = conn.execute("SELECT now()").fetchone()[0]
+    report = run(settings, engine=engine, spark=spark)
+    assert report.rows_inserted == 300 and report.rows_in_future == 0
+    [[newest, oldest]] = lake_query(settings, "SELECT max(event_timestamp), min(event_timestamp) "
+                                        "FROM lake.main.naive_events")
+    # the true instants: a minute (and up to 5 more) before the source's clock, not hours off
+    assert timedelta(seconds=59) <= source_now - newest <= timedelta(minutes=2)
+    assert source_now - oldest <= timedelta(minutes=7)
+    with psycopg.connect(dsn.with_timezone(None).conninfo(), autocommit=True) as conn:
+        conn.execute(f"SET TIME ZONE '{writer_zone}'")
         conn.execute("INSERT INTO public.naive_events SELECT gen_random_uuid(), 'api_request', "
-                     "(now() AT TIME ZONE 'UTC') - i * interval '1 millisecond', '{}', now() AT TIME ZONE 'UTC' "
+                     "localtimestamp - i * interval '1 millisecond', '{}', localtimestamp "
                      "FROM generate_series(1, 40) i")
-    assert run(settings, spark=spark).rows_inserted == 40  # counted in UTC, so not "zero new rows"
+    assert run(settings, engine=engine, spark=spark).rows_inserted == 40
     status = collect(resolve(settings))
-    assert status["source_rows_after_watermark"] == 0 and status["lag_seconds"] is not None
+    assert status["source_rows_after_watermark"] == 0 and status["source_rows_in_future"] == 0
+    assert status["lag_seconds"] is not None and status["lag_seconds"] < 120
     assert_lake_equals_source(settings, expected_rows=340)

@@ -58,3 +58,24 @@ def test_status_exit_codes_follow_manual_runs_and_set_aside_batches(settings, la
     assert text.returncode == FAILING, text.stdout + text.stderr
     assert text.stdout.startswith("health          FAILING: 1 batch(es) set aside")
     assert text.stdout.strip().splitlines()[-1].startswith("Status: failing (1 batch(es) set aside")
+
+
+def test_a_row_dated_far_ahead_is_no_lag_but_makes_the_lake_stale_with_a_hint(settings):
+    import psycopg
+
+    from pipeline.ops.run import run
+    from pipeline.ops.status import collect
+
+    add_events(settings, 50, seed=1)
+    run(settings, engine="dlt")
+    resolved = resolve(settings)
+    with psycopg.connect(resolved.source_dsn.conninfo(), autocommit=True) as conn:
+        conn.execute("INSERT INTO events (event_id, event_type, event_timestamp, details) "
+                     "VALUES (gen_random_uuid(), 'api_request', '9999-12-31 00:00:00+00', '{}')")
+    status = collect(resolved)
+    assert status["lag_seconds"] is not None and status["lag_seconds"] < 3600  # not 7,973 years
+    assert status["source_rows_in_future"] == 1
+    assert status["health"]["state"] == "stale"
+    assert any("SOURCE_TIMEZONE" in reason for reason in status["health"]["reasons"])
+    now = datetime.now(UTC)
+    assert assess(now, timedelta(hours=1), now, "success", None, 0, 1, far_future=0).code == HEALTHY

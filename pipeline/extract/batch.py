@@ -28,20 +28,11 @@ from pipeline.lake import zero_copy
 from pipeline.lake.zero_copy import LakeTarget
 from pipeline.progress import Progress
 from pipeline.settings import ResolvedSettings
+from pipeline.source.shape import STAGED_COLUMNS
 from pipeline.source.stats import WindowStats
 from pipeline.source.window import Window, iso
 from pipeline.sqltext import quote_ident, quote_qualified
 from pipeline.staging import Manifest, StagedBatch, StagingDir
-
-# Staged column -> Postgres expression. event_id in its canonical text form, details as the
-# jsonb's own text; timestamps stay instants (Parquet TIMESTAMP(isAdjustedToUTC=true, MICROS)).
-STAGED_COLUMNS = {
-    "event_id": "event_id::text",
-    "event_type": "event_type",
-    "event_timestamp": "event_timestamp",
-    "details": "details::text",
-    "created_at": "created_at",
-}
 
 
 def select_sql(qualified_table: str, window: Window, extra_columns: Iterable[str] = ()) -> str:
@@ -64,6 +55,7 @@ class ExtractRequest:
     lake_id: str | None = None  # the lake the batch is for (recorded in its manifest)
     extra_columns: dict[str, str] = field(default_factory=dict)  # added source columns -> lake type
     lake_target: LakeTarget | None = None  # zero-copy: write the lake's files (pipeline.lake.zero_copy)
+    timezone: str = "UTC"  # the planner's session zone, which every reader's session takes
 
     @property
     def folder(self) -> StagingDir:

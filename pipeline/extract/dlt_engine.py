@@ -23,8 +23,9 @@ class DltExtractor:
 
         settings = request.settings
         query = sa.text(select_sql(settings.source_table, request.window, request.extra_columns))
+        # the planner's time zone, as every reader's (naive columns are wall-clock time there)
         engine = sa.create_engine(settings.source_dsn.sqlalchemy_url(),
-                                  connect_args={"options": "-c TimeZone=UTC"})
+                                  connect_args={"options": f"-c TimeZone={request.timezone}"})
         if request.snapshot_id:
             _read_in_snapshot(engine, request.snapshot_id)
         resource = sql_table(

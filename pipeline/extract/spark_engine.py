@@ -20,7 +20,8 @@ from pipeline.lake.zero_copy import LakeTarget
 from pipeline.progress import Progress
 from pipeline.settings import ResolvedSettings
 from pipeline.source.snapshot import import_statements
-from pipeline.source.window import Window, iso
+from pipeline.source.window import Window
+from pipeline.sqltext import quote_literal
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -48,16 +49,25 @@ def jdbc_options(request: ExtractRequest, window: Window, partitions: int) -> di
     options = {
         **connection_options(settings),
         "dbtable": f"({faults.slow_read(settings, query)}) AS src",
-        # every partition reads the planner's snapshot, in UTC
-        "sessionInitStatement": "; ".join([*snapshot, "SET TIME ZONE 'UTC'"]),
+        # every partition reads the planner's snapshot, in the planner's time zone (PgJDBC would
+        # set the JVM's, UTC, and naive columns would be read as UTC)
+        "sessionInitStatement": "; ".join([*snapshot, f"SET TIME ZONE {quote_literal(request.timezone)}"]),
     }
     if partitions > 1 and stats.min_ts is not None and stats.max_ts is not None \
             and stats.min_ts < stats.max_ts:
-        # bounds only shape the split; rows outside them still land in the first/last partition
+        # bounds only shape the split; rows outside them still land in the first/last partition.
+        # Spark writes them back as text, which Postgres reads in the session's zone: wall clock there
         options.update(partitionColumn="event_timestamp", numPartitions=str(partitions),
-                       lowerBound=iso(stats.min_ts).replace("+00:00", ""),
-                       upperBound=iso(stats.max_ts).replace("+00:00", ""))
+                       lowerBound=wall_clock(stats.min_ts, request.timezone),
+                       upperBound=wall_clock(stats.max_ts, request.timezone))
     return options
+
+
+def wall_clock(instant: datetime, zone: str) -> str:
+    """``instant`` as the naive wall-clock text of ``zone`` (what a JDBC partition bound is)."""
+    from zoneinfo import ZoneInfo
+
+    return instant.astimezone(ZoneInfo(zone)).replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
 
 
 class SparkExtractor:

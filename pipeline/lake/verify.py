@@ -16,7 +16,7 @@ from pipeline.lake.attach_sql import postgres_secret_sql
 from pipeline.lake.connect import connect
 from pipeline.lake.schema import quarantined_rows
 from pipeline.settings import ResolvedSettings
-from pipeline.sqltext import quote_qualified
+from pipeline.sqltext import quote_literal, quote_qualified
 
 _FINGERPRINT = """
     SELECT count(*) AS rows, count(DISTINCT event_id) AS ids,
@@ -54,10 +54,16 @@ class Comparison:
 
 
 def attach_source(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, alias: str = "src") -> None:
-    """Attach the source Postgres read-only as ``alias`` (credentials in a secret)."""
+    """Attach the source Postgres read-only as ``alias`` (credentials in a secret), its sessions
+    in the source's time zone like every other reader's."""
+    from psycopg.conninfo import make_conninfo
+
     extensions.load(con, "postgres")
     con.execute(postgres_secret_sql(f"{alias}_secret", settings.source_dsn, show_secrets=True))
-    con.execute(f"ATTACH '' AS {alias} (TYPE postgres, SECRET {alias}_secret, READ_ONLY)")
+    options = settings.source_dsn.session_options()
+    target = make_conninfo("", options=options) if options else ""
+    con.execute(f"ATTACH {quote_literal(target)} AS {alias} "
+                f"(TYPE postgres, SECRET {alias}_secret, READ_ONLY)")
 
 
 def fingerprint(con: duckdb.DuckDBPyConnection, relation: str,
@@ -78,6 +84,11 @@ def compare(settings: ResolvedSettings, upper: datetime | None = None) -> Compar
         if upper is None:
             upper = con.execute("SELECT * FROM postgres_query('src', 'SELECT now()')").fetchone()[0]
         # the source as the lake should hold it: rows that can be loaded, one per id
+        # a naive source column is wall-clock time in the source's zone: DuckDB casts it to an
+        # instant in its session zone, so the session takes the source's (instants compare the same)
+        [[zone]] = con.execute(
+            "SELECT * FROM postgres_query('src', 'SELECT current_setting(''TimeZone'')')").fetchall()
+        con.execute(f"SET TimeZone = {quote_literal(zone)}")
         source_relation = f"({validate.loadable_sql(True, f'src.{quote_qualified(settings.source_table)}')})"
         quarantined = quarantined_rows(con, settings)
         lake = fingerprint(con, settings.events_table, upper)

@@ -15,6 +15,9 @@ from pipeline.settings.durations import format_duration
 HEALTHY, STALE, FAILING = 0, 1, 2
 STATES = {HEALTHY: "healthy", STALE: "stale", FAILING: "failing"}
 STALE_AFTER_INTERVALS = 2  # one missed load is normal jitter; two are not
+# rows dated further than this after the source's clock are no clock jitter: most likely naive
+# timestamps written in another zone than the source's (they would wait hours to load)
+FUTURE_TOLERANCE = timedelta(minutes=5)
 
 
 @dataclass(frozen=True)
@@ -35,9 +38,10 @@ class Health:
 
 
 def assess(now: datetime, load_every: timedelta, last_success: datetime | None, last_load_status: str | None,
-           last_load_error: str | None, set_aside: int, source_rows: int) -> Health:
+           last_load_error: str | None, set_aside: int, source_rows: int, far_future: int = 0) -> Health:
     """``last_success``: the newest successful load (a scheduled or manual run's job record, or
-    a promoted batch); ``source_rows``: rows the source holds (0: nothing to be stale about)."""
+    a promoted batch); ``source_rows``: rows the source holds (0: nothing to be stale about);
+    ``far_future``: rows dated more than :data:`FUTURE_TOLERANCE` after the source's clock."""
     failing, stale = [], []
     if last_load_status == "failed":
         failing.append(f"the last load failed: {last_load_error or 'see ops.jobs'}")
@@ -49,6 +53,10 @@ def assess(now: datetime, load_every: timedelta, last_success: datetime | None, 
     elif since is not None and source_rows and since > STALE_AFTER_INTERVALS * load_every.total_seconds():
         stale.append(f"the last successful load was {_ago(since)} ago "
                      f"(LOAD_EVERY {format_duration(load_every)})")
+    if far_future:
+        stale.append(f"{far_future} row(s) are dated more than {format_duration(FUTURE_TOLERANCE)} after the "
+                     "source's clock and wait until then; if they are naive timestamps written in another "
+                     "time zone, set SOURCE_TIMEZONE to it")
     code = FAILING if failing else STALE if stale else HEALTHY
     return Health(code, failing + stale, last_success, since)
 

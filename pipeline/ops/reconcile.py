@@ -101,10 +101,10 @@ def reconcile(settings: Settings, since: timedelta | None = None) -> ReconcileRe
 
 
 def _source_hours(settings: ResolvedSettings, low: datetime, upper: datetime) -> dict[datetime, int]:
-    with connect_source(settings.source_dsn) as conn:  # a UTC session: hours are UTC hours
+    with connect_source(settings.source_dsn) as conn:
         stats.require_table(conn, settings.source_table)
-        rows = conn.execute(
-            f"SELECT date_trunc('hour', event_timestamp::timestamptz), count(*) "
+        rows = conn.execute(  # UTC hours, as the lake's (a source zone may be +05:30)
+            f"SELECT date_trunc('hour', event_timestamp::timestamptz, 'UTC'), count(*) "
             f"FROM {quote_qualified(settings.source_table)} "
             "WHERE event_timestamp > %(low)s AND event_timestamp <= %(upper)s GROUP BY 1",
             {"low": low, "upper": upper}).fetchall()

@@ -164,7 +164,8 @@ def _extract_and_promote(settings: ResolvedSettings, con: duckdb.DuckDBPyConnect
         batch_id = staging.new_batch_id()
         target = _lake_target(settings, con, conn, engine, window, window_stats.rows, added, batch_id)
         request = ExtractRequest(settings, window, window_stats, batch_id, snapshot_id, lake,
-                                 extra_columns=added, lake_target=target)
+                                 extra_columns=added, lake_target=target,
+                                 timezone=stats.session_timezone(conn))
         batch = extract(extractor, request)
     report.seconds["extract"] = time.monotonic() - t0
     report.staged_batch, report.rows_in_window = batch.batch_id, batch.manifest.row_count

@@ -61,12 +61,16 @@ def collect(settings: ResolvedSettings) -> dict[str, Any]:
     job_runs, lake, quarantined = facts["job_runs"], facts["lake"], facts["quarantined"]
     with connect_source(settings.source_dsn) as conn:
         exists = stats.table_exists(conn, settings.source_table)
-        newest, pending, future, now = (None, 0, 0, stats.server_now(conn))
+        newest, pending, future, far_future, now = (None, 0, 0, 0, stats.server_now(conn))
         if exists:
             table = quote_qualified(settings.source_table)
             future = stats.rows_after(conn, settings.source_table, now)
-            # both bounded by the event_timestamp index: the newest row, and the rows past the watermark
-            newest = conn.execute(f"SELECT max(event_timestamp)::timestamptz FROM {table}").fetchone()[0]
+            far_future = stats.rows_after(conn, settings.source_table, now + health.FUTURE_TOLERANCE) \
+                if future else 0
+            # bounded by the event_timestamp index: the newest loadable row (future-dated rows wait,
+            # so they are no lag), and the rows past the watermark
+            newest = conn.execute(f"SELECT max(event_timestamp)::timestamptz FROM {table} "
+                                  "WHERE event_timestamp <= %(now)s", {"now": now}).fetchone()[0]
             pending = conn.execute(
                 f"SELECT count(*) FROM {table} WHERE %(wm)s::timestamptz IS NULL OR event_timestamp > %(wm)s",
                 {"wm": watermark}).fetchone()[0]
@@ -77,7 +81,8 @@ def collect(settings: ResolvedSettings) -> dict[str, Any]:
     successes = [t for t in (facts["last_load_success"], *promoted) if t is not None]
     judged = health.assess(now, settings.intervals.load, max(successes) if successes else None,
                            last_load["status"] if last_load else None,
-                           last_load["error"] if last_load else None, len(set_aside), 1 if newest else 0)
+                           last_load["error"] if last_load else None, len(set_aside), 1 if newest else 0,
+                           far_future=far_future)
     return {
         "health": judged.as_dict(),  # its exit_code is --status's exit code
         "lake": settings.events_table,

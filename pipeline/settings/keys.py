@@ -44,6 +44,8 @@ ENV_KEYS: dict[str, EnvKey] = {
     "SPARK_UI": EnvKey("serve Spark's web UI (true/false)", "false"),
     "SPARK_VERBOSE": EnvKey("print Spark's own log to the terminal instead of <home>/logs/spark.log",
                             "false"),
+    "SOURCE_TIMEZONE": EnvKey("time zone of naive (timestamp without time zone) source columns, e.g. "
+                              "Asia/Tokyo (unset: the source database's own TimeZone setting)"),
     "LOOKBACK": EnvKey("tolerance for late events, e.g. 15m", "15m"),
     "EVENT_LAKE_HOME": EnvKey("folder of the embedded default (Postgres, data, staging, logs)", ".lake"),
     "LOAD_EVERY": EnvKey("scheduler: load interval", "1h"),

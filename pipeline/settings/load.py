@@ -98,6 +98,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
         promotion=_one_of(read.value("PROMOTION"), read.name("PROMOTION"), PROMOTIONS),
         schema_drift=_one_of(read.value("SCHEMA_DRIFT"), read.name("SCHEMA_DRIFT"), ("add", "ignore")),
         lookback=read.duration("LOOKBACK"),
+        source_timezone=_time_zone(read.raw("SOURCE_TIMEZONE"), read.name("SOURCE_TIMEZONE")),
         spark=SparkOptions(master=read.value("SPARK_MASTER"), remote=read.raw("SPARK_REMOTE"),
                            jdbc_jar=read.raw("SPARK_JDBC_JAR"),
                            driver_memory=read.value("SPARK_DRIVER_MEMORY"),
@@ -197,6 +198,21 @@ def _positive_int(text: str | None, what: str) -> int | None:
         raise ConfigError(f"{what} {text!r} is not a positive whole number.",
                           f"Set {what} to e.g. 8, or unset it.")
     return int(text)
+
+
+def _time_zone(text: str | None, what: str) -> str | None:
+    """An IANA zone name (``Asia/Tokyo``, ``UTC``), checked here rather than by the first query."""
+    if text is None:
+        return None
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(text)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ConfigError(f"{what} {text!r} is not a time zone name.",
+                          "Use an IANA name such as UTC, Europe/Berlin or America/New_York, or unset it "
+                          "to use the source database's own TimeZone.") from None
+    return text
 
 
 def _one_of(text: str, what: str, choices: tuple[str, ...]) -> str:

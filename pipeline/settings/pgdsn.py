@@ -26,6 +26,8 @@ class PgDsn:
 
     params: dict[str, str]
     password: Secret = field(default_factory=lambda: Secret(""))
+    # SOURCE_TIMEZONE: every session this DSN opens runs in it (None: the server's default)
+    timezone: str | None = None
 
     @classmethod
     def parse(cls, text: str, what: str = "Postgres DSN") -> PgDsn:
@@ -82,12 +84,23 @@ class PgDsn:
         return self.params.get("user", "postgres")
 
     def with_dbname(self, dbname: str) -> PgDsn:
-        return PgDsn(params={**self.params, "dbname": dbname}, password=self.password)
+        return PgDsn(params={**self.params, "dbname": dbname}, password=self.password, timezone=self.timezone)
+
+    def with_timezone(self, timezone: str | None) -> PgDsn:
+        return PgDsn(params=self.params, password=self.password, timezone=timezone)
+
+    def session_options(self) -> str | None:
+        """libpq ``options`` for a session: the DSN's own, plus the time zone when one is set."""
+        options = self.params.get("options", "")
+        if self.timezone:
+            options = f"{options} -c TimeZone={self.timezone}".strip()
+        return options or None
 
     def conninfo(self) -> str:
         """The libpq string with the password, for handing to a client (never to a log)."""
         extra = {"password": self.password.reveal()} if self.password else {}
-        return make_conninfo("", **self.params, **extra)
+        options = self.session_options()
+        return make_conninfo("", **{**self.params, **({"options": options} if options else {})}, **extra)
 
     def params_without_password(self) -> str:
         """libpq ``key=value`` text of every setting but the password (safe to print)."""

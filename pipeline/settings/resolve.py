@@ -23,6 +23,7 @@ def resolve(settings: Settings) -> ResolvedSettings:
         if catalog is None:
             catalog = CatalogSpec(kind="postgres", pg=embedded.ensure_database(server, embedded.CATALOG_DB))
     data_path = settings.data_path or default_data_path(settings.home, settings.lake_name)
+    source_dsn = source_dsn.with_timezone(settings.source_timezone)
     return ResolvedSettings.of(settings, source_dsn=source_dsn, catalog=catalog, data_path=data_path)
 
 

@@ -16,11 +16,12 @@ from pipeline.settings.pgdsn import PgDsn
 def connect(dsn: PgDsn, *, autocommit: bool = True) -> Iterator[psycopg.Connection]:
     """A psycopg connection; an unreachable server becomes :class:`SourceUnavailable`.
 
-    The session runs in UTC, as the engines' reads do: a ``timestamp without time zone`` column
-    is then counted, windowed and read as UTC everywhere, whatever the server's TimeZone."""
+    The session runs in the source's time zone (``SOURCE_TIMEZONE``, else the database's own
+    TimeZone), as every reader's does: a ``timestamp without time zone`` value is wall-clock time
+    there, so comparing it with an instant, or casting it to ``timestamptz``, gives the instant
+    Postgres itself means by it. Values read back are instants (aware datetimes)."""
     try:
-        options = f"{dsn.params.get('options', '')} -c TimeZone=UTC".strip()
-        conn = psycopg.connect(dsn.conninfo(), autocommit=autocommit, connect_timeout=10, options=options)
+        conn = psycopg.connect(dsn.conninfo(), autocommit=autocommit, connect_timeout=10)
     except psycopg.OperationalError as exc:
         hint = "Check SOURCE_PG_DSN (host, port, user, password, dbname) and that the server runs."
         raise service_error(exc, f"Cannot connect to the source Postgres at {dsn.masked()}",

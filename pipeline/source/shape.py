@@ -12,6 +12,19 @@ from pipeline.errors import TerminalError
 
 log = logging.getLogger(__name__)
 
+# Staged column -> Postgres expression. event_id in its canonical text form, details as the
+# jsonb's own text; timestamps as instants (Parquet TIMESTAMP(isAdjustedToUTC=true, MICROS)):
+# ::timestamptz is a no-op on a timestamptz column and reads a naive one as wall-clock time in
+# the session's zone, which every reader sets to the source's (pipeline.source.connect).
+STAGED_COLUMNS = {
+    "event_id": "event_id::text",
+    "event_type": "event_type",
+    "event_timestamp": "event_timestamp::timestamptz",
+    "details": "details::text",
+    "created_at": "created_at::timestamptz",
+}
+
+
 # column -> the Postgres types it may have (udt names); None: any type with a text form
 EXPECTED = {
     "event_id": None,  # uuid or text: validated row by row at promotion

@@ -27,6 +27,11 @@ def server_now(conn: psycopg.Connection) -> datetime:
     return conn.execute("SELECT now()").fetchone()[0]
 
 
+def session_timezone(conn: psycopg.Connection) -> str:
+    """The zone naive source timestamps are read in: SOURCE_TIMEZONE, else the database's own."""
+    return conn.execute("SELECT current_setting('TimeZone')").fetchone()[0]
+
+
 def table_exists(conn: psycopg.Connection, qualified: str) -> bool:
     return conn.execute("SELECT to_regclass(%s) IS NOT NULL", (qualified,)).fetchone()[0]
 
@@ -50,7 +55,7 @@ def rows_after(conn: psycopg.Connection, qualified: str, upper: datetime) -> int
 def window_stats(conn: psycopg.Connection, qualified: str, window: Window) -> WindowStats:
     """Rows and time range of ``window`` (the table's existence was checked by the preflight)."""
     query = sql.SQL(
-        # ::timestamptz: a naive column's values are UTC (the session's zone), made explicit
+        # ::timestamptz: a naive column's values are wall-clock time in the session's zone
         "SELECT count(*), min(event_timestamp)::timestamptz, max(event_timestamp)::timestamptz "
         "FROM {t} WHERE {w}"
     ).format(t=table_sql(qualified), w=sql.SQL(window.where_sql()))
