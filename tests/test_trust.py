@@ -136,3 +136,45 @@ def test_sql_file_looks_up_a_named_query_only_by_a_bare_name(loaded, cli, out_di
     named = cli("--json", "--sql-file", "lake_health", env=env)
     assert named.returncode == 0, named.stderr
     assert (ROOT / "sql" / "analysis" / "lake_health.sql").exists()
+
+
+def test_a_dropped_lake_table_stops_the_run_and_names_the_way_back(loaded, cli):
+    env, settings = loaded["env"], loaded["settings"]
+    assert cli("--write", "--sql", "DROP TABLE events", env=env).returncode == 0
+    refused = cli("--run", "--engine", "dlt", env=env)
+    assert refused.returncode == 1
+    assert "lake.main.events is missing" in refused.stderr and "--reconcile --since all" in refused.stderr
+    assert lake_query(settings, "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'events'") == [(0,)]
+    # the way back the message gives first: time travel to the last snapshot that had the table
+    restore = refused.stderr.split('--write --sql "')[1].split('"')[0]
+    assert cli("--write", "--sql", restore, env=env).returncode == 0
+    assert cli("--run", "--engine", "dlt", env=env).returncode == 0
+    assert_lake_equals_source(settings, 300)
+    # and the other: reload the whole history from the source
+    assert cli("--write", "--sql", "DROP TABLE events", env=env).returncode == 0
+    reloaded = cli("--reconcile", "--since", "all", env=env)
+    assert reloaded.returncode == 0, reloaded.stdout + reloaded.stderr
+    assert_lake_equals_source(settings, 300)
+
+
+def test_reconcile_since_all_reaches_a_row_dated_in_year_one(loaded, cli):
+    import psycopg
+
+    from pipeline.settings.resolve import resolve
+
+    env, settings = loaded["env"], loaded["settings"]
+    with psycopg.connect(resolve(settings).source_dsn.conninfo(), autocommit=True) as conn:
+        conn.execute("INSERT INTO events (event_id, event_type, event_timestamp, details, created_at) VALUES "
+                     "(gen_random_uuid(), 'api_request', '0001-01-01 00:00:00+00', '{}', now())")
+    assert cli("--reconcile", env=env).returncode == 0  # the default 7d cannot see it
+    assert not loaded_equal(settings)
+    result = cli("--reconcile", "--since", "all", env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert_lake_equals_source(settings, 301)
+
+
+def loaded_equal(settings) -> bool:
+    from pipeline.lake import verify
+    from pipeline.settings.resolve import resolve
+
+    return verify.compare(resolve(settings)).equal

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import duckdb
 
+from pipeline.errors import TerminalError
 from pipeline.lake import locks
 from pipeline.lake.transaction import transaction
 from pipeline.settings import ResolvedSettings, Settings
@@ -44,17 +45,24 @@ def _tables_exist(con: duckdb.DuckDBPyConnection, settings: Settings) -> tuple[b
     return ("main", settings.lake_table) in found, ops
 
 
-def ensure_tables(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings) -> None:
+def ensure_tables(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, *,
+                  recreate_dropped: bool = False) -> None:
     """Create schemas, the events table (partitioned by event day) and the ops tables, and
     claim the data folder for this lake (:mod:`.ownership`).
 
     Two first runs at once would both try to create them; a lock makes one wait for the
-    other, and the re-check inside it then finds the tables.
+    other, and the re-check inside it then finds the tables. An events table that is gone
+    although ``ops.batches`` holds its watermark was dropped by hand: recreating it silently
+    would reload only the look-back, so that stops with the way back, unless
+    ``recreate_dropped`` (``--reconcile``, which can reload the whole history).
     """
     from pipeline.lake import ownership  # imports this module
 
-    if not all(_tables_exist(con, settings)):
+    events_exists, ops_exists = _tables_exist(con, settings)
+    if not (events_exists and ops_exists):
         ownership.claim(con, settings)  # a lake is never created on another lake's data folder
+        if not events_exists and ops_exists and not recreate_dropped:
+            _stop_if_dropped(con, settings)
         _create_tables(con, settings)
     ownership.claim(con, settings)  # the folder is this lake's before anything is written to it
 
@@ -72,6 +80,28 @@ def _create_tables(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings) -
                                              ops=quote_ident(settings.ops_schema)))
             if not events_exists:
                 con.execute(f"ALTER TABLE {settings.events_table} SET PARTITIONED BY ({PARTITION_BY})")
+
+
+def _stop_if_dropped(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings) -> None:
+    [[batches, watermark]] = con.execute(
+        f"SELECT count(*), max(max_event_timestamp) FROM {settings.batches_table} WHERE table_name = ?",
+        [settings.lake_table]).fetchall()
+    if not batches:
+        return
+    metadata = con.execute("SELECT getvariable('lake_metadata')").fetchone()[0]
+    [[ended]] = con.execute(
+        f"SELECT max(t.end_snapshot) FROM {metadata}.ducklake_table t JOIN {metadata}.ducklake_schema s "
+        "USING (schema_id) WHERE s.schema_name = 'main' AND t.table_name = ?",
+        [settings.lake_table]).fetchall()
+    table = settings.lake_table
+    restore = (f"time travel to snapshot {ended - 1}, the last that had it: --write --sql \"CREATE TABLE "
+               f"{table} AS SELECT * FROM {table} AT (VERSION => {ended - 1})\"; or " if ended else "")
+    raise TerminalError(
+        f"The lake table {settings.events_table} is missing, although {batches} promoted batch(es) are "
+        f"recorded up to watermark {watermark} (it was dropped). Nothing was created or loaded: a new "
+        "table would only get the look-back window again, and the rest would be missing silently.",
+        f"Bring it back: {restore}reload it from the source with --reconcile --since all (which creates it "
+        "again and backfills every row the source still has).")
 
 
 def lake_id(con: duckdb.DuckDBPyConnection, settings: Settings) -> str:

@@ -55,7 +55,7 @@ class ReconcileReport:
     def summary(self) -> str:
         if self.upper is None:
             return "nothing loaded yet: nothing to reconcile"
-        text = (f"compared {self.hours_compared} hour(s) in ({self.low}, {self.upper}]; "
+        text = (f"compared {self.hours_compared} hour(s) in ({self.low or '-inf'}, {self.upper}]; "
                 f"{len(self.hours_differing)} differed; backfilled {self.rows_backfilled} late row(s)")
         if self.snapshot_id is not None:
             text += f" in snapshot {self.snapshot_id}"
@@ -72,20 +72,27 @@ def differing_hours(source: dict[datetime, int], lake: dict[datetime, int]) -> l
     return sorted(h for h in source.keys() | lake.keys() if source.get(h, 0) != lake.get(h, 0))
 
 
-def reconcile(settings: Settings, since: timedelta | None = None) -> ReconcileReport:
+ALL = "all"  # --since all: every row the source ever held, however old (0001-01-01 included)
+
+
+def reconcile(settings: Settings, since: timedelta | str | None = None) -> ReconcileReport:
+    """Compare source and lake over ``since`` before the watermark (default RECONCILE_SINCE;
+    ``"all"``: the whole history) and backfill what the lake lacks. A lake table dropped by hand
+    is created again here (only here: a run stops instead), so ``--since all`` reloads it."""
     resolved = resolve(settings)
-    since = since or resolved.intervals.reconcile_since
-    report = ReconcileReport(since=format_duration(since))
+    if since is None:
+        since = resolved.intervals.reconcile_since or ALL
+    report = ReconcileReport(since=since if since == ALL else format_duration(since))
     started = time.monotonic()
     con = connect(resolved)
     try:
-        ensure_tables(con, resolved)
+        ensure_tables(con, resolved, recreate_dropped=True)
         upper = batches.watermark(con, resolved)
         if upper is None:
             return report
         # newer rows are the regular runs' business (they re-read the look-back)
-        low = upper - since
-        report.low, report.upper = iso(low), iso(upper)
+        low = None if since == ALL else upper - since
+        report.low, report.upper = iso(low) if low else None, iso(upper)
         source_counts = _source_hours(resolved, low, upper)
         lake_counts = _lake_hours(con, resolved, low, upper)
         report.hours_compared = len(source_counts.keys() | lake_counts.keys())
@@ -100,22 +107,22 @@ def reconcile(settings: Settings, since: timedelta | None = None) -> ReconcileRe
     return report
 
 
-def _source_hours(settings: ResolvedSettings, low: datetime, upper: datetime) -> dict[datetime, int]:
+def _source_hours(settings: ResolvedSettings, low: datetime | None, upper: datetime) -> dict[datetime, int]:
     with connect_source(settings.source_dsn) as conn:
         stats.require_table(conn, settings.source_table)
         rows = conn.execute(  # UTC hours, as the lake's (a source zone may be +05:30)
             f"SELECT date_trunc('hour', event_timestamp::timestamptz, 'UTC'), count(*) "
             f"FROM {quote_qualified(settings.source_table)} "
-            "WHERE event_timestamp > %(low)s AND event_timestamp <= %(upper)s GROUP BY 1",
-            {"low": low, "upper": upper}).fetchall()
+            "WHERE (%(low)s::timestamptz IS NULL OR event_timestamp > %(low)s) "
+            "AND event_timestamp <= %(upper)s GROUP BY 1", {"low": low, "upper": upper}).fetchall()
     return dict(rows)
 
 
-def _lake_hours(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, low: datetime,
+def _lake_hours(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, low: datetime | None,
                 upper: datetime) -> dict[datetime, int]:
     return dict(con.execute(
         f"SELECT date_trunc('hour', event_timestamp), count(*) FROM {settings.events_table} "
-        "WHERE event_timestamp > $low AND event_timestamp <= $upper GROUP BY 1",
+        "WHERE ($low IS NULL OR event_timestamp > $low) AND event_timestamp <= $upper GROUP BY 1",
         {"low": low, "upper": upper}).fetchall())
 
 

@@ -240,7 +240,7 @@ class Scheduler:
                  "reconcile every %s (over %s)", format_duration(self.intervals.load),
                  format_duration(self.intervals.expire), format_duration(self.intervals.retention),
                  format_duration(self.intervals.compact), format_duration(self.intervals.reconcile),
-                 format_duration(self.intervals.reconcile_since))
+                 format_duration(self.intervals.reconcile_since) if self.intervals.reconcile_since else "all")
         web = self._start_web()
         self.resume_from_history()
         if self.engine == "spark":

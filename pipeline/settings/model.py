@@ -55,7 +55,7 @@ class Intervals:
     compact: timedelta
     retention: timedelta
     reconcile: timedelta
-    reconcile_since: timedelta  # how far back reconcile compares
+    reconcile_since: timedelta | None  # how far back reconcile compares; None: all of history
 
 
 @dataclass(frozen=True, kw_only=True)
