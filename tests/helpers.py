@@ -182,12 +182,13 @@ class Proc:
         return "\n".join(self.lines)
 
 
-def http_get(url: str) -> tuple[int, str]:
+def http_get(url: str, *, method: str = "GET", headers: dict[str, str] | None = None) -> tuple[int, str]:
     import urllib.error
     import urllib.request
 
+    request = urllib.request.Request(url, method=method, headers=headers or {})
     try:
-        with urllib.request.urlopen(url, timeout=60) as response:
+        with urllib.request.urlopen(request, timeout=60) as response:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()

@@ -3,10 +3,12 @@ real subprocess on a real lake, scraped and parsed, and the page rendered in hea
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
 import subprocess
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -44,11 +46,11 @@ def test_metrics_and_healthz_report_a_loaded_lake(settings, lake_env, serving):
     assert values[("event_lake_rows_loaded_total", ())] == lake_rows == 650
     assert values[("event_lake_batches_promoted_total", ())] == 2
     assert values[("event_lake_health", ())] == 0
-    assert values[("event_lake_job_runs_total", (("job", "load"), ("status", "success")))] == 2
-    assert values[("event_lake_job_runs_total", (("job", "load"), ("status", "failed")))] == 0
-    last = values[("event_lake_job_last_success_timestamp_seconds", (("job", "load"),))]
+    assert values[("event_lake_job_runs_total", (("status", "success"), ("task", "load")))] == 2
+    assert values[("event_lake_job_runs_total", (("status", "failed"), ("task", "load")))] == 0
+    last = values[("event_lake_job_last_success_timestamp_seconds", (("task", "load"),))]
     assert abs(datetime.now(UTC).timestamp() - last) < 300
-    assert values[("event_lake_job_last_duration_seconds", (("job", "load"),))] > 0
+    assert values[("event_lake_job_last_duration_seconds", (("task", "load"),))] > 0
     assert values[("event_lake_data_files", ())] >= 1 and values[("event_lake_lag_seconds", ())] >= 0
     code, body = get(base + "/healthz")
     assert code == 200 and json.loads(body)["state"] == "healthy"
@@ -94,3 +96,140 @@ def test_a_chart_without_points_says_so_and_one_point_sits_in_the_middle():
     assert one.count('class="bar"') == 1
     many = chart([(datetime(2026, 11, 22, tzinfo=UTC) + timedelta(minutes=i), i) for i in range(100)], "s", "line")
     assert 'data-points="100"' in many and "<circle" not in many  # a dense line has no markers
+
+
+def test_head_is_answered_like_get_and_a_token_guards_all_but_healthz(settings, lake_env):
+    port = free_port()
+    env = {**lake_env, "METRICS_TOKEN": "tok-6613"}
+    server = Proc("events_pipeline.py", "--serve", "--metrics-port", str(port), env=env)
+    try:
+        server.wait_for("Serving the dashboard", timeout=120)
+        base = f"http://127.0.0.1:{port}"
+        assert get(base + "/metrics")[0] == 401 and get(base + "/")[0] == 401
+        bearer = {"Authorization": "Bearer tok-6613"}
+        assert get(base + "/metrics", headers={"Authorization": "Bearer wrong"})[0] == 401
+        code, text = get(base + "/metrics", headers=bearer)
+        assert code == 200 and "event_lake_up" in text
+        assert get(base + "/healthz")[0] in (200, 503)  # probes need no token
+        assert get(base + "/healthz", method="HEAD") == (get(base + "/healthz")[0], "")
+        assert get(base + "/", method="HEAD", headers=bearer) == (200, "")
+    finally:
+        assert server.terminate() == 0, server.output
+    assert "tok-6613" not in server.output
+
+
+def test_an_unreachable_source_leaves_the_lake_series_and_status_says_failing(settings, lake_env, cli):
+    from pipeline.ops.metrics import exposition
+    from pipeline.ops.observe import Observer
+    from pipeline.settings import load_settings
+    from pipeline.settings.resolve import resolve
+
+    add_events(settings, 120, seed=4)
+    run(settings, engine="dlt", record_as="load")
+    down = {**lake_env, "SOURCE_PG_DSN": "postgresql://app:pw_991@127.0.0.1:1/src"}
+    result = cli("--status", "--json", env=down)
+    status = json.loads(result.stdout)
+    assert result.returncode == 2  # failing, not "stale"
+    assert status["health"]["state"] == "failing" and status["source_up"] is False
+    assert status["lake_rows"] == 120 and status["jobs"]["load"]["status"] == "success"
+    assert "pw_991" not in result.stdout + result.stderr
+    values = samples(exposition(Observer(resolve(load_settings(down)))).decode())
+    assert values[("event_lake_source_up", ())] == 0 and values[("event_lake_up", ())] == 0
+    assert values[("event_lake_lake_rows", ())] == 120 and values[("event_lake_health", ())] == 2
+    assert values[("event_lake_job_runs_total", (("status", "success"), ("task", "load")))] == 1
+
+
+def test_the_cache_answers_at_once_while_a_slow_read_refreshes_it(settings, monkeypatch):
+    import time
+
+    from pipeline.ops import observe as observing
+    from pipeline.settings.resolve import resolve
+
+    calls = []
+
+    def slow_observe(_settings):
+        calls.append(time.monotonic())
+        if len(calls) > 1:
+            time.sleep(2)  # a busy machine: one read took 5.2 s, past Prometheus's timeout
+        return observing.Observation(datetime.now(UTC), error=f"read {len(calls)}")
+
+    monkeypatch.setattr(observing, "observe", slow_observe)
+    observer = observing.Observer(resolve(settings), ttl=0.0)
+    assert observer.latest().error == "read 1"  # the first answer waits for the first read
+    started = time.monotonic()
+    assert observer.latest().error == "read 1"  # stale: answered from the cache, refresh started
+    assert time.monotonic() - started < 0.5
+    observer.close()  # waits for the refresh in flight
+    assert observer.latest().error == "read 2" and len(calls) == 2
+
+
+def test_sigterm_while_pages_are_being_read_always_exits_0(settings, lake_env):
+    import threading
+
+    add_events(settings, 50, seed=6)
+    run(settings, engine="dlt")
+    for attempt in range(10):
+        port = free_port()
+        server = Proc("events_pipeline.py", "--serve", "--metrics-port", str(port), env=lake_env)
+        server.wait_for("Serving the dashboard", timeout=120)
+        base = f"http://127.0.0.1:{port}"
+        scrapers = [threading.Thread(target=_quietly, args=(base + path,), daemon=True)
+                    for path in ("/metrics", "/", "/healthz")]
+        for scraper in scrapers:
+            scraper.start()
+        time.sleep(0.2 * (attempt % 3))  # inside the first lake read
+        assert server.terminate(timeout=30) == 0, server.output
+
+
+def _quietly(url: str) -> None:
+    with contextlib.suppress(OSError):  # the server stopping mid-answer is this test's point
+        get(url)
+
+
+def test_readme_queries_work_in_a_real_prometheus_scraping_a_real_lake(settings, lake_env, serving, tmp_path):
+    """Prometheus owns the label ``job`` (it would store ours as ``exported_job``, and a query
+    written from the README would return nothing): every README query returns series."""
+    from tests.conftest import ROOT
+
+    prometheus = shutil.which("prometheus")
+    if prometheus is None:
+        pytest.skip("prometheus not installed (.ci/run installs Debian's prometheus)")
+    for rows, seed in ((100, 1), (50, 2)):
+        add_events(settings, rows, seed=seed)
+        run(settings, engine="dlt", record_as="load")
+    base, _ = serving
+    target = base.removeprefix("http://")
+    (tmp_path / "prometheus.yml").write_text(
+        "global: {scrape_interval: 1s}\n"
+        f"scrape_configs: [{{job_name: event-lake, static_configs: [{{targets: ['{target}']}}]}}]\n")
+    port = free_port()
+    server = subprocess.Popen([prometheus, f"--config.file={tmp_path / 'prometheus.yml'}",
+                               f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("```promql\n", 1)[1].split("```", 1)[0]
+    queries = [line.split("#", 1)[0].strip() for line in block.splitlines() if line.strip()]
+    assert len(queries) >= 5
+
+    def query(expr: str) -> list[dict]:
+        import urllib.parse
+
+        code, body = get(f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr}))
+        assert code == 200, body
+        return json.loads(body)["data"]["result"]
+
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                if query('event_lake_job_runs_total{task="load", status="success"}'):
+                    break
+            time.sleep(0.5)
+        [loads] = query('event_lake_job_runs_total{task="load", status="success"}')
+        assert loads["value"][1] == "2" and loads["metric"]["job"] == "event-lake"
+        assert "exported_job" not in loads["metric"]
+        for expr in queries:
+            assert query(expr), f"README query returns nothing: {expr}"
+    finally:
+        server.terminate()
+        server.wait(30)

@@ -44,8 +44,8 @@ def test_scheduler_keeps_the_lake_fresh_and_small_while_events_stream_in(setting
         # the scheduler serves its metrics while it runs: a Prometheus scrape, parsed
         values = metric_samples(http_get(f"http://127.0.0.1:{port}/metrics")[1])
         assert values[("event_lake_up", ())] == 1 and values[("event_lake_rows_loaded_total", ())] >= 1_000
-        assert values[("event_lake_job_runs_total", (("job", "compact"), ("status", "success")))] >= 1
-        assert values[("event_lake_job_runs_total", (("job", "load"), ("status", "success")))] >= 2
+        assert values[("event_lake_job_runs_total", (("status", "success"), ("task", "compact")))] >= 1
+        assert values[("event_lake_job_runs_total", (("status", "success"), ("task", "load")))] >= 2
     finally:
         assert generator.terminate() == 0
         code = scheduler.terminate()

@@ -133,7 +133,10 @@ def serve(args: argparse.Namespace, settings: Settings) -> Outcome:
     server = WebServer(resolved).start()
     output.last_line(f"Serving the dashboard at {server.url} (/metrics, /healthz); Ctrl-C stops.",
                      machine=True)  # progress, not the result: stderr
-    stop.wait()
+    # with a timeout: a signal the kernel delivers to another thread (DuckDB's, the server's)
+    # does not interrupt a wait without one, and SIGTERM would go unnoticed
+    while not stop.wait(0.5):
+        pass
     server.stop()
     return True, "Server stopped."
 

@@ -106,14 +106,17 @@ def render_status(status: dict[str, Any]) -> str:
         f"catalog         {status['catalog']}",
         f"data path       {status['data_path']}",
         f"watermark       {status['watermark'] or 'none (nothing promoted yet)'}",
-        f"source newest   {status['source_newest_event'] or '-'}",
+        f"source newest   {status['source_newest_event'] or '-'}" if status["source_up"] else
+        f"source          DOWN: {status['source_error']}",
         f"lag             {f'{lag:.0f}s' if lag is not None else '-'}; "
-        f"{status['source_rows_after_watermark']} source rows after the watermark",
+        f"{status['source_rows_after_watermark'] if status['source_up'] else '?'} source rows after "
+        "the watermark",
         f"data files      {status['data_files']} ({status['data_bytes']:,} bytes)",
         f"staged, waiting {status['staged_batches_waiting']} batch(es)",
         f"quarantined     {status['rows_quarantined']} row(s) that cannot be loaded"
         + (" (SELECT * FROM <lake>.ops.quarantine)" if status["rows_quarantined"] else ""),
-        f"future-dated    {status['source_rows_in_future']} source row(s), loaded when due",
+        f"future-dated    {status['source_rows_in_future'] if status['source_up'] else '?'} source row(s), "
+        "loaded when due",
         *[f"SET ASIDE       batch {b['batch_id']}: {b['error']} (fix, then --retry-failed)"
           for b in status["set_aside_batches"]],
         "last batches:",

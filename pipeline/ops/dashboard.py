@@ -80,7 +80,8 @@ def _header(obs: Observation, status: dict[str, Any]) -> str:
              "watermark": status["watermark"] or "-",
              "last successful load": health["last_successful_load"] or "never",
              "waiting batches": status["staged_batches_waiting"],
-             "set aside": len(status["set_aside_batches"])}
+             "set aside": len(status["set_aside_batches"]),
+             "source": "up" if status.get("source_up", True) else "DOWN"}
     cells = "".join(f"<div><span>{escape(k)}</span>{escape(str(v))}</div>" for k, v in facts.items())
     colour = HEALTH_COLOURS[health["state"]]
     return (f'<span class="health" style="background:{colour}">{escape(health["state"])}</span> '

@@ -38,11 +38,15 @@ class Health:
 
 
 def assess(now: datetime, load_every: timedelta, last_success: datetime | None, last_load_status: str | None,
-           last_load_error: str | None, set_aside: int, source_rows: int, far_future: int = 0) -> Health:
+           last_load_error: str | None, set_aside: int, source_rows: int, far_future: int = 0,
+           source_error: str | None = None) -> Health:
     """``last_success``: the newest successful load (a scheduled or manual run's job record, or
     a promoted batch); ``source_rows``: rows the source holds (0: nothing to be stale about);
-    ``far_future``: rows dated more than :data:`FUTURE_TOLERANCE` after the source's clock."""
+    ``far_future``: rows dated more than :data:`FUTURE_TOLERANCE` after the source's clock;
+    ``source_error``: why the source could not be read (no load can succeed: failing)."""
     failing, stale = [], []
+    if source_error:
+        failing.append(f"the source cannot be read: {source_error}")
     if last_load_status == "failed":
         failing.append(f"the last load failed: {last_load_error or 'see ops.jobs'}")
     if set_aside:

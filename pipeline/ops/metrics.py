@@ -34,7 +34,11 @@ STATUS_GAUGES = {
 
 def families(obs: Observation) -> Iterator[Metric]:
     """The metric families of one observation (pure: no I/O)."""
-    yield _gauge("up", "1 when the lake and source could be read for this scrape.", 0 if obs.error else 1)
+    readable = obs.error is None and (obs.status is None or obs.status.get("source_up", True))
+    yield _gauge("up", "1 when the lake and source could be read for this scrape.", 1 if readable else 0)
+    if obs.status is not None:
+        yield _gauge("source_up", "1 when the source Postgres could be read.",
+                     1 if obs.status["source_up"] else 0)
     yield _gauge("observe_seconds", "Seconds the last read of lake and source took.", obs.seconds)
     if obs.status is None:
         return
@@ -60,11 +64,11 @@ def families(obs: Observation) -> Iterator[Metric]:
 
 def _job_families(obs: Observation) -> Iterator[Metric]:
     runs = CounterMetricFamily(PREFIX + "job_runs", "Job runs by result (failed: the failures).",
-                               labels=["job", "status"])
+                               labels=["task", "status"])
     last_success = GaugeMetricFamily(PREFIX + "job_last_success_timestamp_seconds",
-                                     "When the job last succeeded (Unix time).", labels=["job"])
+                                     "When the job last succeeded (Unix time).", labels=["task"])
     duration = GaugeMetricFamily(PREFIX + "job_last_duration_seconds", "Duration of the job's last run.",
-                                 labels=["job"])
+                                 labels=["task"])
     for row in obs.job_totals:
         for status in ("succeeded", "failed", "other"):
             runs.add_metric([row["job"], {"succeeded": "success"}.get(status, status)], row[status])

@@ -70,17 +70,40 @@ def _series(settings: ResolvedSettings) -> dict[str, Any]:
 
 
 class Observer:
-    """The latest observation, refreshed when older than ``ttl`` seconds; one refresh at a time
-    (concurrent requests wait for it instead of each reading the lake)."""
+    """The latest observation, refreshed in the background once older than ``ttl`` seconds.
+
+    A request is answered from the cache at once, however long a lake read takes on a busy
+    machine (one took 5.2 s, past Prometheus's 5 s scrape timeout); only the very first
+    request waits for a read. One refresh runs at a time; :meth:`close` waits for it, so a
+    stopping process never exits while a thread is inside DuckDB or libpq."""
 
     def __init__(self, settings: ResolvedSettings, ttl: float = 10.0) -> None:
         self.settings, self.ttl = settings, ttl
         self._lock = threading.Lock()
         self._latest: Observation | None = None
         self._taken = 0.0
+        self._refreshing: threading.Thread | None = None
+        self._closed = False
 
     def latest(self) -> Observation:
         with self._lock:
-            if self._latest is None or time.monotonic() - self._taken > self.ttl:
-                self._latest, self._taken = observe(self.settings), time.monotonic()
-            return self._latest
+            stale = self._latest is None or time.monotonic() - self._taken > self.ttl
+            if stale and self._refreshing is None and not self._closed:
+                self._refreshing = threading.Thread(target=self._refresh, name="observe")
+                self._refreshing.start()
+            first, pending = self._latest is None, self._refreshing
+        if first and pending is not None:
+            pending.join()  # nothing to answer from yet
+        with self._lock:
+            return self._latest or Observation(datetime.now(UTC), error="the server is stopping")
+
+    def _refresh(self) -> None:
+        observation = observe(self.settings)
+        with self._lock:
+            self._latest, self._taken, self._refreshing = observation, time.monotonic(), None
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed, pending = True, self._refreshing
+        if pending is not None:
+            pending.join()

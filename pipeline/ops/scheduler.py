@@ -258,11 +258,11 @@ class Scheduler:
                 log.exception("unexpected error in the scheduler loop; carrying on")
             idle = self.scheduler.idle_seconds
             self.stop.wait(min(1.0, max(0.05, idle if idle is not None else 1.0)))
+        if web is not None:  # first: its threads may be inside DuckDB; none may outlive the process
+            web.stop()
         if self._spark is not None:
             with contextlib.suppress(Exception):
                 self._spark.stop()
-        if web is not None:
-            web.stop()
         scheduler_state.remove_state(self.settings)
         log.info("scheduler stopped cleanly")
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pipeline import staging
-from pipeline.errors import LakeNotCreated
+from pipeline.errors import LakeNotCreated, SourceUnavailable, first_line
 from pipeline.lake import batches as batch_table
 from pipeline.lake import jobs
 from pipeline.lake.connect import connect
@@ -59,21 +59,25 @@ def collect(settings: ResolvedSettings) -> dict[str, Any]:
     watermark, batches, lake_rows = facts["watermark"], facts["batches"], facts["lake_rows"]
     snapshots, latest, files, size = facts["snapshots"], facts["latest"], facts["files"], facts["size"]
     job_runs, lake, quarantined = facts["job_runs"], facts["lake"], facts["quarantined"]
-    with connect_source(settings.source_dsn) as conn:
-        exists = stats.table_exists(conn, settings.source_table)
-        newest, pending, future, far_future, now = (None, 0, 0, 0, stats.server_now(conn))
-        if exists:
-            table = quote_qualified(settings.source_table)
-            future = stats.rows_after(conn, settings.source_table, now)
-            far_future = stats.rows_after(conn, settings.source_table, now + health.FUTURE_TOLERANCE) \
-                if future else 0
-            # bounded by the event_timestamp index: the newest loadable row (future-dated rows wait,
-            # so they are no lag), and the rows past the watermark
-            newest = conn.execute(f"SELECT max(event_timestamp)::timestamptz FROM {table} "
-                                  "WHERE event_timestamp <= %(now)s", {"now": now}).fetchone()[0]
-            pending = conn.execute(
-                f"SELECT count(*) FROM {table} WHERE %(wm)s::timestamptz IS NULL OR event_timestamp > %(wm)s",
-                {"wm": watermark}).fetchone()[0]
+    newest, pending, future, far_future, now, source_error = None, None, None, 0, datetime.now(UTC), None
+    try:
+        with connect_source(settings.source_dsn) as conn:
+            exists = stats.table_exists(conn, settings.source_table)
+            pending, future, now = 0, 0, stats.server_now(conn)
+            if exists:
+                table = quote_qualified(settings.source_table)
+                future = stats.rows_after(conn, settings.source_table, now)
+                far_future = stats.rows_after(conn, settings.source_table, now + health.FUTURE_TOLERANCE) \
+                    if future else 0
+                # bounded by the event_timestamp index: the newest loadable row (future-dated rows
+                # wait, so they are no lag), and the rows past the watermark
+                newest = conn.execute(f"SELECT max(event_timestamp)::timestamptz FROM {table} "
+                                      "WHERE event_timestamp <= %(now)s", {"now": now}).fetchone()[0]
+                pending = conn.execute(f"SELECT count(*) FROM {table} WHERE %(wm)s::timestamptz IS NULL "
+                                       "OR event_timestamp > %(wm)s", {"wm": watermark}).fetchone()[0]
+    except SourceUnavailable as exc:
+        # the lake is still readable: report what it holds, and the source as down (failing)
+        source_error = first_line(exc)
     lag = (newest - watermark).total_seconds() if newest and watermark else None
     set_aside = staging.failed_batches(staging.table_dir(settings))
     last_load = next((r for r in job_runs if r["job"] == "load"), None)
@@ -82,7 +86,7 @@ def collect(settings: ResolvedSettings) -> dict[str, Any]:
     judged = health.assess(now, settings.intervals.load, max(successes) if successes else None,
                            last_load["status"] if last_load else None,
                            last_load["error"] if last_load else None, len(set_aside), 1 if newest else 0,
-                           far_future=far_future)
+                           far_future=far_future, source_error=source_error)
     return {
         "health": judged.as_dict(),  # its exit_code is --status's exit code
         "lake": settings.events_table,
@@ -90,6 +94,8 @@ def collect(settings: ResolvedSettings) -> dict[str, Any]:
         "catalog": settings.catalog.describe(),
         "data_path": settings.data_path,
         "watermark": iso(watermark) if watermark else None,
+        "source_up": source_error is None,
+        "source_error": source_error,
         "source_newest_event": iso(newest) if newest else None,
         "lag_seconds": lag,
         "source_rows_after_watermark": pending,

@@ -1,9 +1,14 @@
 """The web server of the scheduler and of ``--serve``: ``/metrics`` (Prometheus), ``/healthz``
 and the dashboard at ``/``. Standard library HTTP, one thread per request, bound to
-METRICS_HOST (loopback by default); every answer comes from one cached observation."""
+METRICS_HOST (loopback by default); every answer comes from one cached observation.
+With ``METRICS_TOKEN`` set, every path but ``/healthz`` (load balancers probe it without
+credentials) needs ``Authorization: Bearer <token>``. HEAD is answered like GET, without a body.
+"""
 
 from __future__ import annotations
 
+import hmac
+import ipaddress
 import json
 import logging
 import threading
@@ -29,8 +34,15 @@ class WebServer:
             raise ConfigError(f"Cannot serve on {settings.metrics_host}:{settings.metrics_port}: "
                               f"{exc.strerror or exc}.", "Pick a free port with METRICS_PORT (or "
                               "--metrics-port); METRICS_PORT=0 turns the scheduler's server off.") from None
-        self.httpd.daemon_threads = True
+        # request threads are joined when the server closes: a process exiting while one is
+        # inside DuckDB or libpq aborts ("terminate called without an active exception", exit 134)
+        self.httpd.daemon_threads = False
+        self.httpd.block_on_close = True
         self._thread: threading.Thread | None = None
+        if settings.metrics_token is None and not _loopback(settings.metrics_host):
+            log.warning("serving on %s without METRICS_TOKEN: anyone who reaches this address reads the "
+                        "dashboard and /metrics; set METRICS_TOKEN to require a bearer token",
+                        settings.metrics_host)
 
     @property
     def url(self) -> str:
@@ -45,15 +57,35 @@ class WebServer:
         return self
 
     def stop(self) -> None:
+        """Stop accepting, then wait for the answers in flight and a running lake read."""
         self.httpd.shutdown()
         self.httpd.server_close()
+        self.observer.close()
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 class _Handler(BaseHTTPRequestHandler):
     web: WebServer  # set on the subclass WebServer makes
+    head_only = False
+
+    def do_HEAD(self) -> None:  # noqa: N802  (load balancers' health checks use HEAD)
+        self.head_only = True
+        self.do_GET()
 
     def do_GET(self) -> None:  # noqa: N802  (the name http.server calls)
         path = self.path.split("?", 1)[0]
+        if path != "/healthz" and not self._authorized():
+            self.send_response(HTTPStatus.UNAUTHORIZED)
+            self.send_header("WWW-Authenticate", 'Bearer realm="event-lake"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if path == "/metrics":
             self._send(HTTPStatus.OK, metrics.CONTENT_TYPE, metrics.exposition(self.web.observer))
         elif path == "/healthz":
@@ -75,13 +107,25 @@ class _Handler(BaseHTTPRequestHandler):
         code = HTTPStatus.OK if body["state"] == "healthy" else HTTPStatus.SERVICE_UNAVAILABLE
         self._send(code, "application/json", json.dumps(body).encode())
 
+    def _authorized(self) -> bool:
+        token = self.web.settings.metrics_token
+        if token is None:
+            return True
+        given = self.headers.get("Authorization", "")
+        return hmac.compare_digest(given.encode(), f"Bearer {token.reveal()}".encode())
+
     def _send(self, code: HTTPStatus, content_type: str, body: bytes) -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-store")
-        self.end_headers()
-        self.wfile.write(body)
+        try:
+            self.send_response(code)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            if not self.head_only:
+                self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            # the client hung up (a scraper's timeout): nothing to answer, nothing to report
+            log.debug("web: %s hung up before the answer", self.client_address[0])
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002  (http.server's name)
         log.debug("web: " + format, *args)

@@ -56,6 +56,7 @@ ENV_KEYS: dict[str, EnvKey] = {
                            "carrying it) or ignore (logged, not loaded)", "add"),
     "RECONCILE_EVERY": EnvKey("scheduler: interval of the reconcile job (late events beyond LOOKBACK)", "1d"),
     "RECONCILE_SINCE": EnvKey("how far back --reconcile compares source and lake, hour by hour", "7d"),
+    "METRICS_TOKEN": EnvKey("bearer token the web server requires on every path but /healthz (unset: none)"),
     "METRICS_PORT": EnvKey("port of the scheduler's web server (/metrics for Prometheus, /healthz, the "
                            "dashboard at /); also --serve's; 0 turns it off in the scheduler", "8900"),
     "METRICS_HOST": EnvKey("address that web server binds (loopback by default; 0.0.0.0 in a container "

@@ -119,6 +119,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
         fault=read.raw("EVENT_LAKE_FAULT"),
         metrics_host=read.value("METRICS_HOST"),
         metrics_port_text=read.value("METRICS_PORT"), metrics_port_name=read.name("METRICS_PORT"),
+        metrics_token=Secret(token) if (token := read.raw("METRICS_TOKEN")) else None,
         lake_table=source_table.split(".")[-1],
     )
 

@@ -83,6 +83,7 @@ class Settings:
     # stop a --run that serves nothing
     metrics_port_text: str = "8900"
     metrics_port_name: str = "METRICS_PORT"  # the key or flag that gave it, for the error
+    metrics_token: Secret | None = None  # bearer token for every path but /healthz
     lake_table: str = "events"
     ops_schema: str = "ops"
 
