@@ -34,18 +34,6 @@ CREATE TABLE IF NOT EXISTS {lake}.{ops}.batches (
     promoted_by         VARCHAR
 );
 
--- One row per scheduled or on-demand job run (load, expire, compact, maintain).
-CREATE TABLE IF NOT EXISTS {lake}.{ops}.jobs (
-    run_id      VARCHAR,
-    job         VARCHAR,
-    started_at  TIMESTAMP WITH TIME ZONE,
-    finished_at TIMESTAMP WITH TIME ZONE,
-    status      VARCHAR,
-    error       VARCHAR,
-    details     JSON,
-    host        VARCHAR
-);
-
 -- Who this lake is: one random id, made when the lake's tables are first created. Staged
 -- batches carry it in their manifest, so a run only ever promotes its own lake's batches
 -- (two configurations sharing a staging folder never load each other's rows).

@@ -178,3 +178,40 @@ def loaded_equal(settings) -> bool:
     from pipeline.settings.resolve import resolve
 
     return verify.compare(resolve(settings)).equal
+
+
+def test_job_history_leaves_the_snapshot_list_alone(loaded, cli):
+    """Runs that load nothing, reconciles and maintenance dry runs are recorded in the job
+    history (in the catalog database) without committing a lake snapshot: a rerun leaves the
+    snapshot list untouched, as the README promises."""
+    env, settings = loaded["env"], loaded["settings"]
+    before = lake_query(settings, "SELECT count(*) FROM lake.snapshots()")
+    for args in (("--run", "--engine", "dlt"), ("--run", "--engine", "dlt"), ("--extract-only", "--engine", "dlt"),
+                 ("--reconcile",), ("--maintain", "--dry-run")):
+        assert cli(*args, env=env).returncode == 0, args
+    assert lake_query(settings, "SELECT count(*) FROM lake.snapshots()") == before
+    status = json.loads(cli("--status", "--json", env=env).stdout)
+    assert status["jobs"]["load"]["status"] == "success" and status["jobs"]["reconcile"]["status"] == "success"
+    recorded = [job for (job,) in lake_query(
+        settings, "SELECT job FROM __ducklake_metadata_lake.lake.event_lake_jobs ORDER BY finished_at")]
+    assert recorded.count("load") == 2 and recorded[-1] == "reconcile"
+
+
+def test_a_lake_with_history_in_ops_jobs_keeps_it(settings, lake_env, cli):
+    """Lakes made before the move: their ops.jobs rows are copied to the catalog's table."""
+    from pipeline.lake import connect as lake
+    from pipeline.settings.resolve import resolve
+
+    add_events(settings, 40, seed=2)
+    run(settings, engine="dlt")
+    con = lake.connect(resolve(settings))
+    try:
+        con.execute("CREATE TABLE lake.ops.jobs (run_id VARCHAR, job VARCHAR, started_at TIMESTAMPTZ, "
+                    "finished_at TIMESTAMPTZ, status VARCHAR, error VARCHAR, details JSON, host VARCHAR)")
+        con.execute("INSERT INTO lake.ops.jobs VALUES ('r0', 'compact', now() - INTERVAL 2 DAY, "
+                    "now() - INTERVAL 2 DAY, 'success', NULL, '{}', 'old-host:1')")
+    finally:
+        con.close()
+    assert cli("--run", "--engine", "dlt", env=lake_env).returncode == 0  # records a load: migrates
+    status = json.loads(cli("--status", "--json", env=lake_env).stdout)
+    assert set(status["jobs"]) == {"compact", "load"}

@@ -44,9 +44,14 @@ def run(args: argparse.Namespace, settings: Settings) -> Outcome:
 
 
 def reconcile(args: argparse.Namespace, settings: Settings) -> Outcome:
+    from pipeline.lake import jobs
     from pipeline.ops.reconcile import reconcile
+    from pipeline.settings.resolve import resolve
 
-    report = reconcile(settings)
+    resolved = resolve(settings)
+    with jobs.recorded(resolved, "reconcile") as details:  # in the job history, as the scheduler's are
+        report = reconcile(resolved)
+        details.update(summary=report.summary())
     if args.json:
         output.out(output.dumps({"status": "ok", **report.as_dict()}))
     return True, f"Reconciled: {report.summary()}."

@@ -8,6 +8,7 @@ from typing import Any
 
 import duckdb
 
+from pipeline.lake import jobs
 from pipeline.settings import Settings
 
 Rows = list[dict[str, Any]]
@@ -56,7 +57,7 @@ def job_runs(con: duckdb.DuckDBPyConnection, settings: Settings, limit: int = 50
     return _rows(con, f"""
         SELECT job, status, started_at, finished_at, epoch(finished_at) - epoch(started_at) AS seconds,
                error, host
-        FROM {settings.jobs_table} ORDER BY finished_at DESC LIMIT ?""", [limit])
+        FROM {jobs.source(con, settings)} ORDER BY finished_at DESC LIMIT ?""", [limit])
 
 
 def job_totals(con: duckdb.DuckDBPyConnection, settings: Settings) -> Rows:
@@ -68,7 +69,7 @@ def job_totals(con: duckdb.DuckDBPyConnection, settings: Settings) -> Rows:
                count(*) FILTER (status NOT IN ('success', 'failed')) AS other,
                max(finished_at) FILTER (status = 'success') AS last_success,
                arg_max(epoch(finished_at) - epoch(started_at), finished_at) AS last_seconds
-        FROM {settings.jobs_table} GROUP BY job ORDER BY job""")
+        FROM {jobs.source(con, settings)} GROUP BY job ORDER BY job""")
 
 
 def rows_loaded(con: duckdb.DuckDBPyConnection, settings: Settings) -> tuple[int, int]:

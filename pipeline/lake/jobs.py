@@ -1,4 +1,12 @@
-"""Job history in ``<lake>.ops.jobs``: one row per job run, with its result and details."""
+"""Job history: one row per job run, with its result and details.
+
+It lives in the catalog database beside DuckLake's own tables (``event_lake_jobs`` in the
+lake's metadata schema), not in a lake table: every insert into a lake table commits a
+snapshot, and recording no-op runs, skipped ticks and maintenance made the lake's snapshot
+list grow by one per run (5 promotions made 22 snapshots). A lake whose history is still in
+its old ``ops.jobs`` table has it copied over on the first record; that table is left as it
+was (dropping it would be a snapshot too).
+"""
 
 from __future__ import annotations
 
@@ -16,7 +24,6 @@ import duckdb
 from pipeline.errors import first_line
 from pipeline.lake.connect import connect
 from pipeline.lake.schema import ensure_tables
-from pipeline.lake.transaction import transaction
 from pipeline.settings import ResolvedSettings, Settings
 
 log = logging.getLogger(__name__)
@@ -33,11 +40,10 @@ def record(settings: ResolvedSettings, run_id: str, job: str, started: datetime,
         return False
     try:
         ensure_tables(con, settings)
-        with transaction(con, settings.lake_name, f"job {job} {status}"):
-            con.execute(
-                f"INSERT INTO {settings.jobs_table} VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [run_id, job, started, finished, status, error,
-                 json.dumps(details or {}, default=str), f"{socket.gethostname()}:{os.getpid()}"])
+        table = ensure_table(con, settings)
+        con.execute(f"INSERT INTO {table} VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [run_id, job, started, finished, status, error,
+                     json.dumps(details or {}, default=str), f"{socket.gethostname()}:{os.getpid()}"])
         return True
     except Exception as exc:  # history is best effort; the job's own outcome is already logged
         log.warning("could not record %s job history: %s", job, first_line(exc))
@@ -65,10 +71,57 @@ def recorded(settings: ResolvedSettings, job: str | None) -> Iterator[dict[str, 
         record(settings, logs.RUN_ID, job, began, datetime.now(UTC), "success", None, details)
 
 
+TABLE = "event_lake_jobs"
+COLUMNS = ("run_id VARCHAR, job VARCHAR, started_at TIMESTAMPTZ, finished_at TIMESTAMPTZ, status VARCHAR, "
+           "error VARCHAR, details VARCHAR, host VARCHAR")
+
+
+def _metadata_table(con: duckdb.DuckDBPyConnection) -> str:
+    # the catalog's schema as attached by DuckLake (see pipeline.lake.connect: lake_metadata)
+    return f"{con.execute('SELECT getvariable(?)', ['lake_metadata']).fetchone()[0]}.{TABLE}"
+
+
+def _exists(con: duckdb.DuckDBPyConnection, qualified: str) -> bool:
+    # duckdb_tables() does not list the tables of DuckLake's attached metadata database
+    try:
+        con.execute(f"SELECT 1 FROM {qualified} LIMIT 0")
+        return True
+    except duckdb.CatalogException:
+        return False
+
+
+def source(con: duckdb.DuckDBPyConnection, settings: Settings) -> str | None:
+    """The table holding the history (the catalog's, else an old lake's ``ops.jobs``), or None."""
+    for table in (_metadata_table(con), f"{settings.lake_name}.{settings.ops_schema}.jobs"):
+        if _exists(con, table):
+            return table
+    return None
+
+
+def ensure_table(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings) -> str:
+    """The history table in the catalog database, made (and filled from ``ops.jobs``) if missing."""
+    from pipeline.lake import locks
+
+    table = _metadata_table(con)
+    if _exists(con, table):
+        return table
+    with locks.hold(settings, "setup"):  # two first records at once: one creates, one waits
+        if not _exists(con, table):
+            con.execute(f"CREATE TABLE {table} ({COLUMNS})")
+            legacy = f"{settings.lake_name}.{settings.ops_schema}.jobs"
+            if _exists(con, legacy):
+                con.execute(f"INSERT INTO {table} SELECT run_id, job, started_at, finished_at, status, "
+                            f"error, CAST(details AS VARCHAR), host FROM {legacy}")
+    return table
+
+
 def last_runs(con: duckdb.DuckDBPyConnection, settings: Settings) -> list[dict[str, Any]]:
     """The latest run of each job, newest first."""
+    table = source(con, settings)
+    if table is None:
+        return []
     cursor = con.execute(
-        f"SELECT job, status, started_at, finished_at, error, details FROM {settings.jobs_table} "
+        f"SELECT job, status, started_at, finished_at, error, details FROM {table} "
         "QUALIFY row_number() OVER (PARTITION BY job ORDER BY finished_at DESC) = 1 "
         "ORDER BY finished_at DESC")
     columns = [c[0] for c in cursor.description]
@@ -77,5 +130,8 @@ def last_runs(con: duckdb.DuckDBPyConnection, settings: Settings) -> list[dict[s
 
 def last_success(con: duckdb.DuckDBPyConnection, settings: Settings, job: str) -> datetime | None:
     """When ``job`` last finished successfully (a scheduled or a manual run)."""
-    return con.execute(f"SELECT max(finished_at) FROM {settings.jobs_table} "
+    table = source(con, settings)
+    if table is None:
+        return None
+    return con.execute(f"SELECT max(finished_at) FROM {table} "
                        "WHERE job = ? AND status = 'success'", [job]).fetchone()[0]

@@ -10,7 +10,7 @@ from pipeline.lake.transaction import transaction
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.sqltext import quote_ident, read_sql, split_statements
 
-OPS_TABLES = ("batches", "jobs", "lake_identity", "quarantine")
+OPS_TABLES = ("batches", "lake_identity", "quarantine")  # job history is not a lake table: see jobs.py
 PARTITION_BY = "year(event_timestamp), month(event_timestamp), day(event_timestamp)"
 PARTITION_KEYS = ("year", "month", "day")  # the hive folder names DuckLake writes for PARTITION_BY
 

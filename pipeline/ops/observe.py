@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pipeline.errors import LakeNotCreated, first_line, scrub_secrets
-from pipeline.lake import history
+from pipeline.lake import history, jobs
 from pipeline.lake.connect import connect
 from pipeline.settings import ResolvedSettings
 
@@ -61,7 +61,7 @@ def _series(settings: ResolvedSettings) -> dict[str, Any]:
         if "batches" in tables:
             series["batches"] = history.batches(con, settings)
             series["rows_loaded"], series["batches_loaded"] = history.rows_loaded(con, settings)
-        if "jobs" in tables:
+        if jobs.source(con, settings):
             series["job_runs"] = history.job_runs(con, settings)
             series["job_totals"] = history.job_totals(con, settings)
         return series

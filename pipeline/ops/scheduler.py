@@ -195,7 +195,9 @@ class Scheduler:
                      error if status == "cancelled" else _brief(details))
         job.last_status, job.last_finished = status, datetime.now(UTC).isoformat()
         jobs.record(self.settings, logs.RUN_ID, job.name, started, finished or datetime.now(UTC),
-                    status, error, {**details, "seconds": round(seconds, 3)})
+                    status, error, {**details, "seconds": round(seconds, 3),
+                                    # --status judges staleness by the interval the scheduler ran with
+                                    "every_seconds": job.every.total_seconds()})
         self.write_state()
 
     def write_state(self) -> None:

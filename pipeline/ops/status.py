@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pipeline import staging
@@ -42,15 +43,25 @@ def _lake_facts(settings: ResolvedSettings) -> dict[str, Any]:
         facts["files"], facts["size"] = con.execute(
             "SELECT coalesce(sum(file_count), 0), coalesce(sum(file_size_bytes), 0) "
             "FROM ducklake_table_info(?)", [settings.lake_name]).fetchone()
-        if (settings.ops_schema, "jobs") in tables:
-            facts["job_runs"] = jobs.last_runs(con, settings)
-            facts["last_load_success"] = jobs.last_success(con, settings, "load")
+        facts["job_runs"] = jobs.last_runs(con, settings)
+        facts["last_load_success"] = jobs.last_success(con, settings, "load")
         if (settings.ops_schema, "lake_identity") in tables:
             facts["lake"] = lake_id(con, settings)
         facts["quarantined"] = quarantined_rows(con, settings)
         return facts
     finally:
         con.close()
+
+
+def _load_every(settings: ResolvedSettings, last_load: dict[str, Any] | None) -> timedelta:
+    """The load interval to judge staleness by: the one the scheduler that ran the last load
+    recorded (a stopped ``--load-every 30s`` scheduler is stale after a minute, whatever
+    LOAD_EVERY this process reads), else this process's LOAD_EVERY (manual or cron runs)."""
+    try:
+        every = json.loads(last_load["details"] or "{}").get("every_seconds") if last_load else None
+    except (TypeError, ValueError):
+        every = None
+    return timedelta(seconds=float(every)) if every else settings.intervals.load
 
 
 def collect(settings: ResolvedSettings) -> dict[str, Any]:
@@ -83,7 +94,7 @@ def collect(settings: ResolvedSettings) -> dict[str, Any]:
     last_load = next((r for r in job_runs if r["job"] == "load"), None)
     promoted = [b["promoted_at"] for b in batches if b.get("promoted_at")]
     successes = [t for t in (facts["last_load_success"], *promoted) if t is not None]
-    judged = health.assess(now, settings.intervals.load, max(successes) if successes else None,
+    judged = health.assess(now, _load_every(settings, last_load), max(successes) if successes else None,
                            last_load["status"] if last_load else None,
                            last_load["error"] if last_load else None, len(set_aside), 1 if newest else 0,
                            far_future=far_future, source_error=source_error)

@@ -118,10 +118,6 @@ class Settings:
     def quarantine_table(self) -> str:
         return f"{self.lake_name}.{self.ops_schema}.quarantine"
 
-    @property
-    def jobs_table(self) -> str:
-        return f"{self.lake_name}.{self.ops_schema}.jobs"
-
 
 @dataclass(frozen=True, kw_only=True)
 class ResolvedSettings(Settings):
