@@ -215,3 +215,13 @@ def test_a_lake_with_history_in_ops_jobs_keeps_it(settings, lake_env, cli):
     assert cli("--run", "--engine", "dlt", env=lake_env).returncode == 0  # records a load: migrates
     status = json.loads(cli("--status", "--json", env=lake_env).stdout)
     assert set(status["jobs"]) == {"compact", "load"}
+
+
+def test_a_local_spark_session_listens_on_loopback_only(spark):
+    import psutil
+
+    jvms = [p for p in psutil.Process().children(recursive=True) if "java" in p.name()]
+    assert jvms, "the local Spark session's JVM is a child of this process"
+    listening = {c.laddr.ip for jvm in jvms for c in jvm.net_connections(kind="inet")
+                 if c.status == psutil.CONN_LISTEN}
+    assert listening and listening <= {"127.0.0.1", "::ffff:127.0.0.1", "::1"}, listening
