@@ -12,7 +12,7 @@ import time
 
 from generators.produce import BatchJob, Producer
 from generators.writer import truncate
-from pipeline import progress
+from pipeline import invocation, progress
 from pipeline.errors import ConfigError, PipelineError
 from pipeline.progress import Progress
 from pipeline.settings import load_settings
@@ -24,7 +24,7 @@ from pipeline.source.ddl import ensure_table
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="insert_event_data_loop.py",
+        prog="event-lake-gen" if invocation.installed() else "insert_event_data_loop.py",
         description="Write realistic fake events into the source Postgres table (created if "
         "missing). With no SOURCE_PG_DSN set, the embedded Postgres under ./.lake is used.",
     )

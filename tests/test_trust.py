@@ -225,3 +225,25 @@ def test_a_local_spark_session_listens_on_loopback_only(spark):
     listening = {c.laddr.ip for jvm in jvms for c in jvm.net_connections(kind="inet")
                  if c.status == psutil.CONN_LISTEN}
     assert listening and listening <= {"127.0.0.1", "::ffff:127.0.0.1", "::1"}, listening
+
+
+def test_help_and_hints_name_the_command_the_user_has(loaded, cli, capsys):
+    import sys
+
+    from pipeline.cli.main import main
+
+    result = cli("--at-time", "2001-01-01 00:00:00+00", "--sql", "SELECT 1", env=loaded["env"])
+    assert result.returncode == 1 and "no snapshot at time 2001-01-01" in result.stderr
+    assert "catalog" not in result.stderr.split("hint")[0].lower()
+    with pytest.raises(SystemExit) as exited:
+        main(["stauts"])
+    assert exited.value.code == 2 and "did you mean 'status'?" in capsys.readouterr().err
+    argv = sys.argv
+    try:
+        sys.argv = ["/home/u/.local/bin/event-lake", "--help"]
+        with pytest.raises(SystemExit):
+            main(["--help"])
+    finally:
+        sys.argv = argv
+    shown = capsys.readouterr().out
+    assert shown.startswith("usage: event-lake") and "status, print-attach" in " ".join(shown.split())

@@ -176,6 +176,11 @@ def dest(flag: str) -> str:
     return flag.removeprefix("--").replace("-", "_")
 
 
+def action_word(flag: str) -> str:
+    """``--extract-only`` -> ``extract-only``: the action as a word (``event-lake extract-only``)."""
+    return flag.removeprefix("--")
+
+
 @dataclass(frozen=True)
 class Action:
     """One mutually exclusive action flag and the handler that runs it."""

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from pipeline import logs
 from pipeline.cli import analysis, output
-from pipeline.cli.handlers import ACTIONS, Outcome, dest
+from pipeline.cli.handlers import ACTIONS, Outcome, action_word
 from pipeline.cli.parser import build_parser, setting_flags
 from pipeline.errors import ConfigError, PipelineError
 from pipeline.settings import Settings, load_settings
@@ -34,7 +34,8 @@ def exit_quietly_on_broken_pipe(run: Callable[[], int]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(action_words(sys.argv[1:] if argv is None else argv))
+    parser = build_parser()
+    args = parser.parse_args(action_words(sys.argv[1:] if argv is None else argv, parser))
     logs.setup(args.verbose, args.log_format, quiet=args.quiet)
     clash = args.json and args.format not in (None, "json")
     args.format = args.format or ("json" if args.json else "table")
@@ -66,13 +67,20 @@ def main(argv: list[str] | None = None) -> int:
     return ok  # an action's own exit code (--status: 0 healthy, 1 stale, 2 failing)
 
 
-def action_words(argv: list[str]) -> list[str]:
+def action_words(argv: list[str], parser: argparse.ArgumentParser | None = None) -> list[str]:
     """``event-lake doctor`` / ``event-lake status --json``: a first word naming an action is that
-    action's flag, so the installed tool reads like other CLIs; flags work as before."""
+    action's flag, so the installed tool reads like other CLIs; flags work as before. Another
+    first word is an error that suggests the nearest action (``stauts`` -> ``status``)."""
     if argv and not argv[0].startswith("-"):
-        words = {dest(action.flag).replace("_", "-"): action.flag for action in ACTIONS}
+        words = {action_word(action.flag): action.flag for action in ACTIONS}
         if argv[0] in words:
             return [words[argv[0]], *argv[1:]]
+        if parser is not None:
+            import difflib
+
+            near = difflib.get_close_matches(argv[0], list(words), n=1)
+            parser.error(f"unknown action {argv[0]!r}" + (f"; did you mean {near[0]!r}?" if near else
+                                                          f"; actions: {', '.join(words)}"))
     return argv
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import argparse
 
-from pipeline import __version__
-from pipeline.cli.handlers import ACTIONS, dest
+from pipeline import __version__, invocation
+from pipeline.cli.handlers import ACTIONS, action_word, dest
 from pipeline.extract.engines import ENGINES
 from pipeline.settings.keys import default
 
@@ -21,11 +21,14 @@ SETTING_FLAGS = {"--lookback": "LOOKBACK", "--load-every": "LOAD_EVERY", "--expi
 
 
 def build_parser() -> argparse.ArgumentParser:
+    prog = invocation.pipeline_command()
+    words = ", ".join(action_word(action.flag) for action in ACTIONS)
     parser = argparse.ArgumentParser(
-        prog="events_pipeline.py",
+        prog=prog,
         description="Move events from Postgres into a DuckLake with time travel. With no "
         "configuration everything runs on an embedded Postgres under ./.lake.",
-        epilog="Settings come from the environment and .env (see .env.example); flags override.",
+        epilog=f"Every action also works as a word (`{prog} status --json` is `{prog} --status --json`): "
+        f"{words}. Settings come from the environment and .env (see .env.example); flags override.",
     )
     group = parser.add_mutually_exclusive_group()
     for action in ACTIONS:

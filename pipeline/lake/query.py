@@ -220,6 +220,11 @@ def open_session(settings: ResolvedSettings, *, write: bool = False, at_version:
     try:
         con = connect(settings, read_only=not write, snapshot_version=at_version, snapshot_time=at_time)
     except PipelineError as exc:
+        if time_travel and "No snapshot found" in str(exc):
+            raise ConfigError(f"The lake has no snapshot at {describe_at(at_version, at_time)}: that is "
+                              "before its first snapshot (or past its last version).",
+                              "List the snapshots with --snapshots and pick a version or time among them."
+                              ) from None
         if time_travel:
             raise ConfigError(
                 f"Cannot open the lake at {describe_at(at_version, at_time)}: {first_line(exc)}",

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+from pipeline import invocation
 from pipeline.errors import LakeNotCreated, PipelineError, first_line, scrub_secrets
 from pipeline.settings import ResolvedSettings, Settings
 
@@ -93,8 +94,9 @@ def source_check(settings: ResolvedSettings) -> Check:
         version = conn.execute("SHOW server_version").fetchone()[0]
         if not stats.table_exists(conn, settings.source_table):
             return Check("source", WARN, f"Postgres {version} reachable; table {settings.source_table} "
-                         "does not exist yet", "The generator creates it (event-lake-gen / "
-                         "insert_event_data_loop.py), or create it from sql/source_events.sql.")
+                         "does not exist yet",
+                         f"The generator creates it ({invocation.generator_command()}), or create it from "
+                         "sql/source_events.sql.")
     return Check("source", OK, f"Postgres {version}, table {settings.source_table}")
 
 

@@ -8,6 +8,7 @@ from datetime import datetime
 import psycopg
 from psycopg import sql
 
+from pipeline import invocation
 from pipeline.errors import TerminalError
 from pipeline.source.ddl import table_sql
 from pipeline.source.window import Window
@@ -40,7 +41,7 @@ def require_table(conn: psycopg.Connection, qualified: str) -> None:
     if not table_exists(conn, qualified):
         raise TerminalError(
             f"The source table {qualified} does not exist.",
-            "Create it by running the generator once (uv run insert_event_data_loop.py), "
+            f"Create it by running the generator once ({invocation.generator_command()}), "
             "or point SOURCE_TABLE at the right table.",
         )
 
