@@ -63,3 +63,18 @@ def test_a_bad_metrics_port_stops_only_the_commands_that_serve(lake_env, cli):
     assert served.returncode == 1 and "METRICS_PORT '99999' is not a port number" in served.stderr
     status = cli("--status", "--json", env=env)  # uses no port: unaffected
     assert "METRICS_PORT" not in status.stdout + status.stderr
+
+
+def test_an_unreachable_spark_master_is_one_plain_line_within_seconds(lake_env):
+    import time
+
+    from tests.conftest import run_cli
+    from tests.helpers import add_events
+
+    add_events(load_settings(lake_env), 20, seed=1)
+    started = time.monotonic()
+    result = run_cli("events_pipeline.py", "--run", env={**lake_env, "SPARK_MASTER": "spark://127.0.0.1:1"})
+    assert result.returncode == 1
+    assert time.monotonic() - started < 60  # was 73 s, then a 44-line Java stack trace
+    assert "Cannot reach Spark at SPARK_MASTER=spark://127.0.0.1:1: 127.0.0.1:1" in result.stderr
+    assert "at org.apache" not in result.stdout + result.stderr and "temporary" in result.stdout

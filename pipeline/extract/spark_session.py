@@ -90,6 +90,15 @@ def build_session(settings: Settings, app_name: str = "event-lake") -> SparkSess
         return _connect_session(spark.remote, app_name, {**s3a_conf(settings), **spark.conf})
     driver = resolve_jdbc_driver(spark.jdbc_jar)
     _require_java()
+    if spark.master.startswith("spark://"):
+        for master in spark.master.removeprefix("spark://").split(","):  # HA: any master will do
+            try:
+                _probe(f"spark://{master}", "SPARK_MASTER", 7077)
+                break
+            except EngineUnavailable as exc:
+                unreachable = exc
+        else:
+            raise unreachable
     verbose = spark.verbose
     java_opts = "-Duser.timezone=UTC"
     if not verbose:
@@ -131,20 +140,21 @@ def build_session(settings: Settings, app_name: str = "event-lake") -> SparkSess
     return session
 
 
-def _probe(remote: str, timeout: float = 10.0) -> None:
-    """Fail fast when nothing listens at SPARK_REMOTE: the Connect client would retry a refused
-    connection with backoff for many minutes before giving up."""
+def _probe(url: str, setting: str, default_port: int, timeout: float = 10.0) -> None:
+    """Fail fast, in one line, when nothing listens at a Spark endpoint: the Connect client retries
+    a refused connection for many minutes, and a classic driver tries a standalone master for
+    over a minute before a 44-line Java stack trace."""
     import socket
     from urllib.parse import urlparse
 
-    url = urlparse(remote.split(";", 1)[0])
-    host, port = url.hostname or "localhost", url.port or 15002
+    parsed = urlparse(url.split(";", 1)[0])
+    host, port = parsed.hostname or "localhost", parsed.port or default_port
     try:
         socket.create_connection((host, port), timeout=timeout).close()
     except OSError as exc:
-        raise EngineUnavailable(f"Cannot reach Spark Connect at SPARK_REMOTE={remote}: {host}:{port} "
-                                f"{exc.strerror or exc}.", "Check SPARK_REMOTE and that the Connect server "
-                                "runs; the scheduler retries with backoff.") from None
+        raise EngineUnavailable(f"Cannot reach Spark at {setting}={url}: {host}:{port} "
+                                f"{exc.strerror or exc}.", f"Check {setting} and that the server runs; "
+                                "the scheduler retries with backoff.") from None
 
 
 def _require_java() -> None:
@@ -182,7 +192,7 @@ def _connect_session(remote: str, app_name: str, conf: dict[str, str]) -> SparkS
     # and works beside a classic session (pyspark's generic builder refuses that)
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
-    _probe(remote)
+    _probe(remote, "SPARK_REMOTE", 15002)
     try:
         session = ConnectSession.builder.remote(remote).appName(app_name).getOrCreate()
         for key, value in {**conf, **SESSION_CONF}.items():  # runtime properties only, under Connect
