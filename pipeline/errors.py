@@ -53,13 +53,22 @@ class LockBusy(TransientError):
     """Another process holds the lock for this job."""
 
 
+class StorageUnavailable(TransientError):
+    """The object store holding staged batches or the lake's data could not be reached."""
+
+
+class StorageFull(TransientError):
+    """A disk (staging, the data path) is full: freeing space and running again loads everything."""
+
+
 class ShutdownRequested(PipelineError):
     """The process was asked to stop (SIGTERM/SIGINT) before work started; nothing was done."""
 
 
 MASK = "***"
 
-_TRANSIENT_MARKERS = ("connection refused", "could not connect", "timeout", "timed out", "no route",
+_TRANSIENT_MARKERS = ("connection refused", "unable to connect", "could not connect", "timeout", "timed out",
+                      "no route",
                       "server closed", "could not translate host", "the database system is starting",
                       "the database system is shutting down", "too many clients", "terminating connection",
                       "connection reset", "broken pipe", "connection to server", "ssl syscall",
@@ -68,11 +77,34 @@ _TRANSIENT_MARKERS = ("connection refused", "could not connect", "timeout", "tim
                       "failed_jdbc.connection")
 
 
+_DISK_FULL_MARKERS = ("no space left on device", "disk quota exceeded", "errno 28", "could not extend file",
+                      "not enough space on the disk")
+
+
+def is_disk_full(cause: BaseException | str) -> bool:
+    return any(marker in str(cause).lower() for marker in _DISK_FULL_MARKERS)
+
+
 def is_transient(cause: BaseException | str) -> bool:
-    """True for connection-level failures a retry can outlive (server down, restarting, busy),
-    False for wrong settings (unknown database, bad password) that need a fix."""
+    """True for failures a retry can outlive (a server down, restarting or busy; a full disk
+    once space is freed), False for wrong settings (unknown database, bad password) that need
+    a fix."""
     text = str(cause).lower()
-    return any(marker in text for marker in _TRANSIENT_MARKERS)
+    return any(marker in text for marker in _TRANSIENT_MARKERS) or is_disk_full(text)
+
+
+def disk_full(cause: BaseException, where: str, setting: str) -> StorageFull:
+    """A full disk, said plainly: which setting's folder, and that nothing was lost."""
+    return StorageFull(f"No space left on the disk holding {setting}={where} "
+                       f"({first_line(scrub_secrets(_disk_full_line(cause)))}).",
+                       f"Free space there (or point {setting} at a larger disk); partial files were "
+                       "removed and nothing was promoted, so the next run loads everything.")
+
+
+def _disk_full_line(cause: BaseException) -> str:
+    """The line of a (Java) error text that names the full disk, else its first line."""
+    lines = str(cause).splitlines()
+    return next((line.strip() for line in lines if is_disk_full(line)), first_line(cause))
 
 
 def scrub_secrets(message: str) -> str:

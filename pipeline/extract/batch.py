@@ -7,6 +7,7 @@ manifest are the same, so both engines produce identical lakes.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -19,7 +20,9 @@ from pipeline.errors import (
     PipelineError,
     SourceUnavailable,
     TerminalError,
+    disk_full,
     first_line,
+    is_disk_full,
     is_transient,
     scrub_secrets,
 )
@@ -82,13 +85,22 @@ def extract(extractor: Extractor, request: ExtractRequest) -> StagedBatch:
     meter = Progress(f"extracting with {extractor.engine}", total=request.stats.rows)
     try:
         extractor.write_parquet(request, meter)
-    except Exception as exc:
-        if isinstance(exc, PipelineError) or not is_transient(exc):
+    except BaseException as exc:
+        # partial files (Spark's _temporary parts, a half-written file on a full disk): never
+        # promoted, so removed now rather than left for maintenance an hour later
+        with contextlib.suppress(Exception):
+            staging.remove_batch(folder)
+            if request.lake_target:
+                lake_files.incoming_dir(request.lake_target, request.batch_id).remove()
+                request.lake_target.remove_ids()
+        if isinstance(exc, PipelineError) or not isinstance(exc, Exception):
             raise
-        staging.remove_batch(folder)  # partial files: never promoted, removed now
-        if request.lake_target:
-            lake_files.incoming_dir(request.lake_target, request.batch_id).remove()
-            request.lake_target.remove_ids()
+        if is_disk_full(exc):
+            zero = request.lake_target is not None
+            raise disk_full(exc, request.settings.data_path if zero else request.settings.staging_path,
+                            "DUCKLAKE_DATA_PATH" if zero else "STAGING_PATH") from None
+        if not is_transient(exc):
+            raise
         dsn = request.settings.source_dsn
         raise SourceUnavailable(
             f"Extraction with {extractor.engine} lost the source Postgres at {dsn.masked()} mid-read "

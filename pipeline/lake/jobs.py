@@ -55,8 +55,9 @@ def record(settings: ResolvedSettings, run_id: str, job: str, started: datetime,
 @contextmanager
 def recorded(settings: ResolvedSettings, job: str | None) -> Iterator[dict[str, Any]]:
     """Record the block as one manual run of ``job`` (None: record nothing): ``failed`` with the
-    error's first line if it raises, else ``success`` with the details the block put in the
-    yielded dict. (The scheduler records its own runs: it also has skipped and cancelled.)"""
+    error's first line if it raises, or if the block put a reason in ``details["failed"]`` (it
+    finished but did not succeed: a batch was set aside), else ``success`` with the details.
+    (The scheduler records its own runs: it also has skipped and cancelled.)"""
     from pipeline import logs
 
     details: dict[str, Any] = {"manual": True}
@@ -67,8 +68,10 @@ def recorded(settings: ResolvedSettings, job: str | None) -> Iterator[dict[str, 
         if job:
             record(settings, logs.RUN_ID, job, began, datetime.now(UTC), "failed", first_line(exc))
         raise
-    if job:
-        record(settings, logs.RUN_ID, job, began, datetime.now(UTC), "success", None, details)
+    if job:  # a block that did not raise but did not succeed either says why in details["failed"]
+        failed = details.get("failed")
+        record(settings, logs.RUN_ID, job, began, datetime.now(UTC), "failed" if failed else "success",
+               failed, details)
 
 
 TABLE = "event_lake_jobs"

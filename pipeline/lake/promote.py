@@ -9,6 +9,7 @@ Promoters of one table are serialized by the ``promote`` lock (:mod:`.locks`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -16,8 +17,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import duckdb
+import pyarrow.fs as pafs
 
 from pipeline import faults, staging
+from pipeline.errors import disk_full, is_disk_full
 from pipeline.lake import batches, locks, validate, zero_copy
 from pipeline.lake.connect import connect
 from pipeline.lake.schema import ensure_tables, events_column_types
@@ -75,7 +78,7 @@ def promote(settings: ResolvedSettings, batch: StagedBatch,
             con: duckdb.DuckDBPyConnection | None = None) -> PromotionResult:
     """Promote one complete staged batch; remove its staging folder once it is settled.
     ``con`` (a session with the lake attached and its tables created) saves opening one."""
-    started = time.monotonic()
+    started, began = time.monotonic(), time.time()
     own = con is None
     with locks.hold(settings, "promote") as lease:
         if con is None:
@@ -83,6 +86,13 @@ def promote(settings: ResolvedSettings, batch: StagedBatch,
             ensure_tables(con, settings)
         try:
             result = _promote_locked(con, settings, batch, started, lease)
+        except duckdb.Error as exc:
+            if not is_disk_full(exc):
+                raise
+            # the insert's half-written file keeps the disk full: it goes now, not in an hour
+            with contextlib.suppress(Exception):
+                _remove_partial_files(con, settings, began)
+            raise disk_full(exc, settings.data_path, "DUCKLAKE_DATA_PATH") from None
         finally:
             if own:
                 con.close()
@@ -93,6 +103,22 @@ def promote(settings: ResolvedSettings, batch: StagedBatch,
         zero_copy.remove_files(batch.lake_files, settings)
     log.info("%s", result.describe())
     return result
+
+
+def _remove_partial_files(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, since: float) -> None:
+    """DuckLake's own files in the table folder written since ``since`` that its catalog does not
+    list: the failed insert's (a disk full for this promotion is full for every writer, so no
+    other insert can be completing one of them)."""
+    folder = zero_copy.table_folder(settings)
+    listed = {r[0] for r in con.execute("SELECT data_file FROM ducklake_list_files(?, ?)",
+                                        [settings.lake_name, settings.lake_table]).fetchall()}
+    infos = folder.fs.get_file_info(pafs.FileSelector(folder.path, recursive=True, allow_not_found=True))
+    for info in infos:
+        uri = f"{folder.scheme}://{info.path}" if folder.scheme else info.path
+        if (info.type == pafs.FileType.File and info.base_name.startswith("ducklake-")
+                and info.mtime is not None and info.mtime.timestamp() >= since - 1 and uri not in listed):
+            log.info("removing %s, left by the failed insert", uri)
+            folder.fs.delete_file(info.path)
 
 
 def _promote_locked(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, batch: StagedBatch,

@@ -17,7 +17,14 @@ import duckdb
 import psycopg
 
 from pipeline import faults, staging
-from pipeline.errors import first_line, is_transient
+from pipeline.errors import (
+    CatalogUnavailable,
+    PipelineError,
+    StorageUnavailable,
+    first_line,
+    is_transient,
+    scrub_secrets,
+)
 from pipeline.extract.batch import ExtractRequest, extract
 from pipeline.extract.engines import make_extractor
 from pipeline.lake import batches, jobs, zero_copy
@@ -112,6 +119,8 @@ def run(settings: Settings, mode: Mode = "run", engine: str = "spark",
         _run_checked(resolved, mode, engine, spark, spark_factory, added, report)
         report.seconds["total"] = time.monotonic() - started
         details.update(rows_inserted=report.rows_inserted, summary=report.summary())
+        if report.set_aside:  # the command exits 1: the record says failed too
+            details["failed"] = f"batch(es) set aside: {', '.join(report.set_aside)}"
     return report
 
 
@@ -200,6 +209,26 @@ def _lake_target(settings: ResolvedSettings, con: duckdb.DuckDBPyConnection, sou
     return None
 
 
+def promotion_outage(settings: ResolvedSettings, exc: duckdb.Error) -> PipelineError:
+    """A service promotion needs went away: name it (the object store holding staged batches or
+    the data path, else the catalog), temporary."""
+    text = str(exc)
+    stores = [(key, path) for key, path in (("STAGING_PATH", settings.staging_path),
+                                            ("DUCKLAKE_DATA_PATH", settings.data_path)) if "://" in path]
+    http = any(word in text for word in ("HTTP", "HEAD", "GET ", "PUT ", "s3://",
+                                         "Could not connect to server"))
+    if stores and http:
+        key, path = next(((k, p) for k, p in stores if p in text), stores[0])
+        return StorageUnavailable(f"Lost the object store holding {key}={path} during promotion "
+                                  f"({first_line(scrub_secrets(text))}).",
+                                  "Check that the store (S3_ENDPOINT) is up; the batch stays staged and "
+                                  "the next run promotes it.")
+    return CatalogUnavailable(f"Lost the lake catalog (DUCKLAKE_CATALOG={settings.catalog.describe()}) "
+                              f"during promotion ({first_line(scrub_secrets(text))}).",
+                              "Check that the catalog database runs; nothing was committed, the batch stays "
+                              "staged and the next run promotes it.")
+
+
 def _promote_or_set_aside(settings: ResolvedSettings, batch: StagedBatch, con: duckdb.DuckDBPyConnection,
                           report: RunReport) -> None:
     """Promote ``batch``; if the batch itself cannot be read or loaded (a corrupt or foreign file,
@@ -207,8 +236,8 @@ def _promote_or_set_aside(settings: ResolvedSettings, batch: StagedBatch, con: d
     try:
         report.advance(promote(settings, batch, con))
     except duckdb.Error as exc:
-        if is_transient(exc):
-            raise  # the catalog or object store is away: the batch is fine, retry later
+        if is_transient(exc):  # the catalog or object store is away: the batch is fine, retry later
+            raise promotion_outage(settings, exc) from None
         folder = staging.set_aside(staging.table_dir(settings), batch, first_line(exc))
         report.set_aside.append(batch.batch_id)
         log.error("batch %s cannot be promoted (%s); set aside in %s, kept whole, so later batches "
