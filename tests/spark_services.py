@@ -126,6 +126,7 @@ class ConnectServer:
     def start(self, timeout: float = 120) -> ConnectServer:
         self.work.mkdir(parents=True, exist_ok=True)
         log = self.work / "connect.log"
+        seen = log.stat().st_size if log.exists() else 0  # a restart: only what this start logs counts
         env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1",
                "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
         with open(log, "ab") as out:
@@ -138,7 +139,7 @@ class ConnectServer:
                 env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if "Spark Connect server started" in log.read_text(errors="replace"):
+            if "Spark Connect server started" in log.read_text(errors="replace")[seen:]:
                 return self
             if self.proc.poll() is not None:
                 break

@@ -99,3 +99,29 @@ def test_driver_staging_through_connect_fetches_time_chunks_and_loads_everything
         spark.stop()
     assert report.rows_inserted == 3_000
     assert_lake_equals_source(settings, expected_rows=3_000)
+
+
+def test_a_connect_server_killed_mid_extraction_is_named_and_the_process_exits_promptly(
+        settings, lake_env, connect_server):
+    """SIGKILL the server while its JDBC read runs (the last test of the module: it restarts the
+    server after). Was: 610 s, blamed on the source, then 20 minutes in pyspark's exit handler."""
+    import signal
+
+    add_events(settings, 1_500, seed=95)
+    env = {**lake_env, "SPARK_REMOTE": connect_server.url, "EVENT_LAKE_FAULT": "slow-read",
+           "SPARK_PARTITIONS": "2"}
+    run = Proc("events_pipeline.py", "--run", env=env)
+    run.wait_for("extracting 1500 rows")
+    time.sleep(4)  # the job is running on the server
+    os.killpg(connect_server.proc.pid, signal.SIGKILL)
+    killed = time.monotonic()
+    code = run.popen.wait(timeout=240)
+    took = time.monotonic() - killed
+    assert code == 1 and took < 120, (took, run.output)
+    assert f"Lost the Spark Connect server at SPARK_REMOTE={connect_server.url}" in run.output
+    assert "Failed (temporary" in run.output and "source Postgres" not in run.output
+    assert not list((Path(settings.staging_path) / settings.lake_table).rglob("*.parquet"))
+    connect_server.start()
+    rerun = run_cli("events_pipeline.py", "--run", env={**env, "EVENT_LAKE_FAULT": ""})
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert_lake_equals_source(settings, expected_rows=1_500)

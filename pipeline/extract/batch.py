@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 
 from pipeline import staging
 from pipeline.errors import (
+    EngineUnavailable,
     PipelineError,
     SourceUnavailable,
     TerminalError,
@@ -27,6 +28,7 @@ from pipeline.errors import (
     scrub_secrets,
 )
 from pipeline.extract import lake_files
+from pipeline.extract.spark_session import connect_lost
 from pipeline.lake import zero_copy
 from pipeline.lake.zero_copy import LakeTarget
 from pipeline.progress import Progress
@@ -99,6 +101,13 @@ def extract(extractor: Extractor, request: ExtractRequest) -> StagedBatch:
             zero = request.lake_target is not None
             raise disk_full(exc, request.settings.data_path if zero else request.settings.staging_path,
                             "DUCKLAKE_DATA_PATH" if zero else "STAGING_PATH") from None
+        remote = request.settings.spark.remote
+        if remote and extractor.engine == "spark" and connect_lost(exc):
+            raise EngineUnavailable(
+                f"Lost the Spark Connect server at SPARK_REMOTE={remote} mid-extraction "
+                f"({first_line(scrub_secrets(str(exc)))}). Nothing was staged or promoted.",
+                "Check that the Connect server runs (it was stopped or restarted); the next run reads "
+                "the same window again, so nothing is lost.") from None
         if not is_transient(exc):
             raise
         dsn = request.settings.source_dsn

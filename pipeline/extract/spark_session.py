@@ -157,6 +157,44 @@ def _probe(url: str, setting: str, default_port: int, timeout: float = 10.0) -> 
                                 "the scheduler retries with backoff.") from None
 
 
+# Connect client retries: pyspark's default tolerates at least 10 minutes of a server that went
+# away (a SIGKILLed server was reported 610 s later, as a lost *source*); these give up in ~45 s
+CONNECT_RETRIES = {"max_retries": 8, "initial_backoff": 50, "backoff_multiplier": 4.0, "max_backoff": 10_000,
+                   "max_server_retry_delay": 10_000}
+# what the client's errors say when the server itself is gone (not a failed job on a live server)
+_CONNECT_LOST = ("StatusCode.UNAVAILABLE", "_MultiThreadedRendezvous", "SESSION_NOT_FOUND",
+                 "INVALID_HANDLE", "RESPONSE_ALREADY_RECEIVED", "Socket closed",
+                 "failed to connect to all addresses")
+
+
+def _bound_retries(session: SparkSession, remote: str) -> None:
+    """Bounded client retries, and no retrying at exit: pyspark's exit handler sends cleanup
+    calls to the server (with the same retries), which kept a process whose server was killed
+    alive for 20 minutes. A handler registered later runs first: if the server is gone by then,
+    the client is closed and pyspark's handler skips its calls."""
+    import atexit
+
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    client = session.client
+    client.set_retry_policies([DefaultPolicy(**CONNECT_RETRIES)])
+
+    def close_if_gone() -> None:
+        try:
+            _probe(remote, "SPARK_REMOTE", 15002, timeout=2.0)
+        except EngineUnavailable:
+            with contextlib.suppress(Exception):
+                client.close()
+
+    atexit.register(close_if_gone)
+
+
+def connect_lost(exc: BaseException) -> bool:
+    """Did a Spark Connect call fail because the server went away (killed, restarted)?"""
+    text = f"{type(exc).__name__}: {exc}"
+    return any(marker in text for marker in _CONNECT_LOST)
+
+
 def _require_java() -> None:
     from pipeline.settings.platform import JAVA_FIX, java_binary, java_where
 
@@ -195,6 +233,7 @@ def _connect_session(remote: str, app_name: str, conf: dict[str, str]) -> SparkS
     _probe(remote, "SPARK_REMOTE", 15002)
     try:
         session = ConnectSession.builder.remote(remote).appName(app_name).getOrCreate()
+        _bound_retries(session, remote)
         for key, value in {**conf, **SESSION_CONF}.items():  # runtime properties only, under Connect
             session.conf.set(key, value)
         wrong = {k: session.conf.get(k) for k in SESSION_CONF if session.conf.get(k) != SESSION_CONF[k]}

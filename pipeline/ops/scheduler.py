@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import schedule
 
 from pipeline import logs
-from pipeline.errors import LockBusy, PipelineError, ShutdownRequested, first_line
+from pipeline.errors import EngineUnavailable, LockBusy, PipelineError, ShutdownRequested, first_line
 from pipeline.lake import jobs, locks, maintain
 from pipeline.ops import scheduler_state
 from pipeline.ops.policy import CANCEL_EVERY_SECONDS, SHUTDOWN_SECONDS, needs_a_fix, retry_delay
@@ -178,6 +178,11 @@ class Scheduler:
             details = {"reason": "another process is running this job"}
         except Exception as exc:  # noqa: BLE001  any failure is recorded; the process must stay up
             status, error, failure = "failed", first_line(exc), exc
+            if isinstance(exc, EngineUnavailable) and self._spark is not None:
+                # a lost Connect server or cluster: the next load builds a new session
+                with contextlib.suppress(Exception):
+                    self._spark.stop()
+                self._spark = None
             if self.stop.is_set():
                 status, error = "cancelled", f"stopped by shutdown: {error}"
         seconds = time.monotonic() - t0
