@@ -115,3 +115,43 @@ def test_s3_staging_settings_reach_spark_and_odd_schemes_are_refused(s3_env):
     assert s3a_conf(load_settings({**env, "STAGING_WRITER": "driver"})) == {}
     with pytest.raises(ConfigError, match="s3://bucket/prefix"):
         load_settings({**env, "STAGING_PATH": "gs://bucket/staging"})
+
+
+def test_an_object_store_outage_is_temporary_names_the_store_and_loses_nothing(lake_env):
+    """The store goes away with a complete batch staged: --promote-only and --run fail in one
+    plain temporary line naming the store (not "unexpected error"), and once it is back the
+    batch is promoted, exactly once."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    from tests.spark_services import free_port
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
+                 aws_access_key_id="testing", aws_secret_access_key="testing").create_bucket(Bucket="outage-bucket")
+    env = {**lake_env, "STAGING_PATH": "s3://outage-bucket/staging", "S3_ENDPOINT": f"127.0.0.1:{port}",
+           "S3_URL_STYLE": "path", "S3_USE_SSL": "false", "S3_REGION": "us-east-1",
+           "S3_ACCESS_KEY_ID": "testing", "S3_SECRET_ACCESS_KEY": "outage-secret-value"}
+    settings = load_settings(env)
+    add_events(settings, 400, seed=43)
+    try:
+        assert run_cli("events_pipeline.py", "--extract-only", "--engine", "dlt", env=env).returncode == 0
+        server.stop()
+        for args in (("--promote-only",), ("--run", "--engine", "dlt")):
+            down = run_cli("events_pipeline.py", *args, env=env)
+            assert down.returncode == 1, args
+            output = down.stdout + down.stderr
+            assert "STAGING_PATH=s3://outage-bucket/staging" in output and "object store" in output, output
+            assert "unexpected error" not in output and "Failed (temporary" in output
+            assert "outage-secret-value" not in output
+        assert data_snapshots(settings) == []
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)  # back, with its objects
+        server.start()
+        back = run_cli("events_pipeline.py", "--run", "--engine", "dlt", env=env)
+        assert back.returncode == 0, back.stdout + back.stderr
+        assert_lake_equals_source(settings, expected_rows=400)
+        assert len(data_snapshots(settings)) == 1
+    finally:
+        server.stop()

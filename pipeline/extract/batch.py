@@ -108,6 +108,9 @@ def extract(extractor: Extractor, request: ExtractRequest) -> StagedBatch:
                 f"({first_line(scrub_secrets(str(exc)))}). Nothing was staged or promoted.",
                 "Check that the Connect server runs (it was stopped or restarted); the next run reads "
                 "the same window again, so nothing is lost.") from None
+        store = staging.store_outage(request.settings, exc)
+        if store is not None:
+            raise store from None
         if not is_transient(exc):
             raise
         dsn = request.settings.source_dsn

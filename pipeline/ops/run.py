@@ -20,7 +20,6 @@ from pipeline import faults, staging
 from pipeline.errors import (
     CatalogUnavailable,
     PipelineError,
-    StorageUnavailable,
     first_line,
     is_transient,
     scrub_secrets,
@@ -127,8 +126,11 @@ def run(settings: Settings, mode: Mode = "run", engine: str = "spark",
 def _run_checked(resolved: ResolvedSettings, mode: Mode, engine: str, spark: SparkSession | None,
                  spark_factory: Callable[[], SparkSession] | None, added: dict[str, str],
                  report: RunReport) -> None:
-    for path in staging.clean_stale(staging.table_dir(resolved)):
-        log.info("removed stale incomplete batch %s", path.uri())
+    try:
+        for path in staging.clean_stale(staging.table_dir(resolved)):
+            log.info("removed stale incomplete batch %s", path.uri())
+    except OSError as exc:  # the first touch of an object-store staging area
+        raise staging.store_outage(resolved, exc) or exc from None
     con = connect(resolved)
     try:
         ensure_tables(con, resolved)
@@ -210,21 +212,13 @@ def _lake_target(settings: ResolvedSettings, con: duckdb.DuckDBPyConnection, sou
 
 
 def promotion_outage(settings: ResolvedSettings, exc: duckdb.Error) -> PipelineError:
-    """A service promotion needs went away: name it (the object store holding staged batches or
-    the data path, else the catalog), temporary."""
-    text = str(exc)
-    stores = [(key, path) for key, path in (("STAGING_PATH", settings.staging_path),
-                                            ("DUCKLAKE_DATA_PATH", settings.data_path)) if "://" in path]
-    http = any(word in text for word in ("HTTP", "HEAD", "GET ", "PUT ", "s3://",
-                                         "Could not connect to server"))
-    if stores and http:
-        key, path = next(((k, p) for k, p in stores if p in text), stores[0])
-        return StorageUnavailable(f"Lost the object store holding {key}={path} during promotion "
-                                  f"({first_line(scrub_secrets(text))}).",
-                                  "Check that the store (S3_ENDPOINT) is up; the batch stays staged and "
-                                  "the next run promotes it.")
+    """A service promotion needs went away: the object store holding staged batches or the data
+    path, else the catalog; temporary, and named."""
+    store = staging.store_outage(settings, exc)
+    if store is not None:
+        return store
     return CatalogUnavailable(f"Lost the lake catalog (DUCKLAKE_CATALOG={settings.catalog.describe()}) "
-                              f"during promotion ({first_line(scrub_secrets(text))}).",
+                              f"during promotion ({first_line(scrub_secrets(str(exc)))}).",
                               "Check that the catalog database runs; nothing was committed, the batch stays "
                               "staged and the next run promotes it.")
 

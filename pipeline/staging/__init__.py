@@ -22,10 +22,10 @@ from pipeline.staging.contract import (
     set_aside,
     write_manifest,
 )
-from pipeline.staging.location import StagingDir, staging_root, table_dir
+from pipeline.staging.location import StagingDir, staging_root, store_outage, table_dir
 
 __all__ = ["FAILED", "FAILURE", "MANIFEST", "PREFIX", "Manifest", "StagedBatch", "StagingDir", "batch_dir",
            "clean_stale", "complete_batches", "failed_batches", "is_complete", "new_batch_id",
            "parquet_files", "pending_lake_files", "read_manifest", "remove_batch", "restore_failed",
            "set_aside",
-           "staging_root", "table_dir", "write_manifest"]
+           "staging_root", "store_outage", "table_dir", "write_manifest"]
