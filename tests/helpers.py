@@ -138,6 +138,11 @@ def assert_promoted_by_mode(settings: Settings) -> None:
     assert (registered > 0) == (settings.promotion == "zero-copy"), (settings.promotion, registered)
 
 
+def jobs_table(settings: Settings) -> str:
+    """The job history table (in the catalog database, the lake's metadata schema: Postgres here)."""
+    return f"__ducklake_metadata_{settings.lake_name}.{settings.lake_name}.event_lake_jobs"
+
+
 def lake_query(settings: Settings, sql: str, params: list | None = None) -> list[tuple]:
     con = lake.connect(resolve(settings), read_only=True)
     try:

@@ -11,7 +11,7 @@ from pipeline import staging
 from pipeline.ops.health import FAILING, HEALTHY, STALE, assess
 from pipeline.settings.resolve import resolve
 from tests.conftest import run_cli
-from tests.helpers import add_events, lake_query
+from tests.helpers import add_events, jobs_table, lake_query
 
 NOW = datetime(2026, 11, 22, 12, tzinfo=UTC)
 HOUR = timedelta(hours=1)
@@ -43,7 +43,7 @@ def test_status_exit_codes_follow_manual_runs_and_set_aside_batches(settings, la
     code, status = _status(env)
     assert code == HEALTHY and status["health"]["last_successful_load"], status["health"]
     # the manual run is in the job history like a scheduled one
-    assert lake_query(settings, "SELECT job, status FROM lake.ops.jobs") == [("load", "success")]
+    assert lake_query(settings, f"SELECT job, status FROM {jobs_table(settings)}") == [("load", "success")]
     time.sleep(21)  # two LOAD_EVERY intervals without a load
     code, status = _status(env)
     assert code == STALE and "ago (LOAD_EVERY 10s)" in status["health"]["reasons"][0]

@@ -18,6 +18,7 @@ from tests.helpers import (
     add_events,
     assert_lake_equals_source,
     http_get,
+    jobs_table,
     lake_query,
     metric_samples,
 )
@@ -25,8 +26,8 @@ from tests.spark_services import free_port
 
 
 def _jobs(settings) -> list[tuple]:
-    return lake_query(settings, "SELECT job, status, started_at, finished_at, details FROM lake.ops.jobs "
-                                "ORDER BY started_at")
+    return lake_query(settings, f"SELECT job, status, started_at, finished_at, details "
+                                f"FROM {jobs_table(settings)} ORDER BY started_at")
 
 
 def test_scheduler_keeps_the_lake_fresh_and_small_while_events_stream_in(settings, lake_env):

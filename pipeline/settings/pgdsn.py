@@ -45,6 +45,12 @@ class PgDsn:
         shown = mask_dsn_text(text)
         if _URL.match(text):
             rest, password = _split_url_password(text)
+            if password is not None and _BAD_PERCENT.search(password):
+                raise ConfigError(f"{what} {shown!r} has a password with an invalid percent-encoding (% must "
+                                  "be followed by two hex digits).",
+                                  "Percent-encode special characters in the password (% as %25, @ as %40, "
+                                  ": as %3A, / as %2F).")
+            password = unquote(password) if password is not None else None
         elif "=" in text:
             rest, password = text, None
         else:
@@ -55,7 +61,8 @@ class PgDsn:
             params = {k: str(v) for k, v in conninfo_to_dict(rest).items()}
         except Exception as exc:  # psycopg.ProgrammingError, quoting the text it choked on
             raise ConfigError(
-                f"{what} {shown!r} is not a valid Postgres connection string ({_parser_reason(exc)}).",
+                f"{what} {shown!r} is not a valid Postgres connection string ({_parser_reason(exc)}); "
+                "expected postgresql://user:password@host:5432/dbname or 'host=… dbname=… user=…'.",
                 "Percent-encode special characters in a URL (@ as %40, : as %3A, / as %2F, space as %20); "
                 "in key=value form quote a value with spaces as password='a b'.",
             ) from None
@@ -137,19 +144,21 @@ class PgDsn:
 
 
 _URL = re.compile(r"^postgres(?:ql)?://", re.I)
+_BAD_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _KV_PASSWORD = re.compile(r"""(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'?|\S*)""", re.I)
 
 
 def _split_url_password(url: str) -> tuple[str, str | None]:
     """``postgresql://u:p/w@h/db`` -> (``postgresql://u@h/db``, ``"p/w"``): the user information
-    ends at the last ``@`` before the host (a password may hold unencoded ``/``, ``@``, ``:``)."""
+    ends at the last ``@`` before the host (a password may hold unencoded ``/``, ``@``, ``:``).
+    The password is returned as written (still percent-encoded)."""
     scheme, _, rest = url.partition("://")
     if "@" not in rest:
         return url, None
     userinfo, _, hostpart = rest.rpartition("@")
     user, colon, password = userinfo.partition(":")
-    return f"{scheme}://{user}@{hostpart}" if user else f"{scheme}://{hostpart}", \
-        (unquote(password) if colon else None)
+    rest = f"{scheme}://{user}@{hostpart}" if user else f"{scheme}://{hostpart}"
+    return rest, (password if colon else None)
 
 
 def mask_dsn_text(text: str) -> str:
