@@ -4,6 +4,7 @@ batch, snapshots and live data files over time, and job runs. Read from ``ops.ba
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import duckdb
@@ -27,7 +28,7 @@ def batches(con: duckdb.DuckDBPyConnection, settings: Settings, limit: int = POI
     event of a batch was when it became queryable (the lake's freshness at that moment)."""
     return _rows(con, f"""
         SELECT * FROM (
-            SELECT batch_id, promoted_at, rows_staged, rows_inserted, rows_duplicate,
+            SELECT batch_id, engine, promoted_at, rows_staged, rows_inserted, rows_duplicate,
                    extract_seconds, promote_seconds,
                    epoch(promoted_at) - epoch(max_event_timestamp) AS lag_seconds
             FROM {settings.batches_table} WHERE table_name = ?
@@ -50,6 +51,24 @@ def snapshots(con: duckdb.DuckDBPyConnection, settings: Settings, limit: int = P
                (SELECT count(*) FROM files f WHERE f.begin_snapshot <= r.snapshot_id
                   AND (f.end_snapshot IS NULL OR f.end_snapshot > r.snapshot_id)) AS data_files
         FROM recent r ORDER BY r.snapshot_id""", [limit])
+
+
+def expiries(con: duckdb.DuckDBPyConnection, settings: Settings) -> Rows:
+    """When snapshots were expired, and which (from the job history: expire and maintain jobs);
+    expired snapshots are gone from the catalog, so this is how a chart can show them dropping."""
+    table = jobs.source(con, settings)
+    if table is None:
+        return []
+    rows = _rows(con, f"""
+        SELECT finished_at, CAST(details AS VARCHAR) AS details FROM {table}
+        WHERE job IN ('expire', 'maintain') AND status = 'success'
+          AND CAST(details AS VARCHAR) LIKE '%snapshots_expired%' ORDER BY finished_at""")
+    found = []
+    for row in rows:
+        expired = json.loads(row["details"] or "{}").get("snapshots_expired") or []
+        if expired and not json.loads(row["details"]).get("dry_run"):
+            found.append({"finished_at": row["finished_at"], "snapshot_ids": [int(i) for i in expired]})
+    return found
 
 
 def job_runs(con: duckdb.DuckDBPyConnection, settings: Settings, limit: int = 50) -> Rows:

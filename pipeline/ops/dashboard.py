@@ -25,16 +25,26 @@ Point = tuple[datetime, float]
 
 def render(obs: Observation, lake: str) -> str:
     status = obs.status or {}
+    reconciled = [b["engine"] == "reconcile" for b in obs.batches]
     charts = [
-        ("rows per batch", "rows", [(b["promoted_at"], b["rows_inserted"]) for b in obs.batches], "bars"),
+        ("rows per batch", "rows", [(b["promoted_at"], b["rows_inserted"]) for b in obs.batches], "bars",
+         reconciled),
         ("lag when each batch landed", "seconds",
-         [(b["promoted_at"], b["lag_seconds"]) for b in obs.batches if b["lag_seconds"] is not None], "line"),
-        ("snapshots kept", "snapshots", [(s["snapshot_time"], s["snapshots_kept"]) for s in obs.snapshots],
-         "line"),
-        ("live data files", "files", [(s["snapshot_time"], s["data_files"]) for s in obs.snapshots], "line"),
+         [(b["promoted_at"], b["lag_seconds"]) for b in obs.batches if b["lag_seconds"] is not None], "line",
+         None),
+        ("snapshots kept", "snapshots", kept_series(obs.snapshots, obs.expiries), "line", None),
+        ("live data files", "files", [(s["snapshot_time"], s["data_files"]) for s in obs.snapshots], "line",
+         None),
     ]
-    figures = "\n".join(f'<figure><figcaption>{escape(title)}</figcaption>{chart(points, unit, kind, title)}'
-                        "</figure>" for title, unit, points, kind in charts)
+    # one time range for every chart, so a moment lines up across them
+    times = [t for _, _, points, _, _ in charts for t, _ in points]
+    span = (min(times), max(times)) if times else None
+    figures = "\n".join(
+        f'<figure><figcaption>{escape(title)}</figcaption>'
+        f"{chart(points, unit, kind, title, span=span, marked=marked)}</figure>"
+        for title, unit, points, kind, marked in charts)
+    legend = ('<p class="legend"><span style="color:#bf8700">&#9632;</span> reconcile batch (late events '
+              "beyond the look-back)</p>" if any(reconciled) else "")
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="refresh" content="{REFRESH_SECONDS}">
@@ -57,7 +67,7 @@ td, th {{ padding: 3px 10px; border-bottom: 1px solid #d1d9e0; text-align: left;
 <body>
 <h1>event-lake · {escape(lake)}</h1>
 {_header(obs, status)}
-<div class="charts">
+{legend}<div class="charts">
 {figures}
 </div>
 <h2>job history</h2>
@@ -88,8 +98,32 @@ def _header(obs: Observation, status: dict[str, Any]) -> str:
             f"{escape(reasons)}<div class=\"facts\">{cells}</div>")
 
 
-def chart(points: Sequence[Point], unit: str, kind: str, title: str = "") -> str:
-    """An SVG chart of ``points`` (time, value): bars or a line, with value and time axes.
+def kept_series(snapshots: Sequence[dict[str, Any]], expiries: Sequence[dict[str, Any]]) -> list[Point]:
+    """Snapshots kept over time: the surviving snapshots counted up to each one, plus those an
+    expiry removed later, and a point at each expiry where the count drops (pure). Expired
+    snapshots are gone from the catalog; the job history says when and which."""
+    events: list[tuple[datetime, int]] = [(s["snapshot_time"], s["snapshot_id"]) for s in snapshots]
+    if not events:
+        return []
+    first = events[0][0]
+    marks = sorted([*events, *[(e["finished_at"], -1) for e in expiries if e["finished_at"] >= first]],
+                   key=lambda p: p[0])
+    points: list[Point] = []
+    for at, _ in marks:
+        newest = max((sid for t, sid in events if t <= at), default=None)
+        alive = sum(1 for t, _ in events if t <= at)
+        # expired before ``at``'s newest snapshot was taken, and removed only after ``at``
+        pending = sum(1 for e in expiries if e["finished_at"] > at
+                      for sid in e["snapshot_ids"] if newest is not None and sid < newest)
+        points.append((at, alive + pending))
+    return points
+
+
+def chart(points: Sequence[Point], unit: str, kind: str, title: str = "",
+          span: tuple[datetime, datetime] | None = None, marked: Sequence[bool] | None = None) -> str:
+    """An SVG chart of ``points`` (time, value): bars or a line, a value axis titled with the
+    unit (whole-number ticks for counts), a time axis over ``span`` (default: the points' own)
+    with four labels; ``marked`` bars are drawn in another colour (reconcile batches).
     ``data-points`` carries the number of points drawn (what a test checks)."""
     head = (f'<svg class="chart" role="img" aria-label="{escape(title)}" data-kind="{kind}" '
             f'data-points="{len(points)}" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}">')
@@ -97,24 +131,27 @@ def chart(points: Sequence[Point], unit: str, kind: str, title: str = "") -> str
         return f'{head}<text x="{WIDTH / 2}" y="{HEIGHT / 2}" text-anchor="middle">no data yet</text></svg>'
     xs = [t.timestamp() for t, _ in points]
     ys = [float(v) for _, v in points]
-    x0, x1 = min(xs), max(xs)
-    top = max(ys) * 1.1 or 1.0
+    x0, x1 = (span[0].timestamp(), span[1].timestamp()) if span else (min(xs), max(xs))
+    ticks = nice_ticks(max(ys), whole=unit != "seconds")
+    top = ticks[-1]
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     width = max(1.5, min(24.0, plot_w / len(points) * 0.7))  # of a bar
     inset = width / 2 + 3 if kind == "bars" else 4.0  # the first and last mark stay off the axis labels
 
     def x(at: float) -> float:
-        span = plot_w - 2 * inset
-        return LEFT + inset + (span / 2 if x1 == x0 else (at - x0) / (x1 - x0) * span)
+        span_w = plot_w - 2 * inset
+        return LEFT + inset + (span_w / 2 if x1 == x0 else (at - x0) / (x1 - x0) * span_w)
 
     def y(value: float) -> float:
         return TOP + plot_h - max(value, 0.0) / top * plot_h
 
-    parts = [head, _axes(points, top, unit)]
+    parts = [head, _axes(ticks, unit, x0, x1, x)]
     if kind == "bars":
-        parts += [f'<rect class="bar" x="{x(a) - width / 2:.1f}" y="{y(v):.1f}" width="{width:.1f}" '
-                  f'height="{TOP + plot_h - y(v):.1f}" fill="#0969da"><title>{v:,.0f} {unit}</title></rect>'
-                  for a, v in zip(xs, ys, strict=True)]
+        flags = list(marked) if marked is not None else [False] * len(points)
+        parts += [f'<rect class="bar{" marked" if flag else ""}" x="{x(a) - width / 2:.1f}" y="{y(v):.1f}" '
+                  f'width="{width:.1f}" height="{TOP + plot_h - y(v):.1f}" '
+                  f'fill="{"#bf8700" if flag else "#0969da"}"><title>{v:,.0f} {unit}</title></rect>'
+                  for a, v, flag in zip(xs, ys, flags, strict=True)]
     else:
         line = " ".join(f"{x(a):.1f},{y(v):.1f}" for a, v in zip(xs, ys, strict=True))
         parts.append(f'<polyline class="line" points="{line}" fill="none" stroke="#0969da" '
@@ -125,25 +162,54 @@ def chart(points: Sequence[Point], unit: str, kind: str, title: str = "") -> str
     return "".join(parts) + "</svg>"
 
 
-def _axes(points: Sequence[Point], top: float, unit: str) -> str:
+def nice_ticks(highest: float, whole: bool) -> list[float]:
+    """0 and evenly spaced round values up to just above ``highest`` (1, 2 or 5 times a power of
+    ten apart; at least 1 apart for counts, so no tick reads 0.5 files)."""
+    import math
+
+    highest = max(highest, 1.0 if whole else 1e-9)
+    raw = highest / 4
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    if whole:
+        step = max(1.0, float(math.ceil(step)))
+    count = math.ceil(highest / step - 1e-9)
+    if count * step <= highest:
+        count += 1  # room above the highest point
+    return [i * step for i in range(count + 1)]
+
+
+def _axes(ticks: Sequence[float], unit: str, x0: float, x1: float, x) -> str:
     bottom, right = HEIGHT - BOTTOM, WIDTH - RIGHT
-    ticks = "".join(
-        f'<line x1="{LEFT}" x2="{right}" y1="{TOP + (1 - f) * (bottom - TOP):.1f}" '
-        f'y2="{TOP + (1 - f) * (bottom - TOP):.1f}" stroke="#eaeef2"/>'
-        f'<text x="{LEFT - 6}" y="{TOP + (1 - f) * (bottom - TOP) + 4:.1f}" text-anchor="end">'
-        f"{_short(top * f)}</text>" for f in (0, 0.5, 1))
-    first, last = points[0][0].astimezone(UTC), points[-1][0].astimezone(UTC)
-    return (f'{ticks}<line x1="{LEFT}" x2="{right}" y1="{bottom}" y2="{bottom}" stroke="#8c959f"/>'
-            f'<text x="{LEFT}" y="{HEIGHT - 10}">{first:%m-%d %H:%M}</text>'
-            f'<text x="{right}" y="{HEIGHT - 10}" text-anchor="end">{last:%m-%d %H:%M} UTC</text>'
-            f'<text x="{(LEFT + right) / 2}" y="{HEIGHT - 10}" text-anchor="middle">{escape(unit)}</text>')
+    top = ticks[-1]
+    grid = "".join(
+        f'<line x1="{LEFT}" x2="{right}" y1="{TOP + (1 - v / top) * (bottom - TOP):.1f}" '
+        f'y2="{TOP + (1 - v / top) * (bottom - TOP):.1f}" stroke="#eaeef2"/>'
+        f'<text class="tick" x="{LEFT - 6}" y="{TOP + (1 - v / top) * (bottom - TOP) + 4:.1f}" '
+        f'text-anchor="end">{_short(v)}</text>' for v in ticks)
+    labels = []
+    for i in range(4):  # four times across the span (one when every point is at one moment)
+        at = x0 + (x1 - x0) * i / 3
+        anchor = ("start", "middle", "middle", "end")[i]
+        when = datetime.fromtimestamp(at, UTC)
+        labels.append(f'<text class="time" x="{x(at) if x1 != x0 else (LEFT + right) / 2:.1f}" '
+                      f'y="{HEIGHT - 10}" text-anchor="{anchor if x1 != x0 else "middle"}">'
+                      f'{when:%m-%d %H:%M}{" UTC" if i == 3 else ""}</text>')
+        if x1 == x0:
+            break
+    title = (f'<text class="unit" transform="rotate(-90)" x="{-(TOP + bottom) / 2:.1f}" y="12" '
+             f'text-anchor="middle">{escape(unit)}</text>')
+    return (f'{grid}<line x1="{LEFT}" x2="{right}" y1="{bottom}" y2="{bottom}" stroke="#8c959f"/>'
+            + "".join(labels) + title)
 
 
 def _short(value: float) -> str:
     for suffix, size in (("M", 1e6), ("k", 1e3)):
         if value >= size:
             return f"{value / size:.1f}{suffix}"
-    return f"{value:.0f}" if value >= 10 or value == 0 else f"{value:.1f}"
+    if value >= 10 or float(value).is_integer():
+        return f"{value:.0f}"
+    return f"{value:.1f}"
 
 
 def _jobs_table(runs: list[dict[str, Any]]) -> str:

@@ -25,6 +25,7 @@ class Observation:
     status: dict[str, Any] | None = None  # pipeline.ops.status.collect's document
     batches: list[dict[str, Any]] = field(default_factory=list)
     snapshots: list[dict[str, Any]] = field(default_factory=list)
+    expiries: list[dict[str, Any]] = field(default_factory=list)  # when snapshots were expired, which
     job_runs: list[dict[str, Any]] = field(default_factory=list)
     job_totals: list[dict[str, Any]] = field(default_factory=list)
     rows_loaded: int = 0
@@ -62,6 +63,7 @@ def _series(settings: ResolvedSettings) -> dict[str, Any]:
             series["batches"] = history.batches(con, settings)
             series["rows_loaded"], series["batches_loaded"] = history.rows_loaded(con, settings)
         if jobs.source(con, settings):
+            series["expiries"] = history.expiries(con, settings)
             series["job_runs"] = history.job_runs(con, settings)
             series["job_totals"] = history.job_totals(con, settings)
         return series
