@@ -233,3 +233,41 @@ def test_lakes_sharing_a_staging_folder_promote_only_their_own_batches(lake_env,
     assert waiting.manifest.lake_id and waiting.manifest.source.endswith(".public.events")
     assert run(a, mode="promote").rows_inserted == 300
     assert_lake_equals_source(a, expected_rows=300)
+
+
+def test_a_run_killed_mid_extraction_leaves_partials_the_next_run_removes_at_once(settings, lake_env):
+    """SIGKILL while Spark writes (the JDBC reads sleep in Postgres): its _temporary parts and
+    lake-ids file stay behind; the next run sees their process is gone and removes them now,
+    not an hour later, and loads everything once."""
+    import signal
+    import time
+
+    from pipeline import staging
+    from pipeline.lake import zero_copy
+    from pipeline.settings.resolve import resolve
+    from tests.helpers import Proc
+
+    add_events(settings, 800, seed=77)
+    run_proc = Proc("events_pipeline.py", "--run", env={**lake_env, "EVENT_LAKE_FAULT": "slow-read",
+                                                        "SPARK_PARTITIONS": "2"})
+    run_proc.wait_for("extracting 800 rows")
+    resolved = resolve(settings)
+    table_dir = staging.table_dir(resolved)
+    running = Path(table_dir.uri()) / staging.RUNNING
+    deadline = time.monotonic() + 120
+    while not list(running.glob("*.json")) and time.monotonic() < deadline:
+        time.sleep(0.5)  # the Spark session is starting
+    time.sleep(4)  # Spark is writing
+    run_proc.popen.send_signal(signal.SIGKILL)
+    run_proc.popen.wait(30)
+    [abandoned] = staging.abandoned_batches(table_dir)
+    incoming = zero_copy.table_folder(resolved).child(zero_copy.INCOMING)
+    leftovers = [p for p in (Path(incoming.uri()), Path(table_dir.uri())) if p.exists()
+                 for p in p.rglob(f"*{abandoned}*")]
+    assert leftovers, "the killed extraction left files behind"
+    rerun = run_cli("events_pipeline.py", "--run", env=lake_env)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert f"removed the leftovers of batch {abandoned}" in rerun.stderr
+    assert not [p for p in leftovers if p.exists()]
+    assert staging.abandoned_batches(table_dir) == []
+    assert_lake_equals_source(settings, expected_rows=800)

@@ -85,6 +85,16 @@ def extract(extractor: Extractor, request: ExtractRequest) -> StagedBatch:
     started = time.monotonic()
     folder = request.folder
     meter = Progress(f"extracting with {extractor.engine}", total=request.stats.rows)
+    table_dir = staging.table_dir(request.settings)
+    staging.claim_batch(table_dir, request.batch_id)  # a crash leaves a record the next run acts on
+    try:
+        return _extract_claimed(extractor, request, folder, meter, started)
+    finally:
+        staging.release_batch(table_dir, request.batch_id)
+
+
+def _extract_claimed(extractor: Extractor, request: ExtractRequest, folder: StagingDir, meter: Progress,
+                     started: float) -> StagedBatch:
     try:
         extractor.write_parquet(request, meter)
     except BaseException as exc:

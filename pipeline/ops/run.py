@@ -123,12 +123,29 @@ def run(settings: Settings, mode: Mode = "run", engine: str = "spark",
     return report
 
 
+def _remove_abandoned(settings: ResolvedSettings) -> None:
+    """The partial files of extractions whose process died on this host (Spark's _temporary
+    parts, zero-copy files not yet settled): a batch never gets a manifest after its process is
+    gone, so they go now rather than in an hour."""
+    table_dir = staging.table_dir(settings)
+    for batch_id in staging.abandoned_batches(table_dir):
+        folder = staging.batch_dir(table_dir, batch_id)
+        if not staging.is_complete(folder):
+            staging.remove_batch(folder)
+        incoming = zero_copy.table_folder(settings).child(zero_copy.INCOMING)
+        incoming.child(batch_id).remove()
+        incoming.delete(f"{batch_id}{zero_copy.LAKE_IDS_SUFFIX}")
+        staging.release_batch(table_dir, batch_id)
+        log.info("removed the leftovers of batch %s, whose extraction died with its process", batch_id)
+
+
 def _run_checked(resolved: ResolvedSettings, mode: Mode, engine: str, spark: SparkSession | None,
                  spark_factory: Callable[[], SparkSession] | None, added: dict[str, str],
                  report: RunReport) -> None:
     try:
         for path in staging.clean_stale(staging.table_dir(resolved)):
             log.info("removed stale incomplete batch %s", path.uri())
+        _remove_abandoned(resolved)
     except OSError as exc:  # the first touch of an object-store staging area
         raise staging.store_outage(resolved, exc) or exc from None
     con = connect(resolved)

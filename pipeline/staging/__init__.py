@@ -6,9 +6,12 @@ from pipeline.staging.contract import (
     FAILURE,
     MANIFEST,
     PREFIX,
+    RUNNING,
     Manifest,
     StagedBatch,
+    abandoned_batches,
     batch_dir,
+    claim_batch,
     clean_stale,
     complete_batches,
     failed_batches,
@@ -17,6 +20,7 @@ from pipeline.staging.contract import (
     parquet_files,
     pending_lake_files,
     read_manifest,
+    release_batch,
     remove_batch,
     restore_failed,
     set_aside,
@@ -24,8 +28,9 @@ from pipeline.staging.contract import (
 )
 from pipeline.staging.location import StagingDir, staging_root, store_outage, table_dir
 
-__all__ = ["FAILED", "FAILURE", "MANIFEST", "PREFIX", "Manifest", "StagedBatch", "StagingDir", "batch_dir",
-           "clean_stale", "complete_batches", "failed_batches", "is_complete", "new_batch_id",
-           "parquet_files", "pending_lake_files", "read_manifest", "remove_batch", "restore_failed",
-           "set_aside",
-           "staging_root", "store_outage", "table_dir", "write_manifest"]
+__all__ = ["FAILED", "FAILURE", "MANIFEST", "PREFIX", "RUNNING", "Manifest", "StagedBatch", "StagingDir",
+           "abandoned_batches", "batch_dir", "claim_batch", "clean_stale", "complete_batches",
+           "failed_batches",
+           "is_complete", "new_batch_id", "parquet_files", "pending_lake_files", "read_manifest",
+           "release_batch", "remove_batch", "restore_failed", "set_aside", "staging_root", "store_outage",
+           "table_dir", "write_manifest"]

@@ -21,6 +21,7 @@ MANIFEST = "_manifest.json"
 PREFIX = "batch_id="
 FAILED = "_failed"  # STAGING_PATH/<table>/_failed/batch_id=<id>: batches set aside
 FAILURE = "_failure.json"
+RUNNING = "_running"  # STAGING_PATH/<table>/_running/<batch id>.json: which process is extracting it
 
 
 def new_batch_id(now: datetime | None = None) -> str:
@@ -137,6 +138,51 @@ def clean_stale(table_dir: StagingDir, older_than_seconds: float = 3600.0) -> li
             folder.remove()
             removed.append(folder)
     return removed
+
+
+def _process_start(pid: int) -> str | None:
+    """The kernel's start time of ``pid`` (Linux), so a reused pid is not taken for the owner."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def claim_batch(table_dir: StagingDir, batch_id: str) -> None:
+    """Record that this process is extracting ``batch_id`` (see :func:`abandoned_batches`)."""
+    import os
+    import socket
+
+    table_dir.child(RUNNING).make(exist_ok=True)
+    table_dir.child(RUNNING).write_text(f"{batch_id}.json", json.dumps(
+        {"batch_id": batch_id, "host": socket.gethostname(), "pid": os.getpid(),
+         "started": _process_start(os.getpid())}))
+
+
+def release_batch(table_dir: StagingDir, batch_id: str) -> None:
+    table_dir.child(RUNNING).delete(f"{batch_id}.json")
+
+
+def abandoned_batches(table_dir: StagingDir) -> list[str]:
+    """Batches whose extraction died with its process (SIGKILL, OOM, power): recorded by a process
+    of this host that no longer runs. Their partial files can go at once instead of waiting an
+    hour; a batch of a live process, or of another host, is left alone."""
+    import socket
+
+    found = []
+    running = table_dir.child(RUNNING)
+    for name in running.files(".json"):
+        try:
+            owner = json.loads(running.read_text(name) or "{}")
+        except ValueError:
+            continue
+        if owner.get("host") != socket.gethostname() or not owner.get("pid"):
+            continue
+        started = _process_start(int(owner["pid"]))
+        if started is None or started != owner.get("started"):
+            found.append(str(owner["batch_id"]))
+    return found
 
 
 def set_aside(table_dir: StagingDir, batch: StagedBatch, error: str) -> StagingDir:
