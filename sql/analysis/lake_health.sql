@@ -9,7 +9,7 @@ WITH files AS (
 ), live AS (
     SELECT 'main' AS schema_name, 'events' AS table_name, count(*) AS live_rows FROM main.events
     UNION ALL SELECT 'ops', 'batches', count(*) FROM ops.batches
-    UNION ALL SELECT 'ops', 'jobs', count(*) FROM ops.jobs
+    UNION ALL SELECT 'ops', 'quarantine', count(*) FROM ops.quarantine
 )
 SELECT l.schema_name, l.table_name, l.live_rows,
        coalesce(f.files, 0) AS data_files,
