@@ -29,7 +29,7 @@ def run(args: argparse.Namespace, settings: Settings) -> Outcome:
         restored = staging.restore_failed(staging.table_dir(resolve(settings)))
         logging.getLogger(__name__).info("retrying %d set-aside batch(es): %s", len(restored),
                                          ", ".join(restored) or "none")
-    # recorded in ops.jobs like a scheduled load: --status's freshness counts manual runs too
+    # recorded in the job history like a scheduled load: --status's freshness counts manual runs too
     report = run(settings, mode=mode, engine=args.engine, record_as="load" if mode == "run" else mode)
     if args.json:
         output.out(output.dumps({"status": "ok", "rows_inserted": report.rows_inserted,

@@ -1,6 +1,6 @@
 """The lake's history as time series, for the dashboard and the metrics: rows and lag per
 batch, snapshots and live data files over time, and job runs. Read from ``ops.batches``,
-``ops.jobs``, ``snapshots()`` and DuckLake's own file table, never from the source."""
+the job history, ``snapshots()`` and DuckLake's own file table, never from the source."""
 
 from __future__ import annotations
 

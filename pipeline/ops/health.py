@@ -48,7 +48,7 @@ def assess(now: datetime, load_every: timedelta, last_success: datetime | None, 
     if source_error:
         failing.append(f"the source cannot be read: {source_error}")
     if last_load_status == "failed":
-        failing.append(f"the last load failed: {last_load_error or 'see ops.jobs'}")
+        failing.append(f"the last load failed: {last_load_error or 'see the job history (--status)'}")
     if set_aside:
         failing.append(f"{set_aside} batch(es) set aside (fix the cause, then --retry-failed)")
     since = (now - last_success).total_seconds() if last_success else None

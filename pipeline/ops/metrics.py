@@ -1,6 +1,6 @@
 """Prometheus metrics from an :class:`~pipeline.ops.observe.Observation`.
 
-Everything comes from the lake (``ops.batches``, ``ops.jobs``, snapshots) and the status
+Everything comes from the lake (``ops.batches``, the job history, snapshots) and the status
 document, not from counters in this process: a restarted scheduler, a second scheduler or a
 ``--serve`` beside cron runs all report the same numbers, and no run is missed.
 """

@@ -108,7 +108,7 @@ def run(settings: Settings, mode: Mode = "run", engine: str = "spark",
         record_as: str | None = None) -> RunReport:
     """Run the pipeline once. ``spark`` (or ``spark_factory``, called only when there is
     something to extract) lets callers such as tests and the scheduler reuse a session.
-    ``record_as``: record the run in ops.jobs under that job name (manual runs; the scheduler
+    ``record_as``: record the run in the job history under that job name (manual runs; the scheduler
     records its own), once the checks before creating anything have passed."""
     resolved = resolve(settings)
     report = RunReport()

@@ -5,12 +5,12 @@
 * Jobs run one at a time in this process, so an overrunning load delays the others instead
   of stacking, and ``schedule`` computes the next run from when a job ends: missed ticks are
   not replayed in a burst.
-* A failure is logged, recorded in ``ops.jobs`` and retried at a later tick; how much later
+* A failure is logged, recorded in the job history and retried at a later tick; how much later
   depends on the error's type (:mod:`.policy`). The process stays up (catalog or source down).
 * SIGTERM/SIGINT: no new jobs; a running Spark extraction is cancelled (its batch has no
   manifest, so it is never promoted); a running promotion commits or rolls back; exit 0
   within :data:`SHUTDOWN_SECONDS`, or exit 1 when that bound forces the stop.
-* Next runs come from ``ops.jobs``: a restart keeps each job's cadence (an overdue job runs at start).
+* Next runs come from the job history: a restart keeps each job's cadence (an overdue job runs at start).
 * While it runs, ``/metrics``, ``/healthz`` and the dashboard are served on METRICS_PORT
   (:mod:`.web`); 0 turns that off.
 
@@ -90,7 +90,7 @@ class Scheduler:
         return self._spark
 
     def resume_from_history(self) -> None:
-        """Each job's next run from its last run in ops.jobs (scheduled or manual), so daily and
+        """Each job's next run from its last run in the job history (scheduled or manual), so daily and
         weekly jobs keep their cadence across restarts instead of counting from this process's
         start; an overdue job, or one this lake never ran, runs now. Without a lake (or its
         catalog) yet: intervals count from now."""
