@@ -79,3 +79,21 @@ def test_a_row_dated_far_ahead_is_no_lag_but_makes_the_lake_stale_with_a_hint(se
     assert any("SOURCE_TIMEZONE" in reason for reason in status["health"]["reasons"])
     now = datetime.now(UTC)
     assert assess(now, timedelta(hours=1), now, "success", None, 0, 1, far_future=0).code == HEALTHY
+
+
+def test_staleness_is_judged_by_the_interval_the_last_scheduler_ran_with(settings):
+    """A stopped ``--load-every 30s`` scheduler whose last load was 3 minutes ago: stale, even
+    for a process whose LOAD_EVERY is the default hour."""
+    from pipeline.lake import jobs
+    from pipeline.ops.status import collect
+
+    add_events(settings, 30, seed=3)  # rows waiting
+    resolved = resolve(settings)
+    finished = datetime.now(UTC) - timedelta(minutes=3)
+    jobs.record(resolved, "sched-1", "load", finished - timedelta(seconds=2), finished, "success", None,
+                {"every_seconds": 30.0})
+    status = collect(resolved)
+    assert status["health"]["state"] == "stale", status["health"]
+    assert "LOAD_EVERY 30s" in status["health"]["reasons"][0]
+    jobs.record(resolved, "manual-1", "load", datetime.now(UTC), datetime.now(UTC), "success", None, {})
+    assert collect(resolved)["health"]["state"] == "healthy"  # a manual run: judged by LOAD_EVERY (1h)

@@ -45,3 +45,41 @@ def test_source_lost_mid_extraction_fails_plainly_and_the_next_run_loads_everyth
     rerun = run_cli("events_pipeline.py", "--run", env=env)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert_lake_equals_source(settings, expected_rows=500)
+
+
+def test_catalog_lost_as_promotion_begins_is_a_temporary_error_naming_it(lake_env):
+    """The catalog's connections are cut between opening the lake and the promotion's
+    transaction: a plain temporary error naming the catalog (not "unexpected error"), the batch
+    stays staged, and once the catalog is back it is promoted, exactly once."""
+    from pipeline import staging
+    from pipeline.errors import CatalogUnavailable
+    from pipeline.lake.connect import connect
+    from pipeline.ops import run as running
+    from pipeline.settings.pgdsn import PgDsn
+    from pipeline.settings.resolve import resolve
+    from tests.helpers import TcpProxy
+
+    catalog = PgDsn.parse(lake_env["DUCKLAKE_CATALOG"])
+    proxy = TcpProxy(catalog.host, catalog.port)
+    proxy.start()
+    env = {**lake_env, "DUCKLAKE_CATALOG": f"postgresql://{catalog.user}@127.0.0.1:{proxy.port}/{catalog.dbname}"}
+    settings = resolve(load_settings(env))
+    add_events(settings, 300, seed=92)
+    running.run(settings, mode="extract", engine="dlt")
+    [batch] = staging.complete_batches(staging.table_dir(settings))
+    con = connect(settings)
+    try:
+        proxy.stop()
+        with pytest.raises(CatalogUnavailable) as lost:
+            running._promote_or_set_aside(settings, batch, con, running.RunReport())
+    finally:
+        con.close()
+    assert f"Lost the lake catalog (DUCKLAKE_CATALOG={settings.catalog.describe()}) during promotion" \
+        in str(lost.value)
+    assert staging.failed_batches(staging.table_dir(settings)) == []  # not set aside as poison
+    proxy.start()
+    rerun = run_cli("events_pipeline.py", "--run", "--engine", "dlt", env=env)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert_lake_equals_source(settings, expected_rows=300)
+    assert len(data_snapshots(settings)) == 1
+    proxy.stop()
