@@ -86,8 +86,9 @@ class Producer:
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
                 total += sum(f.result() for f in done)
                 committed(total)
-        for future in pending:
-            future.cancel()  # succeeds only for a batch no worker has started
+        if stopped():  # only after a stop: a batch no worker has started yet is dropped
+            for future in pending:
+                future.cancel()
         done, _ = wait(pending)
         done = {f for f in done if not f.cancelled()}
         total += sum(f.result() for f in done)

@@ -125,6 +125,18 @@ def service_error(cause: BaseException, message: str, *, unavailable: type[Trans
 
 
 def first_line(error: BaseException | str) -> str:
-    """The first line of an error's text (driver errors carry pages of context below it)."""
+    """The first line of an error's text (driver errors carry pages of context below it). A
+    Spark task's Python error starts with a line that says only that, and ends with the
+    worker's own ``SomeError: what happened`` line after a traceback: that line it is."""
     text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
+    if not text:
+        return type(error).__name__
+    first = text.splitlines()[0]
+    if "exception was thrown from the python worker" in first.lower():
+        found = _WORKER_ERROR.findall(text)
+        if found:
+            return found[-1].strip()
+    return first
+
+
+_WORKER_ERROR = re.compile(r"^\s*((?:[\w.]+\.)?\w*(?:Error|Exception|Warning): \S.*)$", re.MULTILINE)

@@ -93,12 +93,28 @@ def settings(lake_env: dict[str, str]) -> Settings:
     return load_settings(lake_env)
 
 
+def jdbc_jar() -> str | None:
+    """The Postgres JDBC jar the jdbc reader's tests need (CI installs Debian's), or None."""
+    from pipeline.extract.spark_session import DEBIAN_JAR
+
+    jar = os.environ.get("SPARK_JDBC_JAR") or DEBIAN_JAR
+    return jar if os.path.exists(jar) else None
+
+
+# the arrow reader (the default) needs no jar; tests of SPARK_READER=jdbc need one
+NEEDS_JDBC_JAR = pytest.mark.skipif(jdbc_jar() is None, reason="no Postgres JDBC jar (apt-get install "
+                                    "libpostgresql-jdbc-java, or set SPARK_JDBC_JAR): SPARK_READER=jdbc untested")
+
+
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory):
+    """One local session for the in-process tests; it carries the JDBC jar when there is one, so
+    tests of either reader share it (the arrow reader ignores the jar)."""
     from pipeline.extract.spark_session import build_session
 
     home = tmp_path_factory.mktemp("spark-home")
-    session = build_session(load_settings({"EVENT_LAKE_HOME": str(home)}), app_name="event-lake-tests")
+    env = {"EVENT_LAKE_HOME": str(home), **({"SPARK_READER": "jdbc"} if jdbc_jar() else {})}
+    session = build_session(load_settings(env), app_name="event-lake-tests")
     yield session
     session.stop()
 

@@ -111,7 +111,8 @@ class StandaloneCluster:
 
 @dataclass
 class ConnectServer:
-    """``SparkConnectServer`` via spark-submit, with the JDBC driver on its classpath. ``cores``
+    """``SparkConnectServer`` via spark-submit, with this environment's Python for its workers and
+    the JDBC driver on its classpath when there is one. ``cores``
     differs from this machine's CPU count so a test can tell whose parallelism it got."""
 
     work: Path
@@ -127,13 +128,15 @@ class ConnectServer:
         self.work.mkdir(parents=True, exist_ok=True)
         log = self.work / "connect.log"
         seen = log.stat().st_size if log.exists() else 0  # a restart: only what this start logs counts
-        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1",
+        # its Python workers run the arrow reader: this environment's interpreter (README)
+        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
                "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
+        jars = ["--jars", JDBC_JAR] if os.path.exists(JDBC_JAR) else []  # for SPARK_READER=jdbc only
         with open(log, "ab") as out:
             self.proc = subprocess.Popen(
                 [SPARK_SUBMIT, "--master", f"local[{self.cores}]",
                  "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
-                 "--jars", JDBC_JAR, "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
+                 *jars, "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
                  "--conf", f"spark.connect.grpc.binding.port={self.port}", "--conf", "spark.ui.enabled=false",
                  "--conf", "spark.driver.extraJavaOptions=-Duser.timezone=UTC"],
                 env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)

@@ -36,9 +36,10 @@ def connect_server(tmp_path_factory):
 
 
 def test_a_connect_session_gets_the_servers_parallelism_utc_and_s3a_staging(connect_server, tmp_path):
+    """(S3A settings are for the JDBC reader's executors; the arrow reader writes with pyarrow.)"""
     spark = build_session(load_settings({"SPARK_REMOTE": connect_server.url, "EVENT_LAKE_HOME": str(tmp_path),
                                          "STAGING_PATH": "s3://bucket/staging", "S3_ENDPOINT": "minio:9000",
-                                         "S3_USE_SSL": "false", "S3_URL_STYLE": "path"}))
+                                         "S3_USE_SSL": "false", "S3_URL_STYLE": "path", "SPARK_READER": "jdbc"}))
     try:
         assert default_cores(spark) == connect_server.cores
         assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
@@ -86,10 +87,10 @@ def test_sigterm_cancels_a_running_connect_extraction(settings, lake_env, connec
 
 def test_driver_staging_through_connect_fetches_time_chunks_and_loads_everything(
         settings, lake_env, connect_server, monkeypatch):
-    from pipeline.extract import spark_engine
+    from pipeline.extract import partitions
     from pipeline.ops.run import run
 
-    monkeypatch.setattr(spark_engine, "DRIVER_CHUNK_ROWS", 700)  # 3,000 rows -> 5 chunks
+    monkeypatch.setattr(partitions, "DRIVER_CHUNK_ROWS", 700)  # 3,000 rows -> 5 chunks
     add_events(settings, 3_000, seed=95)
     driver = load_settings({**lake_env, "SPARK_REMOTE": connect_server.url, "STAGING_WRITER": "driver"})
     spark = build_session(driver)

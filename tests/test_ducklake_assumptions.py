@@ -12,8 +12,12 @@ from pipeline.settings.resolve import resolve
 
 
 @pytest.fixture
-def con(settings):
-    resolved = resolve(settings)
+def con(lake_env):
+    """A lake whose events table holds ids and JSON as text (as one made by the JDBC reader in
+    zero-copy mode), so Spark-like files register into it."""
+    from pipeline.settings import load_settings
+
+    resolved = resolve(load_settings({**lake_env, "SPARK_READER": "jdbc"}))
     connection = lake.connect(resolved)
     schema.ensure_tables(connection, resolved)
     yield connection
@@ -77,8 +81,9 @@ def test_events_table_is_partitioned_by_event_day(con):
 
 # Zero-copy promotion (pipeline/lake/zero_copy.py) relies on what follows.
 
-def _spark_like_file(path, day: int, rows: int = 3) -> str:
-    """A Parquet file as Spark writes one: ids and JSON as plain strings, UTC microsecond instants."""
+def _spark_like_file(path, day: int, rows: int = 3, *, typed: bool = False) -> str:
+    """A Parquet file as Spark writes one: ids and JSON as plain strings, UTC microsecond instants;
+    ``typed``: as the arrow reader writes one, with Parquet's UUID and JSON logical types."""
     import uuid
     from datetime import UTC, datetime
 
@@ -86,9 +91,15 @@ def _spark_like_file(path, day: int, rows: int = 3) -> str:
     import pyarrow.parquet as pq
 
     ts = pa.array([datetime(2026, 11, day, 5, tzinfo=UTC)] * rows, pa.timestamp("us", tz="UTC"))
+    ids: pa.Array = pa.array([str(uuid.uuid4()) for _ in range(rows)])
+    details: pa.Array = pa.array(['{"a": 1}'] * rows)
+    if typed:
+        ids = pa.ExtensionArray.from_storage(pa.uuid(), pa.array([uuid.uuid4().bytes for _ in range(rows)],
+                                                                 pa.binary(16)))
+        details = pa.ExtensionArray.from_storage(pa.json_(), details)
     path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table({"event_id": [str(uuid.uuid4()) for _ in range(rows)], "event_type": ["t"] * rows,
-                             "event_timestamp": ts, "details": ['{"a": 1}'] * rows, "created_at": ts}), path)
+    pq.write_table(pa.table({"event_id": ids, "event_type": ["t"] * rows, "event_timestamp": ts,
+                             "details": details, "created_at": ts}), path)
     return str(path)
 
 
@@ -98,14 +109,23 @@ def _day_folder(settings, day: int):
     return Path(resolve(settings).data_path) / "main" / "events" / f"year=2026/month=11/day={day}"
 
 
-def test_registering_a_file_needs_equal_column_types(con, settings):
-    """Why a zero-copy lake holds event_id and details as VARCHAR: a UUID/JSON table refuses
-    Spark's strings, a VARCHAR one takes them."""
+def test_registering_a_file_needs_equal_column_types(con, lake_env):
+    """Why the arrow reader writes Parquet's UUID/JSON types, and why a lake made by the JDBC
+    reader holds event_id and details as VARCHAR: a UUID/JSON table refuses Spark's strings
+    and takes pyarrow's UUID/JSON file; a VARCHAR one takes the strings."""
+    from pipeline.settings import load_settings
+
+    settings = load_settings(lake_env)
     con.execute("CREATE TABLE lake.main.typed (event_id UUID, event_type VARCHAR, "
                 "event_timestamp TIMESTAMPTZ, details JSON, created_at TIMESTAMPTZ)")
-    path = _spark_like_file(_day_folder(settings, 21).parent.parent.parent / "other" / "f.parquet", 21)
+    other = _day_folder(settings, 21).parent.parent.parent / "other"
+    path = _spark_like_file(other / "f.parquet", 21)
     with pytest.raises(duckdb.Error, match='Failed to map column "event_id"'):
         con.execute("CALL ducklake_add_data_files('lake', 'typed', ?)", [path])
+    con.execute("CALL ducklake_add_data_files('lake', 'typed', ?)", [_spark_like_file(other / "t.parquet", 21,
+                                                                                      typed=True)])
+    assert con.execute("SELECT count(*), count(DISTINCT event_id), min(details->>'$.a') FROM lake.main.typed"
+                       ).fetchone() == (3, 3, "1")
     assert con.execute("SELECT data_type FROM duckdb_columns() WHERE database_name = 'lake' "
                        "AND table_name = 'events' AND column_name IN ('event_id', 'details')").fetchall() == \
         [("VARCHAR",), ("VARCHAR",)]

@@ -13,8 +13,8 @@ from pipeline.errors import ConfigError
 from pipeline.extract.spark_s3a import HADOOP_AWS, s3a_conf
 from pipeline.ops.run import run
 from pipeline.settings import load_settings
-from tests.conftest import COPY_MODE, run_cli
-from tests.helpers import add_events, assert_lake_equals_source, data_snapshots
+from tests.conftest import COPY_MODE, NEEDS_JDBC_JAR, run_cli
+from tests.helpers import add_events, assert_lake_equals_source, data_snapshots, files_registered, lake_query
 
 
 @pytest.fixture
@@ -77,9 +77,44 @@ def test_spark_with_driver_staging_writes_the_batch_to_s3(s3_env, spark):
     assert_lake_equals_source(settings, expected_rows=900)
 
 
-@COPY_MODE  # zero-copy has the executors write into the (local) data path: no s3a write at all
-def test_spark_executors_without_hadoop_aws_fail_clearly_and_lose_nothing(s3_env, spark):
+@COPY_MODE
+def test_the_arrow_readers_tasks_write_s3_staging_without_hadoop(s3_env, spark):
+    """Executor staging on object storage, offline: each task writes its slice's file into the
+    bucket through pyarrow's S3 filesystem (no hadoop-aws, no s3a)."""
     env, keys = s3_env
+    settings = load_settings({**env, "SPARK_PARTITIONS": "3"})
+    add_events(settings, 1_200, seed=45)
+    report = run(settings, mode="extract", spark=spark)
+    batch_keys = sorted(k.rsplit("/", 1)[1] for k in keys() if report.staged_batch in k)
+    assert batch_keys == [staging.MANIFEST, "part-00000.parquet", "part-00001.parquet", "part-00002.parquet"]
+    assert run(settings, mode="promote").rows_inserted == 1_200
+    assert keys() == []
+    assert_lake_equals_source(settings, expected_rows=1_200)
+
+
+def test_zero_copy_on_object_storage_registers_the_tasks_files_in_the_bucket(s3_env, spark):
+    """DUCKLAKE_DATA_PATH and STAGING_PATH both in the bucket: the tasks write the lake's own
+    UUID/JSON files into its day folders there, promotion registers them; lake == source."""
+    env, keys = s3_env
+    data = f"s3://lake-bucket/data-{secrets.token_hex(4)}/"
+    settings = load_settings({**env, "DUCKLAKE_DATA_PATH": data})
+    add_events(settings, 900, seed=46)
+    report = run(settings, spark=spark)
+    assert report.rows_inserted == 900 and files_registered(settings) >= 1
+    paths = [r[0] for r in lake_query(settings, "SELECT data_file FROM ducklake_list_files('lake', 'events')")]
+    assert paths and all(p.startswith(f"{data}main/events/year=") for p in paths), paths
+    assert lake_query(settings, "SELECT DISTINCT typeof(event_id), typeof(details) FROM lake.main.events") == \
+        [("UUID", "JSON")]
+    assert keys() == []  # nothing left staged
+    assert_lake_equals_source(settings, expected_rows=900)
+
+
+@COPY_MODE  # zero-copy has the executors write into the (local) data path: no s3a write at all
+@NEEDS_JDBC_JAR
+def test_spark_executors_without_hadoop_aws_fail_clearly_and_lose_nothing(s3_env, spark):
+    """The JDBC reader's executors write through Spark's own writer, which needs hadoop-aws."""
+    env, keys = s3_env
+    env = {**env, "SPARK_READER": "jdbc"}
     settings = load_settings(env)
     add_events(settings, 200, seed=44)
     with pytest.raises(ConfigError, match="cannot write s3a://") as err:
@@ -107,6 +142,8 @@ def test_incomplete_s3_batches_are_cleaned_and_complete_ones_kept(s3_env):
 
 def test_s3_staging_settings_reach_spark_and_odd_schemes_are_refused(s3_env):
     env, _ = s3_env
+    assert s3a_conf(load_settings(env)) == {}  # the arrow reader's tasks write through pyarrow
+    env = {**env, "SPARK_READER": "jdbc"}
     conf = s3a_conf(load_settings(env))
     port = env["S3_ENDPOINT"].split(":")[1]
     assert conf == {"fs.s3a.access.key": "testing", "fs.s3a.secret.key": "staging-secret-value",

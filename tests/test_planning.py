@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from pipeline.errors import ConfigError
-from pipeline.extract.partitions import plan_partitions
+from pipeline.extract.partitions import page_predicate, page_ranges, plan_partitions
 from pipeline.extract.spark_session import DEBIAN_JAR, MAVEN_COORDINATE, resolve_jdbc_driver
 from pipeline.lake.attach_sql import open_statements
 from pipeline.settings import StorageOptions, load_settings
@@ -167,3 +167,14 @@ def test_time_chunks_cover_the_window_exactly_once():
     assert [c.nulls for c in chunks] == [True, False, False, False]  # NULL timestamps read once
     assert time_chunks(window, 100, first, last, rows_per_chunk=300) == [window]
     assert time_chunks(Window(None, T), 900, first, last, rows_per_chunk=300)[0].low is None
+
+
+def test_a_window_holding_much_of_the_table_is_read_in_page_ranges_that_cover_every_page():
+    ranges = page_ranges(window_rows=900, table_rows=1_000, table_pages=100, count=4)
+    assert ranges == [(0, 25), (25, 50), (50, 75), (75, None)]  # the last open: pages added since
+    assert page_ranges(900, 1_000, 10, 3) == [(0, 4), (4, 8), (8, None)]
+    assert page_ranges(100, 1_000, 100, 4) == []  # a small window: time slices over the index
+    assert page_ranges(100, 0, 100, 4, whole=True) == [(0, 25), (25, 50), (50, 75), (75, None)]  # not analyzed
+    assert page_ranges(900, 1_000, 100, 1) == [] and page_ranges(0, 0, 0, 4, whole=True) == []
+    assert page_predicate((25, 50)) == "ctid >= '(25,0)'::tid AND ctid < '(50,0)'::tid"
+    assert page_predicate((75, None)) == "ctid >= '(75,0)'::tid"

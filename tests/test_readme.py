@@ -111,8 +111,8 @@ def test_only_the_settings_package_reads_the_environment():
         if "settings" in path.relative_to(ROOT).parts:
             continue
         for number, line in enumerate(path.read_text().splitlines(), start=1):
-            # setdefault hands a value to a child process (the JVM); it reads nothing for us
-            if re.search(r"os\.environ(?!\.setdefault)|getenv\(", line):
+            # setdefault/update hand a value to a child process (the JVM); they read nothing for us
+            if re.search(r"os\.environ(?!\.setdefault|\.update)|getenv\(", line):
                 readers.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert not readers, "read the environment through pipeline.settings instead:\n" + "\n".join(readers)
 

@@ -14,7 +14,7 @@ from pipeline.lake.promote import promote
 from pipeline.ops.run import run
 from pipeline.settings import load_settings
 from pipeline.settings.resolve import resolve
-from tests.conftest import COPY_MODE
+from tests.conftest import COPY_MODE, NEEDS_JDBC_JAR, jdbc_jar
 from tests.helpers import add_events, assert_lake_equals_source, files_registered, lake_query
 
 DAY = timedelta(days=1)
@@ -37,8 +37,11 @@ def test_spark_files_are_registered_in_the_day_folders_then_compacted_like_any_o
         relative = Path(path).relative_to(data / "main" / "events")
         assert [p.split("=")[0] for p in relative.parts[:3]] == ["year", "month", "day"], path
         assert relative.name.startswith(report.staged_batch), path
+    # the arrow reader writes Parquet's UUID and JSON types: the lake keeps the source's types
     assert lake_query(settings, "SELECT DISTINCT typeof(event_id), typeof(details) FROM lake.main.events") == \
-        [("VARCHAR", "VARCHAR")]
+        [("UUID", "JSON")]
+    assert lake_query(settings, "SELECT count(*) FROM lake.main.events WHERE details->>'$.page' IS NOT NULL "
+                      "OR details IS NOT NULL")[0][0] == 4_500
     # a day filter prunes by the partition values DuckLake read from the folder names
     newest_day = lake_query(settings, "SELECT max(event_timestamp)::DATE FROM lake.main.events")[0][0]
     assert lake_query(settings, "SELECT count(*) FROM lake.main.events WHERE event_timestamp::DATE = ?",
@@ -90,37 +93,81 @@ def test_orphans_of_a_crash_are_removed_and_files_a_staged_batch_waits_for_are_k
 
 
 @COPY_MODE
-def test_a_lake_made_in_copy_mode_keeps_uuid_ids_and_zero_copy_runs_copy_into_it(settings, lake_env, spark,
-                                                                                 caplog):
-    add_events(settings, 500, seed=7)
+def test_a_lake_made_in_copy_mode_takes_the_arrow_readers_files_as_they_are(settings, lake_env, spark, caplog):
+    """A copy lake holds UUID/JSON; the arrow reader's files carry those types, so zero-copy
+    registers them; Spark's own (JDBC reader's) writer cannot, so that reader copies into it."""
+    add_events(settings, 500, seed=7, late_by=2 * DAY)  # out of the next window: no overlap to re-read
     run(settings, spark=spark)
     zero = load_settings({**lake_env, "PROMOTION": "zero-copy"})
     add_events(zero, 200, seed=8)
-    with caplog.at_level("INFO"):
-        report = run(zero, spark=spark)
-    assert report.rows_inserted == 200
-    assert "zero-copy promotion not used (this lake was made in copy mode (event_id UUID, details JSON)" \
-        in caplog.text
+    report = run(zero, spark=spark)
+    assert report.rows_inserted == 200 and files_registered(zero) >= 1
+    if jdbc_jar():
+        jdbc = load_settings({**lake_env, "PROMOTION": "zero-copy", "SPARK_READER": "jdbc"})
+        add_events(jdbc, 100, seed=9)
+        with caplog.at_level("INFO"):
+            run(jdbc, spark=spark)
+        assert "zero-copy promotion not used (this lake holds event_id UUID, details JSON, types Spark's own " \
+            "Parquet writer cannot write" in caplog.text
     assert lake_query(zero, "SELECT DISTINCT typeof(event_id), typeof(details) FROM lake.main.events") == \
         [("UUID", "JSON")]
-    assert files_registered(zero) == 0
-    assert_lake_equals_source(zero, expected_rows=700)
+    assert_lake_equals_source(zero, expected_rows=800 if jdbc_jar() else 700)
+
+
+@NEEDS_JDBC_JAR
+def test_a_lake_made_by_the_jdbc_reader_keeps_text_columns_and_the_arrow_reader_writes_text_into_it(
+        lake_env, spark):
+    jdbc = load_settings({**lake_env, "SPARK_READER": "jdbc"})
+    add_events(jdbc, 600, seed=10, late_by=2 * DAY)  # out of the next window: zero-copy again
+    assert run(jdbc, spark=spark).rows_inserted == 600
+    arrow = load_settings(lake_env)
+    add_events(arrow, 300, seed=11)
+    assert run(arrow, spark=spark).rows_inserted == 300
+    assert files_registered(arrow) >= 2  # both readers' files registered as they are
+    assert lake_query(arrow, "SELECT DISTINCT typeof(event_id), typeof(details) FROM lake.main.events") == \
+        [("VARCHAR", "VARCHAR")]
+    assert_lake_equals_source(arrow, expected_rows=900)
 
 
 def test_zero_copy_is_used_only_when_each_premise_holds():
     settings = load_settings({"EVENT_LAKE_HOME": "/tmp/x", "DUCKLAKE_DATA_PATH": "/tmp/x/data/"})
+    jdbc = load_settings({"EVENT_LAKE_HOME": "/tmp/x", "DUCKLAKE_DATA_PATH": "/tmp/x/data/", "SPARK_READER": "jdbc"})
+    on_s3 = load_settings({"EVENT_LAKE_HOME": "/tmp/x", "DUCKLAKE_DATA_PATH": "s3://b/lake/"})
+    on_s3_jdbc = load_settings({"EVENT_LAKE_HOME": "/tmp/x", "DUCKLAKE_DATA_PATH": "s3://b/lake/",
+                                "SPARK_READER": "jdbc"})
     text = {"event_id": "VARCHAR", "details": "VARCHAR"}
+    typed = {"event_id": "UUID", "details": "JSON"}
     typed_source = {"event_id": "uuid", "details": "jsonb"}
-    assert zero_copy.blocker(settings, "spark", text, typed_source, True, {}) is None
+    for ok in (settings, jdbc, on_s3):
+        assert zero_copy.blocker(ok, "spark", text, typed_source, True, {}) is None
+    assert zero_copy.blocker(settings, "spark", typed, typed_source, True, {}) is None  # arrow writes UUID/JSON
+    assert zero_copy.blocker(on_s3, "spark", typed, typed_source, True, {}) is None  # through pyarrow's S3
     cases = {
         "dlt engine": zero_copy.blocker(settings, "dlt", text, typed_source, True, {}),
-        "UUID lake": zero_copy.blocker(settings, "spark", {**text, "event_id": "UUID"}, typed_source, True, {}),
+        "UUID lake": zero_copy.blocker(jdbc, "spark", typed, typed_source, True, {}),
+        "s3 jdbc": zero_copy.blocker(on_s3_jdbc, "spark", text, typed_source, True, {}),
         "text ids": zero_copy.blocker(settings, "spark", text, {**typed_source, "event_id": "text"}, True, {}),
         "no unique": zero_copy.blocker(settings, "spark", text, typed_source, False, {}),
         "drift": zero_copy.blocker(settings, "spark", text, typed_source, True, {"region": "VARCHAR"}),
     }
     assert "dlt engine" in cases["dlt engine"]
-    assert "event_id UUID" in cases["UUID lake"] and "PROMOTION=zero-copy" in cases["UUID lake"]
+    assert "event_id UUID" in cases["UUID lake"] and "SPARK_READER=arrow" in cases["UUID lake"]
+    assert "s3://b/lake/" in cases["s3 jdbc"] and "SPARK_READER=arrow" in cases["s3 jdbc"]
     assert "event_id is text" in cases["text ids"]
     assert "unique index on event_id" in cases["no unique"]
     assert "region" in cases["drift"]
+
+
+def test_rows_the_lake_holds_are_counted_not_written_again_by_the_slice_tasks(settings, spark):
+    """A window that overlaps the lake by less than half: the tasks read the lake's ids, write
+    only the new rows as lake files and count the rest as duplicates (no second copy)."""
+    add_events(settings, 1_000, seed=12)
+    run(settings, spark=spark)
+    add_events(settings, 1_500, seed=13)  # inside the look-back with the first 1,000
+    report = run(settings, spark=spark)
+    [promotion] = [p for p in report.promotions if p.rows_inserted]
+    assert (promotion.rows_inserted, promotion.rows_duplicate) == (1_500, 1_000)
+    assert promotion.files_registered >= 1
+    assert lake_query(settings, "SELECT count(*), count(DISTINCT event_id) FROM lake.main.events")[0] == \
+        (2_500, 2_500)
+    assert_lake_equals_source(settings, expected_rows=2_500)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -17,7 +17,6 @@ import pyarrow.parquet as pq
 
 from pipeline import staging
 from pipeline.errors import (
-    EngineUnavailable,
     PipelineError,
     SourceUnavailable,
     TerminalError,
@@ -28,7 +27,7 @@ from pipeline.errors import (
     scrub_secrets,
 )
 from pipeline.extract import lake_files
-from pipeline.extract.spark_session import connect_lost
+from pipeline.extract.spark_session import connect_lost, connect_lost_error
 from pipeline.lake import zero_copy
 from pipeline.lake.zero_copy import LakeTarget
 from pipeline.progress import Progress
@@ -40,12 +39,17 @@ from pipeline.sqltext import quote_ident, quote_qualified
 from pipeline.staging import Manifest, StagedBatch, StagingDir
 
 
-def select_sql(qualified_table: str, window: Window, extra_columns: Iterable[str] = ()) -> str:
-    """The one SELECT both engines run (with literal bounds: JDBC subqueries take no params).
-    Columns the source added (schema drift) travel as text; the promoter casts them."""
-    columns = ", ".join([f"{expr} AS {name}" for name, expr in STAGED_COLUMNS.items()]
+def select_sql(qualified_table: str, window: Window, extra_columns: Iterable[str] = (),
+               columns: Mapping[str, str] | None = None, also: str | None = None) -> str:
+    """The one SELECT every reader runs (with literal bounds: JDBC subqueries take no params):
+    the staged columns as text, or ``columns`` (the arrow reader's typed ones for a UUID/JSON
+    zero-copy lake), with ``also`` (a slice's page range) ANDed to the window. Columns the
+    source added (schema drift) travel as text; the promoter casts them."""
+    chosen = STAGED_COLUMNS if columns is None else columns
+    columns_sql = ", ".join([f"{expr} AS {name}" for name, expr in chosen.items()]
                         + [f"{quote_ident(name)}::text AS {quote_ident(name)}" for name in extra_columns])
-    return f"SELECT {columns} FROM {quote_qualified(qualified_table)} WHERE {window.literal_sql()}"
+    where = window.literal_sql() if also is None else f"({window.literal_sql()}) AND {also}"
+    return f"SELECT {columns_sql} FROM {quote_qualified(qualified_table)} WHERE {where}"
 
 
 @dataclass(frozen=True)
@@ -113,11 +117,7 @@ def _extract_claimed(extractor: Extractor, request: ExtractRequest, folder: Stag
                             "DUCKLAKE_DATA_PATH" if zero else "STAGING_PATH") from None
         remote = request.settings.spark.remote
         if remote and extractor.engine == "spark" and connect_lost(exc):
-            raise EngineUnavailable(
-                f"Lost the Spark Connect server at SPARK_REMOTE={remote} mid-extraction "
-                f"({first_line(scrub_secrets(str(exc)))}). Nothing was staged or promoted.",
-                "Check that the Connect server runs (it was stopped or restarted); the next run reads "
-                "the same window again, so nothing is lost.") from None
+            raise connect_lost_error(remote, exc, "mid-extraction") from None
         store = staging.store_outage(request.settings, exc)
         if store is not None:
             raise store from None

@@ -20,7 +20,14 @@ def make_extractor(engine: str, settings: ResolvedSettings, spark: SparkSession 
         from pipeline.extract.spark_engine import SparkExtractor
         from pipeline.extract.spark_session import build_session
 
-        return SparkExtractor(spark or build_session(settings))
+        if spark is not None:
+            return SparkExtractor(spark)
+        extractor = SparkExtractor(build_session(settings))
+        if settings.spark.reader == "arrow":
+            # a new session: start the Python workers with the JVM (and check they can run the
+            # reader), as the scheduler does at start; part of the engine's start, not the read
+            extractor.warm_up(settings)
+        return extractor
     if engine == "dlt":
         from pipeline.extract.dlt_engine import DltExtractor
 

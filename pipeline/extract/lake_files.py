@@ -17,12 +17,10 @@ from datetime import UTC, datetime
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.extract.slice_task import DEST, SEEN  # one spelling for both readers
 from pipeline.lake.zero_copy import LakeTarget
 from pipeline.source.window import iso
 from pipeline.staging import StagingDir
-
-DEST = "_dest"  # the partition column Spark splits its output on: "lake", "stage" or "seen"
-SEEN = "seen"  # rows whose id the lake already holds: counted as duplicates, then deleted
 
 
 def incoming_dir(target: LakeTarget, batch_id: str) -> StagingDir:

@@ -1,4 +1,6 @@
-"""The default extractor: a partitioned PySpark JDBC read written as staging Parquet."""
+"""The Spark extractor. Two readers: ``arrow`` (the default, :mod:`.spark_arrow`: Spark schedules
+time slices, each task reads its slice with ADBC and writes Parquet itself) and ``jdbc`` (here:
+Spark's JDBC reader and Parquet writer; needs the Postgres JDBC jar)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from pipeline import faults, staging
+from pipeline.extract import partitions
 from pipeline.extract.arrow_writer import write_tables
 from pipeline.extract.batch import STAGED_COLUMNS, ExtractRequest, select_sql
 from pipeline.extract.lake_files import DEST, SEEN, incoming_dir
@@ -31,7 +34,6 @@ if TYPE_CHECKING:
 
 FETCH_SIZE = 20_000
 WARM_UP_ROWS = 200_000  # enough row conversions for the JIT to compile the read and write loops
-DRIVER_CHUNK_ROWS = 250_000  # rows the driver holds at once with STAGING_WRITER=driver
 
 
 def connection_options(settings: ResolvedSettings) -> dict[str, str]:
@@ -79,6 +81,9 @@ class SparkExtractor:
         self.spark = spark
 
     def write_parquet(self, request: ExtractRequest, meter: Progress) -> None:
+        if request.settings.spark.reader == "arrow":
+            self._write_arrow(request, meter)
+            return
         if request.settings.staging_writer == "driver":
             self._write_through_driver(request, meter)
             return
@@ -103,7 +108,34 @@ class SparkExtractor:
                 raise
             raise error from None
 
+    def _write_arrow(self, request: ExtractRequest, meter: Progress) -> None:
+        from pipeline.extract import spark_arrow
+
+        if request.settings.staging_writer == "driver":
+            write_tables(request.folder, spark_arrow.fetch_through_driver(self.spark, request),
+                         request.extra_columns, on_rows=meter.update)
+            return
+        spark_arrow.write_slices(self.spark, request, meter)
+
     def warm_up(self, settings: ResolvedSettings, rows: int = WARM_UP_ROWS) -> None:
+        """Start what the first load would otherwise start: with the arrow reader, a Python
+        worker per task slot that imports the reader (and a plain error if an executor cannot);
+        with the JDBC reader, see :meth:`_warm_up_jdbc`."""
+        from pipeline.extract.spark_session import connect_lost, connect_lost_error
+
+        try:
+            if settings.spark.reader == "arrow":
+                from pipeline.extract import spark_arrow
+
+                spark_arrow.require_executors(self.spark)
+                return
+            self._warm_up_jdbc(settings, rows)
+        except Exception as exc:
+            if settings.spark.remote and connect_lost(exc):
+                raise connect_lost_error(settings.spark.remote, exc, "while warming up") from None
+            raise
+
+    def _warm_up_jdbc(self, settings: ResolvedSettings, rows: int) -> None:
         """Run the extraction's read and write paths once over up to ``rows`` source rows, into a
         scratch folder that is removed after, so the JVM compiles them before the first real load
         (a long-lived scheduler pays the JIT once, at start)."""
@@ -155,7 +187,8 @@ class SparkExtractor:
         workers without the staging volume): the executors read, the driver receives each
         time chunk as Arrow and writes the staging files itself; memory holds one chunk."""
         stats = request.stats
-        chunks = time_chunks(request.window, stats.rows, stats.min_ts, stats.max_ts, DRIVER_CHUNK_ROWS)
+        chunks = time_chunks(request.window, stats.rows, stats.min_ts, stats.max_ts,
+                             partitions.DRIVER_CHUNK_ROWS)
 
         def tables() -> Iterator[pa.Table]:
             for chunk in chunks:

@@ -16,8 +16,10 @@ HADOOP_AWS = "org.apache.hadoop:hadoop-aws:3.5.0"
 
 
 def stages_through_s3a(settings: Settings) -> bool:
-    """Executors write the staging files to object storage themselves."""
-    return settings.staging_path.startswith("s3://") and settings.staging_writer == "executors"
+    """Spark's own writer puts the staging files on object storage (the JDBC reader's executors;
+    the arrow reader's tasks write through pyarrow's S3 filesystem and need no Hadoop)."""
+    return (settings.staging_path.startswith("s3://") and settings.staging_writer == "executors"
+            and settings.spark.reader == "jdbc")
 
 
 def s3a_conf(settings: Settings) -> dict[str, str]:

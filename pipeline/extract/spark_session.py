@@ -1,4 +1,5 @@
-"""Create the Spark session the extractor uses: quiet, UTC, with a Postgres JDBC driver.
+"""Create the Spark session the extractor uses: quiet, UTC, with the Postgres JDBC driver only for
+``SPARK_READER=jdbc`` (the arrow reader needs none).
 
 PySpark is imported lazily so that ``--help``, ``--status`` and SQL commands start fast.
 """
@@ -96,7 +97,7 @@ def build_session(settings: Settings, app_name: str = "event-lake") -> SparkSess
     _refuse_overrides(spark.conf)
     if spark.remote:
         return _connect_session(spark.remote, app_name, {**s3a_conf(settings), **spark.conf})
-    driver = resolve_jdbc_driver(spark.jdbc_jar)
+    driver = resolve_jdbc_driver(spark.jdbc_jar) if spark.reader == "jdbc" else None
     _require_java()
     if spark.master.startswith("spark://"):
         for master in spark.master.removeprefix("spark://").split(","):  # HA: any master will do
@@ -117,9 +118,18 @@ def build_session(settings: Settings, app_name: str = "event-lake") -> SparkSess
     builder = SparkSession.builder.master(spark.master).appName(app_name)
     for key, value in SESSION_CONF.items():
         builder = builder.config(key, value)
+    if driver is not None:
+        builder = builder.config(driver.conf_key, driver.value)
+    # the arrow reader's tasks run Python: pyspark starts the workers with PYSPARK_PYTHON (else
+    # "python3" from PATH); this process's own interpreter has the reader's packages.
+    # spark.pyspark.python (SPARK_CONF) names the executors' (a cluster on other hosts) and wins
+    # over an inherited PYSPARK_PYTHON, as in spark-submit
+    if "spark.pyspark.python" in spark.conf:
+        os.environ.update(PYSPARK_PYTHON=spark.conf["spark.pyspark.python"])
+    else:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = (
         builder
-        .config(driver.conf_key, driver.value)
         .config("spark.ui.enabled", "true" if spark.ui else "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.sources.commitProtocolClass",
@@ -142,7 +152,7 @@ def build_session(settings: Settings, app_name: str = "event-lake") -> SparkSess
     except Exception as exc:
         # Java and the driver jar were checked above: what is left (memory, ports, a cluster
         # master that is down) may pass, so the scheduler retries with backoff
-        hint = driver_help() if driver.conf_key == "spark.jars.packages" else f"See {log_file}."
+        hint = driver_help() if driver and driver.conf_key == "spark.jars.packages" else f"See {log_file}."
         raise EngineUnavailable(f"Spark did not start (SPARK_MASTER={spark.master}): {exc}", hint) from None
     session.sparkContext.setLogLevel("ERROR" if not verbose else "WARN")
     return session
@@ -204,6 +214,17 @@ def connect_lost(exc: BaseException) -> bool:
     """Did a Spark Connect call fail because the server went away (killed, restarted)?"""
     text = f"{type(exc).__name__}: {exc}"
     return any(marker in text for marker in _CONNECT_LOST)
+
+
+def connect_lost_error(remote: str, exc: BaseException, during: str) -> EngineUnavailable:
+    """The one message for a Connect server that went away: named, temporary, nothing lost."""
+    from pipeline.errors import first_line, scrub_secrets
+
+    return EngineUnavailable(
+        f"Lost the Spark Connect server at SPARK_REMOTE={remote} {during} "
+        f"({first_line(scrub_secrets(str(exc)))}). Nothing was staged or promoted.",
+        "Check that the Connect server runs (it was stopped or restarted); the next run reads "
+        "the same window again, so nothing is lost.")
 
 
 def _require_java() -> None:

@@ -15,11 +15,12 @@ PARTITION_BY = "year(event_timestamp), month(event_timestamp), day(event_timesta
 PARTITION_KEYS = ("year", "month", "day")  # the hive folder names DuckLake writes for PARTITION_BY
 
 
-def column_types(promotion: str) -> dict[str, str]:
-    """The events table's id and details types for a lake made in ``promotion`` mode: DuckLake
-    registers a Parquet file only when its column types equal the table's, and Spark writes
-    neither Parquet's UUID nor its JSON type, so a zero-copy lake keeps both as text."""
-    if promotion == "zero-copy":
+def column_types(promotion: str, reader: str = "arrow") -> dict[str, str]:
+    """The events table's id and details types for a new lake: UUID and JSON, except a zero-copy
+    lake made by Spark's JDBC reader. DuckLake registers a Parquet file only when its column types
+    equal the table's, and Spark's own writer has neither Parquet's UUID nor its JSON type, so
+    such a lake keeps both as text (the arrow reader writes both types)."""
+    if promotion == "zero-copy" and reader == "jdbc":
         return {"id_type": "VARCHAR", "details_type": "VARCHAR"}
     return {"id_type": "UUID", "details_type": "JSON"}
 
@@ -74,7 +75,7 @@ def _create_tables(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings) -
             return
         with transaction(con, settings.lake_name, "create lake tables"):
             for statement in split_statements(read_sql("lake_events.sql")):
-                con.execute(statement.format(**column_types(settings.promotion),
+                con.execute(statement.format(**column_types(settings.promotion, settings.spark.reader),
                                              lake=quote_ident(settings.lake_name),
                                              table=quote_ident(settings.lake_table),
                                              ops=quote_ident(settings.ops_schema)))

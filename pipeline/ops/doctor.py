@@ -130,6 +130,8 @@ def spark_check(settings: ResolvedSettings, source_ok: bool) -> Check:
     where = settings.spark.remote or settings.spark.master
     spark = build_session(settings, app_name="event-lake-doctor")
     try:
+        if settings.spark.reader == "arrow":
+            return _arrow_check(spark, settings, where, source_ok)
         if not source_ok:
             spark.range(10).count()
             return Check("spark", WARN, f"{where} started; the JDBC read was not tried (source check "
@@ -141,11 +143,32 @@ def spark_check(settings: ResolvedSettings, source_ok: bool) -> Check:
     return Check("spark", OK if one == 1 else FAIL, f"{where} started and read the source through JDBC")
 
 
+def _arrow_check(spark: object, settings: ResolvedSettings, where: str, source_ok: bool) -> Check:
+    """On the executors, not only here: every one imports the reader's packages, and one reads
+    the source as a slice task would."""
+    from pipeline.extract import spark_arrow
+
+    facts = spark_arrow.executors(spark)
+    problem = spark_arrow.executor_problem(facts)
+    if problem:
+        return Check("spark", FAIL, f"{where} started, but {problem}", spark_arrow.EXECUTOR_FIX)
+    pythons = sorted({str(f["python"]) for f in facts})
+    if not source_ok:
+        return Check("spark", WARN, f"{where} started, {len(facts)} task slot(s) import the reader "
+                     f"({', '.join(pythons)}); the source read was not tried (source check failed)",
+                     "Fix the source, then run doctor again.")
+    host = spark_arrow.source_from_executor(spark, settings)
+    return Check("spark", OK, f"{where} started; {len(facts)} task slot(s) import the arrow reader "
+                 f"({', '.join(pythons)}); an executor on {host} read the source through ADBC")
+
+
 def run_checks(settings: Settings, *, with_spark: bool = True) -> list[Check]:
     """Every check, in the order a setup is built; none raises."""
     from pipeline.settings.resolve import resolve
 
-    checks = [_timed("java", java_check), _timed("jdbc driver", lambda: jdbc_check(settings))]
+    checks = [_timed("java", java_check)]
+    if settings.spark.reader == "jdbc":  # the arrow reader needs no jar
+        checks.append(_timed("jdbc driver", lambda: jdbc_check(settings)))
     try:
         resolved = resolve(settings)  # starts the embedded Postgres when nothing is configured
     except PipelineError as exc:

@@ -214,11 +214,13 @@ def _lake_target(settings: ResolvedSettings, con: duckdb.DuckDBPyConnection, sou
     reason) when this run promotes by copy."""
     if settings.promotion != "zero-copy":
         return None
-    reason = zero_copy.blocker(settings, engine, events_column_types(con, settings),
+    lake_types = events_column_types(con, settings)
+    reason = zero_copy.blocker(settings, engine, lake_types,
                                shape.source_columns(source, settings.source_table),
                                shape.has_unique_index(source, settings.source_table, "event_id"), added)
     if reason is None:
-        target = zero_copy.write_lake_ids(con, settings, window, batch_id)
+        target = zero_copy.write_lake_ids(con, settings, window, batch_id,
+                                          typed=lake_types.get("event_id") == "UUID")
         if target.lake_id_count <= rows * zero_copy.MAX_OVERLAP:
             return target
         target.remove_ids()

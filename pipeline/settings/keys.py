@@ -34,11 +34,15 @@ ENV_KEYS: dict[str, EnvKey] = {
                         "zero-copy"),
     "SPARK_MASTER": EnvKey("Spark master URL", "local[*]"),
     "SPARK_REMOTE": EnvKey("Spark Connect URL sc://host:15002 (overrides SPARK_MASTER)"),
-    "SPARK_JDBC_JAR": EnvKey("path to the Postgres JDBC driver jar for Spark",
+    "SPARK_READER": EnvKey("how Spark reads the source: arrow (Spark schedules time slices; each task "
+                           "reads its slice with ADBC in the planner's snapshot and writes the Parquet "
+                           "itself; no JDBC jar) or jdbc (Spark's JDBC reader and Parquet writer; needs "
+                           "SPARK_JDBC_JAR)", "arrow"),
+    "SPARK_JDBC_JAR": EnvKey("path to the Postgres JDBC driver jar (SPARK_READER=jdbc only)",
                              "/usr/share/java/postgresql.jar, then Maven"),
     "SPARK_CONF": EnvKey("any Spark properties, key=value separated by ';' (e.g. spark.executor.memory=4g;"
                          "spark.cores.max=8); --spark-conf adds or overrides one"),
-    "SPARK_PARTITIONS": EnvKey("JDBC read partitions per extraction (default: from the rows in the window "
+    "SPARK_PARTITIONS": EnvKey("read slices (tasks) per extraction (default: from the rows in the window "
                                "and the cluster's task slots)"),
     "SPARK_DRIVER_MEMORY": EnvKey("memory of the Spark driver JVM (local mode: all of Spark)", "2g"),
     "SPARK_UI": EnvKey("serve Spark's web UI (true/false)", "false"),

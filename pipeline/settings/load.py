@@ -21,6 +21,7 @@ from pipeline.settings.secret import Secret
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 STAGING_WRITERS = ("executors", "driver")
+SPARK_READERS = ("arrow", "jdbc")
 PROMOTIONS = ("zero-copy", "copy")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
@@ -106,7 +107,9 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
                            conf={**parse_spark_conf((read.raw("SPARK_CONF") or "").split(";"), "SPARK_CONF"),
                                  **parse_spark_conf(spark_conf or [], "--spark-conf")},
                            partitions=_positive_int(read.raw("SPARK_PARTITIONS"),
-                                                    read.name("SPARK_PARTITIONS"))),
+                                                    read.name("SPARK_PARTITIONS")),
+                           reader=_one_of(read.value("SPARK_READER"), read.name("SPARK_READER"),
+                                          SPARK_READERS)),
         storage=StorageOptions(key_id=read.raw("S3_ACCESS_KEY_ID"), secret=Secret(secret) if secret else None,
                                region=read.raw("S3_REGION"), endpoint=read.raw("S3_ENDPOINT"),
                                url_style=read.raw("S3_URL_STYLE"), use_ssl=read.boolean("S3_USE_SSL"),

@@ -29,7 +29,8 @@ class SparkOptions:
     ui: bool
     verbose: bool
     conf: dict[str, str] = field(default_factory=dict)  # SPARK_CONF and --spark-conf, passed through
-    partitions: int | None = None  # JDBC read partitions; None: planned from rows and task slots
+    partitions: int | None = None  # read slices (tasks); None: planned from rows and task slots
+    reader: str = "arrow"  # "arrow": tasks read their slice with ADBC; "jdbc": Spark's JDBC reader
 
 
 @dataclass(frozen=True, kw_only=True)

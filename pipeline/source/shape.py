@@ -24,6 +24,12 @@ STAGED_COLUMNS = {
     "created_at": "created_at::timestamptz",
 }
 
+# The arrow reader's columns for a zero-copy lake that holds event_id as UUID and details as JSON:
+# the source's own uuid and json/jsonb values (zero-copy needs those source types, see
+# pipeline.lake.zero_copy.blocker), which ADBC hands over as Arrow's UUID and JSON types and
+# pyarrow writes as Parquet's UUID and JSON logical types (what DuckLake registers as UUID/JSON).
+TYPED_COLUMNS = {**STAGED_COLUMNS, "event_id": "event_id", "details": "details"}
+
 
 # column -> the Postgres types it may have (udt names); None: any type with a text form
 EXPECTED = {

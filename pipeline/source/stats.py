@@ -21,6 +21,8 @@ class WindowStats:
     rows: int
     min_ts: datetime | None
     max_ts: datetime | None
+    table_pages: int = 0  # a plain table's size in pages when counted (0: a view, a partitioned table)
+    table_rows: int = 0  # its row estimate (pg_class.reltuples)
 
 
 def server_now(conn: psycopg.Connection) -> datetime:
@@ -61,4 +63,10 @@ def window_stats(conn: psycopg.Connection, qualified: str, window: Window) -> Wi
         "FROM {t} WHERE {w}"
     ).format(t=table_sql(qualified), w=sql.SQL(window.where_sql()))
     rows, lo, hi = conn.execute(query, window.params()).fetchone()
-    return WindowStats(rows=rows, min_ts=lo, max_ts=hi)
+    # a plain table's pages and rows: a window holding much of the table is read in page ranges
+    # (pipeline.extract.partitions.page_ranges), each page once, not by time over an index
+    pages, estimate = conn.execute(
+        "SELECT CASE WHEN c.relkind = 'r' THEN pg_relation_size(c.oid) / current_setting('block_size')::int "
+        "ELSE 0 END, greatest(c.reltuples, 0)::bigint FROM pg_class c WHERE c.oid = %s::regclass",
+        (qualified,)).fetchone()
+    return WindowStats(rows=rows, min_ts=lo, max_ts=hi, table_pages=int(pages), table_rows=int(estimate))
