@@ -7,12 +7,20 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import secrets
+import socket
 import sys
 import time
 from pathlib import Path
 
 RUN_ID = secrets.token_hex(3)
+
+
+def process_name() -> str:
+    """``host:pid`` of this process, as batch and job records name who did the work (asked at
+    each call: a forked worker or a test's subprocess is another process)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 class JsonFormatter(logging.Formatter):

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import duckdb
 
+from pipeline.logs import process_name
 from pipeline.settings import Settings
 
 
@@ -30,7 +29,7 @@ class BatchRecord:
     promote_seconds: float
     staged_at: datetime
     promoted_at: datetime
-    promoted_by: str = f"{socket.gethostname()}:{os.getpid()}"
+    promoted_by: str = field(default_factory=process_name)  # this process, at promotion
 
 
 def watermark(con: duckdb.DuckDBPyConnection, settings: Settings) -> datetime | None:

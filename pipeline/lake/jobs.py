@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -24,6 +22,7 @@ import duckdb
 from pipeline.errors import first_line
 from pipeline.lake.connect import connect
 from pipeline.lake.schema import ensure_tables
+from pipeline.logs import process_name
 from pipeline.settings import ResolvedSettings, Settings
 
 log = logging.getLogger(__name__)
@@ -43,7 +42,7 @@ def record(settings: ResolvedSettings, run_id: str, job: str, started: datetime,
         table = ensure_table(con, settings)
         con.execute(f"INSERT INTO {table} VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     [run_id, job, started, finished, status, error,
-                     json.dumps(details or {}, default=str), f"{socket.gethostname()}:{os.getpid()}"])
+                     json.dumps(details or {}, default=str), process_name()])
         return True
     except Exception as exc:  # history is best effort; the job's own outcome is already logged
         log.warning("could not record %s job history: %s", job, first_line(exc))

@@ -23,9 +23,6 @@ if TYPE_CHECKING:
     from pipeline.settings import Settings
     from pipeline.settings.model import StorageOptions
 
-OBJECT_STORE_SCHEMES = ("s3",)
-
-
 def split_uri(uri: str) -> tuple[str, str]:
     """``s3://bucket/prefix`` -> ``("s3", "bucket/prefix")``; a folder -> ``("", "/abs/folder")``."""
     if "://" in uri:
