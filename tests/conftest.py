@@ -1,5 +1,9 @@
 """Fixtures: a real Postgres (TEST_PG_DSN or the machine's 127.0.0.1:5432), one local Spark
-session per test run, and a fresh DuckLake (Postgres catalog, data on disk) per test."""
+session per test run, and a fresh DuckLake (Postgres catalog, data on disk) per test.
+
+Tests live in three tiers, by folder: ``unit`` (pure, no services), ``integration`` (Postgres,
+DuckLake and the one shared Spark session, in this process; CLI commands through ``main(argv)``)
+and ``e2e`` (real subprocesses: kills, signals, pipes, clusters, Connect, S3, browser, install)."""
 
 from __future__ import annotations
 
@@ -20,6 +24,18 @@ from tests.spark_services import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_PG_DSN = os.environ.get("TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+TIERS = ("unit", "integration", "e2e")  # the folders under tests/, each a marker (pyproject.toml)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test with its tier, from the folder it lives in: ``pytest -m "not e2e"`` (or
+    ``pytest tests/unit tests/integration``) is the fast tier."""
+    for item in items:
+        tier = Path(str(item.fspath)).parent.name
+        if tier in TIERS:
+            item.add_marker(getattr(pytest.mark, tier))
 
 
 @pytest.fixture(scope="session")
@@ -128,6 +144,21 @@ def run_cli(script: str, *args: str, env: dict[str, str] | None = None,
                           capture_output=True, text=True, timeout=timeout)
 
 
+PASSWORD = "p@ss:w/rd%'\" x;"  # every character a DSN, a shell or SQL could trip over
+
+
+@pytest.fixture(scope="module")
+def guarded_pg():
+    """A private Postgres that checks :data:`PASSWORD` (scram), with databases src and cat."""
+    from tests.private_pg import PrivatePostgres
+
+    server = PrivatePostgres(PASSWORD).init()
+    for name in ("src", "cat"):
+        server.create_db(name)
+    yield server
+    server.destroy()
+
+
 @pytest.fixture(scope="session")
 def s3_server():
     """moto in server mode: a real HTTP S3 endpoint on loopback, not an in-process mock."""
@@ -144,29 +175,38 @@ def s3_server():
     server.stop()
 
 
-@pytest.fixture
-def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+def run_main(*args: str, env: dict[str, str], cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     """Run ``events_pipeline.py`` in this process (``main(argv)``) with ``env`` as its whole
-    configuration: no interpreter, pyspark or duckdb import per call. Returns a
-    CompletedProcess-like result (returncode, stdout, stderr)."""
+    configuration: no interpreter start, no pyspark or duckdb import, and the process's one
+    Spark session (``getOrCreate``) instead of a new JVM per call. Returns a CompletedProcess-like
+    result (returncode, stdout, stderr). Use :func:`run_cli` where the process itself is the
+    point: signals, kills, broken pipes, the JVM's own output."""
+    import contextlib
+    import io
+
     from pipeline.cli.main import main
 
-    def run(*args: str, env: dict[str, str], cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-        with monkeypatch.context() as patch:
-            for key in list(os.environ):
-                if key.startswith(("SOURCE_", "DUCKLAKE_")) or key in ("STAGING_PATH", "EVENT_LAKE_HOME"):
-                    patch.delenv(key)
-            for key, value in env.items():
-                patch.setenv(key, value)
-            patch.chdir(cwd)
-            capsys.readouterr()
-            root = logging.getLogger()
-            handlers, level = root.handlers[:], root.level
-            try:
-                code = main(list(args))
-            finally:  # main() points logging at this test's captured stderr: undo that
-                root.handlers[:], root.level = handlers, level
-            captured = capsys.readouterr()
-        return subprocess.CompletedProcess(list(args), code, captured.out, captured.err)
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        for key in list(os.environ):
+            if key.startswith(("SOURCE_", "DUCKLAKE_")) or key in ("STAGING_PATH", "EVENT_LAKE_HOME"):
+                del os.environ[key]
+        os.environ.update(env)
+        os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(list(args))
+    finally:  # main() points logging at the redirected stderr: undo that, and the environment
+        root.handlers[:], root.level = handlers, level
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
 
-    return run
+
+@pytest.fixture
+def cli() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """:func:`run_main`, as a fixture."""
+    return run_main

@@ -27,6 +27,19 @@ def add_events(settings: Settings, rows: int, seed: int, *, late_by: timedelta |
     return write_events(settings.source_dsn, settings.source_table, rows, seed, late_by=late_by, now=now)
 
 
+def full_cycle(settings: Settings) -> None:
+    """Load, rerun, late events; then time travel back to the first load (dlt engine: no JVM)."""
+    from pipeline.ops.run import run
+
+    add_events(settings, 400, seed=1)
+    [first] = run(settings, engine="dlt").snapshots
+    assert run(settings, engine="dlt").rows_inserted == 0
+    add_events(settings, 50, seed=2, late_by=timedelta(minutes=5))
+    assert run(settings, engine="dlt").rows_inserted == 50
+    assert lake_query(settings, f"SELECT count(*) FROM lake.main.events AT (VERSION => {first})")[0][0] == 400
+    assert_lake_equals_source(settings, expected_rows=450)
+
+
 def snapshot_ids(settings: Settings) -> list[int]:
     con = lake.connect(resolve(settings), read_only=True)
     try:
@@ -141,6 +154,19 @@ def assert_promoted_by_mode(settings: Settings) -> None:
 def jobs_table(settings: Settings) -> str:
     """The job history table (in the catalog database, the lake's metadata schema: Postgres here)."""
     return f"__ducklake_metadata_{settings.lake_name}.{settings.lake_name}.event_lake_jobs"
+
+
+def age_load_history(settings: Settings, by: timedelta) -> None:
+    """Move every recorded job and promoted batch ``by`` into the past: time passing for the
+    health checks, which judge staleness from these records, without sleeping through it."""
+    con = lake.connect(resolve(settings))
+    try:
+        ago = f"INTERVAL {int(by.total_seconds())} SECOND"
+        con.execute(f"UPDATE {jobs_table(settings)} SET started_at = started_at - {ago}, "
+                    f"finished_at = finished_at - {ago}")
+        con.execute(f"UPDATE {settings.batches_table} SET promoted_at = promoted_at - {ago}")
+    finally:
+        con.close()
 
 
 def lake_query(settings: Settings, sql: str, params: list | None = None) -> list[tuple]:

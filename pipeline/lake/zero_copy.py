@@ -8,7 +8,7 @@ in the window's time range are only counted (the lake keeps its copy, as copy pr
 rows Spark cannot vouch for (a NULL id or time) are staged beside the files and promoted by
 copy, through the one validation in :mod:`.validate`, in that same transaction.
 
-What DuckLake requires, pinned in tests/test_ducklake_assumptions.py:
+What DuckLake requires, pinned in tests/integration/test_ducklake_assumptions.py:
 - a file's column types must equal the table's exactly: the arrow reader writes Parquet's UUID
   and JSON types for a lake that holds ``event_id UUID`` and ``details JSON`` (every lake made
   since), and text for a lake made by the JDBC reader, whose writer has neither type (it holds

@@ -10,7 +10,6 @@ import subprocess
 
 import pytest
 
-from pipeline.ops.doctor import java_major
 from tests.conftest import ROOT, run_cli
 
 
@@ -89,10 +88,3 @@ def test_doctor_checks_the_executors_python_not_only_the_drivers(lake_env, tmp_p
     assert spark["status"] == "fail", spark
     assert "cannot run the arrow reader" in spark["detail"] and "No module named" in spark["detail"], spark
     assert "spark.pyspark.python" in spark["hint"] and "jdbc driver" not in result.stdout
-
-
-@pytest.mark.parametrize(("text", "major"), [('openjdk version "17.0.12" 2024-07-16', 17),
-                                             ('java version "1.8.0_392"', 8),
-                                             ('openjdk version "21" 2023-09-19', 21), ("garbage", None)])
-def test_java_major_reads_old_and_new_version_strings(text, major):
-    assert java_major(text) == major

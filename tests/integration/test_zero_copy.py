@@ -9,7 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from pipeline import staging
-from pipeline.lake import maintain, zero_copy
+from pipeline.lake import maintain
 from pipeline.lake.promote import promote
 from pipeline.ops.run import run
 from pipeline.settings import load_settings
@@ -127,35 +127,6 @@ def test_a_lake_made_by_the_jdbc_reader_keeps_text_columns_and_the_arrow_reader_
     assert lake_query(arrow, "SELECT DISTINCT typeof(event_id), typeof(details) FROM lake.main.events") == \
         [("VARCHAR", "VARCHAR")]
     assert_lake_equals_source(arrow, expected_rows=900)
-
-
-def test_zero_copy_is_used_only_when_each_premise_holds():
-    settings = load_settings({"EVENT_LAKE_HOME": "/tmp/x", "DUCKLAKE_DATA_PATH": "/tmp/x/data/"})
-    jdbc = load_settings({"EVENT_LAKE_HOME": "/tmp/x", "DUCKLAKE_DATA_PATH": "/tmp/x/data/", "SPARK_READER": "jdbc"})
-    on_s3 = load_settings({"EVENT_LAKE_HOME": "/tmp/x", "DUCKLAKE_DATA_PATH": "s3://b/lake/"})
-    on_s3_jdbc = load_settings({"EVENT_LAKE_HOME": "/tmp/x", "DUCKLAKE_DATA_PATH": "s3://b/lake/",
-                                "SPARK_READER": "jdbc"})
-    text = {"event_id": "VARCHAR", "details": "VARCHAR"}
-    typed = {"event_id": "UUID", "details": "JSON"}
-    typed_source = {"event_id": "uuid", "details": "jsonb"}
-    for ok in (settings, jdbc, on_s3):
-        assert zero_copy.blocker(ok, "spark", text, typed_source, True, {}) is None
-    assert zero_copy.blocker(settings, "spark", typed, typed_source, True, {}) is None  # arrow writes UUID/JSON
-    assert zero_copy.blocker(on_s3, "spark", typed, typed_source, True, {}) is None  # through pyarrow's S3
-    cases = {
-        "dlt engine": zero_copy.blocker(settings, "dlt", text, typed_source, True, {}),
-        "UUID lake": zero_copy.blocker(jdbc, "spark", typed, typed_source, True, {}),
-        "s3 jdbc": zero_copy.blocker(on_s3_jdbc, "spark", text, typed_source, True, {}),
-        "text ids": zero_copy.blocker(settings, "spark", text, {**typed_source, "event_id": "text"}, True, {}),
-        "no unique": zero_copy.blocker(settings, "spark", text, typed_source, False, {}),
-        "drift": zero_copy.blocker(settings, "spark", text, typed_source, True, {"region": "VARCHAR"}),
-    }
-    assert "dlt engine" in cases["dlt engine"]
-    assert "event_id UUID" in cases["UUID lake"] and "SPARK_READER=arrow" in cases["UUID lake"]
-    assert "s3://b/lake/" in cases["s3 jdbc"] and "SPARK_READER=arrow" in cases["s3 jdbc"]
-    assert "event_id is text" in cases["text ids"]
-    assert "unique index on event_id" in cases["no unique"]
-    assert "region" in cases["drift"]
 
 
 def test_rows_the_lake_holds_are_counted_not_written_again_by_the_slice_tasks(settings, spark):

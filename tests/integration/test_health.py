@@ -4,47 +4,34 @@
 from __future__ import annotations
 
 import json
-import time
 from datetime import UTC, datetime, timedelta
 
 from pipeline import staging
 from pipeline.ops.health import FAILING, HEALTHY, STALE, assess
 from pipeline.settings.resolve import resolve
-from tests.conftest import run_cli
-from tests.helpers import add_events, jobs_table, lake_query
+from tests.conftest import run_main
+from tests.helpers import add_events, age_load_history, jobs_table, lake_query
 
 NOW = datetime(2026, 11, 22, 12, tzinfo=UTC)
 HOUR = timedelta(hours=1)
 
 
-def test_health_is_judged_from_the_last_success_failures_and_set_aside_batches():
-    assert assess(NOW, HOUR, NOW - HOUR, "success", None, 0, 1).code == HEALTHY
-    assert assess(NOW, HOUR, None, None, None, 0, 0).code == HEALTHY  # nothing to load yet
-    never = assess(NOW, HOUR, None, None, None, 0, 10)
-    assert never.code == STALE and "nothing loaded yet" in never.reasons[0]
-    late = assess(NOW, HOUR, NOW - 3 * HOUR, "success", None, 0, 1)
-    assert late.code == STALE and "3h ago (LOAD_EVERY 1h)" in late.reasons[0]
-    failed = assess(NOW, HOUR, NOW - 3 * HOUR, "failed", "source down", 0, 1)
-    assert failed.code == FAILING and "source down" in failed.reasons[0] and len(failed.reasons) == 2
-    assert assess(NOW, HOUR, NOW, "success", None, 1, 1).code == FAILING
-
-
 def _status(env) -> tuple[int, dict]:
-    result = run_cli("events_pipeline.py", "--status", "--json", env=env)
+    result = run_main("--status", "--json", env=env)
     return result.returncode, json.loads(result.stdout)
 
 
-def test_status_exit_codes_follow_manual_runs_and_set_aside_batches(settings, lake_env):
+def test_status_exit_codes_follow_manual_runs_and_set_aside_batches(settings, lake_env, cli):
     add_events(settings, 40, seed=1)
     # long enough that a slow machine's --status (a few seconds) still finds the run fresh
     env = {**lake_env, "LOAD_EVERY": "10s"}
     assert _status(env)[0] == STALE  # rows waiting, never loaded
-    assert run_cli("events_pipeline.py", "--run", "--engine", "dlt", env=env).returncode == 0
+    assert cli("--run", "--engine", "dlt", env=env).returncode == 0
     code, status = _status(env)
     assert code == HEALTHY and status["health"]["last_successful_load"], status["health"]
     # the manual run is in the job history like a scheduled one
     assert lake_query(settings, f"SELECT job, status FROM {jobs_table(settings)}") == [("load", "success")]
-    time.sleep(21)  # two LOAD_EVERY intervals without a load
+    age_load_history(settings, timedelta(seconds=21))  # two LOAD_EVERY intervals without a load
     code, status = _status(env)
     assert code == STALE and "ago (LOAD_EVERY 10s)" in status["health"]["reasons"][0]
     resolved = resolve(settings)
@@ -54,7 +41,7 @@ def test_status_exit_codes_follow_manual_runs_and_set_aside_batches(settings, la
                                 NOW.isoformat(), 0, [], [], 0.0)
     staging.write_manifest(folder, manifest)
     staging.set_aside(staging.table_dir(resolved), staging.StagedBatch(folder, manifest), "unreadable file")
-    text = run_cli("events_pipeline.py", "--status", env=env)
+    text = cli("--status", env=env)
     assert text.returncode == FAILING, text.stdout + text.stderr
     assert text.stdout.startswith("health          FAILING: 1 batch(es) set aside")
     assert text.stdout.strip().splitlines()[-1].startswith("Status: failing (1 batch(es) set aside")

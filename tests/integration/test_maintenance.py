@@ -15,7 +15,6 @@ from pipeline.lake import connect as lake
 from pipeline.lake import maintain
 from pipeline.ops.run import run
 from pipeline.settings.resolve import resolve
-from tests.conftest import run_cli
 from tests.helpers import add_events, assert_lake_equals_source, assert_promoted_by_mode, lake_query
 
 
@@ -38,11 +37,11 @@ def _json_head(stdout: str) -> dict:
     return json.loads(stdout)
 
 
-def test_dry_run_reports_but_changes_nothing(settings, lake_env):
+def test_dry_run_reports_but_changes_nothing(settings, lake_env, cli):
     _load_batches(settings, 4, seed=30)
     snapshots_before = lake_query(settings, "SELECT snapshot_id FROM lake.snapshots()")
     files_before = _files(settings)
-    result = run_cli("events_pipeline.py", "--maintain", "--dry-run", "--retention", "0s", "--json",
+    result = cli("--maintain", "--dry-run", "--retention", "0s", "--json",
                      env=lake_env)
     assert result.returncode == 0, result.stderr
     report = _json_head(result.stdout)
@@ -110,10 +109,10 @@ def test_compaction_while_loads_run_loses_and_doubles_nothing(settings, engine, 
     assert_promoted_by_mode(settings)
 
 
-def test_status_json_shows_jobs_files_and_snapshots(settings, lake_env):
+def test_status_json_shows_jobs_files_and_snapshots(settings, lake_env, cli):
     _load_batches(settings, 2, seed=80)
-    assert run_cli("events_pipeline.py", "--maintain", "--retention", "7d", env=lake_env).returncode == 0
-    result = run_cli("events_pipeline.py", "--status", "--json", env=lake_env)
+    assert cli("--maintain", "--retention", "7d", env=lake_env).returncode == 0
+    result = cli("--status", "--json", env=lake_env)
     status = _json_head(result.stdout)
     assert status["data_files"] >= 1 and status["data_bytes"] > 0 and status["snapshot_count"] >= 3
     assert status["lake_rows"] == 400 and status["scheduler"] is None

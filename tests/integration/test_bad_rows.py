@@ -79,7 +79,7 @@ def test_bad_rows_are_quarantined_once_and_good_rows_load(lake_env, spark, engin
     assert lake_query(settings, "SELECT count(*) FROM lake.ops.quarantine")[0][0] == sum(reasons.values())
 
 
-def test_a_batch_that_cannot_be_promoted_is_set_aside_and_retried_after_the_fix(settings, lake_env, tmp_path):
+def test_a_batch_that_cannot_be_promoted_is_set_aside_and_retried_after_the_fix(settings, lake_env, tmp_path, cli):
     """A corrupt staged file fails only its own batch: it is moved aside whole, later events
     load, --status shows it with the error, and --retry-failed loads it once the file is fixed."""
     import json
@@ -87,29 +87,28 @@ def test_a_batch_that_cannot_be_promoted_is_set_aside_and_retried_after_the_fix(
     from pathlib import Path
 
     from pipeline import staging
-    from tests.conftest import run_cli
     from tests.helpers import add_events
 
     add_events(settings, 300, seed=81)
-    assert run_cli("events_pipeline.py", "--extract-only", "--engine", "dlt", env=lake_env).returncode == 0
+    assert cli("--extract-only", "--engine", "dlt", env=lake_env).returncode == 0
     [batch] = staging.complete_batches(staging.table_dir(settings))
     part = Path(batch.folder.path) / batch.manifest.files[0]
     shutil.copy(part, tmp_path / "good.parquet")
     part.write_bytes(b"PAR1 this is not parquet")
 
     add_events(settings, 50, seed=83)
-    failed = run_cli("events_pipeline.py", "--run", "--engine", "dlt", env=lake_env)
+    failed = cli("--run", "--engine", "dlt", env=lake_env)
     output = failed.stdout + failed.stderr
     assert failed.returncode == 1, output
     assert "set aside" in output and "--retry-failed" in output and "Traceback" not in output
     assert_lake_equals_source(settings, expected_rows=350)  # the next batch loaded past the broken one
-    status = run_cli("events_pipeline.py", "--status", env=lake_env)
+    status = cli("--status", env=lake_env)
     assert f"SET ASIDE       batch {batch.batch_id}" in status.stdout, status.stdout + status.stderr
 
     aside = Path(staging.table_dir(settings).path) / staging.FAILED / batch.folder.name
     assert json.loads((aside / staging.FAILURE).read_text())["batch_id"] == batch.batch_id
     shutil.copy(tmp_path / "good.parquet", aside / part.name)  # the operator's fix
-    retried = run_cli("events_pipeline.py", "--retry-failed", "--engine", "dlt", env=lake_env)
+    retried = cli("--retry-failed", "--engine", "dlt", env=lake_env)
     assert retried.returncode == 0, retried.stdout + retried.stderr
     assert "already" in retried.stdout + retried.stderr or "no new rows" in retried.stdout + retried.stderr
     assert staging.failed_batches(staging.table_dir(settings)) == []

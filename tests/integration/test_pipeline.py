@@ -3,19 +3,16 @@ the lake equals the source after loads, reruns, late events, crashes and concurr
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
 import shutil
 from datetime import timedelta
 from pathlib import Path
 
-import pytest
-
 from pipeline import staging
 from pipeline.lake import promote, validate, verify
 from pipeline.ops.run import run
 from pipeline.settings.resolve import resolve
-from tests.conftest import BOTH_MODES, COPY_MODE, run_cli
+from tests.conftest import BOTH_MODES, COPY_MODE
 from tests.helpers import (
     add_events,
     assert_lake_equals_source,
@@ -60,7 +57,7 @@ def test_late_events_inside_lookback_are_caught_once(settings, spark):
     assert_promoted_by_mode(settings)
 
 
-def test_events_later_than_lookback_are_missed_by_runs_and_backfilled_by_reconcile(settings, lake_env, spark):
+def test_events_later_than_lookback_are_missed_by_runs_and_backfilled_by_reconcile(settings, lake_env, spark, cli):
     """The look-back is the runs' tolerance: an event older than it is not picked up by --run,
     and --reconcile finds it hour by hour and backfills it in one snapshot that says so."""
     add_events(settings, 100, seed=5)
@@ -71,7 +68,7 @@ def test_events_later_than_lookback_are_missed_by_runs_and_backfilled_by_reconci
     assert not missing.equal and len(missing.differences) == 5, missing.describe()
     assert all(line.startswith("only in the source: event_id ") for line in missing.differences)
 
-    result = run_cli("events_pipeline.py", "--reconcile", "--since", "1d", "--json", env=lake_env)
+    result = cli("--reconcile", "--since", "1d", "--json", env=lake_env)
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads(result.stdout)
     assert report["rows_backfilled"] == 10 and len(report["hours_differing"]) >= 1
@@ -80,7 +77,7 @@ def test_events_later_than_lookback_are_missed_by_runs_and_backfilled_by_reconci
                            [report["snapshot_id"]])[0]
     assert message.startswith("reconcile batch") and "backfill late events" in message
     assert_lake_equals_source(settings, expected_rows=110)
-    again = run_cli("events_pipeline.py", "--reconcile", "--json", env=lake_env)
+    again = cli("--reconcile", "--json", env=lake_env)
     assert json.loads(again.stdout)["hours_differing"] == []
 
 
@@ -127,61 +124,6 @@ def test_incomplete_batch_without_manifest_is_never_promoted(settings, spark):
     report = run(settings, mode="promote")
     assert report.promotions == []
     assert data_snapshots(settings) == []
-
-
-@BOTH_MODES
-def test_kill_after_staging_then_rerun_loses_and_doubles_nothing(settings, lake_env):
-    add_events(settings, 2_000, seed=10)
-    crashed = run_cli("events_pipeline.py", "--run", env={**lake_env, "EVENT_LAKE_FAULT": "after-stage"})
-    assert crashed.returncode == -9, crashed.stdout + crashed.stderr
-    resolved = resolve(settings)
-    assert len(staging.complete_batches(staging.table_dir(resolved))) == 1
-    assert data_snapshots(settings) == []
-    add_events(settings, 500, seed=11)
-    rerun = run_cli("events_pipeline.py", "--run", env=lake_env)
-    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
-    assert staging.complete_batches(staging.table_dir(resolved)) == []
-    assert_lake_equals_source(settings, expected_rows=2_500)
-    assert_promoted_by_mode(settings)
-
-
-@pytest.mark.parametrize(("promotion", "engine"), [("zero-copy", "spark"), ("copy", "dlt")])
-def test_kill_inside_the_promotion_transaction_commits_nothing(settings, lake_env, engine):
-    add_events(settings, 1_500, seed=12)
-    env = {**lake_env, "EVENT_LAKE_FAULT": "before-commit"}
-    crashed = run_cli("events_pipeline.py", "--run", "--engine", engine, env=env)
-    assert crashed.returncode == -9, crashed.stdout + crashed.stderr
-    assert data_snapshots(settings) == []
-    rerun = run_cli("events_pipeline.py", "--run", "--engine", engine, env=lake_env)
-    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
-    assert len(data_snapshots(settings)) == 1
-    assert_lake_equals_source(settings, expected_rows=1_500)
-    assert_promoted_by_mode(settings)
-
-
-def test_a_promoter_that_lost_its_lock_rolls_back_instead_of_committing(settings, lake_env):
-    """Fencing: the promote lock's catalog connection dies inside the transaction (another
-    process may hold the lock now), so the batch is rolled back and the next run loads it."""
-    add_events(settings, 400, seed=18)
-    lost = run_cli("events_pipeline.py", "--run", "--engine", "dlt", env={**lake_env, "EVENT_LAKE_FAULT": "lose-lock"})
-    assert lost.returncode == 1, lost.stdout + lost.stderr
-    assert "Lost the" in lost.stderr and "temporary" in lost.stdout
-    assert data_snapshots(settings) == []
-    rerun = run_cli("events_pipeline.py", "--run", "--engine", "dlt", env=lake_env)
-    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
-    assert_lake_equals_source(settings, expected_rows=400)
-
-
-@BOTH_MODES
-def test_two_runs_at_once_never_double_an_event(settings, lake_env):
-    add_events(settings, 20_000, seed=13)
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        results = list(pool.map(lambda _: run_cli("events_pipeline.py", "--run", env=lake_env),
-                                range(2)))
-    for result in results:
-        assert result.returncode == 0, result.stdout + result.stderr
-    assert_lake_equals_source(settings, expected_rows=20_000)
-    assert_promoted_by_mode(settings)
 
 
 @COPY_MODE
@@ -233,41 +175,3 @@ def test_lakes_sharing_a_staging_folder_promote_only_their_own_batches(lake_env,
     assert waiting.manifest.lake_id and waiting.manifest.source.endswith(".public.events")
     assert run(a, mode="promote").rows_inserted == 300
     assert_lake_equals_source(a, expected_rows=300)
-
-
-def test_a_run_killed_mid_extraction_leaves_partials_the_next_run_removes_at_once(settings, lake_env):
-    """SIGKILL while Spark writes (the JDBC reads sleep in Postgres): its _temporary parts and
-    lake-ids file stay behind; the next run sees their process is gone and removes them now,
-    not an hour later, and loads everything once."""
-    import signal
-    import time
-
-    from pipeline import staging
-    from pipeline.lake import zero_copy
-    from pipeline.settings.resolve import resolve
-    from tests.helpers import Proc
-
-    add_events(settings, 800, seed=77)
-    run_proc = Proc("events_pipeline.py", "--run", env={**lake_env, "EVENT_LAKE_FAULT": "slow-read",
-                                                        "SPARK_PARTITIONS": "2"})
-    run_proc.wait_for("extracting 800 rows")
-    resolved = resolve(settings)
-    table_dir = staging.table_dir(resolved)
-    running = Path(table_dir.uri()) / staging.RUNNING
-    deadline = time.monotonic() + 120
-    while not list(running.glob("*.json")) and time.monotonic() < deadline:
-        time.sleep(0.5)  # the Spark session is starting
-    time.sleep(4)  # Spark is writing
-    run_proc.popen.send_signal(signal.SIGKILL)
-    run_proc.popen.wait(30)
-    [abandoned] = staging.abandoned_batches(table_dir)
-    incoming = zero_copy.table_folder(resolved).child(zero_copy.INCOMING)
-    leftovers = [p for p in (Path(incoming.uri()), Path(table_dir.uri())) if p.exists()
-                 for p in p.rglob(f"*{abandoned}*")]
-    assert leftovers, "the killed extraction left files behind"
-    rerun = run_cli("events_pipeline.py", "--run", env=lake_env)
-    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
-    assert f"removed the leftovers of batch {abandoned}" in rerun.stderr
-    assert not [p for p in leftovers if p.exists()]
-    assert staging.abandoned_batches(table_dir) == []
-    assert_lake_equals_source(settings, expected_rows=800)

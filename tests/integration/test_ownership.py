@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from pipeline.lake.maintain import run_maintenance
-from pipeline.lake.ownership import DataFolderClaimed, deletable_orphans
+from pipeline.lake.ownership import DataFolderClaimed
 from pipeline.ops.run import run
 from pipeline.settings import load_settings
-from pipeline.settings.resolve import DATA_FOLDER_MARKER, default_data_path, resolve
+from pipeline.settings.resolve import DATA_FOLDER_MARKER, resolve
 from tests.helpers import add_events, assert_lake_equals_source, lake_query
 
 
@@ -95,21 +95,3 @@ def test_orphan_cleanup_deletes_only_files_of_its_own_table_folders(settings, la
     assert report.files_deleted == 1 and report.bytes_deleted > 0  # the true size, not 0
     assert_lake_equals_source(settings, 200)
     assert_lake_equals_source(nested_settings, 100)
-
-
-def test_deletable_orphans_is_limited_to_own_folders_outside_foreign_markers():
-    candidates = ["/d/main/events/a.parquet", "/d/main/events/x/b/c.parquet", "/d/other/t/d.parquet",
-                  "/d/main/eventsX/e.parquet", "s3://b/p/main/events/f.parquet"]
-    assert deletable_orphans(candidates, ["/d/main/events/", "s3://b/p/main/events"], ["/d/main/events/x/"]) \
-        == ["/d/main/events/a.parquet", "s3://b/p/main/events/f.parquet"]
-
-
-def test_default_data_folder_is_per_lake_and_a_legacy_one_is_kept(tmp_path):
-    home = tmp_path / "home"
-    assert default_data_path(home, "lake") == f"{home}/data/lake/"
-    assert default_data_path(home, "sales") == f"{home}/data/sales/"
-    (home / "data" / "main").mkdir(parents=True)  # a lake made before data folders were per lake
-    assert default_data_path(home, "lake") == f"{home}/data/"
-    (home / "data" / DATA_FOLDER_MARKER).write_text(json.dumps({"lake_name": "lake"}))
-    assert default_data_path(home, "lake") == f"{home}/data/"
-    assert default_data_path(home, "sales") == f"{home}/data/sales/"

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from pipeline.settings import load_settings
-from tests.conftest import run_cli
+from tests.conftest import run_main
 from tests.helpers import Proc, add_events, assert_lake_equals_source, data_snapshots
 from tests.private_pg import PrivatePostgres
 
@@ -45,7 +45,7 @@ def test_source_lost_mid_extraction_fails_plainly_and_the_next_run_loads_everyth
     assert data_snapshots(settings) == []
 
     server.start()
-    rerun = run_cli("events_pipeline.py", "--run", env=env)
+    rerun = run_main("--run", env=env)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert_lake_equals_source(settings, expected_rows=500)
 
@@ -81,7 +81,7 @@ def test_catalog_lost_as_promotion_begins_is_a_temporary_error_naming_it(lake_en
         in str(lost.value)
     assert staging.failed_batches(staging.table_dir(settings)) == []  # not set aside as poison
     proxy.start()
-    rerun = run_cli("events_pipeline.py", "--run", "--engine", "dlt", env=env)
+    rerun = run_main("--run", "--engine", "dlt", env=env)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert_lake_equals_source(settings, expected_rows=300)
     assert len(data_snapshots(settings)) == 1

@@ -14,7 +14,14 @@ from pipeline.extract.spark_s3a import HADOOP_AWS, s3a_conf
 from pipeline.ops.run import run
 from pipeline.settings import load_settings
 from tests.conftest import COPY_MODE, NEEDS_JDBC_JAR, run_cli
-from tests.helpers import add_events, assert_lake_equals_source, data_snapshots, files_registered, lake_query
+from tests.helpers import (
+    add_events,
+    assert_lake_equals_source,
+    data_snapshots,
+    files_registered,
+    full_cycle,
+    lake_query,
+)
 
 
 @pytest.fixture
@@ -192,3 +199,25 @@ def test_an_object_store_outage_is_temporary_names_the_store_and_loses_nothing(l
         assert len(data_snapshots(settings)) == 1
     finally:
         server.stop()
+
+
+def test_s3_data_path_end_to_end(s3_server, lake_env):
+    port, client = s3_server
+    env = {**lake_env, "DUCKLAKE_DATA_PATH": "s3://lake-bucket/events-lake/", "S3_ENDPOINT": f"127.0.0.1:{port}",
+           "S3_URL_STYLE": "path", "S3_USE_SSL": "false", "S3_REGION": "us-east-1",
+           "S3_ACCESS_KEY_ID": "testing", "S3_SECRET_ACCESS_KEY": "testing"}
+    import os
+
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update({k: v for k, v in env.items() if k.startswith("S3_")})
+    try:
+        full_cycle(load_settings(env))
+    finally:
+        for key, value in saved.items():
+            if key.startswith("S3_"):
+                os.environ.pop(key, None) if value is None else os.environ.__setitem__(key, value)
+    keys = [o["Key"] for o in client.list_objects_v2(Bucket="lake-bucket")["Contents"]]
+    assert any(k.startswith("events-lake/main/events/year=") and k.endswith(".parquet") for k in keys)
+    result = run_cli("events_pipeline.py", "--json", "--sql", "SELECT count(*) AS n FROM lake.main.events", env=env)
+    assert result.returncode == 0, result.stderr
+    assert '"n": 450' in result.stdout

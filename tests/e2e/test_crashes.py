@@ -1,0 +1,129 @@
+"""Crashes and races between real processes: a run killed after staging, inside the promotion
+transaction or mid-extraction, a promoter that lost its lock, two runs at once, twenty SQL writers
+at once; after each, lake == source, exactly once."""
+
+from __future__ import annotations
+
+import concurrent.futures
+from pathlib import Path
+
+import pytest
+
+from pipeline import staging
+from pipeline.settings.resolve import resolve
+from tests.conftest import BOTH_MODES, run_cli, run_main
+from tests.helpers import (
+    add_events,
+    assert_lake_equals_source,
+    assert_promoted_by_mode,
+    data_snapshots,
+    lake_query,
+)
+
+
+@BOTH_MODES
+def test_kill_after_staging_then_rerun_loses_and_doubles_nothing(settings, lake_env):
+    add_events(settings, 2_000, seed=10)
+    crashed = run_cli("events_pipeline.py", "--run", env={**lake_env, "EVENT_LAKE_FAULT": "after-stage"})
+    assert crashed.returncode == -9, crashed.stdout + crashed.stderr
+    resolved = resolve(settings)
+    assert len(staging.complete_batches(staging.table_dir(resolved))) == 1
+    assert data_snapshots(settings) == []
+    add_events(settings, 500, seed=11)
+    rerun = run_main("--run", env=lake_env)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert staging.complete_batches(staging.table_dir(resolved)) == []
+    assert_lake_equals_source(settings, expected_rows=2_500)
+    assert_promoted_by_mode(settings)
+
+
+@pytest.mark.parametrize(("promotion", "engine"), [("zero-copy", "spark"), ("copy", "dlt")])
+def test_kill_inside_the_promotion_transaction_commits_nothing(settings, lake_env, engine):
+    add_events(settings, 1_500, seed=12)
+    env = {**lake_env, "EVENT_LAKE_FAULT": "before-commit"}
+    crashed = run_cli("events_pipeline.py", "--run", "--engine", engine, env=env)
+    assert crashed.returncode == -9, crashed.stdout + crashed.stderr
+    assert data_snapshots(settings) == []
+    rerun = run_main("--run", "--engine", engine, env=lake_env)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert len(data_snapshots(settings)) == 1
+    assert_lake_equals_source(settings, expected_rows=1_500)
+    assert_promoted_by_mode(settings)
+
+
+def test_a_promoter_that_lost_its_lock_rolls_back_instead_of_committing(settings, lake_env):
+    """Fencing: the promote lock's catalog connection dies inside the transaction (another
+    process may hold the lock now), so the batch is rolled back and the next run loads it."""
+    add_events(settings, 400, seed=18)
+    lost = run_cli("events_pipeline.py", "--run", "--engine", "dlt", env={**lake_env, "EVENT_LAKE_FAULT": "lose-lock"})
+    assert lost.returncode == 1, lost.stdout + lost.stderr
+    assert "Lost the" in lost.stderr and "temporary" in lost.stdout
+    assert data_snapshots(settings) == []
+    rerun = run_main("--run", "--engine", "dlt", env=lake_env)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert_lake_equals_source(settings, expected_rows=400)
+
+
+@BOTH_MODES
+def test_two_runs_at_once_never_double_an_event(settings, lake_env):
+    add_events(settings, 20_000, seed=13)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda _: run_cli("events_pipeline.py", "--run", env=lake_env),
+                                range(2)))
+    for result in results:
+        assert result.returncode == 0, result.stdout + result.stderr
+    assert_lake_equals_source(settings, expected_rows=20_000)
+    assert_promoted_by_mode(settings)
+
+
+def test_a_run_killed_mid_extraction_leaves_partials_the_next_run_removes_at_once(settings, lake_env):
+    """SIGKILL while Spark writes (the JDBC reads sleep in Postgres): its _temporary parts and
+    lake-ids file stay behind; the next run sees their process is gone and removes them now,
+    not an hour later, and loads everything once."""
+    import signal
+    import time
+
+    from pipeline import staging
+    from pipeline.lake import zero_copy
+    from pipeline.settings.resolve import resolve
+    from tests.helpers import Proc
+
+    add_events(settings, 800, seed=77)
+    run_proc = Proc("events_pipeline.py", "--run", env={**lake_env, "EVENT_LAKE_FAULT": "slow-read",
+                                                        "SPARK_PARTITIONS": "2"})
+    run_proc.wait_for("extracting 800 rows")
+    resolved = resolve(settings)
+    table_dir = staging.table_dir(resolved)
+    running = Path(table_dir.uri()) / staging.RUNNING
+    deadline = time.monotonic() + 120
+    while not list(running.glob("*.json")) and time.monotonic() < deadline:
+        time.sleep(0.5)  # the Spark session is starting
+    time.sleep(4)  # Spark is writing
+    run_proc.popen.send_signal(signal.SIGKILL)
+    run_proc.popen.wait(30)
+    [abandoned] = staging.abandoned_batches(table_dir)
+    incoming = zero_copy.table_folder(resolved).child(zero_copy.INCOMING)
+    leftovers = [p for p in (Path(incoming.uri()), Path(table_dir.uri())) if p.exists()
+                 for p in p.rglob(f"*{abandoned}*")]
+    assert leftovers, "the killed extraction left files behind"
+    rerun = run_main("--run", env=lake_env)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert f"removed the leftovers of batch {abandoned}" in rerun.stderr
+    assert not [p for p in leftovers if p.exists()]
+    assert staging.abandoned_batches(table_dir) == []
+    assert_lake_equals_source(settings, expected_rows=800)
+
+
+def test_twenty_concurrent_writers_all_land_or_fail_loudly(settings, lake_env):
+    def writer(i: int):
+        return run_cli("events_pipeline.py", "--write", "--sql",
+                       "CREATE TABLE IF NOT EXISTS lake.main.concurrent_rows (writer INT, note VARCHAR)",
+                       "--sql", f"INSERT INTO lake.main.concurrent_rows VALUES ({i}, 'from writer {i}')",
+                       env=lake_env, timeout=600)
+
+    with concurrent.futures.ThreadPoolExecutor(20) as pool:
+        results = list(pool.map(writer, range(20)))
+    succeeded = {i for i, r in enumerate(results) if r.returncode == 0}
+    rows = {r[0] for r in lake_query(settings, "SELECT writer FROM lake.main.concurrent_rows")}
+    assert rows == succeeded, [r.stderr[-300:] for r in results if r.returncode]
+    assert len(succeeded) == 20, [r.stderr[-300:] for r in results if r.returncode]

@@ -1,0 +1,32 @@
+"""Settings that fail loudly: an unparsable .env, an out-of-range duration, a malformed DSN
+and a bad port stop the command with one line naming the key, never a piece of a password."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipeline.settings import load_settings
+
+
+def test_an_unparsable_env_file_stops_every_command_with_the_file_and_line(tmp_path: Path, lake_env, cli):
+    (tmp_path / ".env").write_text("LOOKBACK=15m\n# a comment\nDUCKLAKE_CATALOG=\"postgresql://app:s3cret@h/db\n")
+    for args in (("--run", "--engine", "dlt"), ("--status",), ("--doctor",), ("--sql", "SELECT 1")):
+        result = cli(*args, env={"EVENT_LAKE_HOME": str(tmp_path / "home")}, cwd=tmp_path)
+        assert result.returncode == 1, args
+        assert f"{tmp_path / '.env'} line 3 (starting 'DUCKLAKE_CATALOG') cannot be parsed" in result.stderr
+        assert "s3cret" not in result.stdout + result.stderr
+    assert not (tmp_path / "home").exists()  # no embedded lake was started in its place
+
+
+def test_reconcile_since_flag_is_bounded_and_named(lake_env, cli):
+    result = cli("--reconcile", "--since", "999999d", env=lake_env)
+    assert result.returncode == 1 and "--since '999999d' is longer than" in result.stderr
+
+
+def test_a_bad_metrics_port_stops_only_the_commands_that_serve(lake_env, cli):
+    env = {**lake_env, "METRICS_PORT": "99999"}
+    assert load_settings(env).metrics_port_text == "99999"  # loading alone is fine
+    served = cli("--serve", env=env)
+    assert served.returncode == 1 and "METRICS_PORT '99999' is not a port number" in served.stderr
+    status = cli("--status", "--json", env=env)  # uses no port: unaffected
+    assert "METRICS_PORT" not in status.stdout + status.stderr

@@ -1,0 +1,37 @@
+"""Dashboard charts drawn from series (pure SVG)."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+from pipeline.ops.dashboard import chart
+
+
+def test_a_chart_without_points_says_so_and_one_point_sits_in_the_middle():
+    assert 'data-points="0"' in chart([], "rows", "bars") and "no data yet" in chart([], "rows", "bars")
+    one = chart([(datetime(2026, 11, 22, tzinfo=UTC), 5.0)], "rows", "bars")
+    assert one.count('class="bar"') == 1
+    many = chart([(datetime(2026, 11, 22, tzinfo=UTC) + timedelta(minutes=i), i) for i in range(100)], "s", "line")
+    assert 'data-points="100"' in many and "<circle" not in many  # a dense line has no markers
+
+
+def test_charts_have_whole_ticks_four_time_labels_a_unit_title_and_marked_reconcile_bars():
+    from pipeline.ops.dashboard import kept_series, nice_ticks
+
+    t0 = datetime(2026, 11, 22, tzinfo=UTC)
+    points = [(t0 + timedelta(minutes=i), v) for i, v in enumerate((1, 3, 2))]
+    svg = chart(points, "files", "bars", marked=[False, True, False],
+                span=(t0 - timedelta(minutes=30), t0 + timedelta(minutes=30)))
+    ticks = re.findall(r'<text class="tick"[^>]*>([^<]+)</text>', svg)
+    assert ticks == ["0", "1", "2", "3", "4"]  # counts: no 1.5 files
+    assert len(re.findall(r'<text class="time"', svg)) == 4
+    assert re.findall(r'<text class="time"[^>]*>([^<]+)</text>', svg)[0] == "11-21 23:30"  # the shared span
+    assert '<text class="unit" transform="rotate(-90)"' in svg and ">files</text>" in svg
+    assert svg.count('class="bar marked"') == 1 and svg.count('class="bar"') == 2
+    assert nice_ticks(650, whole=True) == [0, 200, 400, 600, 800]
+    # snapshots kept drops when an expiry removes snapshots (they are gone from the catalog;
+    # the job history says when and which)
+    snapshots = [{"snapshot_time": t0 + timedelta(minutes=10 * i), "snapshot_id": i} for i in range(5, 9)]
+    expired = [{"finished_at": t0 + timedelta(minutes=65), "snapshot_ids": [1, 2, 3, 4]}]
+    assert [v for _, v in kept_series(snapshots, expired)] == [5, 6, 2, 3, 4]
