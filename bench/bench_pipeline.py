@@ -2,15 +2,18 @@
 
     uv run --dev python bench/bench_pipeline.py --events 1000000 [--promotion copy] [--no-warm]
 
-Prints generator events/s; extract, promote and total seconds; peak memory (this process
-plus the Spark JVM); and the same load done by DuckDB's postgres extension straight into
-a DuckLake (the single-machine reference), with our/reference ratio excluding JVM start.
+Prints generator events/s; extract, promote and total seconds; CPU seconds of this process
+tree (the Spark JVM and its Python workers) and of Postgres; peak memory; and the same load
+done by DuckDB's postgres extension straight into a DuckLake (the single-machine reference),
+run first in a process of its own, with our/reference ratio excluding JVM start; then a
+no-op rerun, a look-back rerun and a warm second load in the same session.
 Uses fresh databases on BENCH_PG_DSN (default the local Postgres on 127.0.0.1:5432).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import subprocess
 import sys
@@ -22,29 +25,32 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import PeakMemory, drop_databases, print_table, scratch_settings  # noqa: E402
+from bench.common import (  # noqa: E402
+    PeakMemory,
+    drop_databases,
+    postgres_cpu,
+    print_table,
+    run_reference,
+    scratch_env,
+)
 from pipeline.extract.spark_session import build_session  # noqa: E402
-from pipeline.lake import connect as lake  # noqa: E402
-from pipeline.lake import schema, verify  # noqa: E402
+from pipeline.lake import verify  # noqa: E402
 from pipeline.ops.run import run  # noqa: E402
+from pipeline.settings import load_settings  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def reference_load(settings, name: str = "lake_ref") -> float:
-    """DuckDB postgres extension -> DuckLake in one INSERT … SELECT (no staging, no Spark)."""
-    ref = replace(settings, lake_name=name, data_path=settings.data_path.rstrip("/") + f"_{name}/")
-    con = lake.connect(ref)
-    try:
-        schema.ensure_tables(con, ref)
-        verify.attach_source(con, ref)
-        t0 = time.monotonic()
-        con.execute(f"""INSERT INTO {ref.events_table}
-            SELECT event_id, event_type, event_timestamp, details::JSON, created_at
-            FROM src.public.events""")
-        return time.monotonic() - t0
-    finally:
-        con.close()
+def tree_cpu() -> float:
+    """CPU seconds of this process and its children so far (the Spark JVM, its Python workers)."""
+    import psutil
+
+    me = psutil.Process()
+    total = sum(me.cpu_times()[:4])
+    for child in me.children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            total += sum(child.cpu_times()[:2])
+    return total
 
 
 def main() -> int:
@@ -56,18 +62,25 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="Keep the scratch databases.")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="el-bench-") as tmp:
-        settings, dbs = scratch_settings(Path(tmp), promotion=args.promotion)
+        env, dbs = scratch_env(Path(tmp), promotion=args.promotion)
+        settings = load_settings(env)
         try:
             gen = subprocess.run(
                 [sys.executable, str(ROOT / "insert_event_data_loop.py"), "--rows", str(args.events),
                  "--seed", "1", "--quiet"],
                 env={**_env(settings)}, cwd=ROOT, capture_output=True, text=True, check=True)
             rate = float(re.search(r"\(([\d,]+) events/s\)", gen.stdout).group(1).replace(",", ""))
+            # the reference first, in its own process, on its own lake in the same catalog
+            reference_run = run_reference({**env, "DUCKLAKE_NAME": "lake_ref",
+                                           "DUCKLAKE_DATA_PATH": str(Path(tmp) / "data_ref") + "/"})
+            reference = reference_run["load s"]
+            cpu0, pg0 = tree_cpu(), postgres_cpu()
             with PeakMemory() as memory:
                 t0 = time.monotonic()
                 spark = build_session(settings) if args.engine == "spark" else None
                 jvm_start = time.monotonic() - t0
                 report = run(settings, engine=args.engine, spark=spark)
+            cpu, pg_cpu = tree_cpu() - cpu0, postgres_cpu() - pg0
             assert report.rows_inserted == args.events, report.summary()
             extract = report.seconds.get("extract", 0.0)
             promote = report.seconds.get("promote", 0.0)
@@ -80,7 +93,6 @@ def main() -> int:
             # nothing new, default look-back: every event here is within it, so all are re-read
             rerun = run(settings, engine=args.engine, spark=spark)
             assert rerun.rows_inserted == 0, rerun.summary()
-            reference = reference_load(settings)
             warm = None
             if not args.no_warm:
                 # a second load of the same size in the same (now warm) Spark session: what a
@@ -89,13 +101,17 @@ def main() -> int:
                                 str(args.events), "--seed", "2", "--quiet"],
                                env={**_env(settings)}, cwd=ROOT, capture_output=True, check=True)
                 # look-back 0: only the new rows, i.e. the steady per-batch cost of a warm session
+                warm_cpu0, warm_pg0 = tree_cpu(), postgres_cpu()
                 warm = run(replace(settings, lookback=timedelta(0)), engine=args.engine, spark=spark)
+                warm_cpu, warm_pg = tree_cpu() - warm_cpu0, postgres_cpu() - warm_pg0
                 assert warm.rows_inserted == args.events, warm.summary()
             comparison = verify.compare(settings)
             warm_rows = [] if warm is None else [
                 ("warm 2nd load: extract s", f"{warm.seconds.get('extract', 0):.2f}"),
                 ("warm 2nd load: promote s", f"{warm.seconds.get('promote', 0):.2f}"),
                 ("warm 2nd load: total s", f"{warm.seconds['total']:.2f}"),
+                ("warm 2nd load: CPU s (process + JVM + workers / Postgres)",
+                 f"{warm_cpu:.1f} / {warm_pg:.1f}"),
                 ("ratio ours/reference (warm)", f"{warm.seconds['total'] / reference:.2f}")]
             print_table(f"Full load of {args.events:,} events ({args.engine}, {args.promotion} promotion)", [
                 ("generator events/s", f"{rate:,.0f}"),
@@ -106,7 +122,11 @@ def main() -> int:
                 ("total s (excl. JVM start)", f"{ours:.2f}"),
                 ("events/s (excl. JVM start)", f"{args.events / ours:,.0f}"),
                 ("peak memory MiB (py + JVM)", f"{memory.peak / 2**20:,.0f}"),
-                ("reference: duckdb postgres ext s", f"{reference:.2f}"),
+                ("CPU s, cold (process + JVM + workers / Postgres)", f"{cpu:.1f} / {pg_cpu:.1f}"),
+                ("reference: duckdb postgres ext s (own process, run first)", f"{reference:.2f}"),
+                ("reference: wall s, CPU s (process / Postgres)",
+                 f"{reference_run['wall s']:.1f}, {reference_run['cpu s']:.1f} / "
+                 f"{reference_run['postgres cpu s']:.1f}"),
                 ("ratio ours/reference (cold JVM)", f"{ours / reference:.2f}"),
                 ("files registered (zero-copy)", f"{registered}"),
                 (f"no-op rerun s, look-back 0 ({noop.rows_in_window:,} rows read)",

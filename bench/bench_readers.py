@@ -8,7 +8,7 @@ For each reader (``SPARK_READER=arrow|jdbc``) a fresh lake (own catalog database
 staging folders) takes ``events_pipeline.py --run --json`` in a new process: the report's
 plan, extract and promote seconds (the JVM's start is reported apart, and excluded from the
 ratio as in the issue's measure); CPU seconds of the process and its children (the JVM and
-the Python workers; Postgres's own CPU is not counted for anyone); peak RSS. The reference is
+the Python workers) and of the Postgres server meanwhile; peak RSS. The reference is
 DuckDB's postgres extension running ``INSERT … SELECT`` into a fresh UUID/JSON DuckLake, in its
 own process. Every lake is compared with the source at the end.
 """
@@ -23,30 +23,21 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import BENCH_PG_DSN, drop_databases, print_table, scratch_env  # noqa: E402
+from bench.common import (  # noqa: E402
+    BENCH_PG_DSN,
+    ROOT,
+    drop_databases,
+    measured,
+    postgres_cpu,
+    print_table,
+    run_reference,
+    scratch_env,
+)
 from pipeline.settings.pgdsn import PgDsn  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
-
-REFERENCE = """
-import sys, time
-from pipeline.lake import connect as lake, schema, verify
-from pipeline.settings import load_settings
-from pipeline.settings.resolve import resolve
-settings = resolve(load_settings())
-con = lake.connect(settings)
-schema.ensure_tables(con, settings)
-verify.attach_source(con, settings)
-t0 = time.monotonic()
-con.execute(f"INSERT INTO {settings.events_table} SELECT event_id, event_type, event_timestamp, "
-            "details::JSON, created_at FROM src.public.events")
-print(time.monotonic() - t0)
-"""
 
 
 def fresh_lake(source_env: dict[str, str], work: Path) -> tuple[dict[str, str], str]:
@@ -61,52 +52,6 @@ def fresh_lake(source_env: dict[str, str], work: Path) -> tuple[dict[str, str], 
     return {**source_env, "DUCKLAKE_CATALOG": server.with_dbname(name).conninfo(),
             "DUCKLAKE_DATA_PATH": str(folder / "data") + "/", "STAGING_PATH": str(folder / "staging"),
             "EVENT_LAKE_HOME": str(folder / "home")}, name
-
-
-def measured(args: list[str], env: dict[str, str]
-             ) -> tuple[subprocess.CompletedProcess[str], float, float, int]:
-    """Run ``args``; returns (result, wall s, CPU s of its process tree, peak RSS of the tree).
-    The tree (the JVM, Spark's Python workers) is sampled every 0.2 s: a grandchild's CPU time
-    reaches no rusage unless every parent waits for it."""
-    import threading
-
-    import psutil
-
-    cpu: dict[int, float] = {}
-    peak = 0
-    proc = subprocess.Popen(args, env={**os.environ, **env}, cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    done = threading.Event()
-
-    def sample() -> None:
-        nonlocal peak
-        while not done.is_set():
-            rss = 0
-            try:
-                tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
-            except psutil.Error:
-                tree = []
-            for p in tree:
-                try:
-                    times = p.cpu_times()
-                    cpu[p.pid] = times.user + times.system + times.children_user + times.children_system
-                    rss += p.memory_info().rss
-                except psutil.Error:
-                    pass
-            peak = max(peak, rss)
-            done.wait(0.2)
-
-    sampler = threading.Thread(target=sample)
-    t0 = time.monotonic()
-    sampler.start()
-    stdout, stderr = proc.communicate()
-    wall = time.monotonic() - t0
-    done.set()
-    sampler.join()
-    result = subprocess.CompletedProcess(args, proc.returncode, stdout, stderr)
-    if result.returncode != 0:
-        raise SystemExit(f"{' '.join(args[1:3])} failed:\n{stdout[-2000:]}\n{stderr[-3000:]}")
-    return result, wall, sum(cpu.values()), peak
 
 
 def settle_source(dsn: str) -> None:
@@ -142,10 +87,9 @@ def main() -> int:
                     lake_env, catalog = fresh_lake(env, work)
                     dbs.append(catalog)
                     if name == "duckdb alone":
-                        result, wall, cpu, rss = measured([sys.executable, "-c", REFERENCE], lake_env)
-                        seconds = float(result.stdout.strip().splitlines()[-1])
-                        row = {"load s": seconds, "wall s": wall, "cpu s": cpu, "rss MiB": rss / 2**20}
+                        row = run_reference(lake_env)
                     else:
+                        pg = postgres_cpu()
                         result, wall, cpu, rss = measured(
                             [sys.executable, str(ROOT / "events_pipeline.py"), "--run", "--json", "--quiet"],
                             {**lake_env, "SPARK_READER": name})
@@ -155,7 +99,7 @@ def main() -> int:
                         assert report["rows_inserted"] == args.events, report
                         row = {"load s": load, "extract s": s.get("extract", 0),
                                "spark start s": s.get("engine_start", 0), "wall s": wall, "cpu s": cpu,
-                               "rss MiB": rss / 2**20}
+                               "postgres cpu s": postgres_cpu() - pg, "rss MiB": rss / 2**20}
                     check = subprocess.run([sys.executable, str(ROOT / "events_pipeline.py"), "--verify"],
                                            env={**os.environ, **lake_env}, cwd=ROOT, capture_output=True)
                     row["equal"] = float(check.returncode == 0)
@@ -170,8 +114,12 @@ def main() -> int:
         load = statistics.median(r["load s"] for r in runs)
         cpu = statistics.median(r["cpu s"] for r in runs)
         start = statistics.median(r.get("spark start s", 0) for r in runs)
-        rows.append((f"{name}: load s (min/median), cpu s, spark start s",
-                     f"{min(r['load s'] for r in runs):.2f} / {load:.2f}, {cpu:.1f}, {start:.1f}"))
+        pg_cpu = statistics.median(r["postgres cpu s"] for r in runs)
+        wall = statistics.median(r["wall s"] for r in runs)
+        rows.append((f"{name}: load s (min/median), process wall s, cpu s (process tree / Postgres), "
+                     "spark start s",
+                     f"{min(r['load s'] for r in runs):.2f} / {load:.2f}, {wall:.1f}, "
+                     f"{cpu:.1f} / {pg_cpu:.1f}, {start:.1f}"))
         rows.append((f"{name}: events/s, ratio to duckdb alone, peak RSS MiB (tree), lake == source",
                      f"{args.events / load:,.0f}, {load / reference:.2f}x, "
                      f"{max(r['rss MiB'] for r in runs):,.0f}, "

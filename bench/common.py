@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -15,6 +16,7 @@ import psycopg
 from pipeline.settings import Settings, load_settings
 from pipeline.settings.pgdsn import PgDsn
 
+ROOT = Path(__file__).resolve().parent.parent
 BENCH_PG_DSN = os.environ.get("BENCH_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 
 
@@ -157,3 +159,96 @@ def stage_synthetic_batch(con, settings: Settings, rows: int, now, *, overlap: i
                         lake_snapshot=snapshot, rows_seen=rows_seen)
     staging.write_manifest(path, manifest)
     return StagedBatch(folder=path, manifest=manifest)
+
+
+# The single-machine reference: DuckDB's postgres extension, one INSERT … SELECT into a fresh
+# UUID/JSON DuckLake, run in a process of its own (sharing a process with a JVM makes it ~2x slow).
+REFERENCE_SCRIPT = """
+import sys, time
+from pipeline.lake import connect as lake, schema, verify
+from pipeline.settings import load_settings
+from pipeline.settings.resolve import resolve
+settings = resolve(load_settings())
+con = lake.connect(settings)
+schema.ensure_tables(con, settings)
+verify.attach_source(con, settings)
+t0 = time.monotonic()
+con.execute(f"INSERT INTO {settings.events_table} SELECT event_id, event_type, event_timestamp, "
+            "details::JSON, created_at FROM src.public.events")
+print(time.monotonic() - t0)
+"""
+
+
+def measured(args: list[str], env: dict[str, str]
+             ) -> tuple[subprocess.CompletedProcess[str], float, float, int]:
+    """Run ``args``; returns (result, wall s, CPU s of its process tree, peak RSS of the tree).
+    The tree (the JVM, Spark's Python workers) is sampled every 0.2 s: a grandchild's CPU time
+    reaches no rusage unless every parent waits for it."""
+    import threading
+
+    import psutil
+
+    cpu: dict[int, float] = {}
+    peak = 0
+    proc = subprocess.Popen(args, env={**os.environ, **env}, cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.is_set():
+            rss = 0
+            try:
+                tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+            except psutil.Error:
+                tree = []
+            for p in tree:
+                try:
+                    times = p.cpu_times()
+                    cpu[p.pid] = times.user + times.system + times.children_user + times.children_system
+                    rss += p.memory_info().rss
+                except psutil.Error:
+                    pass
+            peak = max(peak, rss)
+            done.wait(0.2)
+
+    sampler = threading.Thread(target=sample)
+    t0 = time.monotonic()
+    sampler.start()
+    stdout, stderr = proc.communicate()
+    wall = time.monotonic() - t0
+    done.set()
+    sampler.join()
+    result = subprocess.CompletedProcess(args, proc.returncode, stdout, stderr)
+    if result.returncode != 0:
+        raise SystemExit(f"{' '.join(args[1:3])} failed:\n{stdout[-2000:]}\n{stderr[-3000:]}")
+    return result, wall, sum(cpu.values()), peak
+
+
+def run_reference(env: dict[str, str]) -> dict[str, float]:
+    """The reference load on the lake ``env`` names, in its own process: its load seconds, the
+    process's wall and CPU seconds, its peak RSS and Postgres's CPU seconds meanwhile."""
+    import sys
+
+    pg = postgres_cpu()
+    result, wall, cpu, rss = measured([sys.executable, "-c", REFERENCE_SCRIPT], env)
+    return {"load s": float(result.stdout.strip().splitlines()[-1]), "wall s": wall, "cpu s": cpu,
+            "postgres cpu s": postgres_cpu() - pg, "rss MiB": rss / 2**20}
+
+
+def postgres_cpu() -> float:
+    """CPU seconds the local Postgres server has used so far: its postmaster with every backend,
+    live (their own times) or gone (reaped, so counted in the postmaster's children times).
+    Differences of two readings are a run's Postgres cost on an otherwise idle server."""
+    total = 0.0
+    for proc in psutil.process_iter(["name", "ppid"]):
+        with contextlib.suppress(psutil.Error):
+            if proc.info["name"] != "postgres" or psutil.Process(proc.info["ppid"]).name() == "postgres":
+                continue
+            times = proc.cpu_times()
+            total += times.user + times.system + times.children_user + times.children_system
+            for child in proc.children():
+                with contextlib.suppress(psutil.Error):
+                    ct = child.cpu_times()
+                    total += ct.user + ct.system
+    return total

@@ -27,6 +27,17 @@ def add_events(settings: Settings, rows: int, seed: int, *, late_by: timedelta |
     return write_events(settings.source_dsn, settings.source_table, rows, seed, late_by=late_by, now=now)
 
 
+def without_jdbc_jar(command: list[str]) -> list[str]:
+    """``command`` run where ``/usr/share/java`` (Debian's JDBC jar) is an empty folder, as on a
+    machine with Java and nothing else; as it is when this user cannot make a mount namespace."""
+    import shutil
+
+    if os.geteuid() != 0 or shutil.which("unshare") is None or not os.path.isdir("/usr/share/java"):
+        return command
+    inner = "mount -t tmpfs none /usr/share/java && exec " + " ".join(f"'{part}'" for part in command)
+    return ["unshare", "-m", "--propagation", "private", "sh", "-c", inner]
+
+
 def full_cycle(settings: Settings) -> None:
     """Load, rerun, late events; then time travel back to the first load (dlt engine: no JVM)."""
     from pipeline.ops.run import run

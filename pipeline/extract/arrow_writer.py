@@ -3,6 +3,8 @@ through this process (dlt, and Spark with driver staging), so they all stage the
 
 from __future__ import annotations
 
+import contextlib
+import secrets
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
@@ -57,20 +59,29 @@ def write_tables(folder: StagingDir, tables: Iterable[pa.Table | pa.RecordBatch]
             rows_in_file += table.num_rows
             total += table.num_rows
             on_rows(total)
-    finally:
+    except BaseException:
         if file is not None:
-            file.close()
+            file.abort()
+        raise
+    if file is not None:
+        file.close()
     return total
 
 
 class ParquetFile:
-    """One Parquet file being written (its folder made first on a local filesystem); closing it
-    writes the footer and then closes the sink (on object storage that completes the upload:
-    until then the object does not exist)."""
+    """One Parquet file being written (its folder made first on a local filesystem).
+
+    Closing it writes the footer, then the file appears under its name all at once: a local file
+    is written under a hidden partial name and renamed (the data-file listings skip hidden
+    names), an object-store upload completes on close (until then the object does not exist).
+    So a task that dies, or a retried or speculative one, never leaves a half file under a name
+    a manifest or the lake could take; :meth:`abort` drops the partial file instead."""
 
     def __init__(self, folder: StagingDir, name: str, schema: pa.Schema) -> None:
         folder.make(exist_ok=True)
-        self.sink = folder.open_output(name)
+        self.folder, self.name = folder, name
+        self.partial = f".{name}.{secrets.token_hex(4)}.partial" if folder.is_local else name
+        self.sink = folder.open_output(self.partial)
         # dictionaries only where values repeat: ids and JSON are (nearly) unique, so trying
         # costs ~20% of the write for nothing
         repeating = [column for column in ("event_type",) if column in schema.names]
@@ -86,9 +97,21 @@ class ParquetFile:
             self.writer.close()
         finally:
             self.sink.close()
+        if self.partial != self.name:
+            self.folder.transfer(self.partial, self.folder, self.name)  # a rename, in one folder
+
+    def abort(self) -> None:
+        """Give up the file: nothing appears under its name (a partial local file is deleted)."""
+        with contextlib.suppress(Exception):  # the error that made us abort is the one to report
+            self.writer.close()
+            self.sink.close()
+        self.folder.delete(self.partial)
 
     def __enter__(self) -> ParquetFile:
         return self
 
-    def __exit__(self, *_: object) -> None:
-        self.close()
+    def __exit__(self, failed: type[BaseException] | None, *_: object) -> None:
+        if failed is None:
+            self.close()
+        else:
+            self.abort()

@@ -152,9 +152,12 @@ def _split_for_lake(rows: Iterator[pa.RecordBatch], output: LakeOutput, index: i
                 kept = table if lake is None else table.filter(lake)
                 for folder, day_rows in _by_day(kept.select(list(LAKE_COLUMNS))):
                     _append(files, output.incoming, f"{DEST}=lake/{folder}", index, day_rows)
-    finally:
+    except BaseException:
         for file in files.values():
-            file.close()
+            file.abort()  # a failed slice leaves no file (see ParquetFile); a retry writes them anew
+        raise
+    for file in files.values():
+        file.close()
     return total
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipeline.errors import ConfigError, EngineUnavailable, TerminalError
+from pipeline.errors import ConfigError, EngineUnavailable, TerminalError, first_line
 from pipeline.extract.spark_s3a import s3a_conf
 from pipeline.settings import Settings
 
@@ -150,10 +150,16 @@ def build_session(settings: Settings, app_name: str = "event-lake") -> SparkSess
             with _stderr_to(log_file):
                 session = builder.getOrCreate()
     except Exception as exc:
+        if driver is not None and driver.conf_key == "spark.jars.packages":
+            # no jar on this machine and Maven out of reach: no retry brings the jar
+            raise ConfigError(f"SPARK_READER=jdbc needs the Postgres JDBC driver, and Spark could not "
+                              f"fetch it from Maven ({first_line(exc)}).",
+                              f"{driver_help()} Or use the arrow reader (SPARK_READER=arrow, the default), "
+                              "which needs no jar.") from None
         # Java and the driver jar were checked above: what is left (memory, ports, a cluster
         # master that is down) may pass, so the scheduler retries with backoff
-        hint = driver_help() if driver and driver.conf_key == "spark.jars.packages" else f"See {log_file}."
-        raise EngineUnavailable(f"Spark did not start (SPARK_MASTER={spark.master}): {exc}", hint) from None
+        raise EngineUnavailable(f"Spark did not start (SPARK_MASTER={spark.master}): {exc}",
+                                f"See {log_file}.") from None
     session.sparkContext.setLogLevel("ERROR" if not verbose else "WARN")
     return session
 

@@ -7,6 +7,7 @@ from datetime import datetime
 
 import duckdb
 
+from pipeline.lake.rows import fetch_dicts
 from pipeline.logs import process_name
 from pipeline.settings import Settings
 
@@ -58,8 +59,5 @@ def record(con: duckdb.DuckDBPyConnection, settings: Settings, row: BatchRecord)
 
 
 def recent_batches(con: duckdb.DuckDBPyConnection, settings: Settings, limit: int = 5) -> list[dict]:
-    cursor = con.execute(
-        f"SELECT * FROM {settings.batches_table} WHERE table_name = ? "
-        "ORDER BY promoted_at DESC LIMIT ?", [settings.lake_table, limit])
-    columns = [c[0] for c in cursor.description]
-    return [dict(zip(columns, values, strict=True)) for values in cursor.fetchall()]
+    return fetch_dicts(con, f"SELECT * FROM {settings.batches_table} WHERE table_name = ? "
+                       "ORDER BY promoted_at DESC LIMIT ?", [settings.lake_table, limit])

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import duckdb
 
 from pipeline.errors import CatalogUnavailable, ConfigError, LakeNotCreated, PipelineError, service_error
 from pipeline.lake import extensions, locks
 from pipeline.lake.attach_sql import extension_names, open_statements, storage_secret_sql
+from pipeline.lake.schema import ensure_tables
 from pipeline.settings import ResolvedSettings
 from pipeline.settings.catalog import ACCEPTED_FORMS
 
@@ -45,6 +49,22 @@ def connect(settings: ResolvedSettings, *, read_only: bool = False, snapshot_ver
     schema = settings.lake_name if catalog.kind == "postgres" else "main"
     con.execute(f"SET VARIABLE lake_metadata = '__ducklake_metadata_{settings.lake_name}.{schema}'")
     return con
+
+
+@contextmanager
+def lake_session(settings: ResolvedSettings, *, read_only: bool = False, tables: bool = False,
+                 snapshot_version: int | None = None, snapshot_time: str | None = None
+                 ) -> Iterator[duckdb.DuckDBPyConnection]:
+    """The lake attached for the block and closed after it, however the block ends; with
+    ``tables``, the pipeline's tables made (or checked) first, as every writer needs."""
+    con = connect(settings, read_only=read_only, snapshot_version=snapshot_version,
+                  snapshot_time=snapshot_time)
+    try:
+        if tables:
+            ensure_tables(con, settings)
+        yield con
+    finally:
+        con.close()
 
 
 def _attach(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, statement: str) -> None:

@@ -5,28 +5,20 @@ the job history, ``snapshots()`` and DuckLake's own file table, never from the s
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import duckdb
 
 from pipeline.lake import jobs
+from pipeline.lake.rows import Rows, fetch_dicts
 from pipeline.settings import Settings
 
-Rows = list[dict[str, Any]]
-
 POINTS = 200  # per series: enough to see a trend, small enough for one page and one scrape
-
-
-def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> Rows:
-    cursor = con.execute(sql, params or [])
-    columns = [c[0] for c in cursor.description]
-    return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
 
 
 def batches(con: duckdb.DuckDBPyConnection, settings: Settings, limit: int = POINTS) -> Rows:
     """The last ``limit`` promoted batches, oldest first; ``lag_seconds``: how old the newest
     event of a batch was when it became queryable (the lake's freshness at that moment)."""
-    return _rows(con, f"""
+    return fetch_dicts(con, f"""
         SELECT * FROM (
             SELECT batch_id, engine, promoted_at, rows_staged, rows_inserted, rows_duplicate,
                    extract_seconds, promote_seconds,
@@ -40,7 +32,7 @@ def snapshots(con: duckdb.DuckDBPyConnection, settings: Settings, limit: int = P
     """The last ``limit`` snapshots, oldest first, with the number of snapshots kept up to each
     (expiry removes old ones) and the data files live in each (compaction lowers it)."""
     lake = settings.lake_name
-    return _rows(con, f"""
+    return fetch_dicts(con, f"""
         WITH kept AS (SELECT snapshot_id, snapshot_time,
                              row_number() OVER (ORDER BY snapshot_id) AS snapshots_kept
                       FROM {lake}.snapshots()),
@@ -59,7 +51,7 @@ def expiries(con: duckdb.DuckDBPyConnection, settings: Settings) -> Rows:
     table = jobs.source(con, settings)
     if table is None:
         return []
-    rows = _rows(con, f"""
+    rows = fetch_dicts(con, f"""
         SELECT finished_at, CAST(details AS VARCHAR) AS details FROM {table}
         WHERE job IN ('expire', 'maintain') AND status = 'success'
           AND CAST(details AS VARCHAR) LIKE '%snapshots_expired%' ORDER BY finished_at""")
@@ -73,7 +65,7 @@ def expiries(con: duckdb.DuckDBPyConnection, settings: Settings) -> Rows:
 
 def job_runs(con: duckdb.DuckDBPyConnection, settings: Settings, limit: int = 50) -> Rows:
     """The last ``limit`` job runs, newest first."""
-    return _rows(con, f"""
+    return fetch_dicts(con, f"""
         SELECT job, status, started_at, finished_at, epoch(finished_at) - epoch(started_at) AS seconds,
                error, host
         FROM {jobs.source(con, settings)} ORDER BY finished_at DESC LIMIT ?""", [limit])
@@ -81,7 +73,7 @@ def job_runs(con: duckdb.DuckDBPyConnection, settings: Settings, limit: int = 50
 
 def job_totals(con: duckdb.DuckDBPyConnection, settings: Settings) -> Rows:
     """Per job: runs by status, the last success, and the last run's duration."""
-    return _rows(con, f"""
+    return fetch_dicts(con, f"""
         SELECT job,
                count(*) FILTER (status = 'success') AS succeeded,
                count(*) FILTER (status = 'failed') AS failed,

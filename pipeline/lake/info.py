@@ -7,14 +7,13 @@ from typing import Any
 import duckdb
 
 from pipeline.lake.query import json_safe
+from pipeline.lake.rows import fetch_dicts
 
 
 def catalog_info(con: duckdb.DuckDBPyConnection, lake_name: str) -> dict[str, Any]:
     """Lake name, true snapshot count, the latest snapshot and the tables with their files."""
     count = con.execute(f"SELECT count(*) FROM {lake_name}.snapshots()").fetchone()[0]
-    cursor = con.execute(f"SELECT * FROM {lake_name}.snapshots() ORDER BY snapshot_id DESC LIMIT 1")
-    columns = [d[0] for d in cursor.description]
-    latest = cursor.fetchone()
+    latest = fetch_dicts(con, f"SELECT * FROM {lake_name}.snapshots() ORDER BY snapshot_id DESC LIMIT 1")
     # ducklake_table_info names a table's schema only by id: join the live schemas to it, so
     # equal table names in two schemas keep their own files
     tables = con.execute(
@@ -28,8 +27,7 @@ def catalog_info(con: duckdb.DuckDBPyConnection, lake_name: str) -> dict[str, An
     return {
         "catalog_name": lake_name,
         "snapshot_count": int(count),
-        "latest_snapshot": ({c: json_safe(v) for c, v in zip(columns, latest, strict=True)}
-                            if latest else None),
+        "latest_snapshot": {c: json_safe(v) for c, v in latest[0].items()} if latest else None,
         "table_count": len(tables),
         "tables": [{"schema": s, "name": n, "data_files": int(f), "data_bytes": int(b)}
                    for s, n, f, b in tables],

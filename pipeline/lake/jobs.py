@@ -20,8 +20,8 @@ from typing import Any
 import duckdb
 
 from pipeline.errors import first_line
-from pipeline.lake.connect import connect
-from pipeline.lake.schema import ensure_tables
+from pipeline.lake.connect import lake_session
+from pipeline.lake.rows import fetch_dicts
 from pipeline.logs import process_name
 from pipeline.settings import ResolvedSettings, Settings
 
@@ -33,22 +33,15 @@ def record(settings: ResolvedSettings, run_id: str, job: str, started: datetime,
     """Append one history row; returns False (and logs) when the catalog cannot be reached,
     since failing to write history must never turn a job's result into a crash."""
     try:
-        con = connect(settings)
-    except Exception as exc:  # PipelineError, or a driver error from a dying connection
-        log.warning("could not record %s job history: %s", job, first_line(exc))
-        return False
-    try:
-        ensure_tables(con, settings)
-        table = ensure_table(con, settings)
-        con.execute(f"INSERT INTO {table} VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    [run_id, job, started, finished, status, error,
-                     json.dumps(details or {}, default=str), process_name()])
+        with lake_session(settings, tables=True) as con:
+            table = ensure_table(con, settings)
+            con.execute(f"INSERT INTO {table} VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        [run_id, job, started, finished, status, error,
+                         json.dumps(details or {}, default=str), process_name()])
         return True
-    except Exception as exc:  # history is best effort; the job's own outcome is already logged
-        log.warning("could not record %s job history: %s", job, first_line(exc))
+    except Exception as exc:  # history is best effort (a catalog away, a dying connection): the
+        log.warning("could not record %s job history: %s", job, first_line(exc))  # outcome is logged
         return False
-    finally:
-        con.close()
 
 
 @contextmanager
@@ -122,12 +115,9 @@ def last_runs(con: duckdb.DuckDBPyConnection, settings: Settings) -> list[dict[s
     table = source(con, settings)
     if table is None:
         return []
-    cursor = con.execute(
-        f"SELECT job, status, started_at, finished_at, error, details FROM {table} "
-        "QUALIFY row_number() OVER (PARTITION BY job ORDER BY finished_at DESC) = 1 "
-        "ORDER BY finished_at DESC")
-    columns = [c[0] for c in cursor.description]
-    return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+    return fetch_dicts(con, f"SELECT job, status, started_at, finished_at, error, details FROM {table} "
+                       "QUALIFY row_number() OVER (PARTITION BY job ORDER BY finished_at DESC) = 1 "
+                       "ORDER BY finished_at DESC")
 
 
 def last_success(con: duckdb.DuckDBPyConnection, settings: Settings, job: str) -> datetime | None:

@@ -18,8 +18,7 @@ import duckdb
 
 from pipeline import staging
 from pipeline.lake import jobs, locks, ownership
-from pipeline.lake.connect import connect
-from pipeline.lake.schema import ensure_tables
+from pipeline.lake.connect import lake_session
 from pipeline.progress import Progress
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.settings.durations import format_duration
@@ -158,20 +157,15 @@ def run_maintenance(settings: ResolvedSettings, retention: timedelta, *, dry_run
     ``delete_grace``: how long a file must have been scheduled for deletion before it goes."""
     started = time.monotonic()
     report = MaintenanceReport(dry_run=dry_run, retention=format_duration(retention))
-    con = connect(settings)
     meter = Progress("maintenance" + (" (dry run)" if dry_run else ""))
-    try:
-        ensure_tables(con, settings)
-        with meter.ticking():
-            if "expire" in steps:
-                meter.step(f"expiring snapshots older than {format_duration(retention)}")
-                expire(con, settings, retention, dry_run, report)
-            if "compact" in steps:
-                compact(con, settings, dry_run, report, delete_grace, meter.step)
-            else:
-                report.files_before = report.files_after = data_file_count(con, settings)
-    finally:
-        con.close()
+    with lake_session(settings, tables=True) as con, meter.ticking():
+        if "expire" in steps:
+            meter.step(f"expiring snapshots older than {format_duration(retention)}")
+            expire(con, settings, retention, dry_run, report)
+        if "compact" in steps:
+            compact(con, settings, dry_run, report, delete_grace, meter.step)
+        else:
+            report.files_before = report.files_after = data_file_count(con, settings)
     report.seconds = time.monotonic() - started
     meter.finish(note=f"data files {report.files_before} -> {report.files_after}")
     return report

@@ -22,8 +22,8 @@ import pyarrow.fs as pafs
 from pipeline import faults, staging
 from pipeline.errors import disk_full, is_disk_full
 from pipeline.lake import batches, locks, validate, zero_copy
-from pipeline.lake.connect import connect
-from pipeline.lake.schema import ensure_tables, events_column_types
+from pipeline.lake.connect import lake_session
+from pipeline.lake.schema import events_column_types
 from pipeline.lake.transaction import transaction
 from pipeline.progress import Progress
 from pipeline.settings import ResolvedSettings
@@ -79,11 +79,9 @@ def promote(settings: ResolvedSettings, batch: StagedBatch,
     """Promote one complete staged batch; remove its staging folder once it is settled.
     ``con`` (a session with the lake attached and its tables created) saves opening one."""
     started, began = time.monotonic(), time.time()
-    own = con is None
-    with locks.hold(settings, "promote") as lease:
+    with locks.hold(settings, "promote") as lease, contextlib.ExitStack() as own:
         if con is None:
-            con = connect(settings)
-            ensure_tables(con, settings)
+            con = own.enter_context(lake_session(settings, tables=True))
         try:
             result = _promote_locked(con, settings, batch, started, lease)
         except duckdb.Error as exc:
@@ -93,9 +91,6 @@ def promote(settings: ResolvedSettings, batch: StagedBatch,
             with contextlib.suppress(Exception):
                 _remove_partial_files(con, settings, began)
             raise disk_full(exc, settings.data_path, "DUCKLAKE_DATA_PATH") from None
-        finally:
-            if own:
-                con.close()
     staging.remove_batch(batch.folder)
     if batch.lake_files and result.outcome in ("committed", "no new rows") and not result.files_registered:
         # promoted by copy: its files were never registered (after the manifest is gone, so a

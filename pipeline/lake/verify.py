@@ -13,7 +13,7 @@ import duckdb
 
 from pipeline.lake import extensions, validate
 from pipeline.lake.attach_sql import postgres_secret_sql
-from pipeline.lake.connect import connect
+from pipeline.lake.connect import lake_session
 from pipeline.lake.schema import quarantined_rows
 from pipeline.settings import ResolvedSettings
 from pipeline.sqltext import quote_literal, quote_qualified
@@ -78,8 +78,7 @@ def fingerprint(con: duckdb.DuckDBPyConnection, relation: str,
 def compare(settings: ResolvedSettings, upper: datetime | None = None) -> Comparison:
     """Fingerprint lake and source up to ``upper`` (default: the source's clock, so future-dated
     events, which wait until due, do not count as missing)."""
-    con = connect(settings, read_only=True)
-    try:
+    with lake_session(settings, read_only=True) as con:
         attach_source(con, settings)
         if upper is None:
             upper = con.execute("SELECT * FROM postgres_query('src', 'SELECT now()')").fetchone()[0]
@@ -96,8 +95,6 @@ def compare(settings: ResolvedSettings, upper: datetime | None = None) -> Compar
         differences = () if lake == source else sample_differences(con, settings.events_table,
                                                                    source_relation, upper)
         return Comparison(lake=lake, source=source, quarantined=quarantined, differences=differences)
-    finally:
-        con.close()
 
 
 def sample_differences(con: duckdb.DuckDBPyConnection, lake: str, source: str, upper: datetime,

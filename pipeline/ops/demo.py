@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from generators.writer import add_events
 from pipeline.errors import PipelineError
-from pipeline.lake.connect import connect
+from pipeline.lake.connect import lake_session
 from pipeline.lake.verify import Comparison, compare
 from pipeline.ops.run import RunReport, run
 from pipeline.settings import Settings
@@ -69,16 +69,13 @@ def demo(settings: Settings, engine: str = "spark", spark: SparkSession | None =
     if not third.snapshots or not first.snapshots:
         raise PipelineError("The demo expected the first and the late-event runs to commit.")
     before = third.snapshots[0] - 1
-    con = connect(settings, read_only=True)
-    try:
+    with lake_session(settings, read_only=True) as con:
         snapshots = con.execute(
             f"SELECT snapshot_id, snapshot_time, commit_message FROM {settings.lake_name}.snapshots() "
             "ORDER BY snapshot_id DESC LIMIT 8").fetchall()
         query = f"SELECT event_type, count(*) FROM {settings.events_table} {{at}} GROUP BY ALL ORDER BY 1"
         counts_before = dict(con.execute(query.format(at=f"AT (VERSION => {before})")).fetchall())
         counts_now = dict(con.execute(query.format(at="")).fetchall())
-    finally:
-        con.close()
     comparison = compare(settings)
     log.info("%s", comparison.describe())
     return DemoResult([first, second, third], list(reversed(snapshots)), before, counts_before,

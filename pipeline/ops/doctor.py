@@ -101,17 +101,14 @@ def source_check(settings: ResolvedSettings) -> Check:
 
 
 def catalog_check(settings: ResolvedSettings) -> Check:
-    from pipeline.lake.connect import connect
+    from pipeline.lake.connect import lake_session
 
     where = settings.catalog.describe()
     try:
-        con = connect(settings, read_only=True)
+        with lake_session(settings, read_only=True) as con:
+            snapshots = con.execute(f"SELECT count(*) FROM {settings.lake_name}.snapshots()").fetchone()[0]
     except LakeNotCreated:
         return Check("catalog", OK, f"{where}: reachable; the lake is created by the first run")
-    try:
-        snapshots = con.execute(f"SELECT count(*) FROM {settings.lake_name}.snapshots()").fetchone()[0]
-    finally:
-        con.close()
     return Check("catalog", OK, f"{where}: lake {settings.lake_name} with {snapshots} snapshot(s)")
 
 

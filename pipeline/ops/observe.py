@@ -11,9 +11,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import duckdb
+
 from pipeline.errors import LakeNotCreated, first_line, scrub_secrets
 from pipeline.lake import history, jobs
-from pipeline.lake.connect import connect
+from pipeline.lake.connect import lake_session
 from pipeline.settings import ResolvedSettings
 
 log = logging.getLogger(__name__)
@@ -51,24 +53,25 @@ def observe(settings: ResolvedSettings) -> Observation:
 
 def _series(settings: ResolvedSettings) -> dict[str, Any]:
     try:
-        con = connect(settings, read_only=True)
+        with lake_session(settings, read_only=True) as con:
+            return _read_series(con, settings)
     except LakeNotCreated:  # created between the two reads' answers: nothing to chart yet
         return {}
-    try:
-        tables = {name for _, name in con.execute(
-            "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = ? "
-            "AND schema_name = ?", [settings.lake_name, settings.ops_schema]).fetchall()}
-        series: dict[str, Any] = {"snapshots": history.snapshots(con, settings)}
-        if "batches" in tables:
-            series["batches"] = history.batches(con, settings)
-            series["rows_loaded"], series["batches_loaded"] = history.rows_loaded(con, settings)
-        if jobs.source(con, settings):
-            series["expiries"] = history.expiries(con, settings)
-            series["job_runs"] = history.job_runs(con, settings)
-            series["job_totals"] = history.job_totals(con, settings)
-        return series
-    finally:
-        con.close()
+
+
+def _read_series(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings) -> dict[str, Any]:
+    tables = {name for _, name in con.execute(
+        "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = ? "
+        "AND schema_name = ?", [settings.lake_name, settings.ops_schema]).fetchall()}
+    series: dict[str, Any] = {"snapshots": history.snapshots(con, settings)}
+    if "batches" in tables:
+        series["batches"] = history.batches(con, settings)
+        series["rows_loaded"], series["batches_loaded"] = history.rows_loaded(con, settings)
+    if jobs.source(con, settings):
+        series["expiries"] = history.expiries(con, settings)
+        series["job_runs"] = history.job_runs(con, settings)
+        series["job_totals"] = history.job_totals(con, settings)
+    return series
 
 
 class Observer:

@@ -20,7 +20,7 @@ import duckdb
 from pipeline import staging
 from pipeline.extract.batch import STAGED_COLUMNS
 from pipeline.lake import batches, validate
-from pipeline.lake.connect import connect
+from pipeline.lake.connect import lake_session
 from pipeline.lake.promote import RECONCILE_ENGINE, promote
 from pipeline.lake.schema import ensure_tables, lake_id
 from pipeline.lake.verify import attach_source
@@ -84,8 +84,7 @@ def reconcile(settings: Settings, since: timedelta | str | None = None) -> Recon
         since = resolved.intervals.reconcile_since or ALL
     report = ReconcileReport(since=since if since == ALL else format_duration(since))
     started = time.monotonic()
-    con = connect(resolved)
-    try:
+    with lake_session(resolved) as con:
         ensure_tables(con, resolved, recreate_dropped=True)
         upper = batches.watermark(con, resolved)
         if upper is None:
@@ -100,8 +99,6 @@ def reconcile(settings: Settings, since: timedelta | str | None = None) -> Recon
         report.hours_differing = [iso(h) for h in hours]
         if hours:
             _backfill(con, resolved, hours, Window(low=low, upper=upper, nulls=False), report)
-    finally:
-        con.close()
     report.seconds = round(time.monotonic() - started, 3)
     log.info("reconcile: %s", report.summary())
     return report

@@ -27,9 +27,9 @@ from pipeline.errors import (
 from pipeline.extract.batch import ExtractRequest, extract
 from pipeline.extract.engines import make_extractor
 from pipeline.lake import batches, jobs, zero_copy
-from pipeline.lake.connect import connect
+from pipeline.lake.connect import lake_session
 from pipeline.lake.promote import PromotionResult, promote
-from pipeline.lake.schema import ensure_tables, events_column_types, lake_id
+from pipeline.lake.schema import events_column_types, lake_id
 from pipeline.lake.zero_copy import LakeTarget
 from pipeline.ops.preflight import preflight
 from pipeline.settings import ResolvedSettings, Settings
@@ -148,9 +148,7 @@ def _run_checked(resolved: ResolvedSettings, mode: Mode, engine: str, spark: Spa
         _remove_abandoned(resolved)
     except OSError as exc:  # the first touch of an object-store staging area
         raise staging.store_outage(resolved, exc) or exc from None
-    con = connect(resolved)
-    try:
-        ensure_tables(con, resolved)
+    with lake_session(resolved, tables=True) as con:
         lake = lake_id(con, resolved)
         report.watermark = batches.watermark(con, resolved)
         if mode in ("run", "promote"):
@@ -160,8 +158,6 @@ def _run_checked(resolved: ResolvedSettings, mode: Mode, engine: str, spark: Spa
                 _promote_or_set_aside(resolved, batch, con, report)
         if mode in ("run", "extract"):
             _extract_and_promote(resolved, con, lake, added, mode, engine, spark, spark_factory, report)
-    finally:
-        con.close()
 
 
 def _extract_and_promote(settings: ResolvedSettings, con: duckdb.DuckDBPyConnection, lake: str,

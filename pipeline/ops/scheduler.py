@@ -94,14 +94,11 @@ class Scheduler:
         weekly jobs keep their cadence across restarts instead of counting from this process's
         start; an overdue job, or one this lake never ran, runs now. Without a lake (or its
         catalog) yet: intervals count from now."""
-        from pipeline.lake.connect import connect
+        from pipeline.lake.connect import lake_session
 
         try:
-            con = connect(self.settings, read_only=True)
-            try:
+            with lake_session(self.settings, read_only=True) as con:
                 last = {r["job"]: r["finished_at"] for r in jobs.last_runs(con, self.settings)}
-            finally:
-                con.close()
         except Exception as exc:  # noqa: BLE001  no history yet, or the catalog is away: count from now
             log.info("no job history to resume from (%s); counting intervals from now", first_line(exc))
             return

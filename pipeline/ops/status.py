@@ -6,11 +6,13 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import duckdb
+
 from pipeline import staging
 from pipeline.errors import LakeNotCreated, SourceUnavailable, first_line
 from pipeline.lake import batches as batch_table
 from pipeline.lake import jobs
-from pipeline.lake.connect import connect
+from pipeline.lake.connect import lake_session
 from pipeline.lake.schema import lake_id, quarantined_rows, table_names
 from pipeline.ops import health
 from pipeline.ops.scheduler_state import read_state
@@ -27,30 +29,32 @@ def _lake_facts(settings: ResolvedSettings) -> dict[str, Any]:
              "latest": None, "files": 0, "size": 0, "job_runs": [], "lake": None, "quarantined": 0,
              "last_load_success": None}
     try:
-        con = connect(settings, read_only=True)
+        with lake_session(settings, read_only=True) as con:
+            return _read_facts(con, settings, empty)
     except LakeNotCreated:
         return empty
-    try:
-        tables = table_names(con, settings)
-        has_tables = (settings.ops_schema, "batches") in tables
-        facts = {**empty, "exists": True}
-        if has_tables:
-            facts.update(watermark=batch_table.watermark(con, settings),
-                         batches=batch_table.recent_batches(con, settings, 5),
-                         lake_rows=con.execute(f"SELECT count(*) FROM {settings.events_table}").fetchone()[0])
-        facts["snapshots"], facts["latest"] = con.execute(
-            f"SELECT count(*), max(snapshot_id) FROM {settings.lake_name}.snapshots()").fetchone()
-        facts["files"], facts["size"] = con.execute(
-            "SELECT coalesce(sum(file_count), 0), coalesce(sum(file_size_bytes), 0) "
-            "FROM ducklake_table_info(?)", [settings.lake_name]).fetchone()
-        facts["job_runs"] = jobs.last_runs(con, settings)
-        facts["last_load_success"] = jobs.last_success(con, settings, "load")
-        if (settings.ops_schema, "lake_identity") in tables:
-            facts["lake"] = lake_id(con, settings)
-        facts["quarantined"] = quarantined_rows(con, settings)
-        return facts
-    finally:
-        con.close()
+
+
+def _read_facts(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, empty: dict[str, Any]
+                ) -> dict[str, Any]:
+    tables = table_names(con, settings)
+    has_tables = (settings.ops_schema, "batches") in tables
+    facts = {**empty, "exists": True}
+    if has_tables:
+        facts.update(watermark=batch_table.watermark(con, settings),
+                     batches=batch_table.recent_batches(con, settings, 5),
+                     lake_rows=con.execute(f"SELECT count(*) FROM {settings.events_table}").fetchone()[0])
+    facts["snapshots"], facts["latest"] = con.execute(
+        f"SELECT count(*), max(snapshot_id) FROM {settings.lake_name}.snapshots()").fetchone()
+    facts["files"], facts["size"] = con.execute(
+        "SELECT coalesce(sum(file_count), 0), coalesce(sum(file_size_bytes), 0) "
+        "FROM ducklake_table_info(?)", [settings.lake_name]).fetchone()
+    facts["job_runs"] = jobs.last_runs(con, settings)
+    facts["last_load_success"] = jobs.last_success(con, settings, "load")
+    if (settings.ops_schema, "lake_identity") in tables:
+        facts["lake"] = lake_id(con, settings)
+    facts["quarantined"] = quarantined_rows(con, settings)
+    return facts
 
 
 def _load_every(settings: ResolvedSettings, last_load: dict[str, Any] | None) -> timedelta:

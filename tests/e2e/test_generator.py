@@ -8,15 +8,6 @@ import pytest
 from generators.events import EVENT_WEIGHTS
 from tests.conftest import run_cli
 
-DETAIL_KEYS = {
-    "user_login": {"user_id", "ip_address", "user_agent", "session_id", "login_method"},
-    "api_request": {"endpoint", "method", "status_code", "response_time_ms", "request_id"},
-    "payment_processed": {"transaction_id", "amount", "currency", "payment_method", "status",
-                          "customer_id", "merchant_id"},
-    "error_occurred": {"error_code", "severity", "service", "message", "stack_trace_hash"},
-    "feature_usage": {"feature_name", "action", "duration_ms", "user_id"},
-}
-
 
 def test_cli_creates_the_table_and_reports_committed_rows(lake_env):
     result = run_cli("insert_event_data_loop.py", "--rows", "2500", "--loops", "2", "--delay", "0",

@@ -8,19 +8,9 @@ import sys
 
 from pipeline.settings import ENV_KEYS
 from tests.conftest import ROOT
+from tests.helpers import without_jdbc_jar
 
 README = (ROOT / "README.md").read_text()
-
-
-def _without_jdbc_jar(command: list[str]) -> list[str]:
-    """``command`` run where ``/usr/share/java`` (Debian's JDBC jar) is an empty folder, as on a
-    machine with Java and nothing else; as it is when this user cannot make a mount namespace."""
-    import shutil
-
-    if os.geteuid() != 0 or shutil.which("unshare") is None or not os.path.isdir("/usr/share/java"):
-        return command
-    inner = "mount -t tmpfs none /usr/share/java && exec " + " ".join(f"'{part}'" for part in command)
-    return ["unshare", "-m", "--propagation", "private", "sh", "-c", inner]
 
 
 def test_demo_runs_on_the_embedded_default_with_no_configuration_and_no_jdbc_jar(tmp_path):
@@ -30,7 +20,7 @@ def test_demo_runs_on_the_embedded_default_with_no_configuration_and_no_jdbc_jar
            if k not in ENV_KEYS and not k.startswith(("SOURCE_", "DUCKLAKE_", "EVENT_LAKE_"))}
     script = str(ROOT / "events_pipeline.py")
     try:
-        result = subprocess.run(_without_jdbc_jar([sys.executable, script, "--demo"]), cwd=tmp_path, env=env,
+        result = subprocess.run(without_jdbc_jar([sys.executable, script, "--demo"]), cwd=tmp_path, env=env,
                                 capture_output=True, text=True, timeout=600)
         assert result.returncode == 0, result.stdout + result.stderr
         assert result.stdout.strip().splitlines()[-1].startswith("Demo complete")
