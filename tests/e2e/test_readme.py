@@ -1,4 +1,5 @@
-"""The README's promises: its first two commands, and its documentation of every setting."""
+"""The README's promises that need real processes: the demo on a bare machine (no .env, no JDBC
+jar) and the compose stack (its documentation checks: tests/unit/test_docs.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Ad-hoc SQL and named analysis queries: exact JSON shape, true counts, time travel,
-read-only by default, failing statements, and 20 concurrent writers."""
+read-only by default, failing statements (20 concurrent writers: tests/e2e/test_crashes.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Every catalog backend and object storage, end to end: load, rerun, late events, time travel,
-lake == source. S3 runs against a real S3-protocol server (moto's server mode) on loopback."""
+"""Every catalog backend, end to end: load, rerun, late events, time travel, lake == source
+(an S3 data path: tests/e2e/test_object_staging.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""End-to-end correctness against real Postgres, real Spark and a real DuckLake:
-the lake equals the source after loads, reruns, late events, crashes and concurrency."""
+"""Correctness against real Postgres, real Spark and a real DuckLake, in this process: the lake
+equals the source after loads, reruns, late events and reconcile (crashes and concurrent
+processes: tests/e2e/test_crashes.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Passwords with every special character work end to end against a server that checks them,
-and appear nowhere: not in any output stream, log file, staging manifest, commit message or
-ops table. Identifiers from configuration are validated before they reach SQL."""
+"""The source password reaches the arrow reader's Spark tasks inside the pickled task only: not in
+a plan, a Spark property, a command line or a worker's environment (a password-checking server;
+the output of real processes is checked in tests/e2e/test_secrets_in_output.py)."""
 
 from __future__ import annotations
 
