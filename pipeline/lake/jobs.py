@@ -39,8 +39,8 @@ def record(settings: ResolvedSettings, run_id: str, job: str, started: datetime,
                         [run_id, job, started, finished, status, error,
                          json.dumps(details or {}, default=str), process_name()])
         return True
-    except Exception as exc:  # history is best effort (a catalog away, a dying connection): the
-        log.warning("could not record %s job history: %s", job, first_line(exc))  # outcome is logged
+    except Exception as exc:  # a catalog away, a dying connection: the job's outcome is logged already
+        log.warning("could not record %s job history: %s", job, first_line(exc))
         return False
 
 
