@@ -6,6 +6,7 @@ import contextlib
 import os
 import secrets
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -184,10 +185,6 @@ def measured(args: list[str], env: dict[str, str]
     """Run ``args``; returns (result, wall s, CPU s of its process tree, peak RSS of the tree).
     The tree (the JVM, Spark's Python workers) is sampled every 0.2 s: a grandchild's CPU time
     reaches no rusage unless every parent waits for it."""
-    import threading
-
-    import psutil
-
     cpu: dict[int, float] = {}
     peak = 0
     proc = subprocess.Popen(args, env={**os.environ, **env}, cwd=ROOT, stdout=subprocess.PIPE,
@@ -203,12 +200,10 @@ def measured(args: list[str], env: dict[str, str]
             except psutil.Error:
                 tree = []
             for p in tree:
-                try:
+                with contextlib.suppress(psutil.Error):
                     times = p.cpu_times()
                     cpu[p.pid] = times.user + times.system + times.children_user + times.children_system
                     rss += p.memory_info().rss
-                except psutil.Error:
-                    pass
             peak = max(peak, rss)
             done.wait(0.2)
 
@@ -228,8 +223,6 @@ def measured(args: list[str], env: dict[str, str]
 def run_reference(env: dict[str, str]) -> dict[str, float]:
     """The reference load on the lake ``env`` names, in its own process: its load seconds, the
     process's wall and CPU seconds, its peak RSS and Postgres's CPU seconds meanwhile."""
-    import sys
-
     pg = postgres_cpu()
     result, wall, cpu, rss = measured([sys.executable, "-c", REFERENCE_SCRIPT], env)
     return {"load s": float(result.stdout.strip().splitlines()[-1]), "wall s": wall, "cpu s": cpu,

@@ -17,20 +17,23 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from pipeline import faults
+from pipeline.errors import ConfigError, first_line, scrub_secrets
 from pipeline.extract import partitions
 from pipeline.extract.batch import ExtractRequest, select_sql
 from pipeline.extract.lake_files import incoming_dir
 from pipeline.extract.partitions import plan_partitions, time_chunks
 from pipeline.extract.slice_task import (
     FACTS_SCHEMA,
+    PROBE_SCHEMA,
     RESULT_SCHEMA,
     LakeOutput,
     SliceJob,
     SliceSource,
+    SourceProbe,
     executor_facts,
 )
 from pipeline.extract.spark_progress import task_progress
-from pipeline.extract.spark_session import default_cores
+from pipeline.extract.spark_session import connect_lost, default_cores, functions
 from pipeline.progress import Progress
 from pipeline.source.shape import TYPED_COLUMNS
 from pipeline.source.window import Window
@@ -95,7 +98,6 @@ def fetch_through_driver(spark: SparkSession, request: ExtractRequest) -> Iterat
     """``STAGING_WRITER=driver``: the executors read, the driver receives one time chunk at a
     time as Arrow (memory holds one chunk) and writes the staging files itself."""
     from pipeline.extract.arrow_writer import staging_schema
-    from pipeline.extract.spark_session import functions
 
     schema = _spark_ddl(staging_schema(request.extra_columns))
     for part in slices(request, 0, partitions.DRIVER_CHUNK_ROWS):
@@ -117,8 +119,6 @@ def executors(spark: SparkSession) -> list[dict[str, object]]:
     try:
         rows = spark.range(0, slots, 1, slots).mapInArrow(executor_facts, FACTS_SCHEMA).collect()
     except Exception as exc:
-        from pipeline.extract.spark_session import connect_lost
-
         if connect_lost(exc) or "python worker" not in str(exc).lower():
             raise  # Spark itself failed (a lost Connect server): not a finding about the workers
         # a worker that could not start the task (no pyarrow, no pipeline to unpickle it from)
@@ -126,8 +126,6 @@ def executors(spark: SparkSession) -> list[dict[str, object]]:
             python = str(spark.sparkContext.pythonExec)
         except Exception:  # a Connect session has no context here: the server's workers decide
             python = "of the Connect server's workers (PYSPARK_PYTHON)"
-        from pipeline.errors import first_line, scrub_secrets
-
         return [{"host": "an executor", "pid": 0, "python": python,
                  "problems": first_line(scrub_secrets(str(exc)))}]
     return [row.asDict() for row in rows]
@@ -135,8 +133,6 @@ def executors(spark: SparkSession) -> list[dict[str, object]]:
 
 def source_from_executor(spark: SparkSession, settings: ResolvedSettings) -> str:
     """Read ``SELECT 1`` from the source on an executor, as a slice would; returns its host."""
-    from pipeline.extract.slice_task import PROBE_SCHEMA, SourceProbe
-
     source = SliceSource(settings.source_dsn.conninfo(), None, "UTC")
     row = spark.range(0, 1, 1, 1).mapInArrow(SourceProbe(source), PROBE_SCHEMA).first()
     return str(row["host"])
@@ -154,8 +150,6 @@ def executor_problem(facts: list[dict[str, object]]) -> str | None:
 
 def require_executors(spark: SparkSession) -> None:
     """Raise a plain error when an executor lacks the reader's packages."""
-    from pipeline.errors import ConfigError
-
     problem = executor_problem(executors(spark))
     if problem:
         raise ConfigError(f"{problem[0].upper()}{problem[1:]}.", EXECUTOR_FIX)

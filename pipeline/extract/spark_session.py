@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipeline.errors import ConfigError, EngineUnavailable, TerminalError, first_line
+from pipeline.errors import ConfigError, EngineUnavailable, TerminalError, first_line, scrub_secrets
 from pipeline.extract.spark_s3a import s3a_conf
 from pipeline.settings import Settings
 
@@ -224,8 +224,6 @@ def connect_lost(exc: BaseException) -> bool:
 
 def connect_lost_error(remote: str, exc: BaseException, during: str) -> EngineUnavailable:
     """The one message for a Connect server that went away: named, temporary, nothing lost."""
-    from pipeline.errors import first_line, scrub_secrets
-
     return EngineUnavailable(
         f"Lost the Spark Connect server at SPARK_REMOTE={remote} {during} "
         f"({first_line(scrub_secrets(str(exc)))}). Nothing was staged or promoted.",

@@ -16,6 +16,7 @@ import duckdb
 from pipeline.errors import LakeNotCreated, first_line, scrub_secrets
 from pipeline.lake import history, jobs
 from pipeline.lake.connect import lake_session
+from pipeline.lake.schema import table_names
 from pipeline.settings import ResolvedSettings
 
 log = logging.getLogger(__name__)
@@ -60,11 +61,8 @@ def _series(settings: ResolvedSettings) -> dict[str, Any]:
 
 
 def _read_series(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings) -> dict[str, Any]:
-    tables = {name for _, name in con.execute(
-        "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = ? "
-        "AND schema_name = ?", [settings.lake_name, settings.ops_schema]).fetchall()}
     series: dict[str, Any] = {"snapshots": history.snapshots(con, settings)}
-    if "batches" in tables:
+    if (settings.ops_schema, "batches") in table_names(con, settings):
         series["batches"] = history.batches(con, settings)
         series["rows_loaded"], series["batches_loaded"] = history.rows_loaded(con, settings)
     if jobs.source(con, settings):
