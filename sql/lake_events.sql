@@ -31,7 +31,11 @@ CREATE TABLE IF NOT EXISTS {lake}.{ops}.batches (
     promote_seconds     DOUBLE,
     staged_at           TIMESTAMP WITH TIME ZONE,
     promoted_at         TIMESTAMP WITH TIME ZONE,
-    promoted_by         VARCHAR
+    promoted_by         VARCHAR,
+    -- the columns below were added later; pipeline/lake/schema.py adds them to older lakes
+    arrival_mark        TIMESTAMP WITH TIME ZONE,  -- rows arriving up to here were visible to its plan
+    freshness_p50       DOUBLE,  -- seconds from arrival to commit of the rows it inserted (new arrivals)
+    freshness_p95       DOUBLE
 );
 
 -- Who this lake is: one random id, made when the lake's tables are first created. Staged

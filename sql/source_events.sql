@@ -11,3 +11,5 @@ CREATE TABLE IF NOT EXISTS {schema}.{table} (
 );
 
 CREATE INDEX IF NOT EXISTS {index} ON {schema}.{table} (event_timestamp);
+-- arrival time: a load reads only the rows that arrived since the last one (SOURCE_ARRIVAL_COLUMN)
+CREATE INDEX IF NOT EXISTS {arrival_index} ON {schema}.{table} (created_at);

@@ -11,6 +11,7 @@ import contextlib
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Protocol
 
 import pyarrow.parquet as pq
@@ -65,6 +66,7 @@ class ExtractRequest:
     extra_columns: dict[str, str] = field(default_factory=dict)  # added source columns -> lake type
     lake_target: LakeTarget | None = None  # zero-copy: write the lake's files (pipeline.lake.zero_copy)
     timezone: str = "UTC"  # the planner's session zone, which every reader's session takes
+    arrival_mark: datetime | None = None  # the plan's (pipeline.ops.plan.BatchPlan), into the manifest
 
     @property
     def folder(self) -> StagingDir:
@@ -157,6 +159,8 @@ def _extract_claimed(extractor: Extractor, request: ExtractRequest, folder: Stag
         lake_files=lake or None,
         lake_snapshot=target.snapshot_id if target else None,
         rows_seen=settled.rows_seen,
+        arrival_mark=iso(request.arrival_mark) if request.arrival_mark else None,
+        arrived_after=iso(request.window.arrivals.after) if request.window.arrivals else None,
     )
     staging.write_manifest(folder, manifest)
     meter.finish(rows, "staged")

@@ -37,7 +37,7 @@ def time_chunks(window: Window, rows: int, min_ts: datetime | None, max_ts: date
         return [window]
     step = (max_ts - min_ts) / chunks
     edges = [window.low, *(min_ts + step * i for i in range(1, chunks)), window.upper]
-    return [Window(low=edges[i], upper=edges[i + 1], nulls=window.nulls and i == 0)  # type: ignore[arg-type]
+    return [window.split(edges[i], edges[i + 1], window.nulls and i == 0)  # type: ignore[arg-type]
             for i in range(chunks)]
 
 

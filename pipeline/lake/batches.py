@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
 import duckdb
@@ -31,6 +31,9 @@ class BatchRecord:
     staged_at: datetime
     promoted_at: datetime
     promoted_by: str = field(default_factory=process_name)  # this process, at promotion
+    arrival_mark: datetime | None = None  # its plan saw every row that arrived up to here
+    freshness_p50: float | None = None  # seconds from arrival to commit, of its new arrivals
+    freshness_p95: float | None = None
 
 
 def watermark(con: duckdb.DuckDBPyConnection, settings: Settings) -> datetime | None:
@@ -47,15 +50,19 @@ def is_recorded(con: duckdb.DuckDBPyConnection, settings: Settings, batch_id: st
     ).fetchone()[0])
 
 
+def last_arrivals(con: duckdb.DuckDBPyConnection, settings: Settings) -> tuple[datetime, datetime] | None:
+    """The latest arrival mark a promoted batch's plan recorded, with that plan's ``upper``
+    (None: no batch recorded one — a first load, or a lake loaded without an arrival column)."""
+    row = con.execute(
+        f"SELECT arrival_mark, window_upper FROM {settings.batches_table} WHERE table_name = ? "
+        "AND arrival_mark IS NOT NULL ORDER BY arrival_mark DESC LIMIT 1", [settings.lake_table]).fetchone()
+    return (row[0], row[1]) if row else None
+
+
 def record(con: duckdb.DuckDBPyConnection, settings: Settings, row: BatchRecord) -> None:
-    con.execute(
-        f"INSERT INTO {settings.batches_table} VALUES "
-        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [row.batch_id, row.table_name, row.engine, row.window_low, row.window_upper,
-         row.rows_staged, row.rows_inserted, row.rows_duplicate, row.min_event_timestamp,
-         row.max_event_timestamp, row.extract_seconds, row.promote_seconds, row.staged_at,
-         row.promoted_at, row.promoted_by],
-    )
+    values = asdict(row)
+    con.execute(f"INSERT INTO {settings.batches_table} ({', '.join(values)}) "
+                f"VALUES ({', '.join('?' * len(values))})", list(values.values()))
 
 
 def recent_batches(con: duckdb.DuckDBPyConnection, settings: Settings, limit: int = 5) -> list[dict]:

@@ -179,7 +179,8 @@ def _promote_locked(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, 
         if nothing_new:
             tx.rollback()  # leave the lake (and its snapshot list) alone
         else:
-            _record(con, settings, batch, staged, inserted, quarantined, min_ts, max_ts, started)
+            fresh = _freshness(con, files + [str(f["uri"]) for f in lake_files], manifest.arrived_after)
+            _record(con, settings, batch, staged, inserted, quarantined, min_ts, max_ts, started, fresh)
             faults.maybe_crash(settings, "before-commit")
             faults.maybe_lose_lock(settings, lease)
             lease.check()  # fencing: commit only while still holding the promote lock
@@ -194,9 +195,22 @@ def _promote_locked(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, 
     return result("committed", staged, inserted, snapshot, max_ts, quarantined)
 
 
+def _freshness(con: duckdb.DuckDBPyConnection, files: list[str],
+               arrived_after: str | None) -> tuple[float | None, float | None]:
+    """Seconds from arrival to now (the commit, a moment later) of the batch's rows that arrived
+    after the earlier plan's mark — p50 and p95; none for a batch that is not a steady load."""
+    if arrived_after is None or not files:
+        return None, None
+    row = con.execute(
+        "SELECT approx_quantile(epoch($now) - epoch(created_at), [0.5, 0.95]) "
+        "FROM read_parquet($files, union_by_name => true) WHERE created_at > $after",
+        {"now": datetime.now(UTC), "files": files, "after": parse_iso(arrived_after)}).fetchone()[0]
+    return (float(row[0]), float(row[1])) if row and row[0] is not None else (None, None)
+
+
 def _record(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, batch: StagedBatch, staged: int,
             inserted: int, quarantined: int, min_ts: datetime | None, max_ts: datetime | None,
-            started: float) -> None:
+            started: float, freshness: tuple[float | None, float | None]) -> None:
     """The batch's state row, in its transaction: the watermark moves with the data."""
     manifest = batch.manifest
     batches.record(con, settings, batches.BatchRecord(
@@ -205,7 +219,9 @@ def _record(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, batch: S
         rows_staged=staged, rows_inserted=inserted, rows_duplicate=staged - inserted - quarantined,
         min_event_timestamp=min_ts, max_event_timestamp=max_ts,
         extract_seconds=manifest.extract_seconds, promote_seconds=time.monotonic() - started,
-        staged_at=datetime.fromisoformat(manifest.created_at), promoted_at=datetime.now(UTC)))
+        staged_at=datetime.fromisoformat(manifest.created_at), promoted_at=datetime.now(UTC),
+        arrival_mark=parse_iso(manifest.arrival_mark),
+        freshness_p50=freshness[0], freshness_p95=freshness[1]))
 
 
 def _span(values: list[datetime | None]) -> tuple[datetime | None, datetime | None]:

@@ -11,6 +11,8 @@ from pipeline.settings import ResolvedSettings, Settings
 from pipeline.sqltext import quote_ident, read_sql, split_statements
 
 OPS_TABLES = ("batches", "lake_identity", "quarantine")  # job history is not a lake table: see jobs.py
+# ops.batches columns added after lakes existed: a lake made before gets them on its next write session
+ADDED_BATCH_COLUMNS = {"arrival_mark": "TIMESTAMPTZ", "freshness_p50": "DOUBLE", "freshness_p95": "DOUBLE"}
 PARTITION_BY = "year(event_timestamp), month(event_timestamp), day(event_timestamp)"
 PARTITION_KEYS = ("year", "month", "day")  # the hive folder names DuckLake writes for PARTITION_BY
 
@@ -66,6 +68,28 @@ def ensure_tables(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, *,
             _stop_if_dropped(con, settings)
         _create_tables(con, settings)
     ownership.claim(con, settings)  # the folder is this lake's before anything is written to it
+    _add_batch_columns(con, settings)
+
+
+def _missing_batch_columns(con: duckdb.DuckDBPyConnection, settings: Settings) -> list[str]:
+    have = {name for (name,) in con.execute(
+        "SELECT column_name FROM duckdb_columns() WHERE database_name = ? AND schema_name = ? "
+        "AND table_name = 'batches'", [settings.lake_name, settings.ops_schema]).fetchall()}
+    return [name for name in ADDED_BATCH_COLUMNS if name not in have]
+
+
+def _add_batch_columns(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings) -> None:
+    """Give a lake made by an older version the ``ops.batches`` columns it lacks (one snapshot)."""
+    if not _missing_batch_columns(con, settings):
+        return
+    with locks.hold(settings, "setup"):
+        missing = _missing_batch_columns(con, settings)
+        if not missing:
+            return
+        with transaction(con, settings.lake_name, f"add {', '.join(missing)} to ops.batches"):
+            for name in missing:
+                con.execute(f"ALTER TABLE {settings.batches_table} ADD COLUMN {quote_ident(name)} "
+                            f"{ADDED_BATCH_COLUMNS[name]}")
 
 
 def _create_tables(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings) -> None:

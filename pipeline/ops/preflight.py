@@ -23,7 +23,8 @@ def preflight(settings: ResolvedSettings, *, reads_source: bool) -> dict[str, st
         with connect_source(settings.source_dsn) as conn:
             stats.require_table(conn, settings.source_table)
             # raises on a missing or retyped column
-            added = shape.check_shape(conn, settings.source_table, settings.schema_drift)
+            added = shape.check_shape(conn, settings.source_table, settings.schema_drift,
+                                     settings.arrival_column)
     if "://" not in settings.data_path:  # object storage is checked by its first write
         _writable_folder(Path(settings.data_path), "DUCKLAKE_DATA_PATH")
     _writable_staging(settings)

@@ -31,12 +31,13 @@ from pipeline.lake.connect import lake_session
 from pipeline.lake.promote import PromotionResult, promote
 from pipeline.lake.schema import events_column_types, lake_id
 from pipeline.lake.zero_copy import LakeTarget
+from pipeline.ops.plan import BatchPlan, plan_batch
 from pipeline.ops.preflight import preflight
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.settings.resolve import resolve
-from pipeline.source import shape, stats
+from pipeline.source import shape
 from pipeline.source.snapshot import exported_snapshot
-from pipeline.source.window import Window, plan_window
+from pipeline.source.window import Window
 from pipeline.staging import StagedBatch
 
 if TYPE_CHECKING:
@@ -165,20 +166,15 @@ def _extract_and_promote(settings: ResolvedSettings, con: duckdb.DuckDBPyConnect
                          spark_factory: Callable[[], SparkSession] | None, report: RunReport) -> None:
     t0 = time.monotonic()
     # the planner's transaction stays open until the engine has read: its snapshot is shared
-    with exported_snapshot(settings.source_dsn) as (conn, snapshot_id):
-        upper = stats.server_now(conn)
-        window = plan_window(report.watermark, settings.lookback, upper)
-        window_stats = stats.window_stats(conn, settings.source_table, window)
-        report.window, report.rows_in_window = window, window_stats.rows
-        report.rows_in_future = stats.rows_after(conn, settings.source_table, upper)
-        if report.rows_in_future:
-            log.warning("%d events are dated after the source's clock (%s); they are loaded when "
-                        "due, never ahead of it", report.rows_in_future, upper.isoformat())
+    with exported_snapshot(settings.source_dsn) as snapshot:
+        plan = plan_batch(snapshot, con, settings, report.watermark)
+        report.window, report.rows_in_window = plan.window, plan.stats.rows
+        report.rows_in_future = plan.rows_in_future
         report.seconds["plan"] = time.monotonic() - t0
-        if window_stats.rows == 0:
-            log.info("no new events in window %s", window.describe())
+        if plan.stats.rows == 0:
+            log.info("no new events in window %s", plan.window.describe())
             return
-        log.info("extracting %d rows in window %s with %s", window_stats.rows, window.describe(), engine)
+        log.info("extracting %d rows in window %s with %s", plan.stats.rows, plan.window.describe(), engine)
         t0 = time.monotonic()
         if spark is None and spark_factory is not None and engine == "spark":
             spark = spark_factory()
@@ -186,10 +182,10 @@ def _extract_and_promote(settings: ResolvedSettings, con: duckdb.DuckDBPyConnect
         report.seconds["engine_start"] = time.monotonic() - t0
         t0 = time.monotonic()
         batch_id = staging.new_batch_id()
-        target = _lake_target(settings, con, conn, engine, window, window_stats.rows, added, batch_id)
-        request = ExtractRequest(settings, window, window_stats, batch_id, snapshot_id, lake,
-                                 extra_columns=added, lake_target=target,
-                                 timezone=stats.session_timezone(conn))
+        target = _lake_target(settings, con, snapshot.conn, engine, plan, added, batch_id)
+        request = ExtractRequest(settings, plan.window, plan.stats, batch_id, plan.snapshot_id, lake,
+                                 extra_columns=added, lake_target=target, timezone=plan.timezone,
+                                 arrival_mark=plan.arrival_mark)
         batch = extract(extractor, request)
     report.seconds["extract"] = time.monotonic() - t0
     report.staged_batch, report.rows_in_window = batch.batch_id, batch.manifest.row_count
@@ -204,8 +200,7 @@ def _extract_and_promote(settings: ResolvedSettings, con: duckdb.DuckDBPyConnect
 
 
 def _lake_target(settings: ResolvedSettings, con: duckdb.DuckDBPyConnection, source: psycopg.Connection,
-                 engine: str, window: Window, rows: int, added: dict[str, str],
-                 batch_id: str) -> LakeTarget | None:
+                 engine: str, plan: BatchPlan, added: dict[str, str], batch_id: str) -> LakeTarget | None:
     """Where Spark writes this batch's lake files in zero-copy mode; None (logged with the
     reason) when this run promotes by copy."""
     if settings.promotion != "zero-copy":
@@ -214,10 +209,13 @@ def _lake_target(settings: ResolvedSettings, con: duckdb.DuckDBPyConnection, sou
     reason = zero_copy.blocker(settings, engine, lake_types,
                                shape.source_columns(source, settings.source_table),
                                shape.has_unique_index(source, settings.source_table, "event_id"), added)
+    rows = plan.stats.rows
     if reason is None:
-        target = zero_copy.write_lake_ids(con, settings, window, batch_id,
+        span = ((plan.stats.min_ts, plan.stats.max_ts) if plan.stats.max_ts is not None
+                else (plan.window.low, plan.window.upper))
+        target = zero_copy.write_lake_ids(con, settings, span, batch_id,
                                           typed=lake_types.get("event_id") == "UUID")
-        if target.lake_id_count <= rows * zero_copy.MAX_OVERLAP:
+        if zero_copy.worth_zero_copy(target.lake_id_count, rows):
             return target
         target.remove_ids()
         reason = (f"{target.lake_id_count} of the window's {rows} rows are in the lake already; "

@@ -51,6 +51,10 @@ ENV_KEYS: dict[str, EnvKey] = {
     "SOURCE_TIMEZONE": EnvKey("time zone of naive (timestamp without time zone) source columns, e.g. "
                               "Asia/Tokyo (unset: the source database's own TimeZone setting)"),
     "LOOKBACK": EnvKey("tolerance for late events, e.g. 15m", "15m"),
+    "SOURCE_ARRIVAL_COLUMN": EnvKey("the source's arrival time (a timestamp the database sets as a row "
+                                    "is written, best indexed): a run reads only the rows that arrived "
+                                    "since the last load instead of the whole look-back; none turns that "
+                                    "off", "created_at"),
     "EVENT_LAKE_HOME": EnvKey("folder of the embedded default (Postgres, data, staging, logs)", ".lake"),
     "LOAD_EVERY": EnvKey("scheduler: load interval", "1h"),
     "EXPIRE_EVERY": EnvKey("scheduler: snapshot expiry interval", "1d"),

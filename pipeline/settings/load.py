@@ -99,6 +99,8 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
         promotion=_one_of(read.value("PROMOTION"), read.name("PROMOTION"), PROMOTIONS),
         schema_drift=_one_of(read.value("SCHEMA_DRIFT"), read.name("SCHEMA_DRIFT"), ("add", "ignore")),
         lookback=read.duration("LOOKBACK"),
+        arrival_column=_arrival_column(read.value("SOURCE_ARRIVAL_COLUMN"),
+                                       read.name("SOURCE_ARRIVAL_COLUMN")),
         source_timezone=_time_zone(read.raw("SOURCE_TIMEZONE"), read.name("SOURCE_TIMEZONE")),
         spark=SparkOptions(master=read.value("SPARK_MASTER"), remote=read.raw("SPARK_REMOTE"),
                            jdbc_jar=read.raw("SPARK_JDBC_JAR"),
@@ -125,6 +127,15 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
         metrics_token=Secret(token) if (token := read.raw("METRICS_TOKEN")) else None,
         lake_table=source_table.split(".")[-1],
     )
+
+
+def _arrival_column(text: str, name: str) -> str | None:
+    if text.lower() in ("none", "off", ""):
+        return None
+    if not _IDENT.match(text):
+        raise ConfigError(f"{name} {text!r} is not a column name.",
+                          "Name the source's arrival column (e.g. created_at), or write none.")
+    return text
 
 
 def load_dotenv_strictly(path: Path) -> None:

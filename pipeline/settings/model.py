@@ -74,6 +74,7 @@ class Settings:
     promotion: str = "zero-copy"  # "zero-copy" or "copy": see pipeline.lake.zero_copy
     schema_drift: str = "add"  # "add" or "ignore": what a column added to the source does
     lookback: timedelta
+    arrival_column: str | None = "created_at"  # read only rows that arrived since (None: the look-back)
     source_timezone: str | None = None  # naive source columns are wall-clock time there
     spark: SparkOptions
     intervals: Intervals

@@ -8,7 +8,7 @@ import logging
 
 import psycopg
 
-from pipeline.errors import TerminalError
+from pipeline.errors import ConfigError, TerminalError
 
 log = logging.getLogger(__name__)
 
@@ -70,11 +70,20 @@ def lake_type(udt: str) -> str:
     return LAKE_TYPES.get(udt, "VARCHAR")
 
 
-def check_shape(conn: psycopg.Connection, qualified: str, drift: str = "add") -> dict[str, str]:
-    """Raise :class:`TerminalError` for a missing or retyped column; return the columns the
-    source has beyond the five the pipeline reads, with their lake types (``drift="add"``: they
-    are loaded too; ``"ignore"``: logged and not loaded, so the result is empty)."""
+def check_shape(conn: psycopg.Connection, qualified: str, drift: str = "add",
+                arrival_column: str | None = None) -> dict[str, str]:
+    """Raise :class:`TerminalError` for a missing or retyped column (the five the pipeline reads,
+    and the arrival column); return the columns the source has beyond the five, with their lake
+    types (``drift="add"``: they are loaded too; ``"ignore"``: logged and not loaded, so the
+    result is empty)."""
     columns = source_columns(conn, qualified)
+    if arrival_column and columns.get(arrival_column) not in ("timestamptz", "timestamp"):
+        found = f"is {columns[arrival_column]}" if arrival_column in columns else "does not exist"
+        raise ConfigError(
+            f"SOURCE_ARRIVAL_COLUMN {arrival_column!r}: the column {qualified}.{arrival_column} {found}, "
+            "not a timestamp. Nothing was read, staged or created.",
+            "Name a timestamp column the database sets when a row is written (e.g. created_at "
+            "timestamptz DEFAULT now()), or set SOURCE_ARRIVAL_COLUMN=none to read the whole look-back.")
     missing = [name for name in EXPECTED if name not in columns]
     if missing:
         raise TerminalError(

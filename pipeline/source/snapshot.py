@@ -12,23 +12,35 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
+from typing import NamedTuple
 
 import psycopg
 
 from pipeline.settings.pgdsn import PgDsn
+from pipeline.source.arrivals import arrival_mark
 from pipeline.source.connect import connect
 from pipeline.sqltext import quote_literal
 
 
+class PlannerSnapshot(NamedTuple):
+    conn: psycopg.Connection  # inside the snapshot's transaction
+    snapshot_id: str  # for readers to import
+    arrival_mark: datetime | None  # rows arriving up to here are all visible (pipeline.source.arrivals)
+
+
 @contextmanager
-def exported_snapshot(dsn: PgDsn) -> Iterator[tuple[psycopg.Connection, str]]:
-    """A connection inside a REPEATABLE READ transaction, and the id of its exported snapshot.
-    The snapshot can be imported until the block ends (the transaction is rolled back)."""
-    with connect(dsn, autocommit=False) as conn:
+def exported_snapshot(dsn: PgDsn) -> Iterator[PlannerSnapshot]:
+    """A connection inside a REPEATABLE READ transaction, the id of its exported snapshot, and
+    its arrival mark (read just before the snapshot is taken). The snapshot can be imported until
+    the block ends (the transaction is rolled back)."""
+    with connect(dsn, autocommit=True) as conn:
+        mark = arrival_mark(conn)
+        conn.autocommit = False
         conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         try:
             snapshot_id = conn.execute("SELECT pg_export_snapshot()").fetchone()[0]
-            yield conn, snapshot_id
+            yield PlannerSnapshot(conn, snapshot_id, mark)
         finally:
             with contextlib.suppress(psycopg.Error):  # a dead connection must not mask the real error
                 conn.rollback()

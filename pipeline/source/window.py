@@ -2,12 +2,40 @@
 
 ``upper`` is fixed when the run starts, from the source's clock. Nothing here touches a
 database, so every rule of the window is tested without one.
+
+With an arrival column (``SOURCE_ARRIVAL_COLUMN``, the source's ``created_at``) a run reads of
+that window only what it could not have read before: rows that arrived after the last batch's
+arrival mark, and rows that became due since its plan (dated after its ``upper``). The look-back
+stays the bound of what a run may read; it is no longer what every run reads.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+
+from pipeline.sqltext import quote_ident
+
+
+@dataclass(frozen=True)
+class Arrivals:
+    """What an earlier plan already saw: every row whose ``column`` is at or before ``after``
+    and whose ``event_timestamp`` is at or before ``due_after`` (that plan's ``upper``) was
+    committed and visible to it, so the batch it planned holds it."""
+
+    column: str
+    after: datetime  # the earlier plan's arrival mark (pipeline.source.arrivals)
+    due_after: datetime  # the earlier plan's upper
+
+    def where_sql(self) -> str:
+        # a row without an arrival time is always read (the look-back bounds it, as before)
+        col = quote_ident(self.column)
+        return (f"({col} > %(arrived_after)s OR event_timestamp > %(due_after)s OR {col} IS NULL)")
+
+    def literal_sql(self) -> str:
+        col = quote_ident(self.column)
+        return (f"({col} > '{iso(self.after)}'::timestamptz OR event_timestamp > "
+                f"'{iso(self.due_after)}'::timestamptz OR {col} IS NULL)")
 
 
 @dataclass(frozen=True)
@@ -22,18 +50,22 @@ class Window:
     low: datetime | None
     upper: datetime
     nulls: bool = True
+    arrivals: Arrivals | None = None  # read only what arrived or became due since that plan
 
     def where_sql(self) -> str:
         """Predicate with psycopg placeholders (see :meth:`params`)."""
         range_sql = "event_timestamp <= %(upper)s"
         if self.low is not None:
             range_sql = f"event_timestamp > %(low)s AND {range_sql}"
-        return f"({range_sql} OR event_timestamp IS NULL)" if self.nulls else range_sql
+        range_sql = f"({range_sql} OR event_timestamp IS NULL)" if self.nulls else range_sql
+        return f"{range_sql} AND {self.arrivals.where_sql()}" if self.arrivals else range_sql
 
     def params(self) -> dict[str, datetime]:
         values = {"upper": self.upper}
         if self.low is not None:
             values["low"] = self.low
+        if self.arrivals is not None:
+            values.update(arrived_after=self.arrivals.after, due_after=self.arrivals.due_after)
         return values
 
     def literal_sql(self) -> str:
@@ -41,11 +73,18 @@ class Window:
         range_sql = f"event_timestamp <= '{iso(self.upper)}'::timestamptz"
         if self.low is not None:
             range_sql = f"event_timestamp > '{iso(self.low)}'::timestamptz AND {range_sql}"
-        return f"({range_sql} OR event_timestamp IS NULL)" if self.nulls else range_sql
+        range_sql = f"({range_sql} OR event_timestamp IS NULL)" if self.nulls else range_sql
+        return f"{range_sql} AND {self.arrivals.literal_sql()}" if self.arrivals else range_sql
+
+    def split(self, low: datetime | None, upper: datetime, nulls: bool) -> Window:
+        """A part of this window (a time chunk): the same arrivals rule over ``(low, upper]``."""
+        return replace(self, low=low, upper=upper, nulls=nulls)
 
     def describe(self) -> str:
         low = iso(self.low) if self.low else "-inf"
-        return f"({low}, {iso(self.upper)}]"
+        arrived = (f" arrived after {iso(self.arrivals.after)} or due after {iso(self.arrivals.due_after)}"
+                   if self.arrivals else "")
+        return f"({low}, {iso(self.upper)}]{arrived}"
 
 
 def iso(ts: datetime) -> str:
@@ -59,9 +98,11 @@ def parse_iso(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text) if text else None
 
 
-def plan_window(watermark: datetime | None, lookback: timedelta, upper: datetime) -> Window:
-    """The next window: everything up to ``upper`` on a first run, else re-read ``lookback``."""
+def plan_window(watermark: datetime | None, lookback: timedelta, upper: datetime,
+                arrivals: Arrivals | None = None) -> Window:
+    """The next window: everything up to ``upper`` on a first run, else re-read ``lookback``
+    — of which only what arrived or became due since an earlier plan, given its ``arrivals``."""
     if watermark is None:
         return Window(low=None, upper=upper)
     low = min(watermark - lookback, upper)
-    return Window(low=low, upper=upper)
+    return Window(low=low, upper=upper, arrivals=arrivals)

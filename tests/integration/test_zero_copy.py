@@ -129,9 +129,11 @@ def test_a_lake_made_by_the_jdbc_reader_keeps_text_columns_and_the_arrow_reader_
     assert_lake_equals_source(arrow, expected_rows=900)
 
 
-def test_rows_the_lake_holds_are_counted_not_written_again_by_the_slice_tasks(settings, spark):
-    """A window that overlaps the lake by less than half: the tasks read the lake's ids, write
-    only the new rows as lake files and count the rest as duplicates (no second copy)."""
+def test_rows_the_lake_holds_are_counted_not_written_again_by_the_slice_tasks(lake_env, spark):
+    """A window that overlaps the lake by less than half (the whole look-back re-read, as without
+    an arrival column): the tasks read the lake's ids, write only the new rows as lake files and
+    count the rest as duplicates (no second copy)."""
+    settings = load_settings({**lake_env, "SOURCE_ARRIVAL_COLUMN": "none"})
     add_events(settings, 1_000, seed=12)
     run(settings, spark=spark)
     add_events(settings, 1_500, seed=13)  # inside the look-back with the first 1,000

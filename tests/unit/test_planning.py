@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from pipeline.errors import ConfigError
-from pipeline.extract.partitions import page_predicate, page_ranges, plan_partitions
+from pipeline.extract.partitions import page_predicate, page_ranges, plan_partitions, time_chunks
 from pipeline.extract.spark_session import DEBIAN_JAR, MAVEN_COORDINATE, resolve_jdbc_driver
 from pipeline.lake.attach_sql import open_statements
 from pipeline.settings import StorageOptions, load_settings
@@ -15,7 +15,7 @@ from pipeline.settings.catalog import CatalogSpec
 from pipeline.settings.durations import format_duration, parse_duration
 from pipeline.settings.pgdsn import PgDsn
 from pipeline.settings.secret import Secret
-from pipeline.source.window import Window, plan_window
+from pipeline.source.window import Arrivals, Window, plan_window
 
 T = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 
@@ -31,6 +31,23 @@ def test_next_window_rereads_the_lookback():
     assert window.literal_sql() == ("(event_timestamp > '2026-11-21T10:45:00.000000+00:00'::timestamptz "
                                     "AND event_timestamp <= '2026-11-21T12:00:00.000000+00:00'::timestamptz "
                                     "OR event_timestamp IS NULL)")
+
+
+def test_an_arrival_rule_narrows_the_window_to_what_arrived_or_became_due():
+    arrivals = Arrivals("created_at", after=T - timedelta(seconds=30), due_after=T - timedelta(seconds=29))
+    window = plan_window(T - timedelta(hours=1), timedelta(minutes=15), T, arrivals)
+    assert window.low == T - timedelta(hours=1, minutes=15)  # the look-back still bounds the read
+    assert window.literal_sql().endswith(
+        " AND (\"created_at\" > '2026-11-21T11:59:30.000000+00:00'::timestamptz OR event_timestamp > "
+        "'2026-11-21T11:59:31.000000+00:00'::timestamptz OR \"created_at\" IS NULL)")
+    assert window.params() == {"low": window.low, "upper": T, "arrived_after": arrivals.after,
+                               "due_after": arrivals.due_after}
+    assert "%(arrived_after)s" in window.where_sql() and "arrived after" in window.describe()
+    # a first load reads everything, whatever an earlier lake recorded
+    assert plan_window(None, timedelta(minutes=15), T, arrivals).arrivals is None
+    # every time chunk of the window keeps the rule
+    chunks = time_chunks(window, 900, T - timedelta(minutes=1), T, rows_per_chunk=300)
+    assert len(chunks) == 3 and all(chunk.arrivals == arrivals for chunk in chunks)
 
 
 @pytest.mark.parametrize(("rows", "cores", "expected"), [
@@ -155,7 +172,6 @@ def test_spark_conf_cannot_break_the_settings_the_extractor_needs(tmp_path):
 
 
 def test_time_chunks_cover_the_window_exactly_once():
-    from pipeline.extract.partitions import time_chunks
 
     window = Window(low=T - timedelta(hours=2), upper=T)
     first, last = T - timedelta(hours=1, minutes=59), T - timedelta(seconds=1)

@@ -1,0 +1,140 @@
+"""Arrival-aware windows on real Postgres, Spark and DuckLake: a load reads what arrived since the
+last one, not the look-back — and still never misses a row whose transaction was open across
+loads, a row that became due, or a row from a writer whose clock runs ahead."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+
+from generators.events import EventFactory
+from generators.writer import copy_line
+from pipeline.lake.connect import lake_session
+from pipeline.ops.run import run
+from pipeline.settings.resolve import resolve
+from pipeline.source.arrivals import arrival_mark
+from tests.helpers import (
+    add_events,
+    assert_lake_equals_source,
+    files_registered,
+    lake_query,
+)
+
+
+def _source(settings) -> psycopg.Connection:
+    return psycopg.connect(resolve(settings).source_dsn.conninfo())
+
+
+def test_steady_loads_read_only_new_arrivals_and_stay_zero_copy(settings, spark):
+    add_events(settings, 2_000, seed=201)
+    assert run(settings, spark=spark).rows_in_window == 2_000  # a first load reads everything
+    for seed in (202, 203, 204):
+        add_events(settings, 300, seed=seed)
+        report = run(settings, spark=spark)
+        # exactly the new rows, although the look-back (15m) holds every row in the table
+        assert (report.rows_in_window, report.rows_inserted) == (300, 300)
+    assert files_registered(settings) >= 4  # no load fell back to copy
+    marks = lake_query(settings, "SELECT count(arrival_mark), count(freshness_p95) FROM lake.ops.batches")
+    assert marks == [(4, 3)]  # every plan recorded its mark; steady loads their freshness
+    assert_lake_equals_source(settings, expected_rows=2_900)
+
+
+def test_a_transaction_open_across_two_loads_is_loaded_exactly_once(settings, spark):
+    """Its rows carry created_at = the transaction's start, which is before both loads' plans,
+    yet they commit after both: the arrival mark (the oldest open transaction's start) keeps them
+    in reach. A mark of "now" would skip them for good."""
+    add_events(settings, 500, seed=205)
+    run(settings, spark=spark)
+    table = resolve(settings).source_table
+    with _source(settings) as held:  # not autocommit: the first statement opens the transaction
+        held.execute("SELECT now()")  # ...and fixes its rows' created_at here
+        _copy_uncommitted(held, table, EventFactory(206).batch(120, datetime.now(UTC)))
+        time.sleep(0.5)
+        for seed in (207, 208):  # two loads while it is open: they load other writers' rows
+            add_events(settings, 100, seed=seed)
+            report = run(settings, spark=spark)
+            assert report.rows_inserted == 100
+        held.commit()
+    assert run(settings, spark=spark).rows_inserted == 120  # the held rows, now committed
+    assert run(settings, spark=spark).rows_inserted == 0
+    assert_lake_equals_source(settings, expected_rows=820)
+    assert lake_query(settings, "SELECT count(*) - count(DISTINCT event_id) FROM lake.main.events") == [(0,)]
+
+
+def _copy_uncommitted(conn: psycopg.Connection, table: str, events: list) -> None:
+    """The generator's COPY lines, inside the caller's open transaction (``write_batch`` commits)."""
+    with conn.cursor() as cur, cur.copy(f"COPY {table} (event_id, event_type, event_timestamp, details) "
+                                        "FROM STDIN") as copy:
+        for event in events:
+            copy.write(copy_line(event))
+
+
+def test_rows_dated_ahead_are_loaded_once_due_although_they_arrived_long_before(settings, spark):
+    add_events(settings, 200, seed=209)
+    run(settings, spark=spark)
+    soon = datetime.now(UTC) + timedelta(seconds=4)
+    add_events(settings, 50, seed=210, now=soon)  # dated about 4 s ahead of the source's clock
+    report = run(settings, spark=spark)
+    assert (report.rows_inserted, report.rows_in_future) == (0, 50)
+    add_events(settings, 10, seed=211)  # a later load moves the arrival mark past them
+    report = run(settings, spark=spark)
+    waiting = report.rows_in_future
+    assert report.rows_inserted == 10 + 50 - waiting and waiting > 0
+    time.sleep(max(0.0, (soon - datetime.now(UTC)).total_seconds()) + 2)
+    report = run(settings, spark=spark)
+    # what became due since the last plan is read (and only that), though it arrived before its mark
+    assert (report.rows_inserted, report.rows_in_future, report.rows_in_window) == (waiting, 0, waiting)
+    assert_lake_equals_source(settings, expected_rows=260)
+
+
+def test_a_writer_clock_ahead_of_the_database_is_reported_and_its_rows_load(settings, spark, caplog):
+    add_events(settings, 100, seed=212)
+    run(settings, spark=spark)
+    table = resolve(settings).source_table
+    with _source(settings) as conn:
+        conn.execute(f"INSERT INTO {table} (event_id, event_type, event_timestamp, details, created_at) "
+                     "SELECT gen_random_uuid(), 'click', now() - interval '1 minute', '{}', "
+                     "now() + interval '1 hour' FROM generate_series(1, 7)")
+    with caplog.at_level("WARNING"):
+        assert run(settings, spark=spark).rows_inserted == 7
+    assert "7 rows have created_at after the source's clock" in caplog.text
+    assert "runs ahead of the database's" in caplog.text
+    assert_lake_equals_source(settings, expected_rows=107)
+
+
+def test_a_role_that_cannot_see_other_sessions_reads_the_whole_look_back(settings, caplog):
+    """Without pg_read_all_stats another role's open transaction is invisible, so no mark can be
+    vouched for: the run falls back to the look-back (and says how to enable the arrival rule)."""
+    dsn = resolve(settings).source_dsn
+    role = f"nostats_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(dsn.conninfo(), autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN")
+        try:
+            with psycopg.connect(dsn.conninfo()) as other:
+                other.execute("SELECT 1")  # postgres holds a transaction open in this database
+                with psycopg.connect(dsn.conninfo(), user=role, autocommit=True) as limited, \
+                        caplog.at_level("INFO"):
+                    assert arrival_mark(limited) is None
+                with psycopg.connect(dsn.conninfo(), autocommit=True) as full:
+                    mark = arrival_mark(full)
+                    assert mark is not None and mark <= datetime.now(UTC)
+        finally:
+            admin.execute(f"DROP ROLE {role}")
+    assert "GRANT pg_read_all_stats" in caplog.text
+
+
+def test_a_lake_made_before_arrival_marks_gets_the_columns_and_loads_on(settings, spark):
+    add_events(settings, 300, seed=213)
+    run(settings, spark=spark)
+    with lake_session(resolve(settings)) as con:  # as a lake made by an older version
+        for column in ("arrival_mark", "freshness_p50", "freshness_p95"):
+            con.execute(f"ALTER TABLE lake.ops.batches DROP COLUMN {column}")
+    add_events(settings, 40, seed=214)
+    report = run(settings, spark=spark)
+    assert report.rows_inserted == 40 and report.rows_in_window == 340  # no mark yet: the look-back
+    add_events(settings, 40, seed=215)
+    assert run(settings, spark=spark).rows_in_window == 40  # its mark was recorded
+    assert_lake_equals_source(settings, expected_rows=380)
