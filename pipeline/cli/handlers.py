@@ -120,6 +120,13 @@ def schedule(args: argparse.Namespace, settings: Settings) -> Outcome:
     return True, "Scheduler stopped cleanly."
 
 
+def follow(args: argparse.Namespace, settings: Settings) -> Outcome:
+    from pipeline.ops.scheduler import Scheduler
+
+    Scheduler(settings, engine=args.engine, follow=True).serve()
+    return True, "Stopped following cleanly."
+
+
 def serve(args: argparse.Namespace, settings: Settings) -> Outcome:
     import signal
     import threading
@@ -218,6 +225,10 @@ ACTIONS: tuple[Action, ...] = (
            "compact every --compact-every. SIGTERM/SIGINT stop it: no new jobs start, a running "
            "promotion commits or rolls back, and the process exits 0 within "
            f"{SHUTDOWN_SECONDS} seconds.", schedule),
+    Action("--follow", "Load continuously: a load starts every --every (default FOLLOW_EVERY, 2s) in one "
+           "Spark session and one lake session, reading only what arrived; small files are merged every "
+           "10 minutes, snapshots expire as with --schedule. SIGTERM/SIGINT let the micro-batch in flight "
+           f"finish, then exit 0 (within {SHUTDOWN_SECONDS} seconds).", follow),
     Action("--serve", "Serve the dashboard (/), Prometheus /metrics and /healthz on METRICS_HOST:"
            "METRICS_PORT without running the scheduler (--schedule serves them too).", serve),
     Action("--maintain", "Expire snapshots older than --retention and compact now (with --dry-run: "

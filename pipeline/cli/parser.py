@@ -14,7 +14,8 @@ from pipeline.extract.engines import ENGINES
 from pipeline.settings.keys import default
 
 # flag -> the environment key it overrides (read by pipeline.settings.load_settings)
-SETTING_FLAGS = {"--lookback": "LOOKBACK", "--load-every": "LOAD_EVERY", "--expire-every": "EXPIRE_EVERY",
+SETTING_FLAGS = {"--lookback": "LOOKBACK", "--load-every": "LOAD_EVERY", "--every": "FOLLOW_EVERY",
+                 "--expire-every": "EXPIRE_EVERY",
                  "--compact-every": "COMPACT_EVERY", "--retention": "RETENTION",
                  "--reconcile-every": "RECONCILE_EVERY", "--since": "RECONCILE_SINCE",
                  "--metrics-port": "METRICS_PORT"}
@@ -70,7 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="A Spark property for this run (repeatable; adds to or overrides SPARK_CONF), "
                         "e.g. spark.executor.memory=4g.")
     timing = parser.add_argument_group("scheduling and maintenance (units s, m, h, d, w)")
-    for flag, what in (("--load-every", "Load interval"), ("--expire-every", "Snapshot expiry interval"),
+    for flag, what in (("--load-every", "Load interval"),
+                       ("--every", "With --follow: a load starts this often"),
+                       ("--expire-every", "Snapshot expiry interval"),
                        ("--compact-every", "Compaction interval"),
                        ("--retention", "Keep snapshots this long for time travel"),
                        ("--reconcile-every", "Reconcile interval"),

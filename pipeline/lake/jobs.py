@@ -10,6 +10,7 @@ was (dropping it would be a snapshot too).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Iterator
@@ -29,11 +30,13 @@ log = logging.getLogger(__name__)
 
 
 def record(settings: ResolvedSettings, run_id: str, job: str, started: datetime, finished: datetime,
-           status: str, error: str | None = None, details: dict[str, Any] | None = None) -> bool:
-    """Append one history row; returns False (and logs) when the catalog cannot be reached,
-    since failing to write history must never turn a job's result into a crash."""
+           status: str, error: str | None = None, details: dict[str, Any] | None = None,
+           lake: duckdb.DuckDBPyConnection | None = None) -> bool:
+    """Append one history row (through ``lake``, an open session, else one of its own); returns
+    False (and logs) when the catalog cannot be reached, since failing to write history must
+    never turn a job's result into a crash."""
     try:
-        with lake_session(settings, tables=True) as con:
+        with contextlib.nullcontext(lake) if lake is not None else lake_session(settings, tables=True) as con:
             table = ensure_table(con, settings)
             con.execute(f"INSERT INTO {table} VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                         [run_id, job, started, finished, status, error,

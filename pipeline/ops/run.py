@@ -6,6 +6,7 @@ through that one session, and the watermark it reports is the one its commits pr
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -106,9 +107,10 @@ class RunReport:
 def run(settings: Settings, mode: Mode = "run", engine: str = "spark",
         spark: SparkSession | None = None,
         spark_factory: Callable[[], SparkSession] | None = None,
-        record_as: str | None = None) -> RunReport:
+        record_as: str | None = None, lake: duckdb.DuckDBPyConnection | None = None) -> RunReport:
     """Run the pipeline once. ``spark`` (or ``spark_factory``, called only when there is
-    something to extract) lets callers such as tests and the scheduler reuse a session.
+    something to extract) lets callers such as tests and the scheduler reuse a session; ``lake``
+    (attached, tables made) lets ``--follow`` keep one lake session across its loads.
     ``record_as``: record the run in the job history under that job name (manual runs; the scheduler
     records its own), once the checks before creating anything have passed."""
     resolved = resolve(settings)
@@ -116,7 +118,7 @@ def run(settings: Settings, mode: Mode = "run", engine: str = "spark",
     started = time.monotonic()
     added = preflight(resolved, reads_source=mode in ("run", "extract"))
     with jobs.recorded(resolved, record_as) as details:
-        _run_checked(resolved, mode, engine, spark, spark_factory, added, report)
+        _run_checked(resolved, mode, engine, spark, spark_factory, added, report, lake)
         report.seconds["total"] = time.monotonic() - started
         details.update(rows_inserted=report.rows_inserted, summary=report.summary())
         if report.set_aside:  # the command exits 1: the record says failed too
@@ -142,23 +144,24 @@ def _remove_abandoned(settings: ResolvedSettings) -> None:
 
 def _run_checked(resolved: ResolvedSettings, mode: Mode, engine: str, spark: SparkSession | None,
                  spark_factory: Callable[[], SparkSession] | None, added: dict[str, str],
-                 report: RunReport) -> None:
+                 report: RunReport, lake: duckdb.DuckDBPyConnection | None) -> None:
     try:
         for path in staging.clean_stale(staging.table_dir(resolved)):
             log.info("removed stale incomplete batch %s", path.uri())
         _remove_abandoned(resolved)
     except OSError as exc:  # the first touch of an object-store staging area
         raise staging.store_outage(resolved, exc) or exc from None
-    with lake_session(resolved, tables=True) as con:
-        lake = lake_id(con, resolved)
+    with contextlib.nullcontext(lake) if lake is not None else lake_session(resolved, tables=True) as con:
+        lake_identity = lake_id(con, resolved)
         report.watermark = batches.watermark(con, resolved)
         if mode in ("run", "promote"):
             # batches an earlier run staged but did not promote (a crash, --extract-only)
-            for batch in staging.complete_batches(staging.table_dir(resolved), lake):
+            for batch in staging.complete_batches(staging.table_dir(resolved), lake_identity):
                 log.info("promoting staged batch %s (%d rows)", batch.batch_id, batch.manifest.row_count)
                 _promote_or_set_aside(resolved, batch, con, report)
         if mode in ("run", "extract"):
-            _extract_and_promote(resolved, con, lake, added, mode, engine, spark, spark_factory, report)
+            _extract_and_promote(resolved, con, lake_identity, added, mode, engine, spark, spark_factory,
+                                 report)
 
 
 def _extract_and_promote(settings: ResolvedSettings, con: duckdb.DuckDBPyConnection, lake: str,

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+import duckdb
 import schedule
 
 from pipeline import logs
@@ -49,6 +50,36 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+FOLLOW_COMPACT_EVERY = timedelta(minutes=10)  # --follow: small files merged at least this often
+FOLLOW_RECORD_EVERY = timedelta(minutes=1)  # --follow: a load record in the job history this often
+FOLLOW_FINISH_SECONDS = 15  # --follow: after SIGTERM, the micro-batch in flight may finish this long
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One run of a job, as the job history records it."""
+
+    started: datetime
+    finished: datetime
+    status: str
+    error: str | None
+    details: dict[str, Any]
+    seconds: float
+
+    @staticmethod
+    def merge(attempts: list[Attempt]) -> Attempt:
+        """Many loads of ``--follow`` as one record: their span, the last one's outcome, the sums."""
+        last = attempts[-1]
+        summed = {key: sum(a.details.get(key, 0) for a in attempts)
+                  for key in ("rows_inserted", "rows_in_window")}
+        latest = last.details.get("summary", last.error)
+        details = {**last.details, **summed, "loads": len(attempts),
+                   "summary": f"{len(attempts)} load(s): {summed['rows_in_window']} rows read, "
+                              f"{summed['rows_inserted']} inserted; last: {latest}"}
+        return Attempt(attempts[0].started, last.finished, last.status, last.error, details,
+                       sum(a.seconds for a in attempts))
+
+
 @dataclass
 class Job:
     """One scheduled job and its failure streak."""
@@ -63,20 +94,24 @@ class Job:
 
 
 class Scheduler:
-    def __init__(self, settings: Settings, engine: str = "spark") -> None:
+    def __init__(self, settings: Settings, engine: str = "spark", *, follow: bool = False) -> None:
         self.settings = resolve(settings)
-        self.intervals, self.engine = self.settings.intervals, engine
+        self.intervals, self.engine, self.follow = self.settings.intervals, engine, follow
         self.stop = threading.Event()
         self._spark: SparkSession | None = None
+        self._lake: duckdb.DuckDBPyConnection | None = None  # --follow: one lake session for every load
         self.jobs = {
-            "load": Job("load", self.intervals.load, self._load),
+            "load": Job("load", self.intervals.follow if follow else self.intervals.load, self._load),
             "expire": Job("expire", self.intervals.expire, self._expire),
-            "compact": Job("compact", self.intervals.compact, self._compact),
+            # following makes a file per load: merged every few minutes, not once a week
+            "compact": Job("compact", min(self.intervals.compact, FOLLOW_COMPACT_EVERY) if follow
+                           else self.intervals.compact, self._compact),
             "reconcile": Job("reconcile", self.intervals.reconcile, self._reconcile),
         }
         self.scheduler = schedule.Scheduler()
         for job in self.jobs.values():
-            self.scheduler.every(max(1, int(job.every.total_seconds()))).seconds.do(self.tick, job)
+            if not (follow and job.name == "load"):  # following loads on its own clock (serve)
+                self.scheduler.every(max(1, int(job.every.total_seconds()))).seconds.do(self.tick, job)
 
     # --- job actions -------------------------------------------------------------------
     def _spark_session(self) -> SparkSession:
@@ -130,10 +165,29 @@ class Scheduler:
     def _load(self) -> dict[str, Any]:
         from pipeline.ops.run import run
 
-        report = run(self.settings, engine=self.engine,
+        report = run(self.settings, engine=self.engine, lake=self._lake_session(),
                      spark_factory=self._spark_session if self.engine == "spark" else None)
         return {"rows_inserted": report.rows_inserted, "snapshots": report.snapshots,
                 "rows_in_window": report.rows_in_window, "summary": report.summary()}
+
+    def _lake_session(self) -> duckdb.DuckDBPyConnection | None:
+        """--follow keeps the lake attached between loads (attaching costs ~0.3 s, most of a small
+        load); a failed load drops it (:meth:`_drop_lake`), so a lost catalog is reconnected."""
+        if not self.follow:
+            return None
+        if self._lake is None:
+            from pipeline.lake.connect import connect
+            from pipeline.lake.schema import ensure_tables
+
+            self._lake = connect(self.settings)
+            ensure_tables(self._lake, self.settings)
+        return self._lake
+
+    def _drop_lake(self) -> None:
+        if self._lake is not None:
+            with contextlib.suppress(Exception):
+                self._lake.close()
+            self._lake = None
 
     def _expire(self) -> dict[str, Any]:
         return maintain.run_maintenance(self.settings, self.intervals.retention,
@@ -151,16 +205,23 @@ class Scheduler:
 
     # --- running -----------------------------------------------------------------------
     def tick(self, job: Job) -> None:
-        """Run ``job`` once, unless shutting down, backing off, or running elsewhere."""
+        """Run ``job`` once, unless shutting down, backing off, or running elsewhere; record it."""
+        attempt = self._attempt(job)
+        if attempt is not None:
+            self._record(job, attempt)
+
+    def _attempt(self, job: Job) -> Attempt | None:
+        """Run ``job`` once and log the outcome (None: not run now)."""
         if self.stop.is_set():
-            return
+            return None
         if time.monotonic() < job.not_before:
             log.info("job %s: backing off after %d failure(s), next attempt in %.0fs",
                      job.name, job.failures, job.not_before - time.monotonic())
-            return
+            return None
         started, t0 = datetime.now(UTC), time.monotonic()
         finished: datetime | None = None
-        log.info("job %s started", job.name)
+        following = self.follow and job.name == "load"  # every few seconds: the outcome is enough
+        log.log(logging.DEBUG if following else logging.INFO, "job %s started", job.name)
         status, error, details = "success", None, {}
         failure: BaseException | None = None
         try:
@@ -180,6 +241,8 @@ class Scheduler:
                 with contextlib.suppress(Exception):
                     self._spark.stop()
                 self._spark = None
+            if job.name == "load":
+                self._drop_lake()  # the catalog may be what failed: the next load attaches afresh
             if self.stop.is_set():
                 status, error = "cancelled", f"stopped by shutdown: {error}"
         seconds = time.monotonic() - t0
@@ -193,14 +256,45 @@ class Scheduler:
                       error)
         else:
             job.failures, job.not_before = 0, 0.0
-            log.info("job %s %s in %.1fs: %s", job.name, status, seconds,
-                     error if status == "cancelled" else _brief(details))
+            quiet = self.follow and job.name == "load" and not details.get("rows_inserted")
+            log.log(logging.DEBUG if quiet else logging.INFO, "job %s %s in %.1fs: %s", job.name, status,
+                    seconds, error if status == "cancelled" else _brief(details))
         job.last_status, job.last_finished = status, datetime.now(UTC).isoformat()
-        jobs.record(self.settings, logs.RUN_ID, job.name, started, finished or datetime.now(UTC),
-                    status, error, {**details, "seconds": round(seconds, 3),
-                                    # --status judges staleness by the interval the scheduler ran with
-                                    "every_seconds": job.every.total_seconds()})
+        return Attempt(started, finished or datetime.now(UTC), status, error, details, seconds)
+
+    def _record(self, job: Job, attempt: Attempt, every: timedelta | None = None) -> None:
+        jobs.record(self.settings, logs.RUN_ID, job.name, attempt.started, attempt.finished,
+                    attempt.status, attempt.error,
+                    {**attempt.details, "seconds": round(attempt.seconds, 3),
+                     # --status judges staleness by the interval the scheduler ran with
+                     "every_seconds": (every or job.every).total_seconds()},
+                    lake=self._lake)
         self.write_state()
+
+    def _follow(self) -> None:
+        """Load every FOLLOW_EVERY, start to start (a load that takes longer is followed at once),
+        with the other jobs between loads. The job history gets one load record a minute (the
+        loads and rows since), or at once when a load fails, not one every two seconds."""
+        load = self.jobs["load"]
+        tally: list[Attempt] = []
+        next_load = last_record = time.monotonic()
+        while not self.stop.is_set():
+            now = time.monotonic()
+            if now >= next_load:
+                next_load = now + load.every.total_seconds()
+                attempt = self._attempt(load)
+                if attempt is not None:
+                    tally.append(attempt)
+                    if attempt.status == "failed" or now - last_record >= FOLLOW_RECORD_EVERY.total_seconds():
+                        self._record(load, Attempt.merge(tally), FOLLOW_RECORD_EVERY)
+                        tally, last_record = [], now
+            try:
+                self.scheduler.run_pending()
+            except Exception:  # noqa: BLE001  a bug in one tick must not end a months-long process
+                log.exception("unexpected error in the scheduler loop; carrying on")
+            self.stop.wait(max(0.0, min(next_load - time.monotonic(), 1.0)))
+        if tally:
+            self._record(load, Attempt.merge(tally), FOLLOW_RECORD_EVERY)
 
     def write_state(self) -> None:
         """Next run times for ``--status`` (best effort)."""
@@ -217,18 +311,23 @@ class Scheduler:
     def request_stop(self, *_: object) -> None:
         if self.stop.is_set():
             return
-        log.info("shutdown requested: no new jobs; finishing or cancelling the current one "
-                 "(at most %ds)", SHUTDOWN_SECONDS)
+        log.info("shutdown requested: no new jobs; %s the current one (at most %ds)",
+                 "finishing the micro-batch in flight, else cancelling" if self.follow
+                 else "finishing or cancelling", SHUTDOWN_SECONDS)
         self.stop.set()
         threading.Thread(target=self._cancel_and_watch, daemon=True).start()
 
     def _cancel_and_watch(self) -> None:
         """Cancel Spark jobs until the process ends (a job submitted just after one round, or a
         session still being built when the signal came, is caught by the next round); a
-        promotion (DuckDB) is not a Spark job and runs on. Past the bound, exit regardless."""
+        promotion (DuckDB) is not a Spark job and runs on. Following, a micro-batch in flight
+        (seconds of rows) gets :data:`FOLLOW_FINISH_SECONDS` to finish first. Past the bound,
+        exit regardless."""
         from pipeline.extract.spark_session import cancel_jobs
 
         deadline = time.monotonic() + SHUTDOWN_SECONDS
+        if self.follow:
+            time.sleep(FOLLOW_FINISH_SECONDS)
         while time.monotonic() < deadline:
             if self._spark is not None:
                 cancel_jobs(self._spark)
@@ -249,13 +348,16 @@ class Scheduler:
         self.resume_from_history()
         if self.engine == "spark":
             self.warm_up()
-        if run_now:
+        if self.follow:
+            self.write_state()
+            self._follow()
+        elif run_now:
             self.tick(self.jobs["load"])
             for entry in self.scheduler.jobs:  # the next load counts from this one
                 if entry.job_func.args[0].name == "load":
                     entry.next_run = datetime.now() + self.jobs["load"].every
         self.write_state()
-        while not self.stop.is_set():
+        while not self.stop.is_set() and not self.follow:
             try:
                 self.scheduler.run_pending()
             except Exception:  # noqa: BLE001  a bug in one tick must not end a months-long process
@@ -267,6 +369,7 @@ class Scheduler:
         if self._spark is not None:
             with contextlib.suppress(Exception):
                 self._spark.stop()
+        self._drop_lake()
         scheduler_state.remove_state(self.settings)
         log.info("scheduler stopped cleanly")
 

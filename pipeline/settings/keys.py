@@ -57,6 +57,7 @@ ENV_KEYS: dict[str, EnvKey] = {
                                     "off", "created_at"),
     "EVENT_LAKE_HOME": EnvKey("folder of the embedded default (Postgres, data, staging, logs)", ".lake"),
     "LOAD_EVERY": EnvKey("scheduler: load interval", "1h"),
+    "FOLLOW_EVERY": EnvKey("--follow: a load starts this often (start to start)", "2s"),
     "EXPIRE_EVERY": EnvKey("scheduler: snapshot expiry interval", "1d"),
     "COMPACT_EVERY": EnvKey("scheduler: compaction interval", "1w"),
     "RETENTION": EnvKey("snapshots younger than this stay available for time travel", "7d"),

@@ -53,6 +53,7 @@ class Intervals:
 
     load: timedelta
     expire: timedelta
+    follow: timedelta = timedelta(seconds=2)  # --follow's load cadence
     compact: timedelta
     retention: timedelta
     reconcile: timedelta
