@@ -4,6 +4,7 @@ memory, open files and the lake's data file count moved over time.
 
     uv run --dev python bench/soak.py                    # 10 minutes, as in the README
     uv run --dev python bench/soak.py --minutes 3 --engine dlt
+    uv run --dev python bench/soak.py --minutes 15 --follow   # --follow --every 2s instead
 
 The scheduler runs as a user runs it (``--schedule`` in its own process) on scratch databases
 of BENCH_PG_DSN; it is sampled every 30 s (RSS and open files of it and its children, e.g. the
@@ -55,6 +56,7 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=10)
     parser.add_argument("--rate", type=int, default=1000, help="events per second written")
     parser.add_argument("--engine", default="spark", choices=("spark", "dlt"))
+    parser.add_argument("--follow", action="store_true", help="--follow --every 2s instead of --schedule")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="soak-") as tmp:
         scratch, dbs = scratch_env(Path(tmp))
@@ -73,8 +75,10 @@ def run(args: argparse.Namespace, env: dict[str, str], settings) -> None:
                                   str(args.rate), "--delay", "1", "--quiet"], env=env, cwd=ROOT,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     log = open(Path(env["EVENT_LAKE_HOME"]).parent / "scheduler.log", "w")  # noqa: SIM115
-    scheduler = subprocess.Popen([py, str(ROOT / "events_pipeline.py"), "--schedule", "--run-now",
-                                  "--engine", args.engine, "--load-every", "30s", "--expire-every", "1m",
+    mode = (["--follow", "--every", "2s"] if args.follow
+            else ["--schedule", "--run-now", "--load-every", "30s"])
+    scheduler = subprocess.Popen([py, str(ROOT / "events_pipeline.py"), *mode, "--metrics-port", "0",
+                                  "--engine", args.engine, "--expire-every", "1m",
                                   "--compact-every", "2m", "--retention", "1m"], env=env, cwd=ROOT,
                                  stdout=log, stderr=subprocess.STDOUT)
     samples: list[tuple[str, str]] = []
@@ -96,7 +100,8 @@ def run(args: argparse.Namespace, env: dict[str, str], settings) -> None:
     catch_up = subprocess.run([py, str(ROOT / "events_pipeline.py"), "--run", "--engine", args.engine],
                               env=env, cwd=ROOT, capture_output=True, text=True)
     comparison = compare(resolve(settings))
-    print_table(f"Soak: {args.minutes:g} min, ~{args.rate} events/s, engine {args.engine}", [
+    print_table(f"Soak: {args.minutes:g} min, ~{args.rate} events/s, engine {args.engine}"
+                f"{', --follow every 2s' if args.follow else ''}", [
         *samples,
         ("scheduler exit code", str(code)),
         ("catch-up run exit code", str(catch_up.returncode)),

@@ -227,7 +227,7 @@ ACTIONS: tuple[Action, ...] = (
            f"{SHUTDOWN_SECONDS} seconds.", schedule),
     Action("--follow", "Load continuously: a load starts every --every (default FOLLOW_EVERY, 2s) in one "
            "Spark session and one lake session, reading only what arrived; small files are merged every "
-           "10 minutes, snapshots expire as with --schedule. SIGTERM/SIGINT let the micro-batch in flight "
+           "5 minutes, snapshots expire as with --schedule. SIGTERM/SIGINT let the micro-batch in flight "
            f"finish, then exit 0 (within {SHUTDOWN_SECONDS} seconds).", follow),
     Action("--serve", "Serve the dashboard (/), Prometheus /metrics and /healthz on METRICS_HOST:"
            "METRICS_PORT without running the scheduler (--schedule serves them too).", serve),

@@ -91,6 +91,17 @@ def render_csv(columns: list[str], rows: list[dict[str, Any]]) -> str:
     return buffer.getvalue()
 
 
+def _steady_line(hour: dict | None) -> str:
+    """Loads of the last hour: rows read for rows inserted, and arrival -> lake seconds."""
+    if not hour or not hour["loads"]:
+        return "last hour       no loads"
+    fresh = (f"; arrival -> lake p50 {hour['freshness_p50_seconds']:.1f}s, "
+             f"p95 {hour['freshness_p95_seconds']:.1f}s" if hour["freshness_p95_seconds"] is not None else "")
+    ratio = hour["rows_read_per_inserted"]
+    return (f"last hour       {hour['loads']} load(s) read {hour['rows_read']:,} rows, inserted "
+            f"{hour['rows_inserted']:,}" + (f" ({ratio:.2f} read per inserted)" if ratio else "") + fresh)
+
+
 def render_status(status: dict[str, Any]) -> str:
     lag = status["lag_seconds"]
     health = status["health"]
@@ -119,6 +130,7 @@ def render_status(status: dict[str, Any]) -> str:
         "loaded when due",
         *[f"SET ASIDE       batch {b['batch_id']}: {b['error']} (fix, then --retry-failed)"
           for b in status["set_aside_batches"]],
+        _steady_line(status.get("last_hour")),
         "last batches:",
     ]
     for b in status["last_batches"] or []:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
+from typing import Any
 
 import duckdb
 
@@ -63,6 +64,24 @@ def record(con: duckdb.DuckDBPyConnection, settings: Settings, row: BatchRecord)
     values = asdict(row)
     con.execute(f"INSERT INTO {settings.batches_table} ({', '.join(values)}) "
                 f"VALUES ({', '.join('?' * len(values))})", list(values.values()))
+
+
+def steady_state(con: duckdb.DuckDBPyConnection, settings: Settings, since: datetime) -> dict[str, Any]:
+    """Loads since ``since``: rows read (staged) per row inserted — about 1 when loads read only
+    what arrived, the look-back's multiple when they re-read it — and freshness (seconds from a
+    row's arrival to its commit: the median of the loads' p50s, the highest of their p95s)."""
+    loads, read, inserted = con.execute(
+        f"SELECT count(*), sum(rows_staged), sum(rows_inserted) FROM {settings.batches_table} "
+        "WHERE table_name = ? AND promoted_at > ?", [settings.lake_table, since]).fetchone()
+    try:
+        p50, p95 = con.execute(
+            f"SELECT median(freshness_p50), max(freshness_p95) FROM {settings.batches_table} "
+            "WHERE table_name = ? AND promoted_at > ?", [settings.lake_table, since]).fetchone()
+    except duckdb.BinderException:  # a lake made before these columns, read before its next load
+        p50 = p95 = None
+    return {"loads": loads, "rows_read": int(read or 0), "rows_inserted": int(inserted or 0),
+            "rows_read_per_inserted": round(read / inserted, 3) if inserted else None,
+            "freshness_p50_seconds": p50, "freshness_p95_seconds": p95}
 
 
 def recent_batches(con: duckdb.DuckDBPyConnection, settings: Settings, limit: int = 5) -> list[dict]:

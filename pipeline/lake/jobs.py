@@ -32,15 +32,19 @@ log = logging.getLogger(__name__)
 def record(settings: ResolvedSettings, run_id: str, job: str, started: datetime, finished: datetime,
            status: str, error: str | None = None, details: dict[str, Any] | None = None,
            lake: duckdb.DuckDBPyConnection | None = None) -> bool:
-    """Append one history row (through ``lake``, an open session, else one of its own); returns
+    """Append one history row (through ``lake``, the job's own open session, else a session of
+    its own — also when the job's session failed, as a lost catalog connection does); returns
     False (and logs) when the catalog cannot be reached, since failing to write history must
     never turn a job's result into a crash."""
+    row = [run_id, job, started, finished, status, error, json.dumps(details or {}, default=str),
+           process_name()]
+    if lake is not None:
+        with contextlib.suppress(Exception):
+            lake.execute(f"INSERT INTO {ensure_table(lake, settings)} VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
+            return True
     try:
-        with contextlib.nullcontext(lake) if lake is not None else lake_session(settings, tables=True) as con:
-            table = ensure_table(con, settings)
-            con.execute(f"INSERT INTO {table} VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                        [run_id, job, started, finished, status, error,
-                         json.dumps(details or {}, default=str), process_name()])
+        with lake_session(settings, tables=True) as con:
+            con.execute(f"INSERT INTO {ensure_table(con, settings)} VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
         return True
     except Exception as exc:  # a catalog away, a dying connection: the job's outcome is logged already
         log.warning("could not record %s job history: %s", job, first_line(exc))
@@ -48,7 +52,8 @@ def record(settings: ResolvedSettings, run_id: str, job: str, started: datetime,
 
 
 @contextmanager
-def recorded(settings: ResolvedSettings, job: str | None) -> Iterator[dict[str, Any]]:
+def recorded(settings: ResolvedSettings, job: str | None,
+             lake: duckdb.DuckDBPyConnection | None = None) -> Iterator[dict[str, Any]]:
     """Record the block as one manual run of ``job`` (None: record nothing): ``failed`` with the
     error's first line if it raises, or if the block put a reason in ``details["failed"]`` (it
     finished but did not succeed: a batch was set aside), else ``success`` with the details.
@@ -61,12 +66,12 @@ def recorded(settings: ResolvedSettings, job: str | None) -> Iterator[dict[str, 
         yield details
     except Exception as exc:
         if job:
-            record(settings, logs.RUN_ID, job, began, datetime.now(UTC), "failed", first_line(exc))
+            record(settings, logs.RUN_ID, job, began, datetime.now(UTC), "failed", first_line(exc), lake=lake)
         raise
     if job:  # a block that did not raise but did not succeed either says why in details["failed"]
         failed = details.get("failed")
         record(settings, logs.RUN_ID, job, began, datetime.now(UTC), "failed" if failed else "success",
-               failed, details)
+               failed, details, lake=lake)
 
 
 TABLE = "event_lake_jobs"

@@ -56,6 +56,13 @@ def families(obs: Observation) -> Iterator[Metric]:
                               value=obs.rows_loaded)
     yield CounterMetricFamily(PREFIX + "batches_promoted", "Batches promoted into the lake.",
                               value=obs.batches_loaded)
+    hour = status.get("last_hour") or {}
+    for key, text in (("rows_read_per_inserted", "Rows loads read per row they inserted, last hour "
+                       "(about 1 when they read only what arrived)."),
+                      ("freshness_p50_seconds", "Median seconds from arrival to commit, last hour."),
+                      ("freshness_p95_seconds", "Highest p95 of seconds from arrival to commit, last hour.")):
+        if hour.get(key) is not None:
+            yield _gauge(key, text, hour[key])
     if obs.batches:
         yield _gauge("last_batch_lag_seconds", "Age of the newest event of the last batch when it "
                      "became queryable.", obs.batches[-1]["lag_seconds"] or 0)

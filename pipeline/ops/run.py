@@ -117,8 +117,11 @@ def run(settings: Settings, mode: Mode = "run", engine: str = "spark",
     report = RunReport()
     started = time.monotonic()
     added = preflight(resolved, reads_source=mode in ("run", "extract"))
-    with jobs.recorded(resolved, record_as) as details:
-        _run_checked(resolved, mode, engine, spark, spark_factory, added, report, lake)
+    # one lake session for the run and its job record (the record falls back to a session of its
+    # own if the run's failed); a caller's (--follow) stays open after
+    session = contextlib.nullcontext(lake) if lake is not None else lake_session(resolved, tables=True)
+    with session as con, jobs.recorded(resolved, record_as, lake=con) as details:
+        _run_checked(resolved, mode, engine, spark, spark_factory, added, report, con)
         report.seconds["total"] = time.monotonic() - started
         details.update(rows_inserted=report.rows_inserted, summary=report.summary())
         if report.set_aside:  # the command exits 1: the record says failed too
@@ -144,24 +147,22 @@ def _remove_abandoned(settings: ResolvedSettings) -> None:
 
 def _run_checked(resolved: ResolvedSettings, mode: Mode, engine: str, spark: SparkSession | None,
                  spark_factory: Callable[[], SparkSession] | None, added: dict[str, str],
-                 report: RunReport, lake: duckdb.DuckDBPyConnection | None) -> None:
+                 report: RunReport, con: duckdb.DuckDBPyConnection) -> None:
     try:
         for path in staging.clean_stale(staging.table_dir(resolved)):
             log.info("removed stale incomplete batch %s", path.uri())
         _remove_abandoned(resolved)
     except OSError as exc:  # the first touch of an object-store staging area
         raise staging.store_outage(resolved, exc) or exc from None
-    with contextlib.nullcontext(lake) if lake is not None else lake_session(resolved, tables=True) as con:
-        lake_identity = lake_id(con, resolved)
-        report.watermark = batches.watermark(con, resolved)
-        if mode in ("run", "promote"):
-            # batches an earlier run staged but did not promote (a crash, --extract-only)
-            for batch in staging.complete_batches(staging.table_dir(resolved), lake_identity):
-                log.info("promoting staged batch %s (%d rows)", batch.batch_id, batch.manifest.row_count)
-                _promote_or_set_aside(resolved, batch, con, report)
-        if mode in ("run", "extract"):
-            _extract_and_promote(resolved, con, lake_identity, added, mode, engine, spark, spark_factory,
-                                 report)
+    lake_identity = lake_id(con, resolved)
+    report.watermark = batches.watermark(con, resolved)
+    if mode in ("run", "promote"):
+        # batches an earlier run staged but did not promote (a crash, --extract-only)
+        for batch in staging.complete_batches(staging.table_dir(resolved), lake_identity):
+            log.info("promoting staged batch %s (%d rows)", batch.batch_id, batch.manifest.row_count)
+            _promote_or_set_aside(resolved, batch, con, report)
+    if mode in ("run", "extract"):
+        _extract_and_promote(resolved, con, lake_identity, added, mode, engine, spark, spark_factory, report)
 
 
 def _extract_and_promote(settings: ResolvedSettings, con: duckdb.DuckDBPyConnection, lake: str,

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-FOLLOW_COMPACT_EVERY = timedelta(minutes=10)  # --follow: small files merged at least this often
+FOLLOW_COMPACT_EVERY = timedelta(minutes=5)  # --follow: small files merged at least this often
 FOLLOW_RECORD_EVERY = timedelta(minutes=1)  # --follow: a load record in the job history this often
 FOLLOW_FINISH_SECONDS = 15  # --follow: after SIGTERM, the micro-batch in flight may finish this long
 

@@ -22,12 +22,14 @@ from pipeline.source.connect import connect as connect_source
 from pipeline.source.window import iso
 from pipeline.sqltext import quote_qualified
 
+HOUR = timedelta(hours=1)  # --status and /metrics report the loads of the last hour
+
 
 def _lake_facts(settings: ResolvedSettings) -> dict[str, Any]:
     """What the lake holds; a lake not created yet (no run so far) is a state, not an error."""
     empty = {"exists": False, "watermark": None, "batches": [], "lake_rows": 0, "snapshots": 0,
              "latest": None, "files": 0, "size": 0, "job_runs": [], "lake": None, "quarantined": 0,
-             "last_load_success": None}
+             "last_load_success": None, "last_hour": None}
     try:
         with lake_session(settings, read_only=True) as con:
             return _read_facts(con, settings, empty)
@@ -43,6 +45,7 @@ def _read_facts(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, empt
     if has_tables:
         facts.update(watermark=batch_table.watermark(con, settings),
                      batches=batch_table.recent_batches(con, settings, 5),
+                     last_hour=batch_table.steady_state(con, settings, datetime.now(UTC) - HOUR),
                      lake_rows=con.execute(f"SELECT count(*) FROM {settings.events_table}").fetchone()[0])
     facts["snapshots"], facts["latest"] = con.execute(
         f"SELECT count(*), max(snapshot_id) FROM {settings.lake_name}.snapshots()").fetchone()
@@ -131,4 +134,6 @@ def collect(settings: ResolvedSettings) -> dict[str, Any]:
         "scheduler": read_state(settings),
         "last_batches": [{k: iso(v) if isinstance(v, datetime) else v for k, v in b.items()}
                          for b in batches],
+        # loads of the last hour: rows read per row inserted, arrival -> commit seconds
+        "last_hour": facts["last_hour"],
     }

@@ -1,0 +1,59 @@
+"""``--follow`` as a real subprocess beside the generator: loads every second read what arrived,
+SIGTERM lets the micro-batch in flight finish and exits 0, a kill mid-micro-batch loses nothing."""
+
+from __future__ import annotations
+
+import json
+
+from tests.conftest import run_cli
+from tests.helpers import Proc, add_events, assert_lake_equals_source, jobs_table, lake_query
+
+
+def test_follow_loads_what_arrives_every_second_and_stops_cleanly(settings, lake_env):
+    add_events(settings, 2_000, seed=301)
+    generator = Proc("insert_event_data_loop.py", "--continuous", "--rows", "200", "--delay", "0.25",
+                     "--workers", "1", "--quiet", env=lake_env)
+    follower = Proc("events_pipeline.py", "--follow", "--every", "1s", "--metrics-port", "0", env=lake_env)
+    try:
+        seen = follower.wait_for("job load success", timeout=180)
+        for _ in range(6):  # six loads more
+            seen = follower.wait_for("job load success", timeout=30, after=seen + 1)
+    finally:
+        assert generator.terminate() == 0
+        code = follower.terminate()
+    assert code == 0, follower.output
+    assert follower.lines[-1] == "Stopped following cleanly.", follower.output
+    assert "finishing the micro-batch in flight" in follower.output
+    # what the follower committed is in the source once each; the rest arrives with the next run
+    run_cli("events_pipeline.py", "--run", env=lake_env)
+    assert_lake_equals_source(settings)
+    # after the first (which read all 2,000 and the first writes), loads read about what arrived,
+    # not the 15-minute look-back, which holds every row: that would be several rows read per row
+    [(loads, read, inserted)] = lake_query(
+        settings, "SELECT count(*), sum(rows_staged), sum(rows_inserted) FROM lake.ops.batches "
+                  "WHERE promoted_at > (SELECT min(promoted_at) FROM lake.ops.batches)")
+    assert loads >= 6 and inserted > 0 and read / inserted < 1.5, (loads, read, inserted)
+    status = json.loads(run_cli("events_pipeline.py", "--status", "--json", env=lake_env).stdout)
+    hour = status["last_hour"]
+    assert hour["loads"] >= 7 and hour["rows_read_per_inserted"] < 2
+    assert 0 < hour["freshness_p50_seconds"] <= hour["freshness_p95_seconds"] < 60
+    # the job history: one load record a minute at most, not one per second
+    runs = lake_query(settings, f"SELECT count(*) FROM {jobs_table(settings)} WHERE job = 'load' "
+                                "AND details NOT LIKE '%manual%'")[0][0]
+    assert 1 <= runs <= 3
+
+
+def test_a_follower_killed_mid_micro_batch_loses_nothing_and_the_next_one_goes_on(settings, lake_env):
+    add_events(settings, 500, seed=302)
+    crashed = Proc("events_pipeline.py", "--follow", "--every", "1s", "--metrics-port", "0",
+                   env={**lake_env, "EVENT_LAKE_FAULT": "after-stage"})  # SIGKILLs itself once staged
+    assert crashed.popen.wait(180) != 0
+    add_events(settings, 300, seed=303)
+    follower = Proc("events_pipeline.py", "--follow", "--every", "1s", "--metrics-port", "0", env=lake_env)
+    try:
+        follower.wait_for("job load success", timeout=180)
+    finally:
+        code = follower.terminate()
+    assert code == 0, follower.output
+    assert_lake_equals_source(settings, expected_rows=800)  # the staged batch, then the new rows
+    assert lake_query(settings, "SELECT count(*) - count(DISTINCT event_id) FROM lake.main.events") == [(0,)]
