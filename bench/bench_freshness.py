@@ -6,7 +6,8 @@ how many rows does each load read for the rows it inserts, under a steady stream
 
 Starts the generator writing about --rate events/s into a fresh source and, beside it, the real
 pipeline: ``events_pipeline.py --follow --every E`` (default) or ``--schedule --load-every E``.
-After --seconds the generator stops, the pipeline gets one more load, then SIGTERM. Measured:
+After --seconds the generator stops, the pipeline gets one more load (a follower by itself; a
+scheduler from one ``--run`` after its SIGTERM), then the lake is compared. Measured:
 - created -> visible: for every event, the seconds from its ``created_at`` (the source
   transaction that wrote it) to the time of the lake snapshot that made it visible (DuckLake's
   ``table_changes`` names that snapshot per row), for events written after the first load (the
@@ -112,6 +113,9 @@ def one_rate(args: argparse.Namespace, rate: int) -> list[tuple[str, str]]:
                 time.sleep(3 * settings.intervals.follow.total_seconds() if args.mode == "follow" else 1)
                 pipeline.send_signal(signal.SIGTERM)
                 code = pipeline.wait(120)
+            if args.mode == "schedule":  # rows written since its last load: one --run catches up
+                subprocess.run([sys.executable, str(ROOT / "events_pipeline.py"), "--run"], env=full_env,
+                               cwd=ROOT, check=True, capture_output=True)
             facts = lake_facts(settings)
             same = compare(resolve(settings))
             values = facts["latencies"]
