@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
-import signal
 import sys
 import threading
 import time
@@ -14,6 +13,7 @@ from generators.produce import BatchJob, Producer
 from generators.writer import truncate
 from pipeline import invocation, progress
 from pipeline.errors import ConfigError, PipelineError
+from pipeline.process import exit_quietly_on_broken_pipe, on_stop
 from pipeline.progress import Progress
 from pipeline.settings import load_settings
 from pipeline.settings.durations import parse_duration
@@ -59,14 +59,11 @@ class StopFlag:
         self.event = threading.Event()
 
     def install(self) -> None:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: self.event.set())
+        on_stop(self.event.set)
 
 
 def entry() -> int:
     """The console script ``event-lake-gen`` and ``insert_event_data_loop.py``."""
-    from pipeline.cli.main import exit_quietly_on_broken_pipe
-
     return exit_quietly_on_broken_pipe(main)
 
 

@@ -128,11 +128,11 @@ def follow(args: argparse.Namespace, settings: Settings) -> Outcome:
 
 
 def serve(args: argparse.Namespace, settings: Settings) -> Outcome:
-    import signal
     import threading
 
     from pipeline.errors import ConfigError
     from pipeline.ops.web import WebServer
+    from pipeline.process import on_stop
     from pipeline.settings.resolve import resolve
 
     resolved = resolve(settings)
@@ -140,8 +140,7 @@ def serve(args: argparse.Namespace, settings: Settings) -> Outcome:
         raise ConfigError("METRICS_PORT is 0, which turns the web server off.",
                           "Give --metrics-port 8900 (or set METRICS_PORT) to serve.")
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    on_stop(stop.set)
     server = WebServer(resolved).start()
     output.last_line(f"Serving the dashboard at {server.url} (/metrics, /healthz); Ctrl-C stops.",
                      machine=True)  # progress, not the result: stderr

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
-from collections.abc import Callable
 
 from pipeline import logs
 from pipeline.cli import analysis, output
 from pipeline.cli.handlers import ACTIONS, Outcome, action_word
 from pipeline.cli.parser import build_parser, setting_flags
 from pipeline.errors import ConfigError, PipelineError
+from pipeline.process import exit_quietly_on_broken_pipe
 from pipeline.settings import Settings, load_settings
 
 log = logging.getLogger("event-lake")
@@ -22,15 +21,6 @@ def entry() -> int:
     """The console script ``event-lake`` and ``events_pipeline.py``: :func:`main`, quiet when the
     reader closes the pipe (``… | head``)."""
     return exit_quietly_on_broken_pipe(main)
-
-
-def exit_quietly_on_broken_pipe(run: Callable[[], int]) -> int:
-    try:
-        return run()
-    except BrokenPipeError:
-        # no traceback, and none when Python flushes stdout at exit; the code SIGPIPE gives
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
 
 
 def main(argv: list[str] | None = None) -> int:

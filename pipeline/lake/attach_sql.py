@@ -12,6 +12,7 @@ from pipeline.settings.catalog import CatalogSpec
 from pipeline.settings.model import StorageOptions
 from pipeline.settings.pgdsn import PgDsn
 from pipeline.sqltext import quote_literal
+from pipeline.staging.location import is_object_store, split_uri
 
 # Explicit DuckLake conflict-retry settings (DuckLake defaults: 10 attempts, 100 ms, x1.5).
 # Promoters are serialized by a lock, but maintenance and ad-hoc writers may still race.
@@ -24,7 +25,7 @@ SQLITE_OPTIONS = ("META_JOURNAL_MODE 'WAL'", "META_BUSY_TIMEOUT 30000")
 
 def extension_names(catalog: CatalogSpec, data_path: str) -> list[str]:
     names = {"postgres": ["postgres"], "sqlite": ["sqlite"], "duckdb": []}[catalog.kind]
-    if "://" in data_path:
+    if is_object_store(data_path):
         names.append("httpfs")
     return [*names, "ducklake"]
 
@@ -43,7 +44,7 @@ def storage_secret_sql(lake_name: str, data_path: str, storage: StorageOptions,
                        show_secrets: bool, role: str = "storage") -> str | None:
     """A DuckDB secret for the object store at ``data_path`` (scoped to it), named
     ``<lake>_<role>``: ``storage`` for the lake's data files, ``staging`` for staged batches."""
-    scheme = data_path.split("://", 1)[0].lower() if "://" in data_path else None
+    scheme = split_uri(data_path)[0]
     if scheme not in ("s3", "gs", "gcs", "r2"):
         return None
     kind = {"s3": "s3", "gs": "gcs", "gcs": "gcs", "r2": "r2"}[scheme]

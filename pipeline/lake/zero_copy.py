@@ -34,7 +34,7 @@ import duckdb
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.sqltext import quote_literal
 from pipeline.staging import StagingDir
-from pipeline.staging.location import data_dir
+from pipeline.staging.location import data_dir, is_object_store
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ def blocker(settings: Settings, engine: str, lake_types: Mapping[str, str], sour
     if settings.staging_writer == "driver":
         return "STAGING_WRITER=driver: the executors cannot reach the lake's data path"
     jdbc = settings.spark.reader == "jdbc"
-    if jdbc and "://" in (settings.data_path or ""):
+    if jdbc and is_object_store(settings.data_path):
         return (f"DUCKLAKE_DATA_PATH={settings.data_path} is object storage, which Spark's own writer "
                 "reaches only through hadoop-aws (the arrow reader, SPARK_READER=arrow, writes it with "
                 "pyarrow)")

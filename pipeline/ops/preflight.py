@@ -13,6 +13,7 @@ from pipeline.errors import ConfigError, PipelineError, TransientError, is_trans
 from pipeline.settings import ResolvedSettings
 from pipeline.source import shape, stats
 from pipeline.source.connect import connect as connect_source
+from pipeline.staging.location import is_object_store
 
 
 def preflight(settings: ResolvedSettings, *, reads_source: bool) -> dict[str, str]:
@@ -25,7 +26,7 @@ def preflight(settings: ResolvedSettings, *, reads_source: bool) -> dict[str, st
             # raises on a missing or retyped column
             added = shape.check_shape(conn, settings.source_table, settings.schema_drift,
                                      settings.arrival_column)
-    if "://" not in settings.data_path:  # object storage is checked by its first write
+    if not is_object_store(settings.data_path):  # object storage is checked by its first write
         _writable_folder(Path(settings.data_path), "DUCKLAKE_DATA_PATH")
     _writable_staging(settings)
     return added

@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -38,6 +37,7 @@ from pipeline.errors import EngineUnavailable, LockBusy, PipelineError, Shutdown
 from pipeline.lake import jobs, locks, maintain
 from pipeline.ops import scheduler_state
 from pipeline.ops.policy import CANCEL_EVERY_SECONDS, SHUTDOWN_SECONDS, needs_a_fix, retry_delay
+from pipeline.process import on_stop
 from pipeline.settings import Settings
 from pipeline.settings.durations import format_duration
 from pipeline.settings.resolve import resolve
@@ -214,13 +214,14 @@ class Scheduler:
         """Run ``job`` once and log the outcome (None: not run now)."""
         if self.stop.is_set():
             return None
+        following = self.follow and job.name == "load"  # every few seconds: the outcome is enough
         if time.monotonic() < job.not_before:
-            log.info("job %s: backing off after %d failure(s), next attempt in %.0fs",
-                     job.name, job.failures, job.not_before - time.monotonic())
+            log.log(logging.DEBUG if following else logging.INFO,
+                    "job %s: backing off after %d failure(s), next attempt in %.0fs",
+                    job.name, job.failures, job.not_before - time.monotonic())
             return None
         started, t0 = datetime.now(UTC), time.monotonic()
         finished: datetime | None = None
-        following = self.follow and job.name == "load"  # every few seconds: the outcome is enough
         log.log(logging.DEBUG if following else logging.INFO, "job %s started", job.name)
         status, error, details = "success", None, {}
         failure: BaseException | None = None
@@ -308,7 +309,7 @@ class Scheduler:
                           for name, job in self.jobs.items()}}
         scheduler_state.write_state(self.settings, state)
 
-    def request_stop(self, *_: object) -> None:
+    def request_stop(self) -> None:
         if self.stop.is_set():
             return
         log.info("shutdown requested: no new jobs; %s the current one (at most %ds)",
@@ -337,12 +338,12 @@ class Scheduler:
         os._exit(1)  # a forced stop is not a clean one: process managers must see the difference
 
     def serve(self, run_now: bool = False) -> None:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, self.request_stop)
-        log.info("scheduler up: load every %s, expire every %s (retention %s), compact every %s, "
-                 "reconcile every %s (over %s)", format_duration(self.intervals.load),
+        on_stop(self.request_stop)
+        log.info("%s up: load every %s, expire every %s (retention %s), compact every %s, "
+                 "reconcile every %s (over %s)", "follower" if self.follow else "scheduler",
+                 format_duration(self.jobs["load"].every),
                  format_duration(self.intervals.expire), format_duration(self.intervals.retention),
-                 format_duration(self.intervals.compact), format_duration(self.intervals.reconcile),
+                 format_duration(self.jobs["compact"].every), format_duration(self.intervals.reconcile),
                  format_duration(self.intervals.reconcile_since) if self.intervals.reconcile_since else "all")
         web = self._start_web()
         self.resume_from_history()

@@ -31,6 +31,11 @@ def split_uri(uri: str) -> tuple[str, str]:
     return "", uri.rstrip("/") or "/"
 
 
+def is_object_store(uri: str | None) -> bool:
+    """``s3://…``, ``gs://…``, ``r2://…`` rather than a folder: the one test for it."""
+    return bool(uri) and split_uri(uri)[0] != ""
+
+
 def s3_filesystem(storage: StorageOptions) -> pafs.S3FileSystem:
     """The same S3 endpoint, credentials and addressing the lake's DuckDB secret uses
     (``S3_ENDPOINT`` is ``host:port`` as in DuckDB; without keys: the AWS credential chain)."""
@@ -206,7 +211,7 @@ def store_outage(settings: Settings, exc: BaseException) -> StorageUnavailable |
     if not (any(m in lowered for m in _STORE_DOWN) and any(w in lowered for w in _STORE_WORDS)):
         return None
     candidates = (("STAGING_PATH", settings.staging_path), ("DUCKLAKE_DATA_PATH", settings.data_path or ""))
-    stores = [(key, path) for key, path in candidates if "://" in path]
+    stores = [(key, path) for key, path in candidates if is_object_store(path)]
     if not stores:
         return None
     # the one the error names (its bucket and prefix, in any spelling), else staging
