@@ -29,6 +29,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import drop_databases, print_table, scratch_env  # noqa: E402
+from pipeline.errors import LakeNotCreated  # noqa: E402
 from pipeline.lake.verify import compare  # noqa: E402
 from pipeline.settings import load_settings  # noqa: E402
 from pipeline.settings.resolve import resolve  # noqa: E402
@@ -87,7 +88,10 @@ def run(args: argparse.Namespace, env: dict[str, str], settings) -> None:
         while time.monotonic() - started < args.minutes * 60:
             time.sleep(30)
             rss, files = usage(scheduler.pid)
-            data_files, rows = lake_query(settings, SAMPLE_SQL)[0]
+            try:
+                data_files, rows = lake_query(settings, SAMPLE_SQL)[0]
+            except LakeNotCreated:  # Spark still starting: the first load creates it
+                data_files, rows = 0, 0
             samples.append((f"t={time.monotonic() - started:5.0f}s", f"rss {rss / 2**20:6.0f} MiB  fds "
                             f"{files:4d}  data files {data_files:4d}  lake rows {rows:8d}"))
             print(*samples[-1], flush=True)
