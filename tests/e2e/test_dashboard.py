@@ -51,6 +51,10 @@ def test_metrics_and_healthz_report_a_loaded_lake(settings, lake_env, serving):
     assert abs(datetime.now(UTC).timestamp() - last) < 300
     assert values[("event_lake_job_last_duration_seconds", (("task", "load"),))] > 0
     assert values[("event_lake_data_files", ())] >= 1 and values[("event_lake_lag_seconds", ())] >= 0
+    # the second load read only the 250 that arrived; its rows' arrival -> commit seconds
+    assert values[("event_lake_rows_read_per_inserted", ())] == 1.0
+    assert 0 < values[("event_lake_freshness_p50_seconds", ())] <= \
+        values[("event_lake_freshness_p95_seconds", ())] < 300
     code, body = get(base + "/healthz")
     assert code == 200 and json.loads(body)["state"] == "healthy"
     assert get(base + "/nope")[0] == 404
