@@ -22,6 +22,7 @@ from tests.helpers import (
     assert_lake_equals_source,
     assert_promoted_by_mode,
     data_snapshots,
+    jobs_table,
     lake_query,
     snapshot_ids,
 )
@@ -186,3 +187,25 @@ def test_lakes_sharing_a_staging_folder_promote_only_their_own_batches(lake_env,
     assert waiting.manifest.lake_id and waiting.manifest.source.endswith(".public.events")
     assert run(a, mode="promote").rows_inserted == 300
     assert_lake_equals_source(a, expected_rows=300)
+
+
+def test_one_cli_run_plans_once_and_attaches_the_lake_once(lake_env, settings, spark, cli, monkeypatch):
+    """The shape of a run, traced: one plan, one lake attach — for the load and its job record."""
+    from pipeline.lake import connect as lake_connect
+    from pipeline.ops import run as run_module
+
+    add_events(settings, 500, seed=40)
+    assert cli("--run", env=lake_env).returncode == 0  # creates the lake
+    add_events(settings, 200, seed=41)
+    attaches: list[str] = []
+    plans: list[str] = []
+    real_connect, real_plan = lake_connect.connect, run_module.plan_batch
+    monkeypatch.setattr(lake_connect, "connect",
+                        lambda *a, **k: attaches.append("attach") or real_connect(*a, **k))
+    monkeypatch.setattr(run_module, "plan_batch", lambda *a, **k: plans.append("plan") or real_plan(*a, **k))
+    result = cli("--run", env=lake_env)
+    assert result.returncode == 0, result.stderr
+    assert (attaches, plans) == (["attach"], ["plan"])
+    monkeypatch.undo()
+    assert lake_query(settings, f"SELECT count(*) FROM {jobs_table(settings)} WHERE job = 'load'") == [(2,)]
+    assert_lake_equals_source(settings, expected_rows=700)
