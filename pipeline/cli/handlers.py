@@ -19,7 +19,7 @@ Outcome = tuple[bool | int, str]  # ok (exit 0/1), or an exit code; and the last
 
 
 def run(args: argparse.Namespace, settings: Settings) -> Outcome:
-    from pipeline.ops.run import run
+    from pipeline.ops.run import run as run_pipeline
 
     mode = "extract" if args.extract_only else "promote" if args.promote_only or args.retry_failed else "run"
     if args.retry_failed:
@@ -30,7 +30,8 @@ def run(args: argparse.Namespace, settings: Settings) -> Outcome:
         logging.getLogger(__name__).info("retrying %d set-aside batch(es): %s", len(restored),
                                          ", ".join(restored) or "none")
     # recorded in the job history like a scheduled load: --status's freshness counts manual runs too
-    report = run(settings, mode=mode, engine=args.engine, record_as="load" if mode == "run" else mode)
+    report = run_pipeline(settings, mode=mode, engine=args.engine,
+                          record_as="load" if mode == "run" else mode)
     if args.json:
         output.out(output.dumps({"status": "ok", "rows_inserted": report.rows_inserted,
                                  "rows_quarantined": report.rows_quarantined,
@@ -45,12 +46,12 @@ def run(args: argparse.Namespace, settings: Settings) -> Outcome:
 
 def reconcile(args: argparse.Namespace, settings: Settings) -> Outcome:
     from pipeline.lake import jobs
-    from pipeline.ops.reconcile import reconcile
+    from pipeline.ops.reconcile import reconcile as reconcile_lake
     from pipeline.settings.resolve import resolve
 
     resolved = resolve(settings)
     with jobs.recorded(resolved, "reconcile") as details:  # in the job history, as the scheduler's are
-        report = reconcile(resolved)
+        report = reconcile_lake(resolved)
         details.update(summary=report.summary())
     if args.json:
         output.out(output.dumps({"status": "ok", **report.as_dict()}))
@@ -58,9 +59,9 @@ def reconcile(args: argparse.Namespace, settings: Settings) -> Outcome:
 
 
 def demo(args: argparse.Namespace, settings: Settings) -> Outcome:
-    from pipeline.ops.demo import demo
+    from pipeline.ops.demo import demo as run_demo
 
-    result = demo(settings, engine=args.engine)
+    result = run_demo(settings, engine=args.engine)
     output.out(output.render_demo(result))
     return result.ok, ("Demo complete: events flowed into the lake, the rerun added nothing, late "
                        "events were caught, and the lake matches the source." if result.ok
