@@ -60,10 +60,11 @@ def test_s3_staging_survives_extract_only_and_a_crash_then_promotes_everything(s
     assert data_snapshots(settings) == []
 
     report = run(settings, engine="dlt")
-    # both staged batches committed (the second re-read the first's window: the watermark had
-    # not moved); the run's own fresh extraction of the look-back finds nothing new
-    assert [p.outcome for p in report.promotions] == ["committed", "committed", "no new rows"]
-    assert report.rows_inserted == 1_000
+    # both staged batches committed (the second re-read the first's window: no batch had been
+    # promoted, so no arrival mark either); the run's own plan then reads what arrived since the
+    # second batch's mark: nothing, so it stages no third batch
+    assert [p.outcome for p in report.promotions] == ["committed", "committed"]
+    assert report.rows_inserted == 1_000 and report.staged_batch is None and report.rows_in_window == 0
     assert keys() == []  # promoted batches are removed from the bucket
     assert_lake_equals_source(settings, expected_rows=1_000)
     for output in (extracted, crashed):
