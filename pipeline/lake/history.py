@@ -16,13 +16,12 @@ POINTS = 200  # per series: enough to see a trend, small enough for one page and
 
 
 def batches(con: duckdb.DuckDBPyConnection, settings: Settings, limit: int = POINTS) -> Rows:
-    """The last ``limit`` promoted batches, oldest first; ``lag_seconds``: how old the newest
-    event of a batch was when it became queryable (the lake's freshness at that moment)."""
+    """The last ``limit`` promoted batches, oldest first (every column of ``ops.batches``: a lake
+    made before ``freshness_p95`` lacks it until its next load); ``lag_seconds``: how old the
+    newest event of a batch was when it became queryable (the lake's freshness at that moment)."""
     return fetch_dicts(con, f"""
         SELECT * FROM (
-            SELECT batch_id, engine, promoted_at, rows_staged, rows_inserted, rows_duplicate,
-                   extract_seconds, promote_seconds,
-                   epoch(promoted_at) - epoch(max_event_timestamp) AS lag_seconds
+            SELECT *, epoch(promoted_at) - epoch(max_event_timestamp) AS lag_seconds
             FROM {settings.batches_table} WHERE table_name = ?
             ORDER BY promoted_at DESC LIMIT ?)
         ORDER BY promoted_at""", [settings.lake_table, limit])

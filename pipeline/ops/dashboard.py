@@ -32,6 +32,12 @@ def render(obs: Observation, lake: str) -> str:
         ("lag when each batch landed", "seconds",
          [(b["promoted_at"], b["lag_seconds"]) for b in obs.batches if b["lag_seconds"] is not None], "line",
          None),
+        # ~1 when loads read only what arrived; the look-back's multiple when they re-read it
+        ("rows read per row inserted", "rows", [(b["promoted_at"], b["rows_staged"] / b["rows_inserted"])
+                                                for b in obs.batches if b["rows_inserted"]], "line", None),
+        ("arrival to lake, p95 of each load", "seconds",
+         [(b["promoted_at"], b["freshness_p95"]) for b in obs.batches if b.get("freshness_p95") is not None],
+         "line", None),
         ("snapshots kept", "snapshots", kept_series(obs.snapshots, obs.expiries), "line", None),
         ("live data files", "files", [(s["snapshot_time"], s["data_files"]) for s in obs.snapshots], "line",
          None),
@@ -92,6 +98,11 @@ def _header(obs: Observation, status: dict[str, Any]) -> str:
              "waiting batches": status["staged_batches_waiting"],
              "set aside": len(status["set_aside_batches"]),
              "source": "up" if status.get("source_up", True) else "DOWN"}
+    hour = status.get("last_hour") or {}
+    if hour.get("rows_read_per_inserted") is not None:
+        facts["read per inserted (1h)"] = f"{hour['rows_read_per_inserted']:.2f}"
+    if hour.get("freshness_p95_seconds") is not None:
+        facts["arrival to lake p95 (1h)"] = f"{hour['freshness_p95_seconds']:.1f}s"
     cells = "".join(f"<div><span>{escape(k)}</span>{escape(str(v))}</div>" for k, v in facts.items())
     colour = HEALTH_COLOURS[health["state"]]
     return (f'<span class="health" style="background:{colour}">{escape(health["state"])}</span> '

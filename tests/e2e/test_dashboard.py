@@ -82,9 +82,11 @@ def test_the_dashboard_renders_its_charts_from_a_real_lake_in_chromium(settings,
     charts = dict(re.findall(r'<svg class="chart" role="img" aria-label="([^"]+)"[^>]*data-points="(\d+)"', dom))
     assert {name: int(n) for name, n in charts.items()} == {
         "rows per batch": 3, "lag when each batch landed": 3,
+        "rows read per row inserted": 3, "arrival to lake, p95 of each load": 2,  # not the first load's
         "snapshots kept": len(lake_query(settings, "SELECT * FROM lake.snapshots()")),
         "live data files": len(lake_query(settings, "SELECT * FROM lake.snapshots()"))}
-    assert dom.count('class="bar"') == 3 and dom.count('class="line"') == 3
+    assert dom.count('class="bar"') == 3 and dom.count('class="line"') == 5
+    assert "<span>read per inserted (1h)</span>1.00<" in dom  # each load read only what arrived
     assert 'class="jobs" data-rows="3"' in dom and ">healthy<" in dom
     shot = tmp_path / "dashboard.png"
     subprocess.run([browser, *flags, f"--screenshot={shot}", base + "/"], capture_output=True, timeout=120)
