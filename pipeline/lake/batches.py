@@ -70,15 +70,16 @@ def steady_state(con: duckdb.DuckDBPyConnection, settings: Settings, since: date
     """Loads since ``since``: rows read (staged) per row inserted — about 1 when loads read only
     what arrived, the look-back's multiple when they re-read it — and freshness (seconds from a
     row's arrival to its commit: the median of the loads' p50s, the highest of their p95s)."""
-    loads, read, inserted = con.execute(
-        f"SELECT count(*), sum(rows_staged), sum(rows_inserted) FROM {settings.batches_table} "
-        "WHERE table_name = ? AND promoted_at > ?", [settings.lake_table, since]).fetchone()
+    def totals(freshness: str) -> tuple:
+        return con.execute(
+            f"SELECT count(*), sum(rows_staged), sum(rows_inserted), {freshness} FROM "
+            f"{settings.batches_table} WHERE table_name = ? AND promoted_at > ?",
+            [settings.lake_table, since]).fetchone()
+
     try:
-        p50, p95 = con.execute(
-            f"SELECT median(freshness_p50), max(freshness_p95) FROM {settings.batches_table} "
-            "WHERE table_name = ? AND promoted_at > ?", [settings.lake_table, since]).fetchone()
+        loads, read, inserted, p50, p95 = totals("median(freshness_p50), max(freshness_p95)")
     except duckdb.BinderException:  # a lake made before these columns, read before its next load
-        p50 = p95 = None
+        loads, read, inserted, p50, p95 = totals("NULL, NULL")
     return {"loads": loads, "rows_read": int(read or 0), "rows_inserted": int(inserted or 0),
             "rows_read_per_inserted": round(read / inserted, 3) if inserted else None,
             "freshness_p50_seconds": p50, "freshness_p95_seconds": p95}

@@ -38,13 +38,17 @@ def record(settings: ResolvedSettings, run_id: str, job: str, started: datetime,
     never turn a job's result into a crash."""
     row = [run_id, job, started, finished, status, error, json.dumps(details or {}, default=str),
            process_name()]
+
+    def insert(con: duckdb.DuckDBPyConnection) -> None:
+        con.execute(f"INSERT INTO {ensure_table(con, settings)} VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
+
     if lake is not None:
         with contextlib.suppress(Exception):
-            lake.execute(f"INSERT INTO {ensure_table(lake, settings)} VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
+            insert(lake)
             return True
     try:
         with lake_session(settings, tables=True) as con:
-            con.execute(f"INSERT INTO {ensure_table(con, settings)} VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
+            insert(con)
         return True
     except Exception as exc:  # a catalog away, a dying connection: the job's outcome is logged already
         log.warning("could not record %s job history: %s", job, first_line(exc))

@@ -29,10 +29,6 @@ class BatchPlan:
     rows_in_future: int  # dated after the source's clock: they wait until due
     arrival_mark: datetime | None  # recorded with the batch; the next plan reads what arrived after
 
-    @property
-    def arrived_after(self) -> datetime | None:
-        return self.window.arrivals.after if self.window.arrivals else None
-
 
 def plan_batch(snapshot: PlannerSnapshot, con: duckdb.DuckDBPyConnection, settings: ResolvedSettings,
                watermark: datetime | None) -> BatchPlan:
