@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pipeline.cli import analysis, output
+from pipeline.faults import injected
 from pipeline.ops.policy import SHUTDOWN_SECONDS
 from pipeline.settings import Settings
 
@@ -31,7 +32,7 @@ def run(args: argparse.Namespace, settings: Settings) -> Outcome:
                                          ", ".join(restored) or "none")
     # recorded in the job history like a scheduled load: --status's freshness counts manual runs too
     report = run_pipeline(settings, mode=mode, engine=args.engine,
-                          record_as="load" if mode == "run" else mode)
+                          record_as="load" if mode == "run" else mode, faults=injected(settings.fault))
     if args.json:
         output.out(output.dumps({"status": "ok", "rows_inserted": report.rows_inserted,
                                  "rows_quarantined": report.rows_quarantined,
@@ -117,14 +118,14 @@ def stop_embedded(args: argparse.Namespace, settings: Settings) -> Outcome:
 def schedule(args: argparse.Namespace, settings: Settings) -> Outcome:
     from pipeline.ops.scheduler import Scheduler
 
-    Scheduler(settings, engine=args.engine).serve(run_now=args.run_now)
+    Scheduler(settings, engine=args.engine, faults=injected(settings.fault)).serve(run_now=args.run_now)
     return True, "Scheduler stopped cleanly."
 
 
 def follow(args: argparse.Namespace, settings: Settings) -> Outcome:
     from pipeline.ops.scheduler import Scheduler
 
-    Scheduler(settings, engine=args.engine, follow=True).serve()
+    Scheduler(settings, engine=args.engine, follow=True, faults=injected(settings.fault)).serve()
     return True, "Stopped following cleanly."
 
 

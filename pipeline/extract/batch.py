@@ -29,6 +29,7 @@ from pipeline.errors import (
 )
 from pipeline.extract import lake_files
 from pipeline.extract.spark_session import connect_lost, connect_lost_error
+from pipeline.faults import NO_FAULTS, Faults
 from pipeline.lake import zero_copy
 from pipeline.lake.zero_copy import LakeTarget
 from pipeline.progress import Progress
@@ -67,6 +68,7 @@ class ExtractRequest:
     lake_target: LakeTarget | None = None  # zero-copy: write the lake's files (pipeline.lake.zero_copy)
     timezone: str = "UTC"  # the planner's session zone, which every reader's session takes
     arrival_mark: datetime | None = None  # the plan's (pipeline.ops.plan.BatchPlan), into the manifest
+    faults: Faults = NO_FAULTS  # the crash tests' seam: the slow-read fault wraps each slice's query
 
     @property
     def folder(self) -> StagingDir:

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from pipeline import faults
 from pipeline.errors import ConfigError, first_line, scrub_secrets
 from pipeline.extract import partitions
 from pipeline.extract.batch import ExtractRequest, select_sql
@@ -67,7 +66,7 @@ def job(request: ExtractRequest, parts: list[Slice], output: object) -> SliceJob
     settings = request.settings
     typed = isinstance(output, LakeOutput) and output.typed
     columns = TYPED_COLUMNS if typed else None
-    queries = tuple(faults.slow_read(settings, select_sql(settings.source_table, window,
+    queries = tuple(request.faults.read_query(select_sql(settings.source_table, window,
                                                           request.extra_columns, columns=columns, also=pages))
                     for window, pages in parts)
     source = SliceSource(settings.source_dsn.conninfo(), request.snapshot_id, request.timezone)

@@ -8,7 +8,7 @@ import secrets
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from pipeline import faults, staging
+from pipeline import staging
 from pipeline.extract import partitions
 from pipeline.extract.arrow_writer import write_tables
 from pipeline.extract.batch import STAGED_COLUMNS, ExtractRequest, select_sql
@@ -50,7 +50,7 @@ def jdbc_options(request: ExtractRequest, window: Window, partitions: int) -> di
     query = select_sql(settings.source_table, window, request.extra_columns)
     options = {
         **connection_options(settings),
-        "dbtable": f"({faults.slow_read(settings, query)}) AS src",
+        "dbtable": f"({request.faults.read_query(query)}) AS src",
         # every partition reads the planner's snapshot, in the planner's time zone (PgJDBC would
         # set the JVM's, UTC, and naive columns would be read as UTC)
         "sessionInitStatement": "; ".join([*snapshot, f"SET TIME ZONE {quote_literal(request.timezone)}"]),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pipeline.errors import ConfigError
 from pipeline.settings import Settings
+from pipeline.staging.object_store import ObjectStore
 
 # hadoop-aws must match the Hadoop inside Spark (pyspark 4.x bundles hadoop-client 3.5.0); it
 # brings the AWS SDK v2 bundle along when fetched through spark.jars.packages.
@@ -31,22 +32,7 @@ def s3a_conf(settings: Settings) -> dict[str, str]:
     """
     if not stages_through_s3a(settings):
         return {}
-    storage = settings.storage
-    conf: dict[str, str] = {}
-    if storage.key_id:
-        conf["fs.s3a.access.key"] = storage.key_id
-        conf["fs.s3a.secret.key"] = storage.secret.reveal() if storage.secret else ""
-    if storage.endpoint:
-        scheme = "http" if storage.use_ssl is False else "https"
-        endpoint = storage.endpoint if "://" in storage.endpoint else f"{scheme}://{storage.endpoint}"
-        conf["fs.s3a.endpoint"] = endpoint
-    if storage.region:
-        conf["fs.s3a.endpoint.region"] = storage.region
-    if storage.use_ssl is not None:
-        conf["fs.s3a.connection.ssl.enabled"] = "true" if storage.use_ssl else "false"
-    if storage.url_style:
-        conf["fs.s3a.path.style.access"] = "true" if storage.url_style == "path" else "false"
-    return conf
+    return ObjectStore(settings.storage).s3a()
 
 
 def missing_s3a(exc: BaseException, settings: Settings) -> ConfigError | None:

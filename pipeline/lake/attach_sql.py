@@ -13,6 +13,7 @@ from pipeline.settings.model import StorageOptions
 from pipeline.settings.pgdsn import PgDsn
 from pipeline.sqltext import quote_literal
 from pipeline.staging.location import is_object_store, split_uri
+from pipeline.staging.object_store import SECRET_TYPES, ObjectStore
 
 # Explicit DuckLake conflict-retry settings (DuckLake defaults: 10 attempts, 100 ms, x1.5).
 # Promoters are serialized by a lock, but maintenance and ad-hoc writers may still race.
@@ -45,26 +46,9 @@ def storage_secret_sql(lake_name: str, data_path: str, storage: StorageOptions,
     """A DuckDB secret for the object store at ``data_path`` (scoped to it), named
     ``<lake>_<role>``: ``storage`` for the lake's data files, ``staging`` for staged batches."""
     scheme = split_uri(data_path)[0]
-    if scheme not in ("s3", "gs", "gcs", "r2"):
+    if scheme not in SECRET_TYPES:
         return None
-    kind = {"s3": "s3", "gs": "gcs", "gcs": "gcs", "r2": "r2"}[scheme]
-    parts = [f"TYPE {kind}"]
-    if storage.key_id:
-        parts.append(f"KEY_ID {quote_literal(storage.key_id)}")
-        secret = storage.secret.reveal() if show_secrets and storage.secret else MASK
-        parts.append(f"SECRET {quote_literal(secret if storage.secret else '')}")
-    else:
-        parts.append("PROVIDER credential_chain")
-    if kind == "r2" and storage.account_id:
-        parts.append(f"ACCOUNT_ID {quote_literal(storage.account_id)}")
-    if storage.region:
-        parts.append(f"REGION {quote_literal(storage.region)}")
-    if storage.endpoint:
-        parts.append(f"ENDPOINT {quote_literal(storage.endpoint)}")
-    if storage.url_style:
-        parts.append(f"URL_STYLE {quote_literal(storage.url_style)}")
-    if storage.use_ssl is not None:
-        parts.append(f"USE_SSL {'true' if storage.use_ssl else 'false'}")
+    parts = ObjectStore(storage).duckdb_secret(scheme, show_secrets)
     parts.append(f"SCOPE {quote_literal(data_path)}")
     return f"CREATE OR REPLACE SECRET {lake_name}_{role} ({', '.join(parts)})"
 

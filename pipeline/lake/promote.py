@@ -19,8 +19,9 @@ from datetime import UTC, datetime
 import duckdb
 import pyarrow.fs as pafs
 
-from pipeline import faults, staging
+from pipeline import staging
 from pipeline.errors import disk_full, is_disk_full
+from pipeline.faults import NO_FAULTS, Faults
 from pipeline.lake import batches, locks, validate, zero_copy
 from pipeline.lake.connect import lake_session
 from pipeline.lake.schema import events_column_types
@@ -75,15 +76,16 @@ class PromotionResult:
 
 
 def promote(settings: ResolvedSettings, batch: StagedBatch,
-            con: duckdb.DuckDBPyConnection | None = None) -> PromotionResult:
+            con: duckdb.DuckDBPyConnection | None = None, faults: Faults = NO_FAULTS) -> PromotionResult:
     """Promote one complete staged batch; remove its staging folder once it is settled.
-    ``con`` (a session with the lake attached and its tables created) saves opening one."""
+    ``con`` (a session with the lake attached and its tables created) saves opening one;
+    ``faults``: the crash tests' seam, called just before the commit."""
     started, began = time.monotonic(), time.time()
     with locks.hold(settings, "promote") as lease, contextlib.ExitStack() as own:
         if con is None:
             con = own.enter_context(lake_session(settings, tables=True))
         try:
-            result = _promote_locked(con, settings, batch, started, lease)
+            result = _promote_locked(con, settings, batch, started, lease, faults)
         except duckdb.Error as exc:
             if not is_disk_full(exc):
                 raise
@@ -117,7 +119,7 @@ def _remove_partial_files(con: duckdb.DuckDBPyConnection, settings: ResolvedSett
 
 
 def _promote_locked(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, batch: StagedBatch,
-                    started: float, lease: locks.Lease) -> PromotionResult:
+                    started: float, lease: locks.Lease, faults: Faults) -> PromotionResult:
     manifest = batch.manifest
     files = batch.file_uris()
     lake_files = batch.lake_files
@@ -181,8 +183,7 @@ def _promote_locked(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, 
         else:
             fresh = _freshness(con, files + [str(f["uri"]) for f in lake_files], manifest.arrived_after)
             _record(con, settings, batch, staged, inserted, quarantined, min_ts, max_ts, started, fresh)
-            faults.maybe_crash(settings, "before-commit")
-            faults.maybe_lose_lock(settings, lease)
+            faults.before_commit(lease)
             lease.check()  # fencing: commit only while still holding the promote lock
             meter.step("committing")
     meter.finish(staged, f"{inserted:,} new" if not nothing_new else "nothing new")

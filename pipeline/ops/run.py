@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Literal
 import duckdb
 import psycopg
 
-from pipeline import faults, staging
+from pipeline import staging
 from pipeline.errors import (
     CatalogUnavailable,
     PipelineError,
@@ -25,8 +25,9 @@ from pipeline.errors import (
     is_transient,
     scrub_secrets,
 )
-from pipeline.extract.batch import ExtractRequest, extract
+from pipeline.extract.batch import Extractor, ExtractRequest, extract
 from pipeline.extract.engines import make_extractor
+from pipeline.faults import NO_FAULTS, Faults
 from pipeline.lake import batches, jobs, zero_copy
 from pipeline.lake.connect import lake_session
 from pipeline.lake.promote import PromotionResult, promote
@@ -107,12 +108,14 @@ class RunReport:
 def run(settings: Settings, mode: Mode = "run", engine: str = "spark",
         spark: SparkSession | None = None,
         spark_factory: Callable[[], SparkSession] | None = None,
-        record_as: str | None = None, lake: duckdb.DuckDBPyConnection | None = None) -> RunReport:
+        record_as: str | None = None, lake: duckdb.DuckDBPyConnection | None = None,
+        faults: Faults = NO_FAULTS) -> RunReport:
     """Run the pipeline once. ``spark`` (or ``spark_factory``, called only when there is
     something to extract) lets callers such as tests and the scheduler reuse a session; ``lake``
     (attached, tables made) lets ``--follow`` keep one lake session across its loads.
     ``record_as``: record the run in the job history under that job name (manual runs; the scheduler
-    records its own), once the checks before creating anything have passed."""
+    records its own), once the checks before creating anything have passed. ``faults``: the
+    crash tests' seam (:mod:`pipeline.faults`)."""
     resolved = resolve(settings)
     report = RunReport()
     started = time.monotonic()
@@ -121,12 +124,35 @@ def run(settings: Settings, mode: Mode = "run", engine: str = "spark",
     # own if the run's failed); a caller's (--follow) stays open after
     session = contextlib.nullcontext(lake) if lake is not None else lake_session(resolved, tables=True)
     with session as con, jobs.recorded(resolved, record_as, lake=con) as details:
-        _run_checked(resolved, mode, engine, spark, spark_factory, added, report, con)
+        one = _Run(resolved, con, report, faults)
+        one.clean_staging()
+        lake_identity = lake_id(con, resolved)
+        report.watermark = batches.watermark(con, resolved)
+        if mode in ("run", "promote"):
+            one.promote_leftovers(lake_identity)
+        if mode in ("run", "extract"):
+            engines = _Engines(engine, spark, spark_factory)
+            one.extract_and_promote(lake_identity, added, engines, promote_now=mode == "run")
         report.seconds["total"] = time.monotonic() - started
         details.update(rows_inserted=report.rows_inserted, summary=report.summary())
         if report.set_aside:  # the command exits 1: the record says failed too
             details["failed"] = f"batch(es) set aside: {', '.join(report.set_aside)}"
     return report
+
+
+@dataclass(frozen=True)
+class _Engines:
+    """The extraction engine by name, and the caller's Spark session (or how to make one)."""
+
+    name: str
+    spark: SparkSession | None
+    factory: Callable[[], SparkSession] | None
+
+    def extractor(self, settings: ResolvedSettings) -> Extractor:
+        spark = self.spark
+        if spark is None and self.factory is not None and self.name == "spark":
+            spark = self.factory()
+        return make_extractor(self.name, settings, spark)
 
 
 def _remove_abandoned(settings: ResolvedSettings) -> None:
@@ -145,62 +171,82 @@ def _remove_abandoned(settings: ResolvedSettings) -> None:
         log.info("removed the leftovers of batch %s, whose extraction died with its process", batch_id)
 
 
-def _run_checked(resolved: ResolvedSettings, mode: Mode, engine: str, spark: SparkSession | None,
-                 spark_factory: Callable[[], SparkSession] | None, added: dict[str, str],
-                 report: RunReport, con: duckdb.DuckDBPyConnection) -> None:
-    try:
-        for path in staging.clean_stale(staging.table_dir(resolved)):
-            log.info("removed stale incomplete batch %s", path.uri())
-        _remove_abandoned(resolved)
-    except OSError as exc:  # the first touch of an object-store staging area
-        raise staging.store_outage(resolved, exc) or exc from None
-    lake_identity = lake_id(con, resolved)
-    report.watermark = batches.watermark(con, resolved)
-    if mode in ("run", "promote"):
-        # batches an earlier run staged but did not promote (a crash, --extract-only)
-        for batch in staging.complete_batches(staging.table_dir(resolved), lake_identity):
+@dataclass
+class _Run:
+    """One run's parts that stay the same throughout: its settings, its lake session, its report
+    and the faults a test injected."""
+
+    settings: ResolvedSettings
+    con: duckdb.DuckDBPyConnection
+    report: RunReport
+    faults: Faults
+
+    def clean_staging(self) -> None:
+        try:
+            for path in staging.clean_stale(staging.table_dir(self.settings)):
+                log.info("removed stale incomplete batch %s", path.uri())
+            _remove_abandoned(self.settings)
+        except OSError as exc:  # the first touch of an object-store staging area
+            raise staging.store_outage(self.settings, exc) or exc from None
+
+    def promote_leftovers(self, lake_identity: str) -> None:
+        """Batches an earlier run staged but did not promote (a crash, --extract-only)."""
+        for batch in staging.complete_batches(staging.table_dir(self.settings), lake_identity):
             log.info("promoting staged batch %s (%d rows)", batch.batch_id, batch.manifest.row_count)
-            _promote_or_set_aside(resolved, batch, con, report)
-    if mode in ("run", "extract"):
-        _extract_and_promote(resolved, con, lake_identity, added, mode, engine, spark, spark_factory, report)
+            self.promote_or_set_aside(batch)
 
+    def extract_and_promote(self, lake_identity: str, added: dict[str, str], engines: _Engines,
+                            promote_now: bool) -> None:
+        settings, report = self.settings, self.report
+        t0 = time.monotonic()
+        # the planner's transaction stays open until the engine has read: its snapshot is shared
+        with exported_snapshot(settings.source_dsn) as snapshot:
+            plan = plan_batch(snapshot, self.con, settings, report.watermark)
+            report.window, report.rows_in_window = plan.window, plan.stats.rows
+            report.rows_in_future = plan.rows_in_future
+            report.seconds["plan"] = time.monotonic() - t0
+            if plan.stats.rows == 0:
+                log.info("no new events in window %s", plan.window.describe())
+                return
+            log.info("extracting %d rows in window %s with %s", plan.stats.rows, plan.window.describe(),
+                     engines.name)
+            t0 = time.monotonic()
+            extractor = engines.extractor(settings)
+            report.seconds["engine_start"] = time.monotonic() - t0
+            t0 = time.monotonic()
+            batch_id = staging.new_batch_id()
+            target = _lake_target(settings, self.con, snapshot.conn, engines.name, plan, added, batch_id)
+            request = ExtractRequest(settings, plan.window, plan.stats, batch_id, plan.snapshot_id,
+                                     lake_identity, extra_columns=added, lake_target=target,
+                                     timezone=plan.timezone, arrival_mark=plan.arrival_mark,
+                                     faults=self.faults)
+            batch = extract(extractor, request)
+        report.seconds["extract"] = time.monotonic() - t0
+        report.staged_batch, report.rows_in_window = batch.batch_id, batch.manifest.row_count
+        log.info("staged batch %s: %d rows in %d file(s)%s (%.2fs)", batch.batch_id,
+                 batch.manifest.row_count, len(batch.manifest.files),
+                 f" + {len(batch.lake_files)} lake file(s) to register" if batch.lake_files else "",
+                 report.seconds["extract"])
+        self.faults.after_stage()
+        if promote_now:
+            t0 = time.monotonic()
+            self.promote_or_set_aside(batch)
+            report.seconds["promote"] = time.monotonic() - t0
 
-def _extract_and_promote(settings: ResolvedSettings, con: duckdb.DuckDBPyConnection, lake: str,
-                         added: dict[str, str], mode: Mode, engine: str, spark: SparkSession | None,
-                         spark_factory: Callable[[], SparkSession] | None, report: RunReport) -> None:
-    t0 = time.monotonic()
-    # the planner's transaction stays open until the engine has read: its snapshot is shared
-    with exported_snapshot(settings.source_dsn) as snapshot:
-        plan = plan_batch(snapshot, con, settings, report.watermark)
-        report.window, report.rows_in_window = plan.window, plan.stats.rows
-        report.rows_in_future = plan.rows_in_future
-        report.seconds["plan"] = time.monotonic() - t0
-        if plan.stats.rows == 0:
-            log.info("no new events in window %s", plan.window.describe())
-            return
-        log.info("extracting %d rows in window %s with %s", plan.stats.rows, plan.window.describe(), engine)
-        t0 = time.monotonic()
-        if spark is None and spark_factory is not None and engine == "spark":
-            spark = spark_factory()
-        extractor = make_extractor(engine, settings, spark)
-        report.seconds["engine_start"] = time.monotonic() - t0
-        t0 = time.monotonic()
-        batch_id = staging.new_batch_id()
-        target = _lake_target(settings, con, snapshot.conn, engine, plan, added, batch_id)
-        request = ExtractRequest(settings, plan.window, plan.stats, batch_id, plan.snapshot_id, lake,
-                                 extra_columns=added, lake_target=target, timezone=plan.timezone,
-                                 arrival_mark=plan.arrival_mark)
-        batch = extract(extractor, request)
-    report.seconds["extract"] = time.monotonic() - t0
-    report.staged_batch, report.rows_in_window = batch.batch_id, batch.manifest.row_count
-    log.info("staged batch %s: %d rows in %d file(s)%s (%.2fs)", batch.batch_id, batch.manifest.row_count,
-             len(batch.manifest.files), f" + {len(batch.lake_files)} lake file(s) to register"
-             if batch.lake_files else "", report.seconds["extract"])
-    faults.maybe_crash(settings, "after-stage")
-    if mode == "run":
-        t0 = time.monotonic()
-        _promote_or_set_aside(settings, batch, con, report)
-        report.seconds["promote"] = time.monotonic() - t0
+    def promote_or_set_aside(self, batch: StagedBatch) -> None:
+        """Promote ``batch``; if the batch itself cannot be read or loaded (a corrupt or foreign
+        file, not an outage), move it aside with the error so the batches after it still load."""
+        settings = self.settings
+        try:
+            self.report.advance(promote(settings, batch, self.con, self.faults))
+        except duckdb.Error as exc:
+            if is_transient(exc):  # the catalog or object store is away: the batch is fine, retry later
+                raise promotion_outage(settings, exc) from None
+            folder = staging.set_aside(staging.table_dir(settings), batch, first_line(exc))
+            self.report.set_aside.append(batch.batch_id)
+            log.error("batch %s cannot be promoted (%s); set aside in %s, kept whole, so later batches "
+                      "load. Fix the cause, then run: events_pipeline.py --retry-failed",
+                      batch.batch_id, first_line(exc), folder.uri())
 
 
 def _lake_target(settings: ResolvedSettings, con: duckdb.DuckDBPyConnection, source: psycopg.Connection,
@@ -238,19 +284,3 @@ def promotion_outage(settings: ResolvedSettings, exc: duckdb.Error) -> PipelineE
                               f"during promotion ({first_line(scrub_secrets(str(exc)))}).",
                               "Check that the catalog database runs; nothing was committed, the batch stays "
                               "staged and the next run promotes it.")
-
-
-def _promote_or_set_aside(settings: ResolvedSettings, batch: StagedBatch, con: duckdb.DuckDBPyConnection,
-                          report: RunReport) -> None:
-    """Promote ``batch``; if the batch itself cannot be read or loaded (a corrupt or foreign file,
-    not an outage), move it aside with the error so the batches after it still load."""
-    try:
-        report.advance(promote(settings, batch, con))
-    except duckdb.Error as exc:
-        if is_transient(exc):  # the catalog or object store is away: the batch is fine, retry later
-            raise promotion_outage(settings, exc) from None
-        folder = staging.set_aside(staging.table_dir(settings), batch, first_line(exc))
-        report.set_aside.append(batch.batch_id)
-        log.error("batch %s cannot be promoted (%s); set aside in %s, kept whole, so later batches "
-                  "load. Fix the cause, then run: events_pipeline.py --retry-failed",
-                  batch.batch_id, first_line(exc), folder.uri())

@@ -34,6 +34,7 @@ import schedule
 
 from pipeline import logs
 from pipeline.errors import EngineUnavailable, LockBusy, PipelineError, ShutdownRequested, first_line
+from pipeline.faults import NO_FAULTS, Faults
 from pipeline.lake import jobs, locks, maintain
 from pipeline.ops import scheduler_state
 from pipeline.ops.policy import CANCEL_EVERY_SECONDS, SHUTDOWN_SECONDS, needs_a_fix, retry_delay
@@ -94,8 +95,10 @@ class Job:
 
 
 class Scheduler:
-    def __init__(self, settings: Settings, engine: str = "spark", *, follow: bool = False) -> None:
+    def __init__(self, settings: Settings, engine: str = "spark", *, follow: bool = False,
+                 faults: Faults = NO_FAULTS) -> None:
         self.settings = resolve(settings)
+        self.faults = faults  # the crash tests' seam, handed to every load
         self.intervals, self.engine, self.follow = self.settings.intervals, engine, follow
         self.stop = threading.Event()
         self._spark: SparkSession | None = None
@@ -165,7 +168,7 @@ class Scheduler:
     def _load(self) -> dict[str, Any]:
         from pipeline.ops.run import run
 
-        report = run(self.settings, engine=self.engine, lake=self._lake_session(),
+        report = run(self.settings, engine=self.engine, lake=self._lake_session(), faults=self.faults,
                      spark_factory=self._spark_session if self.engine == "spark" else None)
         return {"rows_inserted": report.rows_inserted, "snapshots": report.snapshots,
                 "rows_in_window": report.rows_in_window, "summary": report.summary()}

@@ -37,21 +37,10 @@ def is_object_store(uri: str | None) -> bool:
 
 
 def s3_filesystem(storage: StorageOptions) -> pafs.S3FileSystem:
-    """The same S3 endpoint, credentials and addressing the lake's DuckDB secret uses
-    (``S3_ENDPOINT`` is ``host:port`` as in DuckDB; without keys: the AWS credential chain)."""
-    options: dict[str, object] = {}
-    if storage.key_id:
-        options.update(access_key=storage.key_id,
-                       secret_key=storage.secret.reveal() if storage.secret else "")
-    if storage.region:
-        options["region"] = storage.region
-    if storage.endpoint:
-        options["endpoint_override"] = storage.endpoint
-    if storage.use_ssl is not None:
-        options["scheme"] = "https" if storage.use_ssl else "http"
-    if storage.url_style == "vhost":
-        options["force_virtual_addressing"] = True
-    return pafs.S3FileSystem(**options)
+    """The same S3 endpoint, credentials and addressing the lake's DuckDB secret uses."""
+    from pipeline.staging.object_store import ObjectStore
+
+    return pafs.S3FileSystem(**ObjectStore(storage).pyarrow())
 
 
 @dataclass(frozen=True)

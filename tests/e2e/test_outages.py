@@ -56,6 +56,7 @@ def test_catalog_lost_as_promotion_begins_is_a_temporary_error_naming_it(lake_en
     stays staged, and once the catalog is back it is promoted, exactly once."""
     from pipeline import staging
     from pipeline.errors import CatalogUnavailable
+    from pipeline.faults import NO_FAULTS
     from pipeline.lake.connect import connect
     from pipeline.ops import run as running
     from pipeline.settings.pgdsn import PgDsn
@@ -74,7 +75,7 @@ def test_catalog_lost_as_promotion_begins_is_a_temporary_error_naming_it(lake_en
     try:
         proxy.stop()
         with pytest.raises(CatalogUnavailable) as lost:
-            running._promote_or_set_aside(settings, batch, con, running.RunReport())
+            running._Run(settings, con, running.RunReport(), NO_FAULTS).promote_or_set_aside(batch)
     finally:
         con.close()
     assert f"Lost the lake catalog (DUCKLAKE_CATALOG={settings.catalog.describe()}) during promotion" \

@@ -33,7 +33,7 @@ def test_the_arrow_readers_tasks_get_the_password_outside_plans_properties_and_c
 
     env = {"SOURCE_PG_DSN": guarded_pg.url("src"), "DUCKLAKE_CATALOG": guarded_pg.url("cat"),
            "DUCKLAKE_DATA_PATH": str(tmp_path / "data") + "/", "STAGING_PATH": str(tmp_path / "staging"),
-           "EVENT_LAKE_HOME": str(tmp_path / "home"), "EVENT_LAKE_FAULT": "slow-read"}
+           "EVENT_LAKE_HOME": str(tmp_path / "home")}
     settings = resolve(load_settings(env))
     add_events(settings, 300, seed=73)
     from pipeline.source.connect import connect
@@ -41,7 +41,8 @@ def test_the_arrow_readers_tasks_get_the_password_outside_plans_properties_and_c
     with connect(settings.source_dsn) as conn:  # the earlier test's rows are there too
         rows = conn.execute(f"SELECT count(*) FROM {settings.source_table}").fetchone()[0]
     window = Window(None, datetime.now(UTC))
-    request = ExtractRequest(settings, window, WindowStats(rows, None, None), "secret-test")
+    request = ExtractRequest(settings, window, WindowStats(rows, None, None), "secret-test",
+                             faults=faults.injected("slow-read"))
     folder = tmp_path / "staging" / "out"
     folder.mkdir(parents=True)
     from pipeline.staging.location import folder_of

@@ -75,3 +75,23 @@ def test_gcs_and_r2_secrets_are_generated_and_masked():
     statements = open_statements("lake", CatalogSpec.parse("sqlite:/x/c.sqlite"), "gs://bucket/lake/")
     assert statements[:2] == ["LOAD sqlite", "LOAD httpfs"]
     assert statements[-1].startswith("ATTACH 'ducklake:sqlite:/x/c.sqlite' AS lake (DATA_PATH 'gs://bucket/lake/'")
+
+
+def test_one_set_of_s3_settings_reaches_duckdb_pyarrow_and_spark_alike():
+    """The three spellings come from one place: the same endpoint, TLS, addressing and keys."""
+    from pipeline.staging.object_store import ObjectStore
+
+    store = ObjectStore(StorageOptions(key_id="KEY", secret=Secret("SECRET"), region="eu-west-1",
+                                       endpoint="127.0.0.1:9000", url_style="path", use_ssl=False))
+    duck = ", ".join(store.duckdb_secret("s3", show_secrets=False))
+    assert "ENDPOINT '127.0.0.1:9000'" in duck and "USE_SSL false" in duck and "URL_STYLE 'path'" in duck
+    assert "SECRET" in duck and "'SECRET'" not in duck  # masked unless --show-secrets
+    assert store.pyarrow() == {"access_key": "KEY", "secret_key": "SECRET", "region": "eu-west-1",
+                               "endpoint_override": "127.0.0.1:9000", "scheme": "http"}
+    assert store.s3a() == {"fs.s3a.access.key": "KEY", "fs.s3a.secret.key": "SECRET",
+                           "fs.s3a.endpoint": "http://127.0.0.1:9000", "fs.s3a.endpoint.region": "eu-west-1",
+                           "fs.s3a.connection.ssl.enabled": "false", "fs.s3a.path.style.access": "true"}
+    chain = ObjectStore(StorageOptions(url_style="vhost"))
+    assert "PROVIDER credential_chain" in chain.duckdb_secret("s3", False)
+    assert chain.pyarrow() == {"force_virtual_addressing": True} and chain.s3a() == {
+        "fs.s3a.path.style.access": "false"}
