@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 if TYPE_CHECKING:
-    from pipeline.staging import StagingDir
+    from pipeline.staging import Folder
 
 # The staging schema both Spark's own writer and this one produce: ids and JSON as text,
 # timestamps as UTC instants in microseconds.
@@ -37,7 +37,7 @@ def to_staging_schema(item: pa.Table | pa.RecordBatch, schema: pa.Schema = STAGI
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def write_tables(folder: StagingDir, tables: Iterable[pa.Table | pa.RecordBatch],
+def write_tables(folder: Folder, tables: Iterable[pa.Table | pa.RecordBatch],
                  extra_columns: Iterable[str] = (), on_rows: Callable[[int], None] = lambda _: None) -> int:
     """Write ``tables`` into a new ``folder`` (local or object storage) as ``part-NNNNN.parquet``
     files of at most about :data:`ROWS_PER_FILE` rows; returns the rows written (and tells
@@ -77,7 +77,7 @@ class ParquetFile:
     So a task that dies, or a retried or speculative one, never leaves a half file under a name
     a manifest or the lake could take; :meth:`abort` drops the partial file instead."""
 
-    def __init__(self, folder: StagingDir, name: str, schema: pa.Schema) -> None:
+    def __init__(self, folder: Folder, name: str, schema: pa.Schema) -> None:
         folder.make(exist_ok=True)
         self.folder, self.name = folder, name
         self.partial = f".{name}.{secrets.token_hex(4)}.partial" if folder.is_local else name

@@ -38,7 +38,7 @@ from pipeline.source.shape import STAGED_COLUMNS
 from pipeline.source.stats import WindowStats
 from pipeline.source.window import Window, iso
 from pipeline.sqltext import quote_ident, quote_qualified
-from pipeline.staging import Manifest, StagedBatch, StagingDir
+from pipeline.staging import Folder, Manifest, StagedBatch
 
 
 def select_sql(qualified_table: str, window: Window, extra_columns: Iterable[str] = (),
@@ -71,7 +71,7 @@ class ExtractRequest:
     faults: Faults = NO_FAULTS  # the crash tests' seam: the slow-read fault wraps each slice's query
 
     @property
-    def folder(self) -> StagingDir:
+    def folder(self) -> Folder:
         return staging.batch_dir(staging.table_dir(self.settings), self.batch_id)
 
 
@@ -101,7 +101,7 @@ def extract(extractor: Extractor, request: ExtractRequest) -> StagedBatch:
         staging.release_batch(table_dir, request.batch_id)
 
 
-def _extract_claimed(extractor: Extractor, request: ExtractRequest, folder: StagingDir, meter: Progress,
+def _extract_claimed(extractor: Extractor, request: ExtractRequest, folder: Folder, meter: Progress,
                      started: float) -> StagedBatch:
     try:
         extractor.write_parquet(request, meter)
@@ -169,7 +169,7 @@ def _extract_claimed(extractor: Extractor, request: ExtractRequest, folder: Stag
     return StagedBatch(folder=folder, manifest=manifest)
 
 
-def _parquet_metadata(folder: StagingDir, name: str) -> pq.FileMetaData:
+def _parquet_metadata(folder: Folder, name: str) -> pq.FileMetaData:
     with folder.open_input(name) as handle:
         return pq.read_metadata(handle)
 

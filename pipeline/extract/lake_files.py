@@ -20,10 +20,10 @@ import pyarrow.parquet as pq
 from pipeline.extract.slice_task import DEST, SEEN  # one spelling for both readers
 from pipeline.lake.zero_copy import LakeTarget
 from pipeline.source.window import iso
-from pipeline.staging import StagingDir
+from pipeline.staging import Folder
 
 
-def incoming_dir(target: LakeTarget, batch_id: str) -> StagingDir:
+def incoming_dir(target: LakeTarget, batch_id: str) -> Folder:
     return target.incoming.child(batch_id)
 
 
@@ -34,7 +34,7 @@ class Settled:
     rows_seen: int = 0  # rows whose id the lake already held (their files are deleted)
 
 
-def settle(target: LakeTarget, batch_id: str, batch_folder: StagingDir) -> Settled:
+def settle(target: LakeTarget, batch_id: str, batch_folder: Folder) -> Settled:
     """Move Spark's output into place: lake files into the day folders, the rest to stage into
     the batch folder; rows the lake already holds are counted and their files deleted."""
     incoming = incoming_dir(target, batch_id)
@@ -59,7 +59,7 @@ def settle(target: LakeTarget, batch_id: str, batch_folder: StagingDir) -> Settl
     return settled
 
 
-def _describe(folder: StagingDir, name: str) -> tuple[dict[str, object], pa.Schema]:
+def _describe(folder: Folder, name: str) -> tuple[dict[str, object], pa.Schema]:
     """Rows and event time range from the file's footer (no data pages are read), and its schema."""
     with folder.open_input(name) as handle:
         metadata = pq.read_metadata(handle)

@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.extract.arrow_writer import ParquetFile, staging_schema, to_staging_schema
-from pipeline.staging.location import StagingDir
+from pipeline.staging.location import Folder
 
 RESULT_SCHEMA = "slice long, rows long"  # what each task tells Spark (Spark DDL)
 DEST = "_dest"  # the folder a zero-copy batch's rows are split on: "lake", "stage" or "seen"
@@ -79,8 +79,8 @@ class LakeOutput:
     """A zero-copy batch's incoming folder, the ids the lake holds in the window (a Parquet file
     in ``incoming``'s parent, or None) and whether the lake's columns are typed (UUID/JSON)."""
 
-    incoming: StagingDir
-    lake_ids: StagingDir | None
+    incoming: Folder
+    lake_ids: Folder | None
     lake_ids_name: str | None
     typed: bool
 
@@ -93,7 +93,7 @@ class SliceJob:
 
     source: SliceSource
     queries: tuple[str, ...]
-    output: StagingDir | LakeOutput | None
+    output: Folder | LakeOutput | None
     extra_columns: tuple[str, ...] = ()
 
     def __call__(self, slices: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -116,7 +116,7 @@ class SliceJob:
                                          schema=pa.schema([("slice", pa.int64()), ("rows", pa.int64())]))
 
 
-def _write_staging(rows: Iterator[pa.RecordBatch], folder: StagingDir, name: str, schema: pa.Schema) -> int:
+def _write_staging(rows: Iterator[pa.RecordBatch], folder: Folder, name: str, schema: pa.Schema) -> int:
     """Write ``rows`` as one staging file; returns the rows written."""
     with ParquetFile(folder, name, schema) as file:
         for item in rows:
@@ -202,7 +202,7 @@ def _by_day(table: pa.Table) -> Iterator[tuple[str, pa.Table]]:
         yield folder, table.filter(pc.equal(days, folder))
 
 
-def _append(files: dict[str, ParquetFile], incoming: StagingDir, folder: str, index: int,
+def _append(files: dict[str, ParquetFile], incoming: Folder, folder: str, index: int,
             table: pa.Table) -> None:
     if folder not in files:
         files[folder] = ParquetFile(incoming.child(folder), f"part-{index:05d}.parquet", table.schema)

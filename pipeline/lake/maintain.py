@@ -22,7 +22,7 @@ from pipeline.lake.connect import lake_session
 from pipeline.progress import Progress
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.settings.durations import format_duration
-from pipeline.staging.location import StagingDir, data_dir, split_uri
+from pipeline.staging.location import Folder, data_dir, split_uri
 
 # Files that exist in the data path but not in the catalog may belong to a promotion that
 # is about to commit; only files older than this are treated as orphans.
@@ -69,7 +69,7 @@ def _older_than(retention: timedelta) -> str:
     return f"now() - INTERVAL '{int(retention.total_seconds())} seconds'"
 
 
-def _size(folder: StagingDir, uri: str) -> int:
+def _size(folder: Folder, uri: str) -> int:
     """Bytes of a file below ``folder``, on whichever filesystem holds it (0 once gone)."""
     import pyarrow.fs as pafs
 
@@ -145,7 +145,7 @@ def _planned(con: duckdb.DuckDBPyConnection, settings: Settings, function: str, 
                                       [settings.lake_name]).fetchall()]
 
 
-def _delete_files(folder: StagingDir, uris: list[str]) -> None:
+def _delete_files(folder: Folder, uris: list[str]) -> None:
     for uri in uris:
         folder.delete_uri(uri)
 

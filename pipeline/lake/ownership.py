@@ -26,7 +26,7 @@ from pipeline.errors import ConfigError
 from pipeline.lake.schema import lake_id, table_names
 from pipeline.settings import ResolvedSettings
 from pipeline.settings.resolve import DATA_FOLDER_MARKER as MARKER
-from pipeline.staging.location import StagingDir, data_dir, split_uri
+from pipeline.staging.location import Folder, data_dir, split_uri
 
 # data folders this process has already seen to be its lake's: (data path, lake id)
 _claimed: set[tuple[str, str]] = set()
@@ -64,7 +64,7 @@ class DataFolderClaimed(ConfigError):
     """The data folder belongs to another lake: nothing was touched."""
 
 
-def read_claim(folder: StagingDir) -> Claim | None:
+def read_claim(folder: Folder) -> Claim | None:
     text = folder.read_text(MARKER)
     if text is None:
         return None
@@ -108,7 +108,7 @@ def claim(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings) -> None:
         _claimed.add((settings.data_path, identity))
 
 
-def _write_once(folder: StagingDir, mine: Claim) -> Claim:
+def _write_once(folder: Folder, mine: Claim) -> Claim:
     """Write the marker unless one appeared meanwhile; returns the marker that holds."""
     folder.make(exist_ok=True)
     if folder.is_local:
@@ -130,7 +130,7 @@ def _write_once(folder: StagingDir, mine: Claim) -> Claim:
     return read_claim(folder) or mine
 
 
-def foreign_markers(folder: StagingDir) -> list[str]:
+def foreign_markers(folder: Folder) -> list[str]:
     """Folders (as URIs, with a trailing ``/``) below ``folder`` that another lake's marker claims."""
     import pyarrow.fs as pafs
 

@@ -40,10 +40,10 @@ def insert_sql(events_table: str, batch_has_duplicates: bool = True,
                extra_columns: dict[str, str] | None = None) -> str:
     """Insert the batch's new loadable rows: one per id (only when the batch repeats ids: the
     window function costs a sort), anti-joined with the lake only within the batch's time range."""
-    extras = "".join(f", {quote_ident(name)}" for name in extra_columns or {})
+    named_extra = "".join(f", {quote_ident(name)}" for name in extra_columns or {})
     picked = "".join(f", s.{quote_ident(name)}" for name in extra_columns or {})
     return f"""
-    INSERT INTO {events_table} (event_id, event_type, event_timestamp, details, created_at{extras})
+    INSERT INTO {events_table} (event_id, event_type, event_timestamp, details, created_at{named_extra})
     SELECT s.event_id, s.event_type, s.event_timestamp, s.details, s.created_at{picked}
     FROM ({validate.loadable_sql(batch_has_duplicates, extra_columns=extra_columns)}) s
     ANTI JOIN (SELECT TRY_CAST(event_id AS UUID) AS event_id FROM {events_table}  -- text in a zero-copy lake
@@ -155,11 +155,11 @@ def _promote_locked(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, 
     message = (f"reconcile batch {batch.batch_id}: backfill late events in {manifest.window.describe()}"
                if manifest.engine == RECONCILE_ENGINE else
                f"promote batch {batch.batch_id} window {manifest.window.describe()}")
-    extra = json.dumps({"batch_id": batch.batch_id, "engine": manifest.engine,
+    commit_info = json.dumps({"batch_id": batch.batch_id, "engine": manifest.engine,
                         "window_low": manifest.window_low, "window_upper": manifest.window_upper,
                         "rows_staged": staged, "files_registered": len(lake_files)})
     meter = Progress(f"promoting {batch.batch_id}")  # one statement at a time: steps, then the count
-    with meter.ticking(), transaction(con, settings.lake_name, message, extra) as tx:
+    with meter.ticking(), transaction(con, settings.lake_name, message, commit_info) as tx:
         quarantined = 0
         rejected = validate.rejected_sql(invalid > 0, has_duplicates)
         if rejected is not None:
@@ -167,11 +167,11 @@ def _promote_locked(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, 
             quarantined = con.execute(validate.quarantine_sql(settings.quarantine_table, rejected),
                                       {"files": files, "batch_id": batch.batch_id,
                                        "table_name": settings.lake_table}).fetchone()[0]
-        extras = add_columns(con, settings, manifest.extra_columns or {})
+        lake_extra = add_columns(con, settings, manifest.extra_columns or {})
         inserted = 0
         if loadable:
             meter.step("inserting new rows" + (" (dropping duplicates)" if has_duplicates else ""))
-            inserted = con.execute(insert_sql(settings.events_table, has_duplicates, extras),
+            inserted = con.execute(insert_sql(settings.events_table, has_duplicates, lake_extra),
                                    {"files": files, "min_ts": min_ts, "max_ts": max_ts}).fetchone()[0]
         if lake_files:
             meter.step(f"registering {len(lake_files)} file(s)")

@@ -24,7 +24,7 @@ def validated_sql(relation: str, extra_columns: dict[str, str] | None = None) ->
     """Every row of ``relation``, typed for the lake, with ``reason`` NULL when it can be loaded.
     ``extra_columns`` (name -> lake type) are columns the source added; they arrive as text and
     are cast (a value that does not cast becomes NULL: the text stays in the source)."""
-    extras = "".join(f", TRY_CAST({quote_ident(name)} AS {kind}) AS {quote_ident(name)}"
+    cast_extra = "".join(f", TRY_CAST({quote_ident(name)} AS {kind}) AS {quote_ident(name)}"
                      for name, kind in (extra_columns or {}).items())
     return f"""
     SELECT *, CASE
@@ -40,7 +40,7 @@ def validated_sql(relation: str, extra_columns: dict[str, str] | None = None) ->
                  CAST(event_type AS VARCHAR) AS event_type,
                  CAST(event_timestamp AS TIMESTAMPTZ) AS event_timestamp,
                  TRY_CAST(CAST(details AS VARCHAR) AS JSON) AS details,  -- NULL when not JSON
-                 CAST(created_at AS TIMESTAMPTZ) AS created_at{extras}
+                 CAST(created_at AS TIMESTAMPTZ) AS created_at{cast_extra}
           FROM {relation})
     """
 

@@ -33,7 +33,7 @@ import duckdb
 
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.sqltext import quote_literal
-from pipeline.staging import StagingDir
+from pipeline.staging import Folder
 from pipeline.staging.location import data_dir, is_object_store
 
 log = logging.getLogger(__name__)
@@ -60,14 +60,14 @@ def worth_zero_copy(lake_ids: int, rows: int) -> bool:
 class LakeTarget:
     """Where Spark writes a zero-copy batch's lake files, and what the lake held when it began."""
 
-    table_folder: StagingDir  # the events table's folder in the data path (DuckLake's own layout)
+    table_folder: Folder  # the events table's folder in the data path (DuckLake's own layout)
     lake_ids: str | None  # name (in :attr:`incoming`) of the Parquet file of the ids the lake holds
     lake_id_count: int  # in the window's range, and how many (0: no file)
     snapshot_id: int  # the lake snapshot those ids were read at
     typed: bool = False  # the lake holds event_id as UUID and details as JSON (else both as text)
 
     @property
-    def incoming(self) -> StagingDir:
+    def incoming(self) -> Folder:
         """Where Spark writes before settling, beside the lake's ids file."""
         return self.table_folder.child(INCOMING)
 
@@ -154,6 +154,6 @@ def remove_files(lake_files: list[dict[str, object]], settings: ResolvedSettings
         folder.delete_uri(str(entry["uri"]))
 
 
-def table_folder(settings: ResolvedSettings) -> StagingDir:
+def table_folder(settings: ResolvedSettings) -> Folder:
     """The events table's folder in the data path: where DuckLake writes its own files."""
     return data_dir(settings).child("main").child(settings.lake_table)

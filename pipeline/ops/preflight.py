@@ -19,17 +19,17 @@ from pipeline.staging.location import is_object_store
 def preflight(settings: ResolvedSettings, *, reads_source: bool) -> dict[str, str]:
     """Raise on what would fail later; return the columns the source added (schema drift:
     name -> lake type) that this run extracts, empty when it reads no source."""
-    added: dict[str, str] = {}
+    extra_columns: dict[str, str] = {}
     if reads_source:
         with connect_source(settings.source_dsn) as conn:
             stats.require_table(conn, settings.source_table)
             # raises on a missing or retyped column
-            added = shape.check_shape(conn, settings.source_table, settings.schema_drift,
+            extra_columns = shape.check_shape(conn, settings.source_table, settings.schema_drift,
                                      settings.arrival_column)
     if not is_object_store(settings.data_path):  # object storage is checked by its first write
         _writable_folder(Path(settings.data_path), "DUCKLAKE_DATA_PATH")
     _writable_staging(settings)
-    return added
+    return extra_columns
 
 
 def _writable_folder(path: Path, key: str) -> None:

@@ -119,7 +119,7 @@ def run(settings: Settings, mode: Mode = "run", engine: str = "spark",
     resolved = resolve(settings)
     report = RunReport()
     started = time.monotonic()
-    added = preflight(resolved, reads_source=mode in ("run", "extract"))
+    extra_columns = preflight(resolved, reads_source=mode in ("run", "extract"))
     # one lake session for the run and its job record (the record falls back to a session of its
     # own if the run's failed); a caller's (--follow) stays open after
     session = contextlib.nullcontext(lake) if lake is not None else lake_session(resolved, tables=True)
@@ -132,7 +132,7 @@ def run(settings: Settings, mode: Mode = "run", engine: str = "spark",
             one.promote_leftovers(lake_identity)
         if mode in ("run", "extract"):
             engines = _Engines(engine, spark, spark_factory)
-            one.extract_and_promote(lake_identity, added, engines, promote_now=mode == "run")
+            one.extract_and_promote(lake_identity, extra_columns, engines, promote_now=mode == "run")
         report.seconds["total"] = time.monotonic() - started
         details.update(rows_inserted=report.rows_inserted, summary=report.summary())
         if report.set_aside:  # the command exits 1: the record says failed too
@@ -195,7 +195,7 @@ class _Run:
             log.info("promoting staged batch %s (%d rows)", batch.batch_id, batch.manifest.row_count)
             self.promote_or_set_aside(batch)
 
-    def extract_and_promote(self, lake_identity: str, added: dict[str, str], engines: _Engines,
+    def extract_and_promote(self, lake_identity: str, extra_columns: dict[str, str], engines: _Engines,
                             promote_now: bool) -> None:
         settings, report = self.settings, self.report
         t0 = time.monotonic()
@@ -215,9 +215,10 @@ class _Run:
             report.seconds["engine_start"] = time.monotonic() - t0
             t0 = time.monotonic()
             batch_id = staging.new_batch_id()
-            target = _lake_target(settings, self.con, snapshot.conn, engines.name, plan, added, batch_id)
+            target = _lake_target(settings, self.con, snapshot.conn, engines.name, plan, extra_columns,
+                                  batch_id)
             request = ExtractRequest(settings, plan.window, plan.stats, batch_id, plan.snapshot_id,
-                                     lake_identity, extra_columns=added, lake_target=target,
+                                     lake_identity, extra_columns=extra_columns, lake_target=target,
                                      timezone=plan.timezone, arrival_mark=plan.arrival_mark,
                                      faults=self.faults)
             batch = extract(extractor, request)
@@ -250,7 +251,8 @@ class _Run:
 
 
 def _lake_target(settings: ResolvedSettings, con: duckdb.DuckDBPyConnection, source: psycopg.Connection,
-                 engine: str, plan: BatchPlan, added: dict[str, str], batch_id: str) -> LakeTarget | None:
+                 engine: str, plan: BatchPlan, extra_columns: dict[str, str],
+                 batch_id: str) -> LakeTarget | None:
     """Where Spark writes this batch's lake files in zero-copy mode; None (logged with the
     reason) when this run promotes by copy."""
     if settings.promotion != "zero-copy":
@@ -258,7 +260,8 @@ def _lake_target(settings: ResolvedSettings, con: duckdb.DuckDBPyConnection, sou
     lake_types = events_column_types(con, settings)
     reason = zero_copy.blocker(settings, engine, lake_types,
                                shape.source_columns(source, settings.source_table),
-                               shape.has_unique_index(source, settings.source_table, "event_id"), added)
+                               shape.has_unique_index(source, settings.source_table, "event_id"),
+                               extra_columns)
     rows = plan.stats.rows
     if reason is None:
         span = ((plan.stats.min_ts, plan.stats.max_ts) if plan.stats.max_ts is not None

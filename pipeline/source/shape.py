@@ -98,8 +98,8 @@ def check_shape(conn: psycopg.Connection, qualified: str, drift: str = "add",
                 "read, staged or created.",
                 f"Make {name} timestamptz (or timestamp, read as UTC), or point SOURCE_TABLE at a view "
                 "that casts it; then run again.")
-    extra = {name: lake_type(udt) for name, udt in columns.items() if name not in EXPECTED}
-    if extra and drift == "ignore":
-        log.warning("source columns %s are not loaded (SCHEMA_DRIFT=ignore)", ", ".join(extra))
+    extra_columns = {name: lake_type(udt) for name, udt in columns.items() if name not in EXPECTED}
+    if extra_columns and drift == "ignore":
+        log.warning("source columns %s are not loaded (SCHEMA_DRIFT=ignore)", ", ".join(extra_columns))
         return {}
-    return extra
+    return extra_columns

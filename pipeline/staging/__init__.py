@@ -26,9 +26,9 @@ from pipeline.staging.contract import (
     set_aside,
     write_manifest,
 )
-from pipeline.staging.location import StagingDir, staging_root, store_outage, table_dir
+from pipeline.staging.location import Folder, staging_root, store_outage, table_dir
 
-__all__ = ["FAILED", "FAILURE", "MANIFEST", "PREFIX", "RUNNING", "Manifest", "StagedBatch", "StagingDir",
+__all__ = ["FAILED", "FAILURE", "MANIFEST", "PREFIX", "RUNNING", "Manifest", "StagedBatch", "Folder",
            "abandoned_batches", "batch_dir", "claim_batch", "clean_stale", "complete_batches",
            "failed_batches",
            "is_complete", "new_batch_id", "parquet_files", "pending_lake_files", "read_manifest",

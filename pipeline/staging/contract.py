@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 
 from pipeline.source.window import Window, iso, parse_iso
-from pipeline.staging.location import StagingDir
+from pipeline.staging.location import Folder
 
 MANIFEST = "_manifest.json"
 PREFIX = "batch_id="
@@ -64,7 +64,7 @@ class Manifest:
 
 @dataclass(frozen=True)
 class StagedBatch:
-    folder: StagingDir
+    folder: Folder
     manifest: Manifest
 
     @property
@@ -80,36 +80,36 @@ class StagedBatch:
         return self.manifest.lake_files or []
 
 
-def pending_lake_files(table_dir: StagingDir) -> set[str]:
+def pending_lake_files(table_dir: Folder) -> set[str]:
     """Lake files that staged batches (waiting, or set aside) will register: not orphans."""
     folders = table_dir.subdirs(PREFIX) + table_dir.child(FAILED).subdirs(PREFIX)
     manifests = [read_manifest(folder) for folder in folders]
     return {str(entry["uri"]) for m in manifests if m is not None for entry in m.lake_files or []}
 
 
-def batch_dir(table_dir: StagingDir, batch_id: str) -> StagingDir:
+def batch_dir(table_dir: Folder, batch_id: str) -> Folder:
     return table_dir.child(f"{PREFIX}{batch_id}")
 
 
-def parquet_files(folder: StagingDir) -> list[str]:
+def parquet_files(folder: Folder) -> list[str]:
     return folder.files(".parquet")
 
 
-def write_manifest(folder: StagingDir, manifest: Manifest) -> None:
+def write_manifest(folder: Folder, manifest: Manifest) -> None:
     """Write ``_manifest.json`` atomically; from this moment the batch is complete."""
     folder.write_text(MANIFEST, json.dumps(asdict(manifest), indent=2))
 
 
-def read_manifest(folder: StagingDir) -> Manifest | None:
+def read_manifest(folder: Folder) -> Manifest | None:
     text = folder.read_text(MANIFEST)
     return None if text is None else Manifest(**json.loads(text))
 
 
-def is_complete(folder: StagingDir) -> bool:
+def is_complete(folder: Folder) -> bool:
     return folder.exists(MANIFEST)
 
 
-def complete_batches(table_dir: StagingDir, lake_id: str | None = None) -> list[StagedBatch]:
+def complete_batches(table_dir: Folder, lake_id: str | None = None) -> list[StagedBatch]:
     """Complete batches, oldest first (batch ids sort by creation time); with ``lake_id``, only
     that lake's (another configuration sharing the folder stages its own batches beside them)."""
     found = []
@@ -120,13 +120,13 @@ def complete_batches(table_dir: StagingDir, lake_id: str | None = None) -> list[
     return found
 
 
-def remove_batch(folder: StagingDir) -> None:
+def remove_batch(folder: Folder) -> None:
     """Delete a batch folder; the manifest goes first so a half-deleted batch is incomplete."""
     folder.delete(MANIFEST)
     folder.remove()
 
 
-def clean_stale(table_dir: StagingDir, older_than_seconds: float = 3600.0) -> list[StagingDir]:
+def clean_stale(table_dir: Folder, older_than_seconds: float = 3600.0) -> list[Folder]:
     """Remove incomplete batches (no manifest) untouched for ``older_than_seconds``.
 
     A younger incomplete batch may belong to an extraction that is still running in
@@ -153,7 +153,7 @@ def _process_start(pid: int) -> str | None:
         return None
 
 
-def claim_batch(table_dir: StagingDir, batch_id: str) -> None:
+def claim_batch(table_dir: Folder, batch_id: str) -> None:
     """Record that this process is extracting ``batch_id`` (see :func:`abandoned_batches`)."""
     import os
     import socket
@@ -164,11 +164,11 @@ def claim_batch(table_dir: StagingDir, batch_id: str) -> None:
          "started": _process_start(os.getpid())}))
 
 
-def release_batch(table_dir: StagingDir, batch_id: str) -> None:
+def release_batch(table_dir: Folder, batch_id: str) -> None:
     table_dir.child(RUNNING).delete(f"{batch_id}.json")
 
 
-def abandoned_batches(table_dir: StagingDir) -> list[str]:
+def abandoned_batches(table_dir: Folder) -> list[str]:
     """Batches whose extraction died with its process (SIGKILL, OOM, power): recorded by a process
     of this host that no longer runs. Their partial files can go at once instead of waiting an
     hour; a batch of a live process, or of another host, is left alone."""
@@ -189,7 +189,7 @@ def abandoned_batches(table_dir: StagingDir) -> list[str]:
     return found
 
 
-def set_aside(table_dir: StagingDir, batch: StagedBatch, error: str) -> StagingDir:
+def set_aside(table_dir: Folder, batch: StagedBatch, error: str) -> Folder:
     """Move a batch that cannot be promoted to ``_failed/`` with the error, so later batches
     load; it is kept whole (manifest included) for :func:`restore_failed`."""
     target = table_dir.child(FAILED).child(batch.folder.name)
@@ -199,7 +199,7 @@ def set_aside(table_dir: StagingDir, batch: StagedBatch, error: str) -> StagingD
     return target
 
 
-def failed_batches(table_dir: StagingDir) -> list[dict[str, str]]:
+def failed_batches(table_dir: Folder) -> list[dict[str, str]]:
     """The batches set aside, oldest first, each with its error."""
     found = []
     for folder in table_dir.child(FAILED).subdirs(PREFIX):
@@ -209,7 +209,7 @@ def failed_batches(table_dir: StagingDir) -> list[dict[str, str]]:
     return found
 
 
-def restore_failed(table_dir: StagingDir) -> list[str]:
+def restore_failed(table_dir: Folder) -> list[str]:
     """Put every set-aside batch back in line (after the cause was fixed); returns their ids."""
     restored = []
     for folder in table_dir.child(FAILED).subdirs(PREFIX):

@@ -44,8 +44,9 @@ def s3_filesystem(storage: StorageOptions) -> pafs.S3FileSystem:
 
 
 @dataclass(frozen=True)
-class StagingDir:
-    """One folder of the staging area, on whichever filesystem holds it."""
+class Folder:
+    """One folder on whichever filesystem holds it: of the staging area, or of the lake's data
+    path (its table folder, zero-copy's incoming files, the ownership marker)."""
 
     fs: pafs.FileSystem
     scheme: str  # "" for a local/shared folder, "s3" for object storage
@@ -68,13 +69,13 @@ class StagingDir:
         """What Spark writes to: Hadoop's S3 connector is ``s3a://``."""
         return f"s3a://{self.path}" if self.scheme == "s3" else self.path
 
-    def child(self, name: str) -> StagingDir:
-        return StagingDir(self.fs, self.scheme, self._join(name))
+    def child(self, name: str) -> Folder:
+        return Folder(self.fs, self.scheme, self._join(name))
 
     def exists(self, name: str | None = None) -> bool:
         return self.fs.get_file_info(self._join(name)).type != pafs.FileType.NotFound
 
-    def subdirs(self, prefix: str) -> list[StagingDir]:
+    def subdirs(self, prefix: str) -> list[Folder]:
         """Child folders whose names start with ``prefix``, sorted by name."""
         if not self.exists():
             return []
@@ -97,7 +98,7 @@ class StagingDir:
         return [i.path for i in infos if i.type == pafs.FileType.File
                 and i.base_name.endswith(suffix) and not i.base_name.startswith(("_", "."))]
 
-    def transfer(self, name: str, target: StagingDir, target_name: str) -> None:
+    def transfer(self, name: str, target: Folder, target_name: str) -> None:
         """Move one file to ``target`` (a rename within one filesystem, else copy then delete)."""
         target.make(exist_ok=True)
         if self.is_local and target.is_local:
@@ -159,7 +160,7 @@ class StagingDir:
         """Delete the file at ``uri`` (as :meth:`uri` spells it), which lies below this folder."""
         self.delete(posixpath.relpath(split_uri(uri)[1], self.path))
 
-    def move_to(self, target: StagingDir) -> None:
+    def move_to(self, target: Folder) -> None:
         """Move this folder's files under ``target`` (a rename on a folder; copy then delete on an
         object store, which has no directory rename)."""
         if self.is_local:
@@ -211,25 +212,25 @@ def store_outage(settings: Settings, exc: BaseException) -> StorageUnavailable |
                               "was promoted that is not complete, and the next run carries on from here.")
 
 
-def staging_root(settings: Settings) -> StagingDir:
-    """``STAGING_PATH`` as a :class:`StagingDir` (a folder or ``s3://bucket/prefix``)."""
+def staging_root(settings: Settings) -> Folder:
+    """``STAGING_PATH`` as a :class:`Folder` (a folder or ``s3://bucket/prefix``)."""
     return folder_of(settings.staging_path, settings.storage)
 
 
-def folder_of(uri: str, storage: StorageOptions) -> StagingDir:
-    """A folder or ``s3://bucket/prefix`` as a :class:`StagingDir` on its own filesystem."""
+def folder_of(uri: str, storage: StorageOptions) -> Folder:
+    """A folder or ``s3://bucket/prefix`` as a :class:`Folder` on its own filesystem."""
     scheme, path = split_uri(uri)
     if scheme == "s3":
-        return StagingDir(s3_filesystem(storage), "s3", path)
-    return StagingDir(pafs.LocalFileSystem(), "", path)
+        return Folder(s3_filesystem(storage), "s3", path)
+    return Folder(pafs.LocalFileSystem(), "", path)
 
 
-def data_dir(settings: Settings) -> StagingDir:
+def data_dir(settings: Settings) -> Folder:
     """``DUCKLAKE_DATA_PATH`` on its filesystem (zero-copy writes the lake's files there)."""
     assert settings.data_path is not None, "resolved settings carry a data path"
     return folder_of(settings.data_path, settings.storage)
 
 
-def table_dir(settings: Settings) -> StagingDir:
+def table_dir(settings: Settings) -> Folder:
     """``STAGING_PATH/<table>``: where this table's batches are staged."""
     return staging_root(settings).child(settings.lake_table)

@@ -122,7 +122,7 @@ def test_the_same_batch_promoted_twice_is_skipped(settings, spark):
     copy = folder.with_name(folder.name + "-copy")
     shutil.copytree(folder, copy)
     first = promote.promote(resolved, batch)
-    copied = staging.StagedBatch(staging.StagingDir(batch.folder.fs, "", str(copy)), batch.manifest)
+    copied = staging.StagedBatch(staging.Folder(batch.folder.fs, "", str(copy)), batch.manifest)
     again = promote.promote(resolved, copied)
     assert first.outcome == "committed" and first.rows_inserted == 1_000
     assert again.outcome == "already promoted" and again.rows_inserted == 0
