@@ -23,9 +23,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import drop_databases, print_table, scratch_settings  # noqa: E402
+from pipeline import embedded  # noqa: E402
 from pipeline.lake.verify import compare  # noqa: E402
 from pipeline.settings import load_settings  # noqa: E402
-from pipeline.settings.resolve import resolve  # noqa: E402
 from tests.spark_services import ConnectServer, StandaloneCluster  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,7 +83,7 @@ def main() -> int:
                 finally:
                     if server is not None:
                         server.stop()
-                equal = compare(resolve(load_settings(env))).equal
+                equal = compare(embedded.resolved(load_settings(env))).equal
                 total = seconds["total"]
                 rows.append((mode, wall, seconds, total, equal))
         finally:

@@ -35,8 +35,8 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import drop_databases, postgres_cpu, print_table, scratch_env  # noqa: E402
+from pipeline import embedded  # noqa: E402
 from pipeline.settings import load_settings  # noqa: E402
-from pipeline.settings.resolve import resolve  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,7 +55,7 @@ def lake_facts(settings) -> dict[str, object]:
     from pipeline.lake.connect import lake_session
 
     lake, table = settings.lake_name, settings.lake_table
-    with lake_session(resolve(settings), read_only=True) as con:
+    with lake_session(embedded.resolved(settings), read_only=True) as con:
         latest = con.execute(f"SELECT max(snapshot_id) FROM {lake}.snapshots()").fetchone()[0]
         first_batch = con.execute(f"SELECT min(promoted_at) FROM {settings.batches_table}").fetchone()[0]
         latencies = sorted(r[0] for r in con.execute(f"""
@@ -117,7 +117,7 @@ def one_rate(args: argparse.Namespace, rate: int) -> list[tuple[str, str]]:
                 subprocess.run([sys.executable, str(ROOT / "events_pipeline.py"), "--run"], env=full_env,
                                cwd=ROOT, check=True, capture_output=True)
             facts = lake_facts(settings)
-            same = compare(resolve(settings))
+            same = compare(embedded.resolved(settings))
             values = facts["latencies"]
             cores = psutil.cpu_count()
             return [

@@ -33,11 +33,11 @@ from bench.common import (  # noqa: E402
     run_reference,
     scratch_env,
 )
+from pipeline import embedded  # noqa: E402
 from pipeline.extract.engines import make_extractor  # noqa: E402
 from pipeline.lake import verify  # noqa: E402
 from pipeline.ops.run import run  # noqa: E402
 from pipeline.settings import load_settings  # noqa: E402
-from pipeline.settings.resolve import resolve  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -79,7 +79,8 @@ def main() -> int:
             with PeakMemory() as memory:
                 t0 = time.monotonic()
                 # as a --run starts its engine: the JVM, then (arrow reader) a Python worker per core
-                spark = make_extractor("spark", resolve(settings)).spark if args.engine == "spark" else None
+                spark = (make_extractor("spark", embedded.resolved(settings)).spark
+                         if args.engine == "spark" else None)
                 jvm_start = time.monotonic() - t0
                 report = run(settings, engine=args.engine, spark=spark)
             cpu, pg_cpu = tree_cpu() - cpu0, postgres_cpu() - pg0

@@ -95,13 +95,13 @@ def main() -> int:
     parser.add_argument("--batches", type=int, default=30)
     parser.add_argument("--rows", type=int, default=2000, help="new events per load of the loop")
     args = parser.parse_args()
+    from pipeline import embedded
     from pipeline.extract.spark_session import build_session
-    from pipeline.settings.resolve import resolve
 
     with tempfile.TemporaryDirectory(prefix="el-loop-") as tmp:
         settings, dbs = scratch_settings(Path(tmp))
         try:
-            settings = resolve(settings)
+            settings = embedded.resolved(settings)
             spark = build_session(settings, app_name="bench-streaming")
             floor = sorted(streaming_floor(spark, args.batches))
             loads = sorted(loop_loads(spark, settings, args.batches, args.rows))

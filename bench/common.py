@@ -51,14 +51,14 @@ def scratch_lake(prefix: str, promotion: str = "zero-copy"):
     """A fresh, resolved lake on scratch databases: yields (settings, open connection)."""
     import tempfile
 
+    from pipeline import embedded
     from pipeline.lake import connect as lake
     from pipeline.lake import schema
-    from pipeline.settings.resolve import resolve
 
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         settings, dbs = scratch_settings(Path(tmp), promotion=promotion)
         try:
-            settings = resolve(settings)
+            settings = embedded.resolved(settings)
             con = lake.connect(settings)
             try:
                 schema.ensure_tables(con, settings)
@@ -168,8 +168,8 @@ REFERENCE_SCRIPT = """
 import sys, time
 from pipeline.lake import connect as lake, schema, verify
 from pipeline.settings import load_settings
-from pipeline.settings.resolve import resolve
-settings = resolve(load_settings())
+from pipeline import embedded
+settings = embedded.resolved(load_settings())
 con = lake.connect(settings)
 schema.ensure_tables(con, settings)
 verify.attach_source(con, settings)

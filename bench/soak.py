@@ -29,10 +29,10 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import drop_databases, print_table, scratch_env  # noqa: E402
+from pipeline import embedded  # noqa: E402
 from pipeline.errors import LakeNotCreated  # noqa: E402
 from pipeline.lake.verify import compare  # noqa: E402
 from pipeline.settings import load_settings  # noqa: E402
-from pipeline.settings.resolve import resolve  # noqa: E402
 from tests.helpers import lake_query  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -103,7 +103,7 @@ def run(args: argparse.Namespace, env: dict[str, str], settings) -> None:
         log.close()
     catch_up = subprocess.run([py, str(ROOT / "events_pipeline.py"), "--run", "--engine", args.engine],
                               env=env, cwd=ROOT, capture_output=True, text=True)
-    comparison = compare(resolve(settings))
+    comparison = compare(embedded.resolved(settings))
     print_table(f"Soak: {args.minutes:g} min, ~{args.rate} events/s, engine {args.engine}"
                 f"{', --follow every 2s' if args.follow else ''}", [
         *samples,

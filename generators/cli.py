@@ -11,13 +11,12 @@ import time
 
 from generators.produce import BatchJob, Producer
 from generators.writer import truncate
-from pipeline import invocation, progress
+from pipeline import embedded, invocation, progress
 from pipeline.errors import ConfigError, PipelineError
 from pipeline.process import exit_quietly_on_broken_pipe, on_stop
 from pipeline.progress import Progress
 from pipeline.settings import load_settings
 from pipeline.settings.durations import parse_duration
-from pipeline.settings.resolve import resolve
 from pipeline.source.connect import connect
 from pipeline.source.ddl import ensure_table
 
@@ -92,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = load_settings(flags={"SOURCE_PG_DSN": ("--dsn", args.dsn),
                                         "SOURCE_TABLE": ("--table", args.table)})
         # the embedded default starts only when no source is configured
-        source_dsn = settings.source_dsn or resolve(settings).source_dsn
+        source_dsn = settings.source_dsn or embedded.resolved(settings).source_dsn
         late_by = parse_duration(args.late_by, "--late-by")
         with connect(source_dsn, autocommit=False) as conn:
             ensure_table(conn, settings.source_table)

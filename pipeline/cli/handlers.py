@@ -24,10 +24,9 @@ def run(args: argparse.Namespace, settings: Settings) -> Outcome:
 
     mode = "extract" if args.extract_only else "promote" if args.promote_only or args.retry_failed else "run"
     if args.retry_failed:
-        from pipeline import staging
-        from pipeline.settings.resolve import resolve
+        from pipeline import embedded, staging
 
-        restored = staging.restore_failed(staging.table_dir(resolve(settings)))
+        restored = staging.restore_failed(staging.table_dir(embedded.resolved(settings)))
         logging.getLogger(__name__).info("retrying %d set-aside batch(es): %s", len(restored),
                                          ", ".join(restored) or "none")
     # recorded in the job history like a scheduled load: --status's freshness counts manual runs too
@@ -46,11 +45,11 @@ def run(args: argparse.Namespace, settings: Settings) -> Outcome:
 
 
 def reconcile(args: argparse.Namespace, settings: Settings) -> Outcome:
+    from pipeline import embedded
     from pipeline.lake import jobs
     from pipeline.ops.reconcile import reconcile as reconcile_lake
-    from pipeline.settings.resolve import resolve
 
-    resolved = resolve(settings)
+    resolved = embedded.resolved(settings)
     with jobs.recorded(resolved, "reconcile") as details:  # in the job history, as the scheduler's are
         report = reconcile_lake(resolved)
         details.update(summary=report.summary())
@@ -70,10 +69,10 @@ def demo(args: argparse.Namespace, settings: Settings) -> Outcome:
 
 
 def status(args: argparse.Namespace, settings: Settings) -> Outcome:
+    from pipeline import embedded
     from pipeline.ops.status import collect
-    from pipeline.settings.resolve import resolve
 
-    data = collect(resolve(settings))
+    data = collect(embedded.resolved(settings))
     output.out(output.dumps(data) if args.json else output.render_status(data))
     health = data["health"]
     reasons = "; ".join(health["reasons"])
@@ -82,21 +81,21 @@ def status(args: argparse.Namespace, settings: Settings) -> Outcome:
 
 
 def verify(args: argparse.Namespace, settings: Settings) -> Outcome:
+    from pipeline import embedded
     from pipeline.lake.verify import compare
-    from pipeline.settings.resolve import resolve
 
-    comparison = compare(resolve(settings))
+    comparison = compare(embedded.resolved(settings))
     return comparison.equal, comparison.describe()
 
 
 def print_attach(args: argparse.Namespace, settings: Settings) -> Outcome:
     import duckdb
 
+    from pipeline import embedded
     from pipeline.lake import extensions
     from pipeline.lake.attach_sql import extension_names, open_statements
-    from pipeline.settings.resolve import resolve
 
-    resolved = resolve(settings)
+    resolved = embedded.resolved(settings)
     # install the pinned extensions where the duckdb CLI of the same version finds them
     with duckdb.connect() as con:
         extensions.load(con, *extension_names(resolved.catalog, resolved.data_path))
@@ -132,12 +131,12 @@ def follow(args: argparse.Namespace, settings: Settings) -> Outcome:
 def serve(args: argparse.Namespace, settings: Settings) -> Outcome:
     import threading
 
+    from pipeline import embedded
     from pipeline.errors import ConfigError
     from pipeline.ops.web import WebServer
     from pipeline.process import on_stop
-    from pipeline.settings.resolve import resolve
 
-    resolved = resolve(settings)
+    resolved = embedded.resolved(settings)
     if not resolved.metrics_port:
         raise ConfigError("METRICS_PORT is 0, which turns the web server off.",
                           "Give --metrics-port 8900 (or set METRICS_PORT) to serve.")
@@ -155,10 +154,10 @@ def serve(args: argparse.Namespace, settings: Settings) -> Outcome:
 
 
 def maintain(args: argparse.Namespace, settings: Settings) -> Outcome:
+    from pipeline import embedded
     from pipeline.lake.maintain import maintain_now
-    from pipeline.settings.resolve import resolve
 
-    report = maintain_now(resolve(settings), dry_run=args.dry_run)
+    report = maintain_now(embedded.resolved(settings), dry_run=args.dry_run)
     if args.json:
         output.out(output.dumps(report.as_dict()))
     return True, f"Maintenance {'dry run ' if args.dry_run else ''}done: {report.describe()}."

@@ -7,6 +7,7 @@ from contextlib import contextmanager
 
 import duckdb
 
+from pipeline import invocation
 from pipeline.errors import CatalogUnavailable, ConfigError, LakeNotCreated, PipelineError, service_error
 from pipeline.lake import extensions, locks
 from pipeline.lake.attach_sql import extension_names, open_statements, storage_secret_sql
@@ -87,7 +88,8 @@ def attach_error(settings: ResolvedSettings, exc: duckdb.Error) -> PipelineError
     catalog = settings.catalog
     if NOT_CREATED in str(exc):
         return LakeNotCreated(f"The lake {settings.lake_name} does not exist yet in DUCKLAKE_CATALOG="
-                              f"{catalog.describe()}.", "The first --run creates it (or check that "
+                              f"{catalog.describe()}.",
+                              f"The first {invocation.RUN} creates it (or check that "
                               "DUCKLAKE_CATALOG and DUCKLAKE_NAME name the lake you mean).")
     where = f"Cannot open the lake catalog (DUCKLAKE_CATALOG={catalog.describe()})"
     if catalog.kind == "postgres":

@@ -20,6 +20,7 @@ from typing import Any
 
 import duckdb
 
+from pipeline import invocation
 from pipeline.errors import ConfigError, PipelineError, first_line
 from pipeline.lake import ownership
 from pipeline.lake.connect import connect
@@ -68,7 +69,8 @@ def parse_params(pairs: list[str]) -> dict[str, Any]:
     for pair in pairs:
         name, sep, raw = pair.partition("=")
         if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            raise ConfigError(f"--param {pair!r} is not name=value.", "Example: --param version=3")
+            raise ConfigError(f"{invocation.PARAM} {pair!r} is not name=value.",
+                              f"Example: {invocation.PARAM} version=3")
         params[name] = int(raw) if re.fullmatch(r"-?\d+", raw) else raw
     return params
 
@@ -78,7 +80,8 @@ def bind(statement: str, params: dict[str, Any]) -> dict[str, Any]:
     names = dict.fromkeys(_PARAM.findall(_strip_strings(statement)))
     missing = [n for n in names if n not in params]
     if missing:
-        raise ConfigError(f"The SQL uses ${missing[0]}, which was not given: add --param {missing[0]}=VALUE.")
+        raise ConfigError(f"The SQL uses ${missing[0]}, which was not given: "
+                          f"add {invocation.PARAM} {missing[0]}=VALUE.")
     return {n: params[n] for n in names}
 
 
@@ -190,7 +193,8 @@ def run_session(con: duckdb.DuckDBPyConnection, texts: list[str], params: dict[s
         con.execute("ROLLBACK")
         result.error = {"command_index": max(index - 1, 0), "sql": "",
                         "message": "The session ended inside a transaction (BEGIN without COMMIT); it was "
-                                   "rolled back and nothing it wrote was kept. End it with --sql COMMIT."}
+                                   "rolled back and nothing it wrote was kept. "
+                                   f"End it with {invocation.SQL} COMMIT."}
     return result
 
 
@@ -200,7 +204,7 @@ def _explain(exc: Exception, write: bool) -> str:
     if isinstance(exc, duckdb.PermissionException) or "disabled by configuration" in text \
             or "disabled through configuration" in text or "configuration has been locked" in text:
         where = "may change the lake, but nothing outside its data path" if write else "reads the lake only"
-        return f"{text.splitlines()[0]} (an --sql session {where})"
+        return f"{text.splitlines()[0]} (an {invocation.SQL} session {where})"
     if not write and "attached in read-only mode" in text:
         return f"{text.splitlines()[0]} ({REFUSED_HINT})"
     return text
@@ -215,20 +219,22 @@ def open_session(settings: ResolvedSettings, *, write: bool = False, at_version:
     """The lake attached read-only (unless ``write``), at a snapshot version or time if given."""
     time_travel = at_version is not None or at_time is not None
     if write and time_travel:
-        raise ConfigError("--write cannot be combined with --at-version/--at-time.",
-                          "Time travel is read-only; drop --write or the snapshot option.")
+        raise ConfigError(f"{invocation.WRITE} cannot be combined with "
+                          f"{invocation.AT_VERSION}/{invocation.AT_TIME}.",
+                          f"Time travel is read-only; drop {invocation.WRITE} or the snapshot option.")
     try:
         con = connect(settings, read_only=not write, snapshot_version=at_version, snapshot_time=at_time)
     except PipelineError as exc:
         if time_travel and "No snapshot found" in str(exc):
             raise ConfigError(f"The lake has no snapshot at {describe_at(at_version, at_time)}: that is "
                               "before its first snapshot (or past its last version).",
-                              "List the snapshots with --snapshots and pick a version or time among them."
+                              f"List the snapshots with {invocation.SNAPSHOTS} and pick a version or time "
+                              "among them."
                               ) from None
         if time_travel:
             raise ConfigError(
                 f"Cannot open the lake at {describe_at(at_version, at_time)}: {first_line(exc)}",
-                "List the snapshots that still exist with --snapshots; older ones were expired "
+                f"List the snapshots that still exist with {invocation.SNAPSHOTS}; older ones were expired "
                 "by maintenance (see RETENTION).") from None
         raise
     try:

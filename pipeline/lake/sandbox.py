@@ -15,13 +15,14 @@ Everything here is pure: it plans statements and judges statement types.
 
 from __future__ import annotations
 
+from pipeline import invocation
 from pipeline.sqltext import quote_literal
 
 # statement types a read-only session may run: queries, their plans, USE / SET VARIABLE
 # (configuration itself is locked), transactions, prepared queries
 READ_ONLY_TYPES = frozenset({"SELECT", "EXPLAIN", "CALL", "SET", "TRANSACTION", "PREPARE", "EXECUTE"})
 
-REFUSED_HINT = "read-only; use --write"
+REFUSED_HINT = f"read-only; use {invocation.WRITE}"
 
 
 def refusal(statement_type: str, query: str, write: bool) -> str | None:

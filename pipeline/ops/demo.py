@@ -12,12 +12,12 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from generators.writer import add_events
+from pipeline import embedded
 from pipeline.errors import PipelineError
 from pipeline.lake.connect import lake_session
 from pipeline.lake.verify import Comparison, compare
 from pipeline.ops.run import RunReport, run
 from pipeline.settings import Settings
-from pipeline.settings.resolve import resolve
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -42,7 +42,7 @@ class DemoResult:
 
 def demo(settings: Settings, engine: str = "spark", spark: SparkSession | None = None) -> DemoResult:
     """Run the demo and collect what it shows."""
-    settings = resolve(settings)
+    settings = embedded.resolved(settings)
     seed = int(datetime.now(UTC).timestamp())
     if engine == "spark" and spark is None:
         from pipeline.extract.spark_session import build_session

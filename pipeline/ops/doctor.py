@@ -161,13 +161,13 @@ def _arrow_check(spark: object, settings: ResolvedSettings, where: str, source_o
 
 def run_checks(settings: Settings, *, with_spark: bool = True) -> list[Check]:
     """Every check, in the order a setup is built; none raises."""
-    from pipeline.settings.resolve import resolve
+    from pipeline import embedded
 
     checks = [_timed("java", java_check)]
     if settings.spark.reader == "jdbc":  # the arrow reader needs no jar
         checks.append(_timed("jdbc driver", lambda: jdbc_check(settings)))
     try:
-        resolved = resolve(settings)  # starts the embedded Postgres when nothing is configured
+        resolved = embedded.resolved(settings)  # starts the embedded Postgres when nothing is configured
     except PipelineError as exc:
         failed = _failed("source", exc)
         return [*checks, failed, *(Check(name, SKIP, "needs the settings resolved (see above)")
@@ -194,7 +194,7 @@ def _timed(name: str, check: Callable[[], Check]) -> Check:
         result = _failed(name, exc)
     except Exception as exc:  # a check reports, whatever broke
         result = Check(name, FAIL, scrub_secrets(first_line(exc)) or type(exc).__name__,
-                       "Run with --verbose for Spark's and DuckDB's own output.")
+                       f"Run with {invocation.VERBOSE} for Spark's and DuckDB's own output.")
     return Check(result.name, result.status, result.detail, result.hint, round(time.monotonic() - start, 2))
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from pipeline import invocation
 from pipeline.settings.durations import format_duration
 
 HEALTHY, STALE, FAILING = 0, 1, 2
@@ -48,9 +49,10 @@ def assess(now: datetime, load_every: timedelta, last_success: datetime | None, 
     if source_error:
         failing.append(f"the source cannot be read: {source_error}")
     if last_load_status == "failed":
-        failing.append(f"the last load failed: {last_load_error or 'see the job history (--status)'}")
+        error = last_load_error or f"see the job history ({invocation.STATUS})"
+        failing.append(f"the last load failed: {error}")
     if set_aside:
-        failing.append(f"{set_aside} batch(es) set aside (fix the cause, then --retry-failed)")
+        failing.append(f"{set_aside} batch(es) set aside (fix the cause, then {invocation.RETRY_FAILED})")
     since = (now - last_success).total_seconds() if last_success else None
     if last_success is None and source_rows:
         stale.append(f"nothing loaded yet, while the source holds {source_rows} row(s)")

@@ -14,6 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from pipeline import invocation
 from pipeline.ops.observe import Observation, Observer
 
 PREFIX = "event_lake_"
@@ -43,14 +44,15 @@ def families(obs: Observation) -> Iterator[Metric]:
     if obs.status is None:
         return
     status, health = obs.status, obs.status["health"]
-    yield _gauge("health", "0 healthy, 1 stale, 2 failing (as --status exits).", health["exit_code"])
+    yield _gauge("health", f"0 healthy, 1 stale, 2 failing (as {invocation.STATUS} exits).",
+                 health["exit_code"])
     since = health["seconds_since_successful_load"]
     if since is not None:
         yield _gauge("seconds_since_successful_load", "Seconds since the last successful load.", since)
     for key, (name, text) in STATUS_GAUGES.items():
         if status.get(key) is not None:
             yield _gauge(name, text, status[key])
-    yield _gauge("set_aside_batches", "Batches set aside (fix, then --retry-failed).",
+    yield _gauge("set_aside_batches", f"Batches set aside (fix, then {invocation.RETRY_FAILED}).",
                  len(status["set_aside_batches"]))
     yield CounterMetricFamily(PREFIX + "rows_loaded", "Rows inserted into the lake by all batches.",
                               value=obs.rows_loaded)

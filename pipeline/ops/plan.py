@@ -10,6 +10,7 @@ from datetime import datetime
 
 import duckdb
 
+from pipeline import invocation
 from pipeline.lake import batches
 from pipeline.settings import ResolvedSettings
 from pipeline.source import arrivals, stats
@@ -52,7 +53,7 @@ def plan_batch(snapshot: PlannerSnapshot, con: duckdb.DuckDBPyConnection, settin
             log.warning("%d rows have %s after the source's clock (latest %s, %.1fs ahead): their writer "
                         "sets %s from a clock that runs ahead of the database's. They are read; a writer "
                         "clock running behind by more than %.1fs could make a load miss rows, which the "
-                        "scheduled --reconcile finds", ahead, column, latest.isoformat(),
+                        f"scheduled {invocation.RECONCILE} finds", ahead, column, latest.isoformat(),
                         (latest - upper).total_seconds(), column, arrivals.SKEW_MARGIN.total_seconds())
     return BatchPlan(window=window, stats=stats.window_stats(conn, settings.source_table, window),
                      snapshot_id=snapshot.snapshot_id, timezone=stats.session_timezone(conn),

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 
 import duckdb
 
-from pipeline import staging
+from pipeline import embedded, staging
 from pipeline.extract.batch import STAGED_COLUMNS
 from pipeline.lake import batches, validate
 from pipeline.lake.connect import lake_session
@@ -26,7 +26,6 @@ from pipeline.lake.schema import ensure_tables, lake_id
 from pipeline.lake.verify import attach_source
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.settings.durations import format_duration
-from pipeline.settings.resolve import resolve
 from pipeline.source import stats
 from pipeline.source.connect import connect as connect_source
 from pipeline.source.window import Window, iso
@@ -79,7 +78,7 @@ def reconcile(settings: Settings, since: timedelta | str | None = None) -> Recon
     """Compare source and lake over ``since`` before the watermark (default RECONCILE_SINCE;
     ``"all"``: the whole history) and backfill what the lake lacks. A lake table dropped by hand
     is created again here (only here: a run stops instead), so ``--since all`` reloads it."""
-    resolved = resolve(settings)
+    resolved = embedded.resolved(settings)
     if since is None:
         since = resolved.intervals.reconcile_since or ALL
     report = ReconcileReport(since=since if since == ALL else format_duration(since))

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Literal
 import duckdb
 import psycopg
 
-from pipeline import staging
+from pipeline import embedded, invocation, staging
 from pipeline.errors import (
     CatalogUnavailable,
     PipelineError,
@@ -36,7 +36,6 @@ from pipeline.lake.zero_copy import LakeTarget
 from pipeline.ops.plan import BatchPlan, plan_batch
 from pipeline.ops.preflight import preflight
 from pipeline.settings import ResolvedSettings, Settings
-from pipeline.settings.resolve import resolve
 from pipeline.source import shape
 from pipeline.source.snapshot import exported_snapshot
 from pipeline.source.window import Window
@@ -101,7 +100,7 @@ class RunReport:
             parts.append(f"{self.rows_in_future} events dated in the future wait until due")
         if self.set_aside:
             parts.append(f"{len(self.set_aside)} batch(es) SET ASIDE, not loaded: "
-                         f"{', '.join(self.set_aside)} (see the error above; then --retry-failed)")
+                         f"{', '.join(self.set_aside)} (see the error above; then {invocation.RETRY_FAILED})")
         return "; ".join(parts) or "nothing to do"
 
 
@@ -116,7 +115,7 @@ def run(settings: Settings, mode: Mode = "run", engine: str = "spark",
     ``record_as``: record the run in the job history under that job name (manual runs; the scheduler
     records its own), once the checks before creating anything have passed. ``faults``: the
     crash tests' seam (:mod:`pipeline.faults`)."""
-    resolved = resolve(settings)
+    resolved = embedded.resolved(settings)
     report = RunReport()
     started = time.monotonic()
     extra_columns = preflight(resolved, reads_source=mode in ("run", "extract"))
@@ -246,8 +245,8 @@ class _Run:
             folder = staging.set_aside(staging.table_dir(settings), batch, first_line(exc))
             self.report.set_aside.append(batch.batch_id)
             log.error("batch %s cannot be promoted (%s); set aside in %s, kept whole, so later batches "
-                      "load. Fix the cause, then run: events_pipeline.py --retry-failed",
-                      batch.batch_id, first_line(exc), folder.uri())
+                      "load. Fix the cause, then run: %s", batch.batch_id, first_line(exc), folder.uri(),
+                      invocation.command(invocation.RETRY_FAILED))
 
 
 def _lake_target(settings: ResolvedSettings, con: duckdb.DuckDBPyConnection, source: psycopg.Connection,

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import schedule
 
-from pipeline import logs
+from pipeline import embedded, logs
 from pipeline.errors import EngineUnavailable, LockBusy, PipelineError, ShutdownRequested, first_line
 from pipeline.faults import NO_FAULTS, Faults
 from pipeline.lake import jobs, locks, maintain
@@ -41,7 +41,6 @@ from pipeline.ops.policy import CANCEL_EVERY_SECONDS, SHUTDOWN_SECONDS, needs_a_
 from pipeline.process import on_stop
 from pipeline.settings import Settings
 from pipeline.settings.durations import format_duration
-from pipeline.settings.resolve import resolve
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -97,7 +96,7 @@ class Job:
 class Scheduler:
     def __init__(self, settings: Settings, engine: str = "spark", *, follow: bool = False,
                  faults: Faults = NO_FAULTS) -> None:
-        self.settings = resolve(settings)
+        self.settings = embedded.resolved(settings)
         self.faults = faults  # the crash tests' seam, handed to every load
         self.intervals, self.engine, self.follow = self.settings.intervals, engine, follow
         self.stop = threading.Event()

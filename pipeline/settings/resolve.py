@@ -1,27 +1,49 @@
-"""Fill unset service settings with the embedded default, starting it when needed."""
+"""Fill unset service settings with the embedded default's, which the caller has started.
+
+Resolving starts nothing: a caller that may run on the embedded default starts it first
+(:func:`pipeline.embedded.resolved` does both, in that order) and hands its databases here.
+"""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.settings.catalog import CatalogSpec
 from pipeline.settings.model import ResolvedSettings, Settings
+from pipeline.settings.pgdsn import PgDsn
 
 
-def resolve(settings: Settings) -> ResolvedSettings:
+@dataclass(frozen=True)
+class EmbeddedDefault:
+    """The embedded Postgres's databases for the services that are not configured."""
+
+    source_dsn: PgDsn | None = None
+    catalog_dsn: PgDsn | None = None
+
+
+def needs_embedded(settings: Settings) -> bool:
+    """No source or no catalog configured: the embedded default serves it."""
+    if isinstance(settings, ResolvedSettings):
+        return False
+    return settings.source_dsn is None or settings.catalog is None
+
+
+def resolve(settings: Settings, embedded: EmbeddedDefault | None = None) -> ResolvedSettings:
     """Settings with a source DSN, a catalog and a data path, all concrete."""
     if isinstance(settings, ResolvedSettings):
         return settings
     source_dsn, catalog = settings.source_dsn, settings.catalog
     if source_dsn is None or catalog is None:
-        from pipeline import embedded
-
-        server = embedded.ensure_running(settings.home)
-        if source_dsn is None:
-            source_dsn = embedded.ensure_database(server, embedded.SOURCE_DB)
-        if catalog is None:
-            catalog = CatalogSpec(kind="postgres", pg=embedded.ensure_database(server, embedded.CATALOG_DB))
+        if embedded is None:  # a caller's mistake, not a user's: say which call was missed
+            raise ValueError("no source or catalog is configured and the embedded default was not started: "
+                             "resolve with pipeline.embedded.resolved(settings)")
+        source_dsn = source_dsn or embedded.source_dsn
+        if catalog is None and embedded.catalog_dsn is not None:
+            catalog = CatalogSpec(kind="postgres", pg=embedded.catalog_dsn)
+        if source_dsn is None or catalog is None:
+            raise ValueError("the embedded default was started without the database this needs")
     data_path = settings.data_path or default_data_path(settings.home, settings.lake_name)
     source_dsn = source_dsn.with_timezone(settings.source_timezone)
     return ResolvedSettings.of(settings, source_dsn=source_dsn, catalog=catalog, data_path=data_path)

@@ -33,6 +33,32 @@ def test_every_cli_flag_is_documented_in_the_readme():
                     assert flag in README, f"{parser.prog} {flag} is not documented in README.md"
 
 
+def test_library_messages_name_flags_only_through_pipeline_invocation():
+    """Below the command line, a message that sends the user to a flag takes it from
+    pipeline.invocation, which names each flag the parser defines: a renamed flag cannot leave a
+    stale hint behind. (Docstrings and comments may name flags; messages may not spell them.)"""
+    import ast
+
+    from pipeline import invocation
+    from pipeline.cli.parser import build_parser
+
+    defined = {flag for action in build_parser()._actions for flag in action.option_strings}
+    assert set(invocation.FLAGS) <= defined, set(invocation.FLAGS) - defined
+    spelled = []
+    for path in (ROOT / "pipeline").rglob("*.py"):
+        if {"cli", "settings"} & set(path.relative_to(ROOT).parts) or path.name == "invocation.py":
+            continue
+        tree = ast.parse(path.read_text())
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef)) and node.body
+                      and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                named = [flag for flag in re.findall(r"--[a-z][a-z-]+", node.value) if flag in defined]
+                spelled += [f"{path.relative_to(ROOT)}:{node.lineno}: {flag}" for flag in named]
+    assert not spelled, "name these through pipeline.invocation:\n" + "\n".join(spelled)
+
+
 def test_only_the_settings_package_reads_the_environment():
     """So every key the product reads goes through ENV_KEYS (the loader refuses others)."""
     readers = []

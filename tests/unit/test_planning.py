@@ -129,6 +129,26 @@ def test_settings_defaults_use_the_embedded_home(tmp_path):
     assert settings.events_table == "lake.main.events" and settings.lookback == timedelta(minutes=15)
 
 
+def test_resolving_starts_nothing_it_fills_in_what_the_caller_started(tmp_path):
+    """pipeline.settings.resolve is pure: the embedded Postgres is the caller's explicit step
+    (pipeline.embedded.resolved), and only the unset services take its databases."""
+    from pipeline.settings.resolve import EmbeddedDefault, needs_embedded, resolve
+
+    bare = load_settings({"EVENT_LAKE_HOME": str(tmp_path)})
+    assert needs_embedded(bare)
+    with pytest.raises(ValueError, match="pipeline.embedded.resolved"):
+        resolve(bare)
+    assert not (tmp_path / "pg").exists()  # nothing was started
+    embedded_src = PgDsn.parse("postgresql://postgres@127.0.0.1:6000/event_lake_source")
+    embedded_cat = PgDsn.parse("postgresql://postgres@127.0.0.1:6000/event_lake_catalog")
+    own_source = load_settings({"EVENT_LAKE_HOME": str(tmp_path),
+                                "SOURCE_PG_DSN": "postgresql://app@db.internal:5432/app"})
+    resolved = resolve(own_source, EmbeddedDefault(catalog_dsn=embedded_cat))
+    assert resolved.source_dsn.host == "db.internal" and resolved.catalog.pg.dbname == "event_lake_catalog"
+    assert resolve(bare, EmbeddedDefault(embedded_src, embedded_cat)).source_dsn.port == 6000
+    assert not needs_embedded(resolved) and resolve(resolved) is resolved
+
+
 def test_bad_table_name_is_refused():
     with pytest.raises(ConfigError, match="SOURCE_TABLE"):
         load_settings({"SOURCE_TABLE": "events; drop table x"})
