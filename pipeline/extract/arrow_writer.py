@@ -11,18 +11,16 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.source.shape import EVENT_COLUMNS
+
 if TYPE_CHECKING:
     from pipeline.staging import Folder
 
 # The staging schema both Spark's own writer and this one produce: ids and JSON as text,
 # timestamps as UTC instants in microseconds.
-STAGING_SCHEMA = pa.schema([
-    ("event_id", pa.string()),
-    ("event_type", pa.string()),
-    ("event_timestamp", pa.timestamp("us", tz="UTC")),
-    ("details", pa.string()),
-    ("created_at", pa.timestamp("us", tz="UTC")),
-])
+INSTANT = pa.timestamp("us", tz="UTC")
+STAGING_SCHEMA = pa.schema([(name, INSTANT if name in ("event_timestamp", "created_at") else pa.string())
+                            for name in EVENT_COLUMNS])
 ROWS_PER_FILE = 1_000_000
 
 

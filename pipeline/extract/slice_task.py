@@ -31,12 +31,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.extract.arrow_writer import ParquetFile, staging_schema, to_staging_schema
+from pipeline.source.shape import EVENT_COLUMNS
 from pipeline.staging.location import Folder
 
 RESULT_SCHEMA = "slice long, rows long"  # what each task tells Spark (Spark DDL)
 DEST = "_dest"  # the folder a zero-copy batch's rows are split on: "lake", "stage" or "seen"
 SEEN = "seen"  # rows whose id the lake already holds: counted as duplicates, then deleted
-LAKE_COLUMNS = ("event_id", "event_type", "event_timestamp", "details", "created_at")
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,7 @@ def _split_for_lake(rows: Iterator[pa.RecordBatch], output: LakeOutput, index: i
                 _append(files, output.incoming, f"{DEST}=stage", index, _as_staged(table.filter(stage)))
             if lake is None or pc.any(lake).as_py():
                 kept = table if lake is None else table.filter(lake)
-                for folder, day_rows in _by_day(kept.select(list(LAKE_COLUMNS))):
+                for folder, day_rows in _by_day(kept.select(list(EVENT_COLUMNS))):
                     _append(files, output.incoming, f"{DEST}=lake/{folder}", index, day_rows)
     except BaseException:
         for file in files.values():
@@ -186,7 +186,7 @@ def _as_staged(table: pa.Table) -> pa.Table:
             column = column.storage
         columns[name] = column
     return to_staging_schema(pa.table(columns), staging_schema(
-        [n for n in table.column_names if n not in LAKE_COLUMNS]))
+        [n for n in table.column_names if n not in EVENT_COLUMNS]))
 
 
 def _by_day(table: pa.Table) -> Iterator[tuple[str, pa.Table]]:

@@ -28,6 +28,7 @@ from pipeline.lake.schema import events_column_types
 from pipeline.lake.transaction import transaction
 from pipeline.progress import Progress
 from pipeline.settings import ResolvedSettings
+from pipeline.source.shape import EVENT_COLUMNS
 from pipeline.source.window import parse_iso
 from pipeline.sqltext import quote_ident
 from pipeline.staging import StagedBatch
@@ -40,11 +41,10 @@ def insert_sql(events_table: str, batch_has_duplicates: bool = True,
                extra_columns: dict[str, str] | None = None) -> str:
     """Insert the batch's new loadable rows: one per id (only when the batch repeats ids: the
     window function costs a sort), anti-joined with the lake only within the batch's time range."""
-    named_extra = "".join(f", {quote_ident(name)}" for name in extra_columns or {})
-    picked = "".join(f", s.{quote_ident(name)}" for name in extra_columns or {})
+    columns = [*EVENT_COLUMNS, *map(quote_ident, extra_columns or {})]
     return f"""
-    INSERT INTO {events_table} (event_id, event_type, event_timestamp, details, created_at{named_extra})
-    SELECT s.event_id, s.event_type, s.event_timestamp, s.details, s.created_at{picked}
+    INSERT INTO {events_table} ({", ".join(columns)})
+    SELECT {", ".join(f"s.{name}" for name in columns)}
     FROM ({validate.loadable_sql(batch_has_duplicates, extra_columns=extra_columns)}) s
     ANTI JOIN (SELECT TRY_CAST(event_id AS UUID) AS event_id FROM {events_table}  -- text in a zero-copy lake
                WHERE event_timestamp BETWEEN $min_ts AND $max_ts) existing

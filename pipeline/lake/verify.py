@@ -16,6 +16,7 @@ from pipeline.lake.attach_sql import postgres_secret_sql
 from pipeline.lake.connect import lake_session
 from pipeline.lake.schema import quarantined_rows
 from pipeline.settings import ResolvedSettings
+from pipeline.source.shape import EVENT_COLUMNS
 from pipeline.sqltext import quote_literal, quote_qualified
 
 _FINGERPRINT = """
@@ -101,7 +102,8 @@ def sample_differences(con: duckdb.DuckDBPyConnection, lake: str, source: str, u
                        limit: int = 5) -> tuple[str, ...]:
     """Up to ``limit`` rows of each kind of difference: in the source only, in the lake only,
     and present on both sides with different contents (by id)."""
-    columns = "event_id, event_type, event_timestamp, details::VARCHAR AS details, created_at"
+    columns = ", ".join("details::VARCHAR AS details" if name == "details" else name
+                        for name in EVENT_COLUMNS)
     rows = con.execute(f"""
         WITH s AS (SELECT {columns} FROM {source} WHERE event_timestamp <= $upper),
              l AS (SELECT {columns} FROM {lake} WHERE event_timestamp <= $upper)

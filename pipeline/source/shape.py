@@ -12,11 +12,15 @@ from pipeline.errors import ConfigError, TerminalError
 
 log = logging.getLogger(__name__)
 
+# The five columns of an event, in the order the source, the staged files and the lake hold them;
+# columns the source adds later (schema drift) follow them.
+EVENT_COLUMNS = ("event_id", "event_type", "event_timestamp", "details", "created_at")
+
 # Staged column -> Postgres expression. event_id in its canonical text form, details as the
 # jsonb's own text; timestamps as instants (Parquet TIMESTAMP(isAdjustedToUTC=true, MICROS)):
 # ::timestamptz is a no-op on a timestamptz column and reads a naive one as wall-clock time in
 # the session's zone, which every reader sets to the source's (pipeline.source.connect).
-STAGED_COLUMNS = {
+STAGED_COLUMNS = {  # in EVENT_COLUMNS' order (checked below)
     "event_id": "event_id::text",
     "event_type": "event_type",
     "event_timestamp": "event_timestamp::timestamptz",
@@ -39,6 +43,7 @@ EXPECTED = {
     "details": None,  # jsonb, json or text: validated row by row
     "created_at": ("timestamptz", "timestamp"),
 }
+assert tuple(STAGED_COLUMNS) == tuple(EXPECTED) == EVENT_COLUMNS
 
 
 def source_columns(conn: psycopg.Connection, qualified: str) -> dict[str, str]:
