@@ -118,82 +118,121 @@ def _remove_partial_files(con: duckdb.DuckDBPyConnection, settings: ResolvedSett
             folder.fs.delete_file(info.path)
 
 
+@dataclass(frozen=True)
+class _Contents:
+    """What a batch holds, counted before its transaction: the files to copy, Spark's files to
+    register, and the rows by kind."""
+
+    files: list[str]  # staged Parquet read by the copy path
+    lake_files: list[dict[str, object]]  # zero-copy: registered as they are
+    staged: int  # every row, including those seen in the lake already (duplicates)
+    loadable: int
+    invalid: int
+    has_duplicates: bool
+    min_ts: datetime | None
+    max_ts: datetime | None
+
+    @property
+    def registered(self) -> int:
+        return sum(int(f["rows"]) for f in self.lake_files)
+
+    def uris(self) -> list[str]:
+        return self.files + [str(f["uri"]) for f in self.lake_files]
+
+
+def _contents(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, batch: StagedBatch) -> _Contents:
+    """Count the batch's rows. Spark's files go through the copy path instead when another run
+    committed rows after this batch's ids were checked (they may repeat some); they are deleted
+    after, like staged files: the one safety check zero-copy keeps at promotion."""
+    manifest = batch.manifest
+    files, lake_files = batch.file_uris(), batch.lake_files
+    if lake_files and zero_copy.inserted_since(con, settings, manifest.lake_snapshot or 0):
+        log.info("batch %s: the lake took rows since its files were written; promoting it by copy",
+                 batch.batch_id)
+        files, lake_files = files + [str(f["uri"]) for f in lake_files], []
+    staged, loadable, distinct_ids, min_ts, max_ts, invalid = (
+        con.execute(validate.BATCH_STATS, {"files": files}).fetchone() if files else (0, 0, 0, None, None, 0))
+    registered = sum(int(f["rows"]) for f in lake_files)
+    min_ts, max_ts = _span([min_ts, max_ts, *(parse_iso(str(f[k])) for f in lake_files
+                                              for k in ("min_event_timestamp", "max_event_timestamp"))])
+    return _Contents(files, lake_files, staged + registered + manifest.rows_seen, loadable, invalid,
+                     distinct_ids < loadable, min_ts, max_ts)
+
+
 def _promote_locked(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, batch: StagedBatch,
                     started: float, lease: locks.Lease, faults: Faults) -> PromotionResult:
     manifest = batch.manifest
-    files = batch.file_uris()
-    lake_files = batch.lake_files
 
     def result(outcome: str, staged: int = 0, inserted: int = 0, snapshot: int | None = None,
-               max_ts: datetime | None = None, quarantined: int = 0) -> PromotionResult:
+               max_ts: datetime | None = None, quarantined: int = 0, registered: int = 0) -> PromotionResult:
         return PromotionResult(batch.batch_id, staged, inserted, staged - inserted - quarantined, snapshot,
-                               time.monotonic() - started, outcome, max_ts, quarantined,
-                               len(lake_files) if snapshot is not None else 0)
+                               time.monotonic() - started, outcome, max_ts, quarantined, registered)
 
     if batches.is_recorded(con, settings, batch.batch_id):
         return result("already promoted", manifest.row_count)
     if not staging.is_complete(batch.folder):
         return result("settled by another process", manifest.row_count)
-    if lake_files and zero_copy.inserted_since(con, settings, manifest.lake_snapshot or 0):
-        # another run committed rows after this batch's ids were checked: its files may repeat
-        # some, so they go through the copy path like staged rows (and are deleted after)
-        log.info("batch %s: the lake took rows since its files were written; promoting it by copy",
-                 batch.batch_id)
-        files, lake_files = files + [str(f["uri"]) for f in lake_files], []
-    if not files and not lake_files:
+    if not batch.file_uris() and not batch.lake_files:
         return result("no new rows" if manifest.rows_seen else "empty", manifest.rows_seen)
-    staged, loadable, distinct_ids, min_ts, max_ts, invalid = (
-        con.execute(validate.BATCH_STATS, {"files": files}).fetchone() if files else (0, 0, 0, None, None, 0))
-    registered = sum(int(f["rows"]) for f in lake_files)
-    staged += registered + manifest.rows_seen  # seen: already in the lake, so duplicates
-    if staged == 0:
+    contents = _contents(con, settings, batch)
+    if contents.staged == 0:
         return result("empty")
-    min_ts, max_ts = _span([min_ts, max_ts, *(parse_iso(str(f[k])) for f in lake_files
-                                              for k in ("min_event_timestamp", "max_event_timestamp"))])
-    has_duplicates = distinct_ids < loadable
-
-    message = (f"reconcile batch {batch.batch_id}: backfill late events in {manifest.window.describe()}"
-               if manifest.engine == RECONCILE_ENGINE else
-               f"promote batch {batch.batch_id} window {manifest.window.describe()}")
-    commit_info = json.dumps({"batch_id": batch.batch_id, "engine": manifest.engine,
-                        "window_low": manifest.window_low, "window_upper": manifest.window_upper,
-                        "rows_staged": staged, "files_registered": len(lake_files)})
     meter = Progress(f"promoting {batch.batch_id}")  # one statement at a time: steps, then the count
-    with meter.ticking(), transaction(con, settings.lake_name, message, commit_info) as tx:
-        quarantined = 0
-        rejected = validate.rejected_sql(invalid > 0, has_duplicates)
-        if rejected is not None:
-            meter.step("quarantining rows that cannot load")
-            quarantined = con.execute(validate.quarantine_sql(settings.quarantine_table, rejected),
-                                      {"files": files, "batch_id": batch.batch_id,
-                                       "table_name": settings.lake_table}).fetchone()[0]
-        lake_extra = add_columns(con, settings, manifest.extra_columns or {})
-        inserted = 0
-        if loadable:
-            meter.step("inserting new rows" + (" (dropping duplicates)" if has_duplicates else ""))
-            inserted = con.execute(insert_sql(settings.events_table, has_duplicates, lake_extra),
-                                   {"files": files, "min_ts": min_ts, "max_ts": max_ts}).fetchone()[0]
-        if lake_files:
-            meter.step(f"registering {len(lake_files)} file(s)")
-            zero_copy.register(con, settings, [str(f["uri"]) for f in lake_files])
-            inserted += registered
+    with meter.ticking(), transaction(con, settings.lake_name, *_commit_text(batch, contents)) as tx:
+        inserted, quarantined = _write(con, settings, batch, contents, meter)
         nothing_new = inserted == 0 and quarantined == 0
         if nothing_new:
             tx.rollback()  # leave the lake (and its snapshot list) alone
         else:
-            fresh = _freshness(con, files + [str(f["uri"]) for f in lake_files], manifest.arrived_after)
-            _record(con, settings, batch, staged, inserted, quarantined, min_ts, max_ts, started, fresh)
+            fresh = _freshness(con, contents.uris(), manifest.arrived_after)
+            _record(con, settings, batch, contents, inserted, quarantined, started, fresh)
             faults.before_commit(lease)
             lease.check()  # fencing: commit only while still holding the promote lock
             meter.step("committing")
-    meter.finish(staged, f"{inserted:,} new" if not nothing_new else "nothing new")
+    meter.finish(contents.staged, f"{inserted:,} new" if not nothing_new else "nothing new")
     if nothing_new:
-        return result("no new rows", staged)
+        return result("no new rows", contents.staged)
     snapshot = con.execute(
         f"SELECT max(snapshot_id) FROM {settings.lake_name}.snapshots() "
         "WHERE json_extract_string(commit_extra_info, '$.batch_id') = ?", [batch.batch_id]
     ).fetchone()[0]
-    return result("committed", staged, inserted, snapshot, max_ts, quarantined)
+    return result("committed", contents.staged, inserted, snapshot, contents.max_ts, quarantined,
+                  len(contents.lake_files))
+
+
+def _commit_text(batch: StagedBatch, contents: _Contents) -> tuple[str, str]:
+    """The snapshot's commit message and its extra info (JSON: what ``--status`` and tests read)."""
+    manifest = batch.manifest
+    message = (f"reconcile batch {batch.batch_id}: backfill late events in {manifest.window.describe()}"
+               if manifest.engine == RECONCILE_ENGINE else
+               f"promote batch {batch.batch_id} window {manifest.window.describe()}")
+    return message, json.dumps({"batch_id": batch.batch_id, "engine": manifest.engine,
+                                "window_low": manifest.window_low, "window_upper": manifest.window_upper,
+                                "rows_staged": contents.staged, "files_registered": len(contents.lake_files)})
+
+
+def _write(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, batch: StagedBatch,
+           contents: _Contents, meter: Progress) -> tuple[int, int]:
+    """Inside the batch's transaction: quarantine, add drifted columns, insert, register.
+    Returns (rows inserted or registered, rows newly quarantined)."""
+    files, quarantined, inserted = contents.files, 0, 0
+    rejected = validate.rejected_sql(contents.invalid > 0, contents.has_duplicates)
+    if rejected is not None:
+        meter.step("quarantining rows that cannot load")
+        quarantined = con.execute(validate.quarantine_sql(settings.quarantine_table, rejected),
+                                  {"files": files, "batch_id": batch.batch_id,
+                                   "table_name": settings.lake_table}).fetchone()[0]
+    lake_extra = add_columns(con, settings, batch.manifest.extra_columns or {})
+    if contents.loadable:
+        meter.step("inserting new rows" + (" (dropping duplicates)" if contents.has_duplicates else ""))
+        inserted = con.execute(insert_sql(settings.events_table, contents.has_duplicates, lake_extra),
+                               {"files": files, "min_ts": contents.min_ts, "max_ts": contents.max_ts}
+                               ).fetchone()[0]
+    if contents.lake_files:
+        meter.step(f"registering {len(contents.lake_files)} file(s)")
+        zero_copy.register(con, settings, [str(f["uri"]) for f in contents.lake_files])
+        inserted += contents.registered
+    return inserted, quarantined
 
 
 def _freshness(con: duckdb.DuckDBPyConnection, files: list[str],
@@ -209,16 +248,16 @@ def _freshness(con: duckdb.DuckDBPyConnection, files: list[str],
     return (float(row[0]), float(row[1])) if row and row[0] is not None else (None, None)
 
 
-def _record(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, batch: StagedBatch, staged: int,
-            inserted: int, quarantined: int, min_ts: datetime | None, max_ts: datetime | None,
-            started: float, freshness: tuple[float | None, float | None]) -> None:
+def _record(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, batch: StagedBatch,
+            contents: _Contents, inserted: int, quarantined: int, started: float,
+            freshness: tuple[float | None, float | None]) -> None:
     """The batch's state row, in its transaction: the watermark moves with the data."""
-    manifest = batch.manifest
+    manifest, staged = batch.manifest, contents.staged
     batches.record(con, settings, batches.BatchRecord(
         batch_id=batch.batch_id, table_name=settings.lake_table, engine=manifest.engine,
         window_low=manifest.window.low, window_upper=manifest.window.upper,
         rows_staged=staged, rows_inserted=inserted, rows_duplicate=staged - inserted - quarantined,
-        min_event_timestamp=min_ts, max_event_timestamp=max_ts,
+        min_event_timestamp=contents.min_ts, max_event_timestamp=contents.max_ts,
         extract_seconds=manifest.extract_seconds, promote_seconds=time.monotonic() - started,
         staged_at=datetime.fromisoformat(manifest.created_at), promoted_at=datetime.now(UTC),
         arrival_mark=parse_iso(manifest.arrival_mark),
