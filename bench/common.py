@@ -119,8 +119,7 @@ def stage_synthetic_batch(con, settings: Settings, rows: int, now, *, overlap: i
     from pipeline import staging
     from pipeline.extract import lake_files
     from pipeline.lake import zero_copy
-    from pipeline.source.window import iso
-    from pipeline.staging import Manifest, StagedBatch
+    from pipeline.source.window import Window
 
     batch_id = staging.new_batch_id()
     path = staging.batch_dir(staging.table_dir(settings), batch_id)
@@ -154,12 +153,9 @@ def stage_synthetic_batch(con, settings: Settings, rows: int, now, *, overlap: i
         settled = lake_files.settle(target, batch_id, path)
         lake, rows_seen = settled.lake_files, settled.rows_seen
         files = staging.parquet_files(path)
-    manifest = Manifest(batch_id=batch_id, table=settings.lake_table, engine="bench",
-                        window_low=None, window_upper=iso(now), row_count=rows,
-                        files=files, schema=[], extract_seconds=0.0, lake_files=lake or None,
+    return staging.seal(path, batch_id=batch_id, table=settings.lake_table, engine="bench",
+                        window=Window(None, now), row_count=rows, files=files, lake_files=lake or None,
                         lake_snapshot=snapshot, rows_seen=rows_seen)
-    staging.write_manifest(path, manifest)
-    return StagedBatch(folder=path, manifest=manifest)
 
 
 # The single-machine reference: DuckDB's postgres extension, one INSERT … SELECT into a fresh

@@ -38,7 +38,7 @@ from pipeline.source.shape import STAGED_COLUMNS
 from pipeline.source.stats import WindowStats
 from pipeline.source.window import Window, iso
 from pipeline.sqltext import quote_ident, quote_qualified
-from pipeline.staging import Folder, Manifest, StagedBatch
+from pipeline.staging import Folder, StagedBatch
 
 
 def select_sql(qualified_table: str, window: Window, extra_columns: Iterable[str] = (),
@@ -145,12 +145,12 @@ def _extract_claimed(extractor: Extractor, request: ExtractRequest, folder: Fold
         staging.remove_batch(folder)
         raise short_batch_error(request, extractor.engine, rows, len(files) + len(lake))
     schema = _parquet_metadata(folder, files[0]).schema.to_arrow_schema() if files else settled.schema
-    manifest = Manifest(
+    batch = staging.seal(
+        folder,
         batch_id=request.batch_id,
         table=request.settings.lake_table,
         engine=extractor.engine,
-        window_low=iso(request.window.low) if request.window.low else None,
-        window_upper=iso(request.window.upper),
+        window=request.window,
         row_count=rows,
         files=files,
         schema=[{"name": f.name, "type": str(f.type)} for f in schema] if schema else [],
@@ -164,9 +164,8 @@ def _extract_claimed(extractor: Extractor, request: ExtractRequest, folder: Fold
         arrival_mark=iso(request.arrival_mark) if request.arrival_mark else None,
         arrived_after=iso(request.window.arrivals.after) if request.window.arrivals else None,
     )
-    staging.write_manifest(folder, manifest)
     meter.finish(rows, "staged")
-    return StagedBatch(folder=folder, manifest=manifest)
+    return batch
 
 
 def _parquet_metadata(folder: Folder, name: str) -> pq.FileMetaData:

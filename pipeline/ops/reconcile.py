@@ -155,12 +155,9 @@ def _backfill(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, hours:
     if missing == 0:
         staging.remove_batch(folder)
         return
-    manifest = staging.Manifest(
-        batch_id=batch_id, table=settings.lake_table, engine=RECONCILE_ENGINE,
-        window_low=iso(window.low) if window.low else None, window_upper=iso(window.upper),
-        row_count=missing, files=[name], schema=[], extract_seconds=0.0,
-        lake_id=lake_id(con, settings), source=settings.source_name)
-    staging.write_manifest(folder, manifest)
-    result = promote(settings, staging.StagedBatch(folder, manifest), con)
+    batch = staging.seal(folder, batch_id=batch_id, table=settings.lake_table, engine=RECONCILE_ENGINE,
+                         window=window, row_count=missing, files=[name],
+                         lake_id=lake_id(con, settings), source=settings.source_name)
+    result = promote(settings, batch, con)
     report.rows_backfilled, report.rows_quarantined = result.rows_inserted, result.rows_quarantined
     report.snapshot_id = result.snapshot_id

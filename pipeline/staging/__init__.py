@@ -23,8 +23,8 @@ from pipeline.staging.contract import (
     release_batch,
     remove_batch,
     restore_failed,
+    seal,
     set_aside,
-    write_manifest,
 )
 from pipeline.staging.location import Folder, staging_root, store_outage, table_dir
 
@@ -32,5 +32,5 @@ __all__ = ["FAILED", "FAILURE", "MANIFEST", "PREFIX", "RUNNING", "Manifest", "St
            "abandoned_batches", "batch_dir", "claim_batch", "clean_stale", "complete_batches",
            "failed_batches",
            "is_complete", "new_batch_id", "parquet_files", "pending_lake_files", "read_manifest",
-           "release_batch", "remove_batch", "restore_failed", "set_aside", "staging_root", "store_outage",
-           "table_dir", "write_manifest"]
+           "release_batch", "remove_batch", "restore_failed", "seal", "set_aside", "staging_root",
+           "store_outage", "table_dir"]

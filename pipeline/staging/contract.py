@@ -13,6 +13,7 @@ import secrets
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from pipeline.source.window import Window, iso, parse_iso
 from pipeline.staging.location import Folder
@@ -95,9 +96,22 @@ def parquet_files(folder: Folder) -> list[str]:
     return folder.files(".parquet")
 
 
-def write_manifest(folder: Folder, manifest: Manifest) -> None:
+def _write_manifest(folder: Folder, manifest: Manifest) -> None:
     """Write ``_manifest.json`` atomically; from this moment the batch is complete."""
     folder.write_text(MANIFEST, json.dumps(asdict(manifest), indent=2))
+
+
+def seal(folder: Folder, *, batch_id: str, table: str, engine: str, window: Window, row_count: int,
+         files: list[str], **recorded: Any) -> StagedBatch:
+    """Complete a batch whose files are in ``folder``: its manifest, written last. Every writer of
+    batches (the engines' extraction, reconcile's backfill, the benches) seals through here;
+    ``recorded`` takes the manifest's optional fields (schema, lake files, the plan's marks …)."""
+    manifest = Manifest(batch_id=batch_id, table=table, engine=engine,
+                        window_low=iso(window.low) if window.low else None, window_upper=iso(window.upper),
+                        row_count=row_count, files=files, schema=recorded.pop("schema", []),
+                        extract_seconds=recorded.pop("extract_seconds", 0.0), **recorded)
+    _write_manifest(folder, manifest)
+    return StagedBatch(folder=folder, manifest=manifest)
 
 
 def read_manifest(folder: Folder) -> Manifest | None:

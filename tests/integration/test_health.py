@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pipeline import staging
 from pipeline.ops.health import FAILING, HEALTHY, STALE, assess
 from pipeline.settings.resolve import resolve
+from pipeline.source.window import Window
 from tests.conftest import run_main
 from tests.helpers import add_events, age_load_history, jobs_table, lake_query
 
@@ -37,10 +38,9 @@ def test_status_exit_codes_follow_manual_runs_and_set_aside_batches(settings, la
     resolved = resolve(settings)
     folder = staging.batch_dir(staging.table_dir(resolved), staging.new_batch_id())
     folder.make(exist_ok=False)
-    manifest = staging.Manifest(folder.name.removeprefix(staging.PREFIX), "events", "dlt", None,
-                                NOW.isoformat(), 0, [], [], 0.0)
-    staging.write_manifest(folder, manifest)
-    staging.set_aside(staging.table_dir(resolved), staging.StagedBatch(folder, manifest), "unreadable file")
+    batch = staging.seal(folder, batch_id=folder.name.removeprefix(staging.PREFIX), table="events", engine="dlt",
+                         window=Window(None, NOW), row_count=0, files=[])
+    staging.set_aside(staging.table_dir(resolved), batch, "unreadable file")
     text = cli("--status", env=env)
     assert text.returncode == FAILING, text.stdout + text.stderr
     assert text.stdout.startswith("health          FAILING: 1 batch(es) set aside")
