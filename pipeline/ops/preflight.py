@@ -25,7 +25,7 @@ def preflight(settings: ResolvedSettings, *, reads_source: bool) -> dict[str, st
             stats.require_table(conn, settings.source_table)
             # raises on a missing or retyped column
             extra_columns = shape.check_shape(conn, settings.source_table, settings.schema_drift,
-                                     settings.arrival_column)
+                                              settings.arrival_column)
     if not is_object_store(settings.data_path):  # object storage is checked by its first write
         _writable_folder(Path(settings.data_path), "DUCKLAKE_DATA_PATH")
     _writable_staging(settings)
