@@ -7,7 +7,12 @@ directory (the one the ``duckdb`` CLI of the same version also reads) on first u
 
 from __future__ import annotations
 
+import os
+import tempfile
+from pathlib import Path
+
 import duckdb
+import fasteners
 from duckdb_extensions import import_extension
 
 from pipeline.errors import TerminalError
@@ -29,9 +34,21 @@ def load(con: duckdb.DuckDBPyConnection, *names: str) -> None:
         installed, loaded = state.get(canonical, (False, False))
         if loaded:
             continue
-        if not installed:
+        if installed:
+            try:
+                con.execute(f"LOAD {canonical}")
+                continue
+            except duckdb.IOException:  # another process was installing it at that moment
+                pass
+        # DuckDB's INSTALL replaces the file: two processes installing at once (the first run on
+        # a machine, the tests' workers) can each find it gone for a moment, so one at a time
+        with fasteners.InterProcessLock(str(_INSTALL_LOCK)):
             _install(con, name)
-        con.execute(f"LOAD {canonical}")
+            con.execute(f"LOAD {canonical}")
+
+
+# per user, as DuckDB's extension folder (~/.duckdb/extensions) is
+_INSTALL_LOCK = Path(tempfile.gettempdir()) / f"event-lake-duckdb-{duckdb.__version__}-{os.getuid()}.lock"
 
 
 def _install(con: duckdb.DuckDBPyConnection, name: str) -> None:

@@ -100,3 +100,20 @@ def test_the_jdbc_reader_without_a_jar_is_a_configuration_error_not_a_retry(lake
     assert "SPARK_READER=jdbc needs the Postgres JDBC driver" in result.stderr
     assert "SPARK_READER=arrow" in result.stderr
     assert result.stdout.strip().splitlines()[-1].startswith("Failed: "), result.stdout  # not "(temporary"
+
+
+def test_first_runs_on_a_fresh_machine_install_the_duckdb_extensions_once_at_a_time(tmp_path):
+    """DuckDB's INSTALL replaces the extension file, so processes installing at once (the tests'
+    workers, or two first commands on a new machine) could each find it gone; they take turns."""
+    import subprocess
+    import sys
+
+    script = ("import duckdb\nfrom pipeline.lake import extensions\n"
+              "extensions.load(duckdb.connect(), 'postgres', 'ducklake', 'httpfs')\nprint('loaded')")
+    env = {**os.environ, "HOME": str(tmp_path)}  # DuckDB's extension folder: ~/.duckdb/extensions
+    procs = [subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env=env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(4)]
+    outputs = [proc.communicate(timeout=120) for proc in procs]
+    assert [proc.returncode for proc in procs] == [0] * 4, outputs
+    assert all(out.strip() == "loaded" for out, _ in outputs)
+    assert len(list((tmp_path / ".duckdb" / "extensions").rglob("*.duckdb_extension"))) == 3
