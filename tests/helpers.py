@@ -242,3 +242,22 @@ def metric_samples(text: str) -> dict[tuple[str, tuple], float]:
 
     return {(s.name, tuple(sorted(s.labels.items()))): s.value
             for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def wait_for_slow_reads(source_dsn: str, count: int = 1, timeout: float = 180) -> None:
+    """Until ``count`` read slices sleep in Postgres (EVENT_LAKE_FAULT=slow-read): the engine's
+    job is then surely running on the executors, however long the Spark session took to start."""
+    import time
+
+    import psycopg
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with psycopg.connect(source_dsn, autocommit=True) as conn:
+            sleeping = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE state = 'active' "
+                                    "AND datname = current_database() AND query LIKE '%pg_sleep(%' "
+                                    "AND pid <> pg_backend_pid()").fetchone()[0]
+        if sleeping >= count:
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"no {count} read slice(s) sleeping in Postgres after {timeout:.0f}s")

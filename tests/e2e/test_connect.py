@@ -14,7 +14,7 @@ import pytest
 from pipeline.extract.spark_session import build_session, default_cores
 from pipeline.settings import load_settings
 from tests.conftest import run_cli
-from tests.helpers import Proc, add_events, assert_lake_equals_source, lake_query
+from tests.helpers import Proc, add_events, assert_lake_equals_source, lake_query, wait_for_slow_reads
 from tests.spark_services import ConnectServer
 
 
@@ -73,7 +73,7 @@ def test_sigterm_cancels_a_running_connect_extraction(settings, lake_env, connec
            "SPARK_PARTITIONS": "2"}
     scheduler = Proc("events_pipeline.py", "--schedule", "--run-now", "--load-every", "1h", env=env)
     scheduler.wait_for("extracting 2000 rows")
-    time.sleep(4)  # the session is up and the job has been submitted
+    wait_for_slow_reads(lake_env["SOURCE_PG_DSN"])  # the job is running on the server
     started = time.monotonic()
     assert scheduler.terminate() == 0, scheduler.output
     assert time.monotonic() - started < 20, scheduler.output  # the read alone takes 30 s
@@ -113,7 +113,7 @@ def test_a_connect_server_killed_mid_extraction_is_named_and_the_process_exits_p
            "SPARK_PARTITIONS": "2"}
     run = Proc("events_pipeline.py", "--run", env=env)
     run.wait_for("extracting 1500 rows")
-    time.sleep(4)  # the job is running on the server
+    wait_for_slow_reads(lake_env["SOURCE_PG_DSN"])  # the job is running on the server
     os.killpg(connect_server.proc.pid, signal.SIGKILL)
     killed = time.monotonic()
     code = run.popen.wait(timeout=240)

@@ -18,6 +18,7 @@ from tests.helpers import (
     assert_promoted_by_mode,
     data_snapshots,
     lake_query,
+    wait_for_slow_reads,
 )
 
 
@@ -98,7 +99,8 @@ def test_a_run_killed_mid_extraction_leaves_partials_the_next_run_removes_at_onc
     deadline = time.monotonic() + 120
     while not list(running.glob("*.json")) and time.monotonic() < deadline:
         time.sleep(0.5)  # the Spark session is starting
-    time.sleep(4)  # Spark is writing
+    wait_for_slow_reads(lake_env["SOURCE_PG_DSN"], count=2)  # both slices are reading
+    time.sleep(1)  # and Spark has its task files open
     run_proc.popen.send_signal(signal.SIGKILL)
     run_proc.popen.wait(30)
     [abandoned] = staging.abandoned_batches(table_dir)

@@ -4,13 +4,11 @@ nothing staged or promoted; after the server is back the next run loads everythi
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from pipeline.settings import load_settings
 from tests.conftest import run_main
-from tests.helpers import Proc, add_events, assert_lake_equals_source, data_snapshots
+from tests.helpers import Proc, add_events, assert_lake_equals_source, data_snapshots, wait_for_slow_reads
 from tests.private_pg import PrivatePostgres
 
 
@@ -31,7 +29,7 @@ def test_source_lost_mid_extraction_fails_plainly_and_the_next_run_loads_everyth
     # server goes down
     run = Proc("events_pipeline.py", "--run", env={**env, "EVENT_LAKE_FAULT": "slow-read"})
     run.wait_for("extracting 500 rows")
-    time.sleep(15)  # past the Spark session start, inside the 30 s read
+    wait_for_slow_reads(env["SOURCE_PG_DSN"])  # past the Spark session start, inside the 30 s read
     server.stop("immediate")
     code = run.popen.wait(timeout=120)
     output = "\n".join(run.lines)
