@@ -11,7 +11,6 @@ import contextlib
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Protocol
 
 import pyarrow.parquet as pq
@@ -34,6 +33,7 @@ from pipeline.lake import zero_copy
 from pipeline.lake.zero_copy import LakeTarget
 from pipeline.progress import Progress
 from pipeline.settings import ResolvedSettings
+from pipeline.source.plan import BatchPlan
 from pipeline.source.shape import STAGED_COLUMNS
 from pipeline.source.stats import WindowStats
 from pipeline.source.window import Window, iso
@@ -59,16 +59,29 @@ class ExtractRequest:
     """One extraction: the window, what the source said it holds, and where to write."""
 
     settings: ResolvedSettings
-    window: Window
-    stats: WindowStats  # counted in the snapshot the engines read
+    plan: BatchPlan  # the run's, made once: every engine reads its window in its snapshot and zone
     batch_id: str
-    snapshot_id: str | None = None  # the planner's exported Postgres snapshot
     lake_id: str | None = None  # the lake the batch is for (recorded in its manifest)
     extra_columns: dict[str, str] = field(default_factory=dict)  # added source columns -> lake type
     lake_target: LakeTarget | None = None  # zero-copy: write the lake's files (pipeline.lake.zero_copy)
-    timezone: str = "UTC"  # the planner's session zone, which every reader's session takes
-    arrival_mark: datetime | None = None  # the plan's (pipeline.ops.plan.BatchPlan), into the manifest
     faults: Faults = NO_FAULTS  # the crash tests' seam: the slow-read fault wraps each slice's query
+
+    # the plan's parts the engines read
+    @property
+    def window(self) -> Window:
+        return self.plan.window
+
+    @property
+    def stats(self) -> WindowStats:
+        return self.plan.stats
+
+    @property
+    def snapshot_id(self) -> str | None:
+        return self.plan.snapshot_id
+
+    @property
+    def timezone(self) -> str:
+        return self.plan.timezone
 
     @property
     def folder(self) -> Folder:
@@ -161,7 +174,7 @@ def _extract_claimed(extractor: Extractor, request: ExtractRequest, folder: Fold
         lake_files=lake or None,
         lake_snapshot=target.snapshot_id if target else None,
         rows_seen=settled.rows_seen,
-        arrival_mark=iso(request.arrival_mark) if request.arrival_mark else None,
+        arrival_mark=iso(request.plan.arrival_mark) if request.plan.arrival_mark else None,
         arrived_after=iso(request.window.arrivals.after) if request.window.arrivals else None,
     )
     meter.finish(rows, "staged")

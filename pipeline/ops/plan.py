@@ -1,11 +1,10 @@
-"""A run's plan, made once inside the planner's snapshot: the window, what the source holds in
-it, and the marks the next plan starts from. Everything after (extraction, promotion) only
-carries it out."""
+"""Making a run's plan (:class:`pipeline.source.plan.BatchPlan`), once, inside the planner's
+snapshot: the window, what the source holds in it, and the marks the next plan starts from.
+Everything after (extraction, promotion) only carries it out."""
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from datetime import datetime
 
 import duckdb
@@ -14,21 +13,11 @@ from pipeline import invocation
 from pipeline.lake import batches
 from pipeline.settings import ResolvedSettings
 from pipeline.source import arrivals, stats
+from pipeline.source.plan import BatchPlan
 from pipeline.source.snapshot import PlannerSnapshot
-from pipeline.source.stats import WindowStats
-from pipeline.source.window import Arrivals, Window, plan_window
+from pipeline.source.window import Arrivals, plan_window
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class BatchPlan:
-    window: Window
-    stats: WindowStats  # counted in the snapshot every reader imports
-    snapshot_id: str
-    timezone: str  # the planner's session zone, which every reader's session takes
-    rows_in_future: int  # dated after the source's clock: they wait until due
-    arrival_mark: datetime | None  # recorded with the batch; the next plan reads what arrived after
 
 
 def plan_batch(snapshot: PlannerSnapshot, con: duckdb.DuckDBPyConnection, settings: ResolvedSettings,

@@ -33,10 +33,11 @@ from pipeline.lake.connect import lake_session
 from pipeline.lake.promote import PromotionResult, promote
 from pipeline.lake.schema import events_column_types, lake_id
 from pipeline.lake.zero_copy import LakeTarget
-from pipeline.ops.plan import BatchPlan, plan_batch
+from pipeline.ops.plan import plan_batch
 from pipeline.ops.preflight import preflight
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.source import shape
+from pipeline.source.plan import BatchPlan
 from pipeline.source.snapshot import exported_snapshot
 from pipeline.source.window import Window
 from pipeline.staging import StagedBatch
@@ -216,10 +217,8 @@ class _Run:
             batch_id = staging.new_batch_id()
             target = _lake_target(settings, self.con, snapshot.conn, engines.name, plan, extra_columns,
                                   batch_id)
-            request = ExtractRequest(settings, plan.window, plan.stats, batch_id, plan.snapshot_id,
-                                     lake_identity, extra_columns=extra_columns, lake_target=target,
-                                     timezone=plan.timezone, arrival_mark=plan.arrival_mark,
-                                     faults=self.faults)
+            request = ExtractRequest(settings, plan, batch_id, lake_identity, extra_columns=extra_columns,
+                                     lake_target=target, faults=self.faults)
             batch = extract(extractor, request)
         report.seconds["extract"] = time.monotonic() - t0
         report.staged_batch, report.rows_in_window = batch.batch_id, batch.manifest.row_count

@@ -28,6 +28,7 @@ def test_the_arrow_readers_tasks_get_the_password_outside_plans_properties_and_c
     from pipeline.extract.batch import ExtractRequest
     from pipeline.extract.slice_task import RESULT_SCHEMA
     from pipeline.settings.resolve import resolve
+    from pipeline.source.plan import BatchPlan
     from pipeline.source.stats import WindowStats
     from pipeline.source.window import Window
 
@@ -41,7 +42,7 @@ def test_the_arrow_readers_tasks_get_the_password_outside_plans_properties_and_c
     with connect(settings.source_dsn) as conn:  # the earlier test's rows are there too
         rows = conn.execute(f"SELECT count(*) FROM {settings.source_table}").fetchone()[0]
     window = Window(None, datetime.now(UTC))
-    request = ExtractRequest(settings, window, WindowStats(rows, None, None), "secret-test",
+    request = ExtractRequest(settings, BatchPlan(window, WindowStats(rows, None, None), None), "secret-test",
                              faults=faults.injected("slow-read"))
     folder = tmp_path / "staging" / "out"
     folder.mkdir(parents=True)

@@ -15,6 +15,7 @@ from pipeline.extract.batch import ExtractRequest
 from pipeline.extract.slice_task import SliceSource
 from pipeline.settings.resolve import resolve
 from pipeline.source import stats
+from pipeline.source.plan import BatchPlan
 from pipeline.source.snapshot import exported_snapshot
 from pipeline.source.window import Window
 from pipeline.staging.location import folder_of
@@ -54,8 +55,8 @@ def test_slice_tasks_split_a_window_by_pages_or_time_and_stage_every_row_once(se
             window_stats = stats.window_stats(conn, settings.source_table, window)
             if name == "times":  # as for a small incremental window: by time, over the index
                 window_stats = dataclasses.replace(window_stats, table_pages=0)
-            request = ExtractRequest(settings, window, window_stats, f"b-{name}", snapshot_id,
-                                     timezone="UTC")
+            request = ExtractRequest(settings, BatchPlan(window, window_stats, snapshot_id, "UTC"),
+                                     f"b-{name}")
             parts = spark_arrow.slices(request, 4)
             if name == "pages":
                 assert window_stats.table_pages >= 4 and all(p is not None for _, p in parts), parts

@@ -1,0 +1,21 @@
+"""What a run's plan is (made once, in the planner's snapshot, by :mod:`pipeline.ops.plan`):
+the window, what the source holds in it, and the marks the next plan starts from. Extraction
+reads with it and the manifest carries it; nothing after the plan decides these again."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from pipeline.source.stats import WindowStats
+from pipeline.source.window import Window
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    window: Window
+    stats: WindowStats  # counted in the snapshot every reader imports
+    snapshot_id: str | None  # the planner's exported Postgres snapshot (None: each reader's own)
+    timezone: str = "UTC"  # the planner's session zone, which every reader's session takes
+    rows_in_future: int = 0  # dated after the source's clock: they wait until due
+    arrival_mark: datetime | None = None  # recorded with the batch; the next plan reads what arrived after
