@@ -23,7 +23,7 @@ from typing import Any
 import duckdb
 
 from pipeline.errors import ConfigError
-from pipeline.lake.schema import lake_id, table_names
+from pipeline.lake.identity import lake_id, table_names
 from pipeline.settings import ResolvedSettings
 from pipeline.settings.resolve import DATA_FOLDER_MARKER as MARKER
 from pipeline.staging.location import Folder, data_dir, split_uri

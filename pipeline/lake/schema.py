@@ -6,7 +6,8 @@ import duckdb
 
 from pipeline import invocation
 from pipeline.errors import TerminalError
-from pipeline.lake import locks
+from pipeline.lake import locks, ownership
+from pipeline.lake.identity import table_names
 from pipeline.lake.transaction import transaction
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.sqltext import quote_ident, read_sql, split_statements
@@ -35,13 +36,6 @@ def events_column_types(con: duckdb.DuckDBPyConnection, settings: Settings) -> d
         "AND schema_name = 'main' AND table_name = ?", [settings.lake_name, settings.lake_table]).fetchall())
 
 
-def table_names(con: duckdb.DuckDBPyConnection, settings: Settings) -> set[tuple[str, str]]:
-    """Every ``(schema, table)`` the attached lake holds."""
-    return {(schema, table) for schema, table in con.execute(
-        "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = ?",
-        [settings.lake_name]).fetchall()}
-
-
 def _tables_exist(con: duckdb.DuckDBPyConnection, settings: Settings) -> tuple[bool, bool]:
     """(events table exists, every ops table exists)."""
     found = table_names(con, settings)
@@ -60,7 +54,6 @@ def ensure_tables(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, *,
     would reload only the look-back, so that stops with the way back, unless
     ``recreate_dropped`` (``--reconcile``, which can reload the whole history).
     """
-    from pipeline.lake import ownership  # imports this module
 
     events_exists, ops_exists = _tables_exist(con, settings)
     if not (events_exists and ops_exists):
@@ -130,12 +123,6 @@ def _stop_if_dropped(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings)
         f"Bring it back: {restore}reload it from the source with "
         f"{invocation.RECONCILE} {invocation.SINCE} all (which creates it "
         "again and backfills every row the source still has).")
-
-
-def lake_id(con: duckdb.DuckDBPyConnection, settings: Settings) -> str:
-    """This lake's identity (made with its tables; see ``lake_identity`` in lake_events.sql)."""
-    table = f"{quote_ident(settings.lake_name)}.{quote_ident(settings.ops_schema)}.lake_identity"
-    return con.execute(f"SELECT lake_id FROM {table} ORDER BY created_at, lake_id LIMIT 1").fetchone()[0]
 
 
 def quarantined_rows(con: duckdb.DuckDBPyConnection, settings: Settings) -> int:

@@ -16,7 +16,7 @@ import duckdb
 from pipeline.errors import LakeNotCreated, first_line, scrub_secrets
 from pipeline.lake import history, jobs
 from pipeline.lake.connect import lake_session
-from pipeline.lake.schema import table_names
+from pipeline.lake.identity import table_names
 from pipeline.settings import ResolvedSettings
 
 log = logging.getLogger(__name__)

@@ -21,8 +21,9 @@ from pipeline import embedded, staging
 from pipeline.extract.batch import STAGED_COLUMNS
 from pipeline.lake import batches, validate
 from pipeline.lake.connect import lake_session
+from pipeline.lake.identity import lake_id
 from pipeline.lake.promote import RECONCILE_ENGINE, promote
-from pipeline.lake.schema import ensure_tables, lake_id
+from pipeline.lake.schema import ensure_tables
 from pipeline.lake.verify import attach_source
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.settings.durations import format_duration

@@ -30,8 +30,9 @@ from pipeline.extract.engines import make_extractor
 from pipeline.faults import NO_FAULTS, Faults
 from pipeline.lake import batches, jobs, zero_copy
 from pipeline.lake.connect import lake_session
+from pipeline.lake.identity import lake_id
 from pipeline.lake.promote import PromotionResult, promote
-from pipeline.lake.schema import events_column_types, lake_id
+from pipeline.lake.schema import events_column_types
 from pipeline.lake.zero_copy import LakeTarget
 from pipeline.ops.plan import plan_batch
 from pipeline.ops.preflight import preflight

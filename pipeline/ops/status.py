@@ -13,7 +13,8 @@ from pipeline.errors import LakeNotCreated, SourceUnavailable, first_line
 from pipeline.lake import batches as batch_table
 from pipeline.lake import jobs
 from pipeline.lake.connect import lake_session
-from pipeline.lake.schema import lake_id, quarantined_rows, table_names
+from pipeline.lake.identity import lake_id, table_names
+from pipeline.lake.schema import quarantined_rows
 from pipeline.ops import health
 from pipeline.ops.scheduler_state import read_state
 from pipeline.settings import ResolvedSettings
