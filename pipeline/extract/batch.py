@@ -64,6 +64,7 @@ class ExtractRequest:
     lake_id: str | None = None  # the lake the batch is for (recorded in its manifest)
     extra_columns: dict[str, str] = field(default_factory=dict)  # added source columns -> lake type
     lake_target: LakeTarget | None = None  # zero-copy: write the lake's files (pipeline.lake.zero_copy)
+    copy_reason: str | None = None  # why the batch is promoted by copy (None: zero-copy, or not decided)
     faults: Faults = NO_FAULTS  # the crash tests' seam: the slow-read fault wraps each slice's query
 
     # the plan's parts the engines read
@@ -174,6 +175,7 @@ def _extract_claimed(extractor: Extractor, request: ExtractRequest, folder: Fold
         lake_files=lake or None,
         lake_snapshot=target.snapshot_id if target else None,
         rows_seen=settled.rows_seen,
+        copy_reason=request.copy_reason,
         arrival_mark=iso(request.plan.arrival_mark) if request.plan.arrival_mark else None,
         arrived_after=iso(request.window.arrivals.after) if request.window.arrivals else None,
     )

@@ -124,6 +124,7 @@ class _Contents:
     register, and the rows by kind."""
 
     files: list[str]  # staged Parquet read by the copy path
+    copy_reason: str | None  # why rows go through the copy path (None: all of Spark's files registered)
     lake_files: list[dict[str, object]]  # zero-copy: registered as they are
     staged: int  # every row, including those seen in the lake already (duplicates)
     loadable: int
@@ -145,17 +146,18 @@ def _contents(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, batch:
     committed rows after this batch's ids were checked (they may repeat some); they are deleted
     after, like staged files: the one safety check zero-copy keeps at promotion."""
     manifest = batch.manifest
-    files, lake_files = batch.file_uris(), batch.lake_files
+    files, lake_files, copy_reason = batch.file_uris(), batch.lake_files, manifest.copy_reason
     if lake_files and zero_copy.inserted_since(con, settings, manifest.lake_snapshot or 0):
-        log.info("batch %s: the lake took rows since its files were written; promoting it by copy",
-                 batch.batch_id)
+        copy_reason = "the lake took rows after this batch's ids were checked"
+        log.info("batch %s: %s; promoting it by copy", batch.batch_id, copy_reason)
         files, lake_files = files + [str(f["uri"]) for f in lake_files], []
     staged, loadable, distinct_ids, min_ts, max_ts, invalid = (
         con.execute(validate.BATCH_STATS, {"files": files}).fetchone() if files else (0, 0, 0, None, None, 0))
     registered = sum(int(f["rows"]) for f in lake_files)
     min_ts, max_ts = _span([min_ts, max_ts, *(parse_iso(str(f[k])) for f in lake_files
                                               for k in ("min_event_timestamp", "max_event_timestamp"))])
-    return _Contents(files, lake_files, staged + registered + manifest.rows_seen, loadable, invalid,
+    return _Contents(files, copy_reason if files else None, lake_files,
+                     staged + registered + manifest.rows_seen, loadable, invalid,
                      distinct_ids < loadable, min_ts, max_ts)
 
 
@@ -208,7 +210,8 @@ def _commit_text(batch: StagedBatch, contents: _Contents) -> tuple[str, str]:
                f"promote batch {batch.batch_id} window {manifest.window.describe()}")
     return message, json.dumps({"batch_id": batch.batch_id, "engine": manifest.engine,
                                 "window_low": manifest.window_low, "window_upper": manifest.window_upper,
-                                "rows_staged": contents.staged, "files_registered": len(contents.lake_files)})
+                                "rows_staged": contents.staged, "files_registered": len(contents.lake_files),
+                                **({"copy_reason": contents.copy_reason} if contents.copy_reason else {})})
 
 
 def _write(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, batch: StagedBatch,

@@ -216,10 +216,10 @@ class _Run:
             report.seconds["engine_start"] = time.monotonic() - t0
             t0 = time.monotonic()
             batch_id = staging.new_batch_id()
-            target = _lake_target(settings, self.con, snapshot.conn, engines.name, plan, extra_columns,
-                                  batch_id)
+            target, copy_reason = _promotion(settings, self.con, snapshot.conn, engines.name, plan,
+                                             extra_columns, batch_id)
             request = ExtractRequest(settings, plan, batch_id, lake_identity, extra_columns=extra_columns,
-                                     lake_target=target, faults=self.faults)
+                                     lake_target=target, copy_reason=copy_reason, faults=self.faults)
             batch = extract(extractor, request)
         report.seconds["extract"] = time.monotonic() - t0
         report.staged_batch, report.rows_in_window = batch.batch_id, batch.manifest.row_count
@@ -249,13 +249,14 @@ class _Run:
                       invocation.command(invocation.RETRY_FAILED))
 
 
-def _lake_target(settings: ResolvedSettings, con: duckdb.DuckDBPyConnection, source: psycopg.Connection,
-                 engine: str, plan: BatchPlan, extra_columns: dict[str, str],
-                 batch_id: str) -> LakeTarget | None:
-    """Where Spark writes this batch's lake files in zero-copy mode; None (logged with the
-    reason) when this run promotes by copy."""
+def _promotion(settings: ResolvedSettings, con: duckdb.DuckDBPyConnection, source: psycopg.Connection,
+               engine: str, plan: BatchPlan, extra_columns: dict[str, str],
+               batch_id: str) -> tuple[LakeTarget | None, str | None]:
+    """How this batch is promoted, decided once: zero-copy, with where Spark writes the lake's
+    files (and no reason), or by copy, with the reason (logged, and kept in the snapshot's
+    commit info)."""
     if settings.promotion != "zero-copy":
-        return None
+        return None, f"PROMOTION={settings.promotion}"
     lake_types = events_column_types(con, settings)
     reason = zero_copy.blocker(settings, engine, lake_types,
                                shape.source_columns(source, settings.source_table),
@@ -268,12 +269,12 @@ def _lake_target(settings: ResolvedSettings, con: duckdb.DuckDBPyConnection, sou
         target = zero_copy.write_lake_ids(con, settings, span, batch_id,
                                           typed=lake_types.get("event_id") == "UUID")
         if zero_copy.worth_zero_copy(target.lake_id_count, rows):
-            return target
+            return target, None
         target.remove_ids()
         reason = (f"{target.lake_id_count} of the window's {rows} rows are in the lake already; "
                   "re-reading that many costs Spark more than copy promotion")
     log.info("zero-copy promotion not used (%s); this batch is promoted by copy", reason)
-    return None
+    return None, reason
 
 
 def promotion_outage(settings: ResolvedSettings, exc: duckdb.Error) -> PipelineError:

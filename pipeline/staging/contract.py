@@ -53,6 +53,7 @@ class Manifest:
     lake_files: list[dict[str, object]] | None = None
     lake_snapshot: int | None = None
     rows_seen: int = 0  # zero-copy: rows whose id the lake already held, counted and not staged
+    copy_reason: str | None = None  # the plan promotes this batch by copy, and why (None: zero-copy)
     # arrival-aware windows (pipeline.source.arrivals): this plan's mark, recorded with the batch for
     # the next plan, and the earlier mark it read after (rows past it are new arrivals: freshness)
     arrival_mark: str | None = None

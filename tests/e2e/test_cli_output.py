@@ -16,7 +16,7 @@ import pytest
 
 from pipeline.ops.run import run
 from pipeline.settings import load_settings
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, run_cli, run_main
 from tests.helpers import add_events
 
 CLEAR_LINE = "\x1b[2K"  # what a progress redraw writes before its text
@@ -90,21 +90,21 @@ def test_log_format_json_gives_one_object_per_line(small_lake):
 def test_format_csv_and_jsonl_print_only_rows(small_lake):
     query = ("SELECT event_type, count(*) AS n, NULL AS nothing, {'a': 1} AS nested FROM lake.main.events "
              "GROUP BY ALL ORDER BY event_type")
-    as_csv = run_cli("events_pipeline.py", "--sql", query, "--format", "csv", env=small_lake)
+    as_csv = run_main("--sql", query, "--format", "csv", env=small_lake)
     assert as_csv.returncode == 0, as_csv.stderr
     rows = list(csv.DictReader(io.StringIO(as_csv.stdout)))
     assert sum(int(r["n"]) for r in rows) == 120 and rows[0]["nothing"] == ""
     assert json.loads(rows[0]["nested"]) == {"a": 1}
-    as_jsonl = run_cli("events_pipeline.py", "--sql", query, "--format", "jsonl", env=small_lake)
+    as_jsonl = run_main("--sql", query, "--format", "jsonl", env=small_lake)
     records = [json.loads(line) for line in as_jsonl.stdout.splitlines()]
     assert [r["event_type"] for r in records] == [r["event_type"] for r in rows]
     assert records[0]["nothing"] is None and records[0]["nested"] == {"a": 1}
-    snapshots = run_cli("events_pipeline.py", "--snapshots", "--format", "jsonl", env=small_lake)
+    snapshots = run_main("--snapshots", "--format", "jsonl", env=small_lake)
     assert all("snapshot_id" in json.loads(line) for line in snapshots.stdout.splitlines())
 
-    wrong = run_cli("events_pipeline.py", "--status", "--format", "csv", env=small_lake)
+    wrong = run_main("--status", "--format", "csv", env=small_lake)
     assert wrong.returncode == 1 and wrong.stdout == "" and "--format csv is for commands" in wrong.stderr
-    clash = run_cli("events_pipeline.py", "--sql", "SELECT 1", "--json", "--format", "csv", env=small_lake)
+    clash = run_main("--sql", "SELECT 1", "--json", "--format", "csv", env=small_lake)
     assert clash.returncode == 1 and clash.stdout == "" and "two formats" in clash.stderr
-    failed = run_cli("events_pipeline.py", "--sql", "SELECT nope", "--format", "jsonl", env=small_lake)
+    failed = run_main("--sql", "SELECT nope", "--format", "jsonl", env=small_lake)
     assert failed.returncode == 1 and failed.stdout == "" and "nope" in failed.stderr

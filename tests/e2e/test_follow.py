@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from tests.conftest import run_cli
+from tests.conftest import run_main
 from tests.helpers import Proc, add_events, assert_lake_equals_source, jobs_table, lake_query
 
 
@@ -25,7 +25,7 @@ def test_follow_loads_what_arrives_every_second_and_stops_cleanly(settings, lake
     assert follower.lines[-1] == "Stopped following cleanly.", follower.output
     assert "finishing the micro-batch in flight" in follower.output
     # what the follower committed is in the source once each; the rest arrives with the next run
-    run_cli("events_pipeline.py", "--run", env=lake_env)
+    assert run_main("--run", env=lake_env).returncode == 0  # in this process: a JVM start saved
     assert_lake_equals_source(settings)
     # after the first (which read all 2,000 and the first writes), loads read about what arrived,
     # not the 15-minute look-back, which holds every row: that would be several rows read per row
@@ -33,7 +33,7 @@ def test_follow_loads_what_arrives_every_second_and_stops_cleanly(settings, lake
         settings, "SELECT count(*), sum(rows_staged), sum(rows_inserted) FROM lake.ops.batches "
                   "WHERE promoted_at > (SELECT min(promoted_at) FROM lake.ops.batches)")
     assert loads >= 6 and inserted > 0 and read / inserted < 1.5, (loads, read, inserted)
-    status = json.loads(run_cli("events_pipeline.py", "--status", "--json", env=lake_env).stdout)
+    status = json.loads(run_main("--status", "--json", env=lake_env).stdout)
     hour = status["last_hour"]
     assert hour["loads"] >= 7 and hour["rows_read_per_inserted"] < 2
     assert 0 < hour["freshness_p50_seconds"] <= hour["freshness_p95_seconds"] < 60

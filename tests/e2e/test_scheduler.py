@@ -11,7 +11,7 @@ from pathlib import Path
 from pipeline.ops.scheduler_state import read_state
 from pipeline.settings.pgdsn import PgDsn
 from pipeline.settings.resolve import resolve
-from tests.conftest import run_cli
+from tests.conftest import run_main
 from tests.helpers import (
     Proc,
     TcpProxy,
@@ -62,7 +62,7 @@ def test_scheduler_keeps_the_lake_fresh_and_small_while_events_stream_in(setting
     assert any(c["files_after"] < c["files_before"] for c in compactions), compactions
     assert any(json.loads(d)["snapshots_expired"] for job, s, _, _, d in rows if job == "expire")
     # catch up on what arrived after the last scheduled load, then compare everything
-    assert run_cli("events_pipeline.py", "--run", "--engine", "dlt", env=lake_env).returncode == 0
+    assert run_main("--run", "--engine", "dlt", env=lake_env).returncode == 0
     assert_lake_equals_source(settings)
 
 
@@ -78,7 +78,7 @@ def test_sigterm_during_a_load_leaves_no_partial_batch(settings, lake_env):
         settings, "SELECT (SELECT coalesce(sum(rows_inserted), 0) FROM lake.ops.batches), "
                   "(SELECT count(*) FROM lake.main.events)")[0]
     assert inserted == lake_rows and lake_rows in (0, 150_000)
-    assert run_cli("events_pipeline.py", "--run", "--engine", "dlt", env=lake_env).returncode == 0
+    assert run_main("--run", "--engine", "dlt", env=lake_env).returncode == 0
     assert_lake_equals_source(settings, expected_rows=150_000)
 
 
@@ -107,7 +107,7 @@ def test_a_second_scheduler_does_no_duplicate_work(settings, lake_env):
         settings, "SELECT (SELECT sum(rows_inserted) FROM lake.ops.batches), "
                   "(SELECT count(*) FROM lake.main.events)")[0]
     assert inserted == lake_rows
-    assert run_cli("events_pipeline.py", "--run", "--engine", "dlt", env=lake_env).returncode == 0
+    assert run_main("--run", "--engine", "dlt", env=lake_env).returncode == 0
     assert_lake_equals_source(settings, expected_rows=4_000)
 
 
@@ -141,7 +141,7 @@ def test_a_scheduler_restarted_within_an_interval_keeps_the_cadence(settings, la
     """Compaction every 12 s, the scheduler restarted every ~6 s: counting from each start, it
     would never compact; counting from ops.jobs, it compacts on time across the restarts."""
     add_events(settings, 100, seed=25)
-    assert run_cli("events_pipeline.py", "--run", "--engine", "dlt", env=lake_env).returncode == 0
+    assert run_main("--run", "--engine", "dlt", env=lake_env).returncode == 0
     args = ("--schedule", "--engine", "dlt", "--load-every", "1h", "--expire-every", "1h",
             "--compact-every", "12s", "--reconcile-every", "1h")
     started = time.monotonic()

@@ -111,6 +111,13 @@ def test_a_lake_made_in_copy_mode_takes_the_arrow_readers_files_as_they_are(sett
             "Parquet writer cannot write" in caplog.text
     assert lake_query(zero, "SELECT DISTINCT typeof(event_id), typeof(details) FROM lake.main.events") == \
         [("UUID", "JSON")]
+    # each batch's snapshot says how it was promoted, and why by copy
+    reasons = [reason for (reason,) in lake_query(
+        zero, "SELECT json_extract_string(commit_extra_info, '$.copy_reason') FROM lake.snapshots() "
+              "WHERE json_extract_string(commit_extra_info, '$.batch_id') IS NOT NULL ORDER BY snapshot_id")]
+    assert reasons[:2] == ["PROMOTION=copy", None], reasons
+    if jdbc_jar():
+        assert reasons[2].startswith("this lake holds event_id UUID, details JSON"), reasons
     assert_lake_equals_source(zero, expected_rows=800 if jdbc_jar() else 700)
 
 
