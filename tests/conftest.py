@@ -8,6 +8,7 @@ and ``e2e`` (real subprocesses: kills, signals, pipes, clusters, Connect, S3, br
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import queue
@@ -144,15 +145,25 @@ NEEDS_JDBC_JAR = pytest.mark.skipif(jdbc_jar() is None, reason="no Postgres JDBC
                                     "libpostgresql-jdbc-java, or set SPARK_JDBC_JAR): SPARK_READER=jdbc untested")
 
 
-@pytest.fixture(scope="session")
-def spark(tmp_path_factory: pytest.TempPathFactory):
-    """One local session for the in-process tests; it carries the JDBC jar when there is one, so
-    tests of either reader share it (the arrow reader ignores the jar)."""
+@functools.cache
+def shared_spark():
+    """This process's one local Spark session; it carries the JDBC jar when there is one, so
+    tests of either reader share it (the arrow reader ignores the jar). Whoever starts Spark
+    first in a worker starts this one: a session begun by an in-process command (getOrCreate)
+    would lack the jar, and the JDBC tests after it would fail on a missing driver class."""
+    import tempfile
+
     from pipeline.extract.spark_session import build_session
 
-    home = tmp_path_factory.mktemp("spark-home")
-    env = {"EVENT_LAKE_HOME": str(home), **({"SPARK_READER": "jdbc"} if jdbc_jar() else {})}
-    session = build_session(load_settings(env), app_name="event-lake-tests")
+    home = tempfile.mkdtemp(prefix="spark-home-")
+    env = {"EVENT_LAKE_HOME": home, **({"SPARK_READER": "jdbc"} if jdbc_jar() else {})}
+    return build_session(load_settings(env), app_name="event-lake-tests")
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """:func:`shared_spark`, stopped when the session ends."""
+    session = shared_spark()
     yield session
     session.stop()
 
@@ -208,6 +219,8 @@ def run_main(*args: str, env: dict[str, str], cwd: Path = ROOT) -> subprocess.Co
 
     from pipeline.cli.main import main
 
+    if {"--run", "run", "--extract-only", "--demo"} & set(args) and "dlt" not in args:
+        shared_spark()  # the command's getOrCreate finds the tests' session, with the jar
     saved_env, saved_cwd = dict(os.environ), os.getcwd()
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
