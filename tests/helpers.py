@@ -252,12 +252,12 @@ def wait_for_slow_reads(source_dsn: str, count: int = 1, timeout: float = 180) -
     import psycopg
 
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with psycopg.connect(source_dsn, autocommit=True) as conn:
+    with psycopg.connect(source_dsn, autocommit=True) as conn:  # one watcher, closed before the outage
+        while time.monotonic() < deadline:
             sleeping = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE state = 'active' "
                                     "AND datname = current_database() AND query LIKE '%pg_sleep(%' "
                                     "AND pid <> pg_backend_pid()").fetchone()[0]
-        if sleeping >= count:
-            return
-        time.sleep(0.3)
+            if sleeping >= count:
+                return
+            time.sleep(0.3)
     raise AssertionError(f"no {count} read slice(s) sleeping in Postgres after {timeout:.0f}s")

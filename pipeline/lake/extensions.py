@@ -20,6 +20,8 @@ from pipeline.errors import TerminalError
 # wheel name -> name DuckDB lists it under in duckdb_extensions()
 CANONICAL = {"postgres": "postgres_scanner", "sqlite": "sqlite_scanner",
              "ducklake": "ducklake", "httpfs": "httpfs"}
+# installs take turns across processes; per user, as DuckDB's extension folder (~/.duckdb) is
+_INSTALL_LOCK = Path(tempfile.gettempdir()) / f"event-lake-duckdb-{duckdb.__version__}-{os.getuid()}.lock"
 
 
 def load(con: duckdb.DuckDBPyConnection, *names: str) -> None:
@@ -45,10 +47,6 @@ def load(con: duckdb.DuckDBPyConnection, *names: str) -> None:
         with fasteners.InterProcessLock(str(_INSTALL_LOCK)):
             _install(con, name)
             con.execute(f"LOAD {canonical}")
-
-
-# per user, as DuckDB's extension folder (~/.duckdb/extensions) is
-_INSTALL_LOCK = Path(tempfile.gettempdir()) / f"event-lake-duckdb-{duckdb.__version__}-{os.getuid()}.lock"
 
 
 def _install(con: duckdb.DuckDBPyConnection, name: str) -> None:

@@ -126,6 +126,7 @@ class _Contents:
     files: list[str]  # staged Parquet read by the copy path
     copy_reason: str | None  # why rows go through the copy path (None: all of Spark's files registered)
     lake_files: list[dict[str, object]]  # zero-copy: registered as they are
+    registered: int  # the rows of lake_files
     staged: int  # every row, including those seen in the lake already (duplicates)
     loadable: int
     invalid: int
@@ -134,11 +135,11 @@ class _Contents:
     max_ts: datetime | None
 
     @property
-    def registered(self) -> int:
-        return sum(int(f["rows"]) for f in self.lake_files)
+    def lake_uris(self) -> list[str]:
+        return [str(f["uri"]) for f in self.lake_files]
 
     def uris(self) -> list[str]:
-        return self.files + [str(f["uri"]) for f in self.lake_files]
+        return self.files + self.lake_uris
 
 
 def _contents(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, batch: StagedBatch) -> _Contents:
@@ -156,7 +157,7 @@ def _contents(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, batch:
     registered = sum(int(f["rows"]) for f in lake_files)
     min_ts, max_ts = _span([min_ts, max_ts, *(parse_iso(str(f[k])) for f in lake_files
                                               for k in ("min_event_timestamp", "max_event_timestamp"))])
-    return _Contents(files, copy_reason if files else None, lake_files,
+    return _Contents(files, copy_reason if files else None, lake_files, registered,
                      staged + registered + manifest.rows_seen, loadable, invalid,
                      distinct_ids < loadable, min_ts, max_ts)
 
@@ -233,7 +234,7 @@ def _write(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, batch: St
                                ).fetchone()[0]
     if contents.lake_files:
         meter.step(f"registering {len(contents.lake_files)} file(s)")
-        zero_copy.register(con, settings, [str(f["uri"]) for f in contents.lake_files])
+        zero_copy.register(con, settings, contents.lake_uris)
         inserted += contents.registered
     return inserted, quarantined
 

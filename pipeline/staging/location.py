@@ -18,10 +18,12 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from pipeline.errors import StorageUnavailable
+from pipeline.staging.object_store import ObjectStore
 
 if TYPE_CHECKING:
     from pipeline.settings import Settings
     from pipeline.settings.model import StorageOptions
+
 
 def split_uri(uri: str) -> tuple[str, str]:
     """``s3://bucket/prefix`` -> ``("s3", "bucket/prefix")``; a folder -> ``("", "/abs/folder")``."""
@@ -38,8 +40,6 @@ def is_object_store(uri: str | None) -> bool:
 
 def s3_filesystem(storage: StorageOptions) -> pafs.S3FileSystem:
     """The same S3 endpoint, credentials and addressing the lake's DuckDB secret uses."""
-    from pipeline.staging.object_store import ObjectStore
-
     return pafs.S3FileSystem(**ObjectStore(storage).pyarrow())
 
 

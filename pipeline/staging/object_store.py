@@ -9,10 +9,13 @@ endpoint, region, addressing, TLS and credentials (or the provider's credential 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pipeline.errors import MASK
-from pipeline.settings.model import StorageOptions
 from pipeline.sqltext import quote_literal
+
+if TYPE_CHECKING:  # a type only: the slice tasks import this through staging.location
+    from pipeline.settings.model import StorageOptions
 
 # DuckDB's secret TYPE for each URI scheme it reads
 SECRET_TYPES = {"s3": "s3", "gs": "gcs", "gcs": "gcs", "r2": "r2"}
