@@ -11,7 +11,6 @@ import contextlib
 import functools
 import logging
 import os
-import queue
 import secrets
 import subprocess
 import sys
@@ -53,33 +52,81 @@ def pg_server() -> PgDsn:
     return dsn
 
 
-def _create_db(server: PgDsn, name: str) -> PgDsn:
-    with psycopg.connect(server.conninfo(), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return server.with_dbname(name)
+class Databases:
+    """Empty test databases, made ahead and dropped behind on a thread of this worker's own:
+    CREATE DATABASE and DROP take ~0.25 s each, and a pipeline test needs two (source and
+    catalog), so they are kept off the tests' path. The session drops what is left at its end."""
 
+    AHEAD = 4  # two tests' worth
 
-def _drop_db(server: PgDsn, name: str) -> None:
-    with psycopg.connect(server.conninfo(), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    def __init__(self, server: PgDsn) -> None:
+        self.server = server
+        self._ready: list[str] = []
+        self._to_drop: list[str] = []
+        self._closing = False
+        self._failure: BaseException | None = None
+        self._changed = threading.Condition()
+        self._thread = threading.Thread(target=self._work, name="test-databases", daemon=True)
+        self._thread.start()
+
+    def take(self) -> PgDsn:
+        """A new, empty database (created from template1 by this worker's thread)."""
+        with self._changed:
+            if not self._changed.wait_for(lambda: self._ready or self._failure, timeout=120):
+                raise TimeoutError(f"no test database made in 120 s on {self.server.masked()}")
+            if self._failure is not None:
+                raise RuntimeError("could not create a test database") from self._failure
+            name = self._ready.pop(0)
+            self._changed.notify_all()  # make the next one
+        return self.server.with_dbname(name)
+
+    def drop(self, name: str) -> None:
+        with self._changed:
+            self._to_drop.append(name)
+            self._changed.notify_all()
+
+    def close(self) -> None:
+        """Drop what was made and not taken, and what tests gave back; wait for the last drop."""
+        with self._changed:
+            self._to_drop += self._ready
+            self._ready.clear()
+            self._closing = True
+            self._changed.notify_all()
+        self._thread.join(timeout=300)
+
+    def _next(self) -> tuple[str, str] | None:
+        with self._changed:
+            self._changed.wait_for(lambda: self._to_drop or self._closing or (
+                len(self._ready) < self.AHEAD and self._failure is None))
+            if self._to_drop:
+                return "DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self._to_drop.pop(0)
+            if self._closing:
+                return None
+            return 'CREATE DATABASE "{}"', f"el_test_{secrets.token_hex(4)}"
+
+    def _work(self) -> None:
+        while (task := self._next()) is not None:
+            statement, name = task
+            try:
+                with psycopg.connect(self.server.conninfo(), autocommit=True) as conn:
+                    conn.execute(statement.format(name))
+            except psycopg.Error as exc:
+                if statement.startswith("CREATE"):  # a failed drop leaves a stray database, no more
+                    with self._changed:
+                        self._failure = exc
+                        self._changed.notify_all()
+                continue
+            if statement.startswith("CREATE"):
+                with self._changed:
+                    self._ready.append(name)
+                    self._changed.notify_all()
 
 
 @pytest.fixture(scope="session")
-def dropper(pg_server: PgDsn) -> Iterator[Callable[[str], None]]:
-    """Drops a test's databases on a thread of its own (~0.35 s each, off the test's path); the
-    session waits for the last before it ends."""
-    names: queue.Queue[str | None] = queue.Queue()
-
-    def drain() -> None:
-        while (name := names.get()) is not None:
-            with contextlib.suppress(psycopg.Error):
-                _drop_db(pg_server, name)
-
-    worker = threading.Thread(target=drain, name="drop-test-databases", daemon=True)
-    worker.start()
-    yield names.put
-    names.put(None)
-    worker.join(timeout=300)
+def databases(pg_server: PgDsn) -> Iterator[Databases]:
+    pool = Databases(pg_server)
+    yield pool
+    pool.close()
 
 
 @pytest.fixture
@@ -94,31 +141,45 @@ BOTH_MODES = pytest.mark.parametrize("promotion", ["zero-copy", "copy"])
 COPY_MODE = pytest.mark.parametrize("promotion", ["copy"])
 
 
-@pytest.fixture
-def new_lake_env(pg_server: PgDsn, tmp_path: Path, promotion: str,
-                 dropper: Callable[[str], None]) -> Iterator[Callable[[str], dict[str, str]]]:
-    """Makes environments for isolated pipelines: each has its own source DB, catalog DB, data
-    and staging under ``tmp_path/<name>``; the databases are dropped after the test."""
-    made: list[str] = []
-
+def _lake_env_factory(databases: Databases, root: Path, promotion: str,
+                      made: list[str]) -> Callable[[str], dict[str, str]]:
     def make(name: str) -> dict[str, str]:
-        tag = secrets.token_hex(4)
-        src, cat = f"el_test_src_{tag}", f"el_test_cat_{tag}"
-        made.extend([src, cat])
-        root = tmp_path / name
+        source, catalog = databases.take(), databases.take()
+        made.extend([source.dbname, catalog.dbname])
+        folder = root / name
         return {
-            "SOURCE_PG_DSN": _create_db(pg_server, src).conninfo(),
-            "DUCKLAKE_CATALOG": _create_db(pg_server, cat).conninfo(),
-            "DUCKLAKE_DATA_PATH": str(root / "data") + "/",
-            "STAGING_PATH": str(root / "staging"),
-            "EVENT_LAKE_HOME": str(root / "home"),
+            "SOURCE_PG_DSN": source.conninfo(),
+            "DUCKLAKE_CATALOG": catalog.conninfo(),
+            "DUCKLAKE_DATA_PATH": str(folder / "data") + "/",
+            "STAGING_PATH": str(folder / "staging"),
+            "EVENT_LAKE_HOME": str(folder / "home"),
             "LOOKBACK": "15m",
             "PROMOTION": promotion,
         }
 
-    yield make
+    return make
+
+
+@pytest.fixture
+def new_lake_env(databases: Databases, tmp_path: Path,
+                 promotion: str) -> Iterator[Callable[[str], dict[str, str]]]:
+    """Makes environments for isolated pipelines: each has its own source DB, catalog DB, data
+    and staging under ``tmp_path/<name>``; the databases are dropped after the test."""
+    made: list[str] = []
+    yield _lake_env_factory(databases, tmp_path, promotion, made)
     for name in made:
-        dropper(name)
+        databases.drop(name)
+
+
+@pytest.fixture(scope="module")
+def shared_lake_env(databases: Databases,
+                    tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], dict[str, str]]]:
+    """:func:`new_lake_env` (zero-copy) for a whole module: a history that tests which leave the
+    lake as they found it share, made once instead of before each test."""
+    made: list[str] = []
+    yield _lake_env_factory(databases, tmp_path_factory.mktemp("shared-lake"), "zero-copy", made)
+    for name in made:
+        databases.drop(name)
 
 
 @pytest.fixture

@@ -17,14 +17,30 @@ from tests.helpers import add_events, lake_query
 ANALYSIS = sorted((ROOT / "sql" / "analysis").glob("*.sql"))
 
 
-@pytest.fixture
-def lake_with_history(settings, lake_env) -> dict:
-    """Three loads: 300 events, +200, +100 late ones. Returns the data snapshots."""
-    snapshots = []
+def load_history(env: dict[str, str]) -> dict:
+    """Three loads: 300 events, +200, +100 late ones. Returns the env, its settings and the data
+    snapshots."""
+    from pipeline.settings import load_settings
+
+    settings, snapshots = load_settings(env), []
     for rows, seed, late in ((300, 1, None), (200, 2, None), (100, 3, timedelta(minutes=5))):
         add_events(settings, rows, seed=seed, late_by=late)
         snapshots += run(settings, engine="dlt").snapshots
-    return {"env": lake_env, "snapshots": snapshots}
+    return {"env": env, "settings": settings, "snapshots": snapshots}
+
+
+@pytest.fixture(scope="module")
+def lake_with_history(shared_lake_env) -> dict:
+    """:func:`load_history` once for the module's tests that only read (they assert the lake as
+    loaded; a test that writes uses :func:`scratch_history`)."""
+    return load_history(shared_lake_env("history"))
+
+
+@pytest.fixture(scope="module")
+def scratch_history(shared_lake_env) -> dict:
+    """:func:`load_history` for the module's tests that write: each writes tables of its own
+    names, and none asserts on the snapshot list the others add to."""
+    return load_history(shared_lake_env("scratch"))
 
 
 def lake_count(env: dict[str, str], sql: str) -> int:
@@ -61,8 +77,8 @@ def test_json_output_has_the_documented_shape_and_true_counts(lake_with_history)
     assert any(t["schema"] == "main" and t["name"] == "events" for t in info["tables"])
 
 
-def test_catalog_info_keeps_equal_table_names_in_two_schemas_apart(lake_with_history, cli):
-    env = lake_with_history["env"]
+def test_catalog_info_keeps_equal_table_names_in_two_schemas_apart(scratch_history, cli):
+    env = scratch_history["env"]
     made = cli("--write", "--sql", "CREATE SCHEMA archive",
                    "--sql", "CREATE TABLE archive.events AS SELECT * FROM main.events LIMIT 0", env=env)
     assert made.returncode == 0, made.stdout + made.stderr
@@ -96,8 +112,8 @@ def test_write_is_refused_without_the_write_flag(lake_with_history):
     assert lake_count(env, "SELECT count(*) FROM lake.main.events") == 600
 
 
-def test_write_flag_counts_affected_rows(lake_with_history):
-    env = lake_with_history["env"]
+def test_write_flag_counts_affected_rows(scratch_history):
+    env = scratch_history["env"]
     result, out = sql_json(env, "--write", "--sql", "CREATE TABLE lake.main.notes (id INT, note VARCHAR)",
                            "--sql", "INSERT INTO lake.main.notes VALUES (1, 'a'), (2, 'b'), (3, 'c')",
                            "--sql", "UPDATE lake.main.notes SET note = 'z' WHERE id < 3",
@@ -126,8 +142,8 @@ def test_at_version_reads_the_whole_session_at_that_snapshot(lake_with_history, 
     assert result.returncode == 1 and "--snapshots" in result.stderr
 
 
-def test_at_time_reads_the_lake_as_of_a_timestamp(lake_with_history, settings):
-    env, snaps = lake_with_history["env"], lake_with_history["snapshots"]
+def test_at_time_reads_the_lake_as_of_a_timestamp(lake_with_history):
+    env, snaps, settings = lake_with_history["env"], lake_with_history["snapshots"], lake_with_history["settings"]
     [(at,)] = lake_query(settings, f"SELECT snapshot_time FROM lake.snapshots() WHERE snapshot_id = {snaps[1]}")
     _, out = sql_json(env, "--at-time", at.isoformat(), "--sql", "SELECT count(*) AS n FROM lake.main.events")
     assert out["result"]["commands"][0]["rows"][0]["n"] == 500
@@ -152,17 +168,10 @@ def test_human_output_is_an_aligned_table(lake_with_history, cli):
     assert lines[0] == "a  long_name" and lines[1] == "-  ---------" and lines[2] == "1  xyz"
 
 
-@pytest.fixture
-def renamed_lake(new_lake_env) -> dict:
-    """A lake attached under another DUCKLAKE_NAME than the default, with two loads."""
-    from pipeline.settings import load_settings
-
-    env = {**new_lake_env("renamed"), "DUCKLAKE_NAME": "analytics"}
-    settings, snapshots = load_settings(env), []
-    for rows, seed in ((300, 1), (200, 2)):
-        add_events(settings, rows, seed=seed)
-        snapshots += run(settings, engine="dlt").snapshots
-    return {"env": env, "snapshots": snapshots}
+@pytest.fixture(scope="module")
+def renamed_lake(shared_lake_env) -> dict:
+    """:func:`load_history` in a lake attached under another DUCKLAKE_NAME than the default."""
+    return load_history({**shared_lake_env("renamed"), "DUCKLAKE_NAME": "analytics"})
 
 
 @pytest.mark.parametrize("path", ANALYSIS, ids=[p.name for p in ANALYSIS])
@@ -179,8 +188,8 @@ def test_every_named_analysis_query_runs_and_is_documented(path: Path, renamed_l
     assert out["status"] == "ok" and out["result"]["commands"][-1]["row_count"] >= 0
 
 
-def test_named_queries_return_the_right_numbers(lake_with_history, settings):
-    env, snaps = lake_with_history["env"], lake_with_history["snapshots"]
+def test_named_queries_return_the_right_numbers(lake_with_history):
+    env, snaps, settings = lake_with_history["env"], lake_with_history["snapshots"], lake_with_history["settings"]
     _, out = sql_json(env, "--sql-file", "sql/analysis/events_by_type_version_diff.sql",
                       "--param", f"version={snaps[0]}")
     rows = out["result"]["commands"][0]["rows"]
@@ -201,9 +210,9 @@ def test_missing_parameter_names_the_flag(lake_with_history, cli):
     assert result.returncode == 1 and "--param" in result.stderr
 
 
-def test_unqualified_names_resolve_in_the_lake_and_outlive_the_process(lake_with_history):
+def test_unqualified_names_resolve_in_the_lake_and_outlive_the_process(scratch_history):
     """The workflow-engine docs' own SQL, verbatim: the lake is the session's default catalog."""
-    env, snaps = lake_with_history["env"], lake_with_history["snapshots"]
+    env, snaps = scratch_history["env"], scratch_history["snapshots"]
     result, out = sql_json(env, "--write", "--sql", "CREATE TABLE sales (id INTEGER, amount DOUBLE)",
                            "--sql", "INSERT INTO sales VALUES (1, 9.5), (2, 3.0)")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -214,8 +223,8 @@ def test_unqualified_names_resolve_in_the_lake_and_outlive_the_process(lake_with
     assert out["result"]["commands"][0]["rows"][0]["total"] == 12.5
 
 
-def test_create_as_and_merge_report_their_rows_and_an_open_transaction_fails(lake_with_history):
-    env = lake_with_history["env"]
+def test_create_as_and_merge_report_their_rows_and_an_open_transaction_fails(scratch_history):
+    env = scratch_history["env"]
     result, out = sql_json(env, "--write", "--sql", "CREATE TABLE ten AS SELECT range AS id FROM range(10)",
                            "--sql", "MERGE INTO ten USING (SELECT 3 AS id UNION ALL SELECT 42) s "
                                     "ON ten.id = s.id WHEN MATCHED THEN DELETE WHEN NOT MATCHED THEN "

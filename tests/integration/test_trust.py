@@ -14,12 +14,27 @@ from tests.conftest import ROOT
 from tests.helpers import add_events, assert_lake_equals_source, lake_query
 
 
-@pytest.fixture
-def loaded(settings, lake_env) -> dict:
+def load(env: dict[str, str]) -> dict:
+    """300 events in one load; the env, its settings and one of the lake's data files."""
+    from pipeline.settings import load_settings
+
+    settings = load_settings(env)
     add_events(settings, 300, seed=1)
     run(settings, engine="dlt")
     [[path]] = lake_query(settings, "SELECT data_file FROM ducklake_list_files('lake', 'events') LIMIT 1")
-    return {"env": lake_env, "settings": settings, "file": Path(path)}
+    return {"env": env, "settings": settings, "file": Path(path)}
+
+
+@pytest.fixture(scope="module")
+def loaded(shared_lake_env) -> dict:
+    """:func:`load` once for the module's tests that may not change the lake — and assert so."""
+    return load(shared_lake_env("trust"))
+
+
+@pytest.fixture
+def own_loaded(lake_env) -> dict:
+    """:func:`load` for a test that changes the lake."""
+    return load(lake_env)
 
 
 @pytest.fixture
@@ -111,8 +126,8 @@ def test_read_only_session_still_reads_everything_in_the_lake(loaded, cli):
     assert counts[0] == 300 and counts[2] >= 2 and counts[3] == 1
 
 
-def test_write_session_changes_the_lake_but_no_file_outside_it(loaded, cli, out_dir):
-    env = loaded["env"]
+def test_write_session_changes_the_lake_but_no_file_outside_it(own_loaded, cli, out_dir):
+    env = own_loaded["env"]
     made = cli("--json", "--write", "--sql", "CREATE TABLE notes AS SELECT 1 AS id",
                "--sql", "INSERT INTO notes VALUES (2)", env=env)
     assert made.returncode == 0, made.stdout + made.stderr
@@ -138,8 +153,8 @@ def test_sql_file_looks_up_a_named_query_only_by_a_bare_name(loaded, cli, out_di
     assert (ROOT / "sql" / "analysis" / "lake_health.sql").exists()
 
 
-def test_a_dropped_lake_table_stops_the_run_and_names_the_way_back(loaded, cli):
-    env, settings = loaded["env"], loaded["settings"]
+def test_a_dropped_lake_table_stops_the_run_and_names_the_way_back(own_loaded, cli):
+    env, settings = own_loaded["env"], own_loaded["settings"]
     assert cli("--write", "--sql", "DROP TABLE events", env=env).returncode == 0
     refused = cli("--run", "--engine", "dlt", env=env)
     assert refused.returncode == 1
@@ -157,12 +172,12 @@ def test_a_dropped_lake_table_stops_the_run_and_names_the_way_back(loaded, cli):
     assert_lake_equals_source(settings, 300)
 
 
-def test_reconcile_since_all_reaches_a_row_dated_in_year_one(loaded, cli):
+def test_reconcile_since_all_reaches_a_row_dated_in_year_one(own_loaded, cli):
     import psycopg
 
     from pipeline.settings.resolve import resolve
 
-    env, settings = loaded["env"], loaded["settings"]
+    env, settings = own_loaded["env"], own_loaded["settings"]
     with psycopg.connect(resolve(settings).source_dsn.conninfo(), autocommit=True) as conn:
         conn.execute("INSERT INTO events (event_id, event_type, event_timestamp, details, created_at) VALUES "
                      "(gen_random_uuid(), 'api_request', '0001-01-01 00:00:00+00', '{}', now())")
@@ -180,11 +195,11 @@ def loaded_equal(settings) -> bool:
     return verify.compare(resolve(settings)).equal
 
 
-def test_job_history_leaves_the_snapshot_list_alone(loaded, cli):
+def test_job_history_leaves_the_snapshot_list_alone(own_loaded, cli):
     """Runs that load nothing, reconciles and maintenance dry runs are recorded in the job
     history (in the catalog database) without committing a lake snapshot: a rerun leaves the
     snapshot list untouched, as the README promises."""
-    env, settings = loaded["env"], loaded["settings"]
+    env, settings = own_loaded["env"], own_loaded["settings"]
     before = lake_query(settings, "SELECT count(*) FROM lake.snapshots()")
     for args in (("--run", "--engine", "dlt"), ("--run", "--engine", "dlt"), ("--extract-only", "--engine", "dlt"),
                  ("--reconcile",), ("--maintain", "--dry-run")):
