@@ -5,12 +5,11 @@ the output of real processes is checked in tests/e2e/test_secrets_in_output.py).
 from __future__ import annotations
 
 import contextlib
-import time
 from urllib.parse import quote
 
 from pipeline.settings import load_settings
 from tests.conftest import PASSWORD
-from tests.helpers import add_events
+from tests.helpers import add_events, wait_for_slow_reads
 
 
 def test_the_arrow_readers_tasks_get_the_password_outside_plans_properties_and_command_lines(
@@ -48,25 +47,28 @@ def test_the_arrow_readers_tasks_get_the_password_outside_plans_properties_and_c
     folder.mkdir(parents=True)
     from pipeline.staging.location import folder_of
 
-    monkeypatch.setattr(faults, "SLOW_READ_SECONDS", 8)  # the job's queries are built here: 8 s in Postgres
+    monkeypatch.setattr(faults, "SLOW_READ_SECONDS", 4)  # the job's queries are built here: 4 s in Postgres
     frame = spark.range(0, 1, 1, 1).mapInArrow(
         spark_arrow.job(request, [(window, None)], folder_of(str(folder), settings.storage)), RESULT_SCHEMA)
     plan = frame._jdf.queryExecution().toString()
     conf = str(spark.sparkContext.getConf().getAll()) + str(spark.conf.getAll)
     seen: list[str] = []
+    failed: list[BaseException] = []
 
-    def watch() -> None:  # the tasks sleep in Postgres (slow-read): look while they run
-        deadline = time.monotonic() + 6
-        while time.monotonic() < deadline:
+    def watch() -> None:  # look at every process while the task sleeps in Postgres (slow-read)
+        try:
+            wait_for_slow_reads(env["SOURCE_PG_DSN"], timeout=60)
             for proc in psutil.process_iter(["cmdline", "environ"]):
                 with contextlib.suppress(psutil.Error):
                     seen.append(" ".join(proc.info["cmdline"] or []) + str(proc.info["environ"] or {}))
-            time.sleep(2)
+        except BaseException as exc:  # surfaced below
+            failed.append(exc)
 
     watcher = threading.Thread(target=watch)
     watcher.start()
     [result] = frame.collect()
     watcher.join()
+    assert not failed and seen, failed  # the processes were seen while the task ran
     assert result["rows"] == rows  # read through the server that checks the password
     for form in (PASSWORD, quote(PASSWORD, safe="")):
         assert form not in plan and form not in conf
