@@ -127,6 +127,15 @@ def databases(pg_server: PgDsn) -> Iterator[Databases]:
     pool.close()
 
 
+@pytest.fixture(autouse=True)
+def lake_readers_closed() -> Iterator[None]:
+    """The read sessions :func:`tests.helpers.lake_query` keeps per lake end with the test."""
+    yield
+    from tests.helpers import close_lake_readers
+
+    close_lake_readers()
+
+
 @pytest.fixture
 def promotion() -> str:
     """PROMOTION of the lake fixtures; a test picks others with ``BOTH_MODES`` or ``COPY_MODE``."""

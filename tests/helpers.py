@@ -52,23 +52,13 @@ def full_cycle(settings: Settings) -> None:
 
 
 def snapshot_ids(settings: Settings) -> list[int]:
-    con = lake.connect(resolve(settings), read_only=True)
-    try:
-        return [r[0] for r in con.execute(
-            f"SELECT snapshot_id FROM {settings.lake_name}.snapshots() ORDER BY 1").fetchall()]
-    finally:
-        con.close()
+    return [r[0] for r in lake_query(settings, f"SELECT snapshot_id FROM {settings.lake_name}.snapshots() ORDER BY 1")]
 
 
 def data_snapshots(settings: Settings) -> list[int]:
     """Snapshots that inserted into the events table."""
-    con = lake.connect(resolve(settings), read_only=True)
-    try:
-        return [r[0] for r in con.execute(
-            f"SELECT snapshot_id FROM {settings.lake_name}.snapshots() "
-            "WHERE changes['tables_inserted_into'] IS NOT NULL ORDER BY 1").fetchall()]
-    finally:
-        con.close()
+    return [r[0] for r in lake_query(settings, f"SELECT snapshot_id FROM {settings.lake_name}.snapshots() "
+                                               "WHERE changes['tables_inserted_into'] IS NOT NULL ORDER BY 1")]
 
 
 def assert_lake_equals_source(settings: Settings, expected_rows: int | None = None) -> None:
@@ -180,12 +170,40 @@ def age_load_history(settings: Settings, by: timedelta) -> None:
         con.close()
 
 
+# A test's own reads of a lake share one read-only session per lake (each new session loads and
+# verifies two DuckDB extensions, ~0.1 s of CPU, and attaches): every statement is its own
+# transaction, so it sees what the pipeline committed since, schema changes and drops included.
+# Postgres catalogs only (a DuckDB-file catalog is locked by its one open session); closed after
+# each test by tests/conftest.py.
+_readers: dict[tuple, object] = {}
+
+
 def lake_query(settings: Settings, sql: str, params: list | None = None) -> list[tuple]:
-    con = lake.connect(resolve(settings), read_only=True)
-    try:
-        return con.execute(sql, params or []).fetchall()
-    finally:
-        con.close()
+    import duckdb
+
+    resolved = resolve(settings)
+    if resolved.catalog.kind != "postgres":
+        con = lake.connect(resolved, read_only=True)
+        try:
+            return con.execute(sql, params or []).fetchall()
+        finally:
+            con.close()
+    key = (resolved.lake_name, resolved.catalog.pg.conninfo(), resolved.data_path)
+    for attempt in (1, 2):
+        if key not in _readers:
+            _readers[key] = lake.connect(resolved, read_only=True)
+        try:
+            return _readers[key].execute(sql, params or []).fetchall()
+        except duckdb.Error:
+            _readers.pop(key).close()  # a catalog that went away and came back: attach again, once
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def close_lake_readers() -> None:
+    while _readers:
+        _readers.popitem()[1].close()
 
 
 class Proc:

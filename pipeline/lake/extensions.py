@@ -25,23 +25,18 @@ _INSTALL_LOCK = Path(tempfile.gettempdir()) / f"event-lake-duckdb-{duckdb.__vers
 
 
 def load(con: duckdb.DuckDBPyConnection, *names: str) -> None:
-    """Install (from the wheel, once) and load each extension in ``names``."""
+    """Install (from the wheel, once) and load each extension in ``names``.
+
+    LOAD is tried first (loading a loaded extension is a no-op): asking duckdb_extensions()
+    first cost every lake session a query for what one failed LOAD says."""
     con.execute("SET autoinstall_known_extensions = false")
-    wanted = {CANONICAL[n]: n for n in names}
-    rows = con.execute(
-        "SELECT extension_name, installed, loaded FROM duckdb_extensions() "
-        "WHERE extension_name IN (SELECT unnest(?))", [list(wanted)]).fetchall()
-    state = {name: (installed, loaded) for name, installed, loaded in rows}
-    for canonical, name in wanted.items():
-        installed, loaded = state.get(canonical, (False, False))
-        if loaded:
+    for name in names:
+        canonical = CANONICAL[name]
+        try:
+            con.execute(f"LOAD {canonical}")
             continue
-        if installed:
-            try:
-                con.execute(f"LOAD {canonical}")
-                continue
-            except duckdb.IOException:  # another process was installing it at that moment
-                pass
+        except duckdb.IOException:  # not installed yet, or another process installing it right now
+            pass
         # DuckDB's INSTALL replaces the file: two processes installing at once (the first run on
         # a machine, the tests' workers) can each find it gone for a moment, so one at a time
         with fasteners.InterProcessLock(str(_INSTALL_LOCK)):
