@@ -28,7 +28,7 @@ def plan_batch(snapshot: PlannerSnapshot, con: duckdb.DuckDBPyConnection, settin
     conn = snapshot.conn
     upper = stats.server_now(conn)
     column = settings.arrival_column
-    mark = snapshot.arrival_mark if column else None
+    mark = snapshot.arrival_mark  # None without an arrival column
     earlier = batches.last_arrivals(con, settings) if mark is not None else None
     window = plan_window(watermark, settings.lookback, upper,
                          Arrivals(column, *earlier) if column and earlier else None)

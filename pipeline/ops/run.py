@@ -201,7 +201,7 @@ class _Run:
         settings, report = self.settings, self.report
         t0 = time.monotonic()
         # the planner's transaction stays open until the engine has read: its snapshot is shared
-        with exported_snapshot(settings.source_dsn) as snapshot:
+        with exported_snapshot(settings.source_dsn, arrivals=settings.arrival_column is not None) as snapshot:
             plan = plan_batch(snapshot, self.con, settings, report.watermark)
             report.window, report.rows_in_window = plan.window, plan.stats.rows
             report.rows_in_future = plan.rows_in_future

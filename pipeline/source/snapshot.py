@@ -30,12 +30,13 @@ class PlannerSnapshot(NamedTuple):
 
 
 @contextmanager
-def exported_snapshot(dsn: PgDsn) -> Iterator[PlannerSnapshot]:
+def exported_snapshot(dsn: PgDsn, *, arrivals: bool = True) -> Iterator[PlannerSnapshot]:
     """A connection inside a REPEATABLE READ transaction, the id of its exported snapshot, and
-    its arrival mark (read just before the snapshot is taken). The snapshot can be imported until
-    the block ends (the transaction is rolled back)."""
+    with ``arrivals`` its arrival mark (read just before the snapshot is taken; a source without
+    an arrival column gets None and no look at pg_stat_activity). The snapshot can be imported
+    until the block ends (the transaction is rolled back)."""
     with connect(dsn, autocommit=True) as conn:
-        mark = arrival_mark(conn)
+        mark = arrival_mark(conn) if arrivals else None
         conn.autocommit = False
         conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         try:

@@ -146,3 +146,31 @@ def test_a_lake_made_before_arrival_marks_gets_the_columns_and_loads_on(settings
     arrive(settings, 40, seed=215)
     assert run(settings, spark=spark).rows_in_window == 40  # its mark was recorded
     assert_lake_equals_source(settings, expected_rows=380)
+
+
+def test_without_an_arrival_column_a_plan_does_not_look_at_other_sessions(lake_env, caplog):
+    """SOURCE_ARRIVAL_COLUMN=none reads the look-back, so no mark is read: a role that cannot see
+    other sessions' transactions is not told to get pg_read_all_stats (it is, with the column)."""
+    from psycopg.conninfo import make_conninfo
+
+    from pipeline.settings import load_settings
+
+    settings = load_settings(lake_env)
+    add_events(settings, 50, seed=216)
+    role = f"nostats_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(lake_env["SOURCE_PG_DSN"], autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN")
+        admin.execute(f"GRANT SELECT ON {resolve(settings).source_table} TO {role}")
+        try:
+            with psycopg.connect(lake_env["SOURCE_PG_DSN"]) as other:
+                other.execute("SELECT 1")  # postgres holds a transaction open in this database
+                limited = {**lake_env, "SOURCE_PG_DSN": make_conninfo(lake_env["SOURCE_PG_DSN"], user=role)}
+                with caplog.at_level("INFO"):
+                    report = run(load_settings({**limited, "SOURCE_ARRIVAL_COLUMN": "none"}), engine="dlt")
+                assert report.rows_inserted == 50 and "pg_read_all_stats" not in caplog.text
+                with caplog.at_level("INFO"):
+                    run(load_settings(limited), engine="dlt")
+                assert "GRANT pg_read_all_stats" in caplog.text
+        finally:
+            admin.execute(f"REVOKE ALL ON {resolve(settings).source_table} FROM {role}")
+            admin.execute(f"DROP ROLE {role}")
