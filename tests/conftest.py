@@ -7,6 +7,7 @@ and ``e2e`` (real subprocesses: kills, signals, pipes, clusters, Connect, S3, br
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import secrets
@@ -213,46 +214,22 @@ NEEDS_JDBC_JAR = pytest.mark.skipif(jdbc_jar() is None, reason="no Postgres JDBC
                                     "libpostgresql-jdbc-java, or set SPARK_JDBC_JAR): SPARK_READER=jdbc untested")
 
 
-_spark_lock = threading.Lock()
-_spark_sessions: list = []  # this process's one session, once made
-
-
+@functools.cache
 def shared_spark():
     """This process's one local Spark session; it carries the JDBC jar when there is one, so
     tests of either reader share it (the arrow reader ignores the jar). Whoever starts Spark
     first in a worker starts this one: a session begun by an in-process command (getOrCreate)
-    would lack the jar, and the JDBC tests after it would fail on a missing driver class.
-    Its Python workers are started by a job like the arrow reader's before it is handed out."""
-    with _spark_lock:
-        if not _spark_sessions:
-            import tempfile
+    would lack the jar, and the JDBC tests after it would fail on a missing driver class."""
+    import atexit
+    import shutil
+    import tempfile
 
-            from pipeline.extract.spark_session import build_session
+    from pipeline.extract.spark_session import build_session
 
-            home = tempfile.mkdtemp(prefix="spark-home-")
-            env = {"EVENT_LAKE_HOME": home, **({"SPARK_READER": "jdbc"} if jdbc_jar() else {})}
-            session = build_session(load_settings(env), app_name="event-lake-tests")
-
-            def warm(batches):  # in each Python worker: the imports every slice task needs
-                import pyarrow.parquet  # noqa: F401
-
-                import pipeline.extract.slice_task  # noqa: F401
-
-                yield from batches
-
-            workers = session.sparkContext.defaultParallelism  # the arrow reader's own kind of job
-            session.range(0, workers, 1, workers).mapInArrow(warm, "id long").collect()
-            _spark_sessions.append(session)
-        return _spark_sessions[0]
-
-
-@pytest.fixture(scope="session", autouse=True)
-def spark_started_early(request: pytest.FixtureRequest) -> None:
-    """Start this worker's Spark session on a thread as the session begins, when one of its tests
-    may use it: the JVM's ~7 s start and the first job's worker start run beside the tests
-    that need no Spark instead of before the first that does."""
-    if any("spark" in item.fixturenames for item in request.session.items):
-        threading.Thread(target=shared_spark, name="spark-start", daemon=True).start()
+    home = tempfile.mkdtemp(prefix="spark-home-")  # the session's log folder, gone at exit
+    atexit.register(shutil.rmtree, home, True)
+    env = {"EVENT_LAKE_HOME": home, **({"SPARK_READER": "jdbc"} if jdbc_jar() else {})}
+    return build_session(load_settings(env), app_name="event-lake-tests")
 
 
 @pytest.fixture(scope="session")

@@ -189,16 +189,13 @@ def lake_query(settings: Settings, sql: str, params: list | None = None) -> list
         finally:
             con.close()
     key = (resolved.lake_name, resolved.catalog.pg.conninfo(), resolved.data_path)
-    for attempt in (1, 2):
-        if key not in _readers:
-            _readers[key] = lake.connect(resolved, read_only=True)
+    if key in _readers:
         try:
             return _readers[key].execute(sql, params or []).fetchall()
-        except duckdb.Error:
-            _readers.pop(key).close()  # a catalog that went away and came back: attach again, once
-            if attempt == 2:
-                raise
-    raise AssertionError("unreachable")
+        except duckdb.Error:  # perhaps a catalog that went away and came back: once more, attached anew
+            _readers.pop(key).close()
+    _readers[key] = lake.connect(resolved, read_only=True)
+    return _readers[key].execute(sql, params or []).fetchall()
 
 
 def close_lake_readers() -> None:
