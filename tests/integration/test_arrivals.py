@@ -4,11 +4,14 @@ loads, a row that became due, or a row from a writer whose clock runs ahead."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import psycopg
+from psycopg.conninfo import make_conninfo
 
 from generators.events import EventFactory
 from generators.writer import copy_line
@@ -113,24 +116,35 @@ def test_a_writer_clock_ahead_of_the_database_is_reported_and_its_rows_load(sett
     assert_lake_equals_source(settings, expected_rows=107)
 
 
-def test_a_role_that_cannot_see_other_sessions_reads_the_whole_look_back(settings, caplog):
-    """Without pg_read_all_stats another role's open transaction is invisible, so no mark can be
-    vouched for: the run falls back to the look-back (and says how to enable the arrival rule)."""
+@contextlib.contextmanager
+def _role_blind_to_an_open_transaction(settings) -> Iterator[str]:
+    """A role without pg_read_all_stats (that may read the events table), while postgres holds a
+    transaction open in the source database; yields a conninfo that logs in as the role."""
     dsn = resolve(settings).source_dsn
     role = f"nostats_{uuid.uuid4().hex[:8]}"
+    table = resolve(settings).source_table
     with psycopg.connect(dsn.conninfo(), autocommit=True) as admin:
         admin.execute(f"CREATE ROLE {role} LOGIN")
+        admin.execute(f"GRANT SELECT ON {table} TO {role}")
         try:
             with psycopg.connect(dsn.conninfo()) as other:
                 other.execute("SELECT 1")  # postgres holds a transaction open in this database
-                with psycopg.connect(dsn.conninfo(), user=role, autocommit=True) as limited, \
-                        caplog.at_level("INFO"):
-                    assert arrival_mark(limited) is None
-                with psycopg.connect(dsn.conninfo(), autocommit=True) as full:
-                    mark = arrival_mark(full)
-                    assert mark is not None and mark <= datetime.now(UTC)
+                yield make_conninfo(dsn.conninfo(), user=role)
         finally:
+            admin.execute(f"REVOKE ALL ON {table} FROM {role}")
             admin.execute(f"DROP ROLE {role}")
+
+
+def test_a_role_that_cannot_see_other_sessions_reads_the_whole_look_back(settings, caplog):
+    """Without pg_read_all_stats another role's open transaction is invisible, so no mark can be
+    vouched for: the run falls back to the look-back (and says how to enable the arrival rule)."""
+    add_events(settings, 10, seed=217)  # the source table, which the role is granted
+    with _role_blind_to_an_open_transaction(settings) as limited_dsn:
+        with psycopg.connect(limited_dsn, autocommit=True) as limited, caplog.at_level("INFO"):
+            assert arrival_mark(limited) is None
+        with psycopg.connect(resolve(settings).source_dsn.conninfo(), autocommit=True) as full:
+            mark = arrival_mark(full)
+            assert mark is not None and mark <= datetime.now(UTC)
     assert "GRANT pg_read_all_stats" in caplog.text
 
 
@@ -151,26 +165,15 @@ def test_a_lake_made_before_arrival_marks_gets_the_columns_and_loads_on(settings
 def test_without_an_arrival_column_a_plan_does_not_look_at_other_sessions(lake_env, caplog):
     """SOURCE_ARRIVAL_COLUMN=none reads the look-back, so no mark is read: a role that cannot see
     other sessions' transactions is not told to get pg_read_all_stats (it is, with the column)."""
-    from psycopg.conninfo import make_conninfo
-
     from pipeline.settings import load_settings
 
     settings = load_settings(lake_env)
     add_events(settings, 50, seed=216)
-    role = f"nostats_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(lake_env["SOURCE_PG_DSN"], autocommit=True) as admin:
-        admin.execute(f"CREATE ROLE {role} LOGIN")
-        admin.execute(f"GRANT SELECT ON {resolve(settings).source_table} TO {role}")
-        try:
-            with psycopg.connect(lake_env["SOURCE_PG_DSN"]) as other:
-                other.execute("SELECT 1")  # postgres holds a transaction open in this database
-                limited = {**lake_env, "SOURCE_PG_DSN": make_conninfo(lake_env["SOURCE_PG_DSN"], user=role)}
-                with caplog.at_level("INFO"):
-                    report = run(load_settings({**limited, "SOURCE_ARRIVAL_COLUMN": "none"}), engine="dlt")
-                assert report.rows_inserted == 50 and "pg_read_all_stats" not in caplog.text
-                with caplog.at_level("INFO"):
-                    run(load_settings(limited), engine="dlt")
-                assert "GRANT pg_read_all_stats" in caplog.text
-        finally:
-            admin.execute(f"REVOKE ALL ON {resolve(settings).source_table} FROM {role}")
-            admin.execute(f"DROP ROLE {role}")
+    with _role_blind_to_an_open_transaction(settings) as limited_dsn:
+        limited = {**lake_env, "SOURCE_PG_DSN": limited_dsn}
+        with caplog.at_level("INFO"):
+            report = run(load_settings({**limited, "SOURCE_ARRIVAL_COLUMN": "none"}), engine="dlt")
+        assert report.rows_inserted == 50 and "pg_read_all_stats" not in caplog.text
+        with caplog.at_level("INFO"):
+            run(load_settings(limited), engine="dlt")
+        assert "GRANT pg_read_all_stats" in caplog.text
