@@ -7,6 +7,7 @@ and ``e2e`` (real subprocesses: kills, signals, pipes, clusters, Connect, S3, br
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -149,8 +150,12 @@ BOTH_MODES = pytest.mark.parametrize("promotion", ["zero-copy", "copy"])
 COPY_MODE = pytest.mark.parametrize("promotion", ["copy"])
 
 
-def _lake_env_factory(databases: Databases, root: Path, promotion: str,
-                      made: list[str]) -> Callable[[str], dict[str, str]]:
+@contextlib.contextmanager
+def _lake_envs(databases: Databases, root: Path, promotion: str) -> Iterator[Callable[[str], dict[str, str]]]:
+    """Makes environments for isolated pipelines: each has its own source DB, catalog DB, data
+    and staging under ``root/<name>``; the databases are dropped when the block ends."""
+    made: list[str] = []
+
     def make(name: str) -> dict[str, str]:
         source, catalog = databases.take(), databases.take()
         made.extend([source.dbname, catalog.dbname])
@@ -165,29 +170,28 @@ def _lake_env_factory(databases: Databases, root: Path, promotion: str,
             "PROMOTION": promotion,
         }
 
-    return make
+    try:
+        yield make
+    finally:
+        for name in made:
+            databases.drop(name)
 
 
 @pytest.fixture
 def new_lake_env(databases: Databases, tmp_path: Path,
                  promotion: str) -> Iterator[Callable[[str], dict[str, str]]]:
-    """Makes environments for isolated pipelines: each has its own source DB, catalog DB, data
-    and staging under ``tmp_path/<name>``; the databases are dropped after the test."""
-    made: list[str] = []
-    yield _lake_env_factory(databases, tmp_path, promotion, made)
-    for name in made:
-        databases.drop(name)
+    """:func:`_lake_envs` under ``tmp_path``, for one test."""
+    with _lake_envs(databases, tmp_path, promotion) as make:
+        yield make
 
 
 @pytest.fixture(scope="module")
 def shared_lake_env(databases: Databases,
                     tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], dict[str, str]]]:
-    """:func:`new_lake_env` (zero-copy) for a whole module: a history that tests which leave the
+    """:func:`_lake_envs` (zero-copy) for a whole module: a history that tests which leave the
     lake as they found it share, made once instead of before each test."""
-    made: list[str] = []
-    yield _lake_env_factory(databases, tmp_path_factory.mktemp("shared-lake"), "zero-copy", made)
-    for name in made:
-        databases.drop(name)
+    with _lake_envs(databases, tmp_path_factory.mktemp("shared-lake"), "zero-copy") as make:
+        yield make
 
 
 @pytest.fixture
