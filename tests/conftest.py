@@ -130,12 +130,13 @@ def databases(pg_server: PgDsn) -> Iterator[Databases]:
 
 
 @pytest.fixture(autouse=True)
-def lake_readers_closed() -> Iterator[None]:
-    """The read sessions :func:`tests.helpers.lake_query` keeps per lake end with the test."""
+def lake_instances_dropped() -> Iterator[None]:
+    """The lake attaches this process pooled (:mod:`pipeline.lake.instances`) end with the test:
+    its databases are dropped behind it, and the next test attaches its own lakes."""
     yield
-    from tests.helpers import close_lake_readers
+    from pipeline.lake import instances
 
-    close_lake_readers()
+    instances.drop_all()
 
 
 @pytest.fixture

@@ -82,6 +82,7 @@ class TcpProxy:
         probe.close()
         self._server = None
         self._conns: list = []
+        self._admit: int | None = None  # stop(admit=n): connections still let through
 
     def start(self) -> None:
         import socket
@@ -111,6 +112,10 @@ class TcpProxy:
             self._conns += [client, upstream]
             for a, b in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+            if self._admit is not None:
+                self._admit -= 1
+                if self._admit == 0:
+                    self._close_listener()
 
     @staticmethod
     def _pipe(src, dst) -> None:
@@ -124,13 +129,31 @@ class TcpProxy:
                 with contextlib.suppress(OSError):
                     sock.close()
 
-    def stop(self) -> None:
-        """Refuse new connections and cut the open ones."""
+    def stop(self, admit: int = 0) -> None:
+        """Cut the open connections and refuse new ones; ``admit``: let that many more through
+        first (a server lost while its client is between two connections)."""
+        if admit:
+            self._admit = admit
+        else:
+            self._close_listener()
+        self.cut()
+
+    def _close_listener(self) -> None:
         import socket
 
+        self._admit = None
         if self._server is not None:
+            # shut down first: a close alone leaves the accept() blocked in another thread
+            # listening on Linux, and the next connection would still get through
+            with contextlib.suppress(OSError):
+                self._server.shutdown(socket.SHUT_RDWR)
             self._server.close()
             self._server = None
+
+    def cut(self) -> None:
+        """Cut the open connections; new ones still get through (a server that restarted)."""
+        import socket
+
         for conn in self._conns:
             try:
                 conn.shutdown(socket.SHUT_RDWR)
@@ -160,47 +183,18 @@ def jobs_table(settings: Settings) -> str:
 def age_load_history(settings: Settings, by: timedelta) -> None:
     """Move every recorded job and promoted batch ``by`` into the past: time passing for the
     health checks, which judge staleness from these records, without sleeping through it."""
-    con = lake.connect(resolve(settings))
-    try:
+    with lake.lake_session(resolve(settings)) as con:
         ago = f"INTERVAL {int(by.total_seconds())} SECOND"
         con.execute(f"UPDATE {jobs_table(settings)} SET started_at = started_at - {ago}, "
                     f"finished_at = finished_at - {ago}")
         con.execute(f"UPDATE {settings.batches_table} SET promoted_at = promoted_at - {ago}")
-    finally:
-        con.close()
 
 
-# A test's own reads of a lake share one read-only session per lake (each new session loads and
-# verifies two DuckDB extensions, ~0.1 s of CPU, and attaches): every statement is its own
-# transaction, so it sees what the pipeline committed since, schema changes and drops included.
-# Postgres catalogs only (a DuckDB-file catalog is locked by its one open session); closed after
-# each test by tests/conftest.py.
-_readers: dict[tuple, object] = {}
-
-
+# A test's reads go through the product's lake sessions: one read-only attach per lake and
+# process (pipeline.lake.instances), dropped after each test by tests/conftest.py.
 def lake_query(settings: Settings, sql: str, params: list | None = None) -> list[tuple]:
-    import duckdb
-
-    resolved = resolve(settings)
-    if resolved.catalog.kind != "postgres":
-        con = lake.connect(resolved, read_only=True)
-        try:
-            return con.execute(sql, params or []).fetchall()
-        finally:
-            con.close()
-    key = (resolved.lake_name, resolved.catalog.pg.conninfo(), resolved.data_path)
-    if key in _readers:
-        try:
-            return _readers[key].execute(sql, params or []).fetchall()
-        except duckdb.Error:  # perhaps a catalog that went away and came back: once more, attached anew
-            _readers.pop(key).close()
-    _readers[key] = lake.connect(resolved, read_only=True)
-    return _readers[key].execute(sql, params or []).fetchall()
-
-
-def close_lake_readers() -> None:
-    while _readers:
-        _readers.popitem()[1].close()
+    with lake.lake_session(resolve(settings), read_only=True) as con:
+        return con.execute(sql, params or []).fetchall()
 
 
 class Proc:

@@ -53,6 +53,21 @@ def storage_secret_sql(lake_name: str, data_path: str, storage: StorageOptions,
     return f"CREATE OR REPLACE SECRET {lake_name}_{role} ({', '.join(parts)})"
 
 
+# what a lake session opened with the source (verify, reconcile) calls the source Postgres
+SOURCE_ALIAS = "src"
+
+
+def source_statements(dsn: PgDsn, alias: str = SOURCE_ALIAS) -> list[str]:
+    """Attach the source Postgres read-only as ``alias`` (credentials in a secret), its
+    sessions in the source's time zone like every other reader's."""
+    from psycopg.conninfo import make_conninfo
+
+    options = dsn.session_options()
+    target = make_conninfo("", options=options) if options else ""
+    return [postgres_secret_sql(f"{alias}_secret", dsn, show_secrets=True),
+            f"ATTACH {quote_literal(target)} AS {alias} (TYPE postgres, SECRET {alias}_secret, READ_ONLY)"]
+
+
 def attach_sql(lake_name: str, catalog: CatalogSpec, data_path: str, *,
                read_only: bool = False, snapshot_version: int | None = None,
                snapshot_time: str | None = None) -> str:
@@ -75,14 +90,18 @@ def attach_sql(lake_name: str, catalog: CatalogSpec, data_path: str, *,
     return f"ATTACH {quote_literal(path)} AS {lake_name} ({', '.join(options)})"
 
 
+def session_settings() -> list[str]:
+    """The settings every connection to the lake makes (DuckDB keeps them per connection)."""
+    return ["SET TimeZone = 'UTC'", *(f"SET {key} = {value}" for key, value in RETRY_SETTINGS.items())]
+
+
 def open_statements(lake_name: str, catalog: CatalogSpec, data_path: str, *,
                     storage: StorageOptions | None = None, show_secrets: bool = False,
                     read_only: bool = False, snapshot_version: int | None = None,
                     snapshot_time: str | None = None) -> list[str]:
     """Every statement needed to open the lake in a fresh DuckDB session, in order."""
     statements = [f"LOAD {name}" for name in extension_names(catalog, data_path)]
-    statements.append("SET TimeZone = 'UTC'")
-    statements += [f"SET {key} = {value}" for key, value in RETRY_SETTINGS.items()]
+    statements += session_settings()
     if catalog.pg is not None:
         statements.append(postgres_secret_sql(f"{lake_name}_catalog", catalog.pg, show_secrets))
     secret = storage_secret_sql(lake_name, data_path, storage or StorageOptions(), show_secrets)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -9,22 +10,32 @@ import duckdb
 
 from pipeline import invocation
 from pipeline.errors import CatalogUnavailable, ConfigError, LakeNotCreated, PipelineError, service_error
-from pipeline.lake import extensions, locks
-from pipeline.lake.attach_sql import extension_names, open_statements, storage_secret_sql
+from pipeline.lake import extensions, instances, locks
+from pipeline.lake.attach_sql import (
+    SOURCE_ALIAS,
+    extension_names,
+    open_statements,
+    session_settings,
+    source_statements,
+    storage_secret_sql,
+)
 from pipeline.lake.schema import ensure_tables
 from pipeline.settings import ResolvedSettings
 from pipeline.settings.catalog import ACCEPTED_FORMS
+from pipeline.sqltext import quote_literal
 
 
 def connect(settings: ResolvedSettings, *, read_only: bool = False, snapshot_version: int | None = None,
-            snapshot_time: str | None = None) -> duckdb.DuckDBPyConnection:
-    """A new in-memory DuckDB session with the lake attached under ``settings.lake_name``."""
+            snapshot_time: str | None = None, source: bool = False) -> duckdb.DuckDBPyConnection:
+    """A new in-memory DuckDB instance with the lake attached under ``settings.lake_name``, of
+    its own (a ``--sql`` session locks its configuration); :func:`lake_session` shares one.
+    ``source``: the source Postgres attached read-only as ``src`` too."""
     catalog = settings.catalog
     if catalog.path is not None:
         catalog.path.parent.mkdir(parents=True, exist_ok=True)
     con = duckdb.connect()
     try:
-        extensions.load(con, *extension_names(catalog, settings.data_path))
+        extensions.load(con, *extension_names(catalog, settings.data_path), *(["postgres"] if source else []))
         statements = open_statements(
             settings.lake_name, catalog, settings.data_path, storage=settings.storage,
             show_secrets=True, read_only=read_only, snapshot_version=snapshot_version,
@@ -37,35 +48,78 @@ def connect(settings: ResolvedSettings, *, read_only: bool = False, snapshot_ver
             else:
                 con.execute(statement)
         # staged batches on object storage are read through httpfs with their own scoped secret
-        staging_secret = storage_secret_sql(settings.lake_name, settings.staging_path, settings.storage,
-                                            show_secrets=True, role="staging")
+        staging_secret = _staging_secret(settings)
         if staging_secret:
             extensions.load(con, "httpfs")
             con.execute(staging_secret)
+        for statement in source_statements(settings.source_dsn) if source else ():
+            con.execute(statement)
+        _begin_session(con, settings)
     except BaseException:
         con.close()
         raise
-    # Lets SQL files reach DuckLake's own metadata tables wherever the catalog keeps them:
-    # query('SELECT … FROM ' || getvariable('lake_metadata') || '.ducklake_data_file')
-    schema = settings.lake_name if catalog.kind == "postgres" else "main"
-    con.execute(f"SET VARIABLE lake_metadata = '__ducklake_metadata_{settings.lake_name}.{schema}'")
     return con
 
 
 @contextmanager
 def lake_session(settings: ResolvedSettings, *, read_only: bool = False, tables: bool = False,
-                 snapshot_version: int | None = None, snapshot_time: str | None = None
-                 ) -> Iterator[duckdb.DuckDBPyConnection]:
+                 snapshot_version: int | None = None, snapshot_time: str | None = None,
+                 source: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
     """The lake attached for the block and closed after it, however the block ends; with
-    ``tables``, the pipeline's tables made (or checked) first, as every writer needs."""
-    con = connect(settings, read_only=read_only, snapshot_version=snapshot_version,
-                  snapshot_time=snapshot_time)
-    try:
+    ``tables``, the pipeline's tables made (or checked) first, as every writer needs; with
+    ``source``, the source Postgres attached read-only as ``src`` (to compare or backfill).
+
+    On a Postgres catalog, the sessions of one process share one attached instance per lake and
+    mode (:mod:`.instances`). A time-travel session, and a lake in a DuckDB or SQLite file (which
+    a process may open once, so a reader's and a writer's instance could not both stay open),
+    get an instance of their own."""
+    time_travel = snapshot_version is not None or snapshot_time is not None
+    if settings.catalog.kind != "postgres" or time_travel:
+        opened = contextlib.closing(connect(settings, read_only=read_only, snapshot_version=snapshot_version,
+                                            snapshot_time=snapshot_time, source=source))
+    else:
+        opened = _shared(settings, read_only, source)
+    with opened as con:
         if tables:
             ensure_tables(con, settings)
         yield con
-    finally:
-        con.close()
+
+
+@contextmanager
+def _shared(settings: ResolvedSettings, read_only: bool, source: bool) -> Iterator[duckdb.DuckDBPyConnection]:
+    # pooled by everything the attach depends on (what its statements say, secrets included)
+    key = (*open_statements(settings.lake_name, settings.catalog, settings.data_path,
+                            storage=settings.storage, show_secrets=True, read_only=read_only),
+           _staging_secret(settings), *(source_statements(settings.source_dsn) if source else ()))
+    # a round trip to each Postgres database the instance attached: the catalog, and the source
+    databases = [f"__ducklake_metadata_{settings.lake_name}", *([SOURCE_ALIAS] if source else [])]
+    pings = [f"FROM postgres_query({quote_literal(database)}, 'SELECT 1')" for database in databases]
+
+    def alive(con: duckdb.DuckDBPyConnection) -> None:
+        for ping in pings:
+            con.execute(ping)
+
+    with instances.session(key, lambda: connect(settings, read_only=read_only, source=source), alive) as con:
+        if source:  # DuckDB caches an attached Postgres database's tables and columns: the session
+            # sees the source as it is now (a column added since), as a freshly attached one did
+            con.execute("CALL pg_clear_cache()")
+        _begin_session(con, settings)
+        yield con
+
+
+def _staging_secret(settings: ResolvedSettings) -> str | None:
+    return storage_secret_sql(settings.lake_name, settings.staging_path, settings.storage,
+                              show_secrets=True, role="staging")
+
+
+def _begin_session(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings) -> None:
+    """What DuckDB keeps per connection, not per instance: settings and variables."""
+    for statement in session_settings():
+        con.execute(statement)
+    # Lets SQL files reach DuckLake's own metadata tables wherever the catalog keeps them:
+    # query('SELECT … FROM ' || getvariable('lake_metadata') || '.ducklake_data_file')
+    schema = settings.lake_name if settings.catalog.kind == "postgres" else "main"
+    con.execute(f"SET VARIABLE lake_metadata = '__ducklake_metadata_{settings.lake_name}.{schema}'")
 
 
 def _attach(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, statement: str) -> None:

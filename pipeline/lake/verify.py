@@ -11,8 +11,8 @@ from datetime import datetime
 
 import duckdb
 
-from pipeline.lake import extensions, validate
-from pipeline.lake.attach_sql import postgres_secret_sql
+from pipeline.lake import validate
+from pipeline.lake.attach_sql import SOURCE_ALIAS
 from pipeline.lake.connect import lake_session
 from pipeline.lake.schema import quarantined_rows
 from pipeline.settings import ResolvedSettings
@@ -54,19 +54,6 @@ class Comparison:
                 + "".join(f"\n  {line}" for line in self.differences))
 
 
-def attach_source(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, alias: str = "src") -> None:
-    """Attach the source Postgres read-only as ``alias`` (credentials in a secret), its sessions
-    in the source's time zone like every other reader's."""
-    from psycopg.conninfo import make_conninfo
-
-    extensions.load(con, "postgres")
-    con.execute(postgres_secret_sql(f"{alias}_secret", settings.source_dsn, show_secrets=True))
-    options = settings.source_dsn.session_options()
-    target = make_conninfo("", options=options) if options else ""
-    con.execute(f"ATTACH {quote_literal(target)} AS {alias} "
-                f"(TYPE postgres, SECRET {alias}_secret, READ_ONLY)")
-
-
 def fingerprint(con: duckdb.DuckDBPyConnection, relation: str,
                 upper: datetime | None = None) -> Fingerprint:
     where = "WHERE event_timestamp <= $upper" if upper else ""
@@ -79,17 +66,16 @@ def fingerprint(con: duckdb.DuckDBPyConnection, relation: str,
 def compare(settings: ResolvedSettings, upper: datetime | None = None) -> Comparison:
     """Fingerprint lake and source up to ``upper`` (default: the source's clock, so future-dated
     events, which wait until due, do not count as missing)."""
-    with lake_session(settings, read_only=True) as con:
-        attach_source(con, settings)
-        if upper is None:
-            upper = con.execute("SELECT * FROM postgres_query('src', 'SELECT now()')").fetchone()[0]
+    with lake_session(settings, read_only=True, source=True) as con:
+        [[now, zone]] = con.execute(f"SELECT * FROM postgres_query('{SOURCE_ALIAS}', "
+                                    "'SELECT now(), current_setting(''TimeZone'')')").fetchall()
+        upper = upper or now
         # the source as the lake should hold it: rows that can be loaded, one per id
         # a naive source column is wall-clock time in the source's zone: DuckDB casts it to an
         # instant in its session zone, so the session takes the source's (instants compare the same)
-        [[zone]] = con.execute(
-            "SELECT * FROM postgres_query('src', 'SELECT current_setting(''TimeZone'')')").fetchall()
         con.execute(f"SET TimeZone = {quote_literal(zone)}")
-        source_relation = f"({validate.loadable_sql(True, f'src.{quote_qualified(settings.source_table)}')})"
+        source_table = f"{SOURCE_ALIAS}.{quote_qualified(settings.source_table)}"
+        source_relation = f"({validate.loadable_sql(True, source_table)})"
         quarantined = quarantined_rows(con, settings)
         lake = fingerprint(con, settings.events_table, upper)
         source = fingerprint(con, source_relation, upper)

@@ -20,11 +20,11 @@ import duckdb
 from pipeline import embedded, staging
 from pipeline.extract.batch import STAGED_COLUMNS
 from pipeline.lake import batches, validate
+from pipeline.lake.attach_sql import SOURCE_ALIAS
 from pipeline.lake.connect import lake_session
 from pipeline.lake.identity import lake_id
 from pipeline.lake.promote import RECONCILE_ENGINE, promote
 from pipeline.lake.schema import ensure_tables
-from pipeline.lake.verify import attach_source
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.settings.durations import format_duration
 from pipeline.source import stats
@@ -84,7 +84,7 @@ def reconcile(settings: Settings, since: timedelta | str | None = None) -> Recon
         since = resolved.intervals.reconcile_since or ALL
     report = ReconcileReport(since=since if since == ALL else format_duration(since))
     started = time.monotonic()
-    with lake_session(resolved) as con:
+    with lake_session(resolved, source=True) as con:  # the source attached as src, for backfills
         ensure_tables(con, resolved, recreate_dropped=True)
         upper = batches.watermark(con, resolved)
         if upper is None:
@@ -126,7 +126,6 @@ def _lake_hours(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, low:
 def _backfill(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, hours: list[datetime],
               window: Window, report: ReconcileReport) -> None:
     """Stage the source rows of ``hours`` the lake lacks as one batch, and promote it."""
-    attach_source(con, settings)
     ranges = " OR ".join(f"(event_timestamp >= '{iso(h)}'::timestamptz AND event_timestamp < "
                          f"'{iso(h + HOUR)}'::timestamptz)" for h in hours)
     columns = ", ".join(f"{expr} AS {name}" for name, expr in STAGED_COLUMNS.items())
@@ -135,7 +134,7 @@ def _backfill(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, hours:
     source_query = (f"SELECT {columns} FROM {quote_qualified(settings.source_table)} "
                     f"WHERE ({ranges}) AND {window.literal_sql()}")
     con.execute("CREATE OR REPLACE TEMP TABLE reconcile_source AS " + validate.validated_sql(
-        f"postgres_query('src', {quote_literal(source_query)})"))
+        f"postgres_query('{SOURCE_ALIAS}', {quote_literal(source_query)})"))
     hour_list = ", ".join(f"{quote_literal(iso(h))}::TIMESTAMPTZ" for h in hours)
     # a zero-copy lake holds ids as text: compared as UUIDs like the validated source rows
     lake_ids = (f"SELECT TRY_CAST(event_id AS UUID) AS event_id FROM {settings.events_table} "

@@ -6,7 +6,6 @@ through that one session, and the watermark it reports is the one its commits pr
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -109,11 +108,10 @@ class RunReport:
 def run(settings: Settings, mode: Mode = "run", engine: str = "spark",
         spark: SparkSession | None = None,
         spark_factory: Callable[[], SparkSession] | None = None,
-        record_as: str | None = None, lake: duckdb.DuckDBPyConnection | None = None,
-        faults: Faults = NO_FAULTS) -> RunReport:
+        record_as: str | None = None, faults: Faults = NO_FAULTS) -> RunReport:
     """Run the pipeline once. ``spark`` (or ``spark_factory``, called only when there is
-    something to extract) lets callers such as tests and the scheduler reuse a session; ``lake``
-    (attached, tables made) lets ``--follow`` keep one lake session across its loads.
+    something to extract) lets callers such as tests and the scheduler reuse a session (the lake's
+    attach is shared by the process's sessions: :mod:`pipeline.lake.instances`).
     ``record_as``: record the run in the job history under that job name (manual runs; the scheduler
     records its own), once the checks before creating anything have passed. ``faults``: the
     crash tests' seam (:mod:`pipeline.faults`)."""
@@ -122,9 +120,8 @@ def run(settings: Settings, mode: Mode = "run", engine: str = "spark",
     started = time.monotonic()
     extra_columns = preflight(resolved, reads_source=mode in ("run", "extract"))
     # one lake session for the run and its job record (the record falls back to a session of its
-    # own if the run's failed); a caller's (--follow) stays open after
-    session = contextlib.nullcontext(lake) if lake is not None else lake_session(resolved, tables=True)
-    with session as con, jobs.recorded(resolved, record_as, lake=con) as details:
+    # own if the run's failed)
+    with lake_session(resolved, tables=True) as con, jobs.recorded(resolved, record_as, lake=con) as details:
         one = _Run(resolved, con, report, faults)
         one.clean_staging()
         lake_identity = lake_id(con, resolved)

@@ -29,13 +29,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-import duckdb
 import schedule
 
 from pipeline import embedded, logs
 from pipeline.errors import EngineUnavailable, LockBusy, PipelineError, ShutdownRequested, first_line
 from pipeline.faults import NO_FAULTS, Faults
-from pipeline.lake import jobs, locks, maintain
+from pipeline.lake import instances, jobs, locks, maintain
 from pipeline.ops import scheduler_state
 from pipeline.ops.policy import CANCEL_EVERY_SECONDS, SHUTDOWN_SECONDS, needs_a_fix, retry_delay
 from pipeline.process import on_stop
@@ -101,7 +100,6 @@ class Scheduler:
         self.intervals, self.engine, self.follow = self.settings.intervals, engine, follow
         self.stop = threading.Event()
         self._spark: SparkSession | None = None
-        self._lake: duckdb.DuckDBPyConnection | None = None  # --follow: one lake session for every load
         self.jobs = {
             "load": Job("load", self.intervals.follow if follow else self.intervals.load, self._load),
             "expire": Job("expire", self.intervals.expire, self._expire),
@@ -167,29 +165,10 @@ class Scheduler:
     def _load(self) -> dict[str, Any]:
         from pipeline.ops.run import run
 
-        report = run(self.settings, engine=self.engine, lake=self._lake_session(), faults=self.faults,
+        report = run(self.settings, engine=self.engine, faults=self.faults,
                      spark_factory=self._spark_session if self.engine == "spark" else None)
         return {"rows_inserted": report.rows_inserted, "snapshots": report.snapshots,
                 "rows_in_window": report.rows_in_window, "summary": report.summary()}
-
-    def _lake_session(self) -> duckdb.DuckDBPyConnection | None:
-        """--follow keeps the lake attached between loads (attaching costs ~0.3 s, most of a small
-        load); a failed load drops it (:meth:`_drop_lake`), so a lost catalog is reconnected."""
-        if not self.follow:
-            return None
-        if self._lake is None:
-            from pipeline.lake.connect import connect
-            from pipeline.lake.schema import ensure_tables
-
-            self._lake = connect(self.settings)
-            ensure_tables(self._lake, self.settings)
-        return self._lake
-
-    def _drop_lake(self) -> None:
-        if self._lake is not None:
-            with contextlib.suppress(Exception):
-                self._lake.close()
-            self._lake = None
 
     def _expire(self) -> dict[str, Any]:
         return maintain.run_maintenance(self.settings, self.intervals.retention,
@@ -244,8 +223,6 @@ class Scheduler:
                 with contextlib.suppress(Exception):
                     self._spark.stop()
                 self._spark = None
-            if job.name == "load":
-                self._drop_lake()  # the catalog may be what failed: the next load attaches afresh
             if self.stop.is_set():
                 status, error = "cancelled", f"stopped by shutdown: {error}"
         seconds = time.monotonic() - t0
@@ -270,8 +247,7 @@ class Scheduler:
                     attempt.status, attempt.error,
                     {**attempt.details, "seconds": round(attempt.seconds, 3),
                      # --status judges staleness by the interval the scheduler ran with
-                     "every_seconds": (every or job.every).total_seconds()},
-                    lake=self._lake)
+                     "every_seconds": (every or job.every).total_seconds()})
         self.write_state()
 
     def _follow(self) -> None:
@@ -372,7 +348,7 @@ class Scheduler:
         if self._spark is not None:
             with contextlib.suppress(Exception):
                 self._spark.stop()
-        self._drop_lake()
+        instances.drop_all()  # the lake's catalog connections close now, not at interpreter exit
         scheduler_state.remove_state(self.settings)
         log.info("scheduler stopped cleanly")
 

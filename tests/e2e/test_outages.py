@@ -71,7 +71,7 @@ def test_catalog_lost_as_promotion_begins_is_a_temporary_error_naming_it(lake_en
     [batch] = staging.complete_batches(staging.table_dir(settings))
     con = connect(settings)
     try:
-        proxy.stop()
+        proxy.stop(admit=1)  # the promotion's lock gets through, the lake's reconnect does not
         with pytest.raises(CatalogUnavailable) as lost:
             running._Run(settings, con, running.RunReport(), NO_FAULTS).promote_or_set_aside(batch)
     finally:

@@ -192,11 +192,13 @@ def test_lakes_sharing_a_staging_folder_promote_only_their_own_batches(lake_env,
 def test_one_cli_run_plans_once_and_attaches_the_lake_once(lake_env, settings, spark, cli, monkeypatch):
     """The shape of a run, traced: one plan, one lake attach — for the load and its job record."""
     from pipeline.lake import connect as lake_connect
+    from pipeline.lake import instances
     from pipeline.ops import run as run_module
 
     add_events(settings, 500, seed=40)
     assert cli("--run", env=lake_env).returncode == 0  # creates the lake
     add_events(settings, 200, seed=41)
+    instances.drop_all()  # as a new process: the first run's attach is not there to share
     attaches: list[str] = []
     plans: list[str] = []
     real_connect, real_plan = lake_connect.connect, run_module.plan_batch
