@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING
 
 from pipeline import invocation
 from pipeline.errors import ConfigError, EngineUnavailable, TerminalError, first_line, scrub_secrets
+from pipeline.extract import class_archive
 from pipeline.extract.spark_s3a import s3a_conf
 from pipeline.settings import Settings
+from pipeline.settings.platform import java_binary
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -90,8 +92,12 @@ def _stderr_to(path: Path):
         os.close(saved)
 
 
-def build_session(settings: Settings, app_name: str = "event-lake") -> SparkSession:
-    """A Spark session for ``SPARK_REMOTE`` (Spark Connect) or ``SPARK_MASTER`` (default local[*])."""
+def build_session(settings: Settings, app_name: str = "event-lake", *, long_lived: bool = False
+                  ) -> SparkSession:
+    """A Spark session for ``SPARK_REMOTE`` (Spark Connect) or ``SPARK_MASTER`` (default local[*]).
+    ``long_lived`` (the scheduler): never the process that records the JVM's class archive, whose
+    exit waits for it (:mod:`.class_archive`)."""
+    import pyspark
     from pyspark.sql import SparkSession
 
     spark = settings.spark
@@ -110,7 +116,9 @@ def build_session(settings: Settings, app_name: str = "event-lake") -> SparkSess
         else:
             raise unreachable
     verbose = spark.verbose
-    java_opts = f"-Duser.timezone=UTC {DRIVER_JVM_BOUNDS}"
+    archive_opts, recording = class_archive.driver_options(spark.class_archive, java_binary(),
+                                                          pyspark.__version__, may_record=not long_lived)
+    java_opts = f"-Duser.timezone=UTC {DRIVER_JVM_BOUNDS} {archive_opts}".strip()
     if not verbose:
         java_opts += f" -Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
     if spark.master.startswith("local"):
@@ -162,6 +170,8 @@ def build_session(settings: Settings, app_name: str = "event-lake") -> SparkSess
         raise EngineUnavailable(f"Spark did not start (SPARK_MASTER={spark.master}): {exc}",
                                 f"See {log_file}.") from None
     session.sparkContext.setLogLevel("ERROR" if not verbose else "WARN")
+    if recording is not None:
+        recording.finish_at_exit(session)
     return session
 
 

@@ -118,7 +118,7 @@ class Scheduler:
         if self._spark is None:
             from pipeline.extract.spark_session import build_session
 
-            self._spark = build_session(self.settings, app_name="event-lake-scheduler")
+            self._spark = build_session(self.settings, app_name="event-lake-scheduler", long_lived=True)
         if self.stop.is_set():  # the signal came while the session was starting: do not extract
             raise ShutdownRequested("shutdown requested before the extraction started",
                                     "Nothing was staged; the next run extracts this window.")

@@ -18,6 +18,7 @@ from pipeline.settings.durations import parse_duration
 from pipeline.settings.keys import ENV_KEYS
 from pipeline.settings.model import Intervals, Settings, SparkOptions, StorageOptions
 from pipeline.settings.pgdsn import PgDsn
+from pipeline.settings.platform import user_cache
 from pipeline.settings.secret import Secret
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -112,7 +113,8 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
                            partitions=_positive_int(read.raw("SPARK_PARTITIONS"),
                                                     read.name("SPARK_PARTITIONS")),
                            reader=_one_of(read.value("SPARK_READER"), read.name("SPARK_READER"),
-                                          SPARK_READERS)),
+                                          SPARK_READERS),
+                           class_archive=_class_archive(read.raw("SPARK_CLASS_ARCHIVE"))),
         storage=StorageOptions(key_id=read.raw("S3_ACCESS_KEY_ID"), secret=Secret(secret) if secret else None,
                                region=read.raw("S3_REGION"), endpoint=read.raw("S3_ENDPOINT"),
                                url_style=read.raw("S3_URL_STYLE"), use_ssl=read.boolean("S3_USE_SSL"),
@@ -174,6 +176,15 @@ def _table_name(text: str, what: str) -> str:
         raise ConfigError(f"{what} {text!r} is not a table name.",
                           "Use schema.table with letters, digits and underscores, e.g. public.events.")
     return text if len(parts) == 2 else f"public.{text}"
+
+
+def _class_archive(text: str | None) -> Path | None:
+    """SPARK_CLASS_ARCHIVE: a folder, ``off``, or unset for the user's cache folder."""
+    if text is None:
+        return user_cache() / "event-lake" / "jvm"
+    if text.strip().lower() == "off":
+        return None
+    return Path(text).expanduser().absolute()
 
 
 def _staging_path(text: str | None, what: str, home: Path) -> str:

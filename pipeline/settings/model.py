@@ -31,6 +31,7 @@ class SparkOptions:
     conf: dict[str, str] = field(default_factory=dict)  # SPARK_CONF and --spark-conf, passed through
     partitions: int | None = None  # read slices (tasks); None: planned from rows and task slots
     reader: str = "arrow"  # "arrow": tasks read their slice with ADBC; "jdbc": Spark's JDBC reader
+    class_archive: Path | None = None  # folder of the driver JVM's class archive; None: none
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -5,10 +5,16 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 # how to get the Java Spark needs, said the same way by doctor and by a failed Spark start
 JAVA_FIX = ("Install Java 17+ (Debian/Ubuntu: apt-get install openjdk-17-jre-headless) and put it on "
             "PATH, or set JAVA_HOME.")
+
+
+def user_cache() -> Path:
+    """The user's cache folder: ``XDG_CACHE_HOME``, else ``~/.cache``."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser()
 
 
 def java_home() -> str | None:
