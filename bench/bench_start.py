@@ -35,7 +35,7 @@ def main() -> None:
             def one_run(run_env: dict[str, str], seed: int) -> tuple[float, float, int]:
                 subprocess.run([sys.executable, str(ROOT / "insert_event_data_loop.py"), "--rows",
                                 str(args.events), "--seed", str(seed), "--quiet"],
-                               env={**os.environ, **env}, check=True)
+                               env={**os.environ, **env}, check=True, stdout=subprocess.DEVNULL)
                 result, wall, cpu, rss = measured([sys.executable, "events_pipeline.py", "--run", "--json"],
                                                   run_env)
                 assert json.loads(result.stdout)["rows_inserted"] == args.events
