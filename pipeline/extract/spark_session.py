@@ -116,8 +116,10 @@ def build_session(settings: Settings, app_name: str = "event-lake", *, long_live
         else:
             raise unreachable
     verbose = spark.verbose
-    archive_opts, recording = class_archive.driver_options(spark.class_archive, java_binary(),
-                                                          pyspark.__version__, may_record=not long_lived)
+    # a user's own spark.driver.extraJavaOptions (SPARK_CONF) replaces ours: no archive then
+    folder = None if "spark.driver.extraJavaOptions" in spark.conf else spark.class_archive
+    archive_opts, recording = class_archive.driver_options(folder, java_binary(), pyspark.__version__,
+                                                          may_record=not long_lived)
     java_opts = f"-Duser.timezone=UTC {DRIVER_JVM_BOUNDS} {archive_opts}".strip()
     if not verbose:
         java_opts += f" -Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
