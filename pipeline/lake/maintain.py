@@ -140,9 +140,22 @@ def compact(con: duckdb.DuckDBPyConnection, settings: Settings, dry_run: bool,
     report.files_deleted = len(deleted)
 
 
+# Listing the data folder races with writers: a slice task's temporary file can be renamed between
+# DuckLake finding it and opening it ("Cannot open file … No such file or directory", seen while
+# loads ran beside compaction). A file that vanished is no orphan: the listing is taken again.
+LISTING_ATTEMPTS = 5
+
+
 def _planned(con: duckdb.DuckDBPyConnection, settings: Settings, function: str, older_than: str) -> list[str]:
-    return [r[0] for r in con.execute(f"CALL {function}(?, dry_run => true, older_than => {older_than})",
-                                      [settings.lake_name]).fetchall()]
+    call = f"CALL {function}(?, dry_run => true, older_than => {older_than})"
+    for attempt in range(1, LISTING_ATTEMPTS):
+        try:
+            return [r[0] for r in con.execute(call, [settings.lake_name]).fetchall()]
+        except duckdb.IOException as exc:
+            if "No such file or directory" not in str(exc):
+                raise
+            time.sleep(0.1 * attempt)
+    return [r[0] for r in con.execute(call, [settings.lake_name]).fetchall()]  # the last try's error is ours
 
 
 def _delete_files(folder: Folder, uris: list[str]) -> None:
