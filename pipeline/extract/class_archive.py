@@ -35,6 +35,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 QUIET = "-Xlog:cds*=off"  # the JVM prints class-sharing warnings on stdout: never into a run's output
+# A damaged archive crashes the JVM as it starts, and a crash's header goes to stdout whatever the
+# options say: a JVM that maps an archive reports no fatal error (the start is tried again without)
+MAP = "-XX:+SuppressFatalErrorMessage"
 RECORD_SECONDS = 180  # at most this long for the exiting JVM to write its archive
 
 
@@ -62,8 +65,10 @@ class Recording:
             with contextlib.suppress(Exception):
                 session.stop()
             process.stdin.close()  # the gateway JVM exits when its stdin closes, writing the archive
-            process.wait(RECORD_SECONDS)
-            if self.partial.exists() and self.partial.stat().st_size > 0:
+            # only a JVM that finished cleanly wrote a whole archive: a truncated one would crash
+            # every later start (see ArchiveUse.discard, the net under this)
+            clean = process.wait(RECORD_SECONDS) == 0
+            if clean and self.partial.exists() and self.partial.stat().st_size > 0:
                 os.replace(self.partial, self.path)
         except Exception as exc:  # noqa: BLE001  an optimisation: a failed recording costs the next start only
             log.info("no JVM class archive written (%s)", exc)
@@ -71,31 +76,50 @@ class Recording:
             self.lock.release()
 
 
-def driver_options(folder: Path | None, java: str | None, spark_version: str, may_record: bool
-                   ) -> tuple[str, Recording | None]:
-    """JVM options that map this machine's archive, or record one (with its :class:`Recording`);
-    none when archives are off (``folder`` None) or there is no java to key them by."""
+@dataclass(frozen=True)
+class ArchiveUse:
+    """What a driver JVM does with the archive: the options that say it, the archive it maps (if
+    any), the recording this process finishes at exit (if it records)."""
+
+    options: str = ""
+    mapped: Path | None = None
+    recording: Recording | None = None
+
+    def discard(self) -> None:
+        """The JVM did not start while mapping :attr:`mapped`: a damaged archive crashes it at
+        every start (seen: SIGBUS on a truncated file), so it goes, to be recorded again."""
+        if self.mapped is not None:
+            log.warning("Spark's JVM did not start with the class archive %s: removed; starting without it",
+                        self.mapped)
+            self.mapped.unlink(missing_ok=True)
+
+
+def driver_options(folder: Path | None, java: str | None, spark_version: str, may_record: bool) -> ArchiveUse:
+    """How this process's driver JVM uses the archive in ``folder``: maps it if there is one,
+    else records one (``may_record`` and no other process recording), else none. None either
+    when archives are off (``folder`` None) or there is no java to key them by."""
     if folder is None or java is None:
-        return "", None
+        return ArchiveUse()
     path = folder / f"spark-{spark_version}-java-{_digest(java)}.jsa"
     if path.exists():
-        return f"-XX:SharedArchiveFile={path} {QUIET}", None
+        return ArchiveUse(f"-XX:SharedArchiveFile={path} {QUIET} {MAP}", mapped=path)
     if not may_record:
-        return "", None
+        return ArchiveUse()
     try:
         folder.mkdir(parents=True, exist_ok=True)
         lock = fasteners.InterProcessLock(str(path.with_suffix(".lock")))
         if not lock.acquire(blocking=False):
-            return "", None  # another process is recording it
+            return ArchiveUse()  # another process is recording it
     except OSError as exc:  # a read-only home: start without
         log.info("no JVM class archive in %s (%s)", folder, exc)
-        return "", None
+        return ArchiveUse()
     if path.exists():  # recorded while this process waited for the folder
         lock.release()
-        return f"-XX:SharedArchiveFile={path} {QUIET}", None
+        return ArchiveUse(f"-XX:SharedArchiveFile={path} {QUIET} {MAP}", mapped=path)
     partial = path.with_suffix(".partial")
     partial.unlink(missing_ok=True)  # a recording cut short
-    return f"-XX:ArchiveClassesAtExit={partial} {QUIET}", Recording(path, partial, lock)
+    return ArchiveUse(f"-XX:ArchiveClassesAtExit={partial} {QUIET}",
+                      recording=Recording(path, partial, lock))
 
 
 def _digest(java: str) -> str:

@@ -118,9 +118,13 @@ def build_session(settings: Settings, app_name: str = "event-lake", *, long_live
     verbose = spark.verbose
     # a user's own spark.driver.extraJavaOptions (SPARK_CONF) replaces ours: no archive then
     folder = None if "spark.driver.extraJavaOptions" in spark.conf else spark.class_archive
-    archive_opts, recording = class_archive.driver_options(folder, java_binary(), pyspark.__version__,
-                                                          may_record=not long_lived)
-    java_opts = f"-Duser.timezone=UTC {DRIVER_JVM_BOUNDS} {archive_opts}".strip()
+    archive = class_archive.driver_options(folder, java_binary(), pyspark.__version__,
+                                           may_record=not long_lived)
+    log_file = settings.home / "logs" / "spark.log"
+    # the JVM's own messages (a crash's header too) go to stderr, never into a run's stdout, and a
+    # crash report beside Spark's log, not into the working directory
+    java_opts = (f"-Duser.timezone=UTC {DRIVER_JVM_BOUNDS} -XX:+DisplayVMOutputToStderr "
+                 f"-XX:ErrorFile={log_file.parent}/hs_err_pid%p.log")
     if not verbose:
         java_opts += f" -Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
     if spark.master.startswith("local"):
@@ -145,7 +149,7 @@ def build_session(settings: Settings, app_name: str = "event-lake", *, long_live
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.sources.commitProtocolClass",
                 "org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol")
-        .config("spark.driver.extraJavaOptions", java_opts)
+        .config("spark.driver.extraJavaOptions", f"{java_opts} {archive.options}".strip())
         .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
         .config("spark.driver.memory", spark.driver_memory)
     )
@@ -153,13 +157,15 @@ def build_session(settings: Settings, app_name: str = "event-lake", *, long_live
         builder = builder.config(f"spark.hadoop.{key}", value)
     for key, value in spark.conf.items():  # SPARK_CONF / --spark-conf: last, so they win
         builder = builder.config(key, value)
-    log_file = settings.home / "logs" / "spark.log"
     try:
-        if verbose:
-            session = builder.getOrCreate()
-        else:
-            with _stderr_to(log_file):
-                session = builder.getOrCreate()
+        try:
+            session = _started(builder, None if verbose else log_file)
+        except Exception:
+            if archive.mapped is None:
+                raise
+            archive.discard()
+            session = _started(builder.config("spark.driver.extraJavaOptions", java_opts),
+                               None if verbose else log_file)
     except Exception as exc:
         if driver is not None and driver.conf_key == "spark.jars.packages":
             # no jar on this machine and Maven out of reach: no retry brings the jar
@@ -172,9 +178,17 @@ def build_session(settings: Settings, app_name: str = "event-lake", *, long_live
         raise EngineUnavailable(f"Spark did not start (SPARK_MASTER={spark.master}): {exc}",
                                 f"See {log_file}.") from None
     session.sparkContext.setLogLevel("ERROR" if not verbose else "WARN")
-    if recording is not None:
-        recording.finish_at_exit(session)
+    if archive.recording is not None:
+        archive.recording.finish_at_exit(session)
     return session
+
+
+def _started(builder: SparkSession.Builder, log_file: Path | None) -> SparkSession:
+    """``builder``'s session, the JVM's start-up output in ``log_file`` (None: the terminal)."""
+    if log_file is None:
+        return builder.getOrCreate()
+    with _stderr_to(log_file):
+        return builder.getOrCreate()
 
 
 def _probe(url: str, setting: str, default_port: int, timeout: float = 10.0) -> None:
