@@ -18,7 +18,7 @@ from generators.writer import copy_line
 from pipeline.lake.connect import lake_session
 from pipeline.ops.run import run
 from pipeline.settings.resolve import resolve
-from pipeline.source.arrivals import SKEW_MARGIN, arrival_mark
+from pipeline.source.arrivals import arrival_mark
 from tests.helpers import (
     add_events,
     assert_lake_equals_source,
@@ -27,23 +27,15 @@ from tests.helpers import (
 )
 
 
-def arrive(settings, rows: int, seed: int, **kwargs) -> None:
-    """Add events, then let :data:`SKEW_MARGIN` pass: a plan's mark is its clock minus that margin,
-    so rows written less than it before a plan are (rightly) read again by the next load, which
-    would make these tests' exact counts depend on how fast the run after them starts."""
-    add_events(settings, rows, seed=seed, **kwargs)
-    time.sleep(SKEW_MARGIN.total_seconds())
-
-
 def _source(settings) -> psycopg.Connection:
     return psycopg.connect(resolve(settings).source_dsn.conninfo())
 
 
 def test_steady_loads_read_only_new_arrivals_and_stay_zero_copy(settings, spark):
-    arrive(settings, 2_000, seed=201)
+    add_events(settings, 2_000, seed=201)
     assert run(settings, spark=spark).rows_in_window == 2_000  # a first load reads everything
     for seed in (202, 203, 204):
-        arrive(settings, 300, seed=seed)
+        add_events(settings, 300, seed=seed)
         report = run(settings, spark=spark)
         # exactly the new rows, although the look-back (15m) holds every row in the table
         assert (report.rows_in_window, report.rows_inserted) == (300, 300)
@@ -57,7 +49,7 @@ def test_a_transaction_open_across_two_loads_is_loaded_exactly_once(settings, sp
     """Its rows carry created_at = the transaction's start, which is before both loads' plans,
     yet they commit after both: the arrival mark (the oldest open transaction's start) keeps them
     in reach. A mark of "now" would skip them for good."""
-    arrive(settings, 500, seed=205)
+    add_events(settings, 500, seed=205)
     run(settings, spark=spark)
     table = resolve(settings).source_table
     with _source(settings) as held:  # not autocommit: the first statement opens the transaction
@@ -65,7 +57,7 @@ def test_a_transaction_open_across_two_loads_is_loaded_exactly_once(settings, sp
         _copy_uncommitted(held, table, EventFactory(206).batch(120, datetime.now(UTC)))
         time.sleep(0.5)
         for seed in (207, 208):  # two loads while it is open: they load other writers' rows
-            arrive(settings, 100, seed=seed)
+            add_events(settings, 100, seed=seed)
             report = run(settings, spark=spark)
             assert report.rows_inserted == 100
         held.commit()
@@ -84,13 +76,13 @@ def _copy_uncommitted(conn: psycopg.Connection, table: str, events: list) -> Non
 
 
 def test_rows_dated_ahead_are_loaded_once_due_although_they_arrived_long_before(settings, spark):
-    arrive(settings, 200, seed=209)
+    add_events(settings, 200, seed=209)
     run(settings, spark=spark)
     soon = datetime.now(UTC) + timedelta(seconds=4)
-    arrive(settings, 50, seed=210, now=soon)  # dated about 4 s ahead of the source's clock
+    add_events(settings, 50, seed=210, now=soon)  # dated about 4 s ahead of the source's clock
     report = run(settings, spark=spark)
     assert (report.rows_inserted, report.rows_in_future) == (0, 50)
-    arrive(settings, 10, seed=211)  # a later load moves the arrival mark past them
+    add_events(settings, 10, seed=211)  # a later load moves the arrival mark past them
     report = run(settings, spark=spark)
     waiting = report.rows_in_future
     assert report.rows_inserted == 10 + 50 - waiting and waiting > 0
@@ -102,7 +94,7 @@ def test_rows_dated_ahead_are_loaded_once_due_although_they_arrived_long_before(
 
 
 def test_a_writer_clock_ahead_of_the_database_is_reported_and_its_rows_load(settings, spark, caplog):
-    arrive(settings, 100, seed=212)
+    add_events(settings, 100, seed=212)
     run(settings, spark=spark)
     table = resolve(settings).source_table
     with _source(settings) as conn:
@@ -149,15 +141,15 @@ def test_a_role_that_cannot_see_other_sessions_reads_the_whole_look_back(setting
 
 
 def test_a_lake_made_before_arrival_marks_gets_the_columns_and_loads_on(settings, spark):
-    arrive(settings, 300, seed=213)
+    add_events(settings, 300, seed=213)
     run(settings, spark=spark)
     with lake_session(resolve(settings)) as con:  # as a lake made by an older version
         for column in ("arrival_mark", "freshness_p50", "freshness_p95"):
             con.execute(f"ALTER TABLE lake.ops.batches DROP COLUMN {column}")
-    arrive(settings, 40, seed=214)
+    add_events(settings, 40, seed=214)
     report = run(settings, spark=spark)
     assert report.rows_inserted == 40 and report.rows_in_window == 340  # no mark yet: the look-back
-    arrive(settings, 40, seed=215)
+    add_events(settings, 40, seed=215)
     assert run(settings, spark=spark).rows_in_window == 40  # its mark was recorded
     assert_lake_equals_source(settings, expected_rows=380)
 
