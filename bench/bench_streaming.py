@@ -7,7 +7,7 @@ micro-batch, measured in one Spark session.
   API a planner-backed source would use: offsets, one partition per micro-batch) that moves one
   row per micro-batch into ``foreachBatch`` doing nothing — so every millisecond is the engine's
   own: offset log and commit log in the checkpoint, planning, a job per micro-batch.
-* The loop: ``run()`` as ``--follow`` calls it (one Spark session, one lake session kept open),
+* The loop: ``run()`` as ``--follow`` calls it (one Spark session, the lake attached once per process),
   each time after writing --rows new events: plan, extract with Spark, promote — real work.
 Prints p50/p95 seconds per micro-batch for both.
 """
@@ -70,23 +70,18 @@ def streaming_floor(spark, batches: int) -> list[float]:
 
 
 def loop_loads(spark, settings, batches: int, rows: int) -> list[float]:
-    from pipeline.lake.connect import connect
-    from pipeline.lake.schema import ensure_tables
     from pipeline.ops.run import run
     from tests.helpers import add_events
 
     add_events(settings, rows, seed=1)
-    run(settings, spark=spark)  # the first load: tables, first files
-    lake = connect(settings)
-    ensure_tables(lake, settings)
+    run(settings, spark=spark)  # the first load: tables, first files; the lake stays attached (instances)
     seconds = []
     for i in range(batches):
         add_events(settings, rows, seed=2 + i)
         t0 = time.monotonic()
-        report = run(settings, spark=spark, lake=lake)
+        report = run(settings, spark=spark)
         seconds.append(time.monotonic() - t0)
         assert report.rows_inserted == rows, report.summary()
-    lake.close()
     return seconds
 
 

@@ -162,13 +162,12 @@ def stage_synthetic_batch(con, settings: Settings, rows: int, now, *, overlap: i
 # UUID/JSON DuckLake, run in a process of its own (sharing a process with a JVM makes it ~2x slow).
 REFERENCE_SCRIPT = """
 import sys, time
-from pipeline.lake import connect as lake, schema, verify
+from pipeline.lake import connect as lake, schema
 from pipeline.settings import load_settings
 from pipeline import embedded
 settings = embedded.resolved(load_settings())
-con = lake.connect(settings)
+con = lake.connect(settings, source=True)
 schema.ensure_tables(con, settings)
-verify.attach_source(con, settings)
 t0 = time.monotonic()
 con.execute(f"INSERT INTO {settings.events_table} SELECT event_id, event_type, event_timestamp, "
             "details::JSON, created_at FROM src.public.events")
