@@ -18,6 +18,8 @@ from pipeline.lake import connect as lake
 from pipeline.lake import verify
 from pipeline.settings import Settings
 from pipeline.settings.resolve import resolve
+from pipeline.source.arrivals import SKEW_MARGIN
+from pipeline.source.connect import connect as source_connection
 from tests.conftest import ROOT
 
 
@@ -28,13 +30,9 @@ def add_events(settings: Settings, rows: int, seed: int, *, late_by: timedelta |
     start). A plan closer to the write than that rightly reads them again at the next load
     (deduplicated), which made tests' exact read counts depend on how soon the run after them
     started: a flake that came with faster runs."""
-    import psycopg
-
-    from pipeline.source.arrivals import SKEW_MARGIN
-
     settings = resolve(settings)
     written = write_events(settings.source_dsn, settings.source_table, rows, seed, late_by=late_by, now=now)
-    with psycopg.connect(settings.source_dsn.conninfo()) as conn:
+    with source_connection(settings.source_dsn) as conn:
         [[age]] = conn.execute("SELECT extract(epoch FROM clock_timestamp() - max(created_at)) "
                                f"FROM {settings.source_table}").fetchall()
     time.sleep(max(0.0, SKEW_MARGIN.total_seconds() - float(age or 0)))

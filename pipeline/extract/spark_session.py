@@ -121,8 +121,9 @@ def build_session(settings: Settings, app_name: str = "event-lake", *, long_live
     archive = class_archive.driver_options(folder, java_binary(), pyspark.__version__,
                                            may_record=not long_lived)
     log_file = settings.home / "logs" / "spark.log"
-    # the JVM's own messages (a crash's header too) go to stderr, never into a run's stdout, and a
-    # crash report beside Spark's log, not into the working directory
+    # the JVM's own messages go to stderr, not into a run's stdout (a fatal error's header does not
+    # follow this flag: see class_archive.MAP), and a crash report beside Spark's log, not into the
+    # working directory
     java_opts = (f"-Duser.timezone=UTC {DRIVER_JVM_BOUNDS} -XX:+DisplayVMOutputToStderr "
                  f"-XX:ErrorFile={log_file.parent}/hs_err_pid%p.log")
     if not verbose:

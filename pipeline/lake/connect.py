@@ -92,7 +92,7 @@ def _shared(settings: ResolvedSettings, read_only: bool, source: bool) -> Iterat
                             storage=settings.storage, show_secrets=True, read_only=read_only),
            _staging_secret(settings), *(source_statements(settings.source_dsn) if source else ()))
     # a round trip to each Postgres database the instance attached: the catalog, and the source
-    databases = [f"__ducklake_metadata_{settings.lake_name}", *([SOURCE_ALIAS] if source else [])]
+    databases = [_metadata_database(settings), *([SOURCE_ALIAS] if source else [])]
     pings = [f"FROM postgres_query({quote_literal(database)}, 'SELECT 1')" for database in databases]
 
     def alive(con: duckdb.DuckDBPyConnection) -> None:
@@ -119,7 +119,12 @@ def _begin_session(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings) -
     # Lets SQL files reach DuckLake's own metadata tables wherever the catalog keeps them:
     # query('SELECT … FROM ' || getvariable('lake_metadata') || '.ducklake_data_file')
     schema = settings.lake_name if settings.catalog.kind == "postgres" else "main"
-    con.execute(f"SET VARIABLE lake_metadata = '__ducklake_metadata_{settings.lake_name}.{schema}'")
+    con.execute(f"SET VARIABLE lake_metadata = '{_metadata_database(settings)}.{schema}'")
+
+
+def _metadata_database(settings: ResolvedSettings) -> str:
+    """The catalog database DuckLake attaches beside the lake for its own tables."""
+    return f"__ducklake_metadata_{settings.lake_name}"
 
 
 def _attach(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, statement: str) -> None:
