@@ -97,8 +97,7 @@ def print_attach(args: argparse.Namespace, settings: Settings) -> Outcome:
 
     resolved = embedded.resolved(settings)
     # install the pinned extensions where the duckdb CLI of the same version finds them
-    with duckdb.connect() as con:
-        extensions.load(con, *extension_names(resolved.catalog, resolved.data_path))
+    extensions.new_instance(*extension_names(resolved.catalog, resolved.data_path)).close()
     output.out(f"-- DuckDB {duckdb.__version__} (the duckdb CLI must be this version); extensions "
                "were installed from the pinned wheels into ~/.duckdb/extensions")
     for statement in open_statements(resolved.lake_name, resolved.catalog, resolved.data_path,

@@ -26,16 +26,21 @@ from pipeline.sqltext import quote_literal
 
 
 def connect(settings: ResolvedSettings, *, read_only: bool = False, snapshot_version: int | None = None,
-            snapshot_time: str | None = None, source: bool = False) -> duckdb.DuckDBPyConnection:
+            snapshot_time: str | None = None, source: bool = False,
+            own_sql: bool = False) -> duckdb.DuckDBPyConnection:
     """A new in-memory DuckDB instance with the lake attached under ``settings.lake_name``, of
     its own (a ``--sql`` session locks its configuration); :func:`lake_session` shares one.
-    ``source``: the source Postgres attached read-only as ``src`` too."""
+    ``source``: the source Postgres attached read-only as ``src`` too. ``own_sql``: the instance
+    runs only this program's SQL (:func:`.extensions.new_instance`)."""
     catalog = settings.catalog
     if catalog.path is not None:
         catalog.path.parent.mkdir(parents=True, exist_ok=True)
-    con = duckdb.connect()
+    # staged batches on object storage are read through httpfs with their own scoped secret
+    staging_secret = _staging_secret(settings)
+    con = extensions.new_instance(*extension_names(catalog, settings.data_path),
+                                  *(["postgres"] if source else []), *(["httpfs"] if staging_secret else []),
+                                  own_sql=own_sql)
     try:
-        extensions.load(con, *extension_names(catalog, settings.data_path), *(["postgres"] if source else []))
         statements = open_statements(
             settings.lake_name, catalog, settings.data_path, storage=settings.storage,
             show_secrets=True, read_only=read_only, snapshot_version=snapshot_version,
@@ -47,10 +52,7 @@ def connect(settings: ResolvedSettings, *, read_only: bool = False, snapshot_ver
                 _attach(con, settings, statement)
             else:
                 con.execute(statement)
-        # staged batches on object storage are read through httpfs with their own scoped secret
-        staging_secret = _staging_secret(settings)
         if staging_secret:
-            extensions.load(con, "httpfs")
             con.execute(staging_secret)
         for statement in source_statements(settings.source_dsn) if source else ():
             con.execute(statement)
@@ -76,7 +78,7 @@ def lake_session(settings: ResolvedSettings, *, read_only: bool = False, tables:
     time_travel = snapshot_version is not None or snapshot_time is not None
     if settings.catalog.kind != "postgres" or time_travel:
         opened = contextlib.closing(connect(settings, read_only=read_only, snapshot_version=snapshot_version,
-                                            snapshot_time=snapshot_time, source=source))
+                                            snapshot_time=snapshot_time, source=source, own_sql=True))
     else:
         opened = _shared(settings, read_only, source)
     with opened as con:
@@ -99,7 +101,8 @@ def _shared(settings: ResolvedSettings, read_only: bool, source: bool) -> Iterat
         for ping in pings:
             con.execute(ping)
 
-    with instances.session(key, lambda: connect(settings, read_only=read_only, source=source), alive) as con:
+    with instances.session(key, lambda: connect(settings, read_only=read_only, source=source, own_sql=True),
+                           alive) as con:
         if source:  # DuckDB caches an attached Postgres database's tables and columns: the session
             # sees the source as it is now (a column added since), as a freshly attached one did
             con.execute("CALL pg_clear_cache()")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 from pathlib import Path
 
 import duckdb
@@ -22,6 +23,37 @@ CANONICAL = {"postgres": "postgres_scanner", "sqlite": "sqlite_scanner",
              "ducklake": "ducklake", "httpfs": "httpfs"}
 # installs take turns across processes; per user, as DuckDB's extension folder (~/.duckdb) is
 _INSTALL_LOCK = Path(tempfile.gettempdir()) / f"event-lake-duckdb-{duckdb.__version__}-{os.getuid()}.lock"
+# extensions this process has loaded with DuckDB's signature check (see new_instance)
+_checked: set[str] = set()
+_checked_lock = threading.Lock()
+
+
+def new_instance(*names: str, own_sql: bool = False) -> duckdb.DuckDBPyConnection:
+    """A new in-memory DuckDB instance with the extensions in ``names`` loaded.
+
+    DuckDB checks an extension's signature at every LOAD, in every instance: it hashes the whole
+    file (~40 MB each for ducklake and postgres_scanner, ~75 ms each), which was most of what
+    opening a lake cost. The code an instance runs, though, is the library the process mapped at
+    its first LOAD: DuckDB never unloads it, and the dynamic loader hands every later load of the
+    same path that mapped library. So an instance that runs only this program's SQL (``own_sql``:
+    the lake sessions, never a ``--sql`` session) loads extensions this process has already
+    checked without checking them again; anything else, and every user's session, is checked.
+    Such an instance autoloads nothing: what it uses is loaded here, by name."""
+    names = tuple(dict.fromkeys(names))
+    with _checked_lock:
+        reuse = own_sql and all(CANONICAL[name] in _checked for name in names)
+    con = duckdb.connect(config={"allow_unsigned_extensions": True} if reuse else {})
+    try:
+        if own_sql:
+            con.execute("SET autoload_known_extensions = false")
+        load(con, *names)
+    except BaseException:
+        con.close()
+        raise
+    if not reuse:
+        with _checked_lock:
+            _checked.update(CANONICAL[name] for name in names)
+    return con
 
 
 def load(con: duckdb.DuckDBPyConnection, *names: str) -> None:

@@ -1,8 +1,9 @@
 """One DuckDB instance per attached lake per process, shared by that process's lake sessions.
 
-Opening a lake in a new DuckDB instance costs ~0.15 s of CPU: loading ``postgres_scanner`` and
-``ducklake`` (DuckDB checks each extension's signature, hashing ~40 MB, on every load), the
-ATTACH, and DuckLake's first read of its catalog. A run opens the lake for its load and its job
+Opening a lake in a new DuckDB instance costs ~0.2 s: loading ``postgres_scanner`` and
+``ducklake`` (the first load in a process checks each one's signature, hashing ~40 MB:
+:func:`pipeline.lake.extensions.new_instance`), the ATTACH, and DuckLake's first read of its
+catalog. A run opens the lake for its load and its job
 record, a scheduler for every job, the dashboard for every page and ``/metrics`` for every
 scrape; with one instance per lake they pay that once per process. A session is a cursor of the
 instance: its own transaction, settings and variables, over the instance's extensions, secrets

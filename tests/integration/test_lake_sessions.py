@@ -133,3 +133,35 @@ def test_threads_read_while_a_writer_commits(made):
             reader.join()
     assert errors == []
     assert _count(made) == 50
+
+
+def test_extension_signatures_are_checked_once_per_process_and_always_for_sql_sessions(made, monkeypatch):
+    """DuckDB checks an extension's signature at each load (hashing ~40 MB); a lake session loads
+    again only what this process has checked, and a --sql session (a user's SQL) checks every time."""
+    from pipeline.lake import extensions
+    from pipeline.lake.query import open_session
+
+    def unchecked_loads_allowed(con) -> bool:
+        return con.execute("SELECT current_setting('allow_unsigned_extensions')").fetchone()[0]
+
+    monkeypatch.setattr(extensions, "_checked", set())  # as a new process
+    instances.drop_all()
+    with lake.lake_session(made, read_only=True) as con:
+        assert not unchecked_loads_allowed(con)  # the first load of each extension is checked
+        assert con.execute("SELECT current_setting('autoload_known_extensions')").fetchone()[0] is False
+    assert extensions._checked == {"ducklake", "postgres_scanner"}
+    instances.drop_all()
+    with lake.lake_session(made, read_only=True) as con:
+        assert unchecked_loads_allowed(con)  # the same libraries, already mapped and checked
+        assert con.execute(f"SELECT count(*) FROM {made.events_table}").fetchone()[0] == 0
+    with lake.lake_session(made, read_only=True, source=True) as con:  # postgres_scanner: checked too
+        assert unchecked_loads_allowed(con)
+    sql = open_session(made)
+    try:
+        assert not unchecked_loads_allowed(sql)
+    finally:
+        sql.close()
+    monkeypatch.setattr(extensions, "_checked", {"ducklake"})  # one not checked yet: all are checked
+    instances.drop_all()
+    with lake.lake_session(made, read_only=True) as con:
+        assert not unchecked_loads_allowed(con)
