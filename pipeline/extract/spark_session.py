@@ -44,6 +44,11 @@ SESSION_CONF = {"spark.sql.session.timeZone": "UTC",
 DRIVER_JVM_BOUNDS = ("-XX:+UseG1GC -XX:G1PeriodicGCInterval=30000 -XX:MinHeapFreeRatio=10 "
                      "-XX:MaxHeapFreeRatio=30 -XX:MaxMetaspaceSize=512m -XX:ReservedCodeCacheSize=192m "
                      "-XX:MaxDirectMemorySize=512m")
+# The driver JVM plans and schedules; with the arrow reader it moves no rows at all. C2's optimized
+# code does not pay back its compile time within a run: with C1 alone a fresh 1M-event load took
+# 14.1 CPU s instead of 18.4 (arrow) and 18.3 instead of 27.0 (jdbc, rows through the JVM) and
+# finished sooner (bench/bench_readers.py); the test suite's two JVMs spent 38 CPU s, then ~17.
+DRIVER_JIT = "-XX:TieredStopAtLevel=1"
 
 
 @dataclass(frozen=True)
@@ -124,7 +129,7 @@ def build_session(settings: Settings, app_name: str = "event-lake", *, long_live
     # the JVM's own messages go to stderr, not into a run's stdout (a fatal error's header does not
     # follow this flag: see class_archive.MAP), and a crash report beside Spark's log, not into the
     # working directory
-    java_opts = (f"-Duser.timezone=UTC {DRIVER_JVM_BOUNDS} -XX:+DisplayVMOutputToStderr "
+    java_opts = (f"-Duser.timezone=UTC {DRIVER_JVM_BOUNDS} {DRIVER_JIT} -XX:+DisplayVMOutputToStderr "
                  f"-XX:ErrorFile={log_file.parent}/hs_err_pid%p.log")
     if not verbose:
         java_opts += f" -Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"

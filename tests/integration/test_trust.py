@@ -242,6 +242,15 @@ def test_a_local_spark_session_listens_on_loopback_only(spark):
     assert listening and listening <= {"127.0.0.1", "::ffff:127.0.0.1", "::1"}, listening
 
 
+def test_the_local_driver_jvm_compiles_with_c1_only(spark):
+    """The driver schedules slices and moves no rows: C2's compile time never pays back
+    (spark_session.DRIVER_JIT); asked of the running JVM, not of the options it was given."""
+    jvm = spark.sparkContext._jvm
+    diagnostics = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
+        jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
+    assert diagnostics.getVMOption("TieredStopAtLevel").getValue() == "1"
+
+
 def test_help_and_hints_name_the_command_the_user_has(loaded, cli, capsys):
     import sys
 
