@@ -47,7 +47,7 @@ DRIVER_JVM_BOUNDS = ("-XX:+UseG1GC -XX:G1PeriodicGCInterval=30000 -XX:MinHeapFre
 # The driver JVM plans and schedules; with the arrow reader it moves no rows at all. C2's optimized
 # code does not pay back its compile time within a run: with C1 alone a fresh 1M-event load took
 # 14.1 CPU s instead of 18.4 (arrow) and 18.3 instead of 27.0 (jdbc, rows through the JVM) and
-# finished sooner (bench/bench_readers.py); the test suite's two JVMs spent 38 CPU s, then ~17.
+# finished sooner (bench/bench_readers.py); the fast test tier's two JVMs spent 38 CPU s, then ~16.
 DRIVER_JIT = "-XX:TieredStopAtLevel=1"
 
 
