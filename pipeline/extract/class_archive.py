@@ -102,7 +102,7 @@ def driver_options(folder: Path | None, java: str | None, spark_version: str, ma
         return ArchiveUse()
     path = folder / f"spark-{spark_version}-java-{_digest(java)}.jsa"
     if path.exists():
-        return ArchiveUse(f"-XX:SharedArchiveFile={path} {QUIET} {MAP}", mapped=path)
+        return _mapping(path)
     if not may_record:
         return ArchiveUse()
     try:
@@ -115,11 +115,15 @@ def driver_options(folder: Path | None, java: str | None, spark_version: str, ma
         return ArchiveUse()
     if path.exists():  # recorded while this process waited for the folder
         lock.release()
-        return ArchiveUse(f"-XX:SharedArchiveFile={path} {QUIET} {MAP}", mapped=path)
+        return _mapping(path)
     partial = path.with_suffix(".partial")
     partial.unlink(missing_ok=True)  # a recording cut short
     return ArchiveUse(f"-XX:ArchiveClassesAtExit={partial} {QUIET}",
                       recording=Recording(path, partial, lock))
+
+
+def _mapping(path: Path) -> ArchiveUse:
+    return ArchiveUse(f"-XX:SharedArchiveFile={path} {QUIET} {MAP}", mapped=path)
 
 
 def _digest(java: str) -> str:

@@ -163,15 +163,15 @@ def build_session(settings: Settings, app_name: str = "event-lake", *, long_live
         builder = builder.config(f"spark.hadoop.{key}", value)
     for key, value in spark.conf.items():  # SPARK_CONF / --spark-conf: last, so they win
         builder = builder.config(key, value)
+    start_log = None if verbose else log_file
     try:
         try:
-            session = _started(builder, None if verbose else log_file)
+            session = _started(builder, start_log)
         except Exception:
             if archive.mapped is None:
                 raise
             archive.discard()
-            session = _started(builder.config("spark.driver.extraJavaOptions", java_opts),
-                               None if verbose else log_file)
+            session = _started(builder.config("spark.driver.extraJavaOptions", java_opts), start_log)
     except Exception as exc:
         if driver is not None and driver.conf_key == "spark.jars.packages":
             # no jar on this machine and Maven out of reach: no retry brings the jar

@@ -13,7 +13,7 @@ JAVA = sys.executable  # any existing binary: the archive is keyed by the java f
 
 def _in_another_process(folder) -> str:
     """What another process gets (the recorder's lock is per process)."""
-    code = ("from pathlib import Path; from pipeline.extract.class_archive import ArchiveUse, driver_options; "
+    code = ("from pathlib import Path; from pipeline.extract.class_archive import driver_options; "
             f"print(driver_options(Path({str(folder)!r}), {JAVA!r}, '4.0', may_record=True))")
     return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                           check=True).stdout.strip()
