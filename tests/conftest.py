@@ -234,7 +234,10 @@ def shared_spark():
     home = tempfile.mkdtemp(prefix="spark-home-")  # the session's log folder, gone at exit
     atexit.register(shutil.rmtree, home, True)
     env = {"EVENT_LAKE_HOME": home, **({"SPARK_READER": "jdbc"} if jdbc_jar() else {})}
-    return build_session(load_settings(env), app_name="event-lake-tests")
+    # maps the machine's JVM class archive when there is one, never records it: a recording is
+    # written as the process exits (11 s here), and pytest-xdist kills a worker whose exit takes
+    # over 10 s, so every run waited 10 s at its end and left only a partial archive behind
+    return build_session(load_settings(env), app_name="event-lake-tests", long_lived=True)
 
 
 @pytest.fixture(scope="session")

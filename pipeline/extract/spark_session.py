@@ -100,8 +100,8 @@ def _stderr_to(path: Path):
 def build_session(settings: Settings, app_name: str = "event-lake", *, long_lived: bool = False
                   ) -> SparkSession:
     """A Spark session for ``SPARK_REMOTE`` (Spark Connect) or ``SPARK_MASTER`` (default local[*]).
-    ``long_lived`` (the scheduler): never the process that records the JVM's class archive, whose
-    exit waits for it (:mod:`.class_archive`)."""
+    ``long_lived`` (the scheduler, a test worker): never the process that records the JVM's class
+    archive, whose exit waits for it (:mod:`.class_archive`)."""
     import pyspark
     from pyspark.sql import SparkSession
 
