@@ -103,6 +103,7 @@ def build_session(settings: Settings, app_name: str = "event-lake", *, long_live
     ``long_lived`` (the scheduler, a test worker): never the process that records the JVM's class
     archive, whose exit waits for it (:mod:`.class_archive`)."""
     import pyspark
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     spark = settings.spark
@@ -121,8 +122,10 @@ def build_session(settings: Settings, app_name: str = "event-lake", *, long_live
         else:
             raise unreachable
     verbose = spark.verbose
-    # a user's own spark.driver.extraJavaOptions (SPARK_CONF) replaces ours: no archive then
-    folder = None if "spark.driver.extraJavaOptions" in spark.conf else spark.class_archive
+    # a user's own spark.driver.extraJavaOptions (SPARK_CONF) replaces ours: no archive then; nor
+    # when this process runs a session already (getOrCreate returns it, started with its options)
+    running = SparkContext._active_spark_context is not None  # noqa: SLF001  pyspark's one handle on it
+    folder = None if running or "spark.driver.extraJavaOptions" in spark.conf else spark.class_archive
     archive = class_archive.driver_options(folder, java_binary(), pyspark.__version__,
                                            may_record=not long_lived)
     log_file = settings.home / "logs" / "spark.log"

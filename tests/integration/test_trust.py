@@ -251,6 +251,19 @@ def test_the_local_driver_jvm_compiles_with_c1_only(spark):
     assert diagnostics.getVMOption("TieredStopAtLevel").getValue() == "1"
 
 
+def test_a_second_session_in_a_process_neither_records_nor_locks_the_class_archive(spark, tmp_path):
+    """getOrCreate returns the running session, started with its own options: a second
+    build_session in the process (an in-process command, a notebook) must not take the archive's
+    recording lock nor wait at exit for a recording its JVM was never asked to write."""
+    from pipeline.extract.spark_session import build_session
+    from pipeline.settings import load_settings
+
+    folder = tmp_path / "jvm"
+    again = build_session(load_settings({"EVENT_LAKE_HOME": str(tmp_path), "SPARK_CLASS_ARCHIVE": str(folder)}))
+    assert again.sparkContext is spark.sparkContext
+    assert not folder.exists()  # no recording lock taken, so no wait at exit either
+
+
 def test_help_and_hints_name_the_command_the_user_has(loaded, cli, capsys):
     import sys
 
