@@ -66,7 +66,9 @@ def data_file_count(con: duckdb.DuckDBPyConnection, settings: Settings) -> int:
 
 
 def _older_than(retention: timedelta) -> str:
-    return f"now() - INTERVAL '{int(retention.total_seconds())} seconds'"
+    """The cut-off ``retention`` before the transaction's start, to the microsecond (whole seconds
+    moved it up to 1 s later than the retention said)."""
+    return f"now() - to_microseconds({retention // timedelta(microseconds=1)})"
 
 
 def _size(folder: Folder, uri: str) -> int:

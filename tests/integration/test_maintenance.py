@@ -54,16 +54,15 @@ def test_dry_run_reports_but_changes_nothing(settings, lake_env, cli):
 
 def test_time_travel_inside_the_retention_survives_maintenance(settings):
     old = _load_batches(settings, 3, seed=40)
-    # retention is whole seconds: the cut-off below lands within 1 s before the recent loads
-    # began, so a gap of more than that keeps every old snapshot outside it
-    time.sleep(2.5)
+    time.sleep(1.0)  # a gap between the old snapshots and the recent ones, for the cut-off below
     recent_start = time.monotonic()
     recent = _load_batches(settings, 3, seed=50)
     resolved = resolve(settings)
     counts = {v: lake_query(settings, f"SELECT count(*) FROM lake.main.events AT (VERSION => {v})")[0][0]
               for v in recent}
-    # a retention reaching 1 s before the recent loads began: old snapshots fall outside it
-    retention = timedelta(seconds=time.monotonic() - recent_start + 1)
+    # a retention reaching 0.5 s before the recent loads began (the cut-off is taken to the
+    # microsecond): the old snapshots, 1 s before, fall outside it, the recent ones inside
+    retention = timedelta(seconds=time.monotonic() - recent_start + 0.5)
     # nothing else reads this lake, so files may go as soon as they are unreferenced
     report = maintain.run_maintenance(resolved, retention, delete_grace=timedelta(0))
     assert set(old) <= set(report.snapshots_expired)
