@@ -106,7 +106,7 @@ class Databases:
             self._changed.notify_all()
 
     def close(self) -> None:
-        """Drop what was made, taken or not; wait for the last drop."""
+        """Drop every database this worker holds, ready or given back; wait for the last drop."""
         with self._changed:
             self._to_drop += self._ready + self._to_empty
             self._ready.clear()
@@ -165,7 +165,7 @@ def databases(pg_server: PgDsn) -> Iterator[Databases]:
 @pytest.fixture(autouse=True)
 def lake_instances_dropped() -> Iterator[None]:
     """The lake attaches this process pooled (:mod:`pipeline.lake.instances`) end with the test:
-    its databases are dropped behind it, and the next test attaches its own lakes."""
+    its databases are emptied behind it, and the next test attaches its own lakes."""
     yield
     from pipeline.lake import instances
 
@@ -187,7 +187,8 @@ COPY_MODE = pytest.mark.parametrize("promotion", ["copy"])
 @contextlib.contextmanager
 def _lake_envs(databases: Databases, root: Path, promotion: str) -> Iterator[Callable[[str], dict[str, str]]]:
     """Makes environments for isolated pipelines: each has its own source DB, catalog DB, data
-    and staging under ``root/<name>``; the databases are given back (emptied for the next) when the block ends."""
+    and staging under ``root/<name>``; the databases are given back (emptied for the next test)
+    when the block ends."""
     made: list[str] = []
 
     def make(name: str) -> dict[str, str]:

@@ -40,7 +40,8 @@ def test_first_load_copies_every_event(settings, spark):
 
 @BOTH_MODES
 @pytest.mark.parametrize(("arrival", "reread"), [("created_at", 0), ("none", 2_000)])
-def test_a_rerun_changes_nothing_and_late_events_inside_lookback_are_caught_once(lake_env, spark, arrival, reread):
+def test_a_rerun_changes_nothing_and_late_events_inside_lookback_are_caught_once(lake_env, spark, arrival,
+                                                                                 reread):
     """One history for both (each needs a first load): a rerun with nothing new, then late rows."""
     settings = load_settings({**lake_env, "SOURCE_ARRIVAL_COLUMN": arrival})
     add_events(settings, 2_000, seed=3)

@@ -47,7 +47,8 @@ def test_the_arrow_readers_tasks_get_the_password_outside_plans_properties_and_c
     folder.mkdir(parents=True)
     from pipeline.staging.location import folder_of
 
-    monkeypatch.setattr(faults, "SLOW_READ_SECONDS", 2)  # the job's queries are built here: 2 s in Postgres (the watcher looks in ~0.3 s)
+    # the job's queries are built here: 2 s in Postgres, while the watcher looks (it finds them in ~0.3 s)
+    monkeypatch.setattr(faults, "SLOW_READ_SECONDS", 2)
     frame = spark.range(0, 1, 1, 1).mapInArrow(
         spark_arrow.job(request, [(window, None)], folder_of(str(folder), settings.storage)), RESULT_SCHEMA)
     plan = frame._jdf.queryExecution().toString()

@@ -259,7 +259,8 @@ def test_a_second_session_in_a_process_neither_records_nor_locks_the_class_archi
     from pipeline.settings import load_settings
 
     folder = tmp_path / "jvm"
-    again = build_session(load_settings({"EVENT_LAKE_HOME": str(tmp_path), "SPARK_CLASS_ARCHIVE": str(folder)}))
+    settings = load_settings({"EVENT_LAKE_HOME": str(tmp_path), "SPARK_CLASS_ARCHIVE": str(folder)})
+    again = build_session(settings)
     assert again.sparkContext is spark.sparkContext
     assert not folder.exists()  # no recording lock taken, so no wait at exit either
 
