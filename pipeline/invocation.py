@@ -26,11 +26,11 @@ def generator_command() -> str:
 # The command-line flags that messages from below the command line send users to, named here
 # once (tests/unit/test_docs.py checks that pipeline.cli.parser defines each of them).
 RUN, STATUS, RETRY_FAILED, VERBOSE = "--run", "--status", "--retry-failed", "--verbose"
-RECONCILE, SINCE = "--reconcile", "--since"
+RECONCILE, SINCE, VERIFY = "--reconcile", "--since", "--verify"
 SQL, WRITE, PARAM, SNAPSHOTS = "--sql", "--write", "--param", "--snapshots"
 AT_VERSION, AT_TIME = "--at-version", "--at-time"
 ENGINE, SPARK_CONF, METRICS_PORT = "--engine", "--spark-conf", "--metrics-port"
-FLAGS = (RUN, STATUS, RETRY_FAILED, VERBOSE, RECONCILE, SINCE, SQL, WRITE, PARAM, SNAPSHOTS,
+FLAGS = (RUN, STATUS, RETRY_FAILED, VERBOSE, RECONCILE, SINCE, VERIFY, SQL, WRITE, PARAM, SNAPSHOTS,
          AT_VERSION, AT_TIME, ENGINE, SPARK_CONF, METRICS_PORT)
 
 

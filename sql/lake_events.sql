@@ -35,7 +35,8 @@ CREATE TABLE IF NOT EXISTS {lake}.{ops}.batches (
     -- the columns below were added later; pipeline/lake/schema.py adds them to older lakes
     arrival_mark        TIMESTAMP WITH TIME ZONE,  -- rows arriving up to here were visible to its plan
     freshness_p50       DOUBLE,  -- seconds from arrival to commit of the rows it inserted (new arrivals)
-    freshness_p95       DOUBLE
+    freshness_p95       DOUBLE,
+    rows_behind_mark    BIGINT  -- rows the completeness check found arrived behind the last mark
 );
 
 -- Who this lake is: one random id, made when the lake's tables are first created. Staged

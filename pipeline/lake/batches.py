@@ -9,6 +9,7 @@ from typing import Any
 import duckdb
 
 from pipeline.lake.rows import fetch_dicts
+from pipeline.lake.validate import REASON_CONFLICT
 from pipeline.logs import process_name
 from pipeline.settings import Settings
 
@@ -35,6 +36,7 @@ class BatchRecord:
     arrival_mark: datetime | None = None  # its plan saw every row that arrived up to here
     freshness_p50: float | None = None  # seconds from arrival to commit, of its new arrivals
     freshness_p95: float | None = None
+    rows_behind_mark: int | None = None  # rows its plan's completeness check found behind the mark
 
 
 def watermark(con: duckdb.DuckDBPyConnection, settings: Settings) -> datetime | None:
@@ -58,6 +60,31 @@ def last_arrivals(con: duckdb.DuckDBPyConnection, settings: Settings) -> tuple[d
         f"SELECT arrival_mark, window_upper FROM {settings.batches_table} WHERE table_name = ? "
         "AND arrival_mark IS NOT NULL ORDER BY arrival_mark DESC LIMIT 1", [settings.lake_table]).fetchone()
     return (row[0], row[1]) if row else None
+
+
+def rows_held(con: duckdb.DuckDBPyConnection, settings: Settings, low: datetime, upper: datetime) -> int:
+    """Rows the lake holds dated in ``(low, upper]``: loaded into the events table, or quarantined
+    because they cannot load (the lake side of :mod:`pipeline.source.completeness`). A conflict's
+    losing copy shares its id with a loaded row, so it is not counted again."""
+    [[loaded]] = con.execute(f"SELECT count(*) FROM {settings.events_table} "
+                             "WHERE event_timestamp > ? AND event_timestamp <= ?", [low, upper]).fetchall()
+    [[quarantined]] = con.execute(
+        f"SELECT count(*) FROM {settings.quarantine_table} WHERE table_name = ? AND reason <> ? "
+        "AND TRY_CAST(event_timestamp AS TIMESTAMPTZ) > ? AND TRY_CAST(event_timestamp AS TIMESTAMPTZ) <= ?",
+        [settings.lake_table, REASON_CONFLICT, low, upper]).fetchall()
+    return int(loaded) + int(quarantined)
+
+
+def behind_mark_since(con: duckdb.DuckDBPyConnection, settings: Settings, since: datetime) -> int:
+    """Rows that loads since ``since`` found had arrived behind the arrival mark (the writers'
+    ``created_at`` is not the database's transaction start: see pipeline.source.completeness)."""
+    try:
+        [[rows]] = con.execute(
+            f"SELECT coalesce(sum(rows_behind_mark), 0) FROM {settings.batches_table} "
+            "WHERE table_name = ? AND promoted_at > ?", [settings.lake_table, since]).fetchall()
+    except duckdb.BinderException:  # a lake made before the column, read before its next load
+        return 0
+    return int(rows)
 
 
 def record(con: duckdb.DuckDBPyConnection, settings: Settings, row: BatchRecord) -> None:

@@ -5,6 +5,7 @@ Everything after (extraction, promotion) only carries it out."""
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import datetime
 
 import duckdb
@@ -12,38 +13,85 @@ import duckdb
 from pipeline import invocation
 from pipeline.lake import batches
 from pipeline.settings import ResolvedSettings
-from pipeline.source import arrivals, stats
+from pipeline.source import arrivals, shape, stats
+from pipeline.source.completeness import Completeness
 from pipeline.source.plan import BatchPlan
 from pipeline.source.snapshot import PlannerSnapshot
-from pipeline.source.window import Arrivals, plan_window
+from pipeline.source.window import Arrivals, Window, plan_window
 
 log = logging.getLogger(__name__)
 
 
 def plan_batch(snapshot: PlannerSnapshot, con: duckdb.DuckDBPyConnection, settings: ResolvedSettings,
-               watermark: datetime | None) -> BatchPlan:
+               watermark: datetime | None, *, rows_behind: int = 0) -> BatchPlan:
     """The next window after ``watermark`` (read in the lake session ``con``), counted in the
     planner's ``snapshot``. With an arrival column and an earlier batch's mark, the window holds
-    only what arrived or became due since (see :mod:`pipeline.source.window`)."""
+    only what arrived or became due since (see :mod:`pipeline.source.window`), and the completeness
+    check (:mod:`pipeline.source.completeness`) decides whether that is enough. ``rows_behind``:
+    a run's second pass, after its first one's promotion came up that many rows short: the whole
+    look-back is read."""
     conn = snapshot.conn
     upper = stats.server_now(conn)
-    column = settings.arrival_column
     mark = snapshot.arrival_mark  # None without an arrival column
-    earlier = batches.last_arrivals(con, settings) if mark is not None else None
     window = plan_window(watermark, settings.lookback, upper,
-                         Arrivals(column, *earlier) if column and earlier else None)
+                         None if rows_behind else _arrivals(snapshot, con, settings))
     in_future = stats.rows_after(conn, settings.source_table, upper)
     if in_future:
         log.warning("%d events are dated after the source's clock (%s); they are loaded when "
                     "due, never ahead of it", in_future, upper.isoformat())
-    if column and mark is not None:
-        ahead, latest = arrivals.rows_ahead(conn, settings.source_table, column, upper)
-        if ahead:
-            log.warning("%d rows have %s after the source's clock (latest %s, %.1fs ahead): their writer "
-                        "sets %s from a clock that runs ahead of the database's. They are read; a writer "
-                        "clock running behind by more than %.1fs could make a load miss rows, which the "
-                        f"scheduled {invocation.RECONCILE} finds", ahead, column, latest.isoformat(),
-                        (latest - upper).total_seconds(), column, arrivals.SKEW_MARGIN.total_seconds())
-    return BatchPlan(window=window, stats=stats.window_stats(conn, settings.source_table, window),
-                     snapshot_id=snapshot.snapshot_id, timezone=stats.session_timezone(conn),
-                     rows_in_future=in_future, arrival_mark=mark)
+    window_stats = stats.window_stats(conn, settings.source_table, window)
+    check = None
+    if window.arrivals is not None and window.low is not None:
+        _warn_rows_ahead(snapshot, settings, upper)
+        check = Completeness(source_rows=stats.rows_dated(conn, settings.source_table, window),
+                             lake_rows=batches.rows_held(con, settings, window.low, window.upper),
+                             window_rows=window_stats.rows)
+        if check.surplus:
+            log.warning("the lake holds %d more row(s) dated in %s than the source: rows were deleted, or "
+                        "their event_timestamp updated, in the source after they were loaded (the lake keeps "
+                        "what it loaded; %s compares them id by id)", check.surplus, window.describe(),
+                        invocation.VERIFY)
+        if check.behind:
+            rows_behind = check.behind
+            window = replace(window, arrivals=None)
+            window_stats = stats.window_stats(conn, settings.source_table, window)
+    if rows_behind:
+        _warn_behind(settings, rows_behind, window)
+    return BatchPlan(window=window, stats=window_stats, snapshot_id=snapshot.snapshot_id,
+                     timezone=stats.session_timezone(conn), rows_in_future=in_future, arrival_mark=mark,
+                     completeness=check if window.arrivals is not None else None, rows_behind=rows_behind)
+
+
+def _arrivals(snapshot: PlannerSnapshot, con: duckdb.DuckDBPyConnection,
+              settings: ResolvedSettings) -> Arrivals | None:
+    """What the last plan saw, for a window that reads only what arrived since; None where the
+    fast path cannot be used: no arrival column or mark, no earlier mark, or a source whose
+    ``event_id`` is not unique (a count could not vouch for it: the whole look-back is read)."""
+    column = settings.arrival_column
+    if column is None or snapshot.arrival_mark is None:
+        return None
+    earlier = batches.last_arrivals(con, settings)
+    if earlier is None:
+        return None
+    if not shape.has_unique_index(snapshot.conn, settings.source_table, "event_id"):
+        log.debug("reading the whole look-back: %s has no unique index on event_id", settings.source_table)
+        return None
+    return Arrivals(column, *earlier)
+
+
+def _warn_rows_ahead(snapshot: PlannerSnapshot, settings: ResolvedSettings, upper: datetime) -> None:
+    column = settings.arrival_column
+    ahead, latest = arrivals.rows_ahead(snapshot.conn, settings.source_table, column, upper)
+    if ahead:
+        log.warning("%d rows have %s after the source's clock (latest %s, %.1fs ahead): their writer sets %s "
+                    "from its own clock, which runs ahead of the database's. They are read; every run "
+                    "checks that no row is missed whatever %s says", ahead, column, latest.isoformat(),
+                    (latest - upper).total_seconds(), column, column)
+
+
+def _warn_behind(settings: ResolvedSettings, rows: int, window: Window) -> None:
+    column = settings.arrival_column
+    log.warning("%d row(s) dated inside the look-back arrived with %s at or before the last load's arrival "
+                "mark (a writer's clock behind the database's, a backfill or replay, or a %s the application "
+                "sets): reading the whole look-back %s so none is missed", rows, column, column,
+                window.describe())

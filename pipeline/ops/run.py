@@ -60,6 +60,7 @@ class RunReport:
     watermark: datetime | None = None
     rows_in_future: int = 0  # dated after the source's clock: they wait until due
     set_aside: list[str] = field(default_factory=list)  # batches that could not be promoted
+    rows_behind_mark: int = 0  # rows the completeness check found had arrived behind the last mark
     seconds: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -97,6 +98,9 @@ class RunReport:
                             if self.snapshots else ", no new snapshot"))
         if self.watermark:
             parts.append(f"watermark {self.watermark.isoformat()}")
+        if self.rows_behind_mark:
+            parts.append(f"{self.rows_behind_mark} row(s) had arrived behind the last load's arrival mark "
+                         "and were read with the whole look-back")
         if self.rows_in_future:
             parts.append(f"{self.rows_in_future} events dated in the future wait until due")
         if self.set_aside:
@@ -130,7 +134,12 @@ def run(settings: Settings, mode: Mode = "run", engine: str = "spark",
             one.promote_leftovers(lake_identity)
         if mode in ("run", "extract"):
             engines = _Engines(engine, spark, spark_factory)
-            one.extract_and_promote(lake_identity, extra_columns, engines, promote_now=mode == "run")
+            planned_from = report.watermark
+            short = one.extract_and_promote(lake_identity, extra_columns, engines, planned_from,
+                                            promote_now=mode == "run")
+            if short:  # the window's rows hid a gap the count now shows: read the same look-back whole, now
+                one.extract_and_promote(lake_identity, extra_columns, engines, planned_from, promote_now=True,
+                                        rows_behind=short)
         report.seconds["total"] = time.monotonic() - started
         details.update(rows_inserted=report.rows_inserted, summary=report.summary())
         if report.set_aside:  # the command exits 1: the record says failed too
@@ -194,18 +203,22 @@ class _Run:
             self.promote_or_set_aside(batch)
 
     def extract_and_promote(self, lake_identity: str, extra_columns: dict[str, str], engines: _Engines,
-                            promote_now: bool) -> None:
+                            watermark: datetime | None, promote_now: bool, rows_behind: int = 0) -> int:
+        """Plan the window after ``watermark``, extract and (``promote_now``) promote it. Returns how
+        many rows the window's completeness check still finds missing after promotion (0: none);
+        ``rows_behind``: that count from a first pass, whose second pass reads the whole look-back."""
         settings, report = self.settings, self.report
         t0 = time.monotonic()
         # the planner's transaction stays open until the engine has read: its snapshot is shared
         with exported_snapshot(settings.source_dsn, arrivals=settings.arrival_column is not None) as snapshot:
-            plan = plan_batch(snapshot, self.con, settings, report.watermark)
+            plan = plan_batch(snapshot, self.con, settings, watermark, rows_behind=rows_behind)
             report.window, report.rows_in_window = plan.window, plan.stats.rows
             report.rows_in_future = plan.rows_in_future
-            report.seconds["plan"] = time.monotonic() - t0
+            report.rows_behind_mark += plan.rows_behind
+            report.seconds["plan"] = report.seconds.get("plan", 0.0) + time.monotonic() - t0
             if plan.stats.rows == 0:
                 log.info("no new events in window %s", plan.window.describe())
-                return
+                return 0
             log.info("extracting %d rows in window %s with %s", plan.stats.rows, plan.window.describe(),
                      engines.name)
             t0 = time.monotonic()
@@ -225,17 +238,24 @@ class _Run:
                  f" + {len(batch.lake_files)} lake file(s) to register" if batch.lake_files else "",
                  report.seconds["extract"])
         self.faults.after_stage()
-        if promote_now:
-            t0 = time.monotonic()
-            self.promote_or_set_aside(batch)
-            report.seconds["promote"] = time.monotonic() - t0
+        if not promote_now:
+            return 0
+        t0 = time.monotonic()
+        result = self.promote_or_set_aside(batch)
+        report.seconds["promote"] = report.seconds.get("promote", 0.0) + time.monotonic() - t0
+        if plan.completeness is None or result is None or result.outcome not in ("committed", "no new rows"):
+            return 0
+        return plan.completeness.shortfall(result.rows_inserted + result.rows_quarantined)
 
-    def promote_or_set_aside(self, batch: StagedBatch) -> None:
+    def promote_or_set_aside(self, batch: StagedBatch) -> PromotionResult | None:
         """Promote ``batch``; if the batch itself cannot be read or loaded (a corrupt or foreign
-        file, not an outage), move it aside with the error so the batches after it still load."""
+        file, not an outage), move it aside with the error so the batches after it still load
+        (and return None)."""
         settings = self.settings
         try:
-            self.report.advance(promote(settings, batch, self.con, self.faults))
+            result = promote(settings, batch, self.con, self.faults)
+            self.report.advance(result)
+            return result
         except duckdb.Error as exc:
             if is_transient(exc):  # the catalog or object store is away: the batch is fine, retry later
                 raise promotion_outage(settings, exc) from None
@@ -244,6 +264,7 @@ class _Run:
             log.error("batch %s cannot be promoted (%s); set aside in %s, kept whole, so later batches "
                       "load. Fix the cause, then run: %s", batch.batch_id, first_line(exc), folder.uri(),
                       invocation.command(invocation.RETRY_FAILED))
+            return None
 
 
 def _promotion(settings: ResolvedSettings, con: duckdb.DuckDBPyConnection, source: psycopg.Connection,

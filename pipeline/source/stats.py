@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 import psycopg
@@ -53,6 +53,16 @@ def rows_after(conn: psycopg.Connection, qualified: str, upper: datetime) -> int
     query = sql.SQL("SELECT count(*) FROM {t} WHERE event_timestamp > %(upper)s").format(
         t=table_sql(qualified))
     return conn.execute(query, {"upper": upper}).fetchone()[0]
+
+
+def rows_dated(conn: psycopg.Connection, qualified: str, window: Window) -> int:
+    """Rows dated inside ``window``'s time range, whatever their arrival time: the completeness
+    check's source count (:mod:`pipeline.source.completeness`), an index-only count on the
+    ``event_timestamp`` index the source table contract asks for."""
+    dated = replace(window, arrivals=None, nulls=False)
+    query = sql.SQL("SELECT count(*) FROM {t} WHERE {w}").format(t=table_sql(qualified),
+                                                                 w=sql.SQL(dated.where_sql()))
+    return conn.execute(query, dated.params()).fetchone()[0]
 
 
 def window_stats(conn: psycopg.Connection, qualified: str, window: Window) -> WindowStats:

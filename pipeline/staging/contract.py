@@ -58,6 +58,7 @@ class Manifest:
     # the next plan, and the earlier mark it read after (rows past it are new arrivals: freshness)
     arrival_mark: str | None = None
     arrived_after: str | None = None
+    rows_behind_mark: int = 0  # the plan's completeness check found these had arrived behind the mark
 
     @property
     def window(self) -> Window:
