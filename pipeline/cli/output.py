@@ -130,6 +130,8 @@ def render_status(status: dict[str, Any]) -> str:
         "loaded when due",
         *[f"SET ASIDE       batch {b['batch_id']}: {b['error']} (fix, then --retry-failed)"
           for b in status["set_aside_batches"]],
+        *([f"arrivals        {status['arrivals']['note']}"]
+          if status.get("arrivals", {}).get("note") else []),
         _steady_line(status.get("last_hour")),
         "last batches:",
     ]

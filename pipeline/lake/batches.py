@@ -75,18 +75,6 @@ def rows_held(con: duckdb.DuckDBPyConnection, settings: Settings, low: datetime,
     return int(loaded) + int(quarantined)
 
 
-def behind_mark_since(con: duckdb.DuckDBPyConnection, settings: Settings, since: datetime) -> int:
-    """Rows that loads since ``since`` found had arrived behind the arrival mark (the writers'
-    ``created_at`` is not the database's transaction start: see pipeline.source.completeness)."""
-    try:
-        [[rows]] = con.execute(
-            f"SELECT coalesce(sum(rows_behind_mark), 0) FROM {settings.batches_table} "
-            "WHERE table_name = ? AND promoted_at > ?", [settings.lake_table, since]).fetchall()
-    except duckdb.BinderException:  # a lake made before the column, read before its next load
-        return 0
-    return int(rows)
-
-
 def record(con: duckdb.DuckDBPyConnection, settings: Settings, row: BatchRecord) -> None:
     values = asdict(row)
     con.execute(f"INSERT INTO {settings.batches_table} ({', '.join(values)}) "
@@ -104,12 +92,14 @@ def steady_state(con: duckdb.DuckDBPyConnection, settings: Settings, since: date
             [settings.lake_table, since]).fetchone()
 
     try:
-        loads, read, inserted, p50, p95 = totals("median(freshness_p50), max(freshness_p95)")
+        loads, read, inserted, p50, p95, behind = totals(
+            "median(freshness_p50), max(freshness_p95), sum(rows_behind_mark)")
     except duckdb.BinderException:  # a lake made before these columns, read before its next load
-        loads, read, inserted, p50, p95 = totals("NULL, NULL")
+        loads, read, inserted, p50, p95, behind = totals("NULL, NULL, NULL")
     return {"loads": loads, "rows_read": int(read or 0), "rows_inserted": int(inserted or 0),
             "rows_read_per_inserted": round(read / inserted, 3) if inserted else None,
-            "freshness_p50_seconds": p50, "freshness_p95_seconds": p95}
+            "freshness_p50_seconds": p50, "freshness_p95_seconds": p95,
+            "rows_behind_mark": int(behind or 0)}
 
 
 def recent_batches(con: duckdb.DuckDBPyConnection, settings: Settings, limit: int = 5) -> list[dict]:

@@ -86,7 +86,7 @@ def extensions_check(settings: ResolvedSettings) -> Check:
 
 
 def source_check(settings: ResolvedSettings) -> Check:
-    from pipeline.source import stats
+    from pipeline.source import arrivals, stats
     from pipeline.source.connect import connect
 
     with connect(settings.source_dsn) as conn:
@@ -96,6 +96,13 @@ def source_check(settings: ResolvedSettings) -> Check:
                          "does not exist yet",
                          f"The generator creates it ({invocation.generator_command()}), or create it from "
                          "sql/source_events.sql.")
+        column = settings.arrival_column
+        stamped = arrivals.stamped_by_database(conn, settings.source_table, column) if column else True
+        note = arrivals.arrival_note(column, stamped, 0) if column else None
+    if note:
+        return Check("source", WARN, f"Postgres {version}, table {settings.source_table}; {note}",
+                     f"ALTER TABLE {settings.source_table} ALTER {column} SET DEFAULT now(), or set "
+                     "SOURCE_ARRIVAL_COLUMN=none to read the whole look-back every run without the check")
     return Check("source", OK, f"Postgres {version}, table {settings.source_table}")
 
 

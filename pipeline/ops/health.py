@@ -40,11 +40,12 @@ class Health:
 
 def assess(now: datetime, load_every: timedelta, last_success: datetime | None, last_load_status: str | None,
            last_load_error: str | None, set_aside: int, source_rows: int, far_future: int = 0,
-           source_error: str | None = None) -> Health:
+           source_error: str | None = None, lake_surplus: int = 0) -> Health:
     """``last_success``: the newest successful load (a scheduled or manual run's job record, or
     a promoted batch); ``source_rows``: rows the source holds (0: nothing to be stale about);
     ``far_future``: rows dated more than :data:`FUTURE_TOLERANCE` after the source's clock;
-    ``source_error``: why the source could not be read (no load can succeed: failing)."""
+    ``source_error``: why the source could not be read (no load can succeed: failing);
+    ``lake_surplus``: rows the lake holds in the look-back that the source no longer has there."""
     failing, stale = [], []
     if source_error:
         failing.append(f"the source cannot be read: {source_error}")
@@ -53,6 +54,12 @@ def assess(now: datetime, load_every: timedelta, last_success: datetime | None, 
         failing.append(f"the last load failed: {error}")
     if set_aside:
         failing.append(f"{set_aside} batch(es) set aside (fix the cause, then {invocation.RETRY_FAILED})")
+    if lake_surplus:
+        failing.append(f"the lake holds {lake_surplus} row(s) dated in the look-back that the source no "
+                       "longer has: they were deleted, or their event_timestamp updated, after loading (the "
+                       f"pipeline loads an append-only source). {invocation.VERIFY} lists them; remove them "
+                       f"from the lake with {invocation.WRITE} {invocation.SQL} \"DELETE FROM events WHERE "
+                       "event_id IN (…)\" (time travel keeps the old rows) or restore them in the source")
     since = (now - last_success).total_seconds() if last_success else None
     if last_success is None and source_rows:
         stale.append(f"nothing loaded yet, while the source holds {source_rows} row(s)")

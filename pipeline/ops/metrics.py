@@ -62,7 +62,9 @@ def families(obs: Observation) -> Iterator[Metric]:
     for key, text in (("rows_read_per_inserted", "Rows loads read per row they inserted, last hour "
                        "(about 1 when they read only what arrived)."),
                       ("freshness_p50_seconds", "Median seconds from arrival to commit, last hour."),
-                      ("freshness_p95_seconds", "Highest p95 of seconds from arrival to commit, last hour.")):
+                      ("freshness_p95_seconds", "Highest p95 of seconds from arrival to commit, last hour."),
+                      ("rows_behind_mark", "Rows loads found had arrived behind the arrival mark, last "
+                       "hour (created_at is not the database's clock; read with the whole look-back).")):
         if hour.get(key) is not None:
             yield _gauge(key, text, hour[key])
     if obs.batches:

@@ -18,9 +18,9 @@ from pipeline.lake.schema import quarantined_rows
 from pipeline.ops import health
 from pipeline.ops.scheduler_state import read_state
 from pipeline.settings import ResolvedSettings
-from pipeline.source import stats
+from pipeline.source import arrivals, stats
 from pipeline.source.connect import connect as connect_source
-from pipeline.source.window import iso
+from pipeline.source.window import Window, iso
 from pipeline.sqltext import quote_qualified
 
 HOUR = timedelta(hours=1)  # --status and /metrics report the loads of the last hour
@@ -30,7 +30,7 @@ def _lake_facts(settings: ResolvedSettings) -> dict[str, Any]:
     """What the lake holds; a lake not created yet (no run so far) is a state, not an error."""
     empty = {"exists": False, "watermark": None, "batches": [], "lake_rows": 0, "snapshots": 0,
              "latest": None, "files": 0, "size": 0, "job_runs": [], "lake": None, "quarantined": 0,
-             "last_load_success": None, "last_hour": None}
+             "last_load_success": None, "last_hour": None, "lookback_rows": None}
     try:
         with lake_session(settings, read_only=True) as con:
             return _read_facts(con, settings, empty)
@@ -48,6 +48,9 @@ def _read_facts(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, empt
                      batches=batch_table.recent_batches(con, settings, 5),
                      last_hour=batch_table.steady_state(con, settings, datetime.now(UTC) - HOUR),
                      lake_rows=con.execute(f"SELECT count(*) FROM {settings.events_table}").fetchone()[0])
+        if facts["watermark"] is not None:  # what the lake holds of the look-back, to compare with the source
+            low = facts["watermark"] - settings.lookback
+            facts["lookback_rows"] = (low, batch_table.rows_held(con, settings, low, facts["watermark"]))
     facts["snapshots"], facts["latest"] = con.execute(
         f"SELECT count(*), max(snapshot_id) FROM {settings.lake_name}.snapshots()").fetchone()
     facts["files"], facts["size"] = con.execute(
@@ -79,6 +82,7 @@ def collect(settings: ResolvedSettings) -> dict[str, Any]:
     snapshots, latest, files, size = facts["snapshots"], facts["latest"], facts["files"], facts["size"]
     job_runs, lake, quarantined = facts["job_runs"], facts["lake"], facts["quarantined"]
     newest, pending, future, far_future, now, source_error = None, None, None, 0, datetime.now(UTC), None
+    surplus, stamped = 0, True
     try:
         with connect_source(settings.source_dsn) as conn:
             exists = stats.table_exists(conn, settings.source_table)
@@ -94,6 +98,13 @@ def collect(settings: ResolvedSettings) -> dict[str, Any]:
                                       "WHERE event_timestamp <= %(now)s", {"now": now}).fetchone()[0]
                 pending = conn.execute(f"SELECT count(*) FROM {table} WHERE %(wm)s::timestamptz IS NULL "
                                        "OR event_timestamp > %(wm)s", {"wm": watermark}).fetchone()[0]
+                if facts["lookback_rows"] is not None:
+                    low, held = facts["lookback_rows"]
+                    source_held = stats.rows_dated(conn, settings.source_table, Window(low, watermark))
+                    surplus = max(0, held - source_held)
+                if settings.arrival_column:
+                    stamped = arrivals.stamped_by_database(conn, settings.source_table,
+                                                           settings.arrival_column)
     except SourceUnavailable as exc:
         # the lake is still readable: report what it holds, and the source as down (failing)
         source_error = first_line(exc)
@@ -105,7 +116,9 @@ def collect(settings: ResolvedSettings) -> dict[str, Any]:
     judged = health.assess(now, _load_every(settings, last_load), max(successes) if successes else None,
                            last_load["status"] if last_load else None,
                            last_load["error"] if last_load else None, len(set_aside), 1 if newest else 0,
-                           far_future=far_future, source_error=source_error)
+                           far_future=far_future, source_error=source_error, lake_surplus=surplus)
+    behind = (facts["last_hour"] or {}).get("rows_behind_mark", 0)
+    column = settings.arrival_column
     return {
         "health": judged.as_dict(),  # its exit_code is --status's exit code
         "lake": settings.events_table,
@@ -120,6 +133,11 @@ def collect(settings: ResolvedSettings) -> dict[str, Any]:
         "source_rows_after_watermark": pending,
         "source_rows_in_future": future,  # dated after the source's clock: loaded when due
         "rows_quarantined": quarantined,  # in ops.quarantine, with their reasons
+        # the arrival column: whether the database sets it, rows found behind the mark, what is done
+        "arrivals": {"column": column, "set_by_database": stamped if column else None,
+                     "rows_behind_mark_last_hour": behind,
+                     "note": arrivals.arrival_note(column, stamped, behind) if column else None},
+        "lake_rows_not_in_source": surplus,  # in the look-back: deleted or moved in the source since loaded
         "lake_rows": lake_rows,
         "snapshot_count": snapshots,
         "latest_snapshot": latest,

@@ -71,3 +71,35 @@ def rows_ahead(conn: psycopg.Connection, qualified: str, column: str,
         c=sql.Identifier(column), t=table_sql(qualified))
     count, latest = conn.execute(query, {"now": now}).fetchone()
     return int(count), latest
+
+
+# defaults that stamp a row with the database's own clock as it is written
+_DATABASE_STAMPS = ("now()", "current_timestamp", "transaction_timestamp()", "statement_timestamp()",
+                    "clock_timestamp()", "localtimestamp")
+
+
+def stamped_by_database(conn: psycopg.Connection, qualified: str, column: str) -> bool | None:
+    """Does ``column`` default to the database's clock? None: the relation is not a table (a view,
+    a foreign table), whose column defaults say nothing about how its rows are stamped."""
+    row = conn.execute(
+        "SELECT c.relkind IN ('r', 'p'), pg_get_expr(d.adbin, d.adrelid) FROM pg_class c "
+        "JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = %s AND NOT a.attisdropped "
+        "LEFT JOIN pg_attrdef d ON d.adrelid = c.oid AND d.adnum = a.attnum WHERE c.oid = %s::regclass",
+        (column, qualified)).fetchone()
+    if row is None or not row[0]:
+        return None
+    default = (row[1] or "").lower()
+    return any(stamp in default for stamp in _DATABASE_STAMPS)
+
+
+def arrival_note(column: str, stamped: bool | None, behind: int) -> str | None:
+    """What ``--status`` and ``doctor`` say about an arrival column the database does not set
+    (or that rows arrived behind the mark), and what the pipeline does about it; None when fine."""
+    if stamped and not behind:
+        return None
+    why = (f"rows arrived with {column} behind the arrival mark ({behind} in the last hour)" if behind
+           else f"{column} is not set by the database (no DEFAULT now())" if stamped is False
+           else f"{column} comes from a view or foreign table, so the database may not set it")
+    return (f"{why}: writers' clocks, backfills or the application decide it. Nothing is lost: every run "
+            f"counts the look-back and reads it whole when rows arrived behind the mark (slower loads). "
+            f"For the fast path, give {column} DEFAULT now() and let writers leave it out")

@@ -114,3 +114,75 @@ def test_naive_created_at_written_in_another_zone_is_not_lost(settings, spark):
     report = run(settings, spark=spark)
     assert (report.rows_inserted, report.rows_behind_mark) == (25, 25)
     assert_lake_equals_source(settings, expected_rows=135)
+
+
+def test_status_and_doctor_name_an_arrival_column_the_database_does_not_set(settings, spark):
+    """A business column: NOT NULL, no default, dates from 2019. Every late row still loads,
+    and --status, /metrics and doctor say why loads read the whole look-back."""
+    from pipeline.ops.doctor import WARN, source_check
+    from pipeline.ops.status import collect
+
+    resolved = resolve(settings)
+    table = resolved.source_table
+    add_events(settings, 100, seed=310)
+    with _source(settings) as conn:
+        conn.execute(f"ALTER TABLE {table} ALTER created_at DROP DEFAULT, ALTER created_at SET NOT NULL")
+    run(settings, spark=spark)
+    with _source(settings) as conn:
+        _insert(conn, table, 15, "timestamptz '2019-06-01 12:00:00+00'", "now() - interval '10 seconds'")
+    run(settings, spark=spark)
+    with _source(settings) as conn:
+        _insert(conn, table, 15, "timestamptz '2019-06-01 12:00:00+00'", "now() - interval '5 seconds'")
+    assert run(settings, spark=spark).rows_inserted == 15
+    assert_lake_equals_source(settings, expected_rows=130)
+    status = collect(resolved)
+    arrivals = status["arrivals"]
+    assert arrivals["set_by_database"] is False
+    assert arrivals["rows_behind_mark_last_hour"] == 30
+    assert "Nothing is lost" in arrivals["note"] and "created_at behind the arrival mark" in arrivals["note"]
+    assert status["health"]["state"] == "healthy"  # handled, not a fault
+    check = source_check(resolved)
+    assert check.status == WARN and "created_at is not set by the database" in check.detail
+    assert "SET DEFAULT now()" in check.hint
+
+
+def test_rows_deleted_or_moved_in_the_source_after_loading_make_status_failing(settings, spark):
+    from pipeline.ops.status import collect
+
+    resolved = resolve(settings)
+    add_events(settings, 200, seed=311)
+    run(settings, spark=spark)
+    assert collect(resolved)["health"]["state"] == "healthy"
+    with _source(settings) as conn:
+        conn.execute(f"DELETE FROM {resolved.source_table} WHERE event_id IN "
+                     f"(SELECT event_id FROM {resolved.source_table} ORDER BY event_id LIMIT 3)")
+    status = collect(resolved)
+    assert status["lake_rows_not_in_source"] == 3
+    assert status["health"]["state"] == "failing"
+    [reason] = status["health"]["reasons"]
+    assert "3 row(s) dated in the look-back that the source no longer has" in reason and "--verify" in reason
+
+
+def test_reconcile_finds_a_missing_row_that_a_doubled_id_hides_from_hourly_counts(settings, spark):
+    from pipeline.lake.connect import lake_session
+    from pipeline.ops.reconcile import reconcile
+
+    resolved = resolve(settings)
+    add_events(settings, 300, seed=312)
+    run(settings, spark=spark)
+    events = resolved.events_table
+    with lake_session(resolved) as con:
+        [[hour]] = con.execute(f"SELECT date_trunc('hour', event_timestamp) FROM {events} GROUP BY 1 "
+                               "ORDER BY count(*) DESC LIMIT 1").fetchall()
+        [lost, doubled] = [r[0] for r in con.execute(
+            f"SELECT event_id FROM {events} WHERE date_trunc('hour', event_timestamp) = ? "
+            "ORDER BY event_id LIMIT 2", [hour]).fetchall()]
+        con.execute("BEGIN")
+        con.execute(f"DELETE FROM {events} WHERE event_id = ?", [lost])
+        con.execute(f"INSERT INTO {events} SELECT * FROM {events} WHERE event_id = ?", [doubled])
+        con.execute("COMMIT")
+    report = reconcile(settings, since="all")
+    assert report.rows_backfilled == 1
+    assert report.lake_ids_doubled == 1
+    assert "1 lake row(s) repeat an id" in report.summary()
+    assert lake_query(settings, f"SELECT count(*) FROM lake.main.events WHERE event_id = '{lost}'") == [(1,)]
