@@ -22,9 +22,9 @@ import duckdb
 
 from pipeline import invocation
 from pipeline.errors import ConfigError, PipelineError, first_line
-from pipeline.lake import ownership
+from pipeline.lake import ownership, statement_judge
 from pipeline.lake.connect import connect
-from pipeline.lake.sandbox import REFUSED_HINT, refusal, sandbox_statements
+from pipeline.lake.sandbox import REFUSED_HINT, refused_message, sandbox_statements
 from pipeline.settings import ResolvedSettings
 from pipeline.sqltext import quote_ident
 from pipeline.staging.location import data_dir
@@ -171,7 +171,7 @@ def run_session(con: duckdb.DuckDBPyConnection, texts: list[str], params: dict[s
             result.error = {"command_index": len(statements), "message": str(exc), "sql": text.strip()[:500]}
             return result
     for index, statement in enumerate(statements):
-        refused = refusal(statement.type.name, statement.query, write)
+        refused = None if write else judge(con, statement)
         if refused:
             result.error = {"command_index": index, "message": refused, "sql": statement.query.strip()[:500]}
             return result
@@ -196,6 +196,35 @@ def run_session(con: duckdb.DuckDBPyConnection, texts: list[str], params: dict[s
                                    "rolled back and nothing it wrote was kept. "
                                    f"End it with {invocation.SQL} COMMIT."}
     return result
+
+
+_ALLOWED_SCALARS: frozenset[str] | None = None
+
+
+def allowed_scalars() -> frozenset[str]:
+    """DuckDB's own scalar, aggregate and macro functions, as a fresh instance without any
+    extension lists them (extensions' functions, such as postgres_execute, are not among them)."""
+    global _ALLOWED_SCALARS
+    if _ALLOWED_SCALARS is None:
+        with duckdb.connect(config={"autoload_known_extensions": False,
+                                    "autoinstall_known_extensions": False}) as fresh:
+            _ALLOWED_SCALARS = frozenset(name.lower() for (name,) in fresh.execute(
+                "SELECT DISTINCT function_name FROM duckdb_functions() "
+                "WHERE function_type IN ('scalar', 'aggregate', 'macro')").fetchall())
+    return _ALLOWED_SCALARS
+
+
+def judge(con: duckdb.DuckDBPyConnection, statement: duckdb.Statement) -> str | None:
+    """Why ``statement`` may not run in a read-only session (the message), or None: judged on
+    the tree DuckDB itself parses (:mod:`pipeline.lake.statement_judge`)."""
+    verdict = statement_judge.classify(statement.type.name, statement.query)
+    if verdict.refused:
+        return refused_message(statement.query, verdict.refused)
+    if verdict.query is None:
+        return None
+    [[text]] = con.execute("SELECT json_serialize_sql(?)", [verdict.query]).fetchall()
+    reason = statement_judge.refusal(json.loads(text), allowed_scalars())
+    return refused_message(statement.query, reason) if reason else None
 
 
 def _explain(exc: Exception, write: bool) -> str:

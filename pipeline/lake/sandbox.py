@@ -3,9 +3,9 @@
 A read-only session reads the lake and nothing else; a ``--write`` session may change the
 lake but no file outside its data path. Two layers, so that one mistake does not open both:
 
-1. Before anything runs, every statement of the session is classified; in a read-only
-   session a statement that is not a query (``COPY``, ``ATTACH``, ``CREATE``, ``LOAD`` …) is
-   refused by name, so a multi-statement text never half-runs.
+1. Before anything runs, every statement of the session is judged on DuckDB's parse tree
+   (:mod:`.statement_judge`): in a read-only session only queries run, calling only functions
+   on an allow-list; one refused statement refuses the session, so a text never half-runs.
 2. DuckDB's own sandbox, set after the lake is attached and then locked: no external access
    (files, network, other databases) except the lake's own folders, no extension loading,
    no usable catalog secret left in a read-only session, configuration frozen.
@@ -18,20 +18,14 @@ from __future__ import annotations
 from pipeline import invocation
 from pipeline.sqltext import quote_literal
 
-# statement types a read-only session may run: queries, their plans, USE / SET VARIABLE
-# (configuration itself is locked), transactions, prepared queries
-READ_ONLY_TYPES = frozenset({"SELECT", "EXPLAIN", "CALL", "SET", "TRANSACTION", "PREPARE", "EXECUTE"})
-
 REFUSED_HINT = f"read-only; use {invocation.WRITE}"
 
 
-def refusal(statement_type: str, query: str, write: bool) -> str | None:
-    """Why ``query`` may not run in this session, or None when it may."""
-    if write or statement_type in READ_ONLY_TYPES:
-        return None
+def refused_message(query: str, reason: str) -> str:
+    """What a refused statement's error says: the statement (shortened), why, and the way out."""
     words = " ".join(query.split())
     shown = words if len(words) <= 80 else words[:77] + "..."
-    return f"{shown} is not allowed: this session is {REFUSED_HINT}."
+    return f"{shown} is not allowed: this session is {REFUSED_HINT} ({reason})."
 
 
 def _local_dir(path: str) -> str:

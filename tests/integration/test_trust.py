@@ -7,9 +7,13 @@ import hashlib
 import json
 from pathlib import Path
 
+import duckdb
 import pytest
 
+from pipeline.lake.query import open_session
 from pipeline.ops.run import run
+from pipeline.settings import load_settings
+from pipeline.settings.resolve import resolve
 from tests.conftest import ROOT
 from tests.helpers import add_events, assert_lake_equals_source, lake_query
 
@@ -106,7 +110,11 @@ def test_read_only_session_cannot_unlock_itself(loaded, cli):
     for statement in ("SET enable_external_access = true", "RESET enable_external_access",
                       "SET allowed_directories = ['/']"):
         out = sql_error(cli, loaded["env"], "--sql", statement, "--sql", "SELECT * FROM read_csv('/etc/passwd')")
-        assert out["error"]["command_index"] == 0 and "locked" in out["error"]["message"]
+        assert out["error"]["command_index"] == 0 and "settings are fixed" in out["error"]["message"]
+        # and below the statement judge, DuckDB's own lock holds on its own
+        with open_session(resolve(load_settings(loaded["env"]))) as con, \
+                pytest.raises(duckdb.Error, match="locked"):
+            con.execute(statement)
     # the catalog secret is gone once the lake is attached: nothing can reuse it
     result = cli("--json", "--sql", "SELECT count(*) AS n FROM duckdb_secrets() WHERE type = 'postgres'",
                  env=loaded["env"])
@@ -285,3 +293,59 @@ def test_help_and_hints_name_the_command_the_user_has(loaded, cli, capsys):
         sys.argv = argv
     shown = capsys.readouterr().out
     assert shown.startswith("usage: event-lake") and "status, print-attach" in " ".join(shown.split())
+
+
+# what a read-only session was shown to do through DuckLake's own catalog connection and through
+# statements that wrap a writer; each is refused before anything runs, judged on DuckDB's parse tree
+BACK_DOORS = {
+    "catalog write": "CALL postgres_execute('__ducklake_metadata_lake', 'COMMIT; DELETE FROM lake.ducklake_data_file')",
+    "catalog read": "SELECT * FROM postgres_query('__ducklake_metadata_lake', 'SELECT rolpassword FROM pg_authid')",
+    "program": "SELECT * FROM postgres_execute('__ducklake_metadata_lake', 'COPY (SELECT 1) TO PROGRAM ''id''')",
+    "metadata table": "SELECT * FROM __ducklake_metadata_lake.lake.ducklake_data_file",
+    "explain analyze copy": "EXPLAIN ANALYZE COPY (SELECT 1 AS x) TO '{file}' (FORMAT parquet)",
+    "prepared copy": "PREPARE p AS COPY (SELECT 1 AS x) TO '{file}' (FORMAT parquet)",
+    "execute": "EXECUTE p",
+    "cleanup": "CALL ducklake_cleanup_old_files('lake', cleanup_all => true)",
+    "merge": "CALL ducklake_merge_adjacent_files('lake')",
+    "flush": "CALL ducklake_flush_inlined_data('lake')",
+    "checkpoint": "CHECKPOINT",
+    "other database": "SELECT * FROM postgres_scan('dbname=postgres host=127.0.0.1 user=postgres', 'pg_catalog', 'pg_authid')",
+    "attach by function": "SELECT * FROM postgres_attach('dbname=postgres host=127.0.0.1 user=postgres')",
+    "dynamic sql": "SELECT * FROM query('SELECT * FROM postgres_query(''__ducklake_metadata_lake'', ''SELECT 1'')')",
+    "variable": "SET VARIABLE x = (SELECT count(*) FROM postgres_query('__ducklake_metadata_lake', 'SELECT 1'))",
+    "environment": "SELECT getenv('SOURCE_PG_DSN')",
+    "inside a subquery": "SELECT (SELECT count(*) FROM postgres_execute('__ducklake_metadata_lake', 'SELECT 1')) AS n",
+}
+
+
+@pytest.mark.parametrize("door", list(BACK_DOORS))
+def test_read_only_session_has_no_back_door(loaded, door):
+    from pipeline.lake.query import run_session
+
+    settings = resolve(loaded["settings"])
+    before = digest(loaded["file"])
+    statement = BACK_DOORS[door].format(file=loaded["file"])
+    with open_session(settings) as con:
+        result = run_session(con, ["SELECT count(*) FROM events", statement], {}, None)
+    assert result.commands == []  # refused before the first statement ran
+    assert result.error["command_index"] == 1
+    assert "is not allowed: this session is read-only" in result.error["message"]
+    assert digest(loaded["file"]) == before
+    assert_lake_equals_source(loaded["settings"], expected_rows=300)
+
+
+def test_read_only_session_runs_reads_of_every_kind(loaded):
+    from pipeline.lake.query import run_session
+
+    reads = ["SELECT count(*) FROM events", "FROM events LIMIT 1", "DESCRIBE events", "SHOW TABLES",
+             "SUMMARIZE SELECT event_type FROM events", "PRAGMA table_info('events')",
+             "CALL pragma_version()", "EXPLAIN SELECT 1", "EXPLAIN ANALYZE SELECT count(*) FROM events",
+             "SET VARIABLE v = 3", "SELECT getvariable('v') * 2",
+             "SELECT * FROM snapshots()", "SELECT * FROM ducklake_table_info('lake')",
+             "SELECT * FROM table_changes('events', 0, 1) LIMIT 1", "BEGIN", "SELECT 1", "COMMIT",
+             "SELECT event_type, row_number() OVER (ORDER BY event_type) FROM events LIMIT 2",
+             "WITH t AS (SELECT * FROM range(3)) SELECT list(range) FROM t"]
+    with open_session(resolve(loaded["settings"])) as con:
+        result = run_session(con, reads, {}, None)
+    assert result.error is None, result.error
+    assert len(result.commands) == len(reads)
