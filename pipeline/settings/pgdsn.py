@@ -145,7 +145,10 @@ class PgDsn:
 
 _URL = re.compile(r"^postgres(?:ql)?://", re.I)
 _BAD_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
-_KV_PASSWORD = re.compile(r"""(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'?|\S*)""", re.I)
+# a password's value runs to the next ``key=``: an unquoted space in it (a malformed DSN) must not
+# leave its second half readable
+_KV_PASSWORD = re.compile(r"""(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'?|\S*(?:\s+(?![A-Za-z_]\w*\s*=)\S+)*)""",
+                          re.I)
 
 
 def _split_url_password(url: str) -> tuple[str, str | None]:

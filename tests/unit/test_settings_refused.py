@@ -45,6 +45,10 @@ def test_durations_beyond_a_century_are_refused_at_parse_time(key, value):
     ("postgresql://app:pw@host:99999/db", "postgresql://app:***@host:99999/db", "pw"),
     ("host=h user=u password='\" x;", "host=h user=u password=***", "x;"),
     ("host=h port=abc password=pass_1234", "host=h port=abc password=***", "pass_1234"),
+    # an unquoted space inside the password: its second half is the password too
+    ("host=127.0.0.1 dbname=x password=Kx7hunter2 Kx7SecretWord", "host=127.0.0.1 dbname=x password=***",
+     "Kx7SecretWord"),
+    ("host=h password=a b c user=u", "host=h password=*** user=u", "b c"),
 ])
 def test_a_malformed_dsn_names_the_setting_and_masks_the_whole_password(dsn, shown, secret):
     if shown is None:  # an unencoded / in the password is read as part of it, not as a port
