@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import posixpath
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -101,11 +102,34 @@ def claim(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings) -> None:
     folder = data_dir(settings)
     found = read_claim(folder)
     if found is None and identity is not None:
+        _refuse_if_not_empty(con, settings, folder)
         found = _write_once(folder, Claim.of(settings, identity))
     if found is not None and found.lake_id != identity:
         raise _refuse(settings, found)
     if identity is not None:
         _claimed.add((settings.data_path, identity))
+
+
+def _refuse_if_not_empty(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, folder: Folder) -> None:
+    """A lake claims only a new or empty folder, or one holding only files named as a lake writes
+    them (its own, from before markers existed): its maintenance deletes files its catalog never
+    listed, so a user's own files must never end up below its data path."""
+    import pyarrow.fs as pafs
+
+    infos = folder.fs.get_file_info(pafs.FileSelector(folder.path, recursive=True, allow_not_found=True))
+    ignored = (".write-check-", f".{MARKER}")  # the preflight's probes, a marker being written
+    others = [info.path for info in infos if info.type == pafs.FileType.File
+              and not written_by_a_lake(info.path) and not info.base_name.startswith(ignored)]
+    if not others:
+        return
+    shown = ", ".join(posixpath.relpath(p, folder.path) for p in sorted(others)[:3])
+    more = f" and {len(others) - 3} more" if len(others) > 3 else ""
+    raise ConfigError(
+        f"DUCKLAKE_DATA_PATH={settings.data_path} already holds files this lake did not write "
+        f"({shown}{more}), and no lake's marker ({MARKER}) claims it. Lake {settings.lake_name} claims "
+        "only a new or empty folder: its maintenance deletes files there that its catalog never listed. "
+        "Nothing was written.",
+        "Point DUCKLAKE_DATA_PATH at a new or empty folder of the lake's own (or move those files out).")
 
 
 def _write_once(folder: Folder, mine: Claim) -> Claim:
@@ -156,14 +180,28 @@ def own_table_folders(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings
     return sorted(folders)
 
 
+# the names this lake gives the files it writes in its table folders: DuckLake's own data and
+# delete files, and zero-copy's (<batch id>-<n>.parquet, <batch id>-lake-ids.parquet, and Spark's
+# output under _incoming/<batch id>/); a file named otherwise is someone else's, never an orphan
+_BATCH_ID = r"\d{8}T\d{12}Z-[0-9a-f]{8}"
+LAKE_FILE_NAMES = re.compile(rf"(?:^|/)(?:ducklake-[0-9a-f-]+(?:-delete)?\.parquet"
+                             rf"|{_BATCH_ID}-(?:\d{{5}}|lake-ids)\.parquet|_incoming/{_BATCH_ID}/.+)$")
+
+
+def written_by_a_lake(uri: str) -> bool:
+    """Is ``uri`` named as this lake writes its files (pure)?"""
+    return LAKE_FILE_NAMES.search(uri) is not None
+
+
 def deletable_orphans(candidates: list[str], own_folders: list[str], foreign: list[str]) -> list[str]:
-    """The orphans this lake may delete: below one of its own table folders, and below no
-    folder another lake's marker claims. Pure; paths compare in one spelling (``split_uri``)."""
+    """The orphans this lake may delete: named as the lake writes its files, below one of its own
+    table folders, and below no folder another lake's marker claims. Pure; paths compare in one
+    spelling (``split_uri``)."""
     def norm(uri: str) -> str:
         scheme, path = split_uri(uri)
         return f"{scheme}:{path}"
 
     own = [norm(f) + "/" for f in own_folders]
     others = [norm(f) + "/" for f in foreign]
-    return [c for c in candidates
-            if any(norm(c).startswith(o) for o in own) and not any(norm(c).startswith(f) for f in others)]
+    return [c for c in candidates if written_by_a_lake(c)
+            and any(norm(c).startswith(o) for o in own) and not any(norm(c).startswith(f) for f in others)]

@@ -7,9 +7,11 @@ Resolving starts nothing: a caller that may run on the embedded default starts i
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline.errors import ConfigError
 from pipeline.settings.catalog import CatalogSpec
 from pipeline.settings.model import ResolvedSettings, Settings
 from pipeline.settings.pgdsn import PgDsn
@@ -45,8 +47,39 @@ def resolve(settings: Settings, embedded: EmbeddedDefault | None = None) -> Reso
         if source_dsn is None or catalog is None:
             raise ValueError("the embedded default was started without the database this needs")
     data_path = settings.data_path or default_data_path(settings.home, settings.lake_name)
+    refuse_shared_locations(data_path, settings.staging_path)
     source_dsn = source_dsn.with_timezone(settings.source_timezone)
     return ResolvedSettings.of(settings, source_dsn=source_dsn, catalog=catalog, data_path=data_path)
+
+
+# folders no lake may own: maintenance deletes what its catalog never listed below its data path
+_SYSTEM_FOLDERS = ("/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib64", "/opt", "/proc", "/root",
+                   "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var")
+
+
+def _inside(child: str, parent: str) -> bool:
+    return (child.rstrip("/") + "/").startswith(parent.rstrip("/") + "/")
+
+
+def refuse_shared_locations(data_path: str, staging_path: str) -> None:
+    """A lake's data folder is its own (pure): not the filesystem root, a system folder or a home
+    folder, and not around or inside the staging folder (maintenance would delete waiting batches)."""
+    if "://" not in data_path:
+        folder = str(Path(data_path).expanduser().absolute()).rstrip("/") or "/"
+        homes = {str(Path.home()).rstrip("/"), os.path.expanduser("~").rstrip("/")}
+        if folder in _SYSTEM_FOLDERS or folder in homes:
+            kind = "the filesystem root" if folder == "/" else "a home folder" if folder in homes \
+                else "a system folder"
+            raise ConfigError(
+                f"DUCKLAKE_DATA_PATH={data_path} is {kind}: a lake owns its data folder, and its maintenance "
+                "deletes files there that its catalog never listed. Nothing was created.",
+                f"Point DUCKLAKE_DATA_PATH at a folder of its own, e.g. {folder.rstrip('/')}/lake-data/.")
+    if _inside(staging_path, data_path) or _inside(data_path, staging_path):
+        raise ConfigError(
+            f"STAGING_PATH={staging_path} and DUCKLAKE_DATA_PATH={data_path} overlap: staged batches would "
+            "sit in the lake's folder, where maintenance deletes files the catalog does not list. "
+            "Nothing was created.",
+            "Give staging a folder beside the data path, not inside it (e.g. …/staging and …/data).")
 
 
 # the file that names the lake owning a data folder (see pipeline.lake.ownership)

@@ -86,12 +86,50 @@ def test_orphan_cleanup_deletes_only_files_of_its_own_table_folders(settings, la
     assert nested_files
     for path in nested_files:
         age(path)
-    own_orphan = stray_parquet(data / "main" / "events" / "year=2020" / "crash-leftover.parquet")
+    own_orphan = stray_parquet(data / "main" / "events" / "year=2020" /
+                               "ducklake-019a2100-61b3-7b7e-90d9-9cbdd60bf7cd.parquet")  # named as DuckLake names
     elsewhere = stray_parquet(data / "not-a-table" / "someone-elses.parquet")
+    # a user's own files put inside the lake's table folders later: not named as the lake writes
+    users = [stray_parquet(data / "main" / "events" / "my_analysis.parquet"),
+             stray_parquet(data / "ops" / "batches" / "notes.parquet")]
 
     report = run_maintenance(resolve(settings), timedelta(days=7), delete_grace=timedelta(0))
     assert not own_orphan.exists()
     assert elsewhere.exists() and all(p.exists() for p in nested_files)
+    assert all(p.exists() for p in users)
     assert report.files_deleted == 1 and report.bytes_deleted > 0  # the true size, not 0
     assert_lake_equals_source(settings, 200)
     assert_lake_equals_source(nested_settings, 100)
+
+
+def test_a_lake_claims_only_a_new_or_empty_folder(settings, lake_env):
+    from pipeline.errors import ConfigError
+
+    data = Path(lake_env["DUCKLAKE_DATA_PATH"])
+    mine = stray_parquet(data / "main" / "events" / "my_analysis.parquet")
+    add_events(settings, 50, seed=1)
+    with pytest.raises(ConfigError) as refused:
+        run(settings, engine="dlt")
+    assert "already holds files this lake did not write (main/events/my_analysis.parquet)" in str(refused.value)
+    assert "new or empty folder" in refused.value.hint
+    assert not (data / DATA_FOLDER_MARKER).exists() and mine.exists()
+    mine.unlink()
+    run(settings, engine="dlt")  # an empty folder is claimed
+    assert_lake_equals_source(settings, 50)
+
+
+@pytest.mark.parametrize(("data_path", "staging", "words"), [
+    ("/", None, "is the filesystem root"),
+    ("/etc/", None, "is a system folder"),
+    ("~", None, "is a home folder"),
+    ("{tmp}/data/", "{tmp}/data/staging", "overlap"),
+])
+def test_a_data_path_no_lake_may_own_is_refused_before_anything_is_created(lake_env, tmp_path, data_path,
+                                                                           staging, words):
+    from pipeline.errors import ConfigError
+
+    env = {**lake_env, "DUCKLAKE_DATA_PATH": data_path.format(tmp=tmp_path)}
+    if staging:
+        env["STAGING_PATH"] = staging.format(tmp=tmp_path)
+    with pytest.raises(ConfigError, match=words):
+        resolve(load_settings(env))
