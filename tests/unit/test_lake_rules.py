@@ -40,10 +40,12 @@ def test_zero_copy_is_used_only_when_each_premise_holds():
 
 
 def test_deletable_orphans_is_limited_to_own_folders_outside_foreign_markers():
-    candidates = ["/d/main/events/a.parquet", "/d/main/events/x/b/c.parquet", "/d/other/t/d.parquet",
-                  "/d/main/eventsX/e.parquet", "s3://b/p/main/events/f.parquet"]
+    a, f = "ducklake-0a1b2c3d-0000-7000-8000-000000000001.parquet", "20261125T001637027776Z-dab61b88-00003.parquet"
+    candidates = [f"/d/main/events/{a}", f"/d/main/events/x/b/{a}", f"/d/other/t/{a}",
+                  f"/d/main/eventsX/{a}", f"s3://b/p/main/events/day=1/{f}",
+                  "/d/main/events/my_analysis.parquet", "/d/main/events/part-00000.parquet"]  # a user's files
     assert deletable_orphans(candidates, ["/d/main/events/", "s3://b/p/main/events"], ["/d/main/events/x/"]) \
-        == ["/d/main/events/a.parquet", "s3://b/p/main/events/f.parquet"]
+        == [f"/d/main/events/{a}", f"s3://b/p/main/events/day=1/{f}"]
 
 
 def test_default_data_folder_is_per_lake_and_a_legacy_one_is_kept(tmp_path):
