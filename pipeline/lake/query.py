@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import functools
 import json
 import math
 import random
@@ -198,20 +199,15 @@ def run_session(con: duckdb.DuckDBPyConnection, texts: list[str], params: dict[s
     return result
 
 
-_ALLOWED_SCALARS: frozenset[str] | None = None
-
-
+@functools.cache
 def allowed_scalars() -> frozenset[str]:
     """DuckDB's own scalar, aggregate and macro functions, as a fresh instance without any
     extension lists them (extensions' functions, such as postgres_execute, are not among them)."""
-    global _ALLOWED_SCALARS
-    if _ALLOWED_SCALARS is None:
-        with duckdb.connect(config={"autoload_known_extensions": False,
-                                    "autoinstall_known_extensions": False}) as fresh:
-            _ALLOWED_SCALARS = frozenset(name.lower() for (name,) in fresh.execute(
-                "SELECT DISTINCT function_name FROM duckdb_functions() "
-                "WHERE function_type IN ('scalar', 'aggregate', 'macro')").fetchall())
-    return _ALLOWED_SCALARS
+    with duckdb.connect(config={"autoload_known_extensions": False,
+                                "autoinstall_known_extensions": False}) as fresh:
+        return frozenset(name.lower() for (name,) in fresh.execute(
+            "SELECT DISTINCT function_name FROM duckdb_functions() "
+            "WHERE function_type IN ('scalar', 'aggregate', 'macro')").fetchall())
 
 
 def judge(con: duckdb.DuckDBPyConnection, statement: duckdb.Statement) -> str | None:

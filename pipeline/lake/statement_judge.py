@@ -97,7 +97,7 @@ def refusal(tree: dict[str, Any], allowed_scalars: frozenset[str]) -> str | None
     return None
 
 
-def _references(node: Any, inside_table_function: bool = False) -> Iterator[tuple[str, str]]:
+def _references(node: Any) -> Iterator[tuple[str, str]]:
     """Every function (``function``/``table function``) and table catalog or schema (``table``)
     that the tree names, at any depth: subqueries, CTEs, joins, arguments."""
     if isinstance(node, dict):

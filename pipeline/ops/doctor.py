@@ -97,7 +97,7 @@ def source_check(settings: ResolvedSettings) -> Check:
                          f"The generator creates it ({invocation.generator_command()}), or create it from "
                          "sql/source_events.sql.")
         column = settings.arrival_column
-        stamped = arrivals.stamped_by_database(conn, settings.source_table, column) if column else True
+        stamped = arrivals.stamped_by_database(conn, settings.source_table, column) if column else None
         note = arrivals.arrival_note(column, stamped, 0) if column else None
     if note:
         return Check("source", WARN, f"Postgres {version}, table {settings.source_table}; {note}",

@@ -49,8 +49,9 @@ def _read_facts(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, empt
                      last_hour=batch_table.steady_state(con, settings, datetime.now(UTC) - HOUR),
                      lake_rows=con.execute(f"SELECT count(*) FROM {settings.events_table}").fetchone()[0])
         if facts["watermark"] is not None:  # what the lake holds of the look-back, to compare with the source
-            low = facts["watermark"] - settings.lookback
-            facts["lookback_rows"] = (low, batch_table.rows_held(con, settings, low, facts["watermark"]))
+            watermark = facts["watermark"]
+            facts["lookback_rows"] = batch_table.rows_held(con, settings, watermark - settings.lookback,
+                                                           watermark)
     facts["snapshots"], facts["latest"] = con.execute(
         f"SELECT count(*), max(snapshot_id) FROM {settings.lake_name}.snapshots()").fetchone()
     facts["files"], facts["size"] = con.execute(
@@ -99,9 +100,9 @@ def collect(settings: ResolvedSettings) -> dict[str, Any]:
                 pending = conn.execute(f"SELECT count(*) FROM {table} WHERE %(wm)s::timestamptz IS NULL "
                                        "OR event_timestamp > %(wm)s", {"wm": watermark}).fetchone()[0]
                 if facts["lookback_rows"] is not None:
-                    low, held = facts["lookback_rows"]
-                    source_held = stats.rows_dated(conn, settings.source_table, Window(low, watermark))
-                    surplus = max(0, held - source_held)
+                    lookback = Window(watermark - settings.lookback, watermark)
+                    surplus = max(0, facts["lookback_rows"] - stats.rows_dated(conn, settings.source_table,
+                                                                                lookback))
                 if settings.arrival_column:
                     stamped = arrivals.stamped_by_database(conn, settings.source_table,
                                                            settings.arrival_column)
