@@ -30,8 +30,9 @@ RECONCILE, SINCE, VERIFY = "--reconcile", "--since", "--verify"
 SQL, WRITE, PARAM, SNAPSHOTS = "--sql", "--write", "--param", "--snapshots"
 AT_VERSION, AT_TIME = "--at-version", "--at-time"
 ENGINE, SPARK_CONF, METRICS_PORT = "--engine", "--spark-conf", "--metrics-port"
+DOCTOR, TIMEOUT, LIMIT = "--doctor", "--timeout", "--limit"
 FLAGS = (RUN, STATUS, RETRY_FAILED, VERBOSE, RECONCILE, SINCE, VERIFY, SQL, WRITE, PARAM, SNAPSHOTS,
-         AT_VERSION, AT_TIME, ENGINE, SPARK_CONF, METRICS_PORT)
+         AT_VERSION, AT_TIME, ENGINE, SPARK_CONF, METRICS_PORT, DOCTOR, TIMEOUT, LIMIT)
 
 
 def command(*args: str) -> str:

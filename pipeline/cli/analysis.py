@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from pipeline import invocation
 from pipeline.cli import output
 from pipeline.errors import ConfigError
 from pipeline.settings import Settings
+from pipeline.settings.durations import parse_duration
 
 Outcome = tuple[bool, str]
 
@@ -49,12 +51,16 @@ def run_texts(args: argparse.Namespace, settings: Settings, texts: list[str]) ->
     from pipeline.lake.query import describe_at, open_session, parse_params, run_session
 
     params = parse_params(args.param or [])
+    timeout = parse_duration(args.timeout, invocation.TIMEOUT).total_seconds()
+    if args.limit is not None and args.limit < 0:
+        raise ConfigError(f"{invocation.LIMIT} {args.limit} is negative.",
+                          f"Give the rows to show per command, e.g. {invocation.LIMIT} 20.")
     resolved = embedded.resolved(settings)
     con = open_session(resolved, write=args.write, at_version=args.at_version, at_time=args.at_time)
     try:
         everything = args.format != "table"  # data for programs: every row unless --limit
         limit = args.limit if args.limit is not None else (None if everything else output.HUMAN_ROW_LIMIT)
-        result = run_session(con, texts, params, limit, write=args.write)
+        result = run_session(con, texts, params, limit, write=args.write, timeout=timeout or None)
         info = catalog_info(con, resolved.lake_name) if args.json else None
     finally:
         con.close()

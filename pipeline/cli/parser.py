@@ -21,6 +21,9 @@ SETTING_FLAGS = {"--lookback": "LOOKBACK", "--load-every": "LOAD_EVERY", "--ever
                  "--metrics-port": "METRICS_PORT"}
 
 
+SQL_TIMEOUT = "10m"
+
+
 def build_parser() -> argparse.ArgumentParser:
     prog = invocation.pipeline_command()
     words = ", ".join(action_word(action.flag) for action in ACTIONS)
@@ -51,7 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="Read the whole session as of timestamp TS, e.g. '2026-11-21 10:00:00+00'.")
     sql.add_argument("--table", help="With --changes: schema.table (default main.events).")
     sql.add_argument("--limit", type=int, help="Rows shown per command (default 100 as text, "
-                     "all as JSON); row_count is always the true count.")
+                     "all as JSON); row_count is always the true count, counted without keeping the rest.")
+    sql.add_argument("--timeout", default=SQL_TIMEOUT, metavar="DURATION",
+                     help=f"Stop the session when it runs longer (default {SQL_TIMEOUT}; 0 for no limit).")
     sql.add_argument("--write", action="store_true",
                      help="Allow statements that change the lake (otherwise it is attached read-only).")
     parser.add_argument("--engine", choices=ENGINES, default="spark",

@@ -70,10 +70,10 @@ def source_statements(dsn: PgDsn, alias: str = SOURCE_ALIAS) -> list[str]:
 
 def attach_sql(lake_name: str, catalog: CatalogSpec, data_path: str, *,
                read_only: bool = False, snapshot_version: int | None = None,
-               snapshot_time: str | None = None) -> str:
+               snapshot_time: str | None = None, catalog_role: PgDsn | None = None) -> str:
     options = [f"DATA_PATH {quote_literal(data_path)}"]
     if catalog.pg is not None:
-        path = f"ducklake:{catalog.pg.params_without_password()}"
+        path = f"ducklake:{(catalog_role or catalog.pg).params_without_password()}"
         options.append(f"METADATA_SCHEMA {quote_literal(lake_name)}")
         options.append(f"METADATA_PARAMETERS MAP {{'TYPE': 'postgres', 'SECRET': '{lake_name}_catalog'}}")
     elif catalog.kind == "sqlite":
@@ -98,15 +98,18 @@ def session_settings() -> list[str]:
 def open_statements(lake_name: str, catalog: CatalogSpec, data_path: str, *,
                     storage: StorageOptions | None = None, show_secrets: bool = False,
                     read_only: bool = False, snapshot_version: int | None = None,
-                    snapshot_time: str | None = None) -> list[str]:
-    """Every statement needed to open the lake in a fresh DuckDB session, in order."""
+                    snapshot_time: str | None = None, catalog_role: PgDsn | None = None) -> list[str]:
+    """Every statement needed to open the lake in a fresh DuckDB session, in order;
+    ``catalog_role``: a Postgres catalog reached as that role instead of DUCKLAKE_CATALOG's."""
     statements = [f"LOAD {name}" for name in extension_names(catalog, data_path)]
     statements += session_settings()
     if catalog.pg is not None:
-        statements.append(postgres_secret_sql(f"{lake_name}_catalog", catalog.pg, show_secrets))
+        role = catalog_role or catalog.pg
+        statements.append(postgres_secret_sql(f"{lake_name}_catalog", role, show_secrets))
     secret = storage_secret_sql(lake_name, data_path, storage or StorageOptions(), show_secrets)
     if secret:
         statements.append(secret)
     statements.append(attach_sql(lake_name, catalog, data_path, read_only=read_only,
-                                 snapshot_version=snapshot_version, snapshot_time=snapshot_time))
+                                 snapshot_version=snapshot_version, snapshot_time=snapshot_time,
+                                 catalog_role=catalog_role))
     return statements

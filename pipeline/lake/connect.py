@@ -22,16 +22,18 @@ from pipeline.lake.attach_sql import (
 from pipeline.lake.schema import ensure_tables
 from pipeline.settings import ResolvedSettings
 from pipeline.settings.catalog import ACCEPTED_FORMS
+from pipeline.settings.pgdsn import PgDsn
 from pipeline.sqltext import quote_literal
 
 
 def connect(settings: ResolvedSettings, *, read_only: bool = False, snapshot_version: int | None = None,
             snapshot_time: str | None = None, source: bool = False,
-            own_sql: bool = False) -> duckdb.DuckDBPyConnection:
+            own_sql: bool = False, catalog_role: PgDsn | None = None) -> duckdb.DuckDBPyConnection:
     """A new in-memory DuckDB instance with the lake attached under ``settings.lake_name``, of
     its own (a ``--sql`` session locks its configuration); :func:`lake_session` shares one.
     ``source``: the source Postgres attached read-only as ``src`` too. ``own_sql``: the instance
-    runs only this program's SQL (:func:`.extensions.new_instance`)."""
+    runs only this program's SQL (:func:`.extensions.new_instance`). ``catalog_role``: a Postgres
+    catalog attached as that role (a read-only SQL session's reader)."""
     catalog = settings.catalog
     if catalog.path is not None:
         catalog.path.parent.mkdir(parents=True, exist_ok=True)
@@ -44,7 +46,7 @@ def connect(settings: ResolvedSettings, *, read_only: bool = False, snapshot_ver
         statements = open_statements(
             settings.lake_name, catalog, settings.data_path, storage=settings.storage,
             show_secrets=True, read_only=read_only, snapshot_version=snapshot_version,
-            snapshot_time=snapshot_time)
+            snapshot_time=snapshot_time, catalog_role=catalog_role)
         for statement in statements:
             if statement.startswith("LOAD "):
                 continue  # done above, from the wheels

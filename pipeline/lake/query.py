@@ -6,13 +6,18 @@ function that executes; the CLI (:mod:`pipeline.cli.analysis`) only parses and p
 
 from __future__ import annotations
 
+import atexit
 import base64
 import datetime as dt
 import functools
 import json
+import logging
 import math
 import random
 import re
+import shutil
+import tempfile
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -23,13 +28,15 @@ import duckdb
 
 from pipeline import invocation
 from pipeline.errors import ConfigError, PipelineError, first_line
-from pipeline.lake import ownership, statement_judge
+from pipeline.lake import catalog_reader, ownership, statement_judge
 from pipeline.lake.connect import connect
 from pipeline.lake.sandbox import REFUSED_HINT, refused_message, sandbox_statements
 from pipeline.settings import ResolvedSettings
+from pipeline.settings.pgdsn import PgDsn
 from pipeline.sqltext import quote_ident
 from pipeline.staging.location import data_dir
 
+log = logging.getLogger(__name__)
 DML = {"INSERT", "UPDATE", "DELETE"}
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 CONFLICT_MARKERS = ("conflict", "Transaction conflict", "could not serialize", "concurrent")
@@ -149,19 +156,55 @@ def execute_one(con: duckdb.DuckDBPyConnection, index: int, statement: duckdb.St
         return CommandResult(index, affected_rows=0, status="ok")
     columns = [d[0] for d in cursor.description]
     types = [str(d[1]) for d in cursor.description]
-    all_rows = cursor.fetchall()
-    shown = all_rows if limit is None else all_rows[:limit]
+    shown, count = _fetch(cursor, limit)
     rows = [{c: json_safe(v, t) for c, v, t in zip(columns, row, types, strict=True)} for row in shown]
-    return CommandResult(index, row_count=len(all_rows), columns=columns, rows=rows,
-                         truncated=len(shown) < len(all_rows))
+    return CommandResult(index, row_count=count, columns=columns, rows=rows, truncated=len(shown) < count)
+
+
+COUNT_CHUNK = 100_000
+
+
+def _fetch(cursor: duckdb.DuckDBPyConnection, limit: int | None) -> tuple[list[tuple[Any, ...]], int]:
+    """The first ``limit`` rows (all when None) and the true row count: rows past the limit are
+    counted a chunk at a time and dropped, so memory holds the shown rows and one chunk."""
+    if limit is None:
+        rows = cursor.fetchall()
+        return rows, len(rows)
+    shown = cursor.fetchmany(limit) if limit > 0 else []
+    count = len(shown)
+    while chunk := cursor.fetchmany(COUNT_CHUNK):
+        count += len(chunk)
+    return shown, count
+
+
+class Deadline:
+    """Interrupts a session's running statement once ``seconds`` have passed (DuckDB has no
+    statement timeout of its own); :attr:`passed` tells a timeout from a Ctrl-C afterwards."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, seconds: float | None) -> None:
+        self.seconds, self.passed = seconds, False
+        self._timer = threading.Timer(seconds, self._fire, args=(con,)) if seconds else None
+        if self._timer is not None:
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _fire(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.passed = True
+        con.interrupt()
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
 
 
 def run_session(con: duckdb.DuckDBPyConnection, texts: list[str], params: dict[str, Any],
-                limit: int | None, *, write: bool = False) -> SessionResult:
+                limit: int | None, *, write: bool = False, timeout: float | None = None) -> SessionResult:
     """Run every statement of ``texts`` in order; stop at the first failure.
 
     Every text is parsed, and every statement judged against the session's trust boundary,
     before the first one runs: a refused or unparsable statement anywhere means nothing ran.
+    ``timeout`` (seconds) bounds the whole session: the statement running then is stopped and
+    the session ends with an error saying so. A Ctrl-C stops it too, as KeyboardInterrupt.
     """
     result = SessionResult()
     statements: list[duckdb.Statement] = []
@@ -177,17 +220,35 @@ def run_session(con: duckdb.DuckDBPyConnection, texts: list[str], params: dict[s
             result.error = {"command_index": index, "message": refused, "sql": statement.query.strip()[:500]}
             return result
     in_transaction = False
-    for index, statement in enumerate(statements):
-        if statement.type.name == "TRANSACTION":
-            word = statement.query.strip().split()[0].upper()
-            in_transaction = word in ("BEGIN", "START")
-        try:
-            result.commands.append(execute_one(con, index, statement, params, limit,
-                                               retry=not in_transaction))
-        except (duckdb.Error, ConfigError) as exc:
-            result.error = {"command_index": index, "message": _explain(exc, write),
-                            "sql": statement.query.strip()[:500]}
-            return result
+    deadline = Deadline(con, timeout)
+    try:
+        for index, statement in enumerate(statements):
+            if statement.type.name == "TRANSACTION":
+                word = statement.query.strip().split()[0].upper()
+                in_transaction = word in ("BEGIN", "START")
+            try:
+                result.commands.append(execute_one(con, index, statement, params, limit,
+                                                   retry=not in_transaction))
+            except (duckdb.InterruptException, RuntimeError) as exc:
+                # DuckDB stops a statement on con.interrupt() (the deadline) with InterruptException,
+                # and on Ctrl-C with RuntimeError("Query interrupted") caused by KeyboardInterrupt
+                if not isinstance(exc, duckdb.InterruptException) and \
+                        not isinstance(exc.__cause__, KeyboardInterrupt):
+                    raise
+                if not deadline.passed:
+                    con.interrupt()  # Python saw the Ctrl-C; make sure DuckDB's workers stop too
+                    raise KeyboardInterrupt from None
+                result.error = {"command_index": index, "sql": statement.query.strip()[:500],
+                                "message": f"Stopped after {invocation.TIMEOUT} {timeout:g}s: the session "
+                                           f"ran longer. Give it more time with {invocation.TIMEOUT} 30m "
+                                           f"(or {invocation.TIMEOUT} 0 for none)."}
+                return result
+            except (duckdb.Error, ConfigError) as exc:
+                result.error = {"command_index": index, "message": _explain(exc, write),
+                                "sql": statement.query.strip()[:500]}
+                return result
+    finally:
+        deadline.cancel()
     index = len(statements)
     if in_transaction:
         # a BEGIN without COMMIT would be rolled back silently when the session closes
@@ -235,6 +296,28 @@ def _explain(exc: Exception, write: bool) -> str:
     return text
 
 
+def catalog_role(settings: ResolvedSettings) -> PgDsn | None:
+    """The role a read-only session reaches a Postgres catalog as: its reader (the embedded
+    default's made ready here), or None with a warning that says what the session falls back to."""
+    catalog = settings.catalog
+    if catalog.pg is None:
+        return None  # a catalog file: DuckLake attaches it read-only itself
+    if catalog.embedded:
+        catalog_reader.ensure_embedded(catalog, settings.lake_name)
+    if catalog.reader is None:
+        log.warning("this read-only session reaches the catalog as %s, a role that can write it: only the "
+                    "statement check keeps it read-only. Set DUCKLAKE_CATALOG_READER to a role that can only "
+                    "read (%s prints the GRANTs).", catalog.pg.user, invocation.DOCTOR)
+    return catalog.reader
+
+
+def _private_temp_dir() -> str:
+    """An empty folder only this user can enter, removed when the process ends."""
+    made = tempfile.mkdtemp(prefix="event-lake-sql-")
+    atexit.register(shutil.rmtree, made, ignore_errors=True)
+    return made
+
+
 def describe_at(at_version: int | None, at_time: str | None) -> str:
     return f"version {at_version}" if at_version is not None else f"time {at_time}"
 
@@ -248,7 +331,8 @@ def open_session(settings: ResolvedSettings, *, write: bool = False, at_version:
                           f"{invocation.AT_VERSION}/{invocation.AT_TIME}.",
                           f"Time travel is read-only; drop {invocation.WRITE} or the snapshot option.")
     try:
-        con = connect(settings, read_only=not write, snapshot_version=at_version, snapshot_time=at_time)
+        con = connect(settings, read_only=not write, snapshot_version=at_version, snapshot_time=at_time,
+                      catalog_role=None if write else catalog_role(settings))
     except PipelineError as exc:
         if time_travel and "No snapshot found" in str(exc):
             raise ConfigError(f"The lake has no snapshot at {describe_at(at_version, at_time)}: that is "
@@ -273,7 +357,7 @@ def open_session(settings: ResolvedSettings, *, write: bool = False, at_version:
         for statement in sandbox_statements(
                 data_path=settings.data_path, catalog_file=str(catalog.path) if catalog.path else None,
                 catalog_secret=f"{settings.lake_name}_catalog" if catalog.pg is not None else None,
-                write=write):
+                write=write, temp_dir=_private_temp_dir()):
             con.execute(statement)
     except BaseException:
         con.close()

@@ -33,17 +33,20 @@ def _local_dir(path: str) -> str:
 
 
 def sandbox_statements(*, data_path: str, catalog_file: str | None, catalog_secret: str | None,
-                       write: bool) -> list[str]:
+                       write: bool, temp_dir: str) -> list[str]:
     """Statements that close a session opened with the lake attached.
 
     ``catalog_secret`` is the DuckDB secret holding the catalog's Postgres password: the
     attach has its connection, and a read-only session must not be able to reuse the
     secret to attach the catalog database (or the lake itself) again for writing.
-    ``catalog_file`` is a SQLite/DuckDB catalog the attached lake keeps using.
+    ``catalog_file`` is a SQLite/DuckDB catalog the attached lake keeps using. ``temp_dir`` is
+    a private empty folder for what a big query spills: DuckDB lets a session reach its temp
+    directory, which would otherwise be ``.tmp`` in whatever folder the user stands in.
     """
     statements = []
     if catalog_secret and not write:
         statements.append(f"DROP SECRET {catalog_secret}")
+    statements.append(f"SET temp_directory = {quote_literal(temp_dir)}")
     statements.append(f"SET allowed_directories = [{quote_literal(_local_dir(data_path))}]")
     if catalog_file:
         statements.append(f"SET allowed_paths = [{quote_literal(catalog_file)}]")

@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+import psycopg
+
 from pipeline import invocation
 from pipeline.errors import LakeNotCreated, PipelineError, first_line, scrub_secrets
 from pipeline.settings import ResolvedSettings, Settings
@@ -118,6 +120,33 @@ def catalog_check(settings: ResolvedSettings) -> Check:
     return Check("catalog", OK, f"{where}: lake {settings.lake_name} with {snapshots} snapshot(s)")
 
 
+def reader_check(settings: ResolvedSettings) -> Check:
+    """Whether a read-only --sql session reaches the catalog as a role that can only read it."""
+    from pipeline.lake import catalog_reader
+
+    catalog, schema = settings.catalog, settings.lake_name
+    if catalog.pg is None:
+        return Check("sql reader", OK, f"a {catalog.kind} catalog file is opened read-only by read-only SQL")
+    setup = ("as the catalog's owner run:\n" + catalog_reader.setup_text(catalog, schema) +
+             "\nthen set DUCKLAKE_CATALOG_READER=postgresql://lake_reader:<password>@"
+             f"{catalog.pg.host}:{catalog.pg.port}/{catalog.pg.dbname}")
+    if catalog.reader is None:
+        return Check("sql reader", WARN, f"read-only {invocation.SQL} reaches the catalog as "
+                     f"{catalog.pg.user}, who can write it: only the statement check keeps it read-only",
+                     setup)
+    if catalog.embedded and not catalog_reader.ensure_embedded(catalog, schema):
+        return Check("sql reader", OK, f"{catalog.reader.user} is made with the lake (by the first run)")
+    try:
+        problems = catalog_reader.can_write(catalog.reader, schema)
+    except psycopg.Error as exc:
+        return Check("sql reader", FAIL, f"cannot log in as {catalog.reader.user}: {first_line(exc)}",
+                     "Check DUCKLAKE_CATALOG_READER's user and password; " + setup)
+    if problems:
+        return Check("sql reader", FAIL, f"{catalog.reader.user} " + "; ".join(problems), setup)
+    return Check("sql reader", OK, f"read-only {invocation.SQL} reads the catalog as {catalog.reader.user}, "
+                 "which can only read it")
+
+
 def locations_check(settings: ResolvedSettings) -> Check:
     from pipeline.ops.preflight import preflight
 
@@ -177,10 +206,12 @@ def run_checks(settings: Settings, *, with_spark: bool = True) -> list[Check]:
     except PipelineError as exc:
         failed = _failed("source", exc)
         return [*checks, failed, *(Check(name, SKIP, "needs the settings resolved (see above)")
-                                   for name in ("duckdb extensions", "catalog", "locations", "spark"))]
+                                   for name in ("duckdb extensions", "catalog", "sql reader", "locations",
+                                                "spark"))]
     checks.append(_timed("duckdb extensions", lambda: extensions_check(resolved)))
     checks.append(_timed("source", lambda: source_check(resolved)))
     checks.append(_timed("catalog", lambda: catalog_check(resolved)))
+    checks.append(_timed("sql reader", lambda: reader_check(resolved)))
     checks.append(_timed("locations", lambda: locations_check(resolved)))
     if with_spark:
         status = {check.name: check.status for check in checks}

@@ -13,6 +13,9 @@ from typing import Literal
 from pipeline.errors import ConfigError
 from pipeline.settings.pgdsn import PgDsn, mask_dsn_text
 
+# the role the embedded default's read-only SQL sessions read its catalog with
+EMBEDDED_READER = "event_lake_reader"
+
 CatalogKind = Literal["postgres", "sqlite", "duckdb"]
 
 ACCEPTED_FORMS = (
@@ -28,6 +31,34 @@ class CatalogSpec:
     kind: CatalogKind
     pg: PgDsn | None = None
     path: Path | None = None
+    # the role a read-only SQL session reads a Postgres catalog with (DUCKLAKE_CATALOG_READER;
+    # the embedded default's own); None: the session falls back to ``pg``'s role
+    reader: PgDsn | None = None
+    embedded: bool = False
+
+    @classmethod
+    def embedded_default(cls, dsn: PgDsn) -> CatalogSpec:
+        """The embedded server's catalog, read by a role of its own (trust auth, no password)."""
+        reader = PgDsn(params={**dsn.params, "user": EMBEDDED_READER})
+        return cls(kind="postgres", pg=dsn, reader=reader, embedded=True)
+
+    def with_reader(self, text: str, what: str = "DUCKLAKE_CATALOG_READER") -> CatalogSpec:
+        """This catalog read, in read-only sessions, as the role ``text`` logs in as: the same
+        server and database as the catalog, another role."""
+        if self.pg is None:
+            raise ConfigError(f"{what} is set, but DUCKLAKE_CATALOG is a {self.kind} file: a reader role "
+                              "is for a Postgres catalog (a file catalog is opened read-only as it is).",
+                              f"Remove {what}.")
+        reader = PgDsn.parse(text, what)
+        if (reader.host, reader.port, reader.dbname) != (self.pg.host, self.pg.port, self.pg.dbname):
+            raise ConfigError(f"{what} {reader} is not on the catalog's server and database "
+                              f"({self.pg.host}:{self.pg.port}/{self.pg.dbname}).",
+                              f"Point {what} at the catalog database, as the reader role.")
+        if reader.user == self.pg.user:
+            raise ConfigError(f"{what} logs in as {reader.user!r}, the role DUCKLAKE_CATALOG writes with.",
+                              f"Create a role that can only read (event-lake --doctor prints the GRANTs) "
+                              f"and put its name in {what}.")
+        return CatalogSpec(kind=self.kind, pg=self.pg, path=self.path, reader=reader)
 
     @classmethod
     def parse(cls, text: str) -> CatalogSpec:

@@ -21,6 +21,10 @@ ENV_KEYS: dict[str, EnvKey] = {
     "SOURCE_TABLE": EnvKey("source table, schema-qualified", "public.events"),
     "DUCKLAKE_CATALOG": EnvKey("catalog database: postgresql://…, key=value, sqlite:PATH or duckdb:PATH "
                                "(embedded when unset)"),
+    "DUCKLAKE_CATALOG_READER": EnvKey("a Postgres catalog read by a role that can only read it, for "
+                                      "read-only --sql: postgresql://lake_reader:…@<catalog's host>/<its "
+                                      "database> (doctor prints the GRANTs; the embedded default has its "
+                                      "own)"),
     "DUCKLAKE_DATA_PATH": EnvKey("where DuckLake writes Parquet data files (folder or s3://…)",
                                  "<EVENT_LAKE_HOME>/data/<DUCKLAKE_NAME>/"),
     "DUCKLAKE_NAME": EnvKey("attach alias and metadata schema of the lake", "lake"),

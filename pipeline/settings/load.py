@@ -93,7 +93,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
         home=home,
         source_dsn=PgDsn.parse(dsn, read.name("SOURCE_PG_DSN")) if dsn else None,
         source_table=source_table,
-        catalog=CatalogSpec.parse(catalog) if catalog else None,
+        catalog=_catalog(catalog, read.raw("DUCKLAKE_CATALOG_READER"), read.name("DUCKLAKE_CATALOG_READER")),
         data_path=read.raw("DUCKLAKE_DATA_PATH"),
         lake_name=lake_name,
         staging_path=_staging_path(read.raw("STAGING_PATH"), read.name("STAGING_PATH"), home),
@@ -167,6 +167,18 @@ def load_dotenv_strictly(path: Path) -> None:
                 "was used.", "Write KEY=value, one per line; quote a value with spaces or # in matching "
                 "quotes (KEY='a b'), and close every quote.")
     load_dotenv(path, override=False)
+
+
+def _catalog(text: str | None, reader: str | None, reader_name: str) -> CatalogSpec | None:
+    """DUCKLAKE_CATALOG, with the role read-only SQL reads it as when one is given."""
+    if not text:
+        if reader:
+            raise ConfigError(f"{reader_name} is set without DUCKLAKE_CATALOG: the embedded default "
+                              "catalog has a reader of its own.", f"Remove {reader_name}, or set "
+                              "DUCKLAKE_CATALOG too.")
+        return None
+    catalog = CatalogSpec.parse(text)
+    return catalog.with_reader(reader, reader_name) if reader else catalog
 
 
 def _table_name(text: str, what: str) -> str:

@@ -43,7 +43,7 @@ def resolve(settings: Settings, embedded: EmbeddedDefault | None = None) -> Reso
                              "resolve with pipeline.embedded.resolved(settings)")
         source_dsn = source_dsn or embedded.source_dsn
         if catalog is None and embedded.catalog_dsn is not None:
-            catalog = CatalogSpec(kind="postgres", pg=embedded.catalog_dsn)
+            catalog = CatalogSpec.embedded_default(embedded.catalog_dsn)
         if source_dsn is None or catalog is None:
             raise ValueError("the embedded default was started without the database this needs")
     data_path = settings.data_path or default_data_path(settings.home, settings.lake_name)

@@ -49,7 +49,8 @@ def test_uv_tool_install_gives_working_console_scripts(tmp_path, lake_env):
     checks = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}
     assert {name: c["status"] for name, c in checks.items()} == {  # no jar needed, none asked for
         "java": "ok", "duckdb extensions": "ok", "source": "ok", "catalog": "ok", "locations": "ok",
-        "spark": "ok"}
+        "spark": "ok", "sql reader": "warn"}  # no DUCKLAKE_CATALOG_READER: the GRANTs are the fix
+    assert "GRANT SELECT ON ALL TABLES IN SCHEMA" in checks["sql reader"]["hint"]
     assert "read the source through ADBC" in checks["spark"]["detail"]
     early = tool("event-lake", "--sql-file", "lake_health", "--json")  # a named query, by its name
     assert early.returncode == 1 and "does not exist yet" in json.loads(early.stdout)["error"]

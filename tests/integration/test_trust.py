@@ -280,7 +280,8 @@ def test_help_and_hints_name_the_command_the_user_has(loaded, cli, capsys):
 
     result = cli("--at-time", "2001-01-01 00:00:00+00", "--sql", "SELECT 1", env=loaded["env"])
     assert result.returncode == 1 and "no snapshot at time 2001-01-01" in result.stderr
-    assert "catalog" not in result.stderr.split("hint")[0].lower()
+    error = result.stderr[result.stderr.index("error:"):]  # the lines the failure itself prints
+    assert "catalog" not in error.split("hint")[0].lower()
     with pytest.raises(SystemExit) as exited:
         main(["stauts"])
     assert exited.value.code == 2 and "did you mean 'status'?" in capsys.readouterr().err
@@ -349,3 +350,161 @@ def test_read_only_session_runs_reads_of_every_kind(loaded):
         result = run_session(con, reads, {}, None)
     assert result.error is None, result.error
     assert len(result.commands) == len(reads)
+
+
+# what DuckLake's own catalog connection could do, sent straight to DuckDB (the statement judge
+# is not asked): the first layer alone — the role the session reaches the catalog as — stops each
+CATALOG_DOORS = {
+    "delete the file list": "CALL postgres_execute('__ducklake_metadata_lake', "
+                            "'COMMIT; DELETE FROM lake.ducklake_data_file')",
+    "leave read-only mode": "CALL postgres_execute('__ducklake_metadata_lake', 'COMMIT; SET "
+                            "default_transaction_read_only = off; DELETE FROM lake.ducklake_snapshot')",
+    "run a program": "CALL postgres_execute('__ducklake_metadata_lake', 'COPY (SELECT 1) TO PROGRAM ''id''')",
+    "read a server file": "SELECT * FROM postgres_query('__ducklake_metadata_lake', "
+                          "'SELECT pg_read_file(''/etc/hostname'')')",
+    "read passwords": "SELECT * FROM postgres_query('__ducklake_metadata_lake', 'SELECT rolpassword FROM pg_authid')",
+    "hold the promotion lock": "SELECT * FROM postgres_query('__ducklake_metadata_lake', "
+                               "'SELECT pg_advisory_lock(1)')",
+    "make a table": "CALL postgres_execute('__ducklake_metadata_lake', 'COMMIT; SET "
+                    "default_transaction_read_only = off; CREATE TABLE lake.x (a int)')",
+}
+REFUSED_BY_POSTGRES = "permission denied|read-only transaction|must be superuser|pg_execute_server_program"
+
+
+def _drop_reader(server, catalog_db: str, role: str) -> None:
+    import psycopg
+
+    from pipeline.lake.catalog_reader import _LOCK_FUNCTIONS
+
+    with psycopg.connect(server.with_dbname(catalog_db).conninfo(), autocommit=True) as conn:
+        conn.execute(f"GRANT EXECUTE ON FUNCTION {', '.join(_LOCK_FUNCTIONS)} TO PUBLIC")
+        conn.execute(f'DROP OWNED BY "{role}"')
+    with psycopg.connect(server.conninfo(), autocommit=True) as conn:
+        conn.execute(f'DROP ROLE IF EXISTS "{role}"')
+
+
+@pytest.fixture(scope="module")
+def read_as_reader(loaded, databases):
+    """The shared lake, its catalog read in read-only sessions by a reader role made with the
+    GRANTs ``doctor`` prints (DUCKLAKE_CATALOG_READER)."""
+    import psycopg
+
+    from pipeline.lake.catalog_reader import grants
+
+    catalog = resolve(loaded["settings"]).catalog.pg
+    role = f"{catalog.dbname}_reader"
+    with psycopg.connect(catalog.conninfo(), autocommit=True) as conn:
+        conn.execute(f'CREATE ROLE "{role}" LOGIN')
+        for statement in grants(reader=role, writer=catalog.user, database=catalog.dbname, schema="lake"):
+            conn.execute(statement)
+    env = {**loaded["env"], "DUCKLAKE_CATALOG_READER": f"postgresql://{role}@{catalog.host}:{catalog.port}/"
+                                                       f"{catalog.dbname}"}
+    try:
+        yield {**loaded, "env": env, "settings": load_settings(env)}
+    finally:
+        _drop_reader(databases.server, catalog.dbname, role)
+
+
+@pytest.mark.parametrize("door", list(CATALOG_DOORS))
+def test_the_catalog_reader_alone_stops_what_the_catalog_connection_could_do(read_as_reader, door):
+    settings = resolve(read_as_reader["settings"])
+    with open_session(settings) as con:
+        [[who]] = con.execute("SELECT * FROM postgres_query('__ducklake_metadata_lake', "
+                              "'SELECT current_user')").fetchall()
+        assert who == settings.catalog.reader.user
+        with pytest.raises(duckdb.Error, match=REFUSED_BY_POSTGRES):
+            con.execute(CATALOG_DOORS[door])  # straight to DuckDB: the statement judge is not asked
+    assert_lake_equals_source(read_as_reader["settings"], expected_rows=300)
+
+
+def test_the_catalog_reader_reads_everything_a_session_reads(read_as_reader, cli):
+    result = cli("--json", "--sql", "SELECT count(*) AS n FROM events", "--sql",
+                 "SELECT count(*) AS n FROM ops.batches", "--sql", "SELECT count(*) AS n FROM snapshots()",
+                 env=read_as_reader["env"])
+    assert result.returncode == 0, result.stdout + result.stderr
+    counts = [c["rows"][0]["n"] for c in json.loads(result.stdout)["result"]["commands"]]
+    assert counts[0] == 300 and counts[1] >= 1 and counts[2] >= 1
+    assert "can write it" not in result.stderr  # no fallback warning when a reader is set
+
+
+def test_without_a_reader_sql_says_what_it_falls_back_to_and_doctor_gives_the_grants(loaded, cli):
+    result = cli("--sql", "SELECT 1", env=loaded["env"])
+    assert result.returncode == 0, result.stderr
+    assert "reaches the catalog as postgres, a role that can write it" in result.stderr
+    assert "DUCKLAKE_CATALOG_READER" in result.stderr
+    from pipeline.ops.doctor import WARN, reader_check
+
+    check = reader_check(resolve(loaded["settings"]))
+    assert check.status == WARN and "GRANT SELECT ON ALL TABLES IN SCHEMA \"lake\"" in check.hint
+
+
+def test_doctor_fails_a_reader_that_can_write(loaded, cli):
+    """A DUCKLAKE_CATALOG_READER that names a role with more than reads is caught, not trusted."""
+    from pipeline.ops.doctor import FAIL, reader_check
+
+    settings = resolve(loaded["settings"])
+    catalog = settings.catalog.pg
+    import psycopg
+
+    role = f"{catalog.dbname}_writer"
+    with psycopg.connect(catalog.conninfo(), autocommit=True) as conn:
+        conn.execute(f'CREATE ROLE "{role}" LOGIN SUPERUSER')
+    try:
+        url = f"postgresql://{role}@{catalog.host}:{catalog.port}/{catalog.dbname}"
+        check = reader_check(resolve(load_settings({**loaded["env"], "DUCKLAKE_CATALOG_READER": url})))
+        assert check.status == FAIL and "is a superuser" in check.detail
+        assert "can change the lake's metadata tables" in check.detail
+    finally:
+        with psycopg.connect(catalog.conninfo(), autocommit=True) as conn:
+            conn.execute(f'DROP ROLE "{role}"')
+
+
+def test_the_embedded_default_reads_its_catalog_as_its_own_reader(lake_env, databases):
+    """The embedded default makes its reader itself; shown on a server this test owns the
+    catalog of, through the same code path (CatalogSpec.embedded_default)."""
+    from pipeline.settings.catalog import EMBEDDED_READER, CatalogSpec
+    from pipeline.settings.model import ResolvedSettings
+
+    settings = load_settings(lake_env)
+    add_events(settings, 50, seed=4)
+    run(settings, engine="dlt")
+    resolved = resolve(settings)
+    embedded = ResolvedSettings.of(resolved, catalog=CatalogSpec.embedded_default(resolved.catalog.pg))
+    try:
+        with open_session(embedded) as con:
+            [[who]] = con.execute("SELECT * FROM postgres_query('__ducklake_metadata_lake', "
+                                  "'SELECT current_user')").fetchall()
+            assert who == EMBEDDED_READER
+            assert con.execute("SELECT count(*) FROM events").fetchone()[0] == 50
+            with pytest.raises(duckdb.Error, match=REFUSED_BY_POSTGRES):
+                con.execute(CATALOG_DOORS["delete the file list"])
+    finally:
+        _drop_reader(databases.server, resolved.catalog.pg.dbname, EMBEDDED_READER)
+    assert_lake_equals_source(settings, expected_rows=50)
+
+
+# a query that runs for minutes on this machine: a hundred billion products
+LONG_QUERY = "SELECT sum(a.range * b.range) AS s FROM range(300000) a, range(300000) b"
+
+
+def test_a_session_past_its_timeout_is_stopped_with_the_flag_to_raise(loaded, cli):
+    import time
+
+    started = time.monotonic()
+    out = sql_error(cli, loaded["env"], "--timeout", "2s", "--sql", "SELECT 1", "--sql", LONG_QUERY)
+    assert time.monotonic() - started < 60
+    assert out["result"]["commands"][0]["rows"] == [{"1": 1}]  # what ran before it is still shown
+    assert "Stopped after --timeout 2s" in out["error"]["message"] and "--timeout 30m" in out["error"]["message"]
+    bad = cli("--timeout", "ten minutes", "--sql", "SELECT 1", env=loaded["env"])
+    assert bad.returncode == 1 and "'ten minutes' is not a duration" in bad.stderr
+
+
+def test_limit_shows_the_first_rows_and_counts_the_rest_without_keeping_them(loaded, cli):
+    result = cli("--json", "--limit", "3", "--sql", "SELECT range AS i FROM range(2500000) ORDER BY i",
+                 env=loaded["env"])
+    assert result.returncode == 0, result.stderr
+    [command] = json.loads(result.stdout)["result"]["commands"]
+    assert command["rows"] == [{"i": 0}, {"i": 1}, {"i": 2}]
+    assert command["row_count"] == 2_500_000 and command["truncated"] is True
+    none = json.loads(cli("--json", "--limit", "0", "--sql", "FROM events", env=loaded["env"]).stdout)
+    assert none["result"]["commands"][0]["rows"] == [] and none["result"]["commands"][0]["row_count"] == 300
