@@ -7,6 +7,7 @@ rows, or never loaded), 2 failing (the last load failed, or batches are set asid
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -40,13 +41,15 @@ class Health:
 
 def assess(now: datetime, load_every: timedelta, last_success: datetime | None, last_load_status: str | None,
            last_load_error: str | None, set_aside: int, source_rows: int, far_future: int = 0,
-           source_error: str | None = None, lake_surplus: int = 0) -> Health:
+           source_error: str | None = None, lake_surplus: int = 0,
+           lake_damage: Sequence[str] = ()) -> Health:
     """``last_success``: the newest successful load (a scheduled or manual run's job record, or
     a promoted batch); ``source_rows``: rows the source holds (0: nothing to be stale about);
     ``far_future``: rows dated more than :data:`FUTURE_TOLERANCE` after the source's clock;
     ``source_error``: why the source could not be read (no load can succeed: failing);
-    ``lake_surplus``: rows the lake holds in the look-back that the source no longer has there."""
-    failing, stale = [], []
+    ``lake_surplus``: rows the lake holds in the look-back that the source no longer has there;
+    ``lake_damage``: what no longer matches the catalog in the data folder (files, the marker)."""
+    failing, stale = list(lake_damage), []
     if source_error:
         failing.append(f"the source cannot be read: {source_error}")
     if last_load_status == "failed":

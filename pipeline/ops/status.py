@@ -11,7 +11,7 @@ import duckdb
 from pipeline import staging
 from pipeline.errors import LakeNotCreated, SourceUnavailable, first_line
 from pipeline.lake import batches as batch_table
-from pipeline.lake import jobs
+from pipeline.lake import integrity, jobs
 from pipeline.lake.connect import lake_session
 from pipeline.lake.identity import lake_id, table_names
 from pipeline.lake.schema import quarantined_rows
@@ -30,7 +30,7 @@ def _lake_facts(settings: ResolvedSettings) -> dict[str, Any]:
     """What the lake holds; a lake not created yet (no run so far) is a state, not an error."""
     empty = {"exists": False, "watermark": None, "batches": [], "lake_rows": 0, "snapshots": 0,
              "latest": None, "files": 0, "size": 0, "job_runs": [], "lake": None, "quarantined": 0,
-             "last_load_success": None, "last_hour": None, "lookback_rows": None}
+             "last_load_success": None, "last_hour": None, "lookback_rows": None, "integrity": None}
     try:
         with lake_session(settings, read_only=True) as con:
             return _read_facts(con, settings, empty)
@@ -62,6 +62,7 @@ def _read_facts(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, empt
     if (settings.ops_schema, "lake_identity") in tables:
         facts["lake"] = lake_id(con, settings)
     facts["quarantined"] = quarantined_rows(con, settings)
+    facts["integrity"] = integrity.check(con, settings)
     return facts
 
 
@@ -117,7 +118,8 @@ def collect(settings: ResolvedSettings) -> dict[str, Any]:
     judged = health.assess(now, _load_every(settings, last_load), max(successes) if successes else None,
                            last_load["status"] if last_load else None,
                            last_load["error"] if last_load else None, len(set_aside), 1 if newest else 0,
-                           far_future=far_future, source_error=source_error, lake_surplus=surplus)
+                           far_future=far_future, source_error=source_error, lake_surplus=surplus,
+                           lake_damage=facts["integrity"].problems if facts["integrity"] else [])
     behind = (facts["last_hour"] or {}).get("rows_behind_mark", 0)
     column = settings.arrival_column
     return {
@@ -144,6 +146,8 @@ def collect(settings: ResolvedSettings) -> dict[str, Any]:
         "latest_snapshot": latest,
         "data_files": int(files),
         "data_bytes": int(size),
+        # every registered file present with its recorded size, the folder's marker this lake's
+        "integrity": facts["integrity"].as_dict() if facts["integrity"] else None,
         "staged_batches_waiting": len(staging.complete_batches(staging.table_dir(settings), lake))
         if lake else 0,
         # batches that could not be promoted, kept whole; --retry-failed puts them back in line

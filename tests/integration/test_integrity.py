@@ -1,0 +1,67 @@
+"""A lake's own integrity is part of its health: a registered file that changed or went away, or a
+data folder whose marker names another lake, makes --status failing with the file named."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pipeline.ops.run import run
+from pipeline.settings import load_settings
+from tests.helpers import add_events, lake_query
+
+
+def _loaded(lake_env: dict[str, str]) -> tuple[dict[str, str], Path]:
+    settings = load_settings(lake_env)
+    add_events(settings, 200, seed=7)
+    run(settings, engine="dlt")
+    [[path]] = lake_query(settings, "SELECT data_file FROM ducklake_list_files('lake', 'events') LIMIT 1")
+    return lake_env, Path(path)
+
+
+def _status(cli, env) -> tuple[int, dict]:
+    result = cli("--status", "--json", env=env)
+    return result.returncode, json.loads(result.stdout)
+
+
+def test_a_healthy_lake_checks_every_registered_file(lake_env, cli):
+    env, _ = _loaded(lake_env)
+    code, status = _status(cli, env)
+    assert code == 0, status["health"]
+    assert status["integrity"]["files_checked"] >= 1
+    assert status["integrity"]["damaged_files"] == [] and status["integrity"]["marker_problem"] is None
+
+
+def test_an_overwritten_lake_file_makes_status_failing_with_the_file_named(lake_env, cli):
+    env, path = _loaded(lake_env)
+    path.write_bytes(b"PAR1 not the lake's file PAR1")  # what EXPLAIN ANALYZE COPY … TO '<file>' did
+    code, status = _status(cli, env)
+    assert code == 2 and status["health"]["state"] == "failing"
+    [damage] = status["integrity"]["damaged_files"]
+    assert path.name in damage and "registered as" in damage
+    assert any(path.name in reason and "Restore" in reason for reason in status["health"]["reasons"])
+    from pipeline.ops.metrics import families
+    from pipeline.ops.observe import observe
+    from pipeline.settings.resolve import resolve
+
+    gauges = {m.name: m.samples[0].value for m in families(observe(resolve(load_settings(env)))) if m.samples}
+    assert gauges["event_lake_damaged_files"] == 1
+
+
+def test_a_deleted_lake_file_makes_status_failing(lake_env, cli):
+    env, path = _loaded(lake_env)
+    path.unlink()
+    code, status = _status(cli, env)
+    assert code == 2
+    assert [d for d in status["integrity"]["damaged_files"] if path.name in d and "missing" in d]
+
+
+def test_a_marker_naming_another_lake_makes_status_failing(lake_env, cli):
+    env, _ = _loaded(lake_env)
+    marker = Path(env["DUCKLAKE_DATA_PATH"]) / ".event-lake.json"
+    claim = json.loads(marker.read_text())
+    marker.write_text(json.dumps({**claim, "lake_id": "someone-else", "lake_name": "other"}))
+    code, status = _status(cli, env)
+    assert code == 2
+    assert "names another lake (other" in status["integrity"]["marker_problem"]
+    assert any("names another lake" in reason for reason in status["health"]["reasons"])
