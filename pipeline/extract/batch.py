@@ -179,6 +179,7 @@ def _extract_claimed(extractor: Extractor, request: ExtractRequest, folder: Fold
         arrival_mark=iso(request.plan.arrival_mark) if request.plan.arrival_mark else None,
         arrived_after=iso(request.window.arrivals.after) if request.window.arrivals else None,
         rows_behind_mark=request.plan.rows_behind,
+        ids_unique=request.plan.unique_ids,
     )
     meter.finish(rows, "staged")
     return batch

@@ -38,16 +38,20 @@ RECONCILE_ENGINE = "reconcile"  # the manifest engine of backfill batches (pipel
 
 
 def insert_sql(events_table: str, batch_has_duplicates: bool = True,
-               extra_columns: dict[str, str] | None = None) -> str:
+               extra_columns: dict[str, str] | None = None, *, whole_lake: bool = False) -> str:
     """Insert the batch's new loadable rows: one per id (only when the batch repeats ids: the
-    window function costs a sort), anti-joined with the lake only within the batch's time range."""
+    window function costs a sort), anti-joined with the lake within the batch's time range — an
+    event keeps its time, and a unique event_id in the source keeps it from coming back — or,
+    ``whole_lake``, with every lake row: a source without that index may send an id again later
+    with another event_timestamp."""
     columns = [*EVENT_COLUMNS, *map(quote_ident, extra_columns or {})]
+    in_range = "" if whole_lake else "WHERE event_timestamp BETWEEN $min_ts AND $max_ts"
     return f"""
     INSERT INTO {events_table} ({", ".join(columns)})
     SELECT {", ".join(f"s.{name}" for name in columns)}
     FROM ({validate.loadable_sql(batch_has_duplicates, extra_columns=extra_columns)}) s
     ANTI JOIN (SELECT TRY_CAST(event_id AS UUID) AS event_id FROM {events_table}  -- text in a zero-copy lake
-               WHERE event_timestamp BETWEEN $min_ts AND $max_ts) existing
+               {in_range}) existing
            ON existing.event_id = s.event_id
     """
 
@@ -229,9 +233,10 @@ def _write(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, batch: St
     lake_extra = add_columns(con, settings, batch.manifest.extra_columns or {})
     if contents.loadable:
         meter.step("inserting new rows" + (" (dropping duplicates)" if contents.has_duplicates else ""))
-        inserted = con.execute(insert_sql(settings.events_table, contents.has_duplicates, lake_extra),
-                               {"files": files, "min_ts": contents.min_ts, "max_ts": contents.max_ts}
-                               ).fetchone()[0]
+        whole_lake = not batch.manifest.ids_unique
+        span = {} if whole_lake else {"min_ts": contents.min_ts, "max_ts": contents.max_ts}
+        inserted = con.execute(insert_sql(settings.events_table, contents.has_duplicates, lake_extra,
+                                          whole_lake=whole_lake), {"files": files, **span}).fetchone()[0]
     if contents.lake_files:
         meter.step(f"registering {len(contents.lake_files)} file(s)")
         zero_copy.register(con, settings, contents.lake_uris)

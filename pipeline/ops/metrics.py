@@ -53,7 +53,7 @@ def families(obs: Observation) -> Iterator[Metric]:
         if status.get(key) is not None:
             yield _gauge(name, text, status[key])
     if status.get("integrity"):
-        yield _gauge("damaged_files", "Registered data files missing or changed since the catalog listed them.",
+        yield _gauge("damaged_files", "Registered data files missing, or changed since registered.",
                      len(status["integrity"]["damaged_files"]))
     yield _gauge("set_aside_batches", f"Batches set aside (fix, then {invocation.RETRY_FAILED}).",
                  len(status["set_aside_batches"]))

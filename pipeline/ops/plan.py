@@ -33,8 +33,9 @@ def plan_batch(snapshot: PlannerSnapshot, con: duckdb.DuckDBPyConnection, settin
     conn = snapshot.conn
     upper = stats.server_now(conn)
     mark = snapshot.arrival_mark  # None without an arrival column
+    unique_ids = shape.has_unique_index(conn, settings.source_table, "event_id")
     window = plan_window(watermark, settings.lookback, upper,
-                         None if rows_behind else _arrivals(snapshot, con, settings))
+                         None if rows_behind else _arrivals(snapshot, con, settings, unique_ids))
     in_future = stats.rows_after(conn, settings.source_table, upper)
     if in_future:
         log.warning("%d events are dated after the source's clock (%s); they are loaded when "
@@ -59,11 +60,12 @@ def plan_batch(snapshot: PlannerSnapshot, con: duckdb.DuckDBPyConnection, settin
         _warn_behind(settings, rows_behind, window)
     return BatchPlan(window=window, stats=window_stats, snapshot_id=snapshot.snapshot_id,
                      timezone=stats.session_timezone(conn), rows_in_future=in_future, arrival_mark=mark,
-                     completeness=check if window.arrivals is not None else None, rows_behind=rows_behind)
+                     completeness=check if window.arrivals is not None else None, rows_behind=rows_behind,
+                     unique_ids=unique_ids)
 
 
 def _arrivals(snapshot: PlannerSnapshot, con: duckdb.DuckDBPyConnection,
-              settings: ResolvedSettings) -> Arrivals | None:
+              settings: ResolvedSettings, unique_ids: bool) -> Arrivals | None:
     """What the last plan saw, for a window that reads only what arrived since; None where the
     fast path cannot be used: no arrival column or mark, no earlier mark, or a source whose
     ``event_id`` is not unique (a count could not vouch for it: the whole look-back is read)."""
@@ -73,7 +75,7 @@ def _arrivals(snapshot: PlannerSnapshot, con: duckdb.DuckDBPyConnection,
     earlier = batches.last_arrivals(con, settings)
     if earlier is None:
         return None
-    if not shape.has_unique_index(snapshot.conn, settings.source_table, "event_id"):
+    if not unique_ids:
         log.debug("reading the whole look-back: %s has no unique index on event_id", settings.source_table)
         return None
     return Arrivals(column, *earlier)

@@ -168,7 +168,10 @@ def _backfill(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, hours:
         return
     batch = staging.seal(folder, batch_id=batch_id, table=settings.lake_table, engine=RECONCILE_ENGINE,
                          window=window, row_count=missing, files=[name],
-                         lake_id=lake_id(con, settings), source=settings.source_name)
+                         lake_id=lake_id(con, settings), source=settings.source_name,
+                         # checked against every lake row: a source without a unique event_id may
+                         # hold, in these hours, an id the lake has under another time (reconcile is rare)
+                         ids_unique=False)
     result = promote(settings, batch, con)
     report.rows_backfilled, report.rows_quarantined = result.rows_inserted, result.rows_quarantined
     report.snapshot_id = result.snapshot_id

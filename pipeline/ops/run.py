@@ -278,7 +278,7 @@ def _promotion(settings: ResolvedSettings, con: duckdb.DuckDBPyConnection, sourc
     lake_types = events_column_types(con, settings)
     reason = zero_copy.blocker(settings, engine, lake_types,
                                shape.source_columns(source, settings.source_table),
-                               shape.has_unique_index(source, settings.source_table, "event_id"),
+                               plan.unique_ids,
                                extra_columns)
     rows = plan.stats.rows
     if reason is None:

@@ -23,3 +23,6 @@ class BatchPlan:
     # an arrival-aware window's completeness check (None: the window reads the whole look-back)
     completeness: Completeness | None = None
     rows_behind: int = 0  # rows found arrived behind the last mark: why this plan reads the whole look-back
+    # the source has a unique index on event_id; without one an id may come back in a later batch
+    # with another event_timestamp, so promotion checks it against every lake row, not the batch's range
+    unique_ids: bool = True

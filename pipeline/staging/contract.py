@@ -59,6 +59,8 @@ class Manifest:
     arrival_mark: str | None = None
     arrived_after: str | None = None
     rows_behind_mark: int = 0  # the plan's completeness check found these had arrived behind the mark
+    # the source's event_id is unique (False: promotion checks ids against the whole lake)
+    ids_unique: bool = True
 
     @property
     def window(self) -> Window:
