@@ -52,14 +52,16 @@ def main() -> None:
     parser.add_argument("--lake-rows", type=int, nargs="+", default=[1_000_000, 10_000_000])
     parser.add_argument("--batch", type=int, default=1000)
     args = parser.parse_args()
-    print(f"{'lake rows':>12} {'batch':>7} {'range anti-join s':>18} {'whole-lake anti-join s':>23} {'ratio':>7}")
+    header = ("lake rows", "batch", "range anti-join s", "whole-lake anti-join s", "ratio")
+    print(f"{header[0]:>12} {header[1]:>7} {header[2]:>18} {header[3]:>23} {header[4]:>7}")
     for rows in args.lake_rows:
         with tempfile.TemporaryDirectory() as folder:
             con = _lake(Path(folder), rows)
             ranged = statistics.median(_insert(con, args.batch, False) for _ in range(3))
             whole = statistics.median(_insert(con, args.batch, True) for _ in range(3))
             con.close()
-        print(f"{rows:>12,} {args.batch:>7} {ranged:>18.3f} {whole:>23.3f} {whole / ranged:>6.1f}x", flush=True)
+        ratio = whole / ranged
+        print(f"{rows:>12,} {args.batch:>7} {ranged:>18.3f} {whole:>23.3f} {ratio:>6.1f}x", flush=True)
 
 
 if __name__ == "__main__":
