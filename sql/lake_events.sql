@@ -36,7 +36,8 @@ CREATE TABLE IF NOT EXISTS {lake}.{ops}.batches (
     arrival_mark        TIMESTAMP WITH TIME ZONE,  -- rows arriving up to here were visible to its plan
     freshness_p50       DOUBLE,  -- seconds from arrival to commit of the rows it inserted (new arrivals)
     freshness_p95       DOUBLE,
-    rows_behind_mark    BIGINT  -- rows the completeness check found arrived behind the last mark
+    rows_behind_mark    BIGINT,  -- rows the completeness check found arrived behind the last mark
+    source              VARCHAR  -- database.schema.table it was read from: a lake table has one source
 );
 
 -- Who this lake is: one random id, made when the lake's tables are first created. Staged

@@ -37,6 +37,7 @@ class BatchRecord:
     freshness_p50: float | None = None  # seconds from arrival to commit, of its new arrivals
     freshness_p95: float | None = None
     rows_behind_mark: int | None = None  # rows its plan's completeness check found behind the mark
+    source: str | None = None  # database.schema.table it was read from (None: a batch from before)
 
 
 def watermark(con: duckdb.DuckDBPyConnection, settings: Settings) -> datetime | None:
@@ -45,6 +46,14 @@ def watermark(con: duckdb.DuckDBPyConnection, settings: Settings) -> datetime | 
         f"SELECT max(max_event_timestamp) FROM {settings.batches_table} WHERE table_name = ?",
         [settings.lake_table],
     ).fetchone()[0]
+
+
+def bound_source(con: duckdb.DuckDBPyConnection, settings: Settings) -> str | None:
+    """The source this lake table was last loaded from (None before its first recorded batch)."""
+    row = con.execute(
+        f"SELECT source FROM {settings.batches_table} WHERE table_name = ? AND source IS NOT NULL "
+        "ORDER BY promoted_at DESC LIMIT 1", [settings.lake_table]).fetchone()
+    return row[0] if row else None
 
 
 def is_recorded(con: duckdb.DuckDBPyConnection, settings: Settings, batch_id: str) -> bool:

@@ -271,7 +271,7 @@ def _record(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, batch: S
         staged_at=datetime.fromisoformat(manifest.created_at), promoted_at=datetime.now(UTC),
         arrival_mark=parse_iso(manifest.arrival_mark),
         freshness_p50=freshness[0], freshness_p95=freshness[1],
-        rows_behind_mark=manifest.rows_behind_mark or None))
+        rows_behind_mark=manifest.rows_behind_mark or None, source=manifest.source))
 
 
 def _span(values: list[datetime | None]) -> tuple[datetime | None, datetime | None]:

@@ -19,6 +19,7 @@ import psycopg
 from pipeline import embedded, invocation, staging
 from pipeline.errors import (
     CatalogUnavailable,
+    ConfigError,
     PipelineError,
     first_line,
     is_transient,
@@ -126,6 +127,8 @@ def run(settings: Settings, mode: Mode = "run", engine: str = "spark",
     # one lake session for the run and its job record (the record falls back to a session of its
     # own if the run's failed)
     with lake_session(resolved, tables=True) as con, jobs.recorded(resolved, record_as, lake=con) as details:
+        if mode in ("run", "extract"):
+            refuse_another_source(con, resolved)
         one = _Run(resolved, con, report, faults)
         one.clean_staging()
         lake_identity = lake_id(con, resolved)
@@ -145,6 +148,23 @@ def run(settings: Settings, mode: Mode = "run", engine: str = "spark",
         if report.set_aside:  # the command exits 1: the record says failed too
             details["failed"] = f"batch(es) set aside: {', '.join(report.set_aside)}"
     return report
+
+
+def refuse_another_source(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings) -> None:
+    """A lake table holds one source's events, under one watermark: a second source whose table
+    has the same name (tenant_b.events after tenant_a.events) would be read from the first one's
+    watermark on and lose everything older, so it is refused before anything is read."""
+    bound = batches.bound_source(con, settings)
+    if bound is None or bound == settings.source_name:
+        return
+    table = settings.lake_table
+    raise ConfigError(
+        f"Lake table {settings.events_table} holds the events of {bound}; SOURCE_TABLE "
+        f"{settings.source_name} is another source and would share its watermark (its older rows "
+        "would never load). Nothing was read.",
+        f"Give this source a lake of its own (another DUCKLAKE_NAME). If {settings.source_name} is the "
+        f"same table under a new name, record that with {invocation.WRITE} {invocation.SQL} \"UPDATE "
+        f"ops.batches SET source = '{settings.source_name}' WHERE table_name = '{table}'\".")
 
 
 @dataclass(frozen=True)

@@ -211,3 +211,28 @@ def test_a_source_without_a_primary_key_resending_an_id_later_keeps_one_row_per_
     reconcile(settings, "all")  # the re-sent rows' hour differs by count; their ids are in the lake
     [(rows, ids)] = lake_query(settings, "SELECT count(*), count(DISTINCT event_id) FROM lake.main.events")
     assert rows == ids == 100
+
+
+def test_a_second_source_with_the_same_table_name_is_refused_with_the_fix(lake_env, cli):
+    """tenant_a.events, then tenant_b.events into the same lake: one lake table, one watermark —
+    tenant_b's older rows would never load. The second is refused and nothing is read."""
+    from pipeline.settings import load_settings
+
+    envs = {t: {**lake_env, "SOURCE_TABLE": f"{t}.events"} for t in ("tenant_a", "tenant_b")}
+    first = load_settings(envs["tenant_a"])
+    with _source(first) as conn:
+        for tenant in envs:
+            conn.execute(f"CREATE SCHEMA {tenant}")
+    for tenant, rows in (("tenant_a", 80), ("tenant_b", 120)):
+        add_events(load_settings(envs[tenant]), rows, seed=len(tenant) + rows)
+    assert cli("--run", "--engine", "dlt", env=envs["tenant_a"]).returncode == 0
+    refused = cli("--run", "--engine", "dlt", env=envs["tenant_b"])
+    assert refused.returncode == 1
+    assert "holds the events of" in refused.stderr and "tenant_a.events" in refused.stderr
+    assert "another DUCKLAKE_NAME" in refused.stderr
+    [(rows,)] = lake_query(first, "SELECT count(*) FROM lake.main.events")
+    assert rows == 80  # nothing of tenant_b's was loaded into tenant_a's table
+    own = {**envs["tenant_b"], "DUCKLAKE_NAME": "tenant_b_lake",
+           "DUCKLAKE_DATA_PATH": lake_env["DUCKLAKE_DATA_PATH"].rstrip("/") + "-b/"}
+    assert cli("--run", "--engine", "dlt", env=own).returncode == 0
+    assert_lake_equals_source(load_settings(own), expected_rows=120)
