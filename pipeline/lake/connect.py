@@ -10,7 +10,7 @@ import duckdb
 
 from pipeline import invocation
 from pipeline.errors import CatalogUnavailable, ConfigError, LakeNotCreated, PipelineError, service_error
-from pipeline.lake import extensions, instances, locks
+from pipeline.lake import extensions, instances, locks, ownership
 from pipeline.lake.attach_sql import (
     SOURCE_ALIAS,
     extension_names,
@@ -51,7 +51,7 @@ def connect(settings: ResolvedSettings, *, read_only: bool = False, snapshot_ver
             if statement.startswith("LOAD "):
                 continue  # done above, from the wheels
             if statement.startswith("ATTACH"):
-                _attach(con, settings, statement)
+                _attach(con, settings, statement, creates=not read_only)
             else:
                 con.execute(statement)
         if staging_secret:
@@ -132,12 +132,15 @@ def _metadata_database(settings: ResolvedSettings) -> str:
     return f"__ducklake_metadata_{settings.lake_name}"
 
 
-def _attach(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, statement: str) -> None:
+def _attach(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, statement: str, *,
+            creates: bool) -> None:
     # The first ATTACH creates the catalog's metadata tables; two processes doing that at once
     # collide in Postgres ("duplicate key … pg_namespace"), so attaches of one lake are
     # serialized (they take milliseconds).
     try:
         with locks.hold(settings, "attach"):
+            if creates:  # a writable attach creates the lake if the catalog has none
+                ownership.refuse_before_creating(settings)
             con.execute(statement)
     except duckdb.Error as exc:
         raise attach_error(settings, exc) from None

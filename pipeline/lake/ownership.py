@@ -110,6 +110,27 @@ def claim(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings) -> None:
         _claimed.add((settings.data_path, identity))
 
 
+def catalog_holds_lake(settings: ResolvedSettings) -> bool:
+    """Has the catalog this lake already (asked without attaching: DuckLake's ATTACH creates it)?"""
+    catalog = settings.catalog
+    if catalog.pg is None:
+        return catalog.path is not None and catalog.path.exists()
+    import psycopg
+
+    with psycopg.connect(catalog.pg.conninfo(), connect_timeout=10) as conn:
+        return conn.execute("SELECT to_regclass(format('%%I.ducklake_metadata', %s::text)) IS NOT NULL",
+                            (settings.lake_name,)).fetchone()[0]
+
+
+def refuse_before_creating(settings: ResolvedSettings) -> None:
+    """A lake not in its catalog yet is created by its first ATTACH, which also records its data
+    path there: on a folder another lake's marker claims, stop before that, so nothing is left
+    in the catalog bound to someone else's folder."""
+    found = read_claim(data_dir(settings))
+    if found is not None and not catalog_holds_lake(settings):
+        raise _refuse(settings, found)
+
+
 def _refuse_if_not_empty(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, folder: Folder) -> None:
     """A lake claims only a new or empty folder, or one holding only files named as a lake writes
     them (its own, from before markers existed): its maintenance deletes files its catalog never

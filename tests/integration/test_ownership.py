@@ -57,6 +57,14 @@ def test_first_run_claims_the_folder_and_a_second_lake_there_stops_before_touchi
         assert "belongs to the lake lake" in result.stderr and "DUCKLAKE_DATA_PATH" in result.stderr
     assert files_below(data) == before
     assert_lake_equals_source(settings, 200)
+    import psycopg
+
+    catalog = resolve(settings).catalog.pg
+    with psycopg.connect(catalog.conninfo()) as conn:  # the refused lake left nothing in the catalog
+        assert conn.execute("SELECT to_regnamespace('other')").fetchone()[0] is None
+    fixed = {**other, "DUCKLAKE_DATA_PATH": str(data).rstrip("/") + "-other/"}
+    assert cli("--run", "--engine", "dlt", env=fixed).returncode == 0  # with a folder of its own, it runs
+    assert json.loads((Path(fixed["DUCKLAKE_DATA_PATH"]) / DATA_FOLDER_MARKER).read_text())["lake_name"] == "other"
 
 
 def test_a_lake_without_a_marker_gets_one_on_its_next_run(settings, lake_env):
