@@ -3,19 +3,72 @@ whose reader went away. Written once for the pipeline's commands and the generat
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
+import threading
+import time
 from collections.abc import Callable
+from types import FrameType
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# signals this close together are one request: ``uv run`` forwards the signal a terminal (or
+# ``timeout``, or systemd) also sent to the whole group, so Python gets each one twice
+SAME_REQUEST_SECONDS = 1.0
+FORCE_AFTER = 3  # the third request ends the process at once, whatever it is doing
+
+
+class _StopSignals:
+    """The process's stop-signal handler. It only counts and writes a byte to a pipe — nothing
+    that takes a lock, since a second signal can arrive while the first one's handler runs on
+    the same thread (a handler that set a ``threading.Event`` hung there for good). A watcher
+    thread reads the pipe and calls the command's own handler, once."""
+
+    def __init__(self, handler: Callable[[], None]) -> None:
+        self.handler = handler
+        self.requests, self.last = 0, -SAME_REQUEST_SECONDS
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._write, False)
+        threading.Thread(target=self._watch, name="stop-signals", daemon=True).start()
+
+    def on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        now = time.monotonic()
+        if now - self.last >= SAME_REQUEST_SECONDS:
+            self.requests += 1
+        self.last = now
+        if self.requests >= FORCE_AFTER:
+            os.write(2, b"stopping now (third stop request)\n")
+            os._exit(128 + signum)
+        with contextlib.suppress(OSError):  # a full pipe: the watcher has plenty to read already
+            os.write(self._write, b"!")
+
+    def _watch(self) -> None:
+        os.read(self._read, 1)
+        self.handler()
+
+    def install(self) -> None:
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, self.on_signal)
+
+
+_installed: _StopSignals | None = None
 
 
 def on_stop(handler: Callable[[], None]) -> None:
-    """Call ``handler`` on SIGTERM or SIGINT (Ctrl-C): the command finishes what it is doing and
-    ends, instead of dying mid-transaction."""
-    for sig in STOP_SIGNALS:
-        signal.signal(sig, lambda *_: handler())
+    """Call ``handler`` (once, on a thread of its own) on SIGTERM or SIGINT (Ctrl-C): the command
+    finishes what it is doing and ends, instead of dying mid-transaction. A second request while
+    it stops changes nothing; a third ends the process at once."""
+    global _installed
+    _installed = _StopSignals(handler)
+    _installed.install()
+
+
+def reclaim_signals() -> None:
+    """Put this process's stop handler back after a library replaced it (pyspark's SparkContext
+    installs a SIGINT handler that cancels jobs and raises KeyboardInterrupt, over ours)."""
+    if _installed is not None and threading.current_thread() is threading.main_thread():
+        _installed.install()
 
 
 def exit_quietly_on_broken_pipe(run: Callable[[], int]) -> int:

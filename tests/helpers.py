@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -212,11 +213,18 @@ def lake_query(settings: Settings, sql: str, params: list | None = None) -> list
 class Proc:
     """A CLI subprocess whose output lines are collected as they arrive."""
 
-    def __init__(self, script: str, *args: str, env: dict[str, str]) -> None:
+    def __init__(self, script: str, *args: str, env: dict[str, str], as_users_start_it: bool = False) -> None:
+        """``as_users_start_it``: through ``uv run`` (when the machine has uv), in a process group of
+        its own with SIGINT as a terminal leaves it (a test runner's worker may ignore it, and an
+        ignored SIGINT is inherited), so :meth:`signal_group` reaches uv and Python as a terminal's
+        Ctrl-C, ``timeout`` or systemd's stop does."""
         full_env = {k: v for k, v in os.environ.items() if not k.startswith(("SOURCE_", "DUCKLAKE_"))}
-        self.popen = subprocess.Popen([sys.executable, str(ROOT / script), *args], cwd=ROOT,
-                                      env={**full_env, **env}, stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True)
+        uv = shutil.which("uv") if as_users_start_it else None
+        command = [uv, "run", "--no-sync", script] if uv else [sys.executable, str(ROOT / script)]
+        self.popen = subprocess.Popen(
+            [*command, *args], cwd=ROOT, env={**full_env, **env}, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, start_new_session=as_users_start_it,
+            preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)) if as_users_start_it else None)
         self.lines: list[str] = []
         self._queue: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -235,6 +243,9 @@ class Proc:
                     return i
             time.sleep(0.2)
         raise AssertionError(f"no line with {text!r} in {timeout}s:\n" + "\n".join(self.lines[-40:]))
+
+    def signal_group(self, sig: int) -> None:
+        os.killpg(self.popen.pid, sig)
 
     def terminate(self, timeout: float = 90) -> int:
         self.popen.send_signal(signal.SIGTERM)

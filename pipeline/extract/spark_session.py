@@ -19,6 +19,7 @@ from pipeline import invocation
 from pipeline.errors import ConfigError, EngineUnavailable, TerminalError, first_line, scrub_secrets
 from pipeline.extract import class_archive
 from pipeline.extract.spark_s3a import s3a_conf
+from pipeline.process import reclaim_signals
 from pipeline.settings import Settings
 from pipeline.settings.platform import java_binary
 
@@ -187,6 +188,7 @@ def build_session(settings: Settings, app_name: str = "event-lake", *, long_live
         raise EngineUnavailable(f"Spark did not start (SPARK_MASTER={spark.master}): {exc}",
                                 f"See {log_file}.") from None
     session.sparkContext.setLogLevel("ERROR" if not verbose else "WARN")
+    reclaim_signals()  # the SparkContext put its own SIGINT handler over a long-running command's
     if archive.recording is not None:
         archive.recording.finish_at_exit(session)
     return session
@@ -195,9 +197,30 @@ def build_session(settings: Settings, app_name: str = "event-lake", *, long_live
 def _started(builder: SparkSession.Builder, log_file: Path | None) -> SparkSession:
     """``builder``'s session, the JVM's start-up output in ``log_file`` (None: the terminal)."""
     if log_file is None:
+        _launch_jvm_apart(builder)
         return builder.getOrCreate()
     with _stderr_to(log_file):
+        _launch_jvm_apart(builder)
         return builder.getOrCreate()
+
+
+def _launch_jvm_apart(builder: SparkSession.Builder) -> None:
+    """Start the driver JVM in a session of its own, as pyspark would start it but for that: a
+    stop signal sent to the command's process group (Ctrl-C in a terminal, ``timeout``,
+    systemd) then reaches Python alone, which stops Spark in order — a JVM killed by the same
+    SIGTERM mid-shutdown left Py4J tracebacks. It still ends with this process: it exits when
+    its stdin (a pipe from here) closes. pyspark reuses a gateway already launched."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    with SparkContext._lock:
+        if SparkContext._gateway is not None:
+            return
+        conf = SparkConf()
+        for key, value in builder._options.items():  # what getOrCreate passes to the gateway
+            conf.set(key, value)
+        SparkContext._gateway = launch_gateway(conf, popen_kwargs={"start_new_session": True})
+        SparkContext._jvm = SparkContext._gateway.jvm
 
 
 def _probe(url: str, setting: str, default_port: int, timeout: float = 10.0) -> None:

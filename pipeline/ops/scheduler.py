@@ -32,7 +32,14 @@ from typing import TYPE_CHECKING, Any
 import schedule
 
 from pipeline import embedded, logs
-from pipeline.errors import EngineUnavailable, LockBusy, PipelineError, ShutdownRequested, first_line
+from pipeline.errors import (
+    EngineUnavailable,
+    LakeNotCreated,
+    LockBusy,
+    PipelineError,
+    ShutdownRequested,
+    first_line,
+)
 from pipeline.faults import NO_FAULTS, Faults
 from pipeline.lake import instances, jobs, locks, maintain
 from pipeline.ops import scheduler_state
@@ -127,14 +134,16 @@ class Scheduler:
     def resume_from_history(self) -> None:
         """Each job's next run from its last run in the job history (scheduled or manual), so daily and
         weekly jobs keep their cadence across restarts instead of counting from this process's
-        start; an overdue job, or one this lake never ran, runs now. Without a lake (or its
-        catalog) yet: intervals count from now."""
+        start; an overdue job, or one this lake never ran, runs now — on a lake not created yet,
+        every job (the load first). With the catalog away: intervals count from now."""
         from pipeline.lake.connect import lake_session
 
         try:
             with lake_session(self.settings, read_only=True) as con:
                 last = {r["job"]: r["finished_at"] for r in jobs.last_runs(con, self.settings)}
-        except Exception as exc:  # noqa: BLE001  no history yet, or the catalog is away: count from now
+        except LakeNotCreated:
+            last = {}  # a new lake never ran any job
+        except Exception as exc:  # noqa: BLE001  the catalog is away: count from now
             log.info("no job history to resume from (%s); counting intervals from now", first_line(exc))
             return
         now = datetime.now(UTC)

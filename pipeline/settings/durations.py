@@ -15,12 +15,17 @@ _PATTERN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$", re.I)
 
 
 def parse_duration(text: str | int | float, what: str = "duration") -> timedelta:
-    """``"15m"`` -> 15 minutes. A bare number means seconds. Units: s, m, h, d, w."""
+    """``"15m"`` -> 15 minutes. Units: s, m, h, d, w. A number without a unit is refused (but 0):
+    ``--retention 7`` meant as a week would have expired every snapshot older than 7 seconds."""
     match = _PATTERN.match(str(text))
     if not match:
         raise ConfigError(
             f"{what} {text!r} is not a duration: expected a number with a unit, like 30s, 15m, 1h, "
             "7d or 1w.", f"Fix {what} in the environment, .env or the command line.")
+    if not match.group(2) and float(match.group(1)) != 0:
+        number = match.group(1)
+        raise ConfigError(f"{what} {str(text).strip()!r} has no unit: {number}s, {number}m, {number}h or "
+                          f"{number}d?", f"Give {what} a unit, e.g. {what} {number}d for {number} days.")
     value, unit = float(match.group(1)), (match.group(2) or "s").lower()
     seconds = value * _UNITS[unit]
     if seconds > LONGEST.total_seconds():

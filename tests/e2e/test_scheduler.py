@@ -156,3 +156,19 @@ def test_a_scheduler_restarted_within_an_interval_keeps_the_cadence(settings, la
     assert all(gap >= 11 for gap in gaps), gaps  # never early either
     # the manual --run counted as the last load: the hourly load did not run at any start
     assert [status for job, status, *_ in _jobs(settings) if job == "load"] == ["success"]
+
+
+def test_on_a_new_lake_every_job_is_due_at_once(settings):
+    """README: a job the lake never ran runs at once — on a lake not created yet too (a follower's
+    first reconcile was scheduled a day away)."""
+    from datetime import datetime, timedelta
+
+    from pipeline.ops.scheduler import Scheduler
+
+    for follow in (False, True):
+        scheduler = Scheduler(settings, engine="dlt", follow=follow)
+        scheduler.resume_from_history()
+        due = {entry.job_func.args[0].name: entry.next_run for entry in scheduler.scheduler.jobs}
+        # a follower loads in its own loop, at once; the other jobs are scheduled
+        assert set(due) == {"expire", "compact", "reconcile"} | (set() if follow else {"load"})
+        assert all(when <= datetime.now() + timedelta(seconds=1) for when in due.values()), due

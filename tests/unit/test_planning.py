@@ -59,7 +59,9 @@ def test_partitions_follow_rows_and_cores(rows, cores, expected):
 def test_durations_round_trip():
     assert parse_duration("15m") == timedelta(minutes=15)
     assert parse_duration("1w") == timedelta(days=7)
-    assert parse_duration("90") == timedelta(seconds=90)
+    assert parse_duration("90s") == timedelta(seconds=90) and parse_duration("0") == timedelta(0)
+    with pytest.raises(ConfigError, match="'7' has no unit: 7s, 7m, 7h or 7d"):
+        parse_duration("7", "--retention")  # meant as a week, it was 7 seconds: every snapshot expired
     assert format_duration(timedelta(hours=2)) == "2h"
 
 

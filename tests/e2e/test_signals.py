@@ -1,0 +1,91 @@
+"""Every long-running command stops on a stop signal sent to its whole process group through
+``uv run`` (what a terminal's Ctrl-C, ``timeout`` and systemd's default KillMode do: uv forwards
+it, so Python gets it twice), once and twice in quick succession: it exits within seconds,
+with its documented exit code and last line, and no traceback."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from tests.helpers import Proc, add_events, assert_lake_equals_source
+from tests.spark_services import free_port
+
+# command, the line that says it is up, its last line after a clean stop, the exit code
+COMMANDS = {
+    "serve": (["--serve", "--metrics-port", "{port}"], "Serving the dashboard", "Server stopped.", 0),
+    "schedule": (["--schedule", "--run-now", "--engine", "dlt", "--load-every", "1h"], "300 inserted",
+                 "Scheduler stopped cleanly.", 0),
+    "follow": (["--follow", "--every", "2s", "--metrics-port", "0"], "300 inserted",
+               "Stopped following cleanly.", 0),
+}
+GENERATOR = (["--continuous", "--rows", "200", "--delay", "0.5"], "loop 1: committed", "Generator stopped by signal", 0)
+
+
+def _stop(proc: Proc, sig: int, times: int, up: str, timeout: float = 180) -> tuple[int, float]:
+    proc.wait_for(up, timeout=timeout)
+    time.sleep(1.0)
+    for _ in range(times):
+        proc.signal_group(sig)
+        time.sleep(0.2)  # quick succession: the second arrives while the first one is handled
+    started = time.monotonic()
+    code = proc.popen.wait(60)
+    return code, time.monotonic() - started
+
+
+def _assert_clean(proc: Proc, last: str) -> None:
+    out = proc.output
+    assert last in out, out[-3000:]
+    assert "Traceback" not in out and "Py4J" not in out and "unexpected error" not in out, out[-3000:]
+    assert out.count("shutdown requested") <= 1, out[-3000:]
+
+
+@pytest.mark.parametrize(("command", "sig", "times"), [
+    ("serve", signal.SIGTERM, 1), ("serve", signal.SIGINT, 2),
+    ("schedule", signal.SIGTERM, 2),
+    ("follow", signal.SIGINT, 2),
+])
+def test_a_long_running_command_stops_on_a_group_signal(lake_env, settings, command, sig, times):
+    add_events(settings, 300, seed=11)
+    args, up, last, expected = COMMANDS[command]
+    proc = Proc("events_pipeline.py", *[a.format(port=free_port()) for a in args], env=lake_env,
+                as_users_start_it=True)
+    code, seconds = _stop(proc, sig, times, up)
+    assert code == expected and seconds < 30, (code, seconds, proc.output[-3000:])
+    _assert_clean(proc, last)
+    if command in ("schedule", "follow"):
+        assert_lake_equals_source(settings, expected_rows=300)
+
+
+def test_the_generator_stops_on_a_group_signal_sent_twice(lake_env):
+    args, up, last, expected = GENERATOR
+    proc = Proc("insert_event_data_loop.py", *args, env=lake_env, as_users_start_it=True)
+    code, seconds = _stop(proc, signal.SIGINT, 2, up, timeout=60)
+    assert code == expected and seconds < 15, (code, seconds, proc.output[-3000:])
+    _assert_clean(proc, last)
+
+
+def test_a_second_request_changes_nothing_and_a_third_ends_the_process_at_once():
+    """A command whose stop hangs (a handler that never returns) still ends on the third request;
+    the second, one second later, neither blocks nor stops it."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    script = ("import time, pipeline.process as p\n"
+              "p.on_stop(lambda: (print('stopping', flush=True), time.sleep(3600)))\n"
+              "print('up', flush=True)\n"
+              "while True: time.sleep(0.1)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert proc.stdout.readline().strip() == "up"
+    for _ in range(2):
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(1.2)  # separate requests, not one forwarded twice
+    assert proc.poll() is None  # the first is being handled, the second changed nothing
+    assert proc.stdout.readline().strip() == "stopping"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(10) == 128 + signal.SIGTERM
