@@ -5,13 +5,16 @@ exactly one JSON document (``… --json | jq`` works)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import secrets
 import socket
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 RUN_ID = secrets.token_hex(3)
@@ -67,6 +70,29 @@ def setup(verbose: bool = False, log_format: str = "text", *, quiet: bool = Fals
     from pipeline import progress
 
     progress.configure(enabled=not quiet and log_format == "text")
+
+
+@contextlib.contextmanager
+def routine() -> Iterator[None]:
+    """INFO lines this thread logs inside the block are routine: DEBUG (shown with --verbose).
+    A follower loads every few seconds; four lines a load were 1.4 MB of log an hour, so it logs
+    a summary a minute and anything unusual (warnings, errors) as they come."""
+    thread, root = threading.get_ident(), logging.getLogger()
+
+    def demote(record: logging.LogRecord) -> bool:
+        if record.thread == thread and record.levelno == logging.INFO:
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return root.isEnabledFor(logging.DEBUG)
+        return True
+
+    handlers = list(root.handlers)
+    for handler in handlers:
+        handler.addFilter(demote)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(demote)
 
 
 def write_traceback(exc: BaseException, home: Path | None) -> str | None:

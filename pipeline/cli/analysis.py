@@ -66,8 +66,10 @@ def run_texts(args: argparse.Namespace, settings: Settings, texts: list[str]) ->
         con.close()
     output.print_session(result, args.format, info)
     if result.error:
-        return False, (f"Failed: command {result.error['command_index']} did not run: "
-                       f"{result.error['message'].splitlines()[0]}")
+        number = result.error["command_index"] + 1  # people count statements from 1
+        what = "failed" if result.commands or "is not allowed" not in result.error["message"] else \
+            "was refused, so nothing ran"
+        return False, f"Failed: statement {number} {what}: {result.error['message'].splitlines()[0]}"
     time_travel = args.at_version is not None or args.at_time
     at = f" at {describe_at(args.at_version, args.at_time)}" if time_travel else ""
     return True, f"Ran {len(result.commands)} command(s){at}" + ("" if args.write else " (read-only).")

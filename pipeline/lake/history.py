@@ -65,20 +65,28 @@ def expiries(con: duckdb.DuckDBPyConnection, settings: Settings) -> Rows:
 def job_runs(con: duckdb.DuckDBPyConnection, settings: Settings, limit: int = 50) -> Rows:
     """The last ``limit`` job runs, newest first."""
     return fetch_dicts(con, f"""
-        SELECT job, status, started_at, finished_at, epoch(finished_at) - epoch(started_at) AS seconds,
-               error, host
+        SELECT job, status, started_at, finished_at, {_SECONDS} AS seconds, {_LOADS} AS loads, error, host
         FROM {jobs.source(con, settings)} ORDER BY finished_at DESC LIMIT ?""", [limit])
+
+
+# a follower's record stands for many loads (details.loads, details.loads_succeeded) and says how
+# long one load took (details.seconds); any other record is one run, as long as its span
+_LOADS = "coalesce(TRY_CAST(json_extract_string(details, '$.loads') AS BIGINT), 1)"
+_SUCCEEDED = ("coalesce(TRY_CAST(json_extract_string(details, '$.loads_succeeded') AS BIGINT), "
+              "CASE WHEN status = 'success' THEN 1 ELSE 0 END)")
+_SECONDS = ("coalesce(TRY_CAST(json_extract_string(details, '$.seconds') AS DOUBLE), "
+            "epoch(finished_at) - epoch(started_at))")
 
 
 def job_totals(con: duckdb.DuckDBPyConnection, settings: Settings) -> Rows:
     """Per job: runs by status, the last success, and the last run's duration."""
     return fetch_dicts(con, f"""
         SELECT job,
-               count(*) FILTER (status = 'success') AS succeeded,
+               sum({_SUCCEEDED}) AS succeeded,
                count(*) FILTER (status = 'failed') AS failed,
                count(*) FILTER (status NOT IN ('success', 'failed')) AS other,
                max(finished_at) FILTER (status = 'success') AS last_success,
-               arg_max(epoch(finished_at) - epoch(started_at), finished_at) AS last_seconds
+               arg_max({_SECONDS}, finished_at) AS last_seconds
         FROM {jobs.source(con, settings)} GROUP BY job ORDER BY job""")
 
 

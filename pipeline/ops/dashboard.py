@@ -225,12 +225,18 @@ def _short(value: float) -> str:
     return f"{value:.1f}"
 
 
+def _took(run: dict[str, Any]) -> str:
+    """A run's duration; a follower's record of many loads says it is the last load's."""
+    loads = run.get("loads") or 1
+    return f"{run['seconds']:.1f}s" + (f" (last of {loads} loads)" if loads > 1 else "")
+
+
 def _jobs_table(runs: list[dict[str, Any]]) -> str:
     if not runs:
         return '<table class="jobs" data-rows="0"><tr><td>no job has run yet</td></tr></table>'
     rows = "".join(
         f'<tr><td>{escape(r["job"])}</td><td class="{escape(r["status"])}">{escape(r["status"])}</td>'
-        f"<td>{r['started_at'].astimezone(UTC):%Y-%m-%d %H:%M:%S}</td><td>{r['seconds']:.1f}s</td>"
+        f"<td>{r['started_at'].astimezone(UTC):%Y-%m-%d %H:%M:%S}</td><td>{_took(r)}</td>"
         f"<td>{escape(r['host'] or '')}</td><td>{escape(r['error'] or '')}</td></tr>" for r in runs)
     return (f'<table class="jobs" data-rows="{len(runs)}"><tr><th>job</th><th>result</th><th>started (UTC)'
             f"</th><th>took</th><th>where</th><th>error</th></tr>{rows}</table>")

@@ -22,7 +22,7 @@ from pipeline.extract.batch import STAGED_COLUMNS
 from pipeline.lake import batches, validate
 from pipeline.lake.attach_sql import SOURCE_ALIAS
 from pipeline.lake.connect import lake_session
-from pipeline.lake.identity import lake_id
+from pipeline.lake.identity import lake_id, table_names
 from pipeline.lake.promote import RECONCILE_ENGINE, promote
 from pipeline.lake.schema import ensure_tables
 from pipeline.settings import ResolvedSettings, Settings
@@ -84,20 +84,27 @@ ALL = "all"  # --since all: every row the source ever held, however old (0001-01
 
 def reconcile(settings: Settings, since: timedelta | str | None = None) -> ReconcileReport:
     """Compare source and lake over ``since`` before the watermark (default RECONCILE_SINCE;
-    ``"all"``: the whole history) and backfill what the lake lacks. A lake table dropped by hand
-    is created again here (only here: a run stops instead), so ``--since all`` reloads it."""
+    ``"all"``: the whole history), up to the start of the look-back, and backfill what the lake
+    lacks. The look-back itself is every load's business: each one re-reads it (or checks it is
+    complete), so a reconcile there would race the next load for rows still arriving and report
+    them as late events beyond the look-back. A lake table dropped by hand is created again here
+    (only here: a run stops instead), so ``--since all`` reloads it."""
     resolved = embedded.resolved(settings)
     if since is None:
         since = resolved.intervals.reconcile_since or ALL
     report = ReconcileReport(since=since if since == ALL else format_duration(since))
     started = time.monotonic()
     with lake_session(resolved, source=True) as con:  # the source attached as src, for backfills
+        # a table dropped by hand is made again empty: then the look-back is reloaded here too
+        dropped = ("main", resolved.lake_table) not in table_names(con, resolved)
         ensure_tables(con, resolved, recreate_dropped=True)
-        upper = batches.watermark(con, resolved)
-        if upper is None:
+        watermark = batches.watermark(con, resolved)
+        if watermark is None:
             return report
-        # newer rows are the regular runs' business (they re-read the look-back)
-        low = None if since == ALL else upper - since
+        upper = watermark if dropped else watermark - resolved.lookback
+        low = None if since == ALL else watermark - since
+        if low is not None and low >= upper:
+            return report  # RECONCILE_SINCE within the look-back: the loads cover it all
         report.low, report.upper = iso(low) if low else None, iso(upper)
         source_counts = _source_hours(resolved, low, upper)
         lake_counts, doubled = _lake_hours(con, resolved, low, upper)

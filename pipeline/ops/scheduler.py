@@ -74,16 +74,19 @@ class Attempt:
 
     @staticmethod
     def merge(attempts: list[Attempt]) -> Attempt:
-        """Many loads of ``--follow`` as one record: their span, the last one's outcome, the sums."""
+        """Many loads of ``--follow`` as one record, and it says so: their span, the last one's
+        outcome and duration (a load's, not the minute's), how many loads and how many of them
+        succeeded (the history's counters count loads), the sums of their rows."""
         last = attempts[-1]
         summed = {key: sum(a.details.get(key, 0) for a in attempts)
                   for key in ("rows_inserted", "rows_in_window")}
         latest = last.details.get("summary", last.error)
         details = {**last.details, **summed, "loads": len(attempts),
+                   "loads_succeeded": sum(a.status == "success" for a in attempts),
+                   "seconds_all_loads": round(sum(a.seconds for a in attempts), 3),
                    "summary": f"{len(attempts)} load(s): {summed['rows_in_window']} rows read, "
                               f"{summed['rows_inserted']} inserted; last: {latest}"}
-        return Attempt(attempts[0].started, last.finished, last.status, last.error, details,
-                       sum(a.seconds for a in attempts))
+        return Attempt(attempts[0].started, last.finished, last.status, last.error, details, last.seconds)
 
 
 @dataclass
@@ -174,8 +177,9 @@ class Scheduler:
     def _load(self) -> dict[str, Any]:
         from pipeline.ops.run import run
 
-        report = run(self.settings, engine=self.engine, faults=self.faults,
-                     spark_factory=self._spark_session if self.engine == "spark" else None)
+        with logs.routine() if self.follow else contextlib.nullcontext():
+            report = run(self.settings, engine=self.engine, faults=self.faults,
+                         spark_factory=self._spark_session if self.engine == "spark" else None)
         return {"rows_inserted": report.rows_inserted, "snapshots": report.snapshots,
                 "rows_in_window": report.rows_in_window, "summary": report.summary()}
 
@@ -245,7 +249,7 @@ class Scheduler:
                       error)
         else:
             job.failures, job.not_before = 0, 0.0
-            quiet = self.follow and job.name == "load" and not details.get("rows_inserted")
+            quiet = self.follow and job.name == "load"  # a summary a minute instead (see _follow)
             log.log(logging.DEBUG if quiet else logging.INFO, "job %s %s in %.1fs: %s", job.name, status,
                     seconds, error if status == "cancelled" else _brief(details))
         job.last_status, job.last_finished = status, datetime.now(UTC).isoformat()
@@ -265,7 +269,8 @@ class Scheduler:
         loads and rows since), or at once when a load fails, not one every two seconds."""
         load = self.jobs["load"]
         tally: list[Attempt] = []
-        next_load = last_record = time.monotonic()
+        next_load = time.monotonic()
+        last_record = next_load - FOLLOW_RECORD_EVERY.total_seconds()  # the first load is recorded at once
         while not self.stop.is_set():
             now = time.monotonic()
             if now >= next_load:
@@ -274,15 +279,25 @@ class Scheduler:
                 if attempt is not None:
                     tally.append(attempt)
                     if attempt.status == "failed" or now - last_record >= FOLLOW_RECORD_EVERY.total_seconds():
-                        self._record(load, Attempt.merge(tally), FOLLOW_RECORD_EVERY)
+                        merged = Attempt.merge(tally)
+                        log.info("following: %s", merged.details["summary"])
+                        self._record(load, merged, FOLLOW_RECORD_EVERY)
                         tally, last_record = [], now
             try:
-                self.scheduler.run_pending()
+                self._run_pending()
             except Exception:  # noqa: BLE001  a bug in one tick must not end a months-long process
                 log.exception("unexpected error in the scheduler loop; carrying on")
             self.stop.wait(max(0.0, min(next_load - time.monotonic(), 1.0)))
         if tally:
             self._record(load, Attempt.merge(tally), FOLLOW_RECORD_EVERY)
+
+    def _run_pending(self) -> None:
+        """Run the jobs that are due; the state file then shows their next runs (the schedule
+        sets them after a job returns, later than the job's own record wrote the state)."""
+        ran = any(entry.should_run for entry in self.scheduler.jobs)
+        self.scheduler.run_pending()
+        if ran:
+            self.write_state()
 
     def write_state(self) -> None:
         """Next run times for ``--status`` (best effort)."""
@@ -347,7 +362,7 @@ class Scheduler:
         self.write_state()
         while not self.stop.is_set() and not self.follow:
             try:
-                self.scheduler.run_pending()
+                self._run_pending()
             except Exception:  # noqa: BLE001  a bug in one tick must not end a months-long process
                 log.exception("unexpected error in the scheduler loop; carrying on")
             idle = self.scheduler.idle_seconds

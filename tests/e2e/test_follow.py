@@ -4,6 +4,7 @@ SIGTERM lets the micro-batch in flight finish and exits 0, a kill mid-micro-batc
 from __future__ import annotations
 
 import json
+import time
 
 from tests.conftest import run_main
 from tests.helpers import Proc, add_events, assert_lake_equals_source, jobs_table, lake_query
@@ -15,13 +16,22 @@ def test_follow_loads_what_arrives_every_second_and_stops_cleanly(settings, lake
                      "--workers", "1", "--quiet", env=lake_env)
     follower = Proc("events_pipeline.py", "--follow", "--every", "1s", "--metrics-port", "0", env=lake_env)
     try:
-        seen = follower.wait_for("job load success", timeout=180)
-        for _ in range(6):  # six loads more
-            seen = follower.wait_for("job load success", timeout=30, after=seen + 1)
+        follower.wait_for("following: 1 load(s)", timeout=180)  # the first load is recorded at once
+        deadline = time.monotonic() + 60
+        while _batches(settings) < 8 and time.monotonic() < deadline:  # seven loads more
+            time.sleep(0.5)
+        running = run_main("--status", "--json", env=lake_env)
     finally:
         assert generator.terminate() == 0
         code = follower.terminate()
     assert code == 0, follower.output
+    # while following: healthy, and the load job has a record (it said "never run" for a minute)
+    live = json.loads(running.stdout)
+    assert running.returncode == 0 and live["health"]["state"] == "healthy", live["health"]
+    assert live["jobs"]["load"]["status"] == "success"
+    # a summary a minute and what is unusual, not four lines a load (per-load detail at DEBUG)
+    assert "job load success" not in follower.output and "staged," not in follower.output
+    assert sum(" INFO " in line for line in follower.lines) <= 20, follower.output  # start, jobs, stop
     assert follower.lines[-1] == "Stopped following cleanly.", follower.output
     assert "finishing the micro-batch in flight" in follower.output
     # what the follower committed is in the source once each; the rest arrives with the next run
@@ -41,6 +51,20 @@ def test_follow_loads_what_arrives_every_second_and_stops_cleanly(settings, lake
     runs = lake_query(settings, f"SELECT count(*) FROM {jobs_table(settings)} WHERE job = 'load' "
                                 "AND details NOT LIKE '%manual%'")[0][0]
     assert 1 <= runs <= 3
+    # ... which counts loads, not records, and times a load, not the minute it stands for
+    from pipeline.ops.metrics import families
+    from pipeline.ops.observe import observe
+    from pipeline.settings.resolve import resolve
+
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in families(observe(resolve(settings))) for s in family.samples}
+    succeeded = samples[("event_lake_job_runs_total", (("status", "success"), ("task", "load")))]
+    assert succeeded >= loads, (succeeded, loads)
+    assert samples[("event_lake_job_last_duration_seconds", (("task", "load"),))] < 20
+
+
+def _batches(settings) -> int:
+    return lake_query(settings, "SELECT count(*) FROM lake.ops.batches")[0][0]
 
 
 def test_a_follower_killed_mid_micro_batch_loses_nothing_and_the_next_one_goes_on(settings, lake_env):

@@ -4,10 +4,12 @@ nothing staged or promoted; after the server is back the next run loads everythi
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from pipeline.settings import load_settings
-from tests.conftest import run_main
+from tests.conftest import run_cli, run_main
 from tests.helpers import Proc, add_events, assert_lake_equals_source, data_snapshots, wait_for_slow_reads
 from tests.private_pg import PrivatePostgres
 
@@ -85,3 +87,28 @@ def test_catalog_lost_as_promotion_begins_is_a_temporary_error_naming_it(lake_en
     assert_lake_equals_source(settings, expected_rows=300)
     assert len(data_snapshots(settings)) == 1
     proxy.stop()
+
+
+def test_status_with_the_catalog_down_is_failing_with_the_catalog_named(lake_env):
+    """README: exit 2 (failing) when the lake cannot be read, as when the source cannot be."""
+    from pipeline.settings.pgdsn import PgDsn
+    from tests.helpers import TcpProxy
+
+    catalog = PgDsn.parse(lake_env["DUCKLAKE_CATALOG"])
+    proxy = TcpProxy(catalog.host, catalog.port)
+    proxy.start()
+    env = {**lake_env, "DUCKLAKE_CATALOG": f"postgresql://{catalog.user}@127.0.0.1:{proxy.port}/{catalog.dbname}"}
+    add_events(load_settings(env), 50, seed=93)
+    assert run_main("--run", "--engine", "dlt", env=env).returncode == 0
+    proxy.stop()
+    try:
+        down = run_cli("events_pipeline.py", "--status", "--json", env=env, timeout=120)
+    finally:
+        proxy.start()
+        proxy.stop()
+    assert down.returncode == 2, down.stdout + down.stderr
+    status = json.loads(down.stdout)
+    assert status["health"]["state"] == "failing" and status["lake_readable"] is False
+    assert "the lake cannot be read" in status["health"]["reasons"][0]
+    assert "DUCKLAKE_CATALOG" in status["health"]["reasons"][0]
+    assert "Traceback" not in down.stderr and "unexpected" not in down.stderr

@@ -130,7 +130,8 @@ def test_a_failing_statement_reports_its_index_and_exits_non_zero(lake_with_hist
     assert out["status"] == "error" and out["error"]["command_index"] == 1
     assert "nope" in out["error"]["message"]
     assert out["result"]["command_count"] == 1
-    assert result.stderr.strip().splitlines()[-1].startswith("Failed: command 1")  # stdout: JSON only
+    # stdout: JSON only; the last line counts statements as people do, and says it ran and failed
+    assert result.stderr.strip().splitlines()[-1].startswith("Failed: statement 2 failed: ")
 
 
 def test_at_version_reads_the_whole_session_at_that_snapshot(lake_with_history, cli):

@@ -164,11 +164,14 @@ def test_rows_deleted_or_moved_in_the_source_after_loading_make_status_failing(s
 
 
 def test_reconcile_finds_a_missing_row_that_a_doubled_id_hides_from_hourly_counts(settings, spark):
+    from datetime import UTC, datetime, timedelta
+
     from pipeline.lake.connect import lake_session
     from pipeline.ops.reconcile import reconcile
 
     resolved = resolve(settings)
-    add_events(settings, 300, seed=312)
+    add_events(settings, 300, seed=312, now=datetime.now(UTC) - timedelta(hours=3))  # before the look-back
+    add_events(settings, 10, seed=313)
     run(settings, spark=spark)
     events = resolved.events_table
     with lake_session(resolved) as con:
@@ -236,3 +239,19 @@ def test_a_second_source_with_the_same_table_name_is_refused_with_the_fix(lake_e
            "DUCKLAKE_DATA_PATH": lake_env["DUCKLAKE_DATA_PATH"].rstrip("/") + "-b/"}
     assert cli("--run", "--engine", "dlt", env=own).returncode == 0
     assert_lake_equals_source(load_settings(own), expected_rows=120)
+
+
+def test_reconcile_leaves_the_look_back_to_the_loads(settings):
+    """Rows dated inside the look-back that arrive after a load are the next load's: a reconcile
+    between the two (a follower's first one) neither backfills them nor calls them late."""
+    from datetime import timedelta
+
+    from pipeline.ops.reconcile import reconcile
+
+    add_events(settings, 100, seed=41)
+    run(settings, engine="dlt")
+    add_events(settings, 20, seed=42, late_by=timedelta(minutes=5))
+    report = reconcile(settings, "all")
+    assert report.rows_backfilled == 0 and report.hours_differing == []
+    assert run(settings, engine="dlt").rows_inserted == 20
+    assert_lake_equals_source(settings, expected_rows=120)

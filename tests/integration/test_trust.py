@@ -508,3 +508,14 @@ def test_limit_shows_the_first_rows_and_counts_the_rest_without_keeping_them(loa
     assert command["row_count"] == 2_500_000 and command["truncated"] is True
     none = json.loads(cli("--json", "--limit", "0", "--sql", "FROM events", env=loaded["env"]).stdout)
     assert none["result"]["commands"][0]["rows"] == [] and none["result"]["commands"][0]["row_count"] == 300
+
+
+def test_a_session_spills_into_a_private_folder_not_the_current_one(loaded):
+    import os
+
+    with open_session(resolve(loaded["settings"])) as con:
+        [[folder]] = con.execute("SELECT current_setting('temp_directory')").fetchall()
+        assert not folder.startswith(os.getcwd()) and "event-lake-sql-" in folder
+        assert os.stat(folder).st_mode & 0o077 == 0  # only this user can enter it
+        with pytest.raises(duckdb.Error):  # the folder DuckDB would have used stays out of reach
+            con.execute(f"SELECT * FROM glob('{os.getcwd()}/.tmp/*')").fetchall()
