@@ -119,7 +119,8 @@ def test_a_failing_job_is_retried_and_the_process_survives(settings, lake_env):
     env = {**lake_env, "DUCKLAKE_CATALOG": " ".join(f"{k}={v}" for k, v in via_proxy.items())}
     add_events(settings, 500, seed=24)
     scheduler = Proc("events_pipeline.py", "--schedule", "--run-now", "--engine", "dlt",
-                     "--load-every", "2s", "--expire-every", "1h", "--compact-every", "1h", env=env)
+                     "--load-every", "2s", "--expire-every", "1h", "--compact-every", "1h",
+                     "--metrics-port", "0", env=env)  # 8900 may be another test's, which a scraper reads
     try:
         scheduler.wait_for("job load success")
         proxy.stop()
