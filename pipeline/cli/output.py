@@ -69,12 +69,12 @@ def print_session(result: SessionResult, fmt: str, info: dict[str, Any] | None) 
         for command in result.commands:
             if command.columns is not None:
                 out(render_table(command.columns, command.rows or []))
-                more = " (more not shown; use --limit or --json)" if command.truncated else ""
+                more = f", the first {len(command.rows or [])} shown" if command.truncated else ""
                 out(f"({command.row_count} row{'s' if command.row_count != 1 else ''}){more}\n")
             else:
                 out(f"ok ({command.affected_rows} row(s) affected)\n")
     if result.error:
-        print(f"error in command {result.error['command_index']}: {result.error['message']}",
+        print(f"error in statement {result.error['command_index'] + 1}: {result.error['message']}",
               file=sys.stderr)
 
 
