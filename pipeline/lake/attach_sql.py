@@ -33,7 +33,8 @@ def extension_names(catalog: CatalogSpec, data_path: str) -> list[str]:
 
 def postgres_secret_sql(secret_name: str, dsn: PgDsn, show_secrets: bool) -> str:
     """A DuckDB ``postgres`` secret: the one place a Postgres password reaches DuckDB."""
-    password = dsn.password.reveal() if show_secrets else MASK
+    # no password (trust or peer auth, .pgpass) has nothing to hide: *** would not work when pasted
+    password = dsn.password.reveal() if show_secrets or not dsn.password else MASK
     return (
         f"CREATE OR REPLACE SECRET {secret_name} (TYPE postgres, "
         f"HOST {quote_literal(dsn.host)}, PORT {dsn.port}, DATABASE {quote_literal(dsn.dbname)}, "

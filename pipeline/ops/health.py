@@ -64,8 +64,9 @@ def assess(now: datetime, load_every: timedelta, last_success: datetime | None, 
                        f"from the lake with {invocation.WRITE} {invocation.SQL} \"DELETE FROM events WHERE "
                        "event_id IN (…)\" (time travel keeps the old rows) or restore them in the source")
     since = (now - last_success).total_seconds() if last_success else None
-    if last_success is None and source_rows:
-        stale.append(f"nothing loaded yet, while the source holds {source_rows} row(s)")
+    if last_success is None:  # a lake that never loaded is never healthy, whatever the source holds
+        stale.append(f"nothing loaded yet, while the source holds {source_rows} row(s)" if source_rows
+                     else f"nothing loaded yet (run {invocation.RUN}, or start a scheduler)")
     elif since is not None and source_rows and since > STALE_AFTER_INTERVALS * load_every.total_seconds():
         stale.append(f"the last successful load was {_ago(since)} ago "
                      f"(LOAD_EVERY {format_duration(load_every)})")

@@ -14,22 +14,25 @@ from datetime import timedelta
 from pipeline.errors import TerminalError
 
 MAX_BACKOFF = timedelta(hours=6)
+# a follower loads every few seconds: after an outage of hours it must not wait hours more
+FOLLOW_MAX_BACKOFF = timedelta(seconds=30)
 SHUTDOWN_SECONDS = 60  # bound on exit after SIGTERM, printed in --help
 CANCEL_EVERY_SECONDS = 0.5  # during shutdown, Spark jobs are cancelled this often
 
 
-def backoff_delay(every: timedelta, failures: int) -> timedelta:
+def backoff_delay(every: timedelta, failures: int, cap: timedelta = MAX_BACKOFF) -> timedelta:
     """Extra wait after ``failures`` consecutive failures: 0, 1, 3, 7 … intervals, capped."""
     if failures <= 1:
         return timedelta(0)
-    return min(every * (2 ** (failures - 1) - 1), max(MAX_BACKOFF, every))
+    return min(every * (2 ** (failures - 1) - 1), max(cap, every))
 
 
-def retry_delay(every: timedelta, failures: int, error: BaseException) -> timedelta:
+def retry_delay(every: timedelta, failures: int, error: BaseException,
+                cap: timedelta = MAX_BACKOFF) -> timedelta:
     """Extra wait before the next attempt after ``error`` ended the ``failures``-th run in a row."""
     if isinstance(error, TerminalError):
-        return max(MAX_BACKOFF, every)
-    return backoff_delay(every, failures)
+        return max(cap, every)
+    return backoff_delay(every, failures, cap)
 
 
 def needs_a_fix(error: BaseException) -> bool:

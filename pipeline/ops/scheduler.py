@@ -43,7 +43,14 @@ from pipeline.errors import (
 from pipeline.faults import NO_FAULTS, Faults
 from pipeline.lake import instances, jobs, locks, maintain
 from pipeline.ops import scheduler_state
-from pipeline.ops.policy import CANCEL_EVERY_SECONDS, SHUTDOWN_SECONDS, needs_a_fix, retry_delay
+from pipeline.ops.policy import (
+    CANCEL_EVERY_SECONDS,
+    FOLLOW_MAX_BACKOFF,
+    MAX_BACKOFF,
+    SHUTDOWN_SECONDS,
+    needs_a_fix,
+    retry_delay,
+)
 from pipeline.process import on_stop
 from pipeline.settings import Settings
 from pipeline.settings.durations import format_duration
@@ -58,6 +65,7 @@ log = logging.getLogger(__name__)
 
 FOLLOW_COMPACT_EVERY = timedelta(minutes=5)  # --follow: small files merged at least this often
 FOLLOW_RECORD_EVERY = timedelta(minutes=1)  # --follow: a load record in the job history this often
+TICK_SLACK_SECONDS = 0.5  # a retry due this close to a tick runs at that tick
 FOLLOW_FINISH_SECONDS = 15  # --follow: after SIGTERM, the micro-batch in flight may finish this long
 
 
@@ -241,8 +249,11 @@ class Scheduler:
         seconds = time.monotonic() - t0
         if status == "failed" and failure is not None:
             job.failures += 1
-            delay = retry_delay(job.every, job.failures, failure)
-            job.not_before = time.monotonic() + delay.total_seconds()
+            delay = retry_delay(job.every, job.failures, failure,
+                                FOLLOW_MAX_BACKOFF if following else MAX_BACKOFF)
+            # the next attempt is the first tick at least delay + one interval from now, as logged
+            job.not_before = time.monotonic() + (delay + job.every).total_seconds() - TICK_SLACK_SECONDS \
+                if delay else 0.0
             kind = "needs a fix" if needs_a_fix(failure) else "temporary"
             log.error("job %s failed after %.1fs (%s; %d in a row; retry %s): %s", job.name, seconds, kind,
                       job.failures, f"in {format_duration(delay + job.every)}" if delay else "at next tick",

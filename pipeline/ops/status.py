@@ -89,6 +89,9 @@ def collect(settings: ResolvedSettings) -> dict[str, Any]:
         with connect_source(settings.source_dsn) as conn:
             exists = stats.table_exists(conn, settings.source_table)
             pending, future, now = 0, 0, stats.server_now(conn)
+            if not exists:
+                source_error = (f"the table {settings.source_table} does not exist in {settings.source_dsn} "
+                                "(the generator creates it; or set SOURCE_TABLE)")
             if exists:
                 table = quote_qualified(settings.source_table)
                 future = stats.rows_after(conn, settings.source_table, now)

@@ -46,7 +46,8 @@ def test_print_attach_output_opens_the_lake_in_a_fresh_duckdb(lake_env, cli):
 
     run_cli("insert_event_data_loop.py", "--rows", "100", env=lake_env)
     assert cli("--run", "--engine", "dlt", env=lake_env).returncode == 0
-    script = cli("--print-attach", "--show-secrets", env=lake_env).stdout
+    script = cli("--print-attach", env=lake_env).stdout  # no password set: nothing to mask, it works as printed
+    assert "PASSWORD ''" in script and "'***'" not in script
     con = duckdb.connect()
     for statement in script.split(";\n"):
         if statement.strip() and not statement.lstrip().startswith("--"):
@@ -78,3 +79,16 @@ def test_status_before_the_first_run_says_the_lake_is_not_created_yet(settings, 
     assert status["health"]["state"] == "stale" and "nothing loaded yet" in status["health"]["reasons"][0]
     text = cli("--status", env=lake_env)
     assert "not created yet (the first --run creates it)" in text.stdout, text.stdout + text.stderr
+
+
+def test_status_is_never_healthy_for_a_lake_that_never_loaded(lake_env, cli):
+    """`event-lake status` in an empty folder said HEALTHY: no source table, nothing ever loaded."""
+    import json
+
+    missing = cli("--status", "--json", env={**lake_env, "SOURCE_TABLE": "public.nothing_here"})
+    assert missing.returncode == 2, missing.stdout + missing.stderr
+    reasons = json.loads(missing.stdout)["health"]["reasons"]
+    assert any("public.nothing_here does not exist" in r for r in reasons), reasons
+    run_cli("insert_event_data_loop.py", "--rows", "0", env=lake_env)  # the table, empty
+    empty = cli("--status", "--json", env=lake_env)
+    assert empty.returncode == 1 and "nothing loaded yet" in json.loads(empty.stdout)["health"]["reasons"][0]

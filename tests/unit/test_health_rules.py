@@ -12,7 +12,8 @@ HOUR = timedelta(hours=1)
 
 def test_health_is_judged_from_the_last_success_failures_and_set_aside_batches():
     assert assess(NOW, HOUR, NOW - HOUR, "success", None, 0, 1).code == HEALTHY
-    assert assess(NOW, HOUR, None, None, None, 0, 0).code == HEALTHY  # nothing to load yet
+    empty = assess(NOW, HOUR, None, None, None, 0, 0)  # an empty source, never loaded: not healthy
+    assert empty.code == STALE and "nothing loaded yet (run --run" in empty.reasons[0]
     never = assess(NOW, HOUR, None, None, None, 0, 10)
     assert never.code == STALE and "nothing loaded yet" in never.reasons[0]
     late = assess(NOW, HOUR, NOW - 3 * HOUR, "success", None, 0, 1)
@@ -20,3 +21,19 @@ def test_health_is_judged_from_the_last_success_failures_and_set_aside_batches()
     failed = assess(NOW, HOUR, NOW - 3 * HOUR, "failed", "source down", 0, 1)
     assert failed.code == FAILING and "source down" in failed.reasons[0] and len(failed.reasons) == 2
     assert assess(NOW, HOUR, NOW, "success", None, 1, 1).code == FAILING
+
+
+def test_a_follower_backs_off_for_seconds_not_hours():
+    """--follow's 2-s loads after a 30-s outage waited 32 s more, and after hours of outage would
+    have waited hours: its backoff is capped at FOLLOW_MAX_BACKOFF; a scheduler's keeps 6 h."""
+    from datetime import timedelta
+
+    from pipeline.errors import CatalogUnavailable, ConfigError
+    from pipeline.ops.policy import FOLLOW_MAX_BACKOFF, MAX_BACKOFF, retry_delay
+
+    down = CatalogUnavailable("catalog down")
+    every = timedelta(seconds=2)
+    assert [retry_delay(every, n, down, FOLLOW_MAX_BACKOFF).total_seconds() for n in (1, 2, 3, 4)] == [0, 2, 6, 14]
+    assert retry_delay(every, 40, down, FOLLOW_MAX_BACKOFF) == FOLLOW_MAX_BACKOFF
+    assert retry_delay(every, 40, ConfigError("bad"), FOLLOW_MAX_BACKOFF) == FOLLOW_MAX_BACKOFF
+    assert retry_delay(timedelta(minutes=1), 40, down) == MAX_BACKOFF
