@@ -74,7 +74,14 @@ _TRANSIENT_MARKERS = ("connection refused", "unable to connect", "could not conn
                       "connection reset", "broken pipe", "connection to server", "ssl syscall",
                       "i/o error occurred while sending to the backend", "connection attempt failed",
                       "connection has been closed", "couldn't connect to the database",
-                      "failed_jdbc.connection")
+                      "failed_jdbc.connection",
+                      # DuckDB's words when the catalog's connection died inside COMMIT (an empty reason):
+                      # whether it committed is known at the retry, which finds the batch recorded or not
+                      'failed to commit: failed to execute query "rollback"')
+# a server that answers, refusing the settings: no retry helps (libpq puts these after "connection to
+# server at … failed:", which would otherwise read as an outage)
+_TERMINAL_MARKERS = ("does not exist", "password authentication failed", "no pg_hba.conf entry",
+                     "authentication failed", "permission denied")
 
 
 _DISK_FULL_MARKERS = ("no space left on device", "disk quota exceeded", "errno 28", "could not extend file",
@@ -90,6 +97,8 @@ def is_transient(cause: BaseException | str) -> bool:
     once space is freed), False for wrong settings (unknown database, bad password) that need
     a fix."""
     text = str(cause).lower()
+    if any(marker in text for marker in _TERMINAL_MARKERS):
+        return False
     return any(marker in text for marker in _TRANSIENT_MARKERS) or is_disk_full(text)
 
 

@@ -121,6 +121,7 @@ def compact(con: duckdb.DuckDBPyConnection, settings: Settings, dry_run: bool,
     unreferenced = _planned(con, settings, "ducklake_cleanup_old_files", _older_than(delete_grace))
     kept = [p for p in unreferenced if p in pending]
     unreferenced = [p for p in unreferenced if p not in pending]
+    sizes = sum(_size(folder, p) for p in unreferenced)  # before they are gone (it reported 0 bytes)
     if not dry_run and unreferenced:
         if kept:  # DuckLake deletes all it found: delete only the truly unreferenced, one by one
             _delete_files(folder, unreferenced)
@@ -134,7 +135,7 @@ def compact(con: duckdb.DuckDBPyConnection, settings: Settings, dry_run: bool,
         _planned(con, settings, "ducklake_delete_orphaned_files", _older_than(ORPHAN_GRACE)),
         ownership.own_table_folders(con, settings), ownership.foreign_markers(folder))
     orphans = [p for p in orphans if p not in pending]
-    sizes = sum(_size(folder, p) for p in unreferenced + orphans)
+    sizes += sum(_size(folder, p) for p in orphans)
     if not dry_run:
         _delete_files(folder, orphans)
     deleted = unreferenced + orphans

@@ -37,3 +37,14 @@ def test_a_follower_backs_off_for_seconds_not_hours():
     assert retry_delay(every, 40, down, FOLLOW_MAX_BACKOFF) == FOLLOW_MAX_BACKOFF
     assert retry_delay(every, 40, ConfigError("bad"), FOLLOW_MAX_BACKOFF) == FOLLOW_MAX_BACKOFF
     assert retry_delay(timedelta(minutes=1), 40, down) == MAX_BACKOFF
+
+
+def test_a_lost_commit_is_temporary_and_a_missing_database_is_not():
+    from pipeline.errors import is_transient
+
+    lost = 'TransactionContext Error: Failed to commit: Failed to execute query "ROLLBACK": '
+    assert is_transient(lost)  # the catalog went away inside COMMIT: retried, not set aside
+    missing = ('connection failed: connection to server at "127.0.0.1", port 5432 failed: FATAL:  '
+               'database "x" does not exist')
+    assert not is_transient(missing)  # a setting to fix, however the driver words it
+    assert is_transient('connection to server at "127.0.0.1", port 5432 failed: Connection refused')
