@@ -39,6 +39,7 @@ from pipeline.source.stats import WindowStats
 from pipeline.source.window import Window, iso
 from pipeline.sqltext import quote_ident, quote_qualified
 from pipeline.staging import Folder, StagedBatch
+from pipeline.staging.location import store_outage
 
 
 def select_sql(qualified_table: str, window: Window, extra_columns: Iterable[str] = (),
@@ -110,9 +111,17 @@ def extract(extractor: Extractor, request: ExtractRequest) -> StagedBatch:
     table_dir = staging.table_dir(request.settings)
     staging.claim_batch(table_dir, request.batch_id)  # a crash leaves a record the next run acts on
     try:
-        return _extract_claimed(extractor, request, folder, meter, started)
-    finally:
+        batch = _extract_claimed(extractor, request, folder, meter, started)
+    except BaseException:
+        # the store that failed the extraction may fail the release too: the first error is the news
+        with contextlib.suppress(OSError):
+            staging.release_batch(table_dir, request.batch_id)
+        raise
+    try:
         staging.release_batch(table_dir, request.batch_id)
+    except OSError as exc:
+        raise store_outage(request.settings, exc) or exc from None
+    return batch
 
 
 def _extract_claimed(extractor: Extractor, request: ExtractRequest, folder: Folder, meter: Progress,

@@ -222,3 +222,35 @@ def test_s3_data_path_end_to_end(s3_server, lake_env):
     result = run_cli("events_pipeline.py", "--json", "--sql", "SELECT count(*) AS n FROM lake.main.events", env=env)
     assert result.returncode == 0, result.stderr
     assert '"n": 450' in result.stdout
+
+
+def test_the_store_lost_mid_extraction_is_named_not_an_unexpected_error(lake_env):
+    """The S3 server killed while the slices read: the run fails in one temporary line naming
+    the store — the release of the batch's claim, which fails too, no longer replaces it with an
+    OSError ("unexpected error … please report it")."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    from tests.helpers import Proc, wait_for_slow_reads
+    from tests.spark_services import free_port
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
+                 aws_access_key_id="testing", aws_secret_access_key="testing").create_bucket(Bucket="gone-bucket")
+    env = {**lake_env, "STAGING_PATH": "s3://gone-bucket/staging", "S3_ENDPOINT": f"127.0.0.1:{port}",
+           "S3_URL_STYLE": "path", "S3_USE_SSL": "false", "S3_REGION": "us-east-1",
+           "S3_ACCESS_KEY_ID": "testing", "S3_SECRET_ACCESS_KEY": "testing", "PROMOTION": "copy",
+           "EVENT_LAKE_FAULT": "slow-read", "SPARK_PARTITIONS": "1"}
+    add_events(load_settings(env), 300, seed=44)
+    proc = Proc("events_pipeline.py", "--run", "--metrics-port", "0", env=env)
+    try:
+        wait_for_slow_reads(lake_env["SOURCE_PG_DSN"], count=1)
+    finally:
+        server.stop()
+    code = proc.popen.wait(180)
+    output = proc.output
+    assert code == 1, output
+    assert "object store" in output and "STAGING_PATH=s3://gone-bucket/staging" in output, output[-3000:]
+    assert "unexpected error" not in output and "Failed (temporary" in output, output[-3000:]
