@@ -8,15 +8,18 @@ import os
 import sys
 import threading
 import time
+from dataclasses import dataclass
+from datetime import timedelta
 
 from generators.produce import BatchJob, Producer
 from generators.writer import truncate
 from pipeline import embedded, invocation, progress
-from pipeline.errors import ConfigError, PipelineError
+from pipeline.errors import ConfigError, PipelineError, first_line, is_transient
 from pipeline.process import exit_quietly_on_broken_pipe, on_stop
 from pipeline.progress import Progress
-from pipeline.settings import load_settings
+from pipeline.settings import Settings, load_settings
 from pipeline.settings.durations import parse_duration
+from pipeline.settings.pgdsn import PgDsn
 from pipeline.source.connect import connect
 from pipeline.source.ddl import ensure_table
 
@@ -85,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     progress.configure(enabled=not args.quiet)
     stop = StopFlag()
     stop.install()
-    written, started = 0, time.monotonic()
+    started = time.monotonic()
+    tally = Tally()
     try:
         check_ranges(args)
         settings = load_settings(flags={"SOURCE_PG_DSN": ("--dsn", args.dsn),
@@ -93,48 +97,87 @@ def main(argv: list[str] | None = None) -> int:
         # the embedded default starts only when no source is configured
         source_dsn = settings.source_dsn or embedded.resolved(settings).source_dsn
         late_by = parse_duration(args.late_by, "--late-by")
-        with connect(source_dsn, autocommit=False) as conn:
-            ensure_table(conn, settings.source_table)
-            conn.commit()
-            if args.truncate:
-                with conn.transaction():
-                    truncate(conn, settings.source_table)
-                print(f"Truncated {settings.source_table}.", flush=True)
-            batches_per_loop = -(-args.rows // args.batch_size)
-            workers = max(1, min(args.workers, batches_per_loop))
-            producer = Producer(conn, source_dsn.conninfo(), settings.source_table, workers)
-            batch_no = itertools.count()
+        outages = 0
+        while True:
+            before = tally.written
             try:
-                loop = 0
-                while not stop.event.is_set() and (args.continuous or loop < args.loops):
-                    loop += 1
-                    t0 = time.monotonic()
-                    jobs = (BatchJob(min(args.batch_size, args.rows - start),
-                                     None if args.seed is None else args.seed * 1_000_003 + next(batch_no),
-                                     args.late_fraction, late_by)
-                            for start in range(0, args.rows, args.batch_size))
-                    meter = Progress(f"loop {loop}", total=args.rows, unit="events")
-                    loop_rows = producer.write(jobs, stop.event.is_set,
-                                               committed=meter.update)
-                    written += loop_rows
-                    progress.clear_line()  # the loop's line below says it all
-                    if not args.quiet:
-                        rate = loop_rows / max(time.monotonic() - t0, 1e-9)
-                        print(f"loop {loop}: committed {loop_rows} events to "
-                              f"{settings.source_table} ({rate:,.0f} events/s; total {written})",
-                              flush=True)
-                    if args.continuous or loop < args.loops:
-                        stop.event.wait(args.delay)
-            finally:
-                producer.close()
+                _produce(args, settings, source_dsn, late_by, stop, tally)
+                break
+            except PipelineError as exc:
+                # a continuous writer outlives a source restart, as the applications it stands for do;
+                # the batch in flight rolled back, so nothing is counted twice
+                if not (args.continuous and is_transient(exc)) or stop.event.is_set():
+                    raise
+                outages = 1 if tally.written > before else outages + 1
+                wait = min(RETRY_CAP_SECONDS, 2 ** (outages - 1))
+                print(f"source unavailable ({first_line(exc)}); retrying in {wait}s "
+                      f"({tally.written} events committed so far)", file=sys.stderr, flush=True)
+                if stop.event.wait(wait):
+                    break
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         if exc.hint:
             print(f"  hint: {exc.hint}", file=sys.stderr)
-        print(f"Failed after committing {written} events.", flush=True)
+        print(f"Failed after committing {tally.written} events.", flush=True)
         return 1
     elapsed = time.monotonic() - started
     reason = "stopped by signal" if stop.event.is_set() else "done"
+    written = tally.written
     print(f"Generator {reason}: {written} events committed in {elapsed:.1f}s "
           f"({written / max(elapsed, 1e-9):,.0f} events/s).", flush=True)
     return 0
+
+
+RETRY_CAP_SECONDS = 30
+
+
+@dataclass
+class Tally:
+    """Events committed so far, across reconnections."""
+
+    written: int = 0
+    loop: int = 0
+
+
+def _produce(args: argparse.Namespace, settings: Settings, source_dsn: PgDsn, late_by: timedelta,
+             stop: StopFlag, tally: Tally) -> None:
+    """Write loops until done or stopped, on one connection (and its workers')."""
+    with connect(source_dsn, autocommit=False) as conn:
+        ensure_table(conn, settings.source_table)
+        conn.commit()
+        if args.truncate:
+            with conn.transaction():
+                truncate(conn, settings.source_table)
+            print(f"Truncated {settings.source_table}.", flush=True)
+        batches_per_loop = -(-args.rows // args.batch_size)
+        workers = max(1, min(args.workers, batches_per_loop))
+        producer = Producer(conn, source_dsn.conninfo(), settings.source_table, workers)
+        batch_no = itertools.count(tally.loop * batches_per_loop)
+        try:
+            while not stop.event.is_set() and (args.continuous or tally.loop < args.loops):
+                tally.loop += 1
+                loop = tally.loop
+                t0 = time.monotonic()
+                jobs = (BatchJob(min(args.batch_size, args.rows - start),
+                                 None if args.seed is None else args.seed * 1_000_003 + next(batch_no),
+                                 args.late_fraction, late_by)
+                        for start in range(0, args.rows, args.batch_size))
+                meter = Progress(f"loop {loop}", total=args.rows, unit="events")
+                counted = tally.written
+
+                def committed(total: int, meter: Progress = meter, counted: int = counted) -> None:
+                    meter.update(total)
+                    tally.written = counted + total  # batches commit one by one: an outage keeps them
+
+                loop_rows = producer.write(jobs, stop.event.is_set, committed=committed)
+                tally.written = counted + loop_rows
+                progress.clear_line()  # the loop's line below says it all
+                if not args.quiet:
+                    rate = loop_rows / max(time.monotonic() - t0, 1e-9)
+                    print(f"loop {loop}: committed {loop_rows} events to "
+                          f"{settings.source_table} ({rate:,.0f} events/s; total {tally.written})",
+                          flush=True)
+                if args.continuous or loop < args.loops:
+                    stop.event.wait(args.delay)
+        finally:
+            producer.close()

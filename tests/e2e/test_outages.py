@@ -112,3 +112,28 @@ def test_status_with_the_catalog_down_is_failing_with_the_catalog_named(lake_env
     assert "the lake cannot be read" in status["health"]["reasons"][0]
     assert "DUCKLAKE_CATALOG" in status["health"]["reasons"][0]
     assert "Traceback" not in down.stderr and "unexpected" not in down.stderr
+
+
+def test_a_continuous_generator_outlives_a_source_restart(private_source):
+    """A continuous writer retries with backoff and says so, as the applications it stands for
+    do: it exited 1 on "terminating connection due to administrator command"."""
+    import psycopg
+
+    server, env = private_source
+    gen = Proc("insert_event_data_loop.py", "--continuous", "--rows", "100", "--delay", "0.3",
+               "--workers", "1", env=env)
+    try:
+        gen.wait_for("loop 2: committed", timeout=60)
+        server.stop("fast")
+        retrying = gen.wait_for("source unavailable", timeout=60)
+        server.start()
+        gen.wait_for("loop", timeout=60, after=retrying + 1)
+    finally:
+        code = gen.terminate(timeout=60)
+    assert code == 0, gen.output
+    assert "retrying in" in gen.lines[retrying]
+    last = gen.lines[-1]
+    assert last.startswith("Generator stopped by signal:"), gen.output
+    committed = int(last.split(": ")[1].split()[0])
+    with psycopg.connect(env["SOURCE_PG_DSN"]) as conn:
+        assert conn.execute("SELECT count(*) FROM public.events").fetchone()[0] == committed
