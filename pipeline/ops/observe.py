@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -50,6 +50,20 @@ def observe(settings: ResolvedSettings) -> Observation:
         return Observation(now, error=scrub_secrets(first_line(exc)) or type(exc).__name__,
                            seconds=time.monotonic() - start)
     return Observation(now, status=status, **series, seconds=time.monotonic() - start)
+
+
+def through_outage(last: Observation, failed: Observation) -> Observation:
+    """What a scrape during an outage shows (pure): the last good series, judged failing, the time
+    since the last successful load still counting — so the alerts README gives (health > 0, that
+    age) fire for the outage's length instead of every lake series vanishing with ``up 0``."""
+    assert last.status is not None
+    health = dict(last.status["health"])
+    success = health.get("last_successful_load")
+    since = (failed.at - datetime.fromisoformat(success)).total_seconds() if success else None
+    health.update(state="failing", exit_code=2, seconds_since_successful_load=since,
+                  reasons=[f"the lake cannot be read: {failed.error}"])
+    return replace(last, at=failed.at, status={**last.status, "health": health}, error=failed.error,
+                   seconds=failed.seconds)
 
 
 def _series(settings: ResolvedSettings) -> dict[str, Any]:
@@ -103,6 +117,8 @@ class Observer:
     def _refresh(self) -> None:
         observation = observe(self.settings)
         with self._lock:
+            if observation.error and self._latest is not None and self._latest.status is not None:
+                observation = through_outage(self._latest, observation)
             self._latest, self._taken, self._refreshing = observation, time.monotonic(), None
 
     def close(self) -> None:

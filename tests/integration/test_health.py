@@ -84,3 +84,46 @@ def test_staleness_is_judged_by_the_interval_the_last_scheduler_ran_with(setting
     assert "LOAD_EVERY 30s" in status["health"]["reasons"][0]
     jobs.record(resolved, "manual-1", "load", datetime.now(UTC), datetime.now(UTC), "success", None, {})
     assert collect(resolved)["health"]["state"] == "healthy"  # a manual run: judged by LOAD_EVERY (1h)
+
+
+def test_metrics_during_a_catalog_outage_keep_the_lake_series_and_fail(lake_env):
+    """/metrics dropped every lake series while the catalog was down (only up 0 was left), so
+    README's alerts (health > 0, the last-success age) returned nothing for the outage's length."""
+    import time
+
+    from pipeline.ops.metrics import families
+    from pipeline.ops.observe import Observer
+    from pipeline.settings import load_settings
+    from pipeline.settings.pgdsn import PgDsn
+    from tests.helpers import TcpProxy
+
+    catalog = PgDsn.parse(lake_env["DUCKLAKE_CATALOG"])
+    proxy = TcpProxy(catalog.host, catalog.port)
+    proxy.start()
+    env = {**lake_env, "DUCKLAKE_CATALOG": f"postgresql://{catalog.user}@127.0.0.1:{proxy.port}/{catalog.dbname}"}
+    settings = resolve(load_settings(env))
+    add_events(settings, 40, seed=97)
+    assert run_main("--run", "--engine", "dlt", env=env).returncode == 0
+    observer = Observer(settings, ttl=0)
+
+    def gauges() -> dict[str, float]:
+        return {s.name: s.value for f in families(observer.latest()) for s in f.samples if not s.labels}
+
+    try:
+        before = gauges()
+        assert before["event_lake_up"] == 1 and before["event_lake_health"] == 0
+        proxy.stop()
+        from pipeline.lake import instances
+
+        instances.drop_all()  # the process's open catalog connections go with the server
+        deadline = time.monotonic() + 60
+        while gauges()["event_lake_up"] != 0 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        during = gauges()
+    finally:
+        observer.close()
+        proxy.start()
+        proxy.stop()
+    assert during["event_lake_up"] == 0 and during["event_lake_health"] == 2
+    assert during["event_lake_lake_rows"] == 40  # the last values stay
+    assert during["event_lake_seconds_since_successful_load"] >= before["event_lake_seconds_since_successful_load"]
