@@ -246,8 +246,15 @@ class _Run:
             report.seconds["engine_start"] = time.monotonic() - t0
             t0 = time.monotonic()
             batch_id = staging.new_batch_id()
-            target, copy_reason = _promotion(settings, self.con, snapshot.conn, engines.name, plan,
-                                             extra_columns, batch_id)
+            # claimed before its first file (the lake ids zero-copy writes into the data path): a kill
+            # from here on leaves a record the next run cleans up after, not an hour later
+            staging.claim_batch(staging.table_dir(settings), batch_id)
+            try:
+                target, copy_reason = _promotion(settings, self.con, snapshot.conn, engines.name, plan,
+                                                 extra_columns, batch_id)
+            except BaseException:
+                staging.release_batch(staging.table_dir(settings), batch_id)
+                raise
             request = ExtractRequest(settings, plan, batch_id, lake_identity, extra_columns=extra_columns,
                                      lake_target=target, copy_reason=copy_reason, faults=self.faults)
             batch = extract(extractor, request)
