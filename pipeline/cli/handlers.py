@@ -230,9 +230,10 @@ ACTIONS: tuple[Action, ...] = (
     Action("--print-attach", "Print the SQL that opens this lake in the duckdb CLI (secrets masked "
            "unless --show-secrets).", print_attach),
     Action("--verify", "Compare the lake with the source (counts, distinct ids, checksum).", verify),
-    Action("--doctor", "Check the setup: Java, the JDBC driver, the DuckDB extension wheels, source and "
-           "catalog connectivity, the data and staging locations, and a Spark start that reads the "
-           "source; each failure with its fix (exit 1 if any fails).", doctor),
+    Action("--doctor", "Check the setup: Java (and the JDBC driver when SPARK_READER=jdbc), the DuckDB "
+           "extension wheels, source and catalog connectivity, the read-only SQL reader role, the data "
+           "and staging locations, and a Spark start whose executors read the source; each failure "
+           "with its fix (exit 1 if any fails).", doctor),
     Action("--stop-embedded", "Stop the embedded Postgres under EVENT_LAKE_HOME.", stop_embedded),
     Action("--schedule", "Run forever: load every --load-every, expire snapshots every --expire-every, "
            "compact every --compact-every. SIGTERM/SIGINT stop it: no new jobs start, a running "
