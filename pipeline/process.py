@@ -3,6 +3,7 @@ whose reader went away. Written once for the pipeline's commands and the generat
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import signal
@@ -60,8 +61,19 @@ def on_stop(handler: Callable[[], None]) -> None:
     finishes what it is doing and ends, instead of dying mid-transaction. A second request while
     it stops changes nothing; a third ends the process at once."""
     global _installed
+    if _installed is None:
+        # a request that arrives while the interpreter exits (the forwarded copy of the one that
+        # stopped it) would meet the default handlers Python restores then, and turn a clean exit
+        # into 130 or 143: from the exit on, stop signals are ignored
+        atexit.register(_ignore_stop_signals)
     _installed = _StopSignals(handler)
     _installed.install()
+
+
+def _ignore_stop_signals() -> None:
+    if threading.current_thread() is threading.main_thread():
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
 
 
 def reclaim_signals() -> None:
