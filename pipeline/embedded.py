@@ -88,8 +88,25 @@ def _running_port(pgdata: Path) -> int | None:
     return port
 
 
-def _free_port() -> int:
-    return pg_utils.find_suitable_port("127.0.0.1")
+PORT_FILE = "event-lake-port"  # in the data folder: the port the server had last time
+
+
+def _port_for(pgdata: Path) -> int:
+    """The port this server had before, when it is free again (an ATTACH from --print-attach, a
+    DSN in a notebook, keep working across restarts), else a free one."""
+    import socket
+
+    try:
+        port = int((pgdata.parent / PORT_FILE).read_text())
+    except (OSError, ValueError):
+        return pg_utils.find_suitable_port("127.0.0.1")
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Postgres binds: past TIME_WAIT
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return pg_utils.find_suitable_port("127.0.0.1")
+    return port
 
 
 def ensure_running(home: Path) -> PgDsn:
@@ -115,7 +132,8 @@ def _start(pgdata: Path) -> int:
         if done.returncode != 0:
             raise TerminalError(f"initdb failed for the embedded Postgres in {pgdata}:\n"
                                 f"{done.stderr.strip()}")
-    port = _free_port()
+    port = _port_for(pgdata)
+    (pgdata.parent / PORT_FILE).write_text(str(port))
     options = (f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories='' "
                "-c max_connections=200 -c fsync=on -c synchronous_commit=on")
     done = _pg("pg_ctl", "-D", str(pgdata), "-w", "-t", "60", "-l", str(pgdata / "server.log"),

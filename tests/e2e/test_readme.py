@@ -30,6 +30,13 @@ def test_demo_runs_on_the_embedded_default_with_no_configuration_and_no_jdbc_jar
         status = subprocess.run([sys.executable, script, "--status"], cwd=tmp_path, env=env,
                                 capture_output=True, text=True, timeout=120)
         assert status.returncode == 0 and "10500 rows" in status.stdout
+        # the embedded server keeps its port across a restart: what --print-attach gave still works
+        attach = subprocess.run([sys.executable, script, "--print-attach"], cwd=tmp_path, env=env,
+                                capture_output=True, text=True, timeout=120).stdout
+        subprocess.run([sys.executable, script, "--stop-embedded"], cwd=tmp_path, env=env, timeout=120)
+        again = subprocess.run([sys.executable, script, "--print-attach"], cwd=tmp_path, env=env,
+                               capture_output=True, text=True, timeout=120).stdout
+        assert "PORT" in attach and again == attach
     finally:
         subprocess.run([sys.executable, script, "--stop-embedded"], cwd=tmp_path, env=env,
                        capture_output=True, timeout=120)
