@@ -30,9 +30,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
         description="Move events from Postgres into a DuckLake with time travel. With no "
-        "configuration everything runs on an embedded Postgres under ./.lake.",
+        f"configuration everything runs on an embedded Postgres under {invocation.default_home()}.",
         epilog=f"Every action also works as a word (`{prog} status --json` is `{prog} --status --json`): "
-        f"{words}. Settings come from the environment and .env (see .env.example); flags override.",
+        f"{words}. Settings come from the environment and .env (every key is in the README"
+        f"{'' if invocation.installed() else ' and .env.example'}); flags override.",
     )
     group = parser.add_mutually_exclusive_group()
     for action in ACTIONS:

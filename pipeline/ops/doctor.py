@@ -96,8 +96,8 @@ def source_check(settings: ResolvedSettings) -> Check:
         if not stats.table_exists(conn, settings.source_table):
             return Check("source", WARN, f"Postgres {version} reachable; table {settings.source_table} "
                          "does not exist yet",
-                         f"The generator creates it ({invocation.generator_command()}), or create it from "
-                         "sql/source_events.sql.")
+                         f"The generator creates it ({invocation.generator_command()})" +
+                         ("." if invocation.installed() else ", or create it from sql/source_events.sql."))
         column = settings.arrival_column
         stamped = arrivals.stamped_by_database(conn, settings.source_table, column) if column else None
         note = arrivals.arrival_note(column, stamped, 0) if column else None

@@ -62,7 +62,8 @@ ENV_KEYS: dict[str, EnvKey] = {
                                     "is written, best indexed): a run reads only the rows that arrived "
                                     "since the last load instead of the whole look-back; none turns that "
                                     "off", "created_at"),
-    "EVENT_LAKE_HOME": EnvKey("folder of the embedded default (Postgres, data, staging, logs)", ".lake"),
+    "EVENT_LAKE_HOME": EnvKey("folder of the embedded default (Postgres, data, staging, logs); the "
+                              "installed tool's is $XDG_DATA_HOME/event-lake unless ./.lake exists", ".lake"),
     "LOAD_EVERY": EnvKey("scheduler: load interval", "1h"),
     "FOLLOW_EVERY": EnvKey("--follow: a load starts this often (start to start)", "2s"),
     "EXPIRE_EVERY": EnvKey("scheduler: snapshot expiry interval", "1d"),

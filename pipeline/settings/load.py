@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from pipeline import faults
+from pipeline import faults, invocation
 from pipeline.errors import ConfigError
 from pipeline.settings.catalog import CatalogSpec
 from pipeline.settings.durations import parse_duration
@@ -81,7 +81,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
         env = os.environ
     read = _Reader(env, flags or {})
 
-    home = Path(read.value("EVENT_LAKE_HOME")).expanduser().absolute()
+    home = Path(read.raw("EVENT_LAKE_HOME") or invocation.default_home()).expanduser().absolute()
     source_table = _table_name(read.value("SOURCE_TABLE"), read.name("SOURCE_TABLE"))
     lake_name = read.value("DUCKLAKE_NAME")
     if not _IDENT.match(lake_name):

@@ -60,6 +60,15 @@ def test_uv_tool_install_gives_working_console_scripts(tmp_path, lake_env):
     assert named.returncode == 0, named.stdout + named.stderr
     counts = json.loads(named.stdout)["result"]["commands"][-1]["rows"]
     assert sum(row["events"] for row in counts) == 300
+    # without EVENT_LAKE_HOME the installed tool keeps its folder per user, not in the folder it
+    # runs in (it made a .lake and started a Postgres wherever it was run)
+    own = {k: v for k, v in _env(lake_env).items() if k not in ("EVENT_LAKE_HOME", "STAGING_PATH")}
+    xdg = tmp_path / "xdg"
+    homeless = subprocess.run([str(bin_dir / "event-lake"), "run", "--engine", "dlt"], env={**own, "XDG_DATA_HOME": str(xdg)},
+                              capture_output=True, text=True, timeout=300, cwd=work)
+    assert homeless.returncode == 0, homeless.stderr
+    assert not (work / ".lake").exists() and (xdg / "event-lake" / "staging").is_dir()
+    assert ".env.example" not in tool("event-lake", "--help").stdout  # the tool has no checkout
 
 
 def test_doctor_names_every_failure_with_its_fix(lake_env):
