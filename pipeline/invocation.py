@@ -18,20 +18,6 @@ def pipeline_command() -> str:
     return "event-lake" if installed() else "events_pipeline.py"
 
 
-CHECKOUT_HOME = ".lake"
-
-
-def default_home() -> str:
-    """Where the embedded default lives when EVENT_LAKE_HOME is unset: ``./.lake`` beside a
-    checkout's scripts; for the installed tool, which runs from any folder, one folder per user
-    (``$XDG_DATA_HOME/event-lake``) — it created a ``.lake`` and started a Postgres wherever it was
-    run — unless the folder it runs in already has a ``.lake``."""
-    if not installed() or os.path.isdir(CHECKOUT_HOME):
-        return CHECKOUT_HOME
-    data = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return os.path.join(data, "event-lake")
-
-
 def generator_command() -> str:
     """What to run to write events, as the user would type it."""
     return "event-lake-gen" if installed() else "uv run insert_event_data_loop.py"

@@ -12,6 +12,7 @@ from pipeline import __version__, invocation
 from pipeline.cli.handlers import ACTIONS, action_word, dest
 from pipeline.extract.engines import ENGINES
 from pipeline.settings.keys import default
+from pipeline.settings.platform import default_home
 
 # flag -> the environment key it overrides (read by pipeline.settings.load_settings)
 SETTING_FLAGS = {"--lookback": "LOOKBACK", "--load-every": "LOAD_EVERY", "--every": "FOLLOW_EVERY",
@@ -30,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
         description="Move events from Postgres into a DuckLake with time travel. With no "
-        f"configuration everything runs on an embedded Postgres under {invocation.default_home()}.",
+        f"configuration everything runs on an embedded Postgres under {default_home()}.",
         epilog=f"Every action also works as a word (`{prog} status --json` is `{prog} --status --json`): "
         f"{words}. Settings come from the environment and .env (every key is in the README"
         f"{'' if invocation.installed() else ' and .env.example'}); flags override.",

@@ -11,14 +11,14 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from pipeline import faults, invocation
+from pipeline import faults
 from pipeline.errors import ConfigError
 from pipeline.settings.catalog import CatalogSpec
 from pipeline.settings.durations import parse_duration
 from pipeline.settings.keys import ENV_KEYS
 from pipeline.settings.model import Intervals, Settings, SparkOptions, StorageOptions
 from pipeline.settings.pgdsn import PgDsn
-from pipeline.settings.platform import user_cache
+from pipeline.settings.platform import default_home, user_cache
 from pipeline.settings.secret import Secret
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -81,7 +81,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
         env = os.environ
     read = _Reader(env, flags or {})
 
-    home = Path(read.raw("EVENT_LAKE_HOME") or invocation.default_home()).expanduser().absolute()
+    home = Path(read.raw("EVENT_LAKE_HOME") or default_home()).expanduser().absolute()
     source_table = _table_name(read.value("SOURCE_TABLE"), read.name("SOURCE_TABLE"))
     lake_name = read.value("DUCKLAKE_NAME")
     if not _IDENT.match(lake_name):

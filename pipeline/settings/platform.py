@@ -17,6 +17,26 @@ def user_cache() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser()
 
 
+def user_data() -> Path:
+    """The user's data folder: ``XDG_DATA_HOME``, else ``~/.local/share``."""
+    return Path(os.environ.get("XDG_DATA_HOME") or "~/.local/share").expanduser()
+
+
+CHECKOUT_HOME = ".lake"
+
+
+def default_home() -> str:
+    """Where the embedded default lives when EVENT_LAKE_HOME is unset: ``./.lake`` beside a
+    checkout's scripts; for the installed tool, which runs from any folder, one folder per user
+    (``$XDG_DATA_HOME/event-lake``) — it created a ``.lake`` and started a Postgres wherever it was
+    run — unless the folder it runs in already has a ``.lake``."""
+    from pipeline import invocation
+
+    if not invocation.installed() or os.path.isdir(CHECKOUT_HOME):
+        return CHECKOUT_HOME
+    return str(user_data() / "event-lake")
+
+
 def java_home() -> str | None:
     """``JAVA_HOME``: the Java that Spark's launcher starts when set (else ``java`` on PATH)."""
     return os.environ.get("JAVA_HOME") or None
