@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pipeline import invocation
 from pipeline.cli import analysis, output
 from pipeline.faults import injected
 from pipeline.ops.policy import SHUTDOWN_SECONDS
@@ -63,6 +64,10 @@ def demo(args: argparse.Namespace, settings: Settings) -> Outcome:
 
     result = run_demo(settings, engine=args.engine)
     output.out(output.render_demo(result))
+    if result.ok:
+        output.out("Next: " + "; ".join(invocation.command(*a) for a in (
+            ("--sql", '"SELECT event_type, count(*) FROM events GROUP BY ALL"'), ("--status",),
+            ("--follow",), ("--serve",))) + " (the dashboard).")
     return result.ok, ("Demo complete: events flowed into the lake, the rerun added nothing, late "
                        "events were caught, and the lake matches the source." if result.ok
                        else "Demo finished, but the lake does NOT match the source (see above).")

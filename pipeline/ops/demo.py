@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from generators.writer import add_events
-from pipeline import embedded
+from pipeline import embedded, logs
 from pipeline.errors import PipelineError
 from pipeline.lake.connect import lake_session
 from pipeline.lake.verify import Comparison, compare
@@ -52,13 +52,14 @@ def demo(settings: Settings, engine: str = "spark", spark: SparkSession | None =
 
     def load(step: str) -> RunReport:
         log.info(step)
-        report = run(settings, engine=engine, spark=spark)
+        with logs.routine():  # the step's summary below says it (the run's own lines said it twice)
+            report = run(settings, engine=engine, spark=spark)
         log.info("    %s", report.summary())
         return report
 
     log.info("1/5 generating 10,000 events into %s", settings.source_table)
     log.info("    committed %d events", add_events(settings.source_dsn, settings.source_table, 10_000, seed))
-    first = load("2/5 first run")
+    first = load("2/5 loading them")  # a first run, or not: the demo may run again in a folder
     second = load("3/5 second run (expect 0 new rows, no new snapshot)")
     late_by = min(settings.lookback / 2, timedelta(minutes=5))
     log.info("4/5 adding 500 late events (%s old, inside the %s look-back)", late_by, settings.lookback)
