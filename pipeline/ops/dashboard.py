@@ -85,6 +85,16 @@ in {obs.seconds:.2f}s · reloads every {REFRESH_SECONDS}s · <a href="/metrics">
 """
 
 
+def _loader(scheduler: dict[str, Any] | None) -> str:
+    """Whether anything loads this lake on this host: the page said nothing of it."""
+    if not scheduler:
+        return "none running on this host"
+    every = scheduler.get("jobs", {}).get("load", {}).get("every", "?")
+    mode = scheduler.get("mode", "scheduler")
+    more = f" (+{scheduler['running'] - 1} more)" if scheduler.get("running", 1) > 1 else ""
+    return f"{mode} every {every}, pid {scheduler['pid']}{more}"
+
+
 def _header(obs: Observation, status: dict[str, Any]) -> str:
     if obs.error:
         return f'<p class="error">Cannot read the pipeline: {escape(obs.error)}</p>'
@@ -97,7 +107,8 @@ def _header(obs: Observation, status: dict[str, Any]) -> str:
              "last successful load": health["last_successful_load"] or "never",
              "waiting batches": status["staged_batches_waiting"],
              "set aside": len(status["set_aside_batches"]),
-             "source": "up" if status.get("source_up", True) else "DOWN"}
+             "source": "up" if status.get("source_up", True) else "DOWN",
+             "loader": _loader(status.get("scheduler"))}
     hour = status.get("last_hour") or {}
     if hour.get("rows_read_per_inserted") is not None:
         facts["read per inserted (1h)"] = f"{hour['rows_read_per_inserted']:.2f}"

@@ -315,6 +315,7 @@ class Scheduler:
         by_job = {j.job_func.args[0].name: j.next_run.astimezone().isoformat()
                   for j in self.scheduler.jobs if j.next_run}
         state = {"pid": os.getpid(), "run_id": logs.RUN_ID, "updated_at": datetime.now(UTC).isoformat(),
+                 "mode": "follower" if self.follow else "scheduler",
                  "jobs": {name: {"every": format_duration(job.every),
                                  "next_run": by_job.get(name),
                                  "last_status": job.last_status, "last_finished": job.last_finished,

@@ -58,6 +58,7 @@ def test_metrics_and_healthz_report_a_loaded_lake(settings, lake_env, serving):
     code, body = get(base + "/healthz")
     assert code == 200 and json.loads(body)["state"] == "healthy"
     assert get(base + "/nope")[0] == 404
+    assert "<span>loader</span>none running on this host" in get(base + "/")[1]  # it said nothing of it
 
 
 def test_healthz_is_503_while_the_source_waits_unloaded(settings, serving):

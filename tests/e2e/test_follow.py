@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import datetime
 
 from tests.conftest import run_main
 from tests.helpers import Proc, add_events, assert_lake_equals_source, jobs_table, lake_query
@@ -29,6 +30,11 @@ def test_follow_loads_what_arrives_every_second_and_stops_cleanly(settings, lake
     live = json.loads(running.stdout)
     assert running.returncode == 0 and live["health"]["state"] == "healthy", live["health"]
     assert live["jobs"]["load"]["status"] == "success"
+    reconciled = live["jobs"]["reconcile"]  # it ran at start (a new lake); its next run comes after it
+    when = datetime.fromisoformat
+    assert when(live["scheduler"]["jobs"]["reconcile"]["next_run"]) > when(reconciled["finished_at"]), live
+
+    assert live["scheduler"]["mode"] == "follower"
     # a summary a minute and what is unusual, not four lines a load (per-load detail at DEBUG)
     assert "job load success" not in follower.output and "staged," not in follower.output
     assert sum(" INFO " in line for line in follower.lines) <= 20, follower.output  # start, jobs, stop
