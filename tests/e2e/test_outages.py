@@ -5,6 +5,7 @@ nothing staged or promoted; after the server is back the next run loads everythi
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -137,3 +138,39 @@ def test_a_continuous_generator_outlives_a_source_restart(private_source):
     committed = int(last.split(": ")[1].split()[0])
     with psycopg.connect(env["SOURCE_PG_DSN"]) as conn:
         assert conn.execute("SELECT count(*) FROM public.events").fetchone()[0] == committed
+
+
+def test_a_catalog_lost_inside_commit_is_temporary_and_the_batch_is_not_set_aside(lake_env):
+    """The catalog stopped (-m immediate) while a batch commits: DuckDB says "Failed to commit:
+    Failed to execute query "ROLLBACK": " — a lost connection, which a retry outlives; the batch
+    was set aside (--status FAILING until someone ran --retry-failed)."""
+    import psycopg
+
+    server = PrivatePostgres("commit-pw").init()
+    try:
+        server.create_db("cat")
+        env = {**lake_env, "DUCKLAKE_CATALOG": server.url("cat")}
+        settings = load_settings(env)
+        add_events(settings, 100, seed=94)
+        assert run_main("--run", "--engine", "dlt", env=env).returncode == 0
+        with psycopg.connect(server.url("cat"), autocommit=True) as conn:  # every commit now waits 4 s
+            conn.execute("CREATE FUNCTION lake.slow() RETURNS trigger LANGUAGE plpgsql AS "
+                         "$$ BEGIN PERFORM pg_sleep(4); RETURN NEW; END $$")
+            conn.execute("CREATE TRIGGER slow BEFORE INSERT ON lake.ducklake_snapshot "
+                         "FOR EACH ROW EXECUTE FUNCTION lake.slow()")
+        add_events(settings, 200, seed=95)
+        proc = Proc("events_pipeline.py", "--run", "--engine", "dlt", "--metrics-port", "0", env=env)
+        proc.wait_for("staged batch", timeout=120)
+        time.sleep(1.5)
+        server.stop("immediate")
+        code = proc.popen.wait(120)
+        assert code == 1, proc.output
+        assert "set aside" not in proc.output.lower() and "Failed (temporary" in proc.output, proc.output[-3000:]
+        server.start()
+        with psycopg.connect(server.url("cat"), autocommit=True) as conn:
+            conn.execute("DROP TRIGGER slow ON lake.ducklake_snapshot")
+        assert run_main("--run", "--engine", "dlt", env=env).returncode == 0
+        assert_lake_equals_source(settings, expected_rows=300)
+        assert run_main("--status", "--json", env=env).returncode == 0
+    finally:
+        server.destroy()
