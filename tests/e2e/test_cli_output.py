@@ -61,6 +61,8 @@ def test_progress_is_drawn_on_a_terminal_and_never_into_a_pipe(lake_env):
     assert "extracting with spark: 3,300/3,300 rows (100%)" in shown and "rows/s" in shown
     assert "promoting " in shown and "3,300 new" in shown
     assert CLEAR_LINE not in out  # stdout (results) never carries progress
+    code, _, shown = on_a_terminal("events_pipeline.py", "--verify", env=lake_env)
+    assert code == 0 and "comparing lake and source:" in shown  # it was silent for 15-20 s on 2-3M rows
 
     add_events(load_settings(lake_env), 200, seed=5)
     # --quiet is the logging's, whatever the engine: dlt spares a second JVM start
