@@ -117,8 +117,10 @@ def print_attach(args: argparse.Namespace, settings: Settings) -> Outcome:
     resolved = embedded.resolved(settings)
     # install the pinned extensions where the duckdb CLI of the same version finds them
     extensions.new_instance(*extension_names(resolved.catalog, resolved.data_path)).close()
-    output.out(f"-- DuckDB {duckdb.__version__} (the duckdb CLI must be this version); extensions "
-               "were installed from the pinned wheels into ~/.duckdb/extensions")
+    output.out(f"-- DuckDB {duckdb.__version__}: the duckdb CLI must be this version (a newer one fetches "
+               "its extensions online), e.g. `uv tool run --from duckdb-cli=="
+               f"{duckdb.__version__} duckdb`; extensions were installed from the pinned wheels into "
+               "~/.duckdb/extensions")
     for statement in open_statements(resolved.lake_name, resolved.catalog, resolved.data_path,
                                      storage=resolved.storage, show_secrets=args.show_secrets):
         output.out(f"{statement};")

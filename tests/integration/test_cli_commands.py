@@ -53,6 +53,16 @@ def test_print_attach_output_opens_the_lake_in_a_fresh_duckdb(lake_env, cli):
         if statement.strip() and not statement.lstrip().startswith("--"):
             con.execute(statement)
     assert con.execute("SELECT count(*) FROM lake.main.events").fetchone()[0] == 100
+    # and in the duckdb CLI the way the header says to get it
+    import shutil
+    import subprocess
+
+    if shutil.which("uv"):
+        command = script.splitlines()[0].split("`")[1].split()  # uv tool run --from duckdb-cli==X duckdb
+        statements = [s for s in script.splitlines() if not s.startswith("--")]
+        cli_run = subprocess.run([*command, "-csv", "-c", "\n".join([*statements, "SELECT count(*) FROM lake.main.events;"])],
+                                 capture_output=True, text=True, timeout=300)
+        assert cli_run.returncode == 0 and cli_run.stdout.strip().splitlines()[-1] == "100", cli_run.stderr
 
 
 def test_status_json_reports_watermark_and_rows(lake_env, cli):
