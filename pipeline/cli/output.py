@@ -5,6 +5,7 @@ The library returns data; only this module decides how it looks on a terminal or
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -198,7 +199,18 @@ def print_error(exc: PipelineError, *, fmt: str = "table") -> None:
                    "temporary": temporary}))
         return
     retry = " (temporary: retrying later may succeed)" if temporary else ""
+    if fmt == "table" and _one_screen():  # the error is right above: saying it again was noise
+        last_line(f"Failed{retry}.")
+        return
     last_line(f"Failed{retry}: {first_line(message)}", machine=fmt != "table")
+
+
+def _one_screen() -> bool:
+    """stdout and stderr on the same terminal (a person reading, not a script or a log)."""
+    try:
+        return os.isatty(1) and os.isatty(2) and os.ttyname(1) == os.ttyname(2)
+    except OSError:
+        return False
 
 
 def print_unexpected(exc: BaseException, traceback_file: str | None, *, fmt: str = "table") -> None:

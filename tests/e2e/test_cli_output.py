@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -110,3 +111,24 @@ def test_format_csv_and_jsonl_print_only_rows(small_lake):
     assert clash.returncode == 1 and clash.stdout == "" and "two formats" in clash.stderr
     failed = run_main("--sql", "SELECT nope", "--format", "jsonl", env=small_lake)
     assert failed.returncode == 1 and failed.stdout == "" and "nope" in failed.stderr
+
+
+def test_an_error_on_a_terminal_is_said_once(lake_env):
+    """On a terminal the error and its hint were followed by "Failed: <the same error>"."""
+    parent, child = pty.openpty()
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("SOURCE_", "DUCKLAKE_"))}
+    process = subprocess.Popen([sys.executable, str(ROOT / "events_pipeline.py"), "--status"], cwd=ROOT,
+                               env={**full_env, **lake_env, "DUCKLAKE_CATALOG": "mysql://x"},
+                               stdout=child, stderr=child)
+    os.close(child)
+    shown = b""
+    with contextlib.suppress(OSError):
+        while chunk := os.read(parent, 65536):
+            shown += chunk
+    os.close(parent)
+    assert process.wait(60) == 1
+    text = shown.decode(errors="replace")
+    assert text.count("is not a catalog this pipeline understands") == 1, text
+    assert text.strip().splitlines()[-1].strip() == "Failed.", text
+    piped = run_cli("events_pipeline.py", "--status", env={**lake_env, "DUCKLAKE_CATALOG": "mysql://x"})
+    assert piped.stdout.startswith("Failed: ")  # a script reading stdout still gets the reason
