@@ -66,6 +66,7 @@ log = logging.getLogger(__name__)
 FOLLOW_COMPACT_EVERY = timedelta(minutes=5)  # --follow: small files merged at least this often
 FOLLOW_RECORD_EVERY = timedelta(minutes=1)  # --follow: a load record in the job history this often
 TICK_SLACK_SECONDS = 0.5  # a retry due this close to a tick runs at that tick
+PROBE_EVERY_SECONDS = 2.0  # a follower backing off asks the services this often whether they are back
 FOLLOW_FINISH_SECONDS = 15  # --follow: after SIGTERM, the micro-batch in flight may finish this long
 
 
@@ -108,6 +109,7 @@ class Job:
     not_before: float = 0.0
     last_status: str | None = None
     last_finished: str | None = None
+    service_down: bool = False  # its last failure was a service away (a probe may end the backoff)
 
 
 class Scheduler:
@@ -249,6 +251,7 @@ class Scheduler:
         seconds = time.monotonic() - t0
         if status == "failed" and failure is not None:
             job.failures += 1
+            job.service_down = not needs_a_fix(failure)
             delay = retry_delay(job.every, job.failures, failure,
                                 FOLLOW_MAX_BACKOFF if following else MAX_BACKOFF)
             # the next attempt is the first tick at least delay + one interval from now, as logged
@@ -282,8 +285,14 @@ class Scheduler:
         tally: list[Attempt] = []
         next_load = time.monotonic()
         last_record = next_load - FOLLOW_RECORD_EVERY.total_seconds()  # the first load is recorded at once
+        last_probe = 0.0
         while not self.stop.is_set():
             now = time.monotonic()
+            if load.service_down and load.not_before > now and now - last_probe >= PROBE_EVERY_SECONDS:
+                last_probe = now
+                if self._services_answer():  # back: load now, not at the end of the backoff
+                    log.info("the services answer again; loading now")
+                    load.not_before, load.service_down, next_load = 0.0, False, now
             if now >= next_load:
                 next_load = now + load.every.total_seconds()
                 attempt = self._attempt(load)
@@ -301,6 +310,19 @@ class Scheduler:
             self.stop.wait(max(0.0, min(next_load - time.monotonic(), 1.0)))
         if tally:
             self._record(load, Attempt.merge(tally), FOLLOW_RECORD_EVERY)
+
+    def _services_answer(self) -> bool:
+        """Do the source and a Postgres catalog accept a connection now (a probe of seconds)?"""
+        import psycopg
+
+        targets = [self.settings.source_dsn, self.settings.catalog.pg]
+        try:
+            for dsn in filter(None, targets):
+                with psycopg.connect(dsn.conninfo(), connect_timeout=3):
+                    pass
+        except psycopg.Error:
+            return False
+        return True
 
     def _run_pending(self) -> None:
         """Run the jobs that are due; the state file then shows their next runs (the schedule

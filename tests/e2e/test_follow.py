@@ -87,3 +87,46 @@ def test_a_follower_killed_mid_micro_batch_loses_nothing_and_the_next_one_goes_o
     assert code == 0, follower.output
     assert_lake_equals_source(settings, expected_rows=800)  # the staged batch, then the new rows
     assert lake_query(settings, "SELECT count(*) - count(DISTINCT event_id) FROM lake.main.events") == [(0,)]
+
+
+def test_a_follower_loads_again_within_seconds_of_the_catalog_coming_back(settings, lake_env):
+    """Its backoff doubled to hours; capped at 30 s it still waited out the cap after a service
+    was back. A probe every 2 s ends the wait: the first load after the catalog returns comes
+    within seconds."""
+    from pipeline.settings.pgdsn import PgDsn
+    from tests.helpers import TcpProxy
+
+    catalog = PgDsn.parse(lake_env["DUCKLAKE_CATALOG"])
+    proxy = TcpProxy(catalog.host, catalog.port)
+    proxy.start()
+    env = {**lake_env, "DUCKLAKE_CATALOG": f"postgresql://{catalog.user}@127.0.0.1:{proxy.port}/{catalog.dbname}"}
+    add_events(settings, 100, seed=304)
+    follower = Proc("events_pipeline.py", "--follow", "--every", "1s", "--engine", "dlt", "--metrics-port", "0",
+                    env=env)
+    try:
+        follower.wait_for("following: 1 load(s)", timeout=120)
+        proxy.stop()
+        failed = follower.wait_for("job load failed", timeout=60)
+        follower.wait_for("4 in a row", timeout=60, after=failed)  # well into its backoff by now
+        add_events(settings, 50, seed=305)
+        proxy.start()
+        back = time.monotonic()
+        follower.wait_for("the services answer again", timeout=30)
+        while _lake_rows(settings) < 150 and time.monotonic() - back < 30:
+            time.sleep(0.2)
+        waited = time.monotonic() - back
+    finally:
+        code = follower.terminate()
+        proxy.stop()
+    assert code == 0, follower.output
+    assert waited < 10, (waited, follower.output[-3000:])
+    assert_lake_equals_source(settings, expected_rows=150)
+
+
+def _lake_rows(settings) -> int:
+    from pipeline.errors import PipelineError
+
+    try:
+        return lake_query(settings, "SELECT count(*) FROM lake.main.events")[0][0]
+    except PipelineError:
+        return 0
