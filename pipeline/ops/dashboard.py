@@ -150,7 +150,7 @@ def chart(points: Sequence[Point], unit: str, kind: str, title: str = "",
     with four labels; ``marked`` bars are drawn in another colour (reconcile batches).
     ``data-points`` carries the number of points drawn (what a test checks)."""
     head = (f'<svg class="chart" role="img" aria-label="{escape(title)}" data-kind="{kind}" '
-            f'data-points="{len(points)}" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}">')
+            f'data-points="{len(points)}" viewBox="0 0 {WIDTH} {HEIGHT}" style="width:100%;height:auto">')
     if not points:
         return f'{head}<text x="{WIDTH / 2}" y="{HEIGHT / 2}" text-anchor="middle">no data yet</text></svg>'
     xs = [t.timestamp() for t, _ in points]
@@ -177,13 +177,46 @@ def chart(points: Sequence[Point], unit: str, kind: str, title: str = "",
                   f'fill="{"#bf8700" if flag else "#0969da"}"><title>{v:,.0f} {unit}</title></rect>'
                   for a, v, flag in zip(xs, ys, flags, strict=True)]
     else:
-        line = " ".join(f"{x(a):.1f},{y(v):.1f}" for a, v in zip(xs, ys, strict=True))
-        parts.append(f'<polyline class="line" points="{line}" fill="none" stroke="#0969da" '
-                     'stroke-width="2"/>')
+        for run in runs(xs):  # a line across a gap would draw values that were never measured
+            line = " ".join(f"{x(xs[i]):.1f},{y(ys[i]):.1f}" for i in run)
+            parts.append(f'<polyline class="line" points="{line}" fill="none" stroke="#0969da" '
+                         'stroke-width="2"/>')
         if len(points) <= 60:
             parts += [f'<circle cx="{x(a):.1f}" cy="{y(v):.1f}" r="2.5" fill="#0969da"/>'
                       for a, v in zip(xs, ys, strict=True)]
     return "".join(parts) + "</svg>"
+
+
+GAP_FACTOR = 3  # a step this many times the usual one is a gap (nothing loaded, nothing ran)
+
+
+def runs(xs: Sequence[float]) -> list[list[int]]:
+    """The indexes of ``xs`` (ascending times) split where a step is more than GAP_FACTOR times
+    the median step: each run is drawn as one line (pure)."""
+    if len(xs) < 3:
+        return [list(range(len(xs)))]
+    steps = sorted(b - a for a, b in zip(xs, xs[1:], strict=False))
+    usual = steps[len(steps) // 2] or max(steps) / len(steps)
+    found, current = [], [0]
+    for i in range(1, len(xs)):
+        if usual and xs[i] - xs[i - 1] > GAP_FACTOR * usual:
+            found.append(current)
+            current = []
+        current.append(i)
+    return [*found, current]
+
+
+# time-axis steps, seconds: a tick falls on a round time (12:15, not 12:13 where a point was)
+_TIME_STEPS = (60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800)
+
+
+def time_ticks(x0: float, x1: float, most: int = 5) -> list[float]:
+    """Round times (Unix seconds) inside [x0, x1], at most ``most`` of them, two or more where
+    the span allows (pure)."""
+    span = x1 - x0
+    step = next((s for s in _TIME_STEPS if span / s <= most - 1), _TIME_STEPS[-1])
+    first = -(-x0 // step) * step
+    return [first + i * step for i in range(int((x1 - first) // step) + 1)]
 
 
 def nice_ticks(highest: float, whole: bool) -> list[float]:
@@ -212,15 +245,19 @@ def _axes(ticks: Sequence[float], unit: str, x0: float, x1: float, x) -> str:
         f'<text class="tick" x="{LEFT - 6}" y="{TOP + (1 - v / top) * (bottom - TOP) + 4:.1f}" '
         f'text-anchor="end">{_short(v)}</text>' for v in ticks)
     labels = []
-    for i in range(4):  # four times across the span (one when every point is at one moment)
-        at = x0 + (x1 - x0) * i / 3
-        anchor = ("start", "middle", "middle", "end")[i]
-        when = datetime.fromtimestamp(at, UTC)
-        labels.append(f'<text class="time" x="{x(at) if x1 != x0 else (LEFT + right) / 2:.1f}" '
-                      f'y="{HEIGHT - 10}" text-anchor="{anchor if x1 != x0 else "middle"}">'
-                      f'{when:%m-%d %H:%M}{" UTC" if i == 3 else ""}</text>')
-        if x1 == x0:
-            break
+    if x1 == x0:  # every point at one moment: that moment, in the middle
+        when = datetime.fromtimestamp(x0, UTC)
+        labels.append(f'<text class="time" x="{(LEFT + right) / 2:.1f}" y="{HEIGHT - 10}" '
+                      f'text-anchor="middle">{when:%m-%d %H:%M} UTC</text>')
+    else:
+        times = time_ticks(x0, x1)
+        for i, at in enumerate(times):
+            when = datetime.fromtimestamp(at, UTC)
+            day = i == 0 or when.hour == when.minute == 0  # the date where it changes, and first
+            text = f"{when:%m-%d %H:%M}" if day else f"{when:%H:%M}"
+            labels.append(f'<line x1="{x(at):.1f}" x2="{x(at):.1f}" y1="{bottom}" y2="{bottom + 4}" '
+                          f'stroke="#8c959f"/><text class="time" x="{x(at):.1f}" y="{HEIGHT - 10}" '
+                          f'text-anchor="middle">{text}{" UTC" if i == len(times) - 1 else ""}</text>')
     title = (f'<text class="unit" transform="rotate(-90)" x="{-(TOP + bottom) / 2:.1f}" y="12" '
              f'text-anchor="middle">{escape(unit)}</text>')
     return (f'{grid}<line x1="{LEFT}" x2="{right}" y1="{bottom}" y2="{bottom}" stroke="#8c959f"/>'

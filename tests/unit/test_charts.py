@@ -25,8 +25,9 @@ def test_charts_have_whole_ticks_four_time_labels_a_unit_title_and_marked_reconc
                 span=(t0 - timedelta(minutes=30), t0 + timedelta(minutes=30)))
     ticks = re.findall(r'<text class="tick"[^>]*>([^<]+)</text>', svg)
     assert ticks == ["0", "1", "2", "3", "4"]  # counts: no 1.5 files
-    assert len(re.findall(r'<text class="time"', svg)) == 4
-    assert re.findall(r'<text class="time"[^>]*>([^<]+)</text>', svg)[0] == "11-21 23:30"  # the shared span
+    # round times across the shared span, the date where it starts and where it changes
+    times = re.findall(r'<text class="time"[^>]*>([^<]+)</text>', svg)
+    assert times == ["11-21 23:30", "23:45", "11-22 00:00", "00:15", "00:30 UTC"]
     assert '<text class="unit" transform="rotate(-90)"' in svg and ">files</text>" in svg
     assert svg.count('class="bar marked"') == 1 and svg.count('class="bar"') == 2
     assert nice_ticks(650, whole=True) == [0, 200, 400, 600, 800]
@@ -35,3 +36,24 @@ def test_charts_have_whole_ticks_four_time_labels_a_unit_title_and_marked_reconc
     snapshots = [{"snapshot_time": t0 + timedelta(minutes=10 * i), "snapshot_id": i} for i in range(5, 9)]
     expired = [{"finished_at": t0 + timedelta(minutes=65), "snapshot_ids": [1, 2, 3, 4]}]
     assert [v for _, v in kept_series(snapshots, expired)] == [5, 6, 2, 3, 4]
+
+
+def test_time_ticks_fall_on_round_times_not_on_the_data_points():
+    from pipeline.ops.dashboard import time_ticks
+
+    t0 = datetime(2026, 11, 22, 12, 13, 27, tzinfo=UTC).timestamp()  # a point's odd time
+    ticks = time_ticks(t0, t0 + 3 * 3600)
+    assert all(t % 3600 == 0 for t in ticks) and 2 <= len(ticks) <= 5, ticks
+    assert [datetime.fromtimestamp(t, UTC).minute for t in time_ticks(t0, t0 + 600)] == [15, 20]
+
+
+def test_a_line_breaks_where_nothing_was_measured_and_the_chart_fills_its_card():
+    from pipeline.ops.dashboard import runs
+
+    t0 = datetime(2026, 11, 22, tzinfo=UTC)
+    minutes = [*range(10), *range(40, 50)]  # loads for 10 minutes, none for 30, then 10 more
+    points = [(t0 + timedelta(minutes=m), float(m)) for m in minutes]
+    assert [len(run) for run in runs([t.timestamp() for t, _ in points])] == [10, 10]
+    svg = chart(points, "s", "line")
+    assert svg.count("<polyline") == 2  # no straight line drawn across the half hour without data
+    assert 'style="width:100%;height:auto"' in svg and 'width="560"' not in svg
