@@ -19,6 +19,7 @@ import duckdb
 from pipeline import staging
 from pipeline.lake import jobs, locks, ownership
 from pipeline.lake.connect import lake_session
+from pipeline.lake.transaction import transaction
 from pipeline.progress import Progress
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.settings.durations import format_duration
@@ -108,11 +109,15 @@ def compact(con: duckdb.DuckDBPyConnection, settings: Settings, dry_run: bool,
         report.files_after = _planned_merge(con, settings)
     else:
         step("flushing inlined rows")
-        flushed = con.execute("CALL ducklake_flush_inlined_data(?)", [settings.lake_name]).fetchall()
+        # each in a transaction of its own with a commit message: --snapshots showed compaction's
+        # snapshots without author or message
+        with transaction(con, settings.lake_name, "maintenance: flush inlined rows to files"):
+            flushed = con.execute("CALL ducklake_flush_inlined_data(?)", [settings.lake_name]).fetchall()
         report.inlined_rows_flushed = int(sum(r[2] for r in flushed))
         report.files_before = data_file_count(con, settings)  # after the flush: what merging sees
         step(f"merging {report.files_before} data files")
-        con.execute("CALL ducklake_merge_adjacent_files(?)", [settings.lake_name]).fetchall()
+        with transaction(con, settings.lake_name, "maintenance: merge adjacent data files"):
+            con.execute("CALL ducklake_merge_adjacent_files(?)", [settings.lake_name]).fetchall()
         report.files_after = data_file_count(con, settings)
     # zero-copy files a staged batch will register are not in the catalog yet, but not orphans
     pending = staging.pending_lake_files(staging.table_dir(settings))

@@ -73,6 +73,10 @@ def test_time_travel_inside_the_retention_survives_maintenance(settings):
     assert set(old) <= set(report.snapshots_expired)
     assert not set(recent) & set(report.snapshots_expired)
     assert report.files_after < report.files_before and report.files_deleted > 0
+    # compaction's snapshots say who made them and why, like every other snapshot
+    merged = lake_query(settings, "SELECT author, commit_message FROM lake.snapshots() "
+                                  "WHERE changes::VARCHAR LIKE '%merge_adjacent%'")
+    assert merged and all(a == "event-lake" and m.startswith("maintenance: merge") for a, m in merged), merged
     for version, count in counts.items():
         at_version = f"SELECT count(*) FROM lake.main.events AT (VERSION => {version})"
         assert lake_query(settings, at_version)[0][0] == count
