@@ -65,7 +65,8 @@ def demo(args: argparse.Namespace, settings: Settings) -> Outcome:
     result = run_demo(settings, engine=args.engine)
     output.out(output.render_demo(result))
     if result.ok:
-        output.out("Next: " + "; ".join(invocation.command(*a) for a in (
+        typed = "" if invocation.installed() else "uv run "  # as the demo itself was started
+        output.out("Next: " + "; ".join(typed + invocation.command(*a) for a in (
             ("--sql", '"SELECT event_type, count(*) FROM events GROUP BY ALL"'), ("--status",),
             ("--follow",), ("--serve",))) + " (the dashboard).")
     return result.ok, ("Demo complete: events flowed into the lake, the rerun added nothing, late "
