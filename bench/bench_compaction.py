@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import print_table, scratch_lake, stage_synthetic_batch  # noqa: E402
-from pipeline.lake import connect as lake  # noqa: E402
-from pipeline.lake import maintain, promote  # noqa: E402
+from bench.common import print_table, scratch_lake, stage_synthetic_batch
+from pipeline.lake import connect as lake
+from pipeline.lake import maintain, promote
 
 QUERIES = {
     "count by type, last 24h": "SELECT event_type, count(*) FROM lake.main.events "

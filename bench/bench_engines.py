@@ -22,11 +22,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import drop_databases, print_table, scratch_settings  # noqa: E402
-from pipeline import embedded  # noqa: E402
-from pipeline.lake.verify import compare  # noqa: E402
-from pipeline.settings import load_settings  # noqa: E402
-from tests.spark_services import ConnectServer, StandaloneCluster  # noqa: E402
+from bench.common import drop_databases, print_table, scratch_settings
+from pipeline import embedded
+from pipeline.lake.verify import compare
+from pipeline.settings import load_settings
+from tests.spark_services import ConnectServer, StandaloneCluster
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -34,9 +34,9 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import drop_databases, postgres_cpu, print_table, scratch_env  # noqa: E402
-from pipeline import embedded  # noqa: E402
-from pipeline.settings import load_settings  # noqa: E402
+from bench.common import drop_databases, postgres_cpu, print_table, scratch_env
+from pipeline import embedded
+from pipeline.settings import load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import (  # noqa: E402
+from bench.common import (
     PeakMemory,
     drop_databases,
     postgres_cpu,
@@ -33,11 +33,11 @@ from bench.common import (  # noqa: E402
     run_reference,
     scratch_env,
 )
-from pipeline import embedded  # noqa: E402
-from pipeline.extract.engines import make_extractor  # noqa: E402
-from pipeline.lake import verify  # noqa: E402
-from pipeline.ops.run import run  # noqa: E402
-from pipeline.settings import load_settings  # noqa: E402
+from pipeline import embedded
+from pipeline.extract.engines import make_extractor
+from pipeline.lake import verify
+from pipeline.ops.run import run
+from pipeline.settings import load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 

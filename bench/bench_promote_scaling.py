@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import print_table, scratch_lake, stage_synthetic_batch  # noqa: E402
-from pipeline.lake import promote  # noqa: E402
+from bench.common import print_table, scratch_lake, stage_synthetic_batch
+from pipeline.lake import promote
 
 SYNTHETIC = """
     SELECT uuid() AS event_id, 'api_request' AS event_type,

@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import (  # noqa: E402
+from bench.common import (
     BENCH_PG_DSN,
     ROOT,
     drop_databases,
@@ -37,7 +37,7 @@ from bench.common import (  # noqa: E402
     run_reference,
     scratch_env,
 )
-from pipeline.settings.pgdsn import PgDsn  # noqa: E402
+from pipeline.settings.pgdsn import PgDsn
 
 
 def fresh_lake(source_env: dict[str, str], work: Path) -> tuple[dict[str, str], str]:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import ROOT, drop_databases, measured, print_table, scratch_env  # noqa: E402
+from bench.common import ROOT, drop_databases, measured, print_table, scratch_env
 
 
 def main() -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import drop_databases, print_table, scratch_settings  # noqa: E402
+from bench.common import drop_databases, print_table, scratch_settings
 
 
 def streaming_floor(spark, batches: int) -> list[float]:
@@ -33,10 +33,10 @@ def streaming_floor(spark, batches: int) -> list[float]:
         def __init__(self) -> None:
             self.n = 0
 
-        def initialOffset(self) -> dict:  # noqa: N802  (Spark's API)
+        def initialOffset(self) -> dict:
             return {"n": 0}
 
-        def latestOffset(self) -> dict:  # noqa: N802
+        def latestOffset(self) -> dict:
             self.n += 1  # one new row per micro-batch, like a source that always has arrivals
             return {"n": self.n}
 
@@ -54,7 +54,7 @@ def streaming_floor(spark, batches: int) -> list[float]:
         def schema(self) -> str:
             return "n long"
 
-        def streamReader(self, schema) -> DataSourceStreamReader:  # noqa: N802
+        def streamReader(self, schema) -> DataSourceStreamReader:
             return Ticks()
 
     spark.dataSource.register(TickSource)

@@ -28,12 +28,12 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import drop_databases, print_table, scratch_env  # noqa: E402
-from pipeline import embedded  # noqa: E402
-from pipeline.errors import LakeNotCreated  # noqa: E402
-from pipeline.lake.verify import compare  # noqa: E402
-from pipeline.settings import load_settings  # noqa: E402
-from tests.helpers import lake_query  # noqa: E402
+from bench.common import drop_databases, print_table, scratch_env
+from pipeline import embedded
+from pipeline.errors import LakeNotCreated
+from pipeline.lake.verify import compare
+from pipeline.settings import load_settings
+from tests.helpers import lake_query
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_SQL = ("SELECT (SELECT count(*) FROM ducklake_list_files('lake', 'events')), "

@@ -56,7 +56,7 @@ class Recording:
         from pyspark import SparkContext
 
         try:
-            gateway = SparkContext._gateway  # noqa: SLF001  the JVM's process: pyspark keeps it there
+            gateway = SparkContext._gateway
             process = getattr(gateway, "proc", None)
             if process is None or process.poll() is not None:
                 return  # gone already (killed): nothing was written

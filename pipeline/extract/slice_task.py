@@ -218,7 +218,7 @@ def executor_facts(tasks: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     for module in ("pyarrow", "adbc_driver_postgresql.dbapi", "pipeline.extract.slice_task"):
         try:
             __import__(module)
-        except Exception as exc:  # any import failure is the finding
+        except Exception as exc:  # noqa: BLE001  any import failure is the finding
             problems.append(f"{module}: {type(exc).__name__}: {exc}")
     yield pa.RecordBatch.from_pydict({"host": [socket.gethostname()], "pid": [os.getpid()],
                                       "python": [sys.executable], "problems": ["; ".join(problems)]})

@@ -123,7 +123,7 @@ def executors(spark: SparkSession) -> list[dict[str, object]]:
         # a worker that could not start the task (no pyarrow, no pipeline to unpickle it from)
         try:
             python = str(spark.sparkContext.pythonExec)
-        except Exception:  # a Connect session has no context here: the server's workers decide
+        except Exception:  # noqa: BLE001  a Connect session has no context here: the server's workers decide
             python = "of the Connect server's workers (PYSPARK_PYTHON)"
         return [{"host": "an executor", "pid": 0, "python": python,
                  "problems": first_line(scrub_secrets(str(exc)))}]

@@ -166,7 +166,7 @@ class SparkExtractor:
         or an id the lake already holds in the window), and add its UTC day folder. The lake's
         ids join by broadcast, so each JDBC partition's time range stays one task: about one
         file per day, not one per shuffle partition."""
-        F = functions(self.spark)  # noqa: N806
+        F = functions(self.spark)
         in_lake = F.lit(False)
         if target.lake_ids is not None:
             seen = self.spark.read.parquet(target.incoming.child(target.lake_ids).spark_uri()).select(

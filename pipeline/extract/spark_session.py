@@ -125,7 +125,7 @@ def build_session(settings: Settings, app_name: str = "event-lake", *, long_live
     verbose = spark.verbose
     # a user's own spark.driver.extraJavaOptions (SPARK_CONF) replaces ours: no archive then; nor
     # when this process runs a session already (getOrCreate returns it, started with its options)
-    running = SparkContext._active_spark_context is not None  # noqa: SLF001  pyspark's one handle on it
+    running = SparkContext._active_spark_context is not None
     folder = None if running or "spark.driver.extraJavaOptions" in spark.conf else spark.class_archive
     archive = class_archive.driver_options(folder, java_binary(), pyspark.__version__,
                                            may_record=not long_lived)
@@ -176,7 +176,7 @@ def build_session(settings: Settings, app_name: str = "event-lake", *, long_live
                 raise
             archive.discard()
             session = _started(builder.config("spark.driver.extraJavaOptions", java_opts), start_log)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001  Spark's start fails in many ways (Py4J, Java, ports): each is translated below
         if driver is not None and driver.conf_key == "spark.jars.packages":
             # no jar on this machine and Maven out of reach: no retry brings the jar
             raise ConfigError(f"SPARK_READER=jdbc needs the Postgres JDBC driver, and Spark could not "
@@ -332,7 +332,7 @@ def _connect_session(remote: str, app_name: str, conf: dict[str, str]) -> SparkS
         for key, value in {**conf, **SESSION_CONF}.items():  # runtime properties only, under Connect
             session.conf.set(key, value)
         wrong = {k: session.conf.get(k) for k in SESSION_CONF if session.conf.get(k) != SESSION_CONF[k]}
-    except Exception as exc:  # down or restarting: the next attempt may reach it
+    except Exception as exc:  # noqa: BLE001  down or restarting: the next attempt may reach it
         raise EngineUnavailable(f"Cannot reach Spark Connect at SPARK_REMOTE={remote}: {exc}",
                             "Check SPARK_REMOTE and that the Connect server runs, or unset it to run "
                             "Spark locally.") from None
@@ -348,7 +348,7 @@ def default_cores(spark: SparkSession) -> int:
     """Task slots of the cluster the session runs on (a Connect session asks the server)."""
     if not is_connect(spark):
         return int(spark.sparkContext.defaultParallelism)
-    F = functions(spark)  # noqa: N806
+    F = functions(spark)
 
     # a range without a partition count is split into defaultParallelism partitions
     probe = spark.range(0, 100_000).select(F.spark_partition_id().alias("p")).agg(F.max("p"))

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import duckdb
 
+from pipeline import invocation
+from pipeline.errors import ConfigError
 from pipeline.lake.identity import lake_id, table_names
 from pipeline.lake.ownership import MARKER, read_claim
 from pipeline.settings import ResolvedSettings
@@ -39,7 +41,7 @@ class Integrity:
             more = f" and {len(self.damaged) - SHOWN} more" if len(self.damaged) > SHOWN else ""
             found.append(f"{len(self.damaged)} data file(s) the catalog lists no longer match it "
                          f"({shown}{more}): a query that reads them fails. Restore them from a backup, or "
-                         "read the lake at a snapshot before they changed ({invocation.AT_VERSION})")
+                         f"read the lake at a snapshot before they changed ({invocation.AT_VERSION})")
         if self.marker_problem:
             found.append(self.marker_problem)
         return found
@@ -99,7 +101,7 @@ def _marker_problem(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, 
         return None  # no identity yet, no marker yet
     try:
         claim = read_claim(folder)
-    except Exception as exc:  # an unreadable marker is the finding, not a crash of --status
+    except (ConfigError, OSError) as exc:  # an unreadable marker is the finding, not a crash of --status
         return str(exc).splitlines()[0]
     if claim is None:
         return None  # a lake from before markers, or one whose marker is written by its next run

@@ -50,7 +50,7 @@ def record(settings: ResolvedSettings, run_id: str, job: str, started: datetime,
         with lake_session(settings, tables=True) as con:
             insert(con)
         return True
-    except Exception as exc:  # a catalog away, a dying connection: the job's outcome is logged already
+    except Exception as exc:  # noqa: BLE001  a catalog away, a dying connection: the job's outcome is logged already
         log.warning("could not record %s job history: %s", job, first_line(exc))
         return False
 

@@ -229,7 +229,7 @@ def _timed(name: str, check: Callable[[], Check]) -> Check:
         result = check()
     except PipelineError as exc:
         result = _failed(name, exc)
-    except Exception as exc:  # a check reports, whatever broke
+    except Exception as exc:  # noqa: BLE001  a check reports, whatever broke
         result = Check(name, FAIL, scrub_secrets(first_line(exc)) or type(exc).__name__,
                        f"Run with {invocation.VERBOSE} for Spark's and DuckDB's own output.")
     return Check(result.name, result.status, result.detail, result.hint, round(time.monotonic() - start, 2))

@@ -45,7 +45,7 @@ def observe(settings: ResolvedSettings) -> Observation:
     try:
         status = collect(settings)
         series = _series(settings) if status["lake_exists"] else {}
-    except Exception as exc:  # a down catalog or source is something to show, not to crash on
+    except Exception as exc:  # noqa: BLE001  a down catalog or source is something to show, not to crash on
         log.warning("could not observe the pipeline: %s", first_line(exc))
         return Observation(now, error=scrub_secrets(first_line(exc)) or type(exc).__name__,
                            seconds=time.monotonic() - start)

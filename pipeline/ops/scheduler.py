@@ -305,7 +305,7 @@ class Scheduler:
                         tally, last_record = [], now
             try:
                 self._run_pending()
-            except Exception:  # noqa: BLE001  a bug in one tick must not end a months-long process
+            except Exception:
                 log.exception("unexpected error in the scheduler loop; carrying on")
             self.stop.wait(max(0.0, min(next_load - time.monotonic(), 1.0)))
         if tally:
@@ -397,7 +397,7 @@ class Scheduler:
         while not self.stop.is_set() and not self.follow:
             try:
                 self._run_pending()
-            except Exception:  # noqa: BLE001  a bug in one tick must not end a months-long process
+            except Exception:
                 log.exception("unexpected error in the scheduler loop; carrying on")
             idle = self.scheduler.idle_seconds
             self.stop.wait(min(1.0, max(0.05, idle if idle is not None else 1.0)))

@@ -76,11 +76,11 @@ class _Handler(BaseHTTPRequestHandler):
     web: WebServer  # set on the subclass WebServer makes
     head_only = False
 
-    def do_HEAD(self) -> None:  # noqa: N802  (load balancers' health checks use HEAD)
+    def do_HEAD(self) -> None:
         self.head_only = True
         self.do_GET()
 
-    def do_GET(self) -> None:  # noqa: N802  (the name http.server calls)
+    def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
         if path != "/healthz" and not self._authorized():
             self.send_response(HTTPStatus.UNAUTHORIZED)
@@ -129,5 +129,5 @@ class _Handler(BaseHTTPRequestHandler):
             # the client hung up (a scraper's timeout): nothing to answer, nothing to report
             log.debug("web: %s hung up before the answer", self.client_address[0])
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002  (http.server's name)
+    def log_message(self, format: str, *args: object) -> None:
         log.debug("web: " + format, *args)

@@ -59,7 +59,7 @@ class PgDsn:
                               f"Fix {what}.")
         try:
             params = {k: str(v) for k, v in conninfo_to_dict(rest).items()}
-        except Exception as exc:  # psycopg.ProgrammingError, quoting the text it choked on
+        except Exception as exc:  # noqa: BLE001  psycopg.ProgrammingError, quoting the text it choked on
             raise ConfigError(
                 f"{what} {shown!r} is not a valid Postgres connection string ({_parser_reason(exc)}); "
                 "expected postgresql://user:password@host:5432/dbname or 'host=… dbname=… user=…'.",

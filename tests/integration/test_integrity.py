@@ -39,7 +39,8 @@ def test_an_overwritten_lake_file_makes_status_failing_with_the_file_named(lake_
     assert code == 2 and status["health"]["state"] == "failing"
     [damage] = status["integrity"]["damaged_files"]
     assert path.name in damage and "registered as" in damage
-    assert any(path.name in reason and "Restore" in reason for reason in status["health"]["reasons"])
+    assert any(path.name in reason and "Restore" in reason and "(--at-version)" in reason
+               for reason in status["health"]["reasons"])
     from pipeline.ops.metrics import families
     from pipeline.ops.observe import observe
     from pipeline.settings.resolve import resolve

@@ -101,7 +101,7 @@ def test_compaction_while_loads_run_loses_and_doubles_nothing(settings, engine, 
     def loads() -> None:
         try:
             _load_batches(settings, 8, seed=70, spark=spark)
-        except BaseException as exc:  # surfaced below
+        except BaseException as exc:  # noqa: BLE001  surfaced below
             errors.append(exc)
 
     loader = threading.Thread(target=loads)

@@ -62,7 +62,7 @@ def test_the_arrow_readers_tasks_get_the_password_outside_plans_properties_and_c
             for proc in psutil.process_iter(["cmdline", "environ"]):
                 with contextlib.suppress(psutil.Error):
                     seen.append(" ".join(proc.info["cmdline"] or []) + str(proc.info["environ"] or {}))
-        except BaseException as exc:  # surfaced below
+        except BaseException as exc:  # noqa: BLE001  surfaced below
             failed.append(exc)
 
     watcher = threading.Thread(target=watch)
