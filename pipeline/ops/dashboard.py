@@ -188,18 +188,20 @@ def chart(points: Sequence[Point], unit: str, kind: str, title: str = "",
 
 
 GAP_FACTOR = 3  # a step this many times the usual one is a gap (nothing loaded, nothing ran)
+GAP_SHARE = 0.1  # ... and a tenth of the chart's span at least: bursts of seconds are no gap
+GAP_POINTS = 6  # fewer points say too little about the usual step to call one a gap
 
 
 def runs(xs: Sequence[float]) -> list[list[int]]:
     """The indexes of ``xs`` (ascending times) split where a step is more than GAP_FACTOR times
-    the median step: each run is drawn as one line (pure)."""
-    if len(xs) < 3:
+    the median step and GAP_SHARE of the whole span: each run is drawn as one line (pure)."""
+    if len(xs) < GAP_POINTS:
         return [list(range(len(xs)))]
     steps = sorted(b - a for a, b in zip(xs, xs[1:], strict=False))
-    usual = steps[len(steps) // 2] or max(steps) / len(steps)
+    gap = max(GAP_FACTOR * steps[len(steps) // 2], GAP_SHARE * (xs[-1] - xs[0]))
     found, current = [], [0]
     for i in range(1, len(xs)):
-        if usual and xs[i] - xs[i - 1] > GAP_FACTOR * usual:
+        if gap and xs[i] - xs[i - 1] > gap:
             found.append(current)
             current = []
         current.append(i)

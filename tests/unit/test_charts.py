@@ -54,6 +54,9 @@ def test_a_line_breaks_where_nothing_was_measured_and_the_chart_fills_its_card()
     minutes = [*range(10), *range(40, 50)]  # loads for 10 minutes, none for 30, then 10 more
     points = [(t0 + timedelta(minutes=m), float(m)) for m in minutes]
     assert [len(run) for run in runs([t.timestamp() for t, _ in points])] == [10, 10]
+    # a few points in bursts (a lake's first snapshots, then loads a second apart) are no gap
+    assert runs([0.0, 0.01, 0.02, 1.5, 3.0]) == [[0, 1, 2, 3, 4]]
+    assert runs([0.0, 0.01, 0.02, 0.03, 1.5, 3.0, 4.4]) == [[0, 1, 2, 3, 4, 5, 6]]
     svg = chart(points, "s", "line")
     assert svg.count("<polyline") == 2  # no straight line drawn across the half hour without data
     assert 'style="width:100%;height:auto"' in svg and 'width="560"' not in svg
