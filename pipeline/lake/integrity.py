@@ -69,10 +69,7 @@ def registered_files(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings)
 
 def present_files(folder: Folder) -> dict[str, int]:
     """Every file below ``folder`` and its size, by path in the folder's filesystem."""
-    import pyarrow.fs as pafs
-
-    infos = folder.fs.get_file_info(pafs.FileSelector(folder.path, recursive=True, allow_not_found=True))
-    return {info.path: int(info.size) for info in infos if info.type == pafs.FileType.File}
+    return {info.path: int(info.size) for info in folder.files_below()}
 
 
 def damaged(registered: dict[str, int], present: dict[str, int], root: str) -> list[str]:

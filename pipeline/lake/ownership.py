@@ -135,12 +135,9 @@ def _refuse_if_not_empty(con: duckdb.DuckDBPyConnection, settings: ResolvedSetti
     """A lake claims only a new or empty folder, or one holding only files named as a lake writes
     them (its own, from before markers existed): its maintenance deletes files its catalog never
     listed, so a user's own files must never end up below its data path."""
-    import pyarrow.fs as pafs
-
-    infos = folder.fs.get_file_info(pafs.FileSelector(folder.path, recursive=True, allow_not_found=True))
     ignored = (".write-check-", f".{MARKER}")  # the preflight's probes, a marker being written
-    others = [info.path for info in infos if info.type == pafs.FileType.File
-              and not written_by_a_lake(info.path) and not info.base_name.startswith(ignored)]
+    others = [info.path for info in folder.files_below()
+              if not written_by_a_lake(info.path) and not info.base_name.startswith(ignored)]
     if not others:
         return
     shown = ", ".join(posixpath.relpath(p, folder.path) for p in sorted(others)[:3])
@@ -177,11 +174,9 @@ def _write_once(folder: Folder, mine: Claim) -> Claim:
 
 def foreign_markers(folder: Folder) -> list[str]:
     """Folders (as URIs, with a trailing ``/``) below ``folder`` that another lake's marker claims."""
-    import pyarrow.fs as pafs
-
-    infos = folder.fs.get_file_info(pafs.FileSelector(folder.path, recursive=True, allow_not_found=True))
     own = posixpath.join(folder.path, MARKER)
-    found = [posixpath.dirname(i.path) for i in infos if i.base_name == MARKER and i.path != own]
+    found = [posixpath.dirname(i.path) for i in folder.files_below()
+             if i.base_name == MARKER and i.path != own]
     scheme = folder.scheme
     return [(f"{scheme}://{path}" if scheme else path).rstrip("/") + "/" for path in found]
 

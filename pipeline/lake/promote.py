@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import duckdb
-import pyarrow.fs as pafs
 
 from pipeline import staging
 from pipeline.errors import disk_full, is_disk_full
@@ -113,10 +112,9 @@ def _remove_partial_files(con: duckdb.DuckDBPyConnection, settings: ResolvedSett
     folder = zero_copy.table_folder(settings)
     listed = {r[0] for r in con.execute("SELECT data_file FROM ducklake_list_files(?, ?)",
                                         [settings.lake_name, settings.lake_table]).fetchall()}
-    infos = folder.fs.get_file_info(pafs.FileSelector(folder.path, recursive=True, allow_not_found=True))
-    for info in infos:
+    for info in folder.files_below():
         uri = f"{folder.scheme}://{info.path}" if folder.scheme else info.path
-        if (info.type == pafs.FileType.File and info.base_name.startswith("ducklake-")
+        if (info.base_name.startswith("ducklake-")
                 and info.mtime is not None and info.mtime.timestamp() >= since - 1 and uri not in listed):
             log.info("removing %s, left by the failed insert", uri)
             folder.fs.delete_file(info.path)

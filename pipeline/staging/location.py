@@ -93,6 +93,12 @@ class Folder:
         names (``_SUCCESS``, ``.crc``) are skipped as in :meth:`files`."""
         return sorted(posixpath.relpath(path, self.path) for path in self._data_files(suffix, recursive=True))
 
+    def files_below(self) -> list[pafs.FileInfo]:
+        """Every file anywhere below (path, size, mtime), bookkeeping names included; none when
+        the folder does not exist. One listing: what ownership, integrity and clean-ups read."""
+        infos = self.fs.get_file_info(pafs.FileSelector(self.path, recursive=True, allow_not_found=True))
+        return [info for info in infos if info.type == pafs.FileType.File]
+
     def _data_files(self, suffix: str, *, recursive: bool) -> list[str]:
         infos = self.fs.get_file_info(pafs.FileSelector(self.path, recursive=recursive, allow_not_found=True))
         return [i.path for i in infos if i.type == pafs.FileType.File
