@@ -35,14 +35,14 @@ _LOCK_FUNCTIONS = [f"{name}({args})" for name in (
 def grants(*, reader: str, writer: str, database: str, schema: str) -> list[str]:
     """The statements (pure) that make ``reader`` able to read the lake's catalog and nothing
     more, run by ``writer`` (the role DUCKLAKE_CATALOG logs in as, owner of the metadata)."""
-    r, w, s = quote_ident(reader), quote_ident(writer), quote_ident(schema)
+    r, w, s, d = quote_ident(reader), quote_ident(writer), quote_ident(schema), quote_ident(database)
     locks = ", ".join(_LOCK_FUNCTIONS)
     return [
         f"ALTER ROLE {r} NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS",
-        f"ALTER ROLE {r} IN DATABASE {quote_ident(database)} SET default_transaction_read_only = on",
-        f"GRANT CONNECT ON DATABASE {quote_ident(database)} TO {r}",
-        f"GRANT USAGE ON SCHEMA {quote_ident(schema)} TO {r}",
-        f"GRANT SELECT ON ALL TABLES IN SCHEMA {quote_ident(schema)} TO {r}",
+        f"ALTER ROLE {r} IN DATABASE {d} SET default_transaction_read_only = on",
+        f"GRANT CONNECT ON DATABASE {d} TO {r}",
+        f"GRANT USAGE ON SCHEMA {s} TO {r}",
+        f"GRANT SELECT ON ALL TABLES IN SCHEMA {s} TO {r}",
         # tables a later DuckLake version adds to the metadata schema
         f"ALTER DEFAULT PRIVILEGES FOR ROLE {w} IN SCHEMA {s} GRANT SELECT ON TABLES TO {r}",
         f"REVOKE EXECUTE ON FUNCTION {locks} FROM PUBLIC",
@@ -60,13 +60,19 @@ def setup_text(catalog: CatalogSpec, schema: str) -> str:
 
 
 def ensure_embedded(catalog: CatalogSpec, schema: str) -> bool:
-    """Create (or refresh) the embedded default's reader; idempotent, run as the embedded
-    server's superuser. False when the lake is not created yet (no schema to grant on)."""
+    """Create the embedded default's reader the first time a session needs it (the GRANTs run
+    once per lake, not on every --sql); run as the embedded server's superuser. False when the
+    lake is not created yet (no schema to grant on)."""
     assert catalog.pg is not None and catalog.reader is not None
+    role = catalog.reader.user
     with psycopg.connect(catalog.pg.conninfo(), autocommit=True) as conn:
-        if conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone() is None:
-            return False
-        role = catalog.reader.user
+        [(has_schema, granted)] = conn.execute(
+            "SELECT to_regnamespace(%(s)s::text) IS NOT NULL, CASE WHEN to_regnamespace(%(s)s::text) IS NULL "
+            "  OR NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = %(r)s) THEN false "
+            "  ELSE has_schema_privilege(%(r)s, %(s)s, 'USAGE') END",
+            {"s": schema, "r": role}).fetchall()
+        if not has_schema or granted:
+            return has_schema
         if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone() is None:
             # another process may create it at the same moment
             with contextlib.suppress(psycopg.errors.DuplicateObject, psycopg.errors.UniqueViolation):
