@@ -77,6 +77,7 @@ def demo(args: argparse.Namespace, settings: Settings) -> Outcome:
 def status(args: argparse.Namespace, settings: Settings) -> Outcome:
     from pipeline import embedded
     from pipeline.errors import TransientError
+    from pipeline.ops.health import unreadable
     from pipeline.ops.status import collect
     from pipeline.staging.location import store_outage
 
@@ -87,12 +88,11 @@ def status(args: argparse.Namespace, settings: Settings) -> Outcome:
         outage = exc if isinstance(exc, TransientError) else store_outage(resolved, exc)
         if outage is None:
             raise
-        # a lake that cannot be read is failing (exit 2), as a source that cannot be read is
-        health = {"state": "failing", "exit_code": 2, "reasons": [f"the lake cannot be read: {outage}"],
-                  "last_successful_load": None, "seconds_since_successful_load": None}
+        judged = unreadable(outage)
         if args.json:
-            output.out(output.dumps({"health": health, "lake_readable": False, "hint": outage.hint}))
-        return 2, f"Status: failing (the lake cannot be read: {outage}); {outage.hint}"
+            document = {"health": judged.as_dict(), "lake_readable": False, "hint": outage.hint}
+            output.out(output.dumps(document))
+        return judged.code, f"Status: {judged.state} ({judged.reasons[0]}); {outage.hint}"
     output.out(output.dumps(data) if args.json else output.render_status(data))
     health = data["health"]
     reasons = "; ".join(health["reasons"])

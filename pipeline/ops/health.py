@@ -78,6 +78,13 @@ def assess(now: datetime, load_every: timedelta, last_success: datetime | None, 
     return Health(code, failing + stale, last_success, since)
 
 
+def unreadable(error: object, now: datetime | None = None, last_success: datetime | None = None) -> Health:
+    """A lake that cannot be read (its catalog or object store away) is failing, as a source
+    that cannot be read is; the time since the last known success keeps counting."""
+    since = (now - last_success).total_seconds() if now and last_success else None
+    return Health(FAILING, [f"the lake cannot be read: {error}"], last_success, since)
+
+
 def _ago(seconds: float) -> str:
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:

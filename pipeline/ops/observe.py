@@ -17,6 +17,7 @@ from pipeline.errors import LakeNotCreated, first_line, scrub_secrets
 from pipeline.lake import history, jobs
 from pipeline.lake.connect import lake_session
 from pipeline.lake.identity import table_names
+from pipeline.ops import health
 from pipeline.settings import ResolvedSettings
 
 log = logging.getLogger(__name__)
@@ -57,12 +58,9 @@ def through_outage(last: Observation, failed: Observation) -> Observation:
     since the last successful load still counting — so the alerts README gives (health > 0, that
     age) fire for the outage's length instead of every lake series vanishing with ``up 0``."""
     assert last.status is not None
-    health = dict(last.status["health"])
-    success = health.get("last_successful_load")
-    since = (failed.at - datetime.fromisoformat(success)).total_seconds() if success else None
-    health.update(state="failing", exit_code=2, seconds_since_successful_load=since,
-                  reasons=[f"the lake cannot be read: {failed.error}"])
-    return replace(last, at=failed.at, status={**last.status, "health": health}, error=failed.error,
+    success = last.status["health"].get("last_successful_load")
+    judged = health.unreadable(failed.error, failed.at, datetime.fromisoformat(success) if success else None)
+    return replace(last, at=failed.at, status={**last.status, "health": judged.as_dict()}, error=failed.error,
                    seconds=failed.seconds)
 
 
