@@ -176,6 +176,18 @@ class TcpProxy:
         self._conns.clear()
 
 
+def catalog_through_proxy(env: dict[str, str]) -> tuple[TcpProxy, dict[str, str]]:
+    """A started :class:`TcpProxy` in front of ``env``'s catalog, and ``env`` with DUCKLAKE_CATALOG
+    pointing through it (the proxy's ``stop``/``start`` take the catalog away and bring it back)."""
+    from pipeline.settings.pgdsn import PgDsn
+
+    catalog = PgDsn.parse(env["DUCKLAKE_CATALOG"])
+    proxy = TcpProxy(catalog.host, catalog.port)
+    proxy.start()
+    url = f"postgresql://{catalog.user}@127.0.0.1:{proxy.port}/{catalog.dbname}"
+    return proxy, {**env, "DUCKLAKE_CATALOG": url}
+
+
 def files_registered(settings: Settings) -> int:
     """Spark-written files the lake registered as they were (zero-copy promotions)."""
     return lake_query(settings, f"SELECT coalesce(sum(CAST(json_extract(commit_extra_info, "

@@ -93,13 +93,9 @@ def test_a_follower_loads_again_within_seconds_of_the_catalog_coming_back(settin
     """Its backoff doubled to hours; capped at 30 s it still waited out the cap after a service
     was back. A probe every 2 s ends the wait: the first load after the catalog returns comes
     within seconds."""
-    from pipeline.settings.pgdsn import PgDsn
-    from tests.helpers import TcpProxy
+    from tests.helpers import catalog_through_proxy
 
-    catalog = PgDsn.parse(lake_env["DUCKLAKE_CATALOG"])
-    proxy = TcpProxy(catalog.host, catalog.port)
-    proxy.start()
-    env = {**lake_env, "DUCKLAKE_CATALOG": f"postgresql://{catalog.user}@127.0.0.1:{proxy.port}/{catalog.dbname}"}
+    proxy, env = catalog_through_proxy(lake_env)
     add_events(settings, 100, seed=304)
     follower = Proc("events_pipeline.py", "--follow", "--every", "1s", "--engine", "dlt", "--metrics-port", "0",
                     env=env)

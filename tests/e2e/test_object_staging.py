@@ -166,19 +166,9 @@ def test_an_object_store_outage_is_temporary_names_the_store_and_loses_nothing(l
     """The store goes away with a complete batch staged: --promote-only and --run fail in one
     plain temporary line naming the store (not "unexpected error"), and once it is back the
     batch is promoted, exactly once."""
-    import boto3
     from moto.server import ThreadedMotoServer
 
-    from tests.spark_services import free_port
-
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
-    server.start()
-    boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
-                 aws_access_key_id="testing", aws_secret_access_key="testing").create_bucket(Bucket="outage-bucket")
-    env = {**lake_env, "STAGING_PATH": "s3://outage-bucket/staging", "S3_ENDPOINT": f"127.0.0.1:{port}",
-           "S3_URL_STYLE": "path", "S3_USE_SSL": "false", "S3_REGION": "us-east-1",
-           "S3_ACCESS_KEY_ID": "testing", "S3_SECRET_ACCESS_KEY": "outage-secret-value"}
+    server, port, env = _staging_on_a_store_of_its_own(lake_env, "outage-bucket", "outage-secret-value")
     settings = load_settings(env)
     add_events(settings, 400, seed=43)
     try:
@@ -228,21 +218,10 @@ def test_the_store_lost_mid_extraction_is_named_not_an_unexpected_error(lake_env
     """The S3 server killed while the slices read: the run fails in one temporary line naming
     the store — the release of the batch's claim, which fails too, no longer replaces it with an
     OSError ("unexpected error … please report it")."""
-    import boto3
-    from moto.server import ThreadedMotoServer
-
     from tests.helpers import Proc, wait_for_slow_reads
-    from tests.spark_services import free_port
 
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
-    server.start()
-    boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
-                 aws_access_key_id="testing", aws_secret_access_key="testing").create_bucket(Bucket="gone-bucket")
-    env = {**lake_env, "STAGING_PATH": "s3://gone-bucket/staging", "S3_ENDPOINT": f"127.0.0.1:{port}",
-           "S3_URL_STYLE": "path", "S3_USE_SSL": "false", "S3_REGION": "us-east-1",
-           "S3_ACCESS_KEY_ID": "testing", "S3_SECRET_ACCESS_KEY": "testing", "PROMOTION": "copy",
-           "EVENT_LAKE_FAULT": "slow-read", "SPARK_PARTITIONS": "1"}
+    server, _, env = _staging_on_a_store_of_its_own(lake_env, "gone-bucket", "testing")
+    env = {**env, "PROMOTION": "copy", "EVENT_LAKE_FAULT": "slow-read", "SPARK_PARTITIONS": "1"}
     add_events(load_settings(env), 300, seed=44)
     proc = Proc("events_pipeline.py", "--run", "--metrics-port", "0", env=env)
     try:
@@ -254,3 +233,22 @@ def test_the_store_lost_mid_extraction_is_named_not_an_unexpected_error(lake_env
     assert code == 1, output
     assert "object store" in output and "STAGING_PATH=s3://gone-bucket/staging" in output, output[-3000:]
     assert "unexpected error" not in output and "Failed (temporary" in output, output[-3000:]
+
+
+def _staging_on_a_store_of_its_own(lake_env: dict[str, str], bucket: str, secret: str):
+    """A moto S3 server of the test's own (the test stops it; the session's ``s3_server`` must
+    live on), a bucket in it, and ``lake_env`` staging there. Returns (server, port, env)."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    from tests.spark_services import free_port
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
+                 aws_access_key_id="testing", aws_secret_access_key="testing").create_bucket(Bucket=bucket)
+    env = {**lake_env, "STAGING_PATH": f"s3://{bucket}/staging", "S3_ENDPOINT": f"127.0.0.1:{port}",
+           "S3_URL_STYLE": "path", "S3_USE_SSL": "false", "S3_REGION": "us-east-1",
+           "S3_ACCESS_KEY_ID": "testing", "S3_SECRET_ACCESS_KEY": secret}
+    return server, port, env

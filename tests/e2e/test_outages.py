@@ -60,14 +60,10 @@ def test_catalog_lost_as_promotion_begins_is_a_temporary_error_naming_it(lake_en
     from pipeline.faults import NO_FAULTS
     from pipeline.lake.connect import connect
     from pipeline.ops import run as running
-    from pipeline.settings.pgdsn import PgDsn
     from pipeline.settings.resolve import resolve
-    from tests.helpers import TcpProxy
+    from tests.helpers import catalog_through_proxy
 
-    catalog = PgDsn.parse(lake_env["DUCKLAKE_CATALOG"])
-    proxy = TcpProxy(catalog.host, catalog.port)
-    proxy.start()
-    env = {**lake_env, "DUCKLAKE_CATALOG": f"postgresql://{catalog.user}@127.0.0.1:{proxy.port}/{catalog.dbname}"}
+    proxy, env = catalog_through_proxy(lake_env)
     settings = resolve(load_settings(env))
     add_events(settings, 300, seed=92)
     running.run(settings, mode="extract", engine="dlt")
@@ -92,13 +88,9 @@ def test_catalog_lost_as_promotion_begins_is_a_temporary_error_naming_it(lake_en
 
 def test_status_with_the_catalog_down_is_failing_with_the_catalog_named(lake_env):
     """README: exit 2 (failing) when the lake cannot be read, as when the source cannot be."""
-    from pipeline.settings.pgdsn import PgDsn
-    from tests.helpers import TcpProxy
+    from tests.helpers import catalog_through_proxy
 
-    catalog = PgDsn.parse(lake_env["DUCKLAKE_CATALOG"])
-    proxy = TcpProxy(catalog.host, catalog.port)
-    proxy.start()
-    env = {**lake_env, "DUCKLAKE_CATALOG": f"postgresql://{catalog.user}@127.0.0.1:{proxy.port}/{catalog.dbname}"}
+    proxy, env = catalog_through_proxy(lake_env)
     add_events(load_settings(env), 50, seed=93)
     assert run_main("--run", "--engine", "dlt", env=env).returncode == 0
     proxy.stop()

@@ -94,13 +94,9 @@ def test_metrics_during_a_catalog_outage_keep_the_lake_series_and_fail(lake_env)
     from pipeline.ops.metrics import families
     from pipeline.ops.observe import Observer
     from pipeline.settings import load_settings
-    from pipeline.settings.pgdsn import PgDsn
-    from tests.helpers import TcpProxy
+    from tests.helpers import catalog_through_proxy
 
-    catalog = PgDsn.parse(lake_env["DUCKLAKE_CATALOG"])
-    proxy = TcpProxy(catalog.host, catalog.port)
-    proxy.start()
-    env = {**lake_env, "DUCKLAKE_CATALOG": f"postgresql://{catalog.user}@127.0.0.1:{proxy.port}/{catalog.dbname}"}
+    proxy, env = catalog_through_proxy(lake_env)
     settings = resolve(load_settings(env))
     add_events(settings, 40, seed=97)
     assert run_main("--run", "--engine", "dlt", env=env).returncode == 0
