@@ -104,12 +104,13 @@ class ShortBatch(TerminalError):
 
 def extract(extractor: Extractor, request: ExtractRequest) -> StagedBatch:
     """Run ``extractor`` into a new batch folder, check the rows staged against the rows the
-    planner counted in the same snapshot, then write the manifest (last)."""
+    planner counted in the same snapshot, then write the manifest (last). The caller claimed the
+    batch before its first file (:func:`pipeline.staging.claim_batch`; a crash leaves a record the
+    next run acts on); the claim is released here, however the extraction ends."""
     started = time.monotonic()
     folder = request.folder
     meter = Progress(f"extracting with {extractor.engine}", total=request.stats.rows)
     table_dir = staging.table_dir(request.settings)
-    staging.claim_batch(table_dir, request.batch_id)  # a crash leaves a record the next run acts on
     try:
         batch = _extract_claimed(extractor, request, folder, meter, started)
     except BaseException:
