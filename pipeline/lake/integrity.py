@@ -51,11 +51,12 @@ class Integrity:
                 "marker_problem": self.marker_problem}
 
 
-def registered_files(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings) -> dict[str, int]:
-    """Every data and delete file of the lake's current snapshot: its path and recorded size."""
+def registered_files(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings,
+                     tables: set[tuple[str, str]]) -> dict[str, int]:
+    """Every data and delete file of ``tables`` in the current snapshot: path and recorded size."""
     files: dict[str, int] = {}
     lake = quote_literal(settings.lake_name)
-    for schema, table in table_names(con, settings):
+    for schema, table in tables:
         rows = con.execute(
             f"SELECT data_file, data_file_size_bytes, delete_file, delete_file_size_bytes "
             f"FROM ducklake_list_files({lake}, {quote_literal(table)}, schema => {quote_literal(schema)})"
@@ -86,16 +87,19 @@ def damaged(registered: dict[str, int], present: dict[str, int], root: str) -> l
     return found
 
 
-def check(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings) -> Integrity:
+def check(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings,
+          tables: set[tuple[str, str]] | None = None) -> Integrity:
+    """``tables``: the lake's tables when the caller has read them already."""
+    tables = table_names(con, settings) if tables is None else tables
     folder = data_dir(settings)
-    registered = registered_files(con, settings)
+    registered = registered_files(con, settings, tables)
     broken = damaged(registered, present_files(folder), folder.path.rstrip("/") + "/")
-    return Integrity(len(registered), broken, _marker_problem(con, settings, folder))
+    # no identity yet, no marker yet
+    identified = (settings.ops_schema, "lake_identity") in tables
+    return Integrity(len(registered), broken, _marker_problem(con, settings, folder) if identified else None)
 
 
 def _marker_problem(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, folder: Folder) -> str | None:
-    if (settings.ops_schema, "lake_identity") not in table_names(con, settings):
-        return None  # no identity yet, no marker yet
     try:
         claim = read_claim(folder)
     except (ConfigError, OSError) as exc:  # an unreadable marker is the finding, not a crash of --status

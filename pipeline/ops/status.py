@@ -62,7 +62,7 @@ def _read_facts(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, empt
     if (settings.ops_schema, "lake_identity") in tables:
         facts["lake"] = lake_id(con, settings)
     facts["quarantined"] = quarantined_rows(con, settings)
-    facts["integrity"] = integrity.check(con, settings)
+    facts["integrity"] = integrity.check(con, settings, tables)
     return facts
 
 
