@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
+
+import duckdb
 
 from pipeline import invocation
 from pipeline.cli import output
@@ -44,8 +47,10 @@ def _sql_file(name: str) -> Path:
                       f"Named queries: {known}; or give the path of a .sql file.")
 
 
-def run_texts(args: argparse.Namespace, settings: Settings, texts: list[str]) -> Outcome:
-    """Run ``texts`` in one session as the flags say, print the result, and say how it went."""
+def run_texts(args: argparse.Namespace, settings: Settings,
+              texts: list[str] | Callable[[duckdb.DuckDBPyConnection], list[str]]) -> Outcome:
+    """Run ``texts`` in one session as the flags say, print the result, and say how it went
+    (``texts`` may be written from the session: a command's query that needs the lake's facts)."""
     from pipeline import embedded
     from pipeline.lake.info import catalog_info
     from pipeline.lake.query import describe_at, open_session, parse_params, run_session
@@ -60,6 +65,8 @@ def run_texts(args: argparse.Namespace, settings: Settings, texts: list[str]) ->
     try:
         everything = args.format != "table"  # data for programs: every row unless --limit
         limit = args.limit if args.limit is not None else (None if everything else output.HUMAN_ROW_LIMIT)
+        if callable(texts):
+            texts = texts(con)
         result = run_session(con, texts, params, limit, write=args.write, timeout=timeout or None)
         info = catalog_info(con, resolved.lake_name) if args.json else None
     finally:
@@ -80,9 +87,12 @@ def sql(args: argparse.Namespace, settings: Settings) -> Outcome:
 
 
 def snapshots(args: argparse.Namespace, settings: Settings) -> Outcome:
-    ok, _ = run_texts(args, settings, [
-        "SELECT snapshot_id, snapshot_time, schema_version, changes, author, commit_message, "
-        f"commit_extra_info FROM {settings.lake_name}.snapshots() ORDER BY snapshot_id"])
+    from pipeline.lake.history import snapshot_listing, table_names
+
+    def listing(con: duckdb.DuckDBPyConnection) -> list[str]:
+        return [snapshot_listing(settings.lake_name, table_names(con), human=args.format == "table")]
+
+    ok, _ = run_texts(args, settings, listing)
     return ok, "Snapshots listed." if ok else "Failed to list snapshots."
 
 

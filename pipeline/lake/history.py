@@ -11,6 +11,7 @@ import duckdb
 from pipeline.lake import jobs
 from pipeline.lake.rows import Rows, fetch_dicts
 from pipeline.settings import Settings
+from pipeline.sqltext import quote_ident, quote_literal
 
 POINTS = 200  # per series: enough to see a trend, small enough for one page and one scrape
 
@@ -96,3 +97,55 @@ def rows_loaded(con: duckdb.DuckDBPyConnection, settings: Settings) -> tuple[int
         f"SELECT coalesce(sum(rows_inserted), 0), count(*) FROM {settings.batches_table} "
         "WHERE table_name = ?", [settings.lake_table]).fetchone()
     return int(inserted), int(count)
+
+
+# how ``--snapshots`` names the kinds of change DuckLake records per snapshot (others: the key's words)
+CHANGE_WORDS = {
+    "schemas_created": "create schema", "schemas_dropped": "drop schema", "tables_created": "create",
+    "tables_dropped": "drop", "tables_altered": "alter", "tables_inserted_into": "insert",
+    "tables_deleted_from": "delete", "inlined_insert": "insert (inlined)",
+    "inlined_delete": "delete (inlined)", "tables_compacted": "compact", "compacted_table": "compact",
+    "views_created": "create view", "views_dropped": "drop view",
+}
+
+
+CHANGES_WIDTH = 60  # characters of a snapshot's changes shown in the human listing (all: --format)
+
+
+def table_names(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """DuckLake's table ids, as ``snapshots()`` lists them in ``changes``, to ``schema.table``
+    (a renamed or dropped table by its last name), from DuckLake's own metadata."""
+    metadata = con.execute("SELECT getvariable('lake_metadata')").fetchone()[0]
+    rows = con.execute(f"""FROM query('SELECT t.table_id, s.schema_name, t.table_name
+        FROM {metadata}.ducklake_table t JOIN {metadata}.ducklake_schema s USING (schema_id)
+        ORDER BY t.begin_snapshot, s.begin_snapshot')""").fetchall()
+    return {str(table_id): f"{schema}.{table}" for table_id, schema, table in rows}
+
+
+def snapshot_listing(lake: str, names: dict[str, str], *, human: bool) -> str:
+    """The query ``--snapshots`` runs: table ids in ``changes`` replaced by ``names``. For people
+    one short line per snapshot (second-precision UTC time, the changes in words, author and
+    message); for programs every column DuckLake keeps."""
+    pairs = ", ".join(f"{quote_literal(k)}: {quote_literal(v)}" for k, v in names.items())
+    named = f"coalesce((MAP {{{pairs}}}::MAP(VARCHAR, VARCHAR))[v], v)"
+    # created tables and schemas are listed by name already; the other changes by id
+    values = f"CASE WHEN e.key LIKE '%created' THEN e.value ELSE list_transform(e.value, v -> {named}) END"
+    source = f"{quote_ident(lake)}.snapshots()"
+    if not human:
+        return f"""SELECT snapshot_id, snapshot_time, schema_version,
+            map_from_entries(list_transform(map_entries(changes), e -> {{'key': e.key, 'value': {values}}}))
+              AS changes, author, commit_message, commit_extra_info
+            FROM {source} ORDER BY snapshot_id"""
+    words = " ".join(f"WHEN {quote_literal(k)} THEN {quote_literal(w)}" for k, w in CHANGE_WORDS.items())
+    change = f"(CASE e.key {words} ELSE replace(e.key, '_', ' ') END) || ' ' || array_to_string({values}, ', ')"
+    # the changes column is capped (a table's creation lists every table), so no row pads all
+    # the others; the message comes last, so each line is as long as its own message
+    return f"""WITH listed AS (
+            SELECT *, array_to_string(list_transform(map_entries(changes), e -> {change}), '; ') AS said
+            FROM {source})
+        SELECT snapshot_id AS snapshot,
+            strftime(snapshot_time AT TIME ZONE 'UTC', '%Y-%m-%d %H:%M:%S') AS "time (UTC)", author,
+            CASE WHEN length(said) > {CHANGES_WIDTH} THEN said[:{CHANGES_WIDTH - 1}] || '…' ELSE said END
+              AS changes,
+            commit_message AS message
+        FROM listed ORDER BY snapshot_id"""

@@ -208,9 +208,9 @@ def _promote_locked(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, 
 def _commit_text(batch: StagedBatch, contents: _Contents) -> tuple[str, str]:
     """The snapshot's commit message and its extra info (JSON: what ``--status`` and tests read)."""
     manifest = batch.manifest
-    message = (f"reconcile batch {batch.batch_id}: backfill late events in {manifest.window.describe()}"
+    message = (f"reconcile batch {batch.batch_id}: backfill late events in {manifest.window.brief()}"
                if manifest.engine == RECONCILE_ENGINE else
-               f"promote batch {batch.batch_id} window {manifest.window.describe()}")
+               f"promote batch {batch.batch_id} window {manifest.window.brief()}")
     return message, json.dumps({"batch_id": batch.batch_id, "engine": manifest.engine,
                                 "window_low": manifest.window_low, "window_upper": manifest.window_upper,
                                 "rows_staged": contents.staged, "files_registered": len(contents.lake_files),

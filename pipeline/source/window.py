@@ -86,6 +86,13 @@ class Window:
                    if self.arrivals else "")
         return f"({low}, {iso(self.upper)}]{arrived}"
 
+    def brief(self) -> str:
+        """The bounds to the second, for a snapshot's commit message (a line people read in
+        ``--snapshots``; the exact bounds are in its extra info)."""
+        def second(ts: datetime) -> str:
+            return iso(ts)[:19] + "Z"
+        return f"({second(self.low) if self.low else '-inf'}, {second(self.upper)}]"
+
 
 def iso(ts: datetime) -> str:
     """UTC ISO-8601 with microseconds, the one text form used in SQL, manifests and logs."""

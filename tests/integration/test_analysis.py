@@ -152,14 +152,23 @@ def test_at_time_reads_the_lake_as_of_a_timestamp(lake_with_history):
 
 def test_snapshots_and_changes(lake_with_history, cli):
     env, snaps = lake_with_history["env"], lake_with_history["snapshots"]
-    _, out = sql_json(env, "--snapshots")
-    ids = [r["snapshot_id"] for r in out["result"]["commands"][0]["rows"]]
+    _, listed = sql_json(env, "--snapshots")
+    ids = [r["snapshot_id"] for r in listed["result"]["commands"][0]["rows"]]
     assert set(snaps) <= set(ids)
     _, out = sql_json(env, "--changes", str(snaps[1]), str(snaps[2]))
     rows = out["result"]["commands"][0]["rows"]
     assert len(rows) == 300 and {r["change_type"] for r in rows} == {"insert"}
+    # for programs: every column, table ids in changes replaced by names
+    inserted = [r["changes"]["tables_inserted_into"] for r in listed["result"]["commands"][0]["rows"]
+                if "tables_inserted_into" in r["changes"]]
+    assert inserted and all(names == ["main.events"] for names in inserted)
+    # for people: one short line per snapshot, changes in words with table names, not ids
+    # (was: 600-character rows of JSON maps holding internal table ids such as ["5"])
     text = cli("--snapshots", env=env)
-    assert text.returncode == 0 and "snapshot_id" in text.stdout.splitlines()[0]
+    lines = text.stdout.splitlines()
+    assert text.returncode == 0 and lines[0].split() == ["snapshot", "time", "(UTC)", "author", "changes", "message"]
+    assert "insert main.events" in text.stdout and '["' not in text.stdout
+    assert max(len(line) for line in lines) < 220, max(lines, key=len)
 
 
 def test_human_output_is_an_aligned_table(lake_with_history, cli):
