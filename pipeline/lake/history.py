@@ -137,7 +137,8 @@ def snapshot_listing(lake: str, names: dict[str, str], *, human: bool) -> str:
               AS changes, author, commit_message, commit_extra_info
             FROM {source} ORDER BY snapshot_id"""
     words = " ".join(f"WHEN {quote_literal(k)} THEN {quote_literal(w)}" for k, w in CHANGE_WORDS.items())
-    change = f"(CASE e.key {words} ELSE replace(e.key, '_', ' ') END) || ' ' || array_to_string({values}, ', ')"
+    change = (f"(CASE e.key {words} ELSE replace(e.key, '_', ' ') END) || ' ' "
+              f"|| array_to_string({values}, ', ')")
     # the changes column is capped (a table's creation lists every table), so no row pads all
     # the others; the message comes last, so each line is as long as its own message
     return f"""WITH listed AS (
