@@ -134,10 +134,11 @@ def service_error(cause: BaseException, message: str, *, unavailable: type[Trans
 
 
 def first_line(error: BaseException | str) -> str:
-    """The first line of an error's text (driver errors carry pages of context below it). A
+    """The first line of an error's text (driver errors carry pages of context below it; a
+    catalog query's SQL text is left out, its reason kept). A
     Spark task's Python error starts with a line that says only that, and ends with the
     worker's own ``SomeError: what happened`` line after a traceback: that line it is."""
-    text = str(error).strip()
+    text = _QUERY_TEXT.sub(r"\1(…): ", str(error).strip())
     if not text:
         return type(error).__name__
     first = text.splitlines()[0]
@@ -148,4 +149,9 @@ def first_line(error: BaseException | str) -> str:
     return first
 
 
+# DuckDB's Postgres and SQLite catalogs say ``Failed to execute query "<the SQL>": <the reason>``:
+# the SQL runs over many lines, so a first line would end inside it and drop the reason (e.g.
+# "server closed the connection unexpectedly"); the SQL goes, the reason stays. Greedy: up to
+# the last quote-colon, which ends the query
+_QUERY_TEXT = re.compile(r'(Failed to execute query )".*": ', re.DOTALL)
 _WORKER_ERROR = re.compile(r"^\s*((?:[\w.]+\.)?\w*(?:Error|Exception|Warning): \S.*)$", re.MULTILINE)

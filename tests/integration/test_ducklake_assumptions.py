@@ -163,3 +163,18 @@ def test_files_of_one_day_in_other_folders_break_compaction_and_unregistered_fil
     con.execute("CALL ducklake_add_data_files('lake', 'events', ?, hive_partitioning => true)", [paths])
     with pytest.raises(duckdb.Error, match="different hive partition path"):
         con.execute("CALL ducklake_merge_adjacent_files('lake')")
+
+
+def test_a_catalog_query_error_keeps_its_reason_on_the_line_people_see():
+    """DuckDB's Postgres catalog says ``Failed to execute query "<SQL over many lines>": <reason>``;
+    the one line an error shows was cut inside the SQL, hiding the reason (seen: "server closed
+    the connection unexpectedly" lost from a catalog outage's message)."""
+    from pipeline.errors import first_line
+    from pipeline.lake.extensions import new_instance
+
+    con = new_instance("postgres")
+    con.execute("ATTACH 'host=127.0.0.1 user=postgres dbname=postgres' AS pg (TYPE postgres)")
+    with pytest.raises(duckdb.Error) as failed:
+        con.execute("CALL postgres_execute('pg', 'SELECT 1\n  FROM pg_class\n  WHERE 1/0 = 1')")
+    assert 'Failed to execute query "' in str(failed.value) and "\n" in str(failed.value)
+    assert first_line(failed.value) == "Failed to execute query (…): ERROR:  division by zero"
