@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.extract.arrow_writer import ParquetFile, staging_schema, to_staging_schema
+from pipeline.extract.task_reports import ReportTo
 from pipeline.source.shape import EVENT_COLUMNS
 from pipeline.staging.location import Folder
 
@@ -95,6 +96,7 @@ class SliceJob:
     queries: tuple[str, ...]
     output: Folder | LakeOutput | None
     extra_columns: tuple[str, ...] = ()
+    report_to: ReportTo | None = None  # the driver's progress line, when one is drawn
 
     def __call__(self, slices: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in slices:
@@ -103,6 +105,8 @@ class SliceJob:
 
     def _run(self, index: int) -> Iterator[pa.RecordBatch]:
         rows = self.source.batches(self.queries[index])
+        if self.report_to is not None:
+            rows = self.report_to.counting(rows, index)
         schema = staging_schema(self.extra_columns)
         if self.output is None:
             for item in rows:

@@ -33,6 +33,7 @@ from pipeline.extract.slice_task import (
 )
 from pipeline.extract.spark_progress import task_progress
 from pipeline.extract.spark_session import connect_lost, default_cores, functions
+from pipeline.extract.task_reports import ReportTo
 from pipeline.progress import Progress
 from pipeline.source.shape import TYPED_COLUMNS
 from pipeline.source.window import Window
@@ -61,8 +62,10 @@ def slices(request: ExtractRequest, count: int, rows_per_slice: int | None = Non
     return [(w, None) for w in time_chunks(request.window, stats.rows, stats.min_ts, stats.max_ts, per)]
 
 
-def job(request: ExtractRequest, parts: list[Slice], output: object) -> SliceJob:
-    """The pickled part every task gets: how to reach the source, one query per slice, where to write."""
+def job(request: ExtractRequest, parts: list[Slice], output: object, report_to: ReportTo | None = None
+        ) -> SliceJob:
+    """The pickled part every task gets: how to reach the source, one query per slice, where to
+    write (and where to report its rows as it reads, for a progress line)."""
     settings = request.settings
     typed = isinstance(output, LakeOutput) and output.typed
     columns = TYPED_COLUMNS if typed else None
@@ -70,7 +73,7 @@ def job(request: ExtractRequest, parts: list[Slice], output: object) -> SliceJob
                                                           request.extra_columns, columns=columns, also=pages))
                     for window, pages in parts)
     source = SliceSource(settings.source_dsn.conninfo(), request.snapshot_id, request.timezone)
-    return SliceJob(source, queries, output, tuple(request.extra_columns))
+    return SliceJob(source, queries, output, tuple(request.extra_columns), report_to)
 
 
 def lake_output(target: LakeTarget, batch_id: str) -> LakeOutput:
@@ -88,8 +91,8 @@ def write_slices(spark: SparkSession, request: ExtractRequest, meter: Progress) 
         request.folder.make(exist_ok=False)  # never write into an existing batch
         output = request.folder
     tasks = spark.range(0, len(parts), 1, len(parts))  # slice numbers, one partition (task) each
-    frame = tasks.mapInArrow(job(request, parts, output), RESULT_SCHEMA)
-    with task_progress(spark, meter):
+    with task_progress(spark, meter) as report_to:
+        frame = tasks.mapInArrow(job(request, parts, output, report_to), RESULT_SCHEMA)
         return sum(int(row["rows"]) for row in frame.collect())
 
 

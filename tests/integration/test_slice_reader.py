@@ -5,6 +5,7 @@ plan never reach the batch, and it writes the lake's own Parquet types."""
 from __future__ import annotations
 
 import dataclasses
+import time
 from datetime import UTC, datetime
 
 import pyarrow as pa
@@ -13,6 +14,7 @@ import pyarrow.parquet as pq
 from pipeline.extract import spark_arrow
 from pipeline.extract.batch import ExtractRequest
 from pipeline.extract.slice_task import SliceSource
+from pipeline.extract.task_reports import RowsListener
 from pipeline.settings.resolve import resolve
 from pipeline.source import stats
 from pipeline.source.plan import BatchPlan
@@ -20,6 +22,13 @@ from pipeline.source.snapshot import exported_snapshot
 from pipeline.source.window import Window
 from pipeline.staging.location import folder_of
 from tests.helpers import add_events
+
+
+def _until(condition, timeout: float = 5) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "no task report arrived"
+        time.sleep(0.05)
 
 
 def _slice_rows(source: SliceSource, table: str) -> int:
@@ -63,9 +72,11 @@ def test_slice_tasks_split_a_window_by_pages_or_time_and_stage_every_row_once(se
             else:
                 assert all(p is None for _, p in parts) and len(parts) > 1, parts
             folder = folder_of(str(tmp_path / name), settings.storage)
-            job = spark_arrow.job(request, parts, folder)
-            counts = [row for batch in job(iter([pa.record_batch({"id": list(range(len(parts)))})]))
-                      for row in batch.to_pylist()]
-            assert sum(c["rows"] for c in counts) == 3_000, (name, counts)
+            with RowsListener() as listener:  # a progress line's end: each slice reports its rows
+                job = spark_arrow.job(request, parts, folder, listener.address)
+                counts = [row for batch in job(iter([pa.record_batch({"id": list(range(len(parts)))})]))
+                          for row in batch.to_pylist()]
+                assert sum(c["rows"] for c in counts) == 3_000, (name, counts)
+                _until(lambda: listener.rows == 3_000)
             staged = pq.read_table(tmp_path / name)
             assert staged.num_rows == 3_000 and len(set(staged.column("event_id").to_pylist())) == 3_000
