@@ -132,7 +132,8 @@ class SparkExtractor:
             self._warm_up_jdbc(settings, rows)
         except Exception as exc:
             if settings.spark.remote and connect_lost(exc):
-                raise connect_lost_error(settings.spark.remote, exc, "while warming up") from None
+                raise connect_lost_error(settings.spark.remote, exc,
+                                         "while starting the extraction (warming up its workers)") from None
             raise
 
     def _warm_up_jdbc(self, settings: ResolvedSettings, rows: int) -> None:

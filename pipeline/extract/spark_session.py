@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -242,9 +243,11 @@ def _probe(url: str, setting: str, default_port: int, timeout: float = 10.0) -> 
 
 # Connect client retries: pyspark's default tolerates at least 10 minutes of a server that went
 # away (a SIGKILLed server was reported 610 s later, as a lost *source*); these give up in ~25 s
-# (0.05 + 0.2 + 0.8 + 3.2 + 10 + 10 s), and so does the release call pyspark sends after a failed
-# operation from a thread the interpreter waits for at exit. A server restart takes longer than
-# that anyway: the scheduler's next attempt (with backoff) meets the new server.
+# (0.05 + 0.2 + 0.8 + 3.2 + 10 + 10 s) while the server's port still answers (a server busy or
+# restarting its listener), and at once when nothing listens there any more: a killed server
+# took ~50 s to report, half of it in the release call pyspark sends after a failed operation
+# from a thread the interpreter waits for at exit. A restart takes longer than that anyway: the
+# scheduler's next attempt (with backoff) meets the new server.
 CONNECT_RETRIES = {"max_retries": 6, "initial_backoff": 50, "backoff_multiplier": 4.0, "max_backoff": 10_000,
                    "max_server_retry_delay": 10_000}
 # what the client's errors say when the server itself is gone (not a failed job on a live server)
@@ -254,25 +257,40 @@ _CONNECT_LOST = ("StatusCode.UNAVAILABLE", "_MultiThreadedRendezvous", "SESSION_
 
 
 def _bound_retries(session: SparkSession, remote: str) -> None:
-    """Bounded client retries, and no retrying at exit: pyspark's exit handler sends cleanup
-    calls to the server (with the same retries), which kept a process whose server was killed
-    alive for 20 minutes. A handler registered later runs first: if the server is gone by then,
-    the client is closed and pyspark's handler skips its calls."""
+    """Bounded client retries, none once the server is gone, and no retrying at exit: pyspark's
+    exit handler sends cleanup calls to the server (with the same retries), which kept a process
+    whose server was killed alive for 20 minutes. A handler registered later runs first: if the
+    server is gone by then, the client is closed and pyspark's handler skips its calls."""
     import atexit
+    import warnings
 
     from pyspark.sql.connect.client.retries import DefaultPolicy
 
+    class WhileListening(DefaultPolicy):
+        """pyspark's policy, but a lost connection is retried only while the port answers."""
+
+        def can_retry(self, e: BaseException) -> bool:
+            return super().can_retry(e) and _listening(remote)
+
     client = session.client
-    client.set_retry_policies([DefaultPolicy(**CONNECT_RETRIES)])
+    client.set_retry_policies([WhileListening(**CONNECT_RETRIES)])
+    # the error that follows says what happened; pyspark's two-line warning only repeats it
+    warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]")
 
     def close_if_gone() -> None:
-        try:
-            _probe(remote, "SPARK_REMOTE", 15002, timeout=2.0)
-        except EngineUnavailable:
+        if not _listening(remote):
             with contextlib.suppress(Exception):
                 client.close()
 
     atexit.register(close_if_gone)
+
+
+def _listening(remote: str) -> bool:
+    try:
+        _probe(remote, "SPARK_REMOTE", 15002, timeout=2.0)
+    except EngineUnavailable:
+        return False
+    return True
 
 
 def connect_lost(exc: BaseException) -> bool:
@@ -283,11 +301,28 @@ def connect_lost(exc: BaseException) -> bool:
 
 def connect_lost_error(remote: str, exc: BaseException, during: str) -> EngineUnavailable:
     """The one message for a Connect server that went away: named, temporary, nothing lost."""
+    gone = "" if _listening(remote) else "; nothing listens there now"
     return EngineUnavailable(
         f"Lost the Spark Connect server at SPARK_REMOTE={remote} {during} "
-        f"({first_line(scrub_secrets(str(exc)))}). Nothing was staged or promoted.",
+        f"({_rpc_reason(exc)}{gone}). Nothing was staged or promoted.",
         "Check that the Connect server runs (it was stopped or restarted); the next run reads "
         "the same window again, so nothing is lost.")
+
+
+def _rpc_reason(exc: BaseException) -> str:
+    """What a gRPC error says, its status and details (``UNAVAILABLE: Socket closed``), found in
+    the error or the ones it came from: its own first line is an empty-looking
+    ``<_MultiThreadedRendezvous of RPC that terminated with:``. Else the error's first line."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        found = _RPC_STATUS.search(str(seen))
+        if found:
+            return f"{found['status']}: {scrub_secrets(found['details'] or 'no details')}"
+        seen = seen.__cause__ or seen.__context__
+    return first_line(scrub_secrets(str(exc)))
+
+
+_RPC_STATUS = re.compile(r'status = StatusCode\.(?P<status>\w+)\s+details = "(?P<details>[^"]*)"')
 
 
 def _require_java() -> None:

@@ -105,7 +105,8 @@ def test_driver_staging_through_connect_fetches_time_chunks_and_loads_everything
 def test_a_connect_server_killed_mid_extraction_is_named_and_the_process_exits_promptly(
         settings, lake_env, connect_server):
     """SIGKILL the server while its JDBC read runs (the last test of the module: it restarts the
-    server after). Was: 610 s, blamed on the source, then 20 minutes in pyspark's exit handler."""
+    server after). Was: 610 s, blamed on the source, then 20 minutes in pyspark's exit handler;
+    then ~50 s with an empty reason."""
     import signal
 
     add_events(settings, 1_500, seed=95)
@@ -118,8 +119,14 @@ def test_a_connect_server_killed_mid_extraction_is_named_and_the_process_exits_p
     killed = time.monotonic()
     code = run.popen.wait(timeout=240)
     took = time.monotonic() - killed
-    assert code == 1 and took < 120, (took, run.output)
-    assert f"Lost the Spark Connect server at SPARK_REMOTE={connect_server.url}" in run.output
+    # was ~50 s: client retries for a server whose port no longer answers, then as many again
+    # in pyspark's release call at exit
+    assert code == 1 and took < 20, (took, run.output)
+    assert f"Lost the Spark Connect server at SPARK_REMOTE={connect_server.url} mid-extraction " \
+           "(UNAVAILABLE: " in run.output and "nothing listens there now" in run.output
+    # was an empty "(<_MultiThreadedRendezvous of RPC that terminated with:)" after two lines of
+    # a pyspark UserWarning
+    assert "_MultiThreadedRendezvous" not in run.output and "UserWarning" not in run.output
     assert "Failed (temporary" in run.output and "source Postgres" not in run.output
     assert not list((Path(settings.staging_path) / settings.lake_table).rglob("*.parquet"))
     connect_server.start()
