@@ -116,6 +116,44 @@ def test_a_run_killed_mid_extraction_leaves_partials_the_next_run_removes_at_onc
     assert_lake_equals_source(settings, expected_rows=800)
 
 
+def test_a_run_killed_as_it_writes_the_lake_ids_leaves_nothing_the_next_run_keeps(settings, lake_env):
+    """The kill ~30 ms into extraction: zero-copy's lake-ids file (beside the data path's
+    incoming folder) appears before the batch's first Spark file. It was written before the batch
+    was claimed, so a kill there left a file only the hourly orphan cleanup removed; the batch is
+    now claimed first, and the next run removes it at once."""
+    import signal
+    import time
+
+    from pipeline.lake import zero_copy
+    from tests.helpers import Proc
+
+    from datetime import UTC, datetime
+
+    now = datetime.now(UTC)
+    add_events(settings, 400, seed=78, now=now)
+    assert run_main("--run", env=lake_env).returncode == 0
+    # event times among the first's (arriving later): the lake holds ids in the next batch's time
+    # span, so the run writes a lake-ids file
+    add_events(settings, 300, seed=79, now=now)
+    resolved = resolve(settings)
+    incoming = Path(zero_copy.table_folder(resolved).child(zero_copy.INCOMING).uri())
+    run_proc = Proc("events_pipeline.py", "--run", env=lake_env)
+    deadline = time.monotonic() + 180
+    while not list(incoming.glob(f"*{zero_copy.LAKE_IDS_SUFFIX}")):
+        assert time.monotonic() < deadline and run_proc.popen.poll() is None, run_proc.output
+        time.sleep(0.001)
+    run_proc.popen.send_signal(signal.SIGKILL)
+    run_proc.popen.wait(30)
+    [ids_file] = incoming.glob(f"*{zero_copy.LAKE_IDS_SUFFIX}")
+    batch_id = ids_file.name.removesuffix(zero_copy.LAKE_IDS_SUFFIX)
+    assert staging.abandoned_batches(staging.table_dir(resolved)) == [batch_id]  # claimed first
+    rerun = run_main("--run", env=lake_env)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert f"removed the leftovers of batch {batch_id}" in rerun.stderr
+    assert not ids_file.exists() and not list(incoming.glob(f"{batch_id}*"))
+    assert_lake_equals_source(settings, expected_rows=700)
+
+
 def test_twenty_concurrent_writers_all_land_or_fail_loudly(settings, lake_env):
     def writer(i: int):
         return run_cli("events_pipeline.py", "--write", "--sql",
