@@ -238,11 +238,13 @@ class Proc:
             stderr=subprocess.STDOUT, text=True, start_new_session=as_users_start_it,
             preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)) if as_users_start_it else None)
         self.lines: list[str] = []
+        self.times: list[float] = []  # when each line arrived (time.monotonic)
         self._queue: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
         for line in self.popen.stdout:
+            self.times.append(time.monotonic())
             self.lines.append(line.rstrip())
             self._queue.put(line)
 

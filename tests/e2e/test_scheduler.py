@@ -4,6 +4,8 @@ survival of a catalog outage."""
 
 from __future__ import annotations
 
+import re
+
 import json
 import time
 from pathlib import Path
@@ -126,7 +128,9 @@ def test_a_failing_job_is_retried_and_the_process_survives(settings, lake_env):
         proxy.stop()
         add_events(settings, 300, seed=25)
         failed = scheduler.wait_for("job load failed", timeout=60)
-        time.sleep(3)
+        failures = [failed]
+        for _ in range(2):
+            failures.append(scheduler.wait_for("job load failed", timeout=120, after=failures[-1] + 1))
         proxy.start()
         recovered = scheduler.wait_for("job load success", timeout=120, after=failed)
         assert "300 new rows" in scheduler.lines[recovered] or "new rows" in scheduler.lines[recovered]
@@ -135,6 +139,15 @@ def test_a_failing_job_is_retried_and_the_process_survives(settings, lake_env):
         proxy.stop()
     assert code == 0, scheduler.output
     assert "Cannot" in scheduler.lines[failed] or "catalog" in scheduler.lines[failed].lower()
+    # each retry comes when the log said it would (it said "retry in 20s" and retried after 10):
+    # the gap between two failure lines is the wait plus the second attempt
+    for first, then in zip(failures, failures[1:], strict=False):
+        said = re.search(r"retry (?:in (\d+(?:\.\d+)?)s|at next tick)", scheduler.lines[first])
+        expected = float(said[1]) if said[1] else 2.0  # the next tick: one --load-every
+        attempt = float(re.search(r"failed after (\d+\.\d+)s", scheduler.lines[then])[1])
+        waited = scheduler.times[then] - scheduler.times[first] - attempt
+        assert expected - 1.5 <= waited <= expected + 1.5, (expected, waited, scheduler.lines[first])
+    assert "retry in" in scheduler.lines[failures[1]]  # a backoff, not only the next tick
     assert_lake_equals_source(settings, expected_rows=800)
 
 
