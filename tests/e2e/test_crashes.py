@@ -123,11 +123,10 @@ def test_a_run_killed_as_it_writes_the_lake_ids_leaves_nothing_the_next_run_keep
     now claimed first, and the next run removes it at once."""
     import signal
     import time
+    from datetime import UTC, datetime
 
     from pipeline.lake import zero_copy
     from tests.helpers import Proc
-
-    from datetime import UTC, datetime
 
     now = datetime.now(UTC)
     add_events(settings, 400, seed=78, now=now)

@@ -4,9 +4,8 @@ survival of a catalog outage."""
 
 from __future__ import annotations
 
-import re
-
 import json
+import re
 import time
 from pathlib import Path
 
