@@ -134,11 +134,12 @@ class ArchiveUse:
     recording: Recording | None = None
 
     def discard(self) -> None:
-        """The JVM did not start while mapping :attr:`mapped`: a damaged archive crashes it at
-        every start (seen: SIGBUS on a truncated file), so it goes, to be recorded again."""
+        """The JVM did not start while mapping :attr:`mapped`, and did without it: a damaged
+        archive crashes it at every start (seen: SIGBUS on a truncated file), so it goes, to be
+        recorded again."""
         if self.mapped is not None:
-            log.warning("Spark's JVM did not start with the class archive %s: removed; starting without it",
-                        self.mapped)
+            log.warning("Spark's JVM did not start with the class archive %s but did without it: "
+                        "the archive was removed (a later run records it again)", self.mapped)
             self.mapped.unlink(missing_ok=True)
 
 

@@ -175,8 +175,10 @@ def build_session(settings: Settings, app_name: str = "event-lake", *, long_live
         except Exception:
             if archive.mapped is None:
                 raise
-            archive.discard()
+            # the archive is to blame only if the JVM starts without it: a start that fails for
+            # another reason (a bad option, a missing jar) fails again here and keeps the archive
             session = _started(builder.config("spark.driver.extraJavaOptions", java_opts), start_log)
+            archive.discard()
     except Exception as exc:  # noqa: BLE001  Spark's start fails in many ways (Py4J, Java, ports): each is translated below
         if driver is not None and driver.conf_key == "spark.jars.packages":
             # no jar on this machine and Maven out of reach: no retry brings the jar
@@ -220,7 +222,11 @@ def _launch_jvm_apart(builder: SparkSession.Builder) -> None:
         conf = SparkConf()
         for key, value in builder._options.items():  # what getOrCreate passes to the gateway
             conf.set(key, value)
-        SparkContext._gateway = launch_gateway(conf, popen_kwargs={"start_new_session": True})
+        # its stdout is our stderr (Spark's log file unless --verbose): a run's stdout is its
+        # result alone, and a JVM still writing its class archive after this process exited
+        # holds no pipe a caller reads stdout from (`--json | jq` waited for it)
+        SparkContext._gateway = launch_gateway(conf, popen_kwargs={"start_new_session": True,
+                                                                   "stdout": 2})
         SparkContext._jvm = SparkContext._gateway.jvm
 
 
