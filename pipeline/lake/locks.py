@@ -11,12 +11,25 @@ Two processes, even on two machines sharing a Postgres catalog, never do the sam
 once. The lock dies with its holder: a killed process can never leave the lake locked.
 The other side of that: a holder whose lock connection died has lost the lock while it still
 works, so before committing it checks its :class:`Lease` (fencing) and rolls back if lost.
+
+"Dies with its holder" needs the server to notice. A connection cut by the network (not closed
+by a process that ended) can live on in the server as a *ghost* session, holding its lock, for
+as long as the server's TCP keepalive takes (two hours by default): a process whose lock
+connection was cut that way then waited for its own lock forever. So lock connections ask the
+server to probe them within seconds (keepalive settings of the session), carry this process's
+name (``event-lake <host> <pid>``), and a wait that finds the lock held by a session of this
+very process that none of its live connections is, ends that ghost. A wait says, once, who
+holds the lock it waits for.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
+import os
+import socket
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,9 +37,19 @@ from pathlib import Path
 
 import fasteners
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 
 from pipeline.errors import CatalogUnavailable, LockBusy, service_error
 from pipeline.settings import ResolvedSettings, Settings
+
+log = logging.getLogger(__name__)
+
+# the server drops a lock connection it no longer hears from after ~10 + 3 × 5 s
+KEEPALIVE = {"tcp_keepalives_idle": 10, "tcp_keepalives_interval": 5, "tcp_keepalives_count": 3}
+SAY_WHO_AFTER_SECONDS = 5.0  # a wait this long says who holds the lock
+GHOST_CHECK_SECONDS = 2.0
+_live_backends: set[int] = set()  # server pids of this process's open lock connections
+_live_lock = threading.Lock()
 
 
 def lock_key(name: str) -> int:
@@ -87,7 +110,7 @@ def hold(settings: ResolvedSettings, job: str, *, timeout: float | None = None) 
 def _advisory(conninfo: str, name: str, timeout: float | None, where: str) -> Iterator[Lease]:
     key = lock_key(name)
     try:
-        conn = psycopg.connect(conninfo, autocommit=True, connect_timeout=10)
+        conn = psycopg.connect(conninfo, autocommit=True, connect_timeout=10, **_session_params(conninfo))
     except psycopg.OperationalError as exc:
         raise service_error(exc, f"Cannot reach the catalog (DUCKLAKE_CATALOG={where}) to take the "
                             f"{name} lock", unavailable=CatalogUnavailable,
@@ -95,18 +118,78 @@ def _advisory(conninfo: str, name: str, timeout: float | None, where: str) -> It
                             "points at it.",
                             terminal_hint="Check DUCKLAKE_CATALOG (host, port, dbname, user, password).",
                             ) from None
-    with conn:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
-            if deadline is not None and time.monotonic() >= deadline:
-                raise LockBusy(f"Another process holds the {name} lock.",
-                               "It will be released when that process finishes or dies.")
-            time.sleep(0.2)
-        try:
-            yield Lease(name, conn)
-        finally:
-            # If the connection died (catalog restarted, network cut), the server has already
-            # released the session lock; an unlock error must not mask the caller's outcome.
-            with contextlib.suppress(psycopg.Error):
-                if not conn.closed:
-                    conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+    backend = conn.info.backend_pid
+    with _live_lock:
+        _live_backends.add(backend)  # before the lock is tried: a live holder is never a ghost
+    try:
+        with conn:
+            _wait_for(conn, key, name, timeout)
+            try:
+                yield Lease(name, conn)
+            finally:
+                # If the connection died (catalog restarted, network cut), the server has already
+                # released the session lock; an unlock error must not mask the caller's outcome.
+                with contextlib.suppress(psycopg.Error):
+                    if not conn.closed:
+                        conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+    finally:
+        with _live_lock:
+            _live_backends.discard(backend)
+
+
+def _wait_for(conn: psycopg.Connection, key: int, name: str, timeout: float | None) -> None:
+    started = time.monotonic()
+    deadline = None if timeout is None else started + timeout
+    said, checked = False, started
+    while not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
+        now = time.monotonic()
+        if deadline is not None and now >= deadline:
+            raise LockBusy(f"Another process holds the {name} lock.",
+                           "It will be released when that process finishes or dies.")
+        if now - checked >= GHOST_CHECK_SECONDS or (not said and now - started >= SAY_WHO_AFTER_SECONDS):
+            checked = now
+            holder = _holder(conn, key)
+            if holder is not None and _is_own_ghost(holder):
+                log.warning("the %s lock is held by a session of this process whose connection was cut "
+                            "(server pid %s, %s since %s): ending it", name, holder["pid"], holder["state"],
+                            holder["state_change"])
+                conn.execute("SELECT pg_terminate_backend(%s)", (holder["pid"],))
+                continue
+            if holder is not None and not said and now - started >= SAY_WHO_AFTER_SECONDS:
+                said = True
+                log.warning("waiting for the %s lock, held by %s (server pid %s, %s since %s)", name,
+                            holder["application_name"] or "a session without a name", holder["pid"],
+                            holder["state"], holder["state_change"])
+        time.sleep(0.2)
+
+
+def _holder(conn: psycopg.Connection, key: int) -> dict | None:
+    """The session holding advisory lock ``key`` (pg_locks splits the 64-bit key in two oids)."""
+    unsigned = key & 0xFFFF_FFFF_FFFF_FFFF
+    row = conn.execute(
+        "SELECT a.pid, a.application_name, a.state, a.state_change FROM pg_locks l "
+        "JOIN pg_stat_activity a USING (pid) WHERE l.locktype = 'advisory' AND l.granted "
+        "AND l.classid = %s::oid AND l.objid = %s::oid AND l.objsubid = 1 AND l.database = "
+        "(SELECT oid FROM pg_database WHERE datname = current_database())",
+        (unsigned >> 32, unsigned & 0xFFFF_FFFF)).fetchone()
+    if row is None:
+        return None
+    return dict(zip(("pid", "application_name", "state", "state_change"), row, strict=True))
+
+
+def _is_own_ghost(holder: dict) -> bool:
+    """A session named for this process that is none of its open lock connections."""
+    with _live_lock:
+        live = set(_live_backends)
+    return holder["application_name"] == application_name() and holder["pid"] not in live
+
+
+def application_name() -> str:
+    return f"event-lake {socket.gethostname()} {os.getpid()}"[:63]
+
+
+def _session_params(conninfo: str) -> dict[str, str]:
+    """This process's name and the server-side keepalives (added to any ``options`` the DSN has)."""
+    options = conninfo_to_dict(conninfo).get("options") or ""
+    keepalive = " ".join(f"-c {k}={v}" for k, v in KEEPALIVE.items())
+    return {"application_name": application_name(), "options": f"{options} {keepalive}".strip()}

@@ -370,8 +370,22 @@ class Scheduler:
                 cancel_jobs(self._spark)
             time.sleep(CANCEL_EVERY_SECONDS)
         log.error("shutdown took longer than %ds; exiting now with status 1 (an open transaction "
-                  "rolls back)", SHUTDOWN_SECONDS)
+                  "rolls back)%s", SHUTDOWN_SECONDS, self._where_stuck())
         os._exit(1)  # a forced stop is not a clean one: process managers must see the difference
+
+    def _where_stuck(self) -> str:
+        """Every thread's stack in a file under the logs folder, so a stop that hung can be
+        explained afterwards (it was not, twice, without one); the log line names the file."""
+        import faulthandler
+
+        path = self.settings.home / "logs" / f"stuck-{os.getpid()}.txt"
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("w") as out:
+                faulthandler.dump_traceback(out, all_threads=True)
+        except OSError:
+            return ""
+        return f"; where each thread was: {path}"
 
     def serve(self, run_now: bool = False) -> None:
         on_stop(self.request_stop)

@@ -185,3 +185,29 @@ def test_on_a_new_lake_every_job_is_due_at_once(settings):
         # a follower loads in its own loop, at once; the other jobs are scheduled
         assert set(due) == {"expire", "compact", "reconcile"} | (set() if follow else {"load"})
         assert all(when <= datetime.now() + timedelta(seconds=1) for when in due.values()), due
+
+
+def test_a_stop_that_hangs_leaves_where_each_thread_was(settings):
+    """A follower stuck for 60 s at shutdown was twice left unexplained: the forced exit now
+    writes every thread's stack to a file the log line names."""
+    import threading
+
+    from pipeline.ops.scheduler import Scheduler
+
+    scheduler = Scheduler(settings, engine="dlt", follow=True)
+    parked = threading.Event()
+
+    def stuck_in_a_catalog_call() -> None:
+        parked.wait(30)
+
+    thread = threading.Thread(target=stuck_in_a_catalog_call, name="stuck")
+    thread.start()
+    try:
+        said = scheduler._where_stuck()
+    finally:
+        parked.set()
+        thread.join()
+    path = Path(said.split(": ", 1)[1])
+    assert path.parent == scheduler.settings.home / "logs" and path.name.startswith("stuck-")
+    stacks = path.read_text()
+    assert "stuck_in_a_catalog_call" in stacks and "test_a_stop_that_hangs_leaves_where_each_thread_was" in stacks
