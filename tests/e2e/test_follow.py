@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from datetime import datetime
+from pathlib import Path
 
 from tests.conftest import run_main
 from tests.helpers import Proc, add_events, assert_lake_equals_source, jobs_table, lake_query
@@ -114,7 +115,8 @@ def test_a_follower_loads_again_within_seconds_of_the_catalog_coming_back(settin
     finally:
         code = follower.terminate()
         proxy.stop()
-    assert code == 0, follower.output
+    stuck = "".join(p.read_text() for p in (Path(lake_env["EVENT_LAKE_HOME"]) / "logs").glob("stuck-*.txt"))
+    assert code == 0, follower.output[-3000:] + stuck  # a hung stop leaves its threads' stacks
     assert waited < 10, (waited, follower.output[-3000:])
     assert_lake_equals_source(settings, expected_rows=150)
 
