@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TEST_PG_DSN = os.environ.get("TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 
 
-TIERS = ("unit", "integration", "e2e")  # the folders under tests/, each a marker (pyproject.toml)
+TIERS = ("unit", "integration", "e2e", "stack")  # the folders under tests/, each a marker (pyproject.toml)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
