@@ -4,7 +4,10 @@ and how long shutdown may take.
 * :class:`~pipeline.errors.TransientError` (a service down or busy) and errors we cannot
   classify back off exponentially — 0, 1, 3, 7 … extra intervals, capped at :data:`MAX_BACKOFF`.
 * :class:`~pipeline.errors.TerminalError` (a setting, the data or the code needs a fix) waits
-  the cap at once: retrying sooner would fail the same way and fill the history with noise.
+  :data:`FIX_RETRY` (or one interval, if longer) at once: retrying every tick would fail the
+  same way and fill the history with noise, but the fix is made outside the process — a table
+  created, a grant given — and a scheduler that waited its 6-h cap after a fresh stack's first
+  load found no source table yet went on not loading for hours after the table came.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from datetime import timedelta
 from pipeline.errors import TerminalError
 
 MAX_BACKOFF = timedelta(hours=6)
+FIX_RETRY = timedelta(minutes=10)  # how soon a failure that needs a fix is tried again
 # a follower loads every few seconds: after an outage of hours it must not wait hours more
 FOLLOW_MAX_BACKOFF = timedelta(seconds=30)
 SHUTDOWN_SECONDS = 60  # bound on exit after SIGTERM, printed in --help
@@ -31,7 +35,7 @@ def retry_delay(every: timedelta, failures: int, error: BaseException,
                 cap: timedelta = MAX_BACKOFF) -> timedelta:
     """Extra wait before the next attempt after ``error`` ended the ``failures``-th run in a row."""
     if isinstance(error, TerminalError):
-        return max(cap, every)
+        return max(min(cap, FIX_RETRY), every)
     return backoff_delay(every, failures, cap)
 
 

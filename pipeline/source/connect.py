@@ -19,9 +19,14 @@ def connect(dsn: PgDsn, *, autocommit: bool = True) -> Iterator[psycopg.Connecti
     The session runs in the source's time zone (``SOURCE_TIMEZONE``, else the database's own
     TimeZone), as every reader's does: a ``timestamp without time zone`` value is wall-clock time
     there, so comparing it with an instant, or casting it to ``timestamptz``, gives the instant
-    Postgres itself means by it. Values read back are instants (aware datetimes)."""
+    Postgres itself means by it. Values read back are instants (aware datetimes).
+
+    Text comes back as UTF-8 whatever the database's encoding: a SQL_ASCII database (initdb
+    without a UTF-8 locale) otherwise hands psycopg bytes, and every check that reads text
+    (a column default, a name) failed with "a bytes-like object is required"."""
     try:
-        conn = psycopg.connect(dsn.conninfo(), autocommit=autocommit, connect_timeout=10)
+        conn = psycopg.connect(dsn.conninfo(), autocommit=autocommit, connect_timeout=10,
+                               client_encoding="UTF8")
     except psycopg.OperationalError as exc:
         hint = "Check SOURCE_PG_DSN (host, port, user, password, dbname) and that the server runs."
         raise service_error(exc, f"Cannot connect to the source Postgres at {dsn.masked()}",

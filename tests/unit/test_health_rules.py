@@ -39,6 +39,19 @@ def test_a_follower_backs_off_for_seconds_not_hours():
     assert retry_delay(timedelta(minutes=1), 40, down) == MAX_BACKOFF
 
 
+def test_a_failure_that_needs_a_fix_is_tried_again_within_minutes_not_hours():
+    """A fresh stack's scheduler found no source table at its first load (the generator had not
+    run yet) and waited its 6-h cap: the table came a minute later, the loads hours later."""
+    from datetime import timedelta
+
+    from pipeline.errors import ConfigError, TerminalError
+    from pipeline.ops.policy import FIX_RETRY, retry_delay
+
+    missing = TerminalError("The source table public.events does not exist.")
+    assert retry_delay(timedelta(seconds=10), 1, missing) == FIX_RETRY == timedelta(minutes=10)
+    assert retry_delay(timedelta(hours=1), 1, ConfigError("bad")) == timedelta(hours=1)  # one interval
+
+
 def test_a_lost_commit_is_temporary_and_a_missing_database_is_not():
     from pipeline.errors import is_transient
 

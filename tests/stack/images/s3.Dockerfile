@@ -2,6 +2,7 @@
 # pins, wrapped so its objects outlive the container (s3_standin.py).
 ARG BASE_IMAGE
 FROM ${BASE_IMAGE}
+ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt
 RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-venv \
  && rm -rf /var/lib/apt/lists/* \
  && python3 -m venv /opt/s3 && /opt/s3/bin/pip install --no-cache-dir "moto[server]==5.2.5"
