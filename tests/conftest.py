@@ -32,13 +32,25 @@ TEST_PG_DSN = os.environ.get("TEST_PG_DSN", "postgresql://postgres@127.0.0.1:543
 TIERS = ("unit", "integration", "e2e", "stack")  # the folders under tests/, each a marker (pyproject.toml)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--stack", action="store_true",
+                     help="run tests/stack: the compose stack under podman (.ci/stack prepares it)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark every test with its tier, from the folder it lives in: ``pytest -m "not e2e"`` (or
-    ``pytest tests/unit tests/integration``) is the fast tier."""
+    ``pytest tests/unit tests/integration``) is the fast tier. The stack tier runs only with
+    ``--stack``: it needs images that .ci/stack builds."""
+    stack_tests = []
     for item in items:
         tier = Path(str(item.fspath)).parent.name
         if tier in TIERS:
             item.add_marker(getattr(pytest.mark, tier))
+        if tier == "stack":
+            stack_tests.append(item)
+    if stack_tests and not config.getoption("--stack"):
+        config.hook.pytest_deselected(items=stack_tests)
+        items[:] = [item for item in items if item not in stack_tests]
 
 
 @pytest.fixture(scope="session")

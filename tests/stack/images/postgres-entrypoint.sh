@@ -9,8 +9,9 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
   pwfile=$(mktemp)
   printf '%s' "$POSTGRES_PASSWORD" > "$pwfile"
   chown postgres "$pwfile"
+  # UTF-8, as the public image's databases are (without a locale initdb makes SQL_ASCII ones)
   as_postgres initdb -D "$PGDATA" -U "${POSTGRES_USER:-postgres}" --pwfile="$pwfile" \
-    --auth-local=trust --auth-host=scram-sha-256 >/dev/null
+    --encoding=UTF8 --locale=C.UTF-8 --auth-local=trust --auth-host=scram-sha-256 >/dev/null
   rm -f "$pwfile"
   echo "host all all 0.0.0.0/0 scram-sha-256" >> "$PGDATA/pg_hba.conf"
   as_postgres pg_ctl -D "$PGDATA" -o "-c listen_addresses=''" -w start >/dev/null
