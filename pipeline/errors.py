@@ -70,6 +70,9 @@ MASK = "***"
 _TRANSIENT_MARKERS = ("connection refused", "unable to connect", "could not connect", "timeout", "timed out",
                       "no route",
                       "server closed", "could not translate host", "the database system is starting",
+                      # psycopg's own lookup (a container network's DNS answered EAI_AGAIN once a
+                      # neighbour stopped): a name that resolves again later, as libpq's above
+                      "failed to resolve host", "temporary failure in name resolution",
                       "the database system is shutting down", "too many clients", "terminating connection",
                       "connection reset", "broken pipe", "connection to server", "ssl syscall",
                       "i/o error occurred while sending to the backend", "connection attempt failed",

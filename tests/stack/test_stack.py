@@ -161,16 +161,18 @@ def test_a_stopped_connect_server_fails_a_load_plainly_and_is_recovered_from(sta
     stack.compose("stop", "spark-connect", timeout=120)
     stack.generate(500)
     deadline = time.monotonic() + 300
+    spark_said = ("Lost the Spark Connect server at SPARK_REMOTE=sc://spark-connect:15002",
+                  "Cannot reach Spark at SPARK_REMOTE=sc://spark-connect:15002")
     while True:
         lines = stack.logs("pipeline").splitlines()[seen:]  # what it logged since the stop
         failed = [line for line in lines if "job load failed" in line]
-        if failed:
+        if any(said in line for line in failed for said in spark_said):
             break
         assert time.monotonic() < deadline, "\n".join(lines[-40:])
         time.sleep(3)
-    assert "Lost the Spark Connect server at SPARK_REMOTE=sc://spark-connect:15002" in failed[0] \
-        or "Cannot reach Spark at SPARK_REMOTE=sc://spark-connect:15002" in failed[0], failed[0]
-    assert "(temporary;" in failed[0]
+    # every failure meanwhile is temporary (podman's network DNS may fail once as a container
+    # stops: that is retried too), and none is a crash
+    assert all("(temporary;" in line for line in failed), failed
     assert not [line for line in lines if "unexpected error" in line or "Traceback" in line]
     stack.compose("start", "spark-connect", timeout=120)
     stack.wait_for_rows(4_500)

@@ -55,6 +55,11 @@ def test_a_failure_that_needs_a_fix_is_tried_again_within_minutes_not_hours():
 def test_a_lost_commit_is_temporary_and_a_missing_database_is_not():
     from pipeline.errors import is_transient
 
+    # seen in the compose stack: the network's DNS failed once as a neighbour container stopped,
+    # and the load waited 10 minutes as for an error that needs a fix
+    assert is_transient("Cannot reach the catalog (DUCKLAKE_CATALOG=…) to take the lock: failed to resolve "
+                        "host 'postgres': [Errno -3] Temporary failure in name resolution")
+
     lost = 'TransactionContext Error: Failed to commit: Failed to execute query "ROLLBACK": '
     assert is_transient(lost)  # the catalog went away inside COMMIT: retried, not set aside
     missing = ('connection failed: connection to server at "127.0.0.1", port 5432 failed: FATAL:  '
