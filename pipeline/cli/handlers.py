@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from pipeline import invocation
 from pipeline.cli import analysis, output
-from pipeline.faults import injected
 from pipeline.ops.policy import SHUTDOWN_SECONDS
 from pipeline.settings import Settings
 
@@ -32,7 +31,7 @@ def run(args: argparse.Namespace, settings: Settings) -> Outcome:
                                          ", ".join(restored) or "none")
     # recorded in the job history like a scheduled load: --status's freshness counts manual runs too
     report = run_pipeline(settings, mode=mode, engine=args.engine,
-                          record_as="load" if mode == "run" else mode, faults=injected(settings.fault))
+                          record_as="load" if mode == "run" else mode)
     if args.json:
         output.out(output.dumps({"status": "ok", "rows_inserted": report.rows_inserted,
                                  "rows_quarantined": report.rows_quarantined,
@@ -138,14 +137,14 @@ def stop_embedded(args: argparse.Namespace, settings: Settings) -> Outcome:
 def schedule(args: argparse.Namespace, settings: Settings) -> Outcome:
     from pipeline.ops.scheduler import Scheduler
 
-    Scheduler(settings, engine=args.engine, faults=injected(settings.fault)).serve(run_now=args.run_now)
+    Scheduler(settings, engine=args.engine).serve(run_now=args.run_now)
     return True, "Scheduler stopped cleanly."
 
 
 def follow(args: argparse.Namespace, settings: Settings) -> Outcome:
     from pipeline.ops.scheduler import Scheduler
 
-    Scheduler(settings, engine=args.engine, follow=True, faults=injected(settings.fault)).serve()
+    Scheduler(settings, engine=args.engine, follow=True).serve()
     return True, "Stopped following cleanly."
 
 

@@ -28,7 +28,6 @@ from pipeline.errors import (
 )
 from pipeline.extract import lake_files
 from pipeline.extract.spark_session import connect_lost, connect_lost_error
-from pipeline.faults import NO_FAULTS, Faults
 from pipeline.lake import zero_copy
 from pipeline.lake.zero_copy import LakeTarget
 from pipeline.progress import Progress
@@ -66,7 +65,6 @@ class ExtractRequest:
     extra_columns: dict[str, str] = field(default_factory=dict)  # added source columns -> lake type
     lake_target: LakeTarget | None = None  # zero-copy: write the lake's files (pipeline.lake.zero_copy)
     copy_reason: str | None = None  # why the batch is promoted by copy (None: zero-copy, or not decided)
-    faults: Faults = NO_FAULTS  # the crash tests' seam: the slow-read fault wraps each slice's query
 
     # the plan's parts the engines read
     @property

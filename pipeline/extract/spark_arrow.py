@@ -69,7 +69,7 @@ def job(request: ExtractRequest, parts: list[Slice], output: object, report_to: 
     settings = request.settings
     typed = isinstance(output, LakeOutput) and output.typed
     columns = TYPED_COLUMNS if typed else None
-    queries = tuple(request.faults.read_query(select_sql(settings.source_table, window,
+    queries = tuple((select_sql(settings.source_table, window,
                                                           request.extra_columns, columns=columns, also=pages))
                     for window, pages in parts)
     source = SliceSource(settings.source_dsn.conninfo(), request.snapshot_id, request.timezone)

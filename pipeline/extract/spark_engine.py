@@ -50,7 +50,7 @@ def jdbc_options(request: ExtractRequest, window: Window, partitions: int) -> di
     query = select_sql(settings.source_table, window, request.extra_columns)
     options = {
         **connection_options(settings),
-        "dbtable": f"({request.faults.read_query(query)}) AS src",
+        "dbtable": f"({query}) AS src",
         # every partition reads the planner's snapshot, in the planner's time zone (PgJDBC would
         # set the JVM's, UTC, and naive columns would be read as UTC)
         "sessionInitStatement": "; ".join([*snapshot, f"SET TIME ZONE {quote_literal(request.timezone)}"]),

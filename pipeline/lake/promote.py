@@ -20,7 +20,6 @@ import duckdb
 
 from pipeline import staging
 from pipeline.errors import disk_full, is_disk_full
-from pipeline.faults import NO_FAULTS, Faults
 from pipeline.lake import batches, locks, validate, zero_copy
 from pipeline.lake.connect import lake_session
 from pipeline.lake.schema import events_column_types
@@ -79,16 +78,15 @@ class PromotionResult:
 
 
 def promote(settings: ResolvedSettings, batch: StagedBatch,
-            con: duckdb.DuckDBPyConnection | None = None, faults: Faults = NO_FAULTS) -> PromotionResult:
+            con: duckdb.DuckDBPyConnection | None = None) -> PromotionResult:
     """Promote one complete staged batch; remove its staging folder once it is settled.
-    ``con`` (a session with the lake attached and its tables created) saves opening one;
-    ``faults``: the crash tests' seam, called just before the commit."""
+    ``con`` (a session with the lake attached and its tables created) saves opening one."""
     started, began = time.monotonic(), time.time()
     with locks.hold(settings, "promote") as lease, contextlib.ExitStack() as own:
         if con is None:
             con = own.enter_context(lake_session(settings, tables=True))
         try:
-            result = _promote_locked(con, settings, batch, started, lease, faults)
+            result = _promote_locked(con, settings, batch, started, lease)
         except duckdb.Error as exc:
             if not is_disk_full(exc):
                 raise
@@ -165,7 +163,7 @@ def _contents(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, batch:
 
 
 def _promote_locked(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, batch: StagedBatch,
-                    started: float, lease: locks.Lease, faults: Faults) -> PromotionResult:
+                    started: float, lease: locks.Lease) -> PromotionResult:
     manifest = batch.manifest
 
     def result(outcome: str, staged: int = 0, inserted: int = 0, snapshot: int | None = None,
@@ -191,7 +189,6 @@ def _promote_locked(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, 
         else:
             fresh = _freshness(con, contents.uris(), manifest.arrived_after)
             _record(con, settings, batch, contents, inserted, quarantined, started, fresh)
-            faults.before_commit(lease)
             lease.check()  # fencing: commit only while still holding the promote lock
             meter.step("committing")
     meter.finish(contents.staged, f"{inserted:,} new" if not nothing_new else "nothing new")

@@ -27,7 +27,6 @@ from pipeline.errors import (
 )
 from pipeline.extract.batch import Extractor, ExtractRequest, extract
 from pipeline.extract.engines import make_extractor
-from pipeline.faults import NO_FAULTS, Faults
 from pipeline.lake import batches, jobs, zero_copy
 from pipeline.lake.connect import lake_session
 from pipeline.lake.identity import lake_id
@@ -113,13 +112,12 @@ class RunReport:
 def run(settings: Settings, mode: Mode = "run", engine: str = "spark",
         spark: SparkSession | None = None,
         spark_factory: Callable[[], SparkSession] | None = None,
-        record_as: str | None = None, faults: Faults = NO_FAULTS) -> RunReport:
+        record_as: str | None = None) -> RunReport:
     """Run the pipeline once. ``spark`` (or ``spark_factory``, called only when there is
     something to extract) lets callers such as tests and the scheduler reuse a session (the lake's
     attach is shared by the process's sessions: :mod:`pipeline.lake.instances`).
     ``record_as``: record the run in the job history under that job name (manual runs; the scheduler
-    records its own), once the checks before creating anything have passed. ``faults``: the
-    crash tests' seam (:mod:`pipeline.faults`)."""
+    records its own), once the checks before creating anything have passed."""
     resolved = embedded.resolved(settings)
     report = RunReport()
     started = time.monotonic()
@@ -129,7 +127,7 @@ def run(settings: Settings, mode: Mode = "run", engine: str = "spark",
     with lake_session(resolved, tables=True) as con, jobs.recorded(resolved, record_as, lake=con) as details:
         if mode in ("run", "extract"):
             refuse_another_source(con, resolved)
-        one = _Run(resolved, con, report, faults)
+        one = _Run(resolved, con, report)
         one.clean_staging()
         lake_identity = lake_id(con, resolved)
         report.watermark = batches.watermark(con, resolved)
@@ -200,13 +198,11 @@ def _remove_abandoned(settings: ResolvedSettings) -> None:
 
 @dataclass
 class _Run:
-    """One run's parts that stay the same throughout: its settings, its lake session, its report
-    and the faults a test injected."""
+    """One run's parts that stay the same throughout: its settings, its lake session and its report."""
 
     settings: ResolvedSettings
     con: duckdb.DuckDBPyConnection
     report: RunReport
-    faults: Faults
 
     def clean_staging(self) -> None:
         try:
@@ -256,7 +252,7 @@ class _Run:
                 staging.release_batch(staging.table_dir(settings), batch_id)
                 raise
             request = ExtractRequest(settings, plan, batch_id, lake_identity, extra_columns=extra_columns,
-                                     lake_target=target, copy_reason=copy_reason, faults=self.faults)
+                                     lake_target=target, copy_reason=copy_reason)
             batch = extract(extractor, request)
         report.seconds["extract"] = time.monotonic() - t0
         report.staged_batch, report.rows_in_window = batch.batch_id, batch.manifest.row_count
@@ -264,7 +260,6 @@ class _Run:
                  batch.manifest.row_count, len(batch.manifest.files),
                  f" + {len(batch.lake_files)} lake file(s) to register" if batch.lake_files else "",
                  report.seconds["extract"])
-        self.faults.after_stage()
         if not promote_now:
             return 0
         t0 = time.monotonic()
@@ -280,7 +275,7 @@ class _Run:
         (and return None)."""
         settings = self.settings
         try:
-            result = promote(settings, batch, self.con, self.faults)
+            result = promote(settings, batch, self.con)
             self.report.advance(result)
             return result
         except duckdb.Error as exc:

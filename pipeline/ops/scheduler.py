@@ -40,7 +40,6 @@ from pipeline.errors import (
     ShutdownRequested,
     first_line,
 )
-from pipeline.faults import NO_FAULTS, Faults
 from pipeline.lake import instances, jobs, locks, maintain
 from pipeline.ops import scheduler_state
 from pipeline.ops.policy import (
@@ -113,10 +112,8 @@ class Job:
 
 
 class Scheduler:
-    def __init__(self, settings: Settings, engine: str = "spark", *, follow: bool = False,
-                 faults: Faults = NO_FAULTS) -> None:
+    def __init__(self, settings: Settings, engine: str = "spark", *, follow: bool = False) -> None:
         self.settings = embedded.resolved(settings)
-        self.faults = faults  # the crash tests' seam, handed to every load
         self.intervals, self.engine, self.follow = self.settings.intervals, engine, follow
         self.stop = threading.Event()
         self._spark: SparkSession | None = None
@@ -188,7 +185,7 @@ class Scheduler:
         from pipeline.ops.run import run
 
         with logs.routine() if self.follow else contextlib.nullcontext():
-            report = run(self.settings, engine=self.engine, faults=self.faults,
+            report = run(self.settings, engine=self.engine,
                          spark_factory=self._spark_session if self.engine == "spark" else None)
         return {"rows_inserted": report.rows_inserted, "snapshots": report.snapshots,
                 "rows_in_window": report.rows_in_window, "summary": report.summary()}

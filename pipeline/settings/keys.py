@@ -85,9 +85,6 @@ ENV_KEYS: dict[str, EnvKey] = {
     "S3_URL_STYLE": EnvKey("path (MinIO) or vhost"),
     "S3_USE_SSL": EnvKey("talk https to the endpoint (true/false)"),
     "R2_ACCOUNT_ID": EnvKey("Cloudflare R2 account id, for r2:// data paths"),
-    "EVENT_LAKE_FAULT": EnvKey("tests only: after-stage or before-commit makes the process SIGKILL "
-                               "itself there; lose-lock drops the promote lock before commit; "
-                               "slow-read makes every JDBC read partition sleep 30 s"),
 }
 
 

@@ -11,7 +11,6 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from pipeline import faults
 from pipeline.errors import ConfigError
 from pipeline.settings.catalog import CatalogSpec
 from pipeline.settings.durations import parse_duration
@@ -125,8 +124,6 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
                             reconcile=read.duration("RECONCILE_EVERY"),
                             reconcile_since=None if read.value("RECONCILE_SINCE").lower() == "all"
                             else read.duration("RECONCILE_SINCE")),
-        fault=_one_of(fault, read.name("EVENT_LAKE_FAULT"), faults.POINTS)
-        if (fault := read.raw("EVENT_LAKE_FAULT")) else None,
         metrics_host=read.value("METRICS_HOST"),
         metrics_port_text=read.value("METRICS_PORT"), metrics_port_name=read.name("METRICS_PORT"),
         metrics_token=Secret(token) if (token := read.raw("METRICS_TOKEN")) else None,

@@ -81,7 +81,6 @@ class Settings:
     spark: SparkOptions
     intervals: Intervals
     storage: StorageOptions = field(default_factory=StorageOptions)
-    fault: str | None = None  # crash injection point, tests only
     metrics_host: str = "127.0.0.1"  # the web server (/metrics, /healthz, dashboard)
     # kept as given and checked where it is used (--schedule, --serve): a bad port must not
     # stop a --run that serves nothing

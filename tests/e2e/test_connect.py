@@ -65,13 +65,13 @@ def test_a_run_through_spark_connect_loads_everything(settings, lake_env, connec
 
 
 def test_sigterm_cancels_a_running_connect_extraction(settings, lake_env, connect_server):
-    """The read partitions sleep 30 s in Postgres (EVENT_LAKE_FAULT=slow-read), so the Spark job
+    """The read partitions sleep 30 s in Postgres (the slow-read fault, tests/faults.py), so the Spark job
     is really running on the server when SIGTERM comes: the scheduler interrupts it through the
     Connect API and exits long before the job could have finished; nothing is staged or promoted."""
     add_events(settings, 2_000, seed=94)
-    env = {**lake_env, "SPARK_REMOTE": connect_server.url, "EVENT_LAKE_FAULT": "slow-read",
+    env = {**lake_env, "SPARK_REMOTE": connect_server.url, "EVENT_LAKE_TEST_FAULT": "slow-read",
            "SPARK_PARTITIONS": "2"}
-    scheduler = Proc("events_pipeline.py", "--schedule", "--run-now", "--load-every", "1h", env=env)
+    scheduler = Proc("tests/faulty_cli.py", "--schedule", "--run-now", "--load-every", "1h", env=env)
     scheduler.wait_for("extracting 2000 rows")
     wait_for_slow_reads(lake_env["SOURCE_PG_DSN"])  # the job is running on the server
     started = time.monotonic()
@@ -80,7 +80,7 @@ def test_sigterm_cancels_a_running_connect_extraction(settings, lake_env, connec
     assert "job load cancelled" in scheduler.output and "OPERATION_CANCELED" in scheduler.output
     assert lake_query(settings, "SELECT count(*) FROM lake.main.events")[0][0] == 0
     assert not list((Path(settings.staging_path) / settings.lake_table).glob("batch_id=*/_manifest.json"))
-    rerun = run_cli("events_pipeline.py", "--run", env={**env, "EVENT_LAKE_FAULT": ""})
+    rerun = run_cli("events_pipeline.py", "--run", env=env)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert_lake_equals_source(settings, expected_rows=2_000)
 
@@ -110,9 +110,9 @@ def test_a_connect_server_killed_mid_extraction_is_named_and_the_process_exits_p
     import signal
 
     add_events(settings, 1_500, seed=95)
-    env = {**lake_env, "SPARK_REMOTE": connect_server.url, "EVENT_LAKE_FAULT": "slow-read",
+    env = {**lake_env, "SPARK_REMOTE": connect_server.url, "EVENT_LAKE_TEST_FAULT": "slow-read",
            "SPARK_PARTITIONS": "2"}
-    run = Proc("events_pipeline.py", "--run", env=env)
+    run = Proc("tests/faulty_cli.py", "--run", env=env)
     run.wait_for("extracting 1500 rows")
     wait_for_slow_reads(lake_env["SOURCE_PG_DSN"])  # the job is running on the server
     os.killpg(connect_server.proc.pid, signal.SIGKILL)
@@ -130,6 +130,6 @@ def test_a_connect_server_killed_mid_extraction_is_named_and_the_process_exits_p
     assert "Failed (temporary" in run.output and "source Postgres" not in run.output
     assert not list((Path(settings.staging_path) / settings.lake_table).rglob("*.parquet"))
     connect_server.start()
-    rerun = run_cli("events_pipeline.py", "--run", env={**env, "EVENT_LAKE_FAULT": ""})
+    rerun = run_cli("events_pipeline.py", "--run", env=env)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert_lake_equals_source(settings, expected_rows=1_500)

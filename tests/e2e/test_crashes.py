@@ -25,7 +25,7 @@ from tests.helpers import (
 @BOTH_MODES
 def test_kill_after_staging_then_rerun_loses_and_doubles_nothing(settings, lake_env):
     add_events(settings, 2_000, seed=10)
-    crashed = run_cli("events_pipeline.py", "--run", env={**lake_env, "EVENT_LAKE_FAULT": "after-stage"})
+    crashed = run_cli("tests/faulty_cli.py", "--run", env={**lake_env, "EVENT_LAKE_TEST_FAULT": "after-stage"})
     assert crashed.returncode == -9, crashed.stdout + crashed.stderr
     resolved = resolve(settings)
     assert len(staging.complete_batches(staging.table_dir(resolved))) == 1
@@ -41,8 +41,8 @@ def test_kill_after_staging_then_rerun_loses_and_doubles_nothing(settings, lake_
 @pytest.mark.parametrize(("promotion", "engine"), [("zero-copy", "spark"), ("copy", "dlt")])
 def test_kill_inside_the_promotion_transaction_commits_nothing(settings, lake_env, engine):
     add_events(settings, 1_500, seed=12)
-    env = {**lake_env, "EVENT_LAKE_FAULT": "before-commit"}
-    crashed = run_cli("events_pipeline.py", "--run", "--engine", engine, env=env)
+    env = {**lake_env, "EVENT_LAKE_TEST_FAULT": "before-commit"}
+    crashed = run_cli("tests/faulty_cli.py", "--run", "--engine", engine, env=env)
     assert crashed.returncode == -9, crashed.stdout + crashed.stderr
     assert data_snapshots(settings) == []
     rerun = run_main("--run", "--engine", engine, env=lake_env)
@@ -56,7 +56,7 @@ def test_a_promoter_that_lost_its_lock_rolls_back_instead_of_committing(settings
     """Fencing: the promote lock's catalog connection dies inside the transaction (another
     process may hold the lock now), so the batch is rolled back and the next run loads it."""
     add_events(settings, 400, seed=18)
-    lost = run_cli("events_pipeline.py", "--run", "--engine", "dlt", env={**lake_env, "EVENT_LAKE_FAULT": "lose-lock"})
+    lost = run_cli("tests/faulty_cli.py", "--run", "--engine", "dlt", env={**lake_env, "EVENT_LAKE_TEST_FAULT": "lose-lock"})
     assert lost.returncode == 1, lost.stdout + lost.stderr
     assert "Lost the" in lost.stderr and "temporary" in lost.stdout
     assert data_snapshots(settings) == []
@@ -90,7 +90,7 @@ def test_a_run_killed_mid_extraction_leaves_partials_the_next_run_removes_at_onc
     from tests.helpers import Proc
 
     add_events(settings, 800, seed=77)
-    run_proc = Proc("events_pipeline.py", "--run", env={**lake_env, "EVENT_LAKE_FAULT": "slow-read",
+    run_proc = Proc("tests/faulty_cli.py", "--run", env={**lake_env, "EVENT_LAKE_TEST_FAULT": "slow-read",
                                                         "SPARK_PARTITIONS": "2"})
     run_proc.wait_for("extracting 800 rows")
     resolved = resolve(settings)

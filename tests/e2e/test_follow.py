@@ -76,8 +76,8 @@ def _batches(settings) -> int:
 
 def test_a_follower_killed_mid_micro_batch_loses_nothing_and_the_next_one_goes_on(settings, lake_env):
     add_events(settings, 500, seed=302)
-    crashed = Proc("events_pipeline.py", "--follow", "--every", "1s", "--metrics-port", "0",
-                   env={**lake_env, "EVENT_LAKE_FAULT": "after-stage"})  # SIGKILLs itself once staged
+    crashed = Proc("tests/faulty_cli.py", "--follow", "--every", "1s", "--metrics-port", "0",
+                   env={**lake_env, "EVENT_LAKE_TEST_FAULT": "after-stage"})  # SIGKILLs itself once staged
     assert crashed.popen.wait(180) != 0
     add_events(settings, 300, seed=303)
     follower = Proc("events_pipeline.py", "--follow", "--every", "1s", "--metrics-port", "0", env=lake_env)

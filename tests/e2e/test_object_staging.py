@@ -53,8 +53,8 @@ def test_s3_staging_survives_extract_only_and_a_crash_then_promotes_everything(s
     assert any(k.startswith(manifest_key.rsplit("/", 1)[0]) and k.endswith(".parquet") for k in keys())
 
     add_events(settings, 300, seed=42)
-    crashed = run_cli("events_pipeline.py", "--extract-only", "--engine", "dlt",
-                      env={**env, "EVENT_LAKE_FAULT": "after-stage"})
+    crashed = run_cli("tests/faulty_cli.py", "--extract-only", "--engine", "dlt",
+                      env={**env, "EVENT_LAKE_TEST_FAULT": "after-stage"})
     assert crashed.returncode == -9, crashed.stdout + crashed.stderr
     assert len(staging.complete_batches(staging.table_dir(settings))) == 2
     assert data_snapshots(settings) == []
@@ -221,9 +221,9 @@ def test_the_store_lost_mid_extraction_is_named_not_an_unexpected_error(lake_env
     from tests.helpers import Proc, wait_for_slow_reads
 
     server, _, env = _staging_on_a_store_of_its_own(lake_env, "gone-bucket", "testing")
-    env = {**env, "PROMOTION": "copy", "EVENT_LAKE_FAULT": "slow-read", "SPARK_PARTITIONS": "1"}
+    env = {**env, "PROMOTION": "copy", "EVENT_LAKE_TEST_FAULT": "slow-read", "SPARK_PARTITIONS": "1"}
     add_events(load_settings(env), 300, seed=44)
-    proc = Proc("events_pipeline.py", "--run", "--metrics-port", "0", env=env)
+    proc = Proc("tests/faulty_cli.py", "--run", "--metrics-port", "0", env=env)
     try:
         wait_for_slow_reads(lake_env["SOURCE_PG_DSN"], count=1)
     finally:

@@ -30,7 +30,7 @@ def test_source_lost_mid_extraction_fails_plainly_and_the_next_run_loads_everyth
     add_events(settings, 500, seed=91)
     # every read slice sleeps 30 s in Postgres first, so the read is surely running when the
     # server goes down
-    run = Proc("events_pipeline.py", "--run", env={**env, "EVENT_LAKE_FAULT": "slow-read"})
+    run = Proc("tests/faulty_cli.py", "--run", env={**env, "EVENT_LAKE_TEST_FAULT": "slow-read"})
     run.wait_for("extracting 500 rows")
     wait_for_slow_reads(env["SOURCE_PG_DSN"])  # past the Spark session start, inside the 30 s read
     server.stop("immediate")
@@ -57,7 +57,6 @@ def test_catalog_lost_as_promotion_begins_is_a_temporary_error_naming_it(lake_en
     stays staged, and once the catalog is back it is promoted, exactly once."""
     from pipeline import staging
     from pipeline.errors import CatalogUnavailable
-    from pipeline.faults import NO_FAULTS
     from pipeline.lake.connect import connect
     from pipeline.ops import run as running
     from pipeline.settings.resolve import resolve
@@ -72,7 +71,7 @@ def test_catalog_lost_as_promotion_begins_is_a_temporary_error_naming_it(lake_en
     try:
         proxy.stop(admit=1)  # the promotion's lock gets through, the lake's reconnect does not
         with pytest.raises(CatalogUnavailable) as lost:
-            running._Run(settings, con, running.RunReport(), NO_FAULTS).promote_or_set_aside(batch)
+            running._Run(settings, con, running.RunReport()).promote_or_set_aside(batch)
     finally:
         con.close()
     assert f"Lost the lake catalog (DUCKLAKE_CATALOG={settings.catalog.describe()}) during promotion" \

@@ -22,7 +22,6 @@ def test_the_arrow_readers_tasks_get_the_password_outside_plans_properties_and_c
 
     import psutil
 
-    from pipeline import faults
     from pipeline.extract import spark_arrow
     from pipeline.extract.batch import ExtractRequest
     from pipeline.extract.slice_task import RESULT_SCHEMA
@@ -41,14 +40,16 @@ def test_the_arrow_readers_tasks_get_the_password_outside_plans_properties_and_c
     with connect(settings.source_dsn) as conn:  # the earlier test's rows are there too
         rows = conn.execute(f"SELECT count(*) FROM {settings.source_table}").fetchone()[0]
     window = Window(None, datetime.now(UTC))
-    request = ExtractRequest(settings, BatchPlan(window, WindowStats(rows, None, None), None), "secret-test",
-                             faults=faults.injected("slow-read"))
+    request = ExtractRequest(settings, BatchPlan(window, WindowStats(rows, None, None), None), "secret-test")
     folder = tmp_path / "staging" / "out"
     folder.mkdir(parents=True)
     from pipeline.staging.location import folder_of
 
     # the job's queries are built here: 2 s in Postgres, while the watcher looks (it finds them in ~0.3 s)
+    from tests import faults
+
     monkeypatch.setattr(faults, "SLOW_READ_SECONDS", 2)
+    faults.install("slow-read", monkeypatch.setattr)
     frame = spark.range(0, 1, 1, 1).mapInArrow(
         spark_arrow.job(request, [(window, None)], folder_of(str(folder), settings.storage)), RESULT_SCHEMA)
     plan = frame._jdf.queryExecution().toString()

@@ -1,45 +1,39 @@
-"""The crash tests' seam: the product's runs get no faults; EVENT_LAKE_FAULT names one point."""
+"""Fault injection is the tests' own (tests/faults.py): the product has no fault setting, no
+fault parameter and no fault module; a production .env could ask the pipeline to SIGKILL itself."""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
 
 import pytest
 
-from pipeline import faults
-from pipeline.errors import ConfigError
-from pipeline.settings import load_settings
+from pipeline.settings import ENV_KEYS, load_settings
+from tests import faults
 
 
-def test_the_product_seam_changes_nothing():
-    query = "SELECT 1"
-    assert faults.injected(None) is faults.NO_FAULTS
-    assert faults.NO_FAULTS.read_query(query) == query
-    faults.NO_FAULTS.after_stage()  # returns: nothing is killed
-    faults.NO_FAULTS.before_commit(object())
+def test_the_product_has_no_fault_switch():
+    assert "EVENT_LAKE_FAULT" not in ENV_KEYS and importlib.util.find_spec("pipeline.faults") is None
+    assert not hasattr(load_settings({"EVENT_LAKE_FAULT": "after-stage"}), "fault")
+    from pipeline.extract.batch import ExtractRequest
+    from pipeline.lake.promote import promote
+    from pipeline.ops.run import run
+    from pipeline.ops.scheduler import Scheduler
+
+    for product in (run, promote, Scheduler.__init__, ExtractRequest):
+        assert "faults" not in inspect.signature(product).parameters, product
 
 
-def test_slow_read_wraps_each_slice_query_and_other_points_leave_it():
-    slow = faults.injected("slow-read").read_query("SELECT 1")
-    assert "pg_sleep(30)" in slow and "(SELECT 1) q" in slow
-    assert faults.injected("after-stage").read_query("SELECT 1") == "SELECT 1"
+def test_the_seam_breaks_named_points_and_only_those(monkeypatch):
+    from datetime import UTC, datetime
 
+    from pipeline.extract import spark_arrow, spark_engine
+    from pipeline.source.window import Window
 
-def test_lose_lock_closes_the_lease_connection_and_only_that_point_does():
-    class Conn:
-        closed = False
-
-        def close(self) -> None:
-            self.closed = True
-
-    class Lease:
-        def __init__(self) -> None:
-            self.conn = Conn()
-
-    lease, kept = Lease(), Lease()
-    faults.injected("lose-lock").before_commit(lease)
-    faults.injected("slow-read").before_commit(kept)
-    assert lease.conn.closed and not kept.conn.closed
-
-
-def test_an_unknown_fault_point_is_a_configuration_error_naming_the_points():
-    with pytest.raises(ConfigError) as err:
-        load_settings({"EVENT_LAKE_FAULT": "after-stag"})
-    assert "EVENT_LAKE_FAULT 'after-stag'" in str(err.value) and "after-stage" in str(err.value)
-    assert load_settings({"EVENT_LAKE_FAULT": "before-commit"}).fault == "before-commit"
+    plain = spark_arrow.select_sql("public.events", Window(None, datetime(2026, 1, 1, tzinfo=UTC)))
+    faults.install("slow-read", monkeypatch.setattr)
+    slowed = spark_arrow.select_sql("public.events", Window(None, datetime(2026, 1, 1, tzinfo=UTC)))
+    assert slowed == faults.slow_query(plain) and "pg_sleep(30)" in slowed
+    assert spark_engine.jdbc_options.__wrapped__ is not None  # the JDBC reader's reads are slowed too
+    with pytest.raises(ValueError, match="after-stag"):
+        faults.install("after-stag", monkeypatch.setattr)

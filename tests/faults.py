@@ -1,0 +1,100 @@
+"""Fault injection for the crash and shutdown tests, kept out of the product: the product has
+no fault setting and no fault parameter; :func:`install` patches named product functions in
+the process under test. A test that breaks a real CLI process runs it through
+``tests/faulty_cli.py`` with ``EVENT_LAKE_TEST_FAULT=<point>`` (read there, never by the product):
+
+- ``after-stage``: SIGKILL once a batch is staged with its manifest, nothing promoted
+  (``pipeline.ops.run.extract`` returns);
+- ``before-commit``: SIGKILL inside the open DuckLake transaction, rows and state inserted, COMMIT
+  not yet sent (the promote lock's fencing check is the last step before it);
+- ``lose-lock``: the promote lock's connection dies just before that check (a catalog network
+  blip), so the fencing must roll the batch back;
+- ``slow-read``: every read slice sleeps :data:`SLOW_READ_SECONDS` in Postgres first, so a
+  Spark job is surely running on the executors while a test cancels or kills it.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import signal
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger("tests.faults")
+POINTS = ("after-stage", "before-commit", "lose-lock", "slow-read")
+SLOW_READ_SECONDS = 30
+ENV = "EVENT_LAKE_TEST_FAULT"
+
+
+def install(point: str, patch: Callable[[object, str, Any], None] | None = None) -> None:
+    """Break ``point`` in this process. ``patch(owner, name, value)`` sets an attribute (a
+    pytest ``monkeypatch.setattr``, undone after the test); by default it is set for good."""
+    if point not in POINTS:
+        raise ValueError(f"{ENV}={point!r}: one of {', '.join(POINTS)}")
+    setter = patch or setattr
+    if point == "after-stage":
+        from pipeline.ops import run
+
+        setter(run, "extract", _then_kill(run.extract, point))
+    elif point in ("before-commit", "lose-lock"):
+        from pipeline.lake import locks
+
+        setter(locks.Lease, "check", _at_fencing(locks.Lease.check, point))
+    else:
+        from pipeline.extract import spark_arrow, spark_engine
+
+        setter(spark_arrow, "select_sql", _slow(spark_arrow.select_sql))
+        setter(spark_engine, "jdbc_options", _slow_jdbc(spark_engine.jdbc_options))
+
+
+def slow_query(query: str) -> str:
+    """``query``, after a sleep in Postgres each time it runs (once per read slice)."""
+    return f"SELECT q.* FROM ({query}) q, (SELECT pg_sleep({SLOW_READ_SECONDS})) delay"
+
+
+def _kill(point: str) -> None:
+    log.warning("%s=%s: killing this process now", ENV, point)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _then_kill(extract: Callable[..., Any], point: str) -> Callable[..., Any]:
+    @functools.wraps(extract)
+    def staged_then_killed(*args: Any, **kwargs: Any) -> Any:
+        extract(*args, **kwargs)
+        _kill(point)
+
+    return staged_then_killed
+
+
+def _at_fencing(check: Callable[..., None], point: str) -> Callable[..., None]:
+    @functools.wraps(check)
+    def fenced(lease: Any) -> None:
+        if lease.name.endswith(":promote"):
+            if point == "before-commit":
+                _kill(point)
+            if lease.conn is not None:
+                log.warning("%s=lose-lock: dropping the promote lock now", ENV)
+                lease.conn.close()
+        check(lease)
+
+    return fenced
+
+
+def _slow(select_sql: Callable[..., str]) -> Callable[..., str]:
+    @functools.wraps(select_sql)
+    def slowed(*args: Any, **kwargs: Any) -> str:
+        return slow_query(select_sql(*args, **kwargs))
+
+    return slowed
+
+
+def _slow_jdbc(jdbc_options: Callable[..., dict[str, str]]) -> Callable[..., dict[str, str]]:
+    @functools.wraps(jdbc_options)
+    def slowed(*args: Any, **kwargs: Any) -> dict[str, str]:
+        options = jdbc_options(*args, **kwargs)
+        inner = options["dbtable"].removeprefix("(").removesuffix(") AS src")
+        return {**options, "dbtable": f"({slow_query(inner)}) AS src"}
+
+    return slowed
