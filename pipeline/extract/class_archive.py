@@ -59,7 +59,7 @@ class Recording:
 
     @property
     def journal(self) -> Path:
-        return self.partial.with_suffix(".log")
+        return journal_of(self.partial)
 
     def finish_at_exit(self, session: SparkSession) -> None:
         atexit.register(self._finish, session)
@@ -96,7 +96,7 @@ def settle(pid: int, partial: str | Path, path: str | Path, timeout: float = REC
     log says it was written whole: a truncated archive would crash every later start (see
     :meth:`ArchiveUse.discard`, the net under this). Returns whether it did."""
     partial, path = Path(partial), Path(path)
-    journal = partial.with_suffix(".log")
+    journal = journal_of(partial)
     deadline = time.monotonic() + timeout
     while _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -110,6 +110,11 @@ def settle(pid: int, partial: str | Path, path: str | Path, timeout: float = REC
     finally:
         partial.unlink(missing_ok=True)
         journal.unlink(missing_ok=True)
+
+
+def journal_of(partial: Path) -> Path:
+    """Where the JVM writing ``partial`` logs its class-sharing lines (the recorder's options say it)."""
+    return partial.with_suffix(".log")
 
 
 def _alive(pid: int) -> bool:

@@ -69,9 +69,8 @@ def job(request: ExtractRequest, parts: list[Slice], output: object, report_to: 
     settings = request.settings
     typed = isinstance(output, LakeOutput) and output.typed
     columns = TYPED_COLUMNS if typed else None
-    queries = tuple((select_sql(settings.source_table, window,
-                                                          request.extra_columns, columns=columns, also=pages))
-                    for window, pages in parts)
+    queries = tuple(select_sql(settings.source_table, window, request.extra_columns, columns=columns,
+                               also=pages) for window, pages in parts)
     source = SliceSource(settings.source_dsn.conninfo(), request.snapshot_id, request.timezone)
     return SliceJob(source, queries, output, tuple(request.extra_columns), report_to)
 
