@@ -96,6 +96,7 @@ class TcpProxy:
         self._server = None
         self._conns: list = []
         self._admit: int | None = None  # stop(admit=n): connections still let through
+        self.accepted = 0  # connections let through so far (what a client opens, counted)
 
     def start(self) -> None:
         import socket
@@ -123,6 +124,7 @@ class TcpProxy:
                 client.close()
                 continue
             self._conns += [client, upstream]
+            self.accepted += 1
             for a, b in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
             if self._admit is not None:

@@ -10,28 +10,33 @@ import argparse
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pipeline import invocation
 from pipeline.cli import analysis, output
 from pipeline.ops.policy import SHUTDOWN_SECONDS
 from pipeline.settings import Settings
 
+if TYPE_CHECKING:
+    from pipeline.ops.run import Mode
+
 Outcome = tuple[bool | int, str]  # ok (exit 0/1), or an exit code; and the last line
 
 
 def run(args: argparse.Namespace, settings: Settings) -> Outcome:
-    from pipeline.ops.run import run as run_pipeline
+    from pipeline.ops.pipeline import Pipeline
 
-    mode = "extract" if args.extract_only else "promote" if args.promote_only or args.retry_failed else "run"
+    mode: Mode = ("extract" if args.extract_only else "promote" if args.promote_only or args.retry_failed
+                  else "run")
+    lake = Pipeline(settings, engine=args.engine)
     if args.retry_failed:
-        from pipeline import embedded, staging
+        from pipeline import staging
 
-        restored = staging.restore_failed(staging.table_dir(embedded.resolved(settings)))
+        restored = staging.restore_failed(staging.table_dir(lake.settings))
         logging.getLogger(__name__).info("retrying %d set-aside batch(es): %s", len(restored),
                                          ", ".join(restored) or "none")
     # recorded in the job history like a scheduled load: --status's freshness counts manual runs too
-    report = run_pipeline(settings, mode=mode, engine=args.engine,
-                          record_as="load" if mode == "run" else mode)
+    report = lake.run(mode, record_as="load" if mode == "run" else mode)
     if args.json:
         output.out(output.dumps({"status": "ok", "rows_inserted": report.rows_inserted,
                                  "rows_quarantined": report.rows_quarantined,
@@ -135,16 +140,20 @@ def stop_embedded(args: argparse.Namespace, settings: Settings) -> Outcome:
 
 
 def schedule(args: argparse.Namespace, settings: Settings) -> Outcome:
+    from pipeline.ops.pipeline import Pipeline
     from pipeline.ops.scheduler import Scheduler
 
-    Scheduler(settings, engine=args.engine).serve(run_now=args.run_now)
+    with Pipeline(settings, engine=args.engine, long_lived=True) as lake:
+        Scheduler(lake).serve(run_now=args.run_now)
     return True, "Scheduler stopped cleanly."
 
 
 def follow(args: argparse.Namespace, settings: Settings) -> Outcome:
+    from pipeline.ops.pipeline import Pipeline
     from pipeline.ops.scheduler import Scheduler
 
-    Scheduler(settings, engine=args.engine, follow=True).serve()
+    with Pipeline(settings, engine=args.engine, long_lived=True) as lake:
+        Scheduler(lake, follow=True).serve()
     return True, "Stopped following cleanly."
 
 

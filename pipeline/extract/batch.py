@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 import pyarrow.parquet as pq
@@ -62,7 +62,6 @@ class ExtractRequest:
     plan: BatchPlan  # the run's, made once: every engine reads its window in its snapshot and zone
     batch_id: str
     lake_id: str | None = None  # the lake the batch is for (recorded in its manifest)
-    extra_columns: dict[str, str] = field(default_factory=dict)  # added source columns -> lake type
     lake_target: LakeTarget | None = None  # zero-copy: write the lake's files (pipeline.lake.zero_copy)
     copy_reason: str | None = None  # why the batch is promoted by copy (None: zero-copy, or not decided)
 
@@ -70,6 +69,11 @@ class ExtractRequest:
     @property
     def window(self) -> Window:
         return self.plan.window
+
+    @property
+    def extra_columns(self) -> dict[str, str]:
+        """Columns the source added (schema drift) -> their lake types."""
+        return self.plan.extra_columns
 
     @property
     def stats(self) -> WindowStats:

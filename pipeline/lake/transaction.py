@@ -45,3 +45,16 @@ def transaction(con: duckdb.DuckDBPyConnection, lake_name: str, message: str,
         with contextlib.suppress(duckdb.Error):  # a failed statement may have ended it already
             con.execute("ROLLBACK")
         raise
+
+
+@contextlib.contextmanager
+def one_read(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """The body's reads in one transaction: one view of the lake (DuckLake reads its catalog's
+    snapshot once per transaction, so a plan's few reads cost one round of catalog queries, not
+    one each), ended with ROLLBACK: a read commits nothing."""
+    con.execute("BEGIN")
+    try:
+        yield
+    finally:
+        with contextlib.suppress(duckdb.Error):
+            con.execute("ROLLBACK")

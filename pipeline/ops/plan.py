@@ -31,6 +31,9 @@ def plan_batch(snapshot: PlannerSnapshot, con: duckdb.DuckDBPyConnection, settin
     a run's second pass, after its first one's promotion came up that many rows short: the whole
     look-back is read."""
     conn = snapshot.conn
+    # the columns this snapshot has: a column added while a follower runs is loaded from its next plan
+    extra_columns = shape.check_shape(conn, settings.source_table, settings.schema_drift,
+                                      settings.arrival_column)
     upper = stats.server_now(conn)
     mark = snapshot.arrival_mark  # None without an arrival column
     unique_ids = shape.has_unique_index(conn, settings.source_table, "event_id")
@@ -61,7 +64,7 @@ def plan_batch(snapshot: PlannerSnapshot, con: duckdb.DuckDBPyConnection, settin
     return BatchPlan(window=window, stats=window_stats, snapshot_id=snapshot.snapshot_id,
                      timezone=stats.session_timezone(conn), rows_in_future=in_future, arrival_mark=mark,
                      completeness=check if window.arrivals is not None else None, rows_behind=rows_behind,
-                     unique_ids=unique_ids)
+                     unique_ids=unique_ids, extra_columns=extra_columns)
 
 
 def _arrivals(snapshot: PlannerSnapshot, con: duckdb.DuckDBPyConnection,

@@ -16,20 +16,17 @@ from pipeline.source.connect import connect as connect_source
 from pipeline.staging.location import is_object_store
 
 
-def preflight(settings: ResolvedSettings, *, reads_source: bool) -> dict[str, str]:
-    """Raise on what would fail later; return the columns the source added (schema drift:
-    name -> lake type) that this run extracts, empty when it reads no source."""
-    extra_columns: dict[str, str] = {}
+def preflight(settings: ResolvedSettings, *, reads_source: bool) -> None:
+    """Raise on what would fail later. The plan reads the source's shape again in its snapshot
+    (the columns a load extracts are the ones that snapshot has)."""
     if reads_source:
         with connect_source(settings.source_dsn) as conn:
             stats.require_table(conn, settings.source_table)
             # raises on a missing or retyped column
-            extra_columns = shape.check_shape(conn, settings.source_table, settings.schema_drift,
-                                              settings.arrival_column)
+            shape.check_shape(conn, settings.source_table, settings.schema_drift, settings.arrival_column)
     if not is_object_store(settings.data_path):  # object storage is checked by its first write
         _writable_folder(Path(settings.data_path), "DUCKLAKE_DATA_PATH")
     _writable_staging(settings)
-    return extra_columns
 
 
 def _writable_folder(path: Path, key: str) -> None:

@@ -32,6 +32,7 @@ from pipeline.lake.connect import lake_session
 from pipeline.lake.identity import lake_id
 from pipeline.lake.promote import PromotionResult, promote
 from pipeline.lake.schema import events_column_types
+from pipeline.lake.transaction import one_read
 from pipeline.lake.zero_copy import LakeTarget
 from pipeline.ops.plan import plan_batch
 from pipeline.ops.preflight import preflight
@@ -113,39 +114,66 @@ def run(settings: Settings, mode: Mode = "run", engine: str = "spark",
         spark: SparkSession | None = None,
         spark_factory: Callable[[], SparkSession] | None = None,
         record_as: str | None = None) -> RunReport:
-    """Run the pipeline once. ``spark`` (or ``spark_factory``, called only when there is
-    something to extract) lets callers such as tests and the scheduler reuse a session (the lake's
-    attach is shared by the process's sessions: :mod:`pipeline.lake.instances`).
-    ``record_as``: record the run in the job history under that job name (manual runs; the scheduler
-    records its own), once the checks before creating anything have passed."""
-    resolved = embedded.resolved(settings)
+    """Run the pipeline once, every check included. ``spark`` (or ``spark_factory``, called only
+    when there is something to extract) lets callers such as tests reuse a session (the lake's
+    attach is shared by the process's sessions: :mod:`pipeline.lake.instances`). ``record_as``:
+    record the run in the job history under that job name (manual runs; the scheduler records its
+    own), once the checks before creating anything have passed. A process that loads again and
+    again (``--follow``) keeps its :class:`Readiness` instead: :class:`pipeline.ops.pipeline.Pipeline`."""
+    report, _ready = load(embedded.resolved(settings), Engines(engine, spark, spark_factory), mode,
+                          record_as=record_as)
+    return report
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """What a load checks that then holds for a process's life: the source table is there, the data
+    and staging folders take writes, the lake's tables exist and its data folder is this lake's, the
+    lake holds this source's events, stale staging is cleaned and leftover batches are promoted. A
+    process that loads again keeps it and skips those checks; a failed load drops it, so the next
+    load checks everything again."""
+
+    lake_identity: str
+
+
+def load(settings: ResolvedSettings, engines: Engines, mode: Mode = "run", *,
+         ready: Readiness | None = None, record_as: str | None = None
+         ) -> tuple[RunReport, Readiness | None]:
+    """One load: with ``ready`` (an earlier load's), only its own work — the watermark, the plan,
+    extraction and promotion; without, every check first. Returns the report and the readiness
+    the next load may keep (None after a batch was set aside)."""
     report = RunReport()
     started = time.monotonic()
-    extra_columns = preflight(resolved, reads_source=mode in ("run", "extract"))
+    checking = ready is None
+    if checking:
+        preflight(settings, reads_source=mode in ("run", "extract"))
     # one lake session for the run and its job record (the record falls back to a session of its
     # own if the run's failed)
-    with lake_session(resolved, tables=True) as con, jobs.recorded(resolved, record_as, lake=con) as details:
+    with lake_session(settings, tables=checking) as con, \
+            jobs.recorded(settings, record_as, lake=con) as details:
+        one = _Run(settings, con, report)
+        if ready is None:
+            if mode in ("run", "extract"):
+                refuse_another_source(con, settings)
+            one.clean_staging()
+            ready = Readiness(lake_id(con, settings))
+        if mode in ("run", "promote") and checking:  # a load's own batches are promoted as it goes
+            one.promote_leftovers(ready.lake_identity)
+        report.watermark = batches.watermark(con, settings)  # after leftovers: their commits move it
         if mode in ("run", "extract"):
-            refuse_another_source(con, resolved)
-        one = _Run(resolved, con, report)
-        one.clean_staging()
-        lake_identity = lake_id(con, resolved)
-        report.watermark = batches.watermark(con, resolved)
-        if mode in ("run", "promote"):
-            one.promote_leftovers(lake_identity)
-        if mode in ("run", "extract"):
-            engines = _Engines(engine, spark, spark_factory)
             planned_from = report.watermark
-            short = one.extract_and_promote(lake_identity, extra_columns, engines, planned_from,
+            short = one.extract_and_promote(ready.lake_identity, engines, planned_from,
                                             promote_now=mode == "run")
             if short:  # the window's rows hid a gap the count now shows: read the same look-back whole, now
-                one.extract_and_promote(lake_identity, extra_columns, engines, planned_from, promote_now=True,
+                one.extract_and_promote(ready.lake_identity, engines, planned_from, promote_now=True,
                                         rows_behind=short)
         report.seconds["total"] = time.monotonic() - started
         details.update(rows_inserted=report.rows_inserted, summary=report.summary())
         if report.set_aside:  # the command exits 1: the record says failed too
             details["failed"] = f"batch(es) set aside: {', '.join(report.set_aside)}"
-    return report
+    # a batch set aside is a failure too (a lake table dropped by hand fails every promotion): the
+    # next load checks everything, and says what is wrong instead of setting aside one batch a tick
+    return report, None if report.set_aside else ready
 
 
 def refuse_another_source(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings) -> None:
@@ -166,7 +194,7 @@ def refuse_another_source(con: duckdb.DuckDBPyConnection, settings: ResolvedSett
 
 
 @dataclass(frozen=True)
-class _Engines:
+class Engines:
     """The extraction engine by name, and the caller's Spark session (or how to make one)."""
 
     name: str
@@ -218,7 +246,7 @@ class _Run:
             log.info("promoting staged batch %s (%d rows)", batch.batch_id, batch.manifest.row_count)
             self.promote_or_set_aside(batch)
 
-    def extract_and_promote(self, lake_identity: str, extra_columns: dict[str, str], engines: _Engines,
+    def extract_and_promote(self, lake_identity: str, engines: Engines,
                             watermark: datetime | None, promote_now: bool, rows_behind: int = 0) -> int:
         """Plan the window after ``watermark``, extract and (``promote_now``) promote it. Returns how
         many rows the window's completeness check still finds missing after promotion (0: none);
@@ -227,7 +255,8 @@ class _Run:
         t0 = time.monotonic()
         # the planner's transaction stays open until the engine has read: its snapshot is shared
         with exported_snapshot(settings.source_dsn, arrivals=settings.arrival_column is not None) as snapshot:
-            plan = plan_batch(snapshot, self.con, settings, watermark, rows_behind=rows_behind)
+            with one_read(self.con):  # the plan's lake reads see one lake snapshot
+                plan = plan_batch(snapshot, self.con, settings, watermark, rows_behind=rows_behind)
             report.window, report.rows_in_window = plan.window, plan.stats.rows
             report.rows_in_future = plan.rows_in_future
             report.rows_behind_mark += plan.rows_behind
@@ -247,12 +276,12 @@ class _Run:
             staging.claim_batch(staging.table_dir(settings), batch_id)
             try:
                 target, copy_reason = _promotion(settings, self.con, snapshot.conn, engines.name, plan,
-                                                 extra_columns, batch_id)
+                                                 batch_id)
             except BaseException:
                 staging.release_batch(staging.table_dir(settings), batch_id)
                 raise
-            request = ExtractRequest(settings, plan, batch_id, lake_identity, extra_columns=extra_columns,
-                                     lake_target=target, copy_reason=copy_reason)
+            request = ExtractRequest(settings, plan, batch_id, lake_identity, lake_target=target,
+                                     copy_reason=copy_reason)
             batch = extract(extractor, request)
         report.seconds["extract"] = time.monotonic() - t0
         report.staged_batch, report.rows_in_window = batch.batch_id, batch.manifest.row_count
@@ -290,8 +319,7 @@ class _Run:
 
 
 def _promotion(settings: ResolvedSettings, con: duckdb.DuckDBPyConnection, source: psycopg.Connection,
-               engine: str, plan: BatchPlan, extra_columns: dict[str, str],
-               batch_id: str) -> tuple[LakeTarget | None, str | None]:
+               engine: str, plan: BatchPlan, batch_id: str) -> tuple[LakeTarget | None, str | None]:
     """How this batch is promoted, decided once: zero-copy, with where Spark writes the lake's
     files (and no reason), or by copy, with the reason (logged, and kept in the snapshot's
     commit info)."""
@@ -301,7 +329,7 @@ def _promotion(settings: ResolvedSettings, con: duckdb.DuckDBPyConnection, sourc
     reason = zero_copy.blocker(settings, engine, lake_types,
                                shape.source_columns(source, settings.source_table),
                                plan.unique_ids,
-                               extra_columns)
+                               plan.extra_columns)
     rows = plan.stats.rows
     if reason is None:
         span = ((plan.stats.min_ts, plan.stats.max_ts) if plan.stats.max_ts is not None

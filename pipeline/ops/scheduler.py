@@ -31,16 +31,15 @@ from typing import TYPE_CHECKING, Any
 
 import schedule
 
-from pipeline import embedded, logs
+from pipeline import logs
 from pipeline.errors import (
     EngineUnavailable,
     LakeNotCreated,
     LockBusy,
     PipelineError,
-    ShutdownRequested,
     first_line,
 )
-from pipeline.lake import instances, jobs, locks, maintain
+from pipeline.lake import jobs, locks
 from pipeline.ops import scheduler_state
 from pipeline.ops.policy import (
     CANCEL_EVERY_SECONDS,
@@ -51,12 +50,10 @@ from pipeline.ops.policy import (
     retry_delay,
 )
 from pipeline.process import on_stop
-from pipeline.settings import Settings
 from pipeline.settings.durations import format_duration
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
+    from pipeline.ops.pipeline import Pipeline
     from pipeline.ops.web import WebServer
 
 log = logging.getLogger(__name__)
@@ -112,11 +109,14 @@ class Job:
 
 
 class Scheduler:
-    def __init__(self, settings: Settings, engine: str = "spark", *, follow: bool = False) -> None:
-        self.settings = embedded.resolved(settings)
-        self.intervals, self.engine, self.follow = self.settings.intervals, engine, follow
-        self.stop = threading.Event()
-        self._spark: SparkSession | None = None
+    """Runs a :class:`~pipeline.ops.pipeline.Pipeline`'s jobs on their intervals (or, following,
+    its loads back to back) until stopped; the pipeline owns the sessions and is closed by its owner."""
+
+    def __init__(self, pipeline: Pipeline, *, follow: bool = False) -> None:
+        self.pipeline = pipeline
+        self.settings = pipeline.settings
+        self.intervals, self.follow = self.settings.intervals, follow
+        self.stop = pipeline.stopping
         self.jobs = {
             "load": Job("load", self.intervals.follow if follow else self.intervals.load, self._load),
             "expire": Job("expire", self.intervals.expire, self._expire),
@@ -131,16 +131,6 @@ class Scheduler:
                 self.scheduler.every(max(1, int(job.every.total_seconds()))).seconds.do(self.tick, job)
 
     # --- job actions -------------------------------------------------------------------
-    def _spark_session(self) -> SparkSession:
-        if self._spark is None:
-            from pipeline.extract.spark_session import build_session
-
-            self._spark = build_session(self.settings, app_name="event-lake-scheduler", long_lived=True)
-        if self.stop.is_set():  # the signal came while the session was starting: do not extract
-            raise ShutdownRequested("shutdown requested before the extraction started",
-                                    "Nothing was staged; the next run extracts this window.")
-        return self._spark
-
     def resume_from_history(self) -> None:
         """Each job's next run from its last run in the job history (scheduled or manual), so daily and
         weekly jobs keep their cadence across restarts instead of counting from this process's
@@ -168,11 +158,9 @@ class Scheduler:
     def warm_up(self) -> None:
         """Start Spark and run its read and write paths once now, so the first load is as fast
         as the tenth (best effort: a failure here is logged, and the load job reports its own)."""
-        from pipeline.extract.spark_engine import SparkExtractor
-
         t0 = time.monotonic()
         try:
-            SparkExtractor(self._spark_session()).warm_up(self.settings)
+            self.pipeline.warm_up()
         except Exception as exc:  # noqa: BLE001  the loads report real problems with their own errors
             if not self.stop.is_set():
                 log.warning("Spark warm-up failed (%s); the first load pays the JVM's start instead",
@@ -182,26 +170,19 @@ class Scheduler:
                  time.monotonic() - t0)
 
     def _load(self) -> dict[str, Any]:
-        from pipeline.ops.run import run
-
         with logs.routine() if self.follow else contextlib.nullcontext():
-            report = run(self.settings, engine=self.engine,
-                         spark_factory=self._spark_session if self.engine == "spark" else None)
+            report = self.pipeline.load()
         return {"rows_inserted": report.rows_inserted, "snapshots": report.snapshots,
                 "rows_in_window": report.rows_in_window, "summary": report.summary()}
 
     def _expire(self) -> dict[str, Any]:
-        return maintain.run_maintenance(self.settings, self.intervals.retention,
-                                        steps=("expire",)).as_dict()
+        return self.pipeline.maintain(("expire",)).as_dict()
 
     def _compact(self) -> dict[str, Any]:
-        return maintain.run_maintenance(self.settings, self.intervals.retention,
-                                        steps=("compact",)).as_dict()
+        return self.pipeline.maintain(("compact",)).as_dict()
 
     def _reconcile(self) -> dict[str, Any]:
-        from pipeline.ops.reconcile import reconcile
-
-        report = reconcile(self.settings)
+        report = self.pipeline.reconcile()
         return {**report.as_dict(), "summary": report.summary()}
 
     # --- running -----------------------------------------------------------------------
@@ -238,11 +219,8 @@ class Scheduler:
             details = {"reason": "another process is running this job"}
         except Exception as exc:  # noqa: BLE001  any failure is recorded; the process must stay up
             status, error, failure = "failed", first_line(exc), exc
-            if isinstance(exc, EngineUnavailable) and self._spark is not None:
-                # a lost Connect server or cluster: the next load builds a new session
-                with contextlib.suppress(Exception):
-                    self._spark.stop()
-                self._spark = None
+            if isinstance(exc, EngineUnavailable):  # a lost Connect server or cluster: a new session next
+                self.pipeline.engine_lost()
             if self.stop.is_set():
                 status, error = "cancelled", f"stopped by shutdown: {error}"
         seconds = time.monotonic() - t0
@@ -357,14 +335,11 @@ class Scheduler:
         promotion (DuckDB) is not a Spark job and runs on. Following, a micro-batch in flight
         (seconds of rows) gets :data:`FOLLOW_FINISH_SECONDS` to finish first. Past the bound,
         exit regardless."""
-        from pipeline.extract.spark_session import cancel_jobs
-
         deadline = time.monotonic() + SHUTDOWN_SECONDS
         if self.follow:
             time.sleep(FOLLOW_FINISH_SECONDS)
         while time.monotonic() < deadline:
-            if self._spark is not None:
-                cancel_jobs(self._spark)
+            self.pipeline.cancel_extraction()
             time.sleep(CANCEL_EVERY_SECONDS)
         log.error("shutdown took longer than %ds; exiting now with status 1 (an open transaction "
                   "rolls back)%s", SHUTDOWN_SECONDS, self._where_stuck())
@@ -394,7 +369,7 @@ class Scheduler:
                  format_duration(self.intervals.reconcile_since) if self.intervals.reconcile_since else "all")
         web = self._start_web()
         self.resume_from_history()
-        if self.engine == "spark":
+        if self.pipeline.engine == "spark":
             self.warm_up()
         if self.follow:
             self.write_state()
@@ -414,10 +389,7 @@ class Scheduler:
             self.stop.wait(min(1.0, max(0.05, idle if idle is not None else 1.0)))
         if web is not None:  # first: its threads may be inside DuckDB; none may outlive the process
             web.stop()
-        if self._spark is not None:
-            with contextlib.suppress(Exception):
-                self._spark.stop()
-        instances.drop_all()  # the lake's catalog connections close now, not at interpreter exit
+        self.pipeline.close()  # Spark stops; the lake's catalog connections close now, not at exit
         scheduler_state.remove_state(self.settings)
         log.info("scheduler stopped cleanly")
 

@@ -4,7 +4,7 @@ reads with it and the manifest carries it; nothing after the plan decides these 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from pipeline.source.completeness import Completeness
@@ -26,3 +26,5 @@ class BatchPlan:
     # the source has a unique index on event_id; without one an id may come back in a later batch
     # with another event_timestamp, so promotion checks it against every lake row, not the batch's range
     unique_ids: bool = True
+    # columns the source has beyond the five (schema drift) -> their lake types: read and loaded too
+    extra_columns: dict[str, str] = field(default_factory=dict)

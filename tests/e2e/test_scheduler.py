@@ -176,10 +176,11 @@ def test_on_a_new_lake_every_job_is_due_at_once(settings):
     first reconcile was scheduled a day away)."""
     from datetime import datetime, timedelta
 
+    from pipeline.ops.pipeline import Pipeline
     from pipeline.ops.scheduler import Scheduler
 
     for follow in (False, True):
-        scheduler = Scheduler(settings, engine="dlt", follow=follow)
+        scheduler = Scheduler(Pipeline(settings, engine="dlt", long_lived=True), follow=follow)
         scheduler.resume_from_history()
         due = {entry.job_func.args[0].name: entry.next_run for entry in scheduler.scheduler.jobs}
         # a follower loads in its own loop, at once; the other jobs are scheduled
@@ -192,9 +193,10 @@ def test_a_stop_that_hangs_leaves_where_each_thread_was(settings):
     writes every thread's stack to a file the log line names."""
     import threading
 
+    from pipeline.ops.pipeline import Pipeline
     from pipeline.ops.scheduler import Scheduler
 
-    scheduler = Scheduler(settings, engine="dlt", follow=True)
+    scheduler = Scheduler(Pipeline(settings, engine="dlt", long_lived=True), follow=True)
     parked = threading.Event()
 
     def stuck_in_a_catalog_call() -> None:

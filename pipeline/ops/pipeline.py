@@ -1,0 +1,133 @@
+"""One pipeline's lifetime: the object a command, a scheduler or a notebook holds.
+
+A :class:`Pipeline` is built once from settings and resolves them once (the embedded Postgres
+started, locations made absolute). It owns what lives as long as it does: the engine and the Spark
+session it builds, the lake's pooled attach (:mod:`pipeline.lake.instances`), and the checks a load
+needs only once (:class:`pipeline.ops.run.Readiness`). Its methods are the operations: ``run`` (one
+load with every check), ``load`` (a load that keeps the last one's readiness: a ``--follow`` tick
+plans, extracts and promotes, nothing else), ``reconcile``, ``maintain`` and ``status``. Closing it
+stops the Spark session it built and lets go of the lake's catalog connections::
+
+    with Pipeline(load_settings(), long_lived=True) as lake:
+        lake.load()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from pipeline import embedded
+from pipeline.errors import ShutdownRequested
+from pipeline.lake import instances
+from pipeline.ops.run import Engines, Mode, Readiness, RunReport, load
+from pipeline.settings import ResolvedSettings, Settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from pipeline.lake.maintain import MaintenanceReport
+    from pipeline.ops.reconcile import ReconcileReport
+
+
+class Pipeline:
+    """One source table loaded into one lake, from open to close.
+
+    ``engine``: ``spark`` or ``dlt``. ``long_lived``: this process loads again and again (a
+    scheduler, a follower, a notebook): the Spark session is built once, by :meth:`spark_session`,
+    and stopped at :meth:`close`; a one-shot run's session is the engine's own, left to the process's
+    exit as the JVM's class archive wants."""
+
+    def __init__(self, settings: Settings, *, engine: str = "spark", long_lived: bool = False) -> None:
+        self.settings: ResolvedSettings = embedded.resolved(settings)
+        self.engine = engine
+        self.long_lived = long_lived
+        self.stopping = threading.Event()  # set by a stop request: no new Spark session after it
+        self._spark: SparkSession | None = None
+        self._ready: Readiness | None = None
+
+    # --- lifetime ------------------------------------------------------------------------
+    def __enter__(self) -> Pipeline:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the Spark session this pipeline built; the lake's catalog connections close now,
+        not at interpreter exit."""
+        self.engine_lost()
+        instances.drop_all()
+
+    # --- the engine ----------------------------------------------------------------------
+    def spark_session(self) -> SparkSession:
+        """The pipeline's Spark session, built on first use (refused once a stop was requested:
+        an extraction must not start then)."""
+        if self._spark is None:
+            from pipeline.extract.spark_session import build_session
+
+            self._spark = build_session(self.settings, app_name="event-lake-scheduler",
+                                        long_lived=self.long_lived)
+        if self.stopping.is_set():
+            raise ShutdownRequested("shutdown requested before the extraction started",
+                                    "Nothing was staged; the next run extracts this window.")
+        return self._spark
+
+    def warm_up(self) -> None:
+        """Start Spark and run its read and write paths once, so the first load is as fast as the tenth."""
+        from pipeline.extract.spark_engine import SparkExtractor
+
+        SparkExtractor(self.spark_session()).warm_up(self.settings)
+
+    def cancel_extraction(self) -> None:
+        """Cancel the Spark jobs running now (a stop request); a promotion is not one and runs on."""
+        if self._spark is not None:
+            from pipeline.extract.spark_session import cancel_jobs
+
+            cancel_jobs(self._spark)
+
+    def engine_lost(self) -> None:
+        """Stop the Spark session (a lost Connect server or cluster): the next load builds a new one."""
+        spark, self._spark = self._spark, None
+        if spark is not None:
+            with contextlib.suppress(Exception):
+                spark.stop()
+
+    def _engines(self) -> Engines:
+        factory = self.spark_session if self.engine == "spark" and self.long_lived else None
+        return Engines(self.engine, None, factory)
+
+    # --- operations ----------------------------------------------------------------------
+    def run(self, mode: Mode = "run", *, record_as: str | None = None) -> RunReport:
+        """One load with every check first (``mode``: ``run``, ``extract`` or ``promote``);
+        ``record_as``: the job name it is recorded under in the job history."""
+        self._ready = None
+        return self.load(mode, record_as=record_as)
+
+    def load(self, mode: Mode = "run", *, record_as: str | None = None) -> RunReport:
+        """One load that keeps the readiness of the last one that succeeded: the watermark, the plan,
+        extraction and promotion only. A failure drops it, so the next load checks everything."""
+        ready, self._ready = self._ready, None
+        report, self._ready = load(self.settings, self._engines(), mode, ready=ready, record_as=record_as)
+        return report
+
+    def reconcile(self) -> ReconcileReport:
+        """Backfill what reached the source behind the look-back (:mod:`pipeline.ops.reconcile`)."""
+        from pipeline.ops.reconcile import reconcile
+
+        return reconcile(self.settings)
+
+    def maintain(self, steps: tuple[str, ...] = ("expire", "compact")) -> MaintenanceReport:
+        """Expire snapshots older than the retention and/or compact (:mod:`pipeline.lake.maintain`)."""
+        from pipeline.lake.maintain import run_maintenance
+
+        return run_maintenance(self.settings, self.settings.intervals.retention, steps=steps)
+
+    def status(self) -> dict[str, Any]:
+        """Watermark, lag, batches, jobs and health (:mod:`pipeline.ops.status`)."""
+        from pipeline.ops.status import collect
+
+        return collect(self.settings)
