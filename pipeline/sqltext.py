@@ -1,4 +1,5 @@
-"""SQL text helpers every stage shares: quoting, and the statements in ``sql/`` files.
+"""SQL text helpers every stage shares: quoting, the statements in ``sql/`` files, and the one
+row an aggregate returns.
 
 Identifiers from configuration are validated when settings load; they are still quoted
 wherever they are spliced into SQL, by these functions and no others.
@@ -7,6 +8,7 @@ wherever they are spliced into SQL, by these functions and no others.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Protocol
 
 _PACKAGE = Path(__file__).resolve().parent
 # an installed wheel carries sql/ inside the package; a checkout has it at the top level
@@ -39,3 +41,16 @@ def split_statements(text: str) -> list[str]:
         if body.strip().rstrip(";"):
             statements.append(body.strip().rstrip(";"))
     return statements
+
+
+class _Cursor(Protocol):
+    def fetchone(self) -> Any: ...
+
+
+def one_row(cursor: _Cursor) -> tuple[Any, ...]:
+    """The row of a statement that always returns one (an aggregate, ``SELECT now()``), from a
+    psycopg or DuckDB cursor; no row at all is a bug here, not a result, and says so."""
+    row = cursor.fetchone()
+    if row is None:
+        raise LookupError("a statement that always returns a row returned none")
+    return tuple(row)

@@ -164,7 +164,7 @@ def _extract_claimed(extractor: Extractor, request: ExtractRequest, folder: Fold
     lake = settled.lake_files
     files = staging.parquet_files(folder)
     rows = (sum(_parquet_metadata(folder, name).num_rows for name in files)
-            + sum(int(f["rows"]) for f in lake) + settled.rows_seen)
+            + sum(f["rows"] for f in lake) + settled.rows_seen)
     if rows != request.stats.rows:
         if target:
             zero_copy.remove_files(lake, request.settings)

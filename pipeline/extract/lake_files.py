@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from pipeline.extract.slice_task import DEST, SEEN  # one spelling for both readers
 from pipeline.lake.zero_copy import LakeTarget
 from pipeline.source.window import iso
-from pipeline.staging import Folder
+from pipeline.staging import Folder, LakeFile
 
 
 def incoming_dir(target: LakeTarget, batch_id: str) -> Folder:
@@ -29,7 +29,7 @@ def incoming_dir(target: LakeTarget, batch_id: str) -> Folder:
 
 @dataclass
 class Settled:
-    lake_files: list[dict[str, object]] = field(default_factory=list)  # uri, rows, event time range
+    lake_files: list[LakeFile] = field(default_factory=list)  # uri, rows, event time range
     schema: pa.Schema | None = None  # of the lake files
     rows_seen: int = 0  # rows whose id the lake already held (their files are deleted)
 
@@ -59,7 +59,7 @@ def settle(target: LakeTarget, batch_id: str, batch_folder: Folder) -> Settled:
     return settled
 
 
-def _describe(folder: Folder, name: str) -> tuple[dict[str, object], pa.Schema]:
+def _describe(folder: Folder, name: str) -> tuple[LakeFile, pa.Schema]:
     """Rows and event time range from the file's footer (no data pages are read), and its schema."""
     with folder.open_input(name) as handle:
         metadata = pq.read_metadata(handle)

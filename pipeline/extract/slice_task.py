@@ -25,6 +25,7 @@ import socket
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -51,7 +52,7 @@ class SliceSource:
     timezone: str
 
     @contextlib.contextmanager
-    def cursor(self) -> Iterator[object]:
+    def cursor(self) -> Iterator[Any]:
         import adbc_driver_postgresql.dbapi as adbc
 
         from pipeline.source.snapshot import import_statements

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
     from pipeline.lake.zero_copy import LakeTarget
     from pipeline.settings import ResolvedSettings
+    from pipeline.staging import Folder
 
 
 Slice = tuple[Window, str | None]  # the window (or a time part of it), and a page range or None
@@ -62,8 +63,8 @@ def slices(request: ExtractRequest, count: int, rows_per_slice: int | None = Non
     return [(w, None) for w in time_chunks(request.window, stats.rows, stats.min_ts, stats.max_ts, per)]
 
 
-def job(request: ExtractRequest, parts: list[Slice], output: object, report_to: ReportTo | None = None
-        ) -> SliceJob:
+def job(request: ExtractRequest, parts: list[Slice], output: Folder | LakeOutput | None,
+        report_to: ReportTo | None = None) -> SliceJob:
     """The pickled part every task gets: how to reach the source, one query per slice, where to
     write (and where to report its rows as it reads, for a progress line)."""
     settings = request.settings
@@ -85,7 +86,7 @@ def write_slices(spark: SparkSession, request: ExtractRequest, meter: Progress) 
     count = request.settings.spark.partitions or plan_partitions(request.stats.rows, default_cores(spark))
     parts = slices(request, count)
     if request.lake_target is not None:
-        output: object = lake_output(request.lake_target, request.batch_id)
+        output: Folder | LakeOutput = lake_output(request.lake_target, request.batch_id)
     else:
         request.folder.make(exist_ok=False)  # never write into an existing batch
         output = request.folder
@@ -136,6 +137,7 @@ def source_from_executor(spark: SparkSession, settings: ResolvedSettings) -> str
     """Read ``SELECT 1`` from the source on an executor, as a slice would; returns its host."""
     source = SliceSource(settings.source_dsn.conninfo(), None, "UTC")
     row = spark.range(0, 1, 1, 1).mapInArrow(SourceProbe(source), PROBE_SCHEMA).first()
+    assert row is not None, "one row in, one row out"
     return str(row["host"])
 
 

@@ -60,8 +60,8 @@ def _poll(spark: SparkSession, meter: Progress, listener: RowsListener | None, d
     tracker = spark.sparkContext.statusTracker()
     while not done.wait(POLL_SECONDS):
         with contextlib.suppress(Exception):  # a stage may end between the two calls
-            stages = [tracker.getStageInfo(s) for s in tracker.getActiveStageIds()]
-            stages = [s for s in stages if s is not None]
+            stages = [info for info in map(tracker.getStageInfo, tracker.getActiveStageIds())
+                      if info is not None]
             total = sum(s.numTasks for s in stages)
             finished = sum(s.numCompletedTasks for s in stages)
             read = listener.rows if listener else None

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from pipeline import invocation
 from pipeline.errors import ConfigError, EngineUnavailable, TerminalError, first_line, scrub_secrets
@@ -254,7 +254,8 @@ def _probe(url: str, setting: str, default_port: int, timeout: float = 10.0) -> 
 # took ~50 s to report, half of it in the release call pyspark sends after a failed operation
 # from a thread the interpreter waits for at exit. A restart takes longer than that anyway: the
 # scheduler's next attempt (with backoff) meets the new server.
-CONNECT_RETRIES = {"max_retries": 6, "initial_backoff": 50, "backoff_multiplier": 4.0, "max_backoff": 10_000,
+CONNECT_RETRIES: dict[str, Any] = {"max_retries": 6, "initial_backoff": 50, "backoff_multiplier": 4.0,
+                                   "max_backoff": 10_000,
                    "max_server_retry_delay": 10_000}
 # what the client's errors say when the server itself is gone (not a failed job on a live server)
 _CONNECT_LOST = ("StatusCode.UNAVAILABLE", "_MultiThreadedRendezvous", "SESSION_NOT_FOUND",
@@ -262,7 +263,7 @@ _CONNECT_LOST = ("StatusCode.UNAVAILABLE", "_MultiThreadedRendezvous", "SESSION_
                  "failed to connect to all addresses")
 
 
-def _bound_retries(session: SparkSession, remote: str) -> None:
+def _bound_retries(session: Any, remote: str) -> None:
     """Bounded client retries, none once the server is gone, and no retrying at exit: pyspark's
     exit handler sends cleanup calls to the server (with the same retries), which kept a process
     whose server was killed alive for 20 minutes. A handler registered later runs first: if the
@@ -382,7 +383,7 @@ def _connect_session(remote: str, app_name: str, conf: dict[str, str]) -> SparkS
                             f"extractor needs: {wrong} (wanted {SESSION_CONF}).",
                             "Start the Connect server without fixing these settings, or set them to "
                             "the wanted values in its spark-defaults.conf.")
-    return session
+    return cast("SparkSession", session)  # the Connect client's session: the same API
 
 
 def default_cores(spark: SparkSession) -> int:
@@ -392,8 +393,9 @@ def default_cores(spark: SparkSession) -> int:
     F = functions(spark)
 
     # a range without a partition count is split into defaultParallelism partitions
-    probe = spark.range(0, 100_000).select(F.spark_partition_id().alias("p")).agg(F.max("p"))
-    return int(probe.first()[0]) + 1
+    probe = spark.range(0, 100_000).select(F.spark_partition_id().alias("p")).agg(F.max("p")).first()
+    assert probe is not None, "an aggregate has a row"
+    return int(probe[0]) + 1
 
 
 def cancel_jobs(spark: SparkSession) -> None:

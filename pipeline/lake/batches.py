@@ -12,6 +12,7 @@ from pipeline.lake.rows import fetch_dicts
 from pipeline.lake.validate import REASON_CONFLICT
 from pipeline.logs import process_name
 from pipeline.settings import Settings
+from pipeline.sqltext import one_row
 
 
 @dataclass(frozen=True)
@@ -42,10 +43,10 @@ class BatchRecord:
 
 def watermark(con: duckdb.DuckDBPyConnection, settings: Settings) -> datetime | None:
     """The largest ``event_timestamp`` already promoted for this table (None before any)."""
-    return con.execute(
+    return one_row(con.execute(
         f"SELECT max(max_event_timestamp) FROM {settings.batches_table} WHERE table_name = ?",
         [settings.lake_table],
-    ).fetchone()[0]
+    ))[0]
 
 
 def bound_source(con: duckdb.DuckDBPyConnection, settings: Settings) -> str | None:
@@ -57,9 +58,9 @@ def bound_source(con: duckdb.DuckDBPyConnection, settings: Settings) -> str | No
 
 
 def is_recorded(con: duckdb.DuckDBPyConnection, settings: Settings, batch_id: str) -> bool:
-    return bool(con.execute(
+    return bool(one_row(con.execute(
         f"SELECT count(*) FROM {settings.batches_table} WHERE batch_id = ?", [batch_id]
-    ).fetchone()[0])
+    ))[0])
 
 
 def last_arrivals(con: duckdb.DuckDBPyConnection, settings: Settings) -> tuple[datetime, datetime] | None:
@@ -95,10 +96,10 @@ def steady_state(con: duckdb.DuckDBPyConnection, settings: Settings, since: date
     what arrived, the look-back's multiple when they re-read it — and freshness (seconds from a
     row's arrival to its commit: the median of the loads' p50s, the highest of their p95s)."""
     def totals(freshness: str) -> tuple:
-        return con.execute(
+        return one_row(con.execute(
             f"SELECT count(*), sum(rows_staged), sum(rows_inserted), {freshness} FROM "
             f"{settings.batches_table} WHERE table_name = ? AND promoted_at > ?",
-            [settings.lake_table, since]).fetchone()
+            [settings.lake_table, since]))
 
     try:
         loads, read, inserted, p50, p95, behind = totals(

@@ -96,6 +96,7 @@ def can_write(reader: PgDsn, schema: str) -> list[str]:
             "  pg_has_role(current_user, 'pg_execute_server_program', 'USAGE'), "
             "  current_setting('default_transaction_read_only') = 'on' "
             "FROM pg_roles r WHERE r.rolname = current_user", {"s": schema}).fetchone()
+    assert row is not None, "current_user has a pg_roles row"
     superuser, createrole, writes, locks, program, read_only = row
     problems = [what for what, bad in (("is a superuser", superuser), ("can create roles", createrole),
                                        ("can change the lake's metadata tables", writes),

@@ -78,6 +78,7 @@ def lake_session(settings: ResolvedSettings, *, read_only: bool = False, tables:
     a process may open once, so a reader's and a writer's instance could not both stay open),
     get an instance of their own."""
     time_travel = snapshot_version is not None or snapshot_time is not None
+    opened: contextlib.AbstractContextManager[duckdb.DuckDBPyConnection]
     if settings.catalog.kind != "postgres" or time_travel:
         opened = contextlib.closing(connect(settings, read_only=read_only, snapshot_version=snapshot_version,
                                             snapshot_time=snapshot_time, source=source, own_sql=True))

@@ -11,7 +11,7 @@ import duckdb
 from pipeline.lake import jobs
 from pipeline.lake.rows import Rows, fetch_dicts
 from pipeline.settings import Settings
-from pipeline.sqltext import quote_ident, quote_literal
+from pipeline.sqltext import one_row, quote_ident, quote_literal
 
 POINTS = 200  # per series: enough to see a trend, small enough for one page and one scrape
 
@@ -93,9 +93,9 @@ def job_totals(con: duckdb.DuckDBPyConnection, settings: Settings) -> Rows:
 
 def rows_loaded(con: duckdb.DuckDBPyConnection, settings: Settings) -> tuple[int, int]:
     """Rows inserted by every batch ever promoted, and the number of batches."""
-    inserted, count = con.execute(
+    inserted, count = one_row(con.execute(
         f"SELECT coalesce(sum(rows_inserted), 0), count(*) FROM {settings.batches_table} "
-        "WHERE table_name = ?", [settings.lake_table]).fetchone()
+        "WHERE table_name = ?", [settings.lake_table]))
     return int(inserted), int(count)
 
 
@@ -115,7 +115,7 @@ CHANGES_WIDTH = 60  # characters of a snapshot's changes shown in the human list
 def table_names(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     """DuckLake's table ids, as ``snapshots()`` lists them in ``changes``, to ``schema.table``
     (a renamed or dropped table by its last name), from DuckLake's own metadata."""
-    metadata = con.execute("SELECT getvariable('lake_metadata')").fetchone()[0]
+    metadata = one_row(con.execute("SELECT getvariable('lake_metadata')"))[0]
     rows = con.execute(f"""FROM query('SELECT t.table_id, s.schema_name, t.table_name
         FROM {metadata}.ducklake_table t JOIN {metadata}.ducklake_schema s USING (schema_id)
         ORDER BY t.begin_snapshot, s.begin_snapshot')""").fetchall()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import duckdb
 
 from pipeline.settings import Settings
-from pipeline.sqltext import quote_ident
+from pipeline.sqltext import one_row, quote_ident
 
 
 def table_names(con: duckdb.DuckDBPyConnection, settings: Settings) -> set[tuple[str, str]]:
@@ -19,4 +19,4 @@ def table_names(con: duckdb.DuckDBPyConnection, settings: Settings) -> set[tuple
 def lake_id(con: duckdb.DuckDBPyConnection, settings: Settings) -> str:
     """This lake's identity (made with its tables; see ``lake_identity`` in lake_events.sql)."""
     table = f"{quote_ident(settings.lake_name)}.{quote_ident(settings.ops_schema)}.lake_identity"
-    return con.execute(f"SELECT lake_id FROM {table} ORDER BY created_at, lake_id LIMIT 1").fetchone()[0]
+    return one_row(con.execute(f"SELECT lake_id FROM {table} ORDER BY created_at, lake_id LIMIT 1"))[0]

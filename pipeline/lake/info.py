@@ -8,11 +8,12 @@ import duckdb
 
 from pipeline.lake.query import json_safe
 from pipeline.lake.rows import fetch_dicts
+from pipeline.sqltext import one_row
 
 
 def catalog_info(con: duckdb.DuckDBPyConnection, lake_name: str) -> dict[str, Any]:
     """Lake name, true snapshot count, the latest snapshot and the tables with their files."""
-    count = con.execute(f"SELECT count(*) FROM {lake_name}.snapshots()").fetchone()[0]
+    count = one_row(con.execute(f"SELECT count(*) FROM {lake_name}.snapshots()"))[0]
     latest = fetch_dicts(con, f"SELECT * FROM {lake_name}.snapshots() ORDER BY snapshot_id DESC LIMIT 1")
     # ducklake_table_info names a table's schema only by id: join the live schemas to it, so
     # equal table names in two schemas keep their own files

@@ -25,6 +25,7 @@ from pipeline.lake.connect import lake_session
 from pipeline.lake.rows import fetch_dicts
 from pipeline.logs import process_name
 from pipeline.settings import ResolvedSettings, Settings
+from pipeline.sqltext import one_row
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,7 @@ COLUMNS = ("run_id VARCHAR, job VARCHAR, started_at TIMESTAMPTZ, finished_at TIM
 
 def _metadata_table(con: duckdb.DuckDBPyConnection) -> str:
     # the catalog's schema as attached by DuckLake (see pipeline.lake.connect: lake_metadata)
-    return f"{con.execute('SELECT getvariable(?)', ['lake_metadata']).fetchone()[0]}.{TABLE}"
+    return f"{one_row(con.execute('SELECT getvariable(?)', ['lake_metadata']))[0]}.{TABLE}"
 
 
 def _exists(con: duckdb.DuckDBPyConnection, qualified: str) -> bool:
@@ -137,5 +138,5 @@ def last_success(con: duckdb.DuckDBPyConnection, settings: Settings, job: str) -
     table = source(con, settings)
     if table is None:
         return None
-    return con.execute(f"SELECT max(finished_at) FROM {table} "
-                       "WHERE job = ? AND status = 'success'", [job]).fetchone()[0]
+    return one_row(con.execute(f"SELECT max(finished_at) FROM {table} "
+                               "WHERE job = ? AND status = 'success'", [job]))[0]

@@ -41,6 +41,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from pipeline.errors import CatalogUnavailable, LockBusy, service_error
 from pipeline.settings import ResolvedSettings, Settings
+from pipeline.sqltext import one_row
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +111,9 @@ def hold(settings: ResolvedSettings, job: str, *, timeout: float | None = None) 
 def _advisory(conninfo: str, name: str, timeout: float | None, where: str) -> Iterator[Lease]:
     key = lock_key(name)
     try:
-        conn = psycopg.connect(conninfo, autocommit=True, connect_timeout=10, **_session_params(conninfo))
+        name, options = _session_params(conninfo)
+        conn = psycopg.connect(conninfo, autocommit=True, connect_timeout=10, application_name=name,
+                               options=options)
     except psycopg.OperationalError as exc:
         raise service_error(exc, f"Cannot reach the catalog (DUCKLAKE_CATALOG={where}) to take the "
                             f"{name} lock", unavailable=CatalogUnavailable,
@@ -141,7 +144,7 @@ def _wait_for(conn: psycopg.Connection, key: int, name: str, timeout: float | No
     started = time.monotonic()
     deadline = None if timeout is None else started + timeout
     said, checked = False, started
-    while not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
+    while not one_row(conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)))[0]:
         now = time.monotonic()
         if deadline is not None and now >= deadline:
             raise LockBusy(f"Another process holds the {name} lock.",
@@ -188,8 +191,8 @@ def application_name() -> str:
     return f"event-lake {socket.gethostname()} {os.getpid()}"[:63]
 
 
-def _session_params(conninfo: str) -> dict[str, str]:
-    """This process's name and the server-side keepalives (added to any ``options`` the DSN has)."""
+def _session_params(conninfo: str) -> tuple[str, str]:
+    """This process's name, and the server-side keepalives added to any ``options`` the DSN has."""
     options = conninfo_to_dict(conninfo).get("options") or ""
     keepalive = " ".join(f"-c {k}={v}" for k, v in KEEPALIVE.items())
-    return {"application_name": application_name(), "options": f"{options} {keepalive}".strip()}
+    return application_name(), f"{options} {keepalive}".strip()

@@ -23,6 +23,7 @@ from pipeline.lake.transaction import transaction
 from pipeline.progress import Progress
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.settings.durations import format_duration
+from pipeline.sqltext import one_row
 from pipeline.staging.location import Folder, data_dir, split_uri
 
 # Files that exist in the data path but not in the catalog may belong to a promotion that
@@ -61,9 +62,9 @@ class MaintenanceReport:
 
 
 def data_file_count(con: duckdb.DuckDBPyConnection, settings: Settings) -> int:
-    return con.execute(
+    return one_row(con.execute(
         "SELECT coalesce(sum(file_count), 0) FROM ducklake_table_info(?)", [settings.lake_name]
-    ).fetchone()[0]
+    ))[0]
 
 
 def _older_than(retention: timedelta) -> str:
@@ -98,7 +99,7 @@ def _planned_merge(con: duckdb.DuckDBPyConnection, settings: Settings) -> int:
     return len(folders)
 
 
-def compact(con: duckdb.DuckDBPyConnection, settings: Settings, dry_run: bool,
+def compact(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, dry_run: bool,
             report: MaintenanceReport, delete_grace: timedelta = DELETE_GRACE,
             step: Callable[[str], None] = lambda _: None) -> None:
     """Flush inlined rows, merge adjacent small files, delete unreferenced and orphaned files.

@@ -27,6 +27,7 @@ from pipeline.errors import ConfigError
 from pipeline.lake.identity import lake_id, table_names
 from pipeline.settings import ResolvedSettings
 from pipeline.settings.resolve import DATA_FOLDER_MARKER as MARKER
+from pipeline.sqltext import one_row
 from pipeline.staging.location import Folder, data_dir, split_uri
 
 # data folders this process has already seen to be its lake's: (data path, lake id)
@@ -118,8 +119,8 @@ def catalog_holds_lake(settings: ResolvedSettings) -> bool:
     import psycopg
 
     with psycopg.connect(catalog.pg.conninfo(), connect_timeout=10) as conn:
-        return conn.execute("SELECT to_regclass(format('%%I.ducklake_metadata', %s::text)) IS NOT NULL",
-                            (settings.lake_name,)).fetchone()[0]
+        query = "SELECT to_regclass(format('%%I.ducklake_metadata', %s::text)) IS NOT NULL"
+        return one_row(conn.execute(query, (settings.lake_name,)))[0]
 
 
 def refuse_before_creating(settings: ResolvedSettings) -> None:
@@ -183,7 +184,7 @@ def foreign_markers(folder: Folder) -> list[str]:
 
 def own_table_folders(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings) -> list[str]:
     """Every folder the lake's catalog ever put a table's files in (dropped tables included)."""
-    metadata = con.execute("SELECT getvariable('lake_metadata')").fetchone()[0]
+    metadata = one_row(con.execute("SELECT getvariable('lake_metadata')"))[0]
     rows = con.execute(
         f"SELECT s.path, s.path_is_relative, t.path, t.path_is_relative FROM {metadata}.ducklake_table t "
         f"JOIN {metadata}.ducklake_schema s USING (schema_id)").fetchall()

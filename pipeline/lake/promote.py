@@ -28,8 +28,8 @@ from pipeline.progress import Progress
 from pipeline.settings import ResolvedSettings
 from pipeline.source.shape import EVENT_COLUMNS
 from pipeline.source.window import parse_iso
-from pipeline.sqltext import quote_ident
-from pipeline.staging import StagedBatch
+from pipeline.sqltext import one_row, quote_ident
+from pipeline.staging import LakeFile, StagedBatch
 
 log = logging.getLogger(__name__)
 RECONCILE_ENGINE = "reconcile"  # the manifest engine of backfill batches (pipeline.ops.reconcile)
@@ -125,7 +125,7 @@ class _Contents:
 
     files: list[str]  # staged Parquet read by the copy path
     copy_reason: str | None  # why rows go through the copy path (None: all of Spark's files registered)
-    lake_files: list[dict[str, object]]  # zero-copy: registered as they are
+    lake_files: list[LakeFile]  # zero-copy: registered as they are
     registered: int  # the rows of lake_files
     staged: int  # every row, including those seen in the lake already (duplicates)
     loadable: int
@@ -153,7 +153,7 @@ def _contents(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, batch:
         log.info("batch %s: %s; promoting it by copy", batch.batch_id, copy_reason)
         files, lake_files = files + [str(f["uri"]) for f in lake_files], []
     staged, loadable, distinct_ids, min_ts, max_ts, invalid = (
-        con.execute(validate.BATCH_STATS, {"files": files}).fetchone() if files else (0, 0, 0, None, None, 0))
+        one_row(con.execute(validate.BATCH_STATS, {"files": files})) if files else (0, 0, 0, None, None, 0))
     registered = sum(int(f["rows"]) for f in lake_files)
     min_ts, max_ts = _span([min_ts, max_ts, *(parse_iso(str(f[k])) for f in lake_files
                                               for k in ("min_event_timestamp", "max_event_timestamp"))])
@@ -194,10 +194,10 @@ def _promote_locked(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, 
     meter.finish(contents.staged, f"{inserted:,} new" if not nothing_new else "nothing new")
     if nothing_new:
         return result("no new rows", contents.staged)
-    snapshot = con.execute(
+    snapshot = one_row(con.execute(
         f"SELECT max(snapshot_id) FROM {settings.lake_name}.snapshots() "
         "WHERE json_extract_string(commit_extra_info, '$.batch_id') = ?", [batch.batch_id]
-    ).fetchone()[0]
+    ))[0]
     return result("committed", contents.staged, inserted, snapshot, contents.max_ts, quarantined,
                   len(contents.lake_files))
 
@@ -222,16 +222,16 @@ def _write(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, batch: St
     rejected = validate.rejected_sql(contents.invalid > 0, contents.has_duplicates)
     if rejected is not None:
         meter.step("quarantining rows that cannot load")
-        quarantined = con.execute(validate.quarantine_sql(settings.quarantine_table, rejected),
-                                  {"files": files, "batch_id": batch.batch_id,
-                                   "table_name": settings.lake_table}).fetchone()[0]
+        quarantined = one_row(con.execute(validate.quarantine_sql(settings.quarantine_table, rejected),
+                                          {"files": files, "batch_id": batch.batch_id,
+                                           "table_name": settings.lake_table}))[0]
     lake_extra = add_columns(con, settings, batch.manifest.extra_columns or {})
     if contents.loadable:
         meter.step("inserting new rows" + (" (dropping duplicates)" if contents.has_duplicates else ""))
         whole_lake = not batch.manifest.ids_unique
         span = {} if whole_lake else {"min_ts": contents.min_ts, "max_ts": contents.max_ts}
-        inserted = con.execute(insert_sql(settings.events_table, contents.has_duplicates, lake_extra,
-                                          whole_lake=whole_lake), {"files": files, **span}).fetchone()[0]
+        inserted = one_row(con.execute(insert_sql(settings.events_table, contents.has_duplicates, lake_extra,
+                                                  whole_lake=whole_lake), {"files": files, **span}))[0]
     if contents.lake_files:
         meter.step(f"registering {len(contents.lake_files)} file(s)")
         zero_copy.register(con, settings, contents.lake_uris)
@@ -245,10 +245,10 @@ def _freshness(con: duckdb.DuckDBPyConnection, files: list[str],
     after the earlier plan's mark — p50 and p95; none for a batch that is not a steady load."""
     if arrived_after is None or not files:
         return None, None
-    row = con.execute(
+    row = one_row(con.execute(
         "SELECT approx_quantile(epoch($now) - epoch(created_at), [0.5, 0.95]) "
         "FROM read_parquet($files, union_by_name => true) WHERE created_at > $after",
-        {"now": datetime.now(UTC), "files": files, "after": parse_iso(arrived_after)}).fetchone()[0]
+        {"now": datetime.now(UTC), "files": files, "after": parse_iso(arrived_after)}))[0]
     return (float(row[0]), float(row[1])) if row and row[0] is not None else (None, None)
 
 

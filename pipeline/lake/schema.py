@@ -10,7 +10,7 @@ from pipeline.lake import locks, ownership
 from pipeline.lake.identity import table_names
 from pipeline.lake.transaction import transaction
 from pipeline.settings import ResolvedSettings, Settings
-from pipeline.sqltext import quote_ident, read_sql, split_statements
+from pipeline.sqltext import one_row, quote_ident, read_sql, split_statements
 
 OPS_TABLES = ("batches", "lake_identity", "quarantine")  # job history is not a lake table: see jobs.py
 # ops.batches columns added after lakes existed: a lake made before gets them on its next write session
@@ -108,7 +108,7 @@ def _stop_if_dropped(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings)
         [settings.lake_table]).fetchall()
     if not batches:
         return
-    metadata = con.execute("SELECT getvariable('lake_metadata')").fetchone()[0]
+    metadata = one_row(con.execute("SELECT getvariable('lake_metadata')"))[0]
     [[ended]] = con.execute(
         f"SELECT max(t.end_snapshot) FROM {metadata}.ducklake_table t JOIN {metadata}.ducklake_schema s "
         "USING (schema_id) WHERE s.schema_name = 'main' AND t.table_name = ?",
@@ -130,5 +130,5 @@ def quarantined_rows(con: duckdb.DuckDBPyConnection, settings: Settings) -> int:
     """Rows of this table in ``ops.quarantine`` (0 before the table exists)."""
     if (settings.ops_schema, "quarantine") not in table_names(con, settings):
         return 0
-    return con.execute(f"SELECT count(*) FROM {settings.quarantine_table} WHERE table_name = ?",
-                       [settings.lake_table]).fetchone()[0]
+    return one_row(con.execute(f"SELECT count(*) FROM {settings.quarantine_table} WHERE table_name = ?",
+                               [settings.lake_table]))[0]

@@ -18,7 +18,7 @@ from pipeline.lake.schema import quarantined_rows
 from pipeline.progress import Progress
 from pipeline.settings import ResolvedSettings
 from pipeline.source.shape import EVENT_COLUMNS
-from pipeline.sqltext import quote_literal, quote_qualified
+from pipeline.sqltext import one_row, quote_literal, quote_qualified
 
 _FINGERPRINT = """
     SELECT count(*) AS rows, count(DISTINCT event_id) AS ids,
@@ -59,8 +59,8 @@ def fingerprint(con: duckdb.DuckDBPyConnection, relation: str,
                 upper: datetime | None = None) -> Fingerprint:
     where = "WHERE event_timestamp <= $upper" if upper else ""
     params = {"upper": upper} if upper else {}
-    rows, ids, checksum = con.execute(
-        _FINGERPRINT.format(relation=relation, where=where), params).fetchone()
+    rows, ids, checksum = one_row(con.execute(
+        _FINGERPRINT.format(relation=relation, where=where), params))
     return Fingerprint(int(rows), int(ids), int(checksum))
 
 

@@ -13,12 +13,17 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import psycopg
 
 from pipeline import invocation
 from pipeline.errors import LakeNotCreated, PipelineError, first_line, scrub_secrets
 from pipeline.settings import ResolvedSettings, Settings
+from pipeline.sqltext import one_row
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skipped"
 JAVA_MIN = 17  # Spark 4 runs on Java 17 or 21
@@ -92,7 +97,7 @@ def source_check(settings: ResolvedSettings) -> Check:
     from pipeline.source.connect import connect
 
     with connect(settings.source_dsn) as conn:
-        version = conn.execute("SHOW server_version").fetchone()[0]
+        version = one_row(conn.execute("SHOW server_version"))[0]
         if not stats.table_exists(conn, settings.source_table):
             return Check("source", WARN, f"Postgres {version} reachable; table {settings.source_table} "
                          "does not exist yet",
@@ -114,7 +119,7 @@ def catalog_check(settings: ResolvedSettings) -> Check:
     where = settings.catalog.describe()
     try:
         with lake_session(settings, read_only=True) as con:
-            snapshots = con.execute(f"SELECT count(*) FROM {settings.lake_name}.snapshots()").fetchone()[0]
+            snapshots = one_row(con.execute(f"SELECT count(*) FROM {settings.lake_name}.snapshots()"))[0]
     except LakeNotCreated:
         return Check("catalog", OK, f"{where}: reachable; the lake is created by the first run")
     return Check("catalog", OK, f"{where}: lake {settings.lake_name} with {snapshots} snapshot(s)")
@@ -168,14 +173,15 @@ def spark_check(settings: ResolvedSettings, source_ok: bool) -> Check:
             spark.range(10).count()
             return Check("spark", WARN, f"{where} started; the JDBC read was not tried (source check "
                          "failed)", "Fix the source, then run doctor again.")
-        one = (spark.read.format("jdbc").options(**connection_options(settings))
-               .option("query", "SELECT 1 AS one").load().first()[0])
+        row = (spark.read.format("jdbc").options(**connection_options(settings))
+               .option("query", "SELECT 1 AS one").load().first())
+        one = row[0] if row is not None else None
     finally:
         spark.stop()
     return Check("spark", OK if one == 1 else FAIL, f"{where} started and read the source through JDBC")
 
 
-def _arrow_check(spark: object, settings: ResolvedSettings, where: str, source_ok: bool) -> Check:
+def _arrow_check(spark: SparkSession, settings: ResolvedSettings, where: str, source_ok: bool) -> Check:
     """On the executors, not only here: every one imports the reader's packages, and one reads
     the source as a slice task would."""
     from pipeline.extract import spark_arrow

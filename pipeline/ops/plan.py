@@ -86,8 +86,10 @@ def _arrivals(snapshot: PlannerSnapshot, con: duckdb.DuckDBPyConnection,
 
 def _warn_rows_ahead(snapshot: PlannerSnapshot, settings: ResolvedSettings, upper: datetime) -> None:
     column = settings.arrival_column
+    if column is None:
+        return
     ahead, latest = arrivals.rows_ahead(snapshot.conn, settings.source_table, column, upper)
-    if ahead:
+    if ahead and latest is not None:
         log.warning("%d rows have %s after the source's clock (latest %s, %.1fs ahead): their writer sets %s "
                     "from its own clock, which runs ahead of the database's. They are read; every run "
                     "checks that no row is missed whatever %s says", ahead, column, latest.isoformat(),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Set as AbstractSet
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 
@@ -30,7 +31,7 @@ from pipeline.settings.durations import format_duration
 from pipeline.source import stats
 from pipeline.source.connect import connect as connect_source
 from pipeline.source.window import Window, iso
-from pipeline.sqltext import quote_literal, quote_qualified
+from pipeline.sqltext import one_row, quote_literal, quote_qualified
 
 log = logging.getLogger(__name__)
 HOUR = timedelta(hours=1)
@@ -72,7 +73,7 @@ class ReconcileReport:
 
 
 def differing_hours(source: dict[datetime, int], lake: dict[datetime, int],
-                    doubled: set[datetime] = frozenset()) -> list[datetime]:
+                    doubled: AbstractSet[datetime] = frozenset()) -> list[datetime]:
     """Hours whose counts differ, and hours where the lake holds an id twice: a missing row and a
     doubled id there would leave the counts equal (pure)."""
     return sorted(h for h in source.keys() | lake.keys() | doubled
@@ -92,7 +93,9 @@ def reconcile(settings: Settings, since: timedelta | str | None = None) -> Recon
     resolved = embedded.resolved(settings)
     if since is None:
         since = resolved.intervals.reconcile_since or ALL
-    report = ReconcileReport(since=since if since == ALL else format_duration(since))
+    if isinstance(since, str) and since != ALL:
+        raise ValueError(f"since: a timedelta or {ALL!r}, not {since!r}")
+    report = ReconcileReport(since=format_duration(since) if isinstance(since, timedelta) else ALL)
     started = time.monotonic()
     with lake_session(resolved, source=True) as con:  # the source attached as src, for backfills
         # a table dropped by hand is made again empty: then the look-back is reloaded here too
@@ -102,7 +105,7 @@ def reconcile(settings: Settings, since: timedelta | str | None = None) -> Recon
         if watermark is None:
             return report
         upper = watermark if dropped else watermark - resolved.lookback
-        low = None if since == ALL else watermark - since
+        low = watermark - since if isinstance(since, timedelta) else None
         if low is not None and low >= upper:
             return report  # RECONCILE_SINCE within the look-back: the loads cover it all
         report.low, report.upper = iso(low) if low else None, iso(upper)
@@ -157,18 +160,18 @@ def _backfill(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, hours:
     # a zero-copy lake holds ids as text: compared as UUIDs like the validated source rows
     lake_ids = (f"SELECT TRY_CAST(event_id AS UUID) AS event_id FROM {settings.events_table} "
                 f"WHERE {window.literal_sql()} AND date_trunc('hour', event_timestamp) IN ({hour_list})")
-    report.lake_rows_not_in_source = con.execute(
+    report.lake_rows_not_in_source = one_row(con.execute(
         f"SELECT count(*) FROM ({lake_ids}) l WHERE l.event_id NOT IN "
-        "(SELECT event_id FROM reconcile_source WHERE event_id IS NOT NULL)").fetchone()[0]
+        "(SELECT event_id FROM reconcile_source WHERE event_id IS NOT NULL)"))[0]
 
     batch_id = staging.new_batch_id()
     folder = staging.batch_dir(staging.table_dir(settings), batch_id)
     folder.make(exist_ok=False)
     name = "part-00000.parquet"
-    missing = con.execute(
+    missing = one_row(con.execute(
         "COPY (SELECT raw_event_id AS event_id, event_type, event_timestamp, raw_details AS details, "
         f"created_at FROM reconcile_source WHERE reason IS NULL AND event_id NOT IN ({lake_ids})) "
-        f"TO {quote_literal(folder.uri(name))} (FORMAT parquet)").fetchone()[0]
+        f"TO {quote_literal(folder.uri(name))} (FORMAT parquet)"))[0]
     con.execute("DROP TABLE reconcile_source")
     if missing == 0:
         staging.remove_batch(folder)

@@ -148,7 +148,7 @@ class Scheduler:
             return
         now = datetime.now(UTC)
         for entry in self.scheduler.jobs:
-            job = entry.job_func.args[0]
+            job = _job_of(entry)
             # a job this lake never ran is overdue
             wait = max(timedelta(0), last[job.name] + job.every - now) if job.name in last else timedelta(0)
             entry.next_run = datetime.now() + wait  # schedule keeps naive local times
@@ -309,7 +309,7 @@ class Scheduler:
 
     def write_state(self) -> None:
         """Next run times for ``--status`` (best effort)."""
-        by_job = {j.job_func.args[0].name: j.next_run.astimezone().isoformat()
+        by_job = {_job_of(j).name: j.next_run.astimezone().isoformat()
                   for j in self.scheduler.jobs if j.next_run}
         state = {"pid": os.getpid(), "run_id": logs.RUN_ID, "updated_at": datetime.now(UTC).isoformat(),
                  "mode": "follower" if self.follow else "scheduler",
@@ -377,7 +377,7 @@ class Scheduler:
         elif run_now:
             self.tick(self.jobs["load"])
             for entry in self.scheduler.jobs:  # the next load counts from this one
-                if entry.job_func.args[0].name == "load":
+                if _job_of(entry).name == "load":
                     entry.next_run = datetime.now() + self.jobs["load"].every
         self.write_state()
         while not self.stop.is_set() and not self.follow:
@@ -405,6 +405,12 @@ class Scheduler:
         except PipelineError as exc:
             log.error("not serving metrics: %s (%s)", exc, exc.hint)
             return None
+
+
+def _job_of(entry: schedule.Job) -> Job:
+    """The :class:`Job` a ``schedule`` entry runs (its one argument to :meth:`Scheduler.tick`)."""
+    assert entry.job_func is not None, "every entry is made with do(self.tick, job)"
+    return entry.job_func.args[0]
 
 
 def _brief(details: dict[str, Any]) -> str:

@@ -21,16 +21,17 @@ from pipeline.settings import ResolvedSettings
 from pipeline.source import arrivals, stats
 from pipeline.source.connect import connect as connect_source
 from pipeline.source.window import Window, iso
-from pipeline.sqltext import quote_qualified
+from pipeline.sqltext import one_row, quote_qualified
 
 HOUR = timedelta(hours=1)  # --status and /metrics report the loads of the last hour
 
 
 def _lake_facts(settings: ResolvedSettings) -> dict[str, Any]:
     """What the lake holds; a lake not created yet (no run so far) is a state, not an error."""
-    empty = {"exists": False, "watermark": None, "batches": [], "lake_rows": 0, "snapshots": 0,
-             "latest": None, "files": 0, "size": 0, "job_runs": [], "lake": None, "quarantined": 0,
-             "last_load_success": None, "last_hour": None, "lookback_rows": None, "integrity": None}
+    empty: dict[str, Any] = {
+        "exists": False, "watermark": None, "batches": [], "lake_rows": 0, "snapshots": 0,
+        "latest": None, "files": 0, "size": 0, "job_runs": [], "lake": None, "quarantined": 0,
+        "last_load_success": None, "last_hour": None, "lookback_rows": None, "integrity": None}
     try:
         with lake_session(settings, read_only=True) as con:
             return _read_facts(con, settings, empty)
@@ -47,16 +48,16 @@ def _read_facts(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, empt
         facts.update(watermark=batch_table.watermark(con, settings),
                      batches=batch_table.recent_batches(con, settings, 5),
                      last_hour=batch_table.steady_state(con, settings, datetime.now(UTC) - HOUR),
-                     lake_rows=con.execute(f"SELECT count(*) FROM {settings.events_table}").fetchone()[0])
+                     lake_rows=one_row(con.execute(f"SELECT count(*) FROM {settings.events_table}"))[0])
         if facts["watermark"] is not None:  # what the lake holds of the look-back, to compare with the source
             watermark = facts["watermark"]
             facts["lookback_rows"] = batch_table.rows_held(con, settings, watermark - settings.lookback,
                                                            watermark)
-    facts["snapshots"], facts["latest"] = con.execute(
-        f"SELECT count(*), max(snapshot_id) FROM {settings.lake_name}.snapshots()").fetchone()
-    facts["files"], facts["size"] = con.execute(
+    facts["snapshots"], facts["latest"] = one_row(con.execute(
+        f"SELECT count(*), max(snapshot_id) FROM {settings.lake_name}.snapshots()"))
+    facts["files"], facts["size"] = one_row(con.execute(
         "SELECT coalesce(sum(file_count), 0), coalesce(sum(file_size_bytes), 0) "
-        "FROM ducklake_table_info(?)", [settings.lake_name]).fetchone()
+        "FROM ducklake_table_info(?)", [settings.lake_name]))
     facts["job_runs"] = jobs.last_runs(con, settings)
     facts["last_load_success"] = jobs.last_success(con, settings, "load")
     if (settings.ops_schema, "lake_identity") in tables:
@@ -84,7 +85,8 @@ def collect(settings: ResolvedSettings) -> dict[str, Any]:
     snapshots, latest, files, size = facts["snapshots"], facts["latest"], facts["files"], facts["size"]
     job_runs, lake, quarantined = facts["job_runs"], facts["lake"], facts["quarantined"]
     newest, pending, future, far_future, now, source_error = None, None, None, 0, datetime.now(UTC), None
-    surplus, stamped = 0, True
+    surplus = 0
+    stamped: bool | None = True
     try:
         with connect_source(settings.source_dsn) as conn:
             exists = stats.table_exists(conn, settings.source_table)
@@ -99,10 +101,10 @@ def collect(settings: ResolvedSettings) -> dict[str, Any]:
                     if future else 0
                 # bounded by the event_timestamp index: the newest loadable row (future-dated rows
                 # wait, so they are no lag), and the rows past the watermark
-                newest = conn.execute(f"SELECT max(event_timestamp)::timestamptz FROM {table} "
-                                      "WHERE event_timestamp <= %(now)s", {"now": now}).fetchone()[0]
-                pending = conn.execute(f"SELECT count(*) FROM {table} WHERE %(wm)s::timestamptz IS NULL "
-                                       "OR event_timestamp > %(wm)s", {"wm": watermark}).fetchone()[0]
+                newest = one_row(conn.execute(f"SELECT max(event_timestamp)::timestamptz FROM {table} "
+                                              "WHERE event_timestamp <= %(now)s", {"now": now}))[0]
+                pending = one_row(conn.execute(f"SELECT count(*) FROM {table} WHERE %(wm)s::timestamptz IS "
+                                               "NULL OR event_timestamp > %(wm)s", {"wm": watermark}))[0]
                 if facts["lookback_rows"] is not None:
                     lookback = Window(watermark - settings.lookback, watermark)
                     surplus = max(0, facts["lookback_rows"] - stats.rows_dated(conn, settings.source_table,

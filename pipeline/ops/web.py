@@ -49,7 +49,7 @@ class WebServer:
     @property
     def url(self) -> str:
         host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}/"
+        return f"http://{host!s}:{port}/"
 
     def start(self) -> WebServer:
         """Serve in a background thread (the scheduler's jobs keep the main thread)."""

@@ -26,6 +26,7 @@ import psycopg
 from psycopg import sql
 
 from pipeline.source.ddl import table_sql
+from pipeline.sqltext import one_row
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ def arrival_mark(conn: psycopg.Connection) -> datetime | None:
     """Read before the planner's snapshot (in its own statement, outside that transaction): the
     start of the oldest open transaction, or now, minus :data:`SKEW_MARGIN`; None when the open
     transactions cannot all be seen (the reason is logged)."""
-    now, oldest, hidden, prepared, standby = conn.execute(_MARK_SQL).fetchone()
+    now, oldest, hidden, prepared, standby = one_row(conn.execute(_MARK_SQL))
     if hidden:
         log.info("reading the whole look-back: this role cannot see the start of %d other session(s)' "
                  "transactions (GRANT pg_read_all_stats TO it to read only new arrivals)", hidden)
@@ -69,7 +70,7 @@ def rows_ahead(conn: psycopg.Connection, qualified: str, column: str,
     stamps its own clock, running ahead (index on ``column``: a look at the newest entries)."""
     query = sql.SQL("SELECT count(*), max({c}) FROM {t} WHERE {c} > %(now)s").format(
         c=sql.Identifier(column), t=table_sql(qualified))
-    count, latest = conn.execute(query, {"now": now}).fetchone()
+    count, latest = one_row(conn.execute(query, {"now": now}))
     return int(count), latest
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import psycopg
 from psycopg import sql
 
-from pipeline.sqltext import quote_ident, quote_qualified, read_sql, split_statements
+from pipeline.sqltext import one_row, quote_ident, quote_qualified, read_sql, split_statements
 
 
 def table_sql(qualified: str) -> sql.SQL:
@@ -20,9 +20,9 @@ def ensure_table(conn: psycopg.Connection, qualified: str) -> None:
     held open would stall each generator start behind it)."""
     schema, table = qualified.split(".")
     names = {"index": f"{table}_event_timestamp_idx", "arrival_index": f"{table}_created_at_idx"}
-    present = conn.execute(
+    present = one_row(conn.execute(
         "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-        "WHERE n.nspname = %s AND c.relname = ANY(%s)", (schema, [table, *names.values()])).fetchone()[0]
+        "WHERE n.nspname = %s AND c.relname = ANY(%s)", (schema, [table, *names.values()])))[0]
     if present == 1 + len(names):
         return
     for statement in split_statements(read_sql("source_events.sql")):

@@ -9,6 +9,7 @@ import logging
 import psycopg
 
 from pipeline.errors import ConfigError, TerminalError
+from pipeline.sqltext import one_row
 
 log = logging.getLogger(__name__)
 
@@ -56,12 +57,12 @@ def source_columns(conn: psycopg.Connection, qualified: str) -> dict[str, str]:
 def has_unique_index(conn: psycopg.Connection, qualified: str, column: str) -> bool:
     """Is ``column`` alone a primary key or unique index (so no two rows share a value)?"""
     schema, table = qualified.split(".")
-    return conn.execute(
+    return one_row(conn.execute(
         "SELECT EXISTS (SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid "
         "JOIN pg_namespace n ON n.oid = c.relnamespace JOIN pg_attribute a ON a.attrelid = c.oid "
         "AND a.attnum = i.indkey[0] WHERE n.nspname = %s AND c.relname = %s AND i.indisunique "
         "AND i.indnkeyatts = 1 AND i.indpred IS NULL AND a.attname = %s)",
-        (schema, table, column)).fetchone()[0]
+        (schema, table, column)))[0]
 
 
 # Postgres type (udt name) of an added column -> its lake type; anything else stays text.

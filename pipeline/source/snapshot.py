@@ -20,7 +20,7 @@ import psycopg
 from pipeline.settings.pgdsn import PgDsn
 from pipeline.source.arrivals import arrival_mark
 from pipeline.source.connect import connect
-from pipeline.sqltext import quote_literal
+from pipeline.sqltext import one_row, quote_literal
 
 
 class PlannerSnapshot(NamedTuple):
@@ -40,7 +40,7 @@ def exported_snapshot(dsn: PgDsn, *, arrivals: bool = True) -> Iterator[PlannerS
         conn.autocommit = False
         conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         try:
-            snapshot_id = conn.execute("SELECT pg_export_snapshot()").fetchone()[0]
+            snapshot_id = one_row(conn.execute("SELECT pg_export_snapshot()"))[0]
             yield PlannerSnapshot(conn, snapshot_id, mark)
         finally:
             with contextlib.suppress(psycopg.Error):  # a dead connection must not mask the real error

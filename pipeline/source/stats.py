@@ -12,6 +12,7 @@ from pipeline import invocation
 from pipeline.errors import TerminalError
 from pipeline.source.ddl import table_sql
 from pipeline.source.window import Window
+from pipeline.sqltext import one_row
 
 
 @dataclass(frozen=True)
@@ -27,16 +28,16 @@ class WindowStats:
 
 def server_now(conn: psycopg.Connection) -> datetime:
     """The source's own clock: ``upper`` comes from here so client clock skew cannot lose rows."""
-    return conn.execute("SELECT now()").fetchone()[0]
+    return one_row(conn.execute("SELECT now()"))[0]
 
 
 def session_timezone(conn: psycopg.Connection) -> str:
     """The zone naive source timestamps are read in: SOURCE_TIMEZONE, else the database's own."""
-    return conn.execute("SELECT current_setting('TimeZone')").fetchone()[0]
+    return one_row(conn.execute("SELECT current_setting('TimeZone')"))[0]
 
 
 def table_exists(conn: psycopg.Connection, qualified: str) -> bool:
-    return conn.execute("SELECT to_regclass(%s) IS NOT NULL", (qualified,)).fetchone()[0]
+    return one_row(conn.execute("SELECT to_regclass(%s) IS NOT NULL", (qualified,)))[0]
 
 
 def require_table(conn: psycopg.Connection, qualified: str) -> None:
@@ -52,7 +53,7 @@ def rows_after(conn: psycopg.Connection, qualified: str, upper: datetime) -> int
     """Rows dated after ``upper`` (the source's clock): future-dated events, which wait."""
     query = sql.SQL("SELECT count(*) FROM {t} WHERE event_timestamp > %(upper)s").format(
         t=table_sql(qualified))
-    return conn.execute(query, {"upper": upper}).fetchone()[0]
+    return one_row(conn.execute(query, {"upper": upper}))[0]
 
 
 def rows_dated(conn: psycopg.Connection, qualified: str, window: Window) -> int:
@@ -62,7 +63,7 @@ def rows_dated(conn: psycopg.Connection, qualified: str, window: Window) -> int:
     dated = replace(window, arrivals=None, nulls=False)
     query = sql.SQL("SELECT count(*) FROM {t} WHERE {w}").format(t=table_sql(qualified),
                                                                  w=sql.SQL(dated.where_sql()))
-    return conn.execute(query, dated.params()).fetchone()[0]
+    return one_row(conn.execute(query, dated.params()))[0]
 
 
 def window_stats(conn: psycopg.Connection, qualified: str, window: Window) -> WindowStats:
@@ -72,11 +73,11 @@ def window_stats(conn: psycopg.Connection, qualified: str, window: Window) -> Wi
         "SELECT count(*), min(event_timestamp)::timestamptz, max(event_timestamp)::timestamptz "
         "FROM {t} WHERE {w}"
     ).format(t=table_sql(qualified), w=sql.SQL(window.where_sql()))
-    rows, lo, hi = conn.execute(query, window.params()).fetchone()
+    rows, lo, hi = one_row(conn.execute(query, window.params()))
     # a plain table's pages and rows: a window holding much of the table is read in page ranges
     # (pipeline.extract.partitions.page_ranges), each page once, not by time over an index
-    pages, estimate = conn.execute(
+    pages, estimate = one_row(conn.execute(
         "SELECT CASE WHEN c.relkind = 'r' THEN pg_relation_size(c.oid) / current_setting('block_size')::int "
         "ELSE 0 END, greatest(c.reltuples, 0)::bigint FROM pg_class c WHERE c.oid = %s::regclass",
-        (qualified,)).fetchone()
+        (qualified,)))
     return WindowStats(rows=rows, min_ts=lo, max_ts=hi, table_pages=int(pages), table_rows=int(estimate))

@@ -7,6 +7,7 @@ from pipeline.staging.contract import (
     MANIFEST,
     PREFIX,
     RUNNING,
+    LakeFile,
     Manifest,
     StagedBatch,
     abandoned_batches,
@@ -28,7 +29,8 @@ from pipeline.staging.contract import (
 )
 from pipeline.staging.location import Folder, staging_root, store_outage, table_dir
 
-__all__ = ["FAILED", "FAILURE", "MANIFEST", "PREFIX", "RUNNING", "Manifest", "StagedBatch", "Folder",
+__all__ = ["FAILED", "FAILURE", "MANIFEST", "PREFIX", "RUNNING", "LakeFile", "Manifest", "StagedBatch",
+           "Folder",
            "abandoned_batches", "batch_dir", "claim_batch", "clean_stale", "complete_batches",
            "failed_batches",
            "is_complete", "new_batch_id", "parquet_files", "pending_lake_files", "read_manifest",

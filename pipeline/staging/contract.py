@@ -13,7 +13,7 @@ import secrets
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from pipeline.source.window import Window, iso, parse_iso
 from pipeline.staging.location import Folder
@@ -29,6 +29,16 @@ def new_batch_id(now: datetime | None = None) -> str:
     """Sortable by creation time, unique across processes: ``20261121T200102123456Z-1a2b3c4d``."""
     now = (now or datetime.now(UTC)).astimezone(UTC)
     return f"{now:%Y%m%dT%H%M%S%fZ}-{secrets.token_hex(4)}"
+
+
+class LakeFile(TypedDict):
+    """A Parquet file Spark wrote into the lake's day folders (zero-copy), as a manifest lists it:
+    registered as it is at promotion."""
+
+    uri: str
+    rows: int
+    min_event_timestamp: str  # ISO instants, from the file's footer
+    max_event_timestamp: str
 
 
 @dataclass(frozen=True)
@@ -50,7 +60,7 @@ class Manifest:
     extra_columns: dict[str, str] | None = None  # columns the source added (as text) -> lake type
     # zero-copy: files already in the lake's day folders, registered at promotion ({uri, rows,
     # min/max_event_timestamp}), and the lake snapshot whose ids they were checked against
-    lake_files: list[dict[str, object]] | None = None
+    lake_files: list[LakeFile] | None = None
     lake_snapshot: int | None = None
     rows_seen: int = 0  # zero-copy: rows whose id the lake already held, counted and not staged
     copy_reason: str | None = None  # the plan promotes this batch by copy, and why (None: zero-copy)
@@ -64,7 +74,7 @@ class Manifest:
 
     @property
     def window(self) -> Window:
-        return Window(low=parse_iso(self.window_low), upper=parse_iso(self.window_upper))
+        return Window(low=parse_iso(self.window_low), upper=datetime.fromisoformat(self.window_upper))
 
 
 @dataclass(frozen=True)
@@ -81,7 +91,7 @@ class StagedBatch:
         return [self.folder.uri(name) for name in self.manifest.files]
 
     @property
-    def lake_files(self) -> list[dict[str, object]]:
+    def lake_files(self) -> list[LakeFile]:
         return self.manifest.lake_files or []
 
 

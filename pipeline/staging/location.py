@@ -35,7 +35,7 @@ def split_uri(uri: str) -> tuple[str, str]:
 
 def is_object_store(uri: str | None) -> bool:
     """``s3://…``, ``gs://…``, ``r2://…`` rather than a folder: the one test for it."""
-    return bool(uri) and split_uri(uri)[0] != ""
+    return uri is not None and split_uri(uri)[0] != ""
 
 
 def s3_filesystem(storage: StorageOptions) -> pafs.S3FileSystem:
