@@ -75,7 +75,7 @@ def follow_tick(settings):
     def tick() -> str:
         attempt = scheduler._attempt(load)
         assert attempt is not None and attempt.status == "success", attempt
-        return attempt.details.get("summary", "")
+        return attempt.result.summary if attempt.result else ""
 
     return tick, pipeline.close
 

@@ -97,11 +97,11 @@ def status(args: argparse.Namespace, settings: Settings) -> Outcome:
             document = {"health": judged.as_dict(), "lake_readable": False, "hint": outage.hint}
             output.out(output.dumps(document))
         return judged.code, f"Status: {judged.state} ({judged.reasons[0]}); {outage.hint}"
-    output.out(output.dumps(data) if args.json else output.render_status(data))
-    health = data["health"]
-    reasons = "; ".join(health["reasons"])
+    output.out(output.dumps(data.as_dict()) if args.json else output.render_status(data))
+    health = data.health
+    reasons = "; ".join(health.reasons)
     # exit code 0 healthy, 1 stale, 2 failing: what monitors and process managers check
-    return health["exit_code"], f"Status: {health['state']}" + (f" ({reasons})." if reasons else ".")
+    return health.code, f"Status: {health.state}" + (f" ({reasons})." if reasons else ".")
 
 
 def verify(args: argparse.Namespace, settings: Settings) -> Outcome:

@@ -15,6 +15,7 @@ from pipeline.errors import PipelineError, TransientError, first_line, is_transi
 
 if TYPE_CHECKING:  # the lake's modules import duckdb: not needed to print --help
     from pipeline.lake.query import SessionResult
+    from pipeline.ops.status import Status
 
 HUMAN_ROW_LIMIT = 100
 
@@ -103,49 +104,45 @@ def _steady_line(hour: dict | None) -> str:
             f"{hour['rows_inserted']:,}" + (f" ({ratio:.2f} read per inserted)" if ratio else "") + fresh)
 
 
-def render_status(status: dict[str, Any]) -> str:
-    lag = status["lag_seconds"]
-    health = status["health"]
+def render_status(status: Status) -> str:
+    lag, health, up = status.lag_seconds, status.health, status.source_up
+    doc = status.as_dict()  # the instants as --status --json writes them
     lines = [
-        f"health          {health['state'].upper()}"
-        + (f": {'; '.join(health['reasons'])}" if health["reasons"] else "")
-        + (f" (last successful load {health['last_successful_load']})"
-           if health["last_successful_load"] else ""),
-        f"lake            {status['lake']}  ({status['lake_rows']} rows, "
-        f"{status['snapshot_count']} snapshots, latest {status['latest_snapshot']})"
-        if status["lake_exists"] else
-        f"lake            {status['lake']}: not created yet (the first --run creates it)",
-        f"catalog         {status['catalog']}",
-        f"data path       {status['data_path']}",
-        f"watermark       {status['watermark'] or 'none (nothing promoted yet)'}",
-        f"source newest   {status['source_newest_event'] or '-'}" if status["source_up"] else
-        f"source          DOWN: {status['source_error']}",
+        f"health          {health.state.upper()}"
+        + (f": {'; '.join(health.reasons)}" if health.reasons else "")
+        + (f" (last successful load {health.last_success.isoformat()})" if health.last_success else ""),
+        f"lake            {status.lake}  ({status.lake_rows} rows, "
+        f"{status.snapshot_count} snapshots, latest {status.latest_snapshot})"
+        if status.lake_exists else
+        f"lake            {status.lake}: not created yet (the first --run creates it)",
+        f"catalog         {status.catalog}",
+        f"data path       {status.data_path}",
+        f"watermark       {doc['watermark'] or 'none (nothing promoted yet)'}",
+        f"source newest   {doc['source_newest_event'] or '-'}" if up else
+        f"source          DOWN: {status.source_error}",
         f"lag             {f'{lag:.0f}s' if lag is not None else '-'}; "
-        f"{status['source_rows_after_watermark'] if status['source_up'] else '?'} source rows after "
-        "the watermark",
-        f"data files      {status['data_files']} ({status['data_bytes']:,} bytes)",
-        f"staged, waiting {status['staged_batches_waiting']} batch(es)",
-        f"quarantined     {status['rows_quarantined']} row(s) that cannot be loaded"
-        + (" (SELECT * FROM <lake>.ops.quarantine)" if status["rows_quarantined"] else ""),
-        f"future-dated    {status['source_rows_in_future'] if status['source_up'] else '?'} source row(s), "
-        "loaded when due",
+        f"{status.source_rows_after_watermark if up else '?'} source rows after the watermark",
+        f"data files      {status.data_files} ({status.data_bytes:,} bytes)",
+        f"staged, waiting {status.staged_batches_waiting} batch(es)",
+        f"quarantined     {status.rows_quarantined} row(s) that cannot be loaded"
+        + (" (SELECT * FROM <lake>.ops.quarantine)" if status.rows_quarantined else ""),
+        f"future-dated    {status.source_rows_in_future if up else '?'} source row(s), loaded when due",
         *[f"SET ASIDE       batch {b['batch_id']}: {b['error']} (fix, then --retry-failed)"
-          for b in status["set_aside_batches"]],
-        *([f"arrivals        {status['arrivals']['note']}"]
-          if status.get("arrivals", {}).get("note") else []),
-        _steady_line(status.get("last_hour")),
+          for b in status.set_aside_batches],
+        *([f"arrivals        {status.arrivals.note}"] if status.arrivals.note else []),
+        _steady_line(status.last_hour),
         "last batches:",
     ]
-    for b in status["last_batches"] or []:
+    for b in doc["last_batches"]:
         lines.append(f"  {b['batch_id']}  {b['engine']:5}  staged {b['rows_staged']:>8}  "
                      f"inserted {b['rows_inserted']:>8}  dup {b['rows_duplicate']:>6}  "
                      f"at {b['promoted_at']}")
-    if not status["last_batches"]:
+    if not status.last_batches:
         lines.append("  (none)")
-    scheduler = status["scheduler"] or {}
+    scheduler = status.scheduler or {}
     lines.append("jobs:" + ("" if scheduler else "  (no scheduler running)"))
     for name in ("load", "expire", "compact", "reconcile"):
-        last = status["jobs"].get(name)
+        last = status.jobs.get(name)
         planned = scheduler.get("jobs", {}).get(name, {})
         result = (f"last {last['status']} at {last['finished_at']}"
                   + (f" ({last['error']})" if last["error"] else "")) if last else "never run"

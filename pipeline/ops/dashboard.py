@@ -14,6 +14,7 @@ from typing import Any
 
 from pipeline import __version__
 from pipeline.ops.observe import Observation
+from pipeline.source.window import iso
 
 WIDTH, HEIGHT = 560, 210
 LEFT, RIGHT, TOP, BOTTOM = 58, 14, 12, 30  # plot margins: room for the axis labels
@@ -24,7 +25,6 @@ Point = tuple[datetime, float]
 
 
 def render(obs: Observation, lake: str) -> str:
-    status = obs.status or {}
     reconciled = [b["engine"] == "reconcile" for b in obs.batches]
     charts = [
         ("rows per batch", "rows", [(b["promoted_at"], b["rows_inserted"]) for b in obs.batches], "bars",
@@ -72,7 +72,7 @@ td, th {{ padding: 3px 10px; border-bottom: 1px solid #d1d9e0; text-align: left;
 </style></head>
 <body>
 <h1>event-lake · {escape(lake)}</h1>
-{_header(obs, status)}
+{_header(obs)}
 {legend}<div class="charts">
 {figures}
 </div>
@@ -95,21 +95,22 @@ def _loader(scheduler: dict[str, Any] | None) -> str:
     return f"{mode} every {every}, pid {scheduler['pid']}{more}"
 
 
-def _header(obs: Observation, status: dict[str, Any]) -> str:
-    if obs.error:
-        return f'<p class="error">Cannot read the pipeline: {escape(obs.error)}</p>'
-    health = status["health"]
-    reasons = "; ".join(health["reasons"])
-    lag = status["lag_seconds"]
-    facts = {"lake rows": f"{status['lake_rows']:,}", "snapshots": status["snapshot_count"],
-             "data files": f"{status['data_files']:,}", "lag": f"{lag:.0f}s" if lag is not None else "-",
-             "watermark": status["watermark"] or "-",
-             "last successful load": health["last_successful_load"] or "never",
-             "waiting batches": status["staged_batches_waiting"],
-             "set aside": len(status["set_aside_batches"]),
-             "source": "up" if status.get("source_up", True) else "DOWN",
-             "loader": _loader(status.get("scheduler"))}
-    hour = status.get("last_hour") or {}
+def _header(obs: Observation) -> str:
+    status = obs.status
+    if obs.error or status is None:
+        return f'<p class="error">Cannot read the pipeline: {escape(obs.error or "no observation yet")}</p>'
+    health = status.health
+    reasons = "; ".join(health.reasons)
+    lag = status.lag_seconds
+    facts = {"lake rows": f"{status.lake_rows:,}", "snapshots": status.snapshot_count,
+             "data files": f"{status.data_files:,}", "lag": f"{lag:.0f}s" if lag is not None else "-",
+             "watermark": iso(status.watermark) if status.watermark else "-",
+             "last successful load": health.last_success.isoformat() if health.last_success else "never",
+             "waiting batches": status.staged_batches_waiting,
+             "set aside": len(status.set_aside_batches),
+             "source": "up" if status.source_up else "DOWN",
+             "loader": _loader(status.scheduler)}
+    hour = status.last_hour or {}
     if hour.get("rows_read_per_inserted") is not None:
         facts["read per inserted (1h)"] = f"{hour['rows_read_per_inserted']:.2f}"
     if hour.get("rows_behind_mark"):
@@ -117,8 +118,8 @@ def _header(obs: Observation, status: dict[str, Any]) -> str:
     if hour.get("freshness_p95_seconds") is not None:
         facts["arrival to lake p95 (1h)"] = f"{hour['freshness_p95_seconds']:.1f}s"
     cells = "".join(f"<div><span>{escape(k)}</span>{escape(str(v))}</div>" for k, v in facts.items())
-    colour = HEALTH_COLOURS[health["state"]]
-    return (f'<span class="health" style="background:{colour}">{escape(health["state"])}</span> '
+    colour = HEALTH_COLOURS[health.state]
+    return (f'<span class="health" style="background:{colour}">{escape(health.state)}</span> '
             f"{escape(reasons)}<div class=\"facts\">{cells}</div>")
 
 

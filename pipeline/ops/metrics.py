@@ -20,7 +20,7 @@ from pipeline.ops.observe import Observation, Observer
 PREFIX = "event_lake_"
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
-# status document key -> (metric name, help)
+# Status attribute -> (metric name, help)
 STATUS_GAUGES = {
     "lag_seconds": ("lag_seconds", "Newest source event minus the lake's watermark."),
     "source_rows_after_watermark": ("source_rows_pending", "Source rows after the watermark (not loaded)."),
@@ -35,33 +35,33 @@ STATUS_GAUGES = {
 
 def families(obs: Observation) -> Iterator[Metric]:
     """The metric families of one observation (pure: no I/O)."""
-    readable = obs.error is None and (obs.status is None or obs.status.get("source_up", True))
+    readable = obs.error is None and (obs.status is None or obs.status.source_up)
     yield _gauge("up", "1 when the lake and source could be read for this scrape.", 1 if readable else 0)
     if obs.status is not None:
         yield _gauge("source_up", "1 when the source Postgres could be read.",
-                     1 if obs.status["source_up"] else 0)
+                     1 if obs.status.source_up else 0)
     yield _gauge("observe_seconds", "Seconds the last read of lake and source took.", obs.seconds)
     if obs.status is None:
         return
-    status, health = obs.status, obs.status["health"]
-    yield _gauge("health", f"0 healthy, 1 stale, 2 failing (as {invocation.STATUS} exits).",
-                 health["exit_code"])
-    since = health["seconds_since_successful_load"]
-    if since is not None:
-        yield _gauge("seconds_since_successful_load", "Seconds since the last successful load.", since)
-    for key, (name, text) in STATUS_GAUGES.items():
-        if status.get(key) is not None:
-            yield _gauge(name, text, status[key])
-    if status.get("integrity"):
+    status, health = obs.status, obs.status.health
+    yield _gauge("health", f"0 healthy, 1 stale, 2 failing (as {invocation.STATUS} exits).", health.code)
+    if health.seconds_since_success is not None:
+        yield _gauge("seconds_since_successful_load", "Seconds since the last successful load.",
+                     health.seconds_since_success)
+    for attribute, (name, text) in STATUS_GAUGES.items():
+        value = getattr(status, attribute)
+        if value is not None:
+            yield _gauge(name, text, value)
+    if status.integrity is not None:
         yield _gauge("damaged_files", "Registered data files missing, or changed since registered.",
-                     len(status["integrity"]["damaged_files"]))
+                     len(status.integrity.damaged))
     yield _gauge("set_aside_batches", f"Batches set aside (fix, then {invocation.RETRY_FAILED}).",
-                 len(status["set_aside_batches"]))
+                 len(status.set_aside_batches))
     yield CounterMetricFamily(PREFIX + "rows_loaded", "Rows inserted into the lake by all batches.",
                               value=obs.rows_loaded)
     yield CounterMetricFamily(PREFIX + "batches_promoted", "Batches promoted into the lake.",
                               value=obs.batches_loaded)
-    hour = status.get("last_hour") or {}
+    hour = status.last_hour or {}
     for key, text in (("rows_read_per_inserted", "Rows loads read per row they inserted, last hour "
                        "(about 1 when they read only what arrived)."),
                       ("freshness_p50_seconds", "Median seconds from arrival to commit, last hour."),

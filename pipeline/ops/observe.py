@@ -18,6 +18,7 @@ from pipeline.lake import history, jobs
 from pipeline.lake.connect import lake_session
 from pipeline.lake.identity import table_names
 from pipeline.ops import health
+from pipeline.ops.status import Status, collect
 from pipeline.settings import ResolvedSettings
 
 log = logging.getLogger(__name__)
@@ -26,7 +27,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Observation:
     at: datetime
-    status: dict[str, Any] | None = None  # pipeline.ops.status.collect's document
+    status: Status | None = None
     batches: list[dict[str, Any]] = field(default_factory=list)
     snapshots: list[dict[str, Any]] = field(default_factory=list)
     expiries: list[dict[str, Any]] = field(default_factory=list)  # when snapshots were expired, which
@@ -40,12 +41,11 @@ class Observation:
 
 def observe(settings: ResolvedSettings) -> Observation:
     """Read everything once; a failure becomes ``error`` (the server keeps answering)."""
-    from pipeline.ops.status import collect
 
     start, now = time.monotonic(), datetime.now(UTC)
     try:
         status = collect(settings)
-        series = _series(settings) if status["lake_exists"] else {}
+        series = _series(settings) if status.lake_exists else {}
     except Exception as exc:  # noqa: BLE001  a down catalog or source is something to show, not to crash on
         log.warning("could not observe the pipeline: %s", first_line(exc))
         return Observation(now, error=scrub_secrets(first_line(exc)) or type(exc).__name__,
@@ -58,9 +58,8 @@ def through_outage(last: Observation, failed: Observation) -> Observation:
     since the last successful load still counting — so the alerts README gives (health > 0, that
     age) fire for the outage's length instead of every lake series vanishing with ``up 0``."""
     assert last.status is not None
-    success = last.status["health"].get("last_successful_load")
-    judged = health.unreadable(failed.error, failed.at, datetime.fromisoformat(success) if success else None)
-    return replace(last, at=failed.at, status={**last.status, "health": judged.as_dict()}, error=failed.error,
+    judged = health.unreadable(failed.error, failed.at, last.status.health.last_success)
+    return replace(last, at=failed.at, status=replace(last.status, health=judged), error=failed.error,
                    seconds=failed.seconds)
 
 

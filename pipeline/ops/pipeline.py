@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pipeline import embedded
 from pipeline.errors import ShutdownRequested
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
     from pipeline.lake.maintain import MaintenanceReport
     from pipeline.ops.reconcile import ReconcileReport
+    from pipeline.ops.status import Status
 
 
 class Pipeline:
@@ -126,7 +127,7 @@ class Pipeline:
 
         return run_maintenance(self.settings, self.settings.intervals.retention, steps=steps)
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> Status:
         """Watermark, lag, batches, jobs and health (:mod:`pipeline.ops.status`)."""
         from pipeline.ops.status import collect
 

@@ -24,8 +24,8 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -67,15 +67,37 @@ FOLLOW_FINISH_SECONDS = 15  # --follow: after SIGTERM, the micro-batch in flight
 
 
 @dataclass(frozen=True)
+class JobResult:
+    """What one run of a job did: a line for the log, the counters a follower adds up, and the
+    details the job history keeps (JSON in ``ops.job_runs``)."""
+
+    summary: str
+    details: Mapping[str, Any] = field(default_factory=dict)
+    rows_in_window: int = 0
+    rows_inserted: int = 0
+
+    def record(self) -> dict[str, Any]:
+        """The history's details: the job's own, its counters and its summary line."""
+        return {**self.details, "rows_in_window": self.rows_in_window, "rows_inserted": self.rows_inserted,
+                "summary": self.summary}
+
+
+SKIPPED = JobResult("another process is running this job", {"reason": "another process is running this job"})
+
+
+@dataclass(frozen=True)
 class Attempt:
-    """One run of a job, as the job history records it."""
+    """One run of a job, as the job history records it (``result`` None: it failed)."""
 
     started: datetime
     finished: datetime
     status: str
     error: str | None
-    details: dict[str, Any]
+    result: JobResult | None
     seconds: float
+    loads: int = 1  # how many follower loads this record stands for
+    loads_succeeded: int | None = None  # of those (None: one attempt, its status says)
+    seconds_all_loads: float | None = None
 
     @staticmethod
     def merge(attempts: list[Attempt]) -> Attempt:
@@ -83,15 +105,23 @@ class Attempt:
         outcome and duration (a load's, not the minute's), how many loads and how many of them
         succeeded (the history's counters count loads), the sums of their rows."""
         last = attempts[-1]
-        summed = {key: sum(a.details.get(key, 0) for a in attempts)
-                  for key in ("rows_inserted", "rows_in_window")}
-        latest = last.details.get("summary", last.error)
-        details = {**last.details, **summed, "loads": len(attempts),
-                   "loads_succeeded": sum(a.status == "success" for a in attempts),
-                   "seconds_all_loads": round(sum(a.seconds for a in attempts), 3),
-                   "summary": f"{len(attempts)} load(s): {summed['rows_in_window']} rows read, "
-                              f"{summed['rows_inserted']} inserted; last: {latest}"}
-        return Attempt(attempts[0].started, last.finished, last.status, last.error, details, last.seconds)
+        done = [a.result for a in attempts if a.result is not None]
+        read, inserted = sum(r.rows_in_window for r in done), sum(r.rows_inserted for r in done)
+        latest = last.result.summary if last.result else last.error
+        base = last.result.details if last.result else {}
+        merged = JobResult(f"{len(attempts)} load(s): {read} rows read, {inserted} inserted; last: {latest}",
+                           base, read, inserted)
+        return Attempt(attempts[0].started, last.finished, last.status, last.error, merged, last.seconds,
+                       len(attempts), sum(a.status == "success" for a in attempts),
+                       round(sum(a.seconds for a in attempts), 3))
+
+    def record(self) -> dict[str, Any]:
+        """The history row's details."""
+        details = self.result.record() if self.result else {}
+        if self.loads_succeeded is not None:
+            details.update(loads=self.loads, loads_succeeded=self.loads_succeeded,
+                           seconds_all_loads=self.seconds_all_loads)
+        return {**details, "seconds": round(self.seconds, 3)}
 
 
 @dataclass
@@ -100,7 +130,7 @@ class Job:
 
     name: str
     every: timedelta
-    action: Callable[[], dict[str, Any]]
+    action: Callable[[], JobResult]
     failures: int = 0
     not_before: float = 0.0
     last_status: str | None = None
@@ -169,21 +199,23 @@ class Scheduler:
         log.info("Spark warmed up in %.1fs (JVM start, one read and write of the source)",
                  time.monotonic() - t0)
 
-    def _load(self) -> dict[str, Any]:
+    def _load(self) -> JobResult:
         with logs.routine() if self.follow else contextlib.nullcontext():
             report = self.pipeline.load()
-        return {"rows_inserted": report.rows_inserted, "snapshots": report.snapshots,
-                "rows_in_window": report.rows_in_window, "summary": report.summary()}
+        return JobResult(report.summary(), {"snapshots": report.snapshots}, report.rows_in_window,
+                         report.rows_inserted)
 
-    def _expire(self) -> dict[str, Any]:
-        return self.pipeline.maintain(("expire",)).as_dict()
+    def _expire(self) -> JobResult:
+        report = self.pipeline.maintain(("expire",))
+        return JobResult(report.describe(), report.as_dict())
 
-    def _compact(self) -> dict[str, Any]:
-        return self.pipeline.maintain(("compact",)).as_dict()
+    def _compact(self) -> JobResult:
+        report = self.pipeline.maintain(("compact",))
+        return JobResult(report.describe(), report.as_dict())
 
-    def _reconcile(self) -> dict[str, Any]:
+    def _reconcile(self) -> JobResult:
         report = self.pipeline.reconcile()
-        return {**report.as_dict(), "summary": report.summary()}
+        return JobResult(report.summary(), report.as_dict(), rows_inserted=report.rows_backfilled)
 
     # --- running -----------------------------------------------------------------------
     def tick(self, job: Job) -> None:
@@ -205,18 +237,17 @@ class Scheduler:
         started, t0 = datetime.now(UTC), time.monotonic()
         finished: datetime | None = None
         log.log(logging.DEBUG if following else logging.INFO, "job %s started", job.name)
-        status, error, details = "success", None, {}
+        status, error, result = "success", None, None
         failure: BaseException | None = None
         try:
             with locks.hold(self.settings, f"job:{job.name}", timeout=0):
                 # history times are taken while holding the lock, so runs of one job recorded
                 # by different processes never appear to overlap
                 started = datetime.now(UTC)
-                details = job.action()
+                result = job.action()
                 finished = datetime.now(UTC)
         except LockBusy:
-            status = "skipped"
-            details = {"reason": "another process is running this job"}
+            status, result = "skipped", SKIPPED
         except Exception as exc:  # noqa: BLE001  any failure is recorded; the process must stay up
             status, error, failure = "failed", first_line(exc), exc
             if isinstance(exc, EngineUnavailable):  # a lost Connect server or cluster: a new session next
@@ -240,14 +271,14 @@ class Scheduler:
             job.failures, job.not_before = 0, 0.0
             quiet = self.follow and job.name == "load"  # a summary a minute instead (see _follow)
             log.log(logging.DEBUG if quiet else logging.INFO, "job %s %s in %.1fs: %s", job.name, status,
-                    seconds, error if status == "cancelled" else _brief(details))
+                    seconds, error if status == "cancelled" or result is None else result.summary)
         job.last_status, job.last_finished = status, datetime.now(UTC).isoformat()
-        return Attempt(started, finished or datetime.now(UTC), status, error, details, seconds)
+        return Attempt(started, finished or datetime.now(UTC), status, error, result, seconds)
 
     def _record(self, job: Job, attempt: Attempt, every: timedelta | None = None) -> None:
         jobs.record(self.settings, logs.RUN_ID, job.name, attempt.started, attempt.finished,
                     attempt.status, attempt.error,
-                    {**attempt.details, "seconds": round(attempt.seconds, 3),
+                    {**attempt.record(),
                      # --status judges staleness by the interval the scheduler ran with
                      "every_seconds": (every or job.every).total_seconds()})
         self.write_state()
@@ -275,7 +306,7 @@ class Scheduler:
                     tally.append(attempt)
                     if attempt.status == "failed" or now - last_record >= FOLLOW_RECORD_EVERY.total_seconds():
                         merged = Attempt.merge(tally)
-                        log.info("following: %s", merged.details["summary"])
+                        log.info("following: %s", merged.result.summary if merged.result else merged.error)
                         self._record(load, merged, FOLLOW_RECORD_EVERY)
                         tally, last_record = [], now
             try:
@@ -411,12 +442,3 @@ def _job_of(entry: schedule.Job) -> Job:
     """The :class:`Job` a ``schedule`` entry runs (its one argument to :meth:`Scheduler.tick`)."""
     assert entry.job_func is not None, "every entry is made with do(self.tick, job)"
     return entry.job_func.args[0]
-
-
-def _brief(details: dict[str, Any]) -> str:
-    if "summary" in details:
-        return details["summary"]
-    keep = ("snapshots_expired", "files_before", "files_after", "files_deleted", "bytes_deleted",
-            "inlined_rows_flushed", "reason")
-    return ", ".join(f"{k}={len(v) if isinstance(v, list) else v}" for k, v in details.items()
-                     if k in keep and v is not None)

@@ -1,8 +1,10 @@
-"""``--status``: where the pipeline stands (watermark, lag, last batches, snapshots), as data."""
+"""``--status``: where the pipeline stands (watermark, lag, last batches, snapshots), as a
+:class:`Status` that the command's output, ``/metrics``, ``/healthz`` and the dashboard read."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -24,6 +26,81 @@ from pipeline.source.window import Window, iso
 from pipeline.sqltext import one_row, quote_qualified
 
 HOUR = timedelta(hours=1)  # --status and /metrics report the loads of the last hour
+
+
+@dataclass(frozen=True)
+class ArrivalFacts:
+    """The arrival column: whether the database sets it, rows found behind the mark, what is done."""
+
+    column: str | None = None
+    set_by_database: bool | None = None
+    rows_behind_mark_last_hour: int = 0
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class Status:
+    """Where one pipeline stands. Timestamps are instants; :meth:`as_dict` is ``--status --json``."""
+
+    health: health.Health  # its exit code is --status's exit code
+    lake: str  # the events table, qualified
+    lake_exists: bool  # False until the first run creates it
+    catalog: str  # described, without secrets
+    data_path: str
+    watermark: datetime | None = None
+    source_error: str | None = None  # why the source could not be read (None: it could)
+    source_newest_event: datetime | None = None
+    lag_seconds: float | None = None
+    source_rows_after_watermark: int | None = None
+    source_rows_in_future: int | None = None  # dated after the source's clock: loaded when due
+    rows_quarantined: int = 0  # in ops.quarantine, with their reasons
+    arrivals: ArrivalFacts = field(default_factory=ArrivalFacts)
+    lake_rows_not_in_source: int = 0  # in the look-back: deleted or moved in the source since loaded
+    lake_rows: int = 0
+    snapshot_count: int = 0
+    latest_snapshot: int | None = None
+    data_files: int = 0
+    data_bytes: int = 0
+    # every registered file present with its recorded size, the folder's marker this lake's
+    integrity: integrity.Integrity | None = None
+    staged_batches_waiting: int = 0
+    # batches that could not be promoted, kept whole (batch_id, error, set_aside_at)
+    set_aside_batches: list[dict[str, Any]] = field(default_factory=list)
+    jobs: dict[str, dict[str, Any]] = field(default_factory=dict)  # job -> its last run
+    scheduler: dict[str, Any] | None = None  # the running scheduler's state file
+    last_batches: list[dict[str, Any]] = field(default_factory=list)
+    # loads of the last hour: rows read per row inserted, arrival -> commit seconds
+    last_hour: dict[str, Any] | None = None
+
+    @property
+    def source_up(self) -> bool:
+        return self.source_error is None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``--status --json`` document (a contract: keys only ever added)."""
+        return {
+            "health": self.health.as_dict(), "lake": self.lake, "lake_exists": self.lake_exists,
+            "catalog": self.catalog, "data_path": self.data_path, "watermark": _iso(self.watermark),
+            "source_up": self.source_up, "source_error": self.source_error,
+            "source_newest_event": _iso(self.source_newest_event), "lag_seconds": self.lag_seconds,
+            "source_rows_after_watermark": self.source_rows_after_watermark,
+            "source_rows_in_future": self.source_rows_in_future, "rows_quarantined": self.rows_quarantined,
+            "arrivals": vars(self.arrivals), "lake_rows_not_in_source": self.lake_rows_not_in_source,
+            "lake_rows": self.lake_rows, "snapshot_count": self.snapshot_count,
+            "latest_snapshot": self.latest_snapshot, "data_files": self.data_files,
+            "data_bytes": self.data_bytes,
+            "integrity": self.integrity.as_dict() if self.integrity else None,
+            "staged_batches_waiting": self.staged_batches_waiting,
+            "set_aside_batches": self.set_aside_batches,
+            "jobs": self.jobs, "scheduler": self.scheduler,
+            "last_batches": [{k: _iso(v) if isinstance(v, datetime) else v for k, v in b.items()}
+                             for b in self.last_batches],
+            "last_hour": self.last_hour,
+        }
+
+
+def _iso(value: datetime | None) -> str | None:
+    return iso(value) if value else None
 
 
 def _lake_facts(settings: ResolvedSettings) -> dict[str, Any]:
@@ -78,8 +155,8 @@ def _load_every(settings: ResolvedSettings, last_load: dict[str, Any] | None) ->
     return timedelta(seconds=float(every)) if every else settings.intervals.load
 
 
-def collect(settings: ResolvedSettings) -> dict[str, Any]:
-    """Status as plain data."""
+def collect(settings: ResolvedSettings) -> Status:
+    """Read where the pipeline stands: the lake (read-only), the source, staging, the scheduler's state."""
     facts = _lake_facts(settings)
     watermark, batches, lake_rows = facts["watermark"], facts["batches"], facts["lake_rows"]
     snapshots, latest, files, size = facts["snapshots"], facts["latest"], facts["files"], facts["size"]
@@ -127,42 +204,18 @@ def collect(settings: ResolvedSettings) -> dict[str, Any]:
                            lake_damage=facts["integrity"].problems if facts["integrity"] else [])
     behind = (facts["last_hour"] or {}).get("rows_behind_mark", 0)
     column = settings.arrival_column
-    return {
-        "health": judged.as_dict(),  # its exit_code is --status's exit code
-        "lake": settings.events_table,
-        "lake_exists": facts["exists"],  # False until the first run creates it
-        "catalog": settings.catalog.describe(),
-        "data_path": settings.data_path,
-        "watermark": iso(watermark) if watermark else None,
-        "source_up": source_error is None,
-        "source_error": source_error,
-        "source_newest_event": iso(newest) if newest else None,
-        "lag_seconds": lag,
-        "source_rows_after_watermark": pending,
-        "source_rows_in_future": future,  # dated after the source's clock: loaded when due
-        "rows_quarantined": quarantined,  # in ops.quarantine, with their reasons
-        # the arrival column: whether the database sets it, rows found behind the mark, what is done
-        "arrivals": {"column": column, "set_by_database": stamped if column else None,
-                     "rows_behind_mark_last_hour": behind,
-                     "note": arrivals.arrival_note(column, stamped, behind) if column else None},
-        "lake_rows_not_in_source": surplus,  # in the look-back: deleted or moved in the source since loaded
-        "lake_rows": lake_rows,
-        "snapshot_count": snapshots,
-        "latest_snapshot": latest,
-        "data_files": int(files),
-        "data_bytes": int(size),
-        # every registered file present with its recorded size, the folder's marker this lake's
-        "integrity": facts["integrity"].as_dict() if facts["integrity"] else None,
-        "staged_batches_waiting": len(staging.complete_batches(staging.table_dir(settings), lake))
+    return Status(
+        health=judged, lake=settings.events_table, lake_exists=facts["exists"],
+        catalog=settings.catalog.describe(), data_path=settings.data_path, watermark=watermark,
+        source_error=source_error, source_newest_event=newest, lag_seconds=lag,
+        source_rows_after_watermark=pending, source_rows_in_future=future, rows_quarantined=quarantined,
+        arrivals=ArrivalFacts(column, stamped, behind, arrivals.arrival_note(column, stamped, behind))
+        if column else ArrivalFacts(rows_behind_mark_last_hour=behind),
+        lake_rows_not_in_source=surplus, lake_rows=lake_rows, snapshot_count=snapshots,
+        latest_snapshot=latest, data_files=int(files), data_bytes=int(size), integrity=facts["integrity"],
+        staged_batches_waiting=len(staging.complete_batches(staging.table_dir(settings), lake))
         if lake else 0,
-        # batches that could not be promoted, kept whole; --retry-failed puts them back in line
-        "set_aside_batches": set_aside,
-        "jobs": {r["job"]: {"status": r["status"], "started_at": iso(r["started_at"]),
-                            "finished_at": iso(r["finished_at"]), "error": r["error"]}
-                 for r in job_runs},
-        "scheduler": read_state(settings),
-        "last_batches": [{k: iso(v) if isinstance(v, datetime) else v for k, v in b.items()}
-                         for b in batches],
-        # loads of the last hour: rows read per row inserted, arrival -> commit seconds
-        "last_hour": facts["last_hour"],
-    }
+        set_aside_batches=set_aside,
+        jobs={r["job"]: {"status": r["status"], "started_at": iso(r["started_at"]),
+                         "finished_at": iso(r["finished_at"]), "error": r["error"]} for r in job_runs},
+        scheduler=read_state(settings), last_batches=batches, last_hour=facts["last_hour"])

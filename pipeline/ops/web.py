@@ -102,10 +102,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _healthz(self) -> None:
         """200 when healthy; 503 when stale, failing or unreadable (the --status judgement)."""
         obs = self.web.observer.latest()
-        if obs.status is None:
-            body = {"state": "unknown", "exit_code": None, "reasons": [obs.error]}
-        else:
-            body = obs.status["health"]
+        body = ({"state": "unknown", "exit_code": None, "reasons": [obs.error]} if obs.status is None
+                else obs.status.health.as_dict())
         code = HTTPStatus.OK if body["state"] == "healthy" else HTTPStatus.SERVICE_UNAVAILABLE
         self._send(code, "application/json", json.dumps(body).encode())
 

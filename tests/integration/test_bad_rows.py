@@ -157,6 +157,6 @@ def test_naive_timestamps_are_wall_clock_time_in_the_source_zone(lake_env, spark
                      "FROM generate_series(1, 40) i")
     assert run(settings, engine=engine, spark=spark).rows_inserted == 40
     status = collect(resolve(settings))
-    assert status["source_rows_after_watermark"] == 0 and status["source_rows_in_future"] == 0
-    assert status["lag_seconds"] is not None and status["lag_seconds"] < 120
+    assert status.source_rows_after_watermark == 0 and status.source_rows_in_future == 0
+    assert status.lag_seconds is not None and status.lag_seconds < 120
     assert_lake_equals_source(settings, expected_rows=340)

@@ -136,11 +136,11 @@ def test_status_and_doctor_name_an_arrival_column_the_database_does_not_set(sett
     assert run(settings, spark=spark).rows_inserted == 15
     assert_lake_equals_source(settings, expected_rows=130)
     status = collect(resolved)
-    arrivals = status["arrivals"]
-    assert arrivals["set_by_database"] is False
-    assert arrivals["rows_behind_mark_last_hour"] == 30
-    assert "Nothing is lost" in arrivals["note"] and "created_at behind the arrival mark" in arrivals["note"]
-    assert status["health"]["state"] == "healthy"  # handled, not a fault
+    arrivals = status.arrivals
+    assert arrivals.set_by_database is False
+    assert arrivals.rows_behind_mark_last_hour == 30
+    assert "Nothing is lost" in arrivals.note and "created_at behind the arrival mark" in arrivals.note
+    assert status.health.state == "healthy"  # handled, not a fault
     check = source_check(resolved)
     assert check.status == WARN and "created_at is not set by the database" in check.detail
     assert "SET DEFAULT now()" in check.hint
@@ -152,14 +152,14 @@ def test_rows_deleted_or_moved_in_the_source_after_loading_make_status_failing(s
     resolved = resolve(settings)
     add_events(settings, 200, seed=311)
     run(settings, spark=spark)
-    assert collect(resolved)["health"]["state"] == "healthy"
+    assert collect(resolved).health.state == "healthy"
     with _source(settings) as conn:
         conn.execute(f"DELETE FROM {resolved.source_table} WHERE event_id IN "
                      f"(SELECT event_id FROM {resolved.source_table} ORDER BY event_id LIMIT 3)")
     status = collect(resolved)
-    assert status["lake_rows_not_in_source"] == 3
-    assert status["health"]["state"] == "failing"
-    [reason] = status["health"]["reasons"]
+    assert status.lake_rows_not_in_source == 3
+    assert status.health.state == "failing"
+    [reason] = status.health.reasons
     assert "3 row(s) dated in the look-back that the source no longer has" in reason and "--verify" in reason
 
 

@@ -60,10 +60,10 @@ def test_a_row_dated_far_ahead_is_no_lag_but_makes_the_lake_stale_with_a_hint(se
         conn.execute("INSERT INTO events (event_id, event_type, event_timestamp, details) "
                      "VALUES (gen_random_uuid(), 'api_request', '9999-12-31 00:00:00+00', '{}')")
     status = collect(resolved)
-    assert status["lag_seconds"] is not None and status["lag_seconds"] < 3600  # not 7,973 years
-    assert status["source_rows_in_future"] == 1
-    assert status["health"]["state"] == "stale"
-    assert any("SOURCE_TIMEZONE" in reason for reason in status["health"]["reasons"])
+    assert status.lag_seconds is not None and status.lag_seconds < 3600  # not 7,973 years
+    assert status.source_rows_in_future == 1
+    assert status.health.state == "stale"
+    assert any("SOURCE_TIMEZONE" in reason for reason in status.health.reasons)
     now = datetime.now(UTC)
     assert assess(now, timedelta(hours=1), now, "success", None, 0, 1, far_future=0).code == HEALTHY
 
@@ -80,10 +80,10 @@ def test_staleness_is_judged_by_the_interval_the_last_scheduler_ran_with(setting
     jobs.record(resolved, "sched-1", "load", finished - timedelta(seconds=2), finished, "success", None,
                 {"every_seconds": 30.0})
     status = collect(resolved)
-    assert status["health"]["state"] == "stale", status["health"]
-    assert "LOAD_EVERY 30s" in status["health"]["reasons"][0]
+    assert status.health.state == "stale", status.health
+    assert "LOAD_EVERY 30s" in status.health.reasons[0]
     jobs.record(resolved, "manual-1", "load", datetime.now(UTC), datetime.now(UTC), "success", None, {})
-    assert collect(resolved)["health"]["state"] == "healthy"  # a manual run: judged by LOAD_EVERY (1h)
+    assert collect(resolved).health.state == "healthy"  # a manual run: judged by LOAD_EVERY (1h)
 
 
 def test_metrics_during_a_catalog_outage_keep_the_lake_series_and_fail(lake_env):

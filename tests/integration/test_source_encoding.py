@@ -25,8 +25,8 @@ def test_a_sql_ascii_source_is_read_as_text(lake_env, pg_server):
         settings = resolve(load_settings({**lake_env, "SOURCE_PG_DSN": source}))
         add_events(settings, 20, seed=401)
         status = collect(settings)  # reads the arrival column's default, among other text
-        assert status["source_up"] and status["source_error"] is None, status
-        assert status["source_rows_after_watermark"] == 20, status
+        assert status.source_up and status.source_error is None, status
+        assert status.source_rows_after_watermark == 20, status
     finally:
         with psycopg.connect(pg_server.conninfo(), autocommit=True) as admin:
             admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
