@@ -1,5 +1,5 @@
 """What a source without a unique index on event_id costs at promotion: a batch's ids checked
-against every lake row instead of the batch's own time range (pipeline.lake.promote.insert_sql).
+against every lake row instead of the batch's own time range (pipeline.promote.promotion.insert_sql).
 
     uv run --dev python bench/bench_antijoin.py --lake-rows 1000000 10000000 --batch 1000
 

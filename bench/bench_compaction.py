@@ -20,7 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import print_table, scratch_lake, stage_synthetic_batch
 from pipeline.lake import connect as lake
-from pipeline.lake import maintain, promote
+from pipeline.lake import maintain
+from pipeline.promote import promotion as promote
 
 QUERIES = {
     "count by type, last 24h": "SELECT event_type, count(*) FROM lake.main.events "

@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import print_table, scratch_lake, stage_synthetic_batch
-from pipeline.lake import promote
+from pipeline.promote import promotion as promote
 
 SYNTHETIC = """
     SELECT uuid() AS event_id, 'api_request' AS event_type,

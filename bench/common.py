@@ -15,6 +15,7 @@ import psutil
 import psycopg
 
 from pipeline.settings import Settings, load_settings
+from pipeline.settings.model import Promotion
 from pipeline.settings.pgdsn import PgDsn
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -118,7 +119,7 @@ def stage_synthetic_batch(con, settings: Settings, rows: int, now, *, overlap: i
     day folders, the overlap staged for copy promotion."""
     from pipeline import staging
     from pipeline.extract import lake_files
-    from pipeline.lake import zero_copy
+    from pipeline.promote import zero_copy
     from pipeline.source.window import Window
 
     batch_id = staging.new_batch_id()
@@ -134,7 +135,7 @@ def stage_synthetic_batch(con, settings: Settings, rows: int, now, *, overlap: i
                  || CASE WHEN i % 7 = 0 THEN 'failed' ELSE 'success' END || '", "severity": "'
                  || CASE WHEN i % 11 = 0 THEN 'critical' ELSE 'error' END || '"}}' AS details,
                $now::TIMESTAMPTZ AS created_at FROM range({rows - overlap}) t(i)"""
-    if settings.promotion != "zero-copy":
+    if settings.promotion is not Promotion.ZERO_COPY:
         con.execute(f"COPY (({seen}) UNION ALL ({new})) TO '{path.uri('part-00000.parquet')}' "
                     "(FORMAT parquet)", {"now": now})
         files, lake, snapshot, rows_seen = ["part-00000.parquet"], [], None, 0

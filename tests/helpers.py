@@ -18,6 +18,7 @@ from generators.writer import add_events as write_events
 from pipeline.lake import connect as lake
 from pipeline.lake import verify
 from pipeline.settings import Settings
+from pipeline.settings.model import Promotion
 from pipeline.settings.resolve import resolve
 from pipeline.source.arrivals import SKEW_MARGIN
 from pipeline.source.connect import connect as source_connection
@@ -199,7 +200,7 @@ def files_registered(settings: Settings) -> int:
 def assert_promoted_by_mode(settings: Settings) -> None:
     """Zero-copy mode registered Spark's files; copy mode rewrote every row."""
     registered = files_registered(settings)
-    assert (registered > 0) == (settings.promotion == "zero-copy"), (settings.promotion, registered)
+    assert (registered > 0) == (settings.promotion is Promotion.ZERO_COPY), (settings.promotion, registered)
 
 
 def jobs_table(settings: Settings) -> str:

@@ -28,10 +28,11 @@ from pipeline.errors import (
 )
 from pipeline.extract import lake_files
 from pipeline.extract.spark_session import connect_lost, connect_lost_error
-from pipeline.lake import zero_copy
-from pipeline.lake.zero_copy import LakeTarget
 from pipeline.progress import Progress
+from pipeline.promote import zero_copy
+from pipeline.promote.zero_copy import LakeTarget
 from pipeline.settings import ResolvedSettings
+from pipeline.settings.model import StagingWriter
 from pipeline.source.plan import BatchPlan
 from pipeline.source.shape import STAGED_COLUMNS
 from pipeline.source.stats import WindowStats
@@ -62,7 +63,7 @@ class ExtractRequest:
     plan: BatchPlan  # the run's, made once: every engine reads its window in its snapshot and zone
     batch_id: str
     lake_id: str | None = None  # the lake the batch is for (recorded in its manifest)
-    lake_target: LakeTarget | None = None  # zero-copy: write the lake's files (pipeline.lake.zero_copy)
+    lake_target: LakeTarget | None = None  # zero-copy: write the lake's files (pipeline.promote.zero_copy)
     copy_reason: str | None = None  # why the batch is promoted by copy (None: zero-copy, or not decided)
 
     # the plan's parts the engines read
@@ -206,7 +207,7 @@ def short_batch_error(request: ExtractRequest, engine: str, rows: int, files: in
     """Say what is missing, where it was expected, and the likely cause."""
     settings = request.settings
     local = settings.spark.remote is None and settings.spark.master.startswith("local")
-    local = local or settings.staging_writer == "driver" or not request.folder.is_local
+    local = local or settings.staging_writer is StagingWriter.DRIVER or not request.folder.is_local
     cause = ("" if local or engine != "spark" else
              f" The likely cause: the Spark executors ({settings.spark.remote or settings.spark.master}) "
              "do not share this folder with the driver, so they wrote their files elsewhere.")

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from pipeline.errors import ConfigError
 from pipeline.settings import ResolvedSettings
+from pipeline.settings.model import Reader
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -23,7 +24,7 @@ def make_extractor(engine: str, settings: ResolvedSettings, spark: SparkSession 
         if spark is not None:
             return SparkExtractor(spark)
         extractor = SparkExtractor(build_session(settings))
-        if settings.spark.reader == "arrow":
+        if settings.spark.reader is Reader.ARROW:
             # a new session: start the Python workers with the JVM (and check they can run the
             # reader), as the scheduler does at start; part of the engine's start, not the read
             extractor.warm_up(settings)

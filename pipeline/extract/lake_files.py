@@ -2,7 +2,7 @@
 
 Spark writes a zero-copy batch once, into ``<table folder>/_incoming/<batch id>/``, split by
 ``_dest``: ``_dest=lake/year=Y/month=M/day=D/`` holds rows the lake will take as they are,
-``_dest=stage/…`` the rows copy promotion must look at (see :mod:`pipeline.lake.zero_copy`).
+``_dest=stage/…`` the rows copy promotion must look at (see :mod:`pipeline.promote.zero_copy`).
 Settling renames the lake files into the table's own day folders under batch-unique names (one
 rename per file: nothing is rewritten) and the rest into the batch's staging folder. Until the
 batch's manifest lists them, the lake files are orphans that maintenance removes.
@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.extract.slice_task import DEST, SEEN  # one spelling for both readers
-from pipeline.lake.zero_copy import LakeTarget
+from pipeline.promote.zero_copy import LakeTarget
 from pipeline.source.window import iso
 from pipeline.staging import Folder, LakeFile
 

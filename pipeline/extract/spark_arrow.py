@@ -41,7 +41,7 @@ from pipeline.source.window import Window
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from pipeline.lake.zero_copy import LakeTarget
+    from pipeline.promote.zero_copy import LakeTarget
     from pipeline.settings import ResolvedSettings
     from pipeline.staging import Folder
 

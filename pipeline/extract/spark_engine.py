@@ -17,11 +17,12 @@ from pipeline.extract.partitions import plan_partitions, time_chunks
 from pipeline.extract.spark_progress import task_progress
 from pipeline.extract.spark_s3a import missing_s3a
 from pipeline.extract.spark_session import default_cores, functions
-from pipeline.lake import zero_copy
 from pipeline.lake.schema import PARTITION_KEYS
-from pipeline.lake.zero_copy import LakeTarget
 from pipeline.progress import Progress
+from pipeline.promote import zero_copy
+from pipeline.promote.zero_copy import LakeTarget
 from pipeline.settings import ResolvedSettings
+from pipeline.settings.model import Promotion, Reader, StagingWriter
 from pipeline.source.snapshot import import_statements
 from pipeline.source.window import Window
 from pipeline.sqltext import quote_literal
@@ -81,10 +82,10 @@ class SparkExtractor:
         self.spark = spark
 
     def write_parquet(self, request: ExtractRequest, meter: Progress) -> None:
-        if request.settings.spark.reader == "arrow":
+        if request.settings.spark.reader is Reader.ARROW:
             self._write_arrow(request, meter)
             return
-        if request.settings.staging_writer == "driver":
+        if request.settings.staging_writer is StagingWriter.DRIVER:
             self._write_through_driver(request, meter)
             return
         # SPARK_PARTITIONS, else planned from the rows and the cluster's task slots (under Spark
@@ -111,7 +112,7 @@ class SparkExtractor:
     def _write_arrow(self, request: ExtractRequest, meter: Progress) -> None:
         from pipeline.extract import spark_arrow
 
-        if request.settings.staging_writer == "driver":
+        if request.settings.staging_writer is StagingWriter.DRIVER:
             write_tables(request.folder, spark_arrow.fetch_through_driver(self.spark, request),
                          request.extra_columns, on_rows=meter.update)
             return
@@ -124,7 +125,7 @@ class SparkExtractor:
         from pipeline.extract.spark_session import connect_lost, connect_lost_error
 
         try:
-            if settings.spark.reader == "arrow":
+            if settings.spark.reader is Reader.ARROW:
                 from pipeline.extract import spark_arrow
 
                 spark_arrow.require_executors(self.spark)
@@ -144,11 +145,11 @@ class SparkExtractor:
         frame = self.spark.read.format("jdbc").options(
             **connection_options(settings), dbtable=f"({query}) AS src",
             sessionInitStatement="SET TIME ZONE 'UTC'").load()
-        if settings.staging_writer == "driver":
+        if settings.staging_writer is StagingWriter.DRIVER:
             frame.toArrow()
             return
         # where the real writes go: the lake's table folder (zero-copy) or the staging folder
-        zero = settings.promotion == "zero-copy"
+        zero = settings.promotion is Promotion.ZERO_COPY
         folder = (zero_copy.table_folder(settings).child(zero_copy.INCOMING) if zero
                   else staging.table_dir(settings))
         scratch = folder.child(f"_warmup-{secrets.token_hex(4)}")

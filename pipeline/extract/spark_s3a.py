@@ -10,6 +10,7 @@ from __future__ import annotations
 from pipeline import invocation
 from pipeline.errors import ConfigError
 from pipeline.settings import Settings
+from pipeline.settings.model import Reader, StagingWriter
 from pipeline.staging.object_store import ObjectStore
 
 # hadoop-aws must match the Hadoop inside Spark (pyspark 4.x bundles hadoop-client 3.5.0); it
@@ -20,8 +21,8 @@ HADOOP_AWS = "org.apache.hadoop:hadoop-aws:3.5.0"
 def stages_through_s3a(settings: Settings) -> bool:
     """Spark's own writer puts the staging files on object storage (the JDBC reader's executors;
     the arrow reader's tasks write through pyarrow's S3 filesystem and need no Hadoop)."""
-    return (settings.staging_path.startswith("s3://") and settings.staging_writer == "executors"
-            and settings.spark.reader == "jdbc")
+    return (settings.staging_path.startswith("s3://") and settings.staging_writer is StagingWriter.EXECUTORS
+            and settings.spark.reader is Reader.JDBC)
 
 
 def s3a_conf(settings: Settings) -> dict[str, str]:

@@ -22,6 +22,7 @@ from pipeline.extract import class_archive
 from pipeline.extract.spark_s3a import s3a_conf
 from pipeline.process import reclaim_signals
 from pipeline.settings import Settings
+from pipeline.settings.model import Reader
 from pipeline.settings.platform import java_binary
 
 if TYPE_CHECKING:
@@ -112,7 +113,7 @@ def build_session(settings: Settings, app_name: str = "event-lake", *, long_live
     _refuse_overrides(spark.conf)
     if spark.remote:
         return _connect_session(spark.remote, app_name, {**s3a_conf(settings), **spark.conf})
-    driver = resolve_jdbc_driver(spark.jdbc_jar) if spark.reader == "jdbc" else None
+    driver = resolve_jdbc_driver(spark.jdbc_jar) if spark.reader is Reader.JDBC else None
     _require_java()
     if spark.master.startswith("spark://"):
         for master in spark.master.removeprefix("spark://").split(","):  # HA: any master will do

@@ -111,8 +111,8 @@ def hold(settings: ResolvedSettings, job: str, *, timeout: float | None = None) 
 def _advisory(conninfo: str, name: str, timeout: float | None, where: str) -> Iterator[Lease]:
     key = lock_key(name)
     try:
-        name, options = _session_params(conninfo)
-        conn = psycopg.connect(conninfo, autocommit=True, connect_timeout=10, application_name=name,
+        app, options = _session_params(conninfo)
+        conn = psycopg.connect(conninfo, autocommit=True, connect_timeout=10, application_name=app,
                                options=options)
     except psycopg.OperationalError as exc:
         raise service_error(exc, f"Cannot reach the catalog (DUCKLAKE_CATALOG={where}) to take the "

@@ -10,6 +10,7 @@ from pipeline.lake import locks, ownership
 from pipeline.lake.identity import table_names
 from pipeline.lake.transaction import transaction
 from pipeline.settings import ResolvedSettings, Settings
+from pipeline.settings.model import Promotion, Reader
 from pipeline.sqltext import one_row, quote_ident, read_sql, split_statements
 
 OPS_TABLES = ("batches", "lake_identity", "quarantine")  # job history is not a lake table: see jobs.py
@@ -20,12 +21,12 @@ PARTITION_BY = "year(event_timestamp), month(event_timestamp), day(event_timesta
 PARTITION_KEYS = ("year", "month", "day")  # the hive folder names DuckLake writes for PARTITION_BY
 
 
-def column_types(promotion: str, reader: str = "arrow") -> dict[str, str]:
+def column_types(promotion: Promotion, reader: Reader = Reader.ARROW) -> dict[str, str]:
     """The events table's id and details types for a new lake: UUID and JSON, except a zero-copy
     lake made by Spark's JDBC reader. DuckLake registers a Parquet file only when its column types
     equal the table's, and Spark's own writer has neither Parquet's UUID nor its JSON type, so
     such a lake keeps both as text (the arrow reader writes both types)."""
-    if promotion == "zero-copy" and reader == "jdbc":
+    if promotion is Promotion.ZERO_COPY and reader is Reader.JDBC:
         return {"id_type": "VARCHAR", "details_type": "VARCHAR"}
     return {"id_type": "UUID", "details_type": "JSON"}
 

@@ -20,6 +20,7 @@ import psycopg
 from pipeline import invocation
 from pipeline.errors import LakeNotCreated, PipelineError, first_line, scrub_secrets
 from pipeline.settings import ResolvedSettings, Settings
+from pipeline.settings.model import Reader
 from pipeline.sqltext import one_row
 
 if TYPE_CHECKING:
@@ -167,7 +168,7 @@ def spark_check(settings: ResolvedSettings, source_ok: bool) -> Check:
     where = settings.spark.remote or settings.spark.master
     spark = build_session(settings, app_name="event-lake-doctor")
     try:
-        if settings.spark.reader == "arrow":
+        if settings.spark.reader is Reader.ARROW:
             return _arrow_check(spark, settings, where, source_ok)
         if not source_ok:
             spark.range(10).count()
@@ -205,7 +206,7 @@ def run_checks(settings: Settings, *, with_spark: bool = True) -> list[Check]:
     from pipeline import embedded
 
     checks = [_timed("java", java_check)]
-    if settings.spark.reader == "jdbc":  # the arrow reader needs no jar
+    if settings.spark.reader is Reader.JDBC:  # the arrow reader needs no jar
         checks.append(_timed("jdbc driver", lambda: jdbc_check(settings)))
     try:
         resolved = embedded.resolved(settings)  # starts the embedded Postgres when nothing is configured

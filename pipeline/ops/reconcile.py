@@ -24,8 +24,8 @@ from pipeline.lake import batches, validate
 from pipeline.lake.attach_sql import SOURCE_ALIAS
 from pipeline.lake.connect import lake_session
 from pipeline.lake.identity import lake_id, table_names
-from pipeline.lake.promote import RECONCILE_ENGINE, promote
 from pipeline.lake.schema import ensure_tables
+from pipeline.promote.promotion import RECONCILE_ENGINE, promote
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.settings.durations import format_duration
 from pipeline.source import stats

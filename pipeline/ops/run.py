@@ -27,16 +27,18 @@ from pipeline.errors import (
 )
 from pipeline.extract.batch import Extractor, ExtractRequest, extract
 from pipeline.extract.engines import make_extractor
-from pipeline.lake import batches, jobs, zero_copy
+from pipeline.lake import batches, jobs
 from pipeline.lake.connect import lake_session
 from pipeline.lake.identity import lake_id
-from pipeline.lake.promote import PromotionResult, promote
 from pipeline.lake.schema import events_column_types
 from pipeline.lake.transaction import one_read
-from pipeline.lake.zero_copy import LakeTarget
 from pipeline.ops.plan import plan_batch
 from pipeline.ops.preflight import preflight
+from pipeline.promote import zero_copy
+from pipeline.promote.promotion import PromotionResult, promote
+from pipeline.promote.zero_copy import LakeTarget
 from pipeline.settings import ResolvedSettings, Settings
+from pipeline.settings.model import Promotion
 from pipeline.source import shape
 from pipeline.source.plan import BatchPlan
 from pipeline.source.snapshot import exported_snapshot
@@ -323,7 +325,7 @@ def _promotion(settings: ResolvedSettings, con: duckdb.DuckDBPyConnection, sourc
     """How this batch is promoted, decided once: zero-copy, with where Spark writes the lake's
     files (and no reason), or by copy, with the reason (logged, and kept in the snapshot's
     commit info)."""
-    if settings.promotion != "zero-copy":
+    if settings.promotion is not Promotion.ZERO_COPY:
         return None, f"PROMOTION={settings.promotion}"
     lake_types = events_column_types(con, settings)
     reason = zero_copy.blocker(settings, engine, lake_types,

@@ -2,7 +2,16 @@
 
 from pipeline.settings.keys import ENV_KEYS
 from pipeline.settings.load import load_settings
-from pipeline.settings.model import Intervals, ResolvedSettings, Settings, SparkOptions, StorageOptions
+from pipeline.settings.model import (
+    Intervals,
+    Promotion,
+    Reader,
+    ResolvedSettings,
+    Settings,
+    SparkOptions,
+    StagingWriter,
+    StorageOptions,
+)
 
-__all__ = ["ENV_KEYS", "Intervals", "ResolvedSettings", "Settings", "SparkOptions", "StorageOptions",
-           "load_settings"]
+__all__ = ["ENV_KEYS", "Intervals", "Promotion", "Reader", "ResolvedSettings", "Settings", "SparkOptions",
+           "StagingWriter", "StorageOptions", "load_settings"]

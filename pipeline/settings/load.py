@@ -15,15 +15,20 @@ from pipeline.errors import ConfigError
 from pipeline.settings.catalog import CatalogSpec
 from pipeline.settings.durations import parse_duration
 from pipeline.settings.keys import ENV_KEYS
-from pipeline.settings.model import Intervals, Settings, SparkOptions, StorageOptions
+from pipeline.settings.model import (
+    Intervals,
+    Promotion,
+    Reader,
+    Settings,
+    SparkOptions,
+    StagingWriter,
+    StorageOptions,
+)
 from pipeline.settings.pgdsn import PgDsn
 from pipeline.settings.platform import default_home, user_cache
 from pipeline.settings.secret import Secret
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-STAGING_WRITERS = ("executors", "driver")
-SPARK_READERS = ("arrow", "jdbc")
-PROMOTIONS = ("zero-copy", "copy")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 # env key -> (flag name, value); the flag name is what an error message shows
@@ -96,8 +101,9 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
         data_path=read.raw("DUCKLAKE_DATA_PATH"),
         lake_name=lake_name,
         staging_path=_staging_path(read.raw("STAGING_PATH"), read.name("STAGING_PATH"), home),
-        staging_writer=_one_of(read.value("STAGING_WRITER"), read.name("STAGING_WRITER"), STAGING_WRITERS),
-        promotion=_one_of(read.value("PROMOTION"), read.name("PROMOTION"), PROMOTIONS),
+        staging_writer=StagingWriter(_one_of(read.value("STAGING_WRITER"), read.name("STAGING_WRITER"),
+                                             tuple(StagingWriter))),
+        promotion=Promotion(_one_of(read.value("PROMOTION"), read.name("PROMOTION"), tuple(Promotion))),
         schema_drift=_one_of(read.value("SCHEMA_DRIFT"), read.name("SCHEMA_DRIFT"), ("add", "ignore")),
         lookback=read.duration("LOOKBACK"),
         arrival_column=_arrival_column(read.value("SOURCE_ARRIVAL_COLUMN"),
@@ -111,8 +117,8 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
                                  **parse_spark_conf(spark_conf or [], "--spark-conf")},
                            partitions=_positive_int(read.raw("SPARK_PARTITIONS"),
                                                     read.name("SPARK_PARTITIONS")),
-                           reader=_one_of(read.value("SPARK_READER"), read.name("SPARK_READER"),
-                                          SPARK_READERS),
+                           reader=Reader(_one_of(read.value("SPARK_READER"), read.name("SPARK_READER"),
+                                                 tuple(Reader))),
                            class_archive=_class_archive(read.raw("SPARK_CLASS_ARCHIVE"))),
         storage=StorageOptions(key_id=read.raw("S3_ACCESS_KEY_ID"), secret=Secret(secret) if secret else None,
                                region=read.raw("S3_REGION"), endpoint=read.raw("S3_ENDPOINT"),

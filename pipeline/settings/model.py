@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timedelta
+from enum import StrEnum
 from pathlib import Path
 
 from pipeline.errors import ConfigError
@@ -17,6 +18,26 @@ from pipeline.settings.catalog import CatalogSpec
 from pipeline.settings.pgdsn import PgDsn
 from pipeline.settings.secret import Secret
 
+
+class Reader(StrEnum):
+    """How Spark tasks read their slice of the source."""
+
+    ARROW = "arrow"  # each task reads with ADBC and writes Parquet itself: no JDBC jar
+    JDBC = "jdbc"  # Spark's JDBC reader and Parquet writer: needs the Postgres JDBC driver
+
+
+class StagingWriter(StrEnum):
+    """Who writes the staging files."""
+
+    EXECUTORS = "executors"  # each task writes its own (a shared path or object storage)
+    DRIVER = "driver"  # the driver writes them from Arrow (executors share nothing with it)
+
+
+class Promotion(StrEnum):
+    """How a staged batch joins the lake (pipeline.promote)."""
+
+    ZERO_COPY = "zero-copy"  # Spark writes the lake's own files; promotion registers them
+    COPY = "copy"  # promotion inserts the staged rows
 
 @dataclass(frozen=True, kw_only=True)
 class SparkOptions:
@@ -30,7 +51,7 @@ class SparkOptions:
     verbose: bool
     conf: dict[str, str] = field(default_factory=dict)  # SPARK_CONF and --spark-conf, passed through
     partitions: int | None = None  # read slices (tasks); None: planned from rows and task slots
-    reader: str = "arrow"  # "arrow": tasks read their slice with ADBC; "jdbc": Spark's JDBC reader
+    reader: Reader = Reader.ARROW
     class_archive: Path | None = None  # folder of the driver JVM's class archive; None: none
 
 
@@ -72,8 +93,8 @@ class Settings:
     data_path: str | None
     lake_name: str
     staging_path: str  # an absolute folder or s3://bucket/prefix
-    staging_writer: str  # "executors" or "driver"
-    promotion: str = "zero-copy"  # "zero-copy" or "copy": see pipeline.lake.zero_copy
+    staging_writer: StagingWriter
+    promotion: Promotion = Promotion.ZERO_COPY
     schema_drift: str = "add"  # "add" or "ignore": what a column added to the source does
     lookback: timedelta
     arrival_column: str | None = "created_at"  # read only rows that arrived since (None: the look-back)

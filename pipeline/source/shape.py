@@ -31,7 +31,7 @@ STAGED_COLUMNS = {  # in EVENT_COLUMNS' order (checked below)
 
 # The arrow reader's columns for a zero-copy lake that holds event_id as UUID and details as JSON:
 # the source's own uuid and json/jsonb values (zero-copy needs those source types, see
-# pipeline.lake.zero_copy.blocker), which ADBC hands over as Arrow's UUID and JSON types and
+# pipeline.promote.zero_copy.blocker), which ADBC hands over as Arrow's UUID and JSON types and
 # pyarrow writes as Parquet's UUID and JSON logical types (what DuckLake registers as UUID/JSON).
 TYPED_COLUMNS = {**STAGED_COLUMNS, "event_id": "event_id", "details": "details"}
 

@@ -85,7 +85,7 @@ def test_a_run_killed_mid_extraction_leaves_partials_the_next_run_removes_at_onc
     import time
 
     from pipeline import staging
-    from pipeline.lake import zero_copy
+    from pipeline.promote import zero_copy
     from pipeline.settings.resolve import resolve
     from tests.helpers import Proc
 
@@ -125,7 +125,7 @@ def test_a_run_killed_as_it_writes_the_lake_ids_leaves_nothing_the_next_run_keep
     import time
     from datetime import UTC, datetime
 
-    from pipeline.lake import zero_copy
+    from pipeline.promote import zero_copy
     from tests.helpers import Proc
 
     now = datetime.now(UTC)

@@ -79,7 +79,7 @@ def test_events_table_is_partitioned_by_event_day(con):
     assert days == ["day=1", "day=2", "day=3"], files
 
 
-# Zero-copy promotion (pipeline/lake/zero_copy.py) relies on what follows.
+# Zero-copy promotion (pipeline/promote/zero_copy.py) relies on what follows.
 
 def _spark_like_file(path, day: int, rows: int = 3, *, typed: bool = False) -> str:
     """A Parquet file as Spark writes one: ids and JSON as plain strings, UTC microsecond instants;

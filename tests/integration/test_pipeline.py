@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from pipeline import staging
-from pipeline.lake import promote, validate, verify
+from pipeline.lake import validate, verify
 from pipeline.ops.run import run
+from pipeline.promote import promotion as promote
 from pipeline.settings import load_settings
 from pipeline.settings.resolve import resolve
 from tests.conftest import BOTH_MODES, COPY_MODE

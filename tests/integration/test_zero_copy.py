@@ -10,8 +10,8 @@ from pathlib import Path
 
 from pipeline import staging
 from pipeline.lake import maintain
-from pipeline.lake.promote import promote
 from pipeline.ops.run import run
+from pipeline.promote.promotion import promote
 from pipeline.settings import load_settings
 from pipeline.settings.resolve import resolve
 from tests.conftest import COPY_MODE, NEEDS_JDBC_JAR, jdbc_jar

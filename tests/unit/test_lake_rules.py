@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from pipeline.lake import zero_copy
 from pipeline.lake.ownership import deletable_orphans
+from pipeline.promote import zero_copy
 from pipeline.settings import load_settings
 from pipeline.settings.resolve import DATA_FOLDER_MARKER, default_data_path
 

@@ -20,11 +20,12 @@ import duckdb
 
 from pipeline import staging
 from pipeline.errors import disk_full, is_disk_full
-from pipeline.lake import batches, locks, validate, zero_copy
+from pipeline.lake import batches, locks, validate
 from pipeline.lake.connect import lake_session
 from pipeline.lake.schema import events_column_types
 from pipeline.lake.transaction import transaction
 from pipeline.progress import Progress
+from pipeline.promote import zero_copy
 from pipeline.settings import ResolvedSettings
 from pipeline.source.shape import EVENT_COLUMNS
 from pipeline.source.window import parse_iso

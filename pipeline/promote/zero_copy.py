@@ -32,6 +32,7 @@ from datetime import datetime
 import duckdb
 
 from pipeline.settings import ResolvedSettings, Settings
+from pipeline.settings.model import Reader, StagingWriter
 from pipeline.sqltext import one_row, quote_literal
 from pipeline.staging import Folder, LakeFile
 from pipeline.staging.location import data_dir, is_object_store
@@ -82,9 +83,9 @@ def blocker(settings: Settings, engine: str, lake_types: Mapping[str, str], sour
     gathers the facts."""
     if engine != "spark":
         return f"the {engine} engine stages rows for copy promotion"
-    if settings.staging_writer == "driver":
+    if settings.staging_writer is StagingWriter.DRIVER:
         return "STAGING_WRITER=driver: the executors cannot reach the lake's data path"
-    jdbc = settings.spark.reader == "jdbc"
+    jdbc = settings.spark.reader is Reader.JDBC
     if jdbc and is_object_store(settings.data_path):
         return (f"DUCKLAKE_DATA_PATH={settings.data_path} is object storage, which Spark's own writer "
                 "reaches only through hadoop-aws (the arrow reader, SPARK_READER=arrow, writes it with "
