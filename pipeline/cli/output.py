@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import simplejson
 
+from pipeline.cli import docs_links
 from pipeline.errors import PipelineError, TransientError, first_line, is_transient, scrub_secrets
 
 if TYPE_CHECKING:  # the lake's modules import duckdb: not needed to print --help
@@ -190,10 +191,11 @@ def print_error(exc: PipelineError, *, fmt: str = "table") -> None:
     print(f"error: {message}", file=sys.stderr)
     if exc.hint:
         print(f"  hint: {scrub_secrets(exc.hint)}", file=sys.stderr)
+    print(f"  docs: {docs_links.for_error(exc)}", file=sys.stderr)
     temporary = isinstance(exc, TransientError)
     if fmt == "json":
         out(dumps({"status": "error", "error": message, "hint": scrub_secrets(exc.hint) or None,
-                   "temporary": temporary}))
+                   "temporary": temporary, "docs": docs_links.for_error(exc)}))
         return
     retry = " (temporary: retrying later may succeed)" if temporary else ""
     if fmt == "table" and _one_screen():  # the error is right above: saying it again was noise
@@ -216,7 +218,9 @@ def print_unexpected(exc: BaseException, traceback_file: str | None, *, fmt: str
     hint = (f"The traceback is in {traceback_file} (or run again with --verbose); please report it "
             "with that file." if traceback_file else "Run again with --verbose for the traceback.")
     print(f"  hint: {hint}", file=sys.stderr)
+    print(f"  docs: {docs_links.UNEXPECTED}", file=sys.stderr)
     if fmt == "json":
-        out(dumps({"status": "error", "error": message, "hint": hint, "temporary": is_transient(exc)}))
+        out(dumps({"status": "error", "error": message, "hint": hint, "temporary": is_transient(exc),
+                   "docs": docs_links.UNEXPECTED}))
         return
     last_line(f"Failed with an unexpected error: {message}", machine=fmt != "table")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 
 from pipeline import __version__, invocation
+from pipeline.cli import docs_links
 from pipeline.cli.handlers import ACTIONS, action_word, dest
 from pipeline.extract.engines import ENGINES
 from pipeline.settings.keys import default
@@ -33,8 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Move events from Postgres into a DuckLake with time travel. With no "
         f"configuration everything runs on an embedded Postgres under {default_home()}.",
         epilog=f"Every action also works as a word (`{prog} status --json` is `{prog} --status --json`): "
-        f"{words}. Settings come from the environment and .env (every key is in the README"
-        f"{'' if invocation.installed() else ' and .env.example'}); flags override.",
+        f"{words}. Settings come from the environment and .env (every key is in "
+        f"{docs_links.SETTINGS}{'' if invocation.installed() else ' and .env.example'}); flags override.",
     )
     group = parser.add_mutually_exclusive_group()
     for action in ACTIONS:

@@ -4,7 +4,7 @@ Most of a local Spark session's start is its JVM loading, parsing and verifying 
 Java 17 can write the classes a JVM loaded into an archive as that JVM exits
 (``-XX:ArchiveClassesAtExit``) and map the archive on later starts (``-XX:SharedArchiveFile``):
 on the 2-core machine a session then starts in 4.9–5.9 s instead of 7.1–8.3 s and its first job
-takes 1.5–1.8 s instead of 2.6–3.1 s (README, Performance).
+takes 1.5–1.8 s instead of 2.6–3.1 s (docs/performance.md).
 
 The first local session of a machine (per user) records the archive: as its process exits, its
 JVM writes it (5–12 s, once) while a small detached process waits for that JVM and puts the

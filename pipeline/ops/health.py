@@ -1,6 +1,6 @@
 """Pure judgement of the pipeline's health for ``--status``: healthy, stale or failing.
 
-Exit codes (documented in the README, used by process managers and monitors):
+Exit codes (documented in docs/running.md, used by process managers and monitors):
 0 healthy, 1 stale (no successful load for two LOAD_EVERY intervals while the source holds
 rows, or never loaded), 2 failing (the last load failed, or batches are set aside).
 """

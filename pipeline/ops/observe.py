@@ -55,7 +55,7 @@ def observe(settings: ResolvedSettings) -> Observation:
 
 def through_outage(last: Observation, failed: Observation) -> Observation:
     """What a scrape during an outage shows (pure): the last good series, judged failing, the time
-    since the last successful load still counting — so the alerts README gives (health > 0, that
+    since the last successful load still counting — so the alerts docs/running.md gives (health > 0, that
     age) fire for the outage's length instead of every lake series vanishing with ``up 0``."""
     assert last.status is not None
     judged = health.unreadable(failed.error, failed.at, last.status.health.last_success)

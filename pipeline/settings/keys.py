@@ -1,7 +1,8 @@
 """Every environment key the product reads: its meaning and its default, in one place.
 
 The settings loader refuses to read a key that is not listed here, and the docs test checks
-that each one is in ``.env.example`` and the README, so a new setting cannot go undocumented.
+that each one is in ``.env.example`` and the generated settings reference (docs/reference/), so a
+new setting cannot go undocumented.
 CLI help texts take their defaults from here too.
 """
 

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 import pytest
 
 from pipeline.ops.run import run
+from tests.conftest import ROOT
 from tests.helpers import Proc, add_events, lake_query
 from tests.helpers import http_get as get
 from tests.helpers import metric_samples as samples
@@ -94,6 +95,8 @@ def test_the_dashboard_renders_its_charts_from_a_real_lake_in_chromium(settings,
     png = shot.read_bytes()
     # a blank page of this size compresses to a few kB; charts, labels and the table do not
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 30_000
+    # the docs show this very page: the screenshot the README and docs/index.md embed is this one
+    (ROOT / "docs" / "assets" / "dashboard.png").write_bytes(png)
 
 
 def test_head_is_answered_like_get_and_a_token_guards_all_but_healthz(settings, lake_env):
@@ -186,7 +189,7 @@ def _quietly(url: str) -> None:
 
 def test_readme_queries_work_in_a_real_prometheus_scraping_a_real_lake(settings, lake_env, serving, tmp_path):
     """Prometheus owns the label ``job`` (it would store ours as ``exported_job``, and a query
-    written from the README would return nothing): every README query returns series."""
+    written from the docs would return nothing): every query docs/running.md gives returns series."""
     from tests.conftest import ROOT
 
     prometheus = shutil.which("prometheus")
@@ -204,8 +207,8 @@ def test_readme_queries_work_in_a_real_prometheus_scraping_a_real_lake(settings,
     server = subprocess.Popen([prometheus, f"--config.file={tmp_path / 'prometheus.yml'}",
                                f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    readme = (ROOT / "README.md").read_text()
-    block = readme.split("```promql\n", 1)[1].split("```", 1)[0]
+    page = (ROOT / "docs" / "running.md").read_text()
+    block = page.split("```promql\n", 1)[1].split("```", 1)[0]
     queries = [line.split("#", 1)[0].strip() for line in block.splitlines() if line.strip()]
     assert len(queries) >= 5
 
@@ -227,7 +230,7 @@ def test_readme_queries_work_in_a_real_prometheus_scraping_a_real_lake(settings,
         assert loads["value"][1] == "2" and loads["metric"]["job"] == "event-lake"
         assert "exported_job" not in loads["metric"]
         for expr in queries:
-            assert query(expr), f"README query returns nothing: {expr}"
+            assert query(expr), f"docs/running.md query returns nothing: {expr}"
     finally:
         server.terminate()
         server.wait(30)

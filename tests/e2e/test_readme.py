@@ -4,6 +4,7 @@ jar) and the compose stack (its documentation checks: tests/unit/test_docs.py)."
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 
@@ -30,6 +31,18 @@ def test_demo_runs_on_the_embedded_default_with_no_configuration_and_no_jdbc_jar
         status = subprocess.run([sys.executable, script, "--status"], cwd=tmp_path, env=env,
                                 capture_output=True, text=True, timeout=120)
         assert status.returncode == 0 and "10500 rows" in status.stdout
+        # the README's tour, as it is written there, on the lake the demo made
+        tour = README[README.index("## A 60-second tour"):]
+        tour = tour[tour.index("```sh\n") + 6:tour.index("```", tour.index("```sh\n") + 6)]
+        shown = [line.split(" # ", 1)[0].strip().removeprefix("uv run events_pipeline.py ")
+                 for line in tour.splitlines() if line.strip()]
+        assert len(shown) >= 6
+        for command in shown:
+            done = subprocess.run([sys.executable, script, *shlex.split(command)], cwd=tmp_path, env=env,
+                                  capture_output=True, text=True, timeout=120)
+            assert done.returncode == 0, (command, done.stdout[-2000:], done.stderr[-2000:])
+        assert "10000" in subprocess.run([sys.executable, script, *shlex.split(shown[2])], cwd=tmp_path, env=env,
+                                         capture_output=True, text=True, timeout=120).stdout
         # the embedded server keeps its port across a restart: what --print-attach gave still works
         attach = subprocess.run([sys.executable, script, "--print-attach"], cwd=tmp_path, env=env,
                                 capture_output=True, text=True, timeout=120).stdout

@@ -1,4 +1,5 @@
-"""The README and .env.example document every setting, flag and module (pure reads of the tree)."""
+"""The README, the docs site and .env.example document every setting, flag, module and error
+(pure reads of the tree)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pipeline.settings import ENV_KEYS
 from tests.conftest import ROOT
 
 README = (ROOT / "README.md").read_text()
+DOCS = ROOT / "docs"
 
 
 def test_readme_opens_with_the_two_commands():
@@ -15,22 +17,104 @@ def test_readme_opens_with_the_two_commands():
     assert commands == ["uv run events_pipeline.py --demo", "uv run --dev pytest"]
 
 
-def test_every_setting_is_documented_in_env_example_and_readme():
+def test_the_readme_is_short():
+    assert len(README.splitlines()) <= 250, "README.md is for newcomers: move details into docs/"
+
+
+def test_the_reference_pages_are_generated_from_the_code():
+    """docs/reference/ is what pipeline.cli.reference makes of the settings keys and both parsers."""
+    from pipeline.cli import reference
+
+    assert reference.main(["--check"]) == 0, "run: uv run python -m pipeline.cli.reference"
+
+
+def test_every_setting_is_in_env_example_and_the_settings_reference():
     example = (ROOT / ".env.example").read_text()
+    page = (DOCS / "reference" / "settings.md").read_text()
     for key in ENV_KEYS:
         assert re.search(rf"^#?\s*{key}=", example, flags=re.M), f"{key} missing from .env.example"
-        assert key in README, f"{key} missing from README"
+        assert f"`{key}`" in page, f"{key} missing from docs/reference/settings.md"
 
 
-def test_every_cli_flag_is_documented_in_the_readme():
+def test_every_cli_flag_is_in_the_cli_reference():
     from generators.cli import build_parser as generator_parser
     from pipeline.cli.parser import build_parser as pipeline_parser
 
+    page = (DOCS / "reference" / "cli.md").read_text()
     for parser in (pipeline_parser(), generator_parser()):
         for action in parser._actions:
             for flag in action.option_strings:
-                if flag.startswith("--") and flag != "--help":
-                    assert flag in README, f"{parser.prog} {flag} is not documented in README.md"
+                assert f"`{flag}`" in page, f"{parser.prog} {flag} is not in docs/reference/cli.md"
+
+
+def _shown_commands(text: str, script: str) -> list[str]:
+    """The commands a page shows for ``script`` in its sh blocks, comments cut."""
+    commands, inside = [], False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            inside = line.strip() == "```sh"
+            continue
+        line = line.split(" # ", 1)[0].strip()
+        if inside and line.startswith(f"uv run {script} "):
+            commands.append(line.removeprefix(f"uv run {script} "))
+    return commands
+
+
+def test_every_command_the_docs_show_is_one_the_parsers_accept():
+    """A renamed flag or a misspelt value in an example fails here, not for the reader."""
+    import shlex
+
+    from generators.cli import build_parser as generator_parser
+    from pipeline.cli.main import action_words
+    from pipeline.cli.parser import build_parser as pipeline_parser
+
+    pages = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+    checked = 0
+    for page in pages:
+        text = page.read_text()
+        for script, parser in (("events_pipeline.py", pipeline_parser()),
+                               ("insert_event_data_loop.py", generator_parser())):
+            for command in _shown_commands(text, script):
+                if "[" in command or "…" in command:  # a pattern (optional parts, elisions), not a command
+                    continue
+                argv = shlex.split(command)
+                if script == "events_pipeline.py":
+                    argv = action_words(argv)
+                try:
+                    parser.parse_args(argv)
+                except SystemExit as exc:
+                    raise AssertionError(f"{page.relative_to(ROOT)}: {script} {command}") from exc
+                checked += 1
+    assert checked >= 40, checked
+
+
+def test_every_docs_link_the_program_prints_exists():
+    """Each error class names its troubleshooting section, and the --help epilog the settings
+    reference: each must exist (an explicit {#id} anchor or a heading)."""
+    import importlib
+    import pkgutil
+
+    import pipeline
+    from pipeline.cli import docs_links
+    from pipeline.errors import PipelineError
+
+    for module in pkgutil.walk_packages(pipeline.__path__, "pipeline."):
+        importlib.import_module(module.name)
+    classes, todo = set(), [PipelineError]
+    while todo:
+        cls = todo.pop()
+        classes.add(cls)
+        todo += cls.__subclasses__()
+    links = {docs_links.for_error(cls("x")) for cls in classes} | {docs_links.UNEXPECTED, docs_links.SETTINGS}
+    assert len(links) >= 10
+    for link in links:
+        path, _, anchor = link.partition("#")
+        assert (ROOT / path).exists(), link
+        if anchor:
+            text = (ROOT / path).read_text()
+            headings = {re.sub(r"[^\w\- ]", "", h.lower()).strip().replace(" ", "-")
+                        for h in re.findall(r"^#+ (.*)$", text, flags=re.M)}
+            assert f"{{#{anchor}}}" in text or anchor in headings, f"{link}: no such section"
 
 
 def test_library_messages_name_flags_only_through_pipeline_invocation():
@@ -73,9 +157,10 @@ def test_only_the_settings_package_reads_the_environment():
 
 
 def test_the_code_map_names_every_module():
-    code_map = README[README.index("### Code map"):README.index("## Correctness guarantees")]
+    page = (DOCS / "architecture.md").read_text()
+    code_map = page[page.index("## Code map"):page.index("## Correctness guarantees")]
     for path in sorted((ROOT / "pipeline").rglob("*.py")):
         if path.name != "__init__.py":
-            assert path.name in code_map, f"{path.relative_to(ROOT)} is missing from the README code map"
+            assert path.name in code_map, f"{path.relative_to(ROOT)} is missing from the code map (docs/architecture.md)"
     for package in sorted(p for p in (ROOT / "pipeline").iterdir() if (p / "__init__.py").exists()):
         assert f"{package.name}/" in code_map, f"pipeline/{package.name}/ is missing from the code map"
