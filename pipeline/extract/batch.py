@@ -27,7 +27,6 @@ from pipeline.errors import (
     scrub_secrets,
 )
 from pipeline.extract import lake_files
-from pipeline.extract.spark_session import connect_lost, connect_lost_error
 from pipeline.progress import Progress
 from pipeline.promote import zero_copy
 from pipeline.promote.zero_copy import LakeTarget
@@ -146,9 +145,6 @@ def _extract_claimed(extractor: Extractor, request: ExtractRequest, folder: Fold
             zero = request.lake_target is not None
             raise disk_full(exc, request.settings.data_path if zero else request.settings.staging_path,
                             "DUCKLAKE_DATA_PATH" if zero else "STAGING_PATH") from None
-        remote = request.settings.spark.remote
-        if remote and extractor.engine == "spark" and connect_lost(exc):
-            raise connect_lost_error(remote, exc, "mid-extraction") from None
         store = staging.store_outage(request.settings, exc)
         if store is not None:
             raise store from None

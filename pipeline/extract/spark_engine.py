@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from pipeline import staging
+from pipeline.errors import PipelineError
 from pipeline.extract import partitions
 from pipeline.extract.arrow_writer import write_tables
 from pipeline.extract.batch import STAGED_COLUMNS, ExtractRequest, select_sql
@@ -16,7 +17,7 @@ from pipeline.extract.lake_files import DEST, SEEN, incoming_dir
 from pipeline.extract.partitions import plan_partitions, time_chunks
 from pipeline.extract.spark_progress import task_progress
 from pipeline.extract.spark_s3a import missing_s3a
-from pipeline.extract.spark_session import default_cores, functions
+from pipeline.extract.spark_session import connect_lost, connect_lost_error, default_cores, functions
 from pipeline.lake.schema import PARTITION_KEYS
 from pipeline.progress import Progress
 from pipeline.promote import zero_copy
@@ -82,6 +83,17 @@ class SparkExtractor:
         self.spark = spark
 
     def write_parquet(self, request: ExtractRequest, meter: Progress) -> None:
+        """Write the window's rows; a Spark Connect server lost on the way is said as such (the
+        caller removes what was written, whatever the error)."""
+        try:
+            self._write(request, meter)
+        except Exception as exc:
+            remote = request.settings.spark.remote
+            if remote and not isinstance(exc, PipelineError) and connect_lost(exc):
+                raise connect_lost_error(remote, exc, "mid-extraction") from None
+            raise
+
+    def _write(self, request: ExtractRequest, meter: Progress) -> None:
         if request.settings.spark.reader is Reader.ARROW:
             self._write_arrow(request, meter)
             return
@@ -122,8 +134,6 @@ class SparkExtractor:
         """Start what the first load would otherwise start: with the arrow reader, a Python
         worker per task slot that imports the reader (and a plain error if an executor cannot);
         with the JDBC reader, see :meth:`_warm_up_jdbc`."""
-        from pipeline.extract.spark_session import connect_lost, connect_lost_error
-
         try:
             if settings.spark.reader is Reader.ARROW:
                 from pipeline.extract import spark_arrow
