@@ -53,12 +53,14 @@ class Statements:
             text = log_file.read().decode("utf-8", "replace")
             self.offset = log_file.tell()
         counts = {label: [0, set()] for label in self.databases.values()}
+        self.texts: list[tuple[str, str]] = []  # (label, statement) of this take, for --show
         for line in text.splitlines():
             match = LINE.match(line)
             if match and match.group(2) in self.databases:
                 entry = counts[self.databases[match.group(2)]]
                 entry[0] += 1
                 entry[1].add(match.group(1))
+                self.texts.append((self.databases[match.group(2)], line[match.end():].strip()))
         return {label: (n, len(pids)) for label, (n, pids) in counts.items()}
 
 
@@ -80,10 +82,22 @@ def follow_tick(settings):
     return tick, pipeline.close
 
 
+def show(texts: list[tuple[str, str]]) -> None:
+    """Statements by database and shape (numbers and literals blanked), most frequent first."""
+    import collections
+
+    shapes = collections.Counter((label, re.sub(r"'[^']*'|\b\d+\b", "?", text)[:160])
+                                 for label, text in texts)
+    for (label, shape), n in sorted(shapes.items(), key=lambda item: (item[0][0], -item[1])):
+        print(f"{label:8} {n:4}  {shape}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ticks", type=int, default=10)
     parser.add_argument("--rows", type=int, default=2000, help="new events before each loaded tick")
+    parser.add_argument("--show", action="store_true",
+                        help="print the statements of the last tick without new events, by kind")
     args = parser.parse_args()
     from pipeline import embedded
     from tests.helpers import add_events
@@ -116,6 +130,8 @@ def main() -> int:
                 t0 = time.monotonic()
                 tick()
                 idle.append((time.monotonic() - t0, counter.take()))
+            if args.show:
+                show(counter.texts)
         finally:
             close()
             drop_databases(dbs)
