@@ -359,7 +359,10 @@ def run_main(*args: str, env: dict[str, str], cwd: Path = ROOT) -> subprocess.Co
         os.chdir(cwd)
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = main(list(args))
-    finally:  # main() points logging at the redirected stderr: undo that, and the environment
+    finally:  # main() points logging at the redirected stderr: undo that, the environment, and its voice
+        from pipeline import actions
+
+        actions.speak(actions.LibraryVoice())
         root.handlers[:], root.level = handlers, level
         os.chdir(saved_cwd)
         os.environ.clear()

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline import invocation
-from pipeline.cli import output
+from pipeline import actions
+from pipeline.cli import output, voice
 from pipeline.errors import ConfigError
 from pipeline.settings import Settings
 from pipeline.settings.durations import parse_duration
@@ -56,10 +56,10 @@ def run_texts(args: argparse.Namespace, settings: Settings,
     from pipeline.lake.query import describe_at, open_session, parse_params, run_session
 
     params = parse_params(args.param or [])
-    timeout = parse_duration(args.timeout, invocation.TIMEOUT).total_seconds()
+    timeout = parse_duration(args.timeout, voice.FLAGS[actions.TIMEOUT]).total_seconds()
     if args.limit is not None and args.limit < 0:
-        raise ConfigError(f"{invocation.LIMIT} {args.limit} is negative.",
-                          f"Give the rows to show per command, e.g. {invocation.LIMIT} 20.")
+        raise ConfigError(f"{voice.LIMIT} {args.limit} is negative.",
+                          f"Give the rows to show per command, e.g. {voice.LIMIT} 20.")
     resolved = embedded.resolved(settings)
     con = open_session(resolved, write=args.write, at_version=args.at_version, at_time=args.at_time)
     try:

@@ -7,13 +7,12 @@
 from __future__ import annotations
 
 import argparse
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pipeline import invocation
-from pipeline.cli import analysis, output
+from pipeline.cli import analysis, output, voice
 from pipeline.ops.policy import SHUTDOWN_SECONDS
 from pipeline.settings import Settings
 
@@ -29,14 +28,9 @@ def run(args: argparse.Namespace, settings: Settings) -> Outcome:
     mode: Mode = ("extract" if args.extract_only else "promote" if args.promote_only or args.retry_failed
                   else "run")
     lake = Pipeline(settings, engine=args.engine)
-    if args.retry_failed:
-        from pipeline import staging
-
-        restored = staging.restore_failed(staging.table_dir(lake.settings))
-        logging.getLogger(__name__).info("retrying %d set-aside batch(es): %s", len(restored),
-                                         ", ".join(restored) or "none")
     # recorded in the job history like a scheduled load: --status's freshness counts manual runs too
-    report = lake.run(mode, record_as="load" if mode == "run" else mode)
+    report = lake.retry_failed() if args.retry_failed else lake.run(mode, record_as="load" if mode == "run"
+                                                                    else mode)
     if args.json:
         output.out(output.dumps({"status": "ok", "rows_inserted": report.rows_inserted,
                                  "rows_quarantined": report.rows_quarantined,
@@ -70,7 +64,7 @@ def demo(args: argparse.Namespace, settings: Settings) -> Outcome:
     output.out(output.render_demo(result))
     if result.ok:
         typed = "" if invocation.installed() else "uv run "  # as the demo itself was started
-        output.out("Next: " + "; ".join(typed + invocation.command(*a) for a in (
+        output.out("Next: " + "; ".join(typed + voice.command(*a) for a in (
             ("--sql", '"SELECT event_type, count(*) FROM events GROUP BY ALL"'), ("--status",),
             ("--follow",), ("--serve",))) + " (the dashboard).")
     return result.ok, ("Demo complete: events flowed into the lake, the rerun added nothing, late "

@@ -7,7 +7,7 @@ import logging
 import sys
 
 from pipeline import logs
-from pipeline.cli import analysis, output
+from pipeline.cli import analysis, output, voice
 from pipeline.cli.handlers import ACTIONS, Outcome, action_word
 from pipeline.cli.parser import build_parser, setting_flags
 from pipeline.errors import ConfigError, PipelineError
@@ -24,6 +24,7 @@ def entry() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    voice.install()  # library messages name this command line's flags
     parser = build_parser()
     args = parser.parse_args(action_words(sys.argv[1:] if argv is None else argv, parser))
     logs.setup(args.verbose, args.log_format, quiet=args.quiet)

@@ -7,7 +7,7 @@ filesystem (pyarrow) use, so the three always point at the same bucket and endpo
 
 from __future__ import annotations
 
-from pipeline import invocation
+from pipeline import actions
 from pipeline.errors import ConfigError
 from pipeline.settings import Settings
 from pipeline.settings.model import Reader, StagingWriter
@@ -46,7 +46,7 @@ def missing_s3a(exc: BaseException, settings: Settings) -> ConfigError | None:
     return ConfigError(
         f"STAGING_PATH={settings.staging_path}: the Spark cluster cannot write s3a:// (hadoop-aws is not "
         "on its classpath). Nothing was staged or promoted.",
-        f"Add hadoop-aws to the cluster ({invocation.SPARK_CONF} spark.jars.packages={HADOOP_AWS}, "
+        f"Add hadoop-aws to the cluster ({actions.SPARK_CONF} spark.jars.packages={HADOOP_AWS}, "
         "or the jars in "
         "every image's $SPARK_HOME/jars), or set STAGING_WRITER=driver so this process writes the "
         "staging files to S3 itself.")

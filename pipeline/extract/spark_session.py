@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from pipeline import invocation
+from pipeline import actions
 from pipeline.errors import ConfigError, EngineUnavailable, TerminalError, first_line, scrub_secrets
 from pipeline.extract import class_archive
 from pipeline.extract.spark_s3a import s3a_conf
@@ -338,7 +338,7 @@ def _require_java() -> None:
 
     if java_binary() is None:
         raise ConfigError(f"Spark needs Java 17 or newer, and no java was found ({java_where()}).",
-                          f"{JAVA_FIX} Or use {invocation.ENGINE} dlt, which needs no Java.")
+                          f"{JAVA_FIX} Or use {actions.ENGINE} dlt, which needs no Java.")
 
 
 def is_connect(spark: SparkSession) -> bool:
@@ -358,7 +358,7 @@ def functions(spark: SparkSession) -> ModuleType:
 def _refuse_overrides(conf: dict[str, str]) -> None:
     clash = {k: v for k, v in conf.items() if k in SESSION_CONF and v != SESSION_CONF[k]}
     if clash:
-        raise ConfigError(f"SPARK_CONF/{invocation.SPARK_CONF} sets {clash}, which the extractor needs as "
+        raise ConfigError(f"SPARK_CONF/{actions.SPARK_CONF} sets {clash}, which the extractor needs as "
                           f"{ {k: SESSION_CONF[k] for k in clash} } (instants in UTC, microsecond Parquet).",
                           "Remove these entries; every other Spark property passes through.")
 

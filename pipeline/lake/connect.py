@@ -8,7 +8,7 @@ from contextlib import contextmanager
 
 import duckdb
 
-from pipeline import invocation
+from pipeline import actions
 from pipeline.errors import CatalogUnavailable, ConfigError, LakeNotCreated, PipelineError, service_error
 from pipeline.lake import extensions, instances, locks, ownership
 from pipeline.lake.attach_sql import (
@@ -157,7 +157,7 @@ def attach_error(settings: ResolvedSettings, exc: duckdb.Error) -> PipelineError
     if NOT_CREATED in str(exc):
         return LakeNotCreated(f"The lake {settings.lake_name} does not exist yet in DUCKLAKE_CATALOG="
                               f"{catalog.describe()}.",
-                              f"The first {invocation.RUN} creates it (or check that "
+                              f"The first {actions.RUN} creates it (or check that "
                               "DUCKLAKE_CATALOG and DUCKLAKE_NAME name the lake you mean).")
     where = f"Cannot open the lake catalog (DUCKLAKE_CATALOG={catalog.describe()})"
     if catalog.kind == "postgres":

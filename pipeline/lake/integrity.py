@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import duckdb
 
-from pipeline import invocation
+from pipeline import actions
 from pipeline.errors import ConfigError
 from pipeline.lake.identity import lake_id, table_names
 from pipeline.lake.ownership import MARKER, read_claim
@@ -41,7 +41,7 @@ class Integrity:
             more = f" and {len(self.damaged) - SHOWN} more" if len(self.damaged) > SHOWN else ""
             found.append(f"{len(self.damaged)} data file(s) the catalog lists no longer match it "
                          f"({shown}{more}): a query that reads them fails. Restore them from a backup, or "
-                         f"read the lake at a snapshot before they changed ({invocation.AT_VERSION})")
+                         f"read the lake at a snapshot before they changed ({actions.AT_VERSION})")
         if self.marker_problem:
             found.append(self.marker_problem)
         return found

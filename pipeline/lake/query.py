@@ -26,11 +26,11 @@ from typing import Any
 
 import duckdb
 
-from pipeline import invocation
+from pipeline import actions
 from pipeline.errors import ConfigError, PipelineError, first_line
 from pipeline.lake import catalog_reader, ownership, statement_judge
 from pipeline.lake.connect import connect
-from pipeline.lake.sandbox import REFUSED_HINT, refused_message, sandbox_statements
+from pipeline.lake.sandbox import refused_hint, refused_message, sandbox_statements
 from pipeline.settings import ResolvedSettings
 from pipeline.settings.pgdsn import PgDsn
 from pipeline.sqltext import quote_ident
@@ -77,8 +77,8 @@ def parse_params(pairs: list[str]) -> dict[str, Any]:
     for pair in pairs:
         name, sep, raw = pair.partition("=")
         if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            raise ConfigError(f"{invocation.PARAM} {pair!r} is not name=value.",
-                              f"Example: {invocation.PARAM} version=3")
+            raise ConfigError(f"{actions.PARAM} {pair!r} is not name=value.",
+                              f"Example: {actions.PARAM} version=3")
         params[name] = int(raw) if re.fullmatch(r"-?\d+", raw) else raw
     return params
 
@@ -89,7 +89,7 @@ def bind(statement: str, params: dict[str, Any]) -> dict[str, Any]:
     missing = [n for n in names if n not in params]
     if missing:
         raise ConfigError(f"The SQL uses ${missing[0]}, which was not given: "
-                          f"add {invocation.PARAM} {missing[0]}=VALUE.")
+                          f"add {actions.PARAM} {missing[0]}=VALUE.")
     return {n: params[n] for n in names}
 
 
@@ -239,9 +239,9 @@ def run_session(con: duckdb.DuckDBPyConnection, texts: list[str], params: dict[s
                     con.interrupt()  # Python saw the Ctrl-C; make sure DuckDB's workers stop too
                     raise KeyboardInterrupt from None
                 result.error = {"command_index": index, "sql": statement.query.strip()[:500],
-                                "message": f"Stopped after {invocation.TIMEOUT} {timeout:g}s: the session "
-                                           f"ran longer. Give it more time with {invocation.TIMEOUT} 30m "
-                                           f"(or {invocation.TIMEOUT} 0 for none)."}
+                                "message": f"Stopped after {actions.TIMEOUT} {timeout:g}s: the session "
+                                           f"ran longer. Give it more time with {actions.TIMEOUT} 30m "
+                                           f"(or {actions.TIMEOUT} 0 for none)."}
                 return result
             except (duckdb.Error, ConfigError) as exc:
                 result.error = {"command_index": index, "message": _explain(exc, write),
@@ -256,7 +256,7 @@ def run_session(con: duckdb.DuckDBPyConnection, texts: list[str], params: dict[s
         result.error = {"command_index": max(index - 1, 0), "sql": "",
                         "message": "The session ended inside a transaction (BEGIN without COMMIT); it was "
                                    "rolled back and nothing it wrote was kept. "
-                                   f"End it with {invocation.SQL} COMMIT."}
+                                   f"End it with {actions.SQL} COMMIT."}
     return result
 
 
@@ -290,9 +290,9 @@ def _explain(exc: Exception, write: bool) -> str:
     if isinstance(exc, duckdb.PermissionException) or "disabled by configuration" in text \
             or "disabled through configuration" in text or "configuration has been locked" in text:
         where = "may change the lake, but nothing outside its data path" if write else "reads the lake only"
-        return f"{text.splitlines()[0]} (an {invocation.SQL} session {where})"
+        return f"{text.splitlines()[0]} (an {actions.SQL} session {where})"
     if not write and "attached in read-only mode" in text:
-        return f"{text.splitlines()[0]} ({REFUSED_HINT})"
+        return f"{text.splitlines()[0]} ({refused_hint()})"
     return text
 
 
@@ -307,7 +307,7 @@ def catalog_role(settings: ResolvedSettings) -> PgDsn | None:
     if catalog.reader is None:
         log.warning("this read-only session reaches the catalog as %s, a role that can write it: only the "
                     "statement check keeps it read-only. Set DUCKLAKE_CATALOG_READER to a role that can only "
-                    "read (%s prints the GRANTs).", catalog.pg.user, invocation.DOCTOR)
+                    "read (%s prints the GRANTs).", catalog.pg.user, actions.DOCTOR)
     return catalog.reader
 
 
@@ -327,9 +327,9 @@ def open_session(settings: ResolvedSettings, *, write: bool = False, at_version:
     """The lake attached read-only (unless ``write``), at a snapshot version or time if given."""
     time_travel = at_version is not None or at_time is not None
     if write and time_travel:
-        raise ConfigError(f"{invocation.WRITE} cannot be combined with "
-                          f"{invocation.AT_VERSION}/{invocation.AT_TIME}.",
-                          f"Time travel is read-only; drop {invocation.WRITE} or the snapshot option.")
+        raise ConfigError(f"{actions.WRITE} cannot be combined with "
+                          f"{actions.AT_VERSION}/{actions.AT_TIME}.",
+                          f"Time travel is read-only; drop {actions.WRITE} or the snapshot option.")
     try:
         con = connect(settings, read_only=not write, snapshot_version=at_version, snapshot_time=at_time,
                       catalog_role=None if write else catalog_role(settings))
@@ -337,13 +337,13 @@ def open_session(settings: ResolvedSettings, *, write: bool = False, at_version:
         if time_travel and "No snapshot found" in str(exc):
             raise ConfigError(f"The lake has no snapshot at {describe_at(at_version, at_time)}: that is "
                               "before its first snapshot (or past its last version).",
-                              f"List the snapshots with {invocation.SNAPSHOTS} and pick a version or time "
+                              f"List the snapshots with {actions.SNAPSHOTS} and pick a version or time "
                               "among them."
                               ) from None
         if time_travel:
             raise ConfigError(
                 f"Cannot open the lake at {describe_at(at_version, at_time)}: {first_line(exc)}",
-                f"List the snapshots that still exist with {invocation.SNAPSHOTS}; older ones were expired "
+                f"List the snapshots that still exist with {actions.SNAPSHOTS}; older ones were expired "
                 "by maintenance (see RETENTION).") from None
         raise
     try:

@@ -15,17 +15,20 @@ Everything here is pure: it plans statements and judges statement types.
 
 from __future__ import annotations
 
-from pipeline import invocation
+from pipeline import actions
 from pipeline.sqltext import quote_literal
 
-REFUSED_HINT = f"read-only; use {invocation.WRITE}"
+
+def refused_hint() -> str:
+    """The way out of a refusal, in the front end's words (made when said, not at import)."""
+    return f"read-only; use {actions.WRITE}"
 
 
 def refused_message(query: str, reason: str) -> str:
     """What a refused statement's error says: the statement (shortened), why, and the way out."""
     words = " ".join(query.split())
     shown = words if len(words) <= 80 else words[:77] + "..."
-    return f"{shown} is not allowed: this session is {REFUSED_HINT} ({reason})."
+    return f"{shown} is not allowed: this session is {refused_hint()} ({reason})."
 
 
 def _local_dir(path: str) -> str:

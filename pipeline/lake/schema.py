@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import duckdb
 
-from pipeline import invocation
+from pipeline import actions
 from pipeline.errors import TerminalError
 from pipeline.lake import locks, ownership
 from pipeline.lake.identity import table_names
@@ -116,14 +116,14 @@ def _stop_if_dropped(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings)
         [settings.lake_table]).fetchall()
     table = settings.lake_table
     restore = (f"time travel to snapshot {ended - 1}, the last that had it: "
-               f"{invocation.WRITE} {invocation.SQL} \"CREATE TABLE "
+               f"{actions.WRITE} {actions.SQL} \"CREATE TABLE "
                f"{table} AS SELECT * FROM {table} AT (VERSION => {ended - 1})\"; or " if ended else "")
     raise TerminalError(
         f"The lake table {settings.events_table} is missing, although {batches} promoted batch(es) are "
         f"recorded up to watermark {watermark} (it was dropped). Nothing was created or loaded: a new "
         "table would only get the look-back window again, and the rest would be missing silently.",
         f"Bring it back: {restore}reload it from the source with "
-        f"{invocation.RECONCILE} {invocation.SINCE} all (which creates it "
+        f"{actions.RECONCILE} {actions.SINCE} all (which creates it "
         "again and backfills every row the source still has).")
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import psycopg
 
-from pipeline import invocation
+from pipeline import actions, invocation
 from pipeline.errors import LakeNotCreated, PipelineError, first_line, scrub_secrets
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.settings.model import Reader
@@ -137,7 +137,7 @@ def reader_check(settings: ResolvedSettings) -> Check:
              "\nthen set DUCKLAKE_CATALOG_READER=postgresql://lake_reader:<password>@"
              f"{catalog.pg.host}:{catalog.pg.port}/{catalog.pg.dbname}")
     if catalog.reader is None:
-        return Check("sql reader", WARN, f"read-only {invocation.SQL} reaches the catalog as "
+        return Check("sql reader", WARN, f"read-only {actions.SQL} reaches the catalog as "
                      f"{catalog.pg.user}, who can write it: only the statement check keeps it read-only",
                      setup)
     if catalog.embedded and not catalog_reader.ensure_embedded(catalog, schema):
@@ -149,7 +149,7 @@ def reader_check(settings: ResolvedSettings) -> Check:
                      "Check DUCKLAKE_CATALOG_READER's user and password; " + setup)
     if problems:
         return Check("sql reader", FAIL, f"{catalog.reader.user} " + "; ".join(problems), setup)
-    return Check("sql reader", OK, f"read-only {invocation.SQL} reads the catalog as {catalog.reader.user}, "
+    return Check("sql reader", OK, f"read-only {actions.SQL} reads the catalog as {catalog.reader.user}, "
                  "which can only read it")
 
 
@@ -238,7 +238,7 @@ def _timed(name: str, check: Callable[[], Check]) -> Check:
         result = _failed(name, exc)
     except Exception as exc:  # noqa: BLE001  a check reports, whatever broke
         result = Check(name, FAIL, scrub_secrets(first_line(exc)) or type(exc).__name__,
-                       f"Run with {invocation.VERBOSE} for Spark's and DuckDB's own output.")
+                       f"Run with {actions.VERBOSE} for Spark's and DuckDB's own output.")
     return Check(result.name, result.status, result.detail, result.hint, round(time.monotonic() - start, 2))
 
 

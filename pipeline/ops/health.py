@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from pipeline import invocation
+from pipeline import actions
 from pipeline.settings.durations import format_duration
 
 HEALTHY, STALE, FAILING = 0, 1, 2
@@ -53,20 +53,20 @@ def assess(now: datetime, load_every: timedelta, last_success: datetime | None, 
     if source_error:
         failing.append(f"the source cannot be read: {source_error}")
     if last_load_status == "failed":
-        error = last_load_error or f"see the job history ({invocation.STATUS})"
+        error = last_load_error or f"see the job history ({actions.STATUS})"
         failing.append(f"the last load failed: {error}")
     if set_aside:
-        failing.append(f"{set_aside} batch(es) set aside (fix the cause, then {invocation.RETRY_FAILED})")
+        failing.append(f"{set_aside} batch(es) set aside (fix the cause, then {actions.RETRY_FAILED})")
     if lake_surplus:
         failing.append(f"the lake holds {lake_surplus} row(s) dated in the look-back that the source no "
                        "longer has: they were deleted, or their event_timestamp updated, after loading (the "
-                       f"pipeline loads an append-only source). {invocation.VERIFY} lists them; remove them "
-                       f"from the lake with {invocation.WRITE} {invocation.SQL} \"DELETE FROM events WHERE "
+                       f"pipeline loads an append-only source). {actions.VERIFY} lists them; remove them "
+                       f"from the lake with {actions.WRITE} {actions.SQL} \"DELETE FROM events WHERE "
                        "event_id IN (…)\" (time travel keeps the old rows) or restore them in the source")
     since = (now - last_success).total_seconds() if last_success else None
     if last_success is None:  # a lake that never loaded is never healthy, whatever the source holds
         stale.append(f"nothing loaded yet, while the source holds {source_rows} row(s)" if source_rows
-                     else f"nothing loaded yet (run {invocation.RUN}, or start a scheduler)")
+                     else f"nothing loaded yet (run {actions.RUN}, or start a scheduler)")
     elif since is not None and source_rows and since > STALE_AFTER_INTERVALS * load_every.total_seconds():
         stale.append(f"the last successful load was {_ago(since)} ago "
                      f"(LOAD_EVERY {format_duration(load_every)})")

@@ -14,7 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from pipeline import invocation
+from pipeline import actions
 from pipeline.ops.observe import Observation, Observer
 
 PREFIX = "event_lake_"
@@ -44,7 +44,7 @@ def families(obs: Observation) -> Iterator[Metric]:
     if obs.status is None:
         return
     status, health = obs.status, obs.status.health
-    yield _gauge("health", f"0 healthy, 1 stale, 2 failing (as {invocation.STATUS} exits).", health.code)
+    yield _gauge("health", f"0 healthy, 1 stale, 2 failing (as {actions.STATUS} exits).", health.code)
     if health.seconds_since_success is not None:
         yield _gauge("seconds_since_successful_load", "Seconds since the last successful load.",
                      health.seconds_since_success)
@@ -55,7 +55,7 @@ def families(obs: Observation) -> Iterator[Metric]:
     if status.integrity is not None:
         yield _gauge("damaged_files", "Registered data files missing, or changed since registered.",
                      len(status.integrity.damaged))
-    yield _gauge("set_aside_batches", f"Batches set aside (fix, then {invocation.RETRY_FAILED}).",
+    yield _gauge("set_aside_batches", f"Batches set aside (fix, then {actions.RETRY_FAILED}).",
                  len(status.set_aside_batches))
     yield CounterMetricFamily(PREFIX + "rows_loaded", "Rows inserted into the lake by all batches.",
                               value=obs.rows_loaded)

@@ -15,6 +15,7 @@ stops the Spark session it built and lets go of the lake's catalog connections::
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -31,6 +32,9 @@ if TYPE_CHECKING:
     from pipeline.lake.maintain import MaintenanceReport
     from pipeline.ops.reconcile import ReconcileReport
     from pipeline.ops.status import Status
+
+
+log = logging.getLogger(__name__)
 
 
 class Pipeline:
@@ -114,6 +118,14 @@ class Pipeline:
         ready, self._ready = self._ready, None
         report, self._ready = load(self.settings, self._engines(), mode, ready=ready, record_as=record_as)
         return report
+
+    def retry_failed(self) -> RunReport:
+        """Put the batches set aside back in line and promote them (after their cause was fixed)."""
+        from pipeline import staging
+
+        restored = staging.restore_failed(staging.table_dir(self.settings))
+        log.info("retrying %d set-aside batch(es): %s", len(restored), ", ".join(restored) or "none")
+        return self.run("promote", record_as="promote")
 
     def reconcile(self) -> ReconcileReport:
         """Backfill what reached the source behind the look-back (:mod:`pipeline.ops.reconcile`)."""

@@ -10,7 +10,7 @@ from datetime import datetime
 
 import duckdb
 
-from pipeline import invocation
+from pipeline import actions
 from pipeline.lake import batches
 from pipeline.settings import ResolvedSettings
 from pipeline.source import arrivals, shape, stats
@@ -54,7 +54,7 @@ def plan_batch(snapshot: PlannerSnapshot, con: duckdb.DuckDBPyConnection, settin
             log.warning("the lake holds %d more row(s) dated in %s than the source: rows were deleted, or "
                         "their event_timestamp updated, in the source after they were loaded (the lake keeps "
                         "what it loaded; %s compares them id by id)", check.surplus, window.describe(),
-                        invocation.VERIFY)
+                        actions.VERIFY)
         if check.behind:
             rows_behind = check.behind
             window = replace(window, arrivals=None)

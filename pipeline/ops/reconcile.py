@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 
 import duckdb
 
-from pipeline import embedded, invocation, staging
+from pipeline import actions, embedded, staging
 from pipeline.extract.batch import STAGED_COLUMNS
 from pipeline.lake import batches, validate
 from pipeline.lake.attach_sql import SOURCE_ALIAS
@@ -68,7 +68,7 @@ class ReconcileReport:
                      "(kept; the lake never deletes on its own)")
         if self.lake_ids_doubled:
             text += (f"; {self.lake_ids_doubled} lake row(s) repeat an id another row holds (the source "
-                     f"updated its event_timestamp after loading; kept, see {invocation.VERIFY})")
+                     f"updated its event_timestamp after loading; kept, see {actions.VERIFY})")
         return text
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Literal
 import duckdb
 import psycopg
 
-from pipeline import embedded, invocation, staging
+from pipeline import actions, embedded, staging
 from pipeline.errors import (
     CatalogUnavailable,
     ConfigError,
@@ -108,7 +108,7 @@ class RunReport:
             parts.append(f"{self.rows_in_future} events dated in the future wait until due")
         if self.set_aside:
             parts.append(f"{len(self.set_aside)} batch(es) SET ASIDE, not loaded: "
-                         f"{', '.join(self.set_aside)} (see the error above; then {invocation.RETRY_FAILED})")
+                         f"{', '.join(self.set_aside)} (see the error above; then {actions.RETRY_FAILED})")
         return "; ".join(parts) or "nothing to do"
 
 
@@ -191,7 +191,7 @@ def refuse_another_source(con: duckdb.DuckDBPyConnection, settings: ResolvedSett
         f"{settings.source_name} is another source and would share its watermark (its older rows "
         "would never load). Nothing was read.",
         f"Give this source a lake of its own (another DUCKLAKE_NAME). If {settings.source_name} is the "
-        f"same table under a new name, record that with {invocation.WRITE} {invocation.SQL} \"UPDATE "
+        f"same table under a new name, record that with {actions.WRITE} {actions.SQL} \"UPDATE "
         f"ops.batches SET source = '{settings.source_name}' WHERE table_name = '{table}'\".")
 
 
@@ -316,7 +316,7 @@ class _Run:
             self.report.set_aside.append(batch.batch_id)
             log.error("batch %s cannot be promoted (%s); set aside in %s, kept whole, so later batches "
                       "load. Fix the cause, then run: %s", batch.batch_id, first_line(exc), folder.uri(),
-                      invocation.command(invocation.RETRY_FAILED))
+                      actions.RETRY_FAILED.command())
             return None
 
 

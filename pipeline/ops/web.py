@@ -15,7 +15,7 @@ import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from pipeline import invocation
+from pipeline import actions
 from pipeline.errors import ConfigError
 from pipeline.ops import dashboard, metrics
 from pipeline.ops.observe import Observer
@@ -34,7 +34,7 @@ class WebServer:
         except OSError as exc:
             raise ConfigError(f"Cannot serve on {settings.metrics_host}:{settings.metrics_port}: "
                               f"{exc.strerror or exc}.", "Pick a free port with METRICS_PORT (or "
-                              f"{invocation.METRICS_PORT}); METRICS_PORT=0 turns the scheduler's server "
+                              f"{actions.METRICS_PORT}); METRICS_PORT=0 turns the scheduler's server "
                               "off.") from None
         # request threads are joined when the server closes: a process exiting while one is
         # inside DuckDB or libpq aborts ("terminate called without an active exception", exit 134)

@@ -13,7 +13,7 @@ HOUR = timedelta(hours=1)
 def test_health_is_judged_from_the_last_success_failures_and_set_aside_batches():
     assert assess(NOW, HOUR, NOW - HOUR, "success", None, 0, 1).code == HEALTHY
     empty = assess(NOW, HOUR, None, None, None, 0, 0)  # an empty source, never loaded: not healthy
-    assert empty.code == STALE and "nothing loaded yet (run --run" in empty.reasons[0]
+    assert empty.code == STALE and "nothing loaded yet (run Pipeline.run()" in empty.reasons[0]
     never = assess(NOW, HOUR, None, None, None, 0, 10)
     assert never.code == STALE and "nothing loaded yet" in never.reasons[0]
     late = assess(NOW, HOUR, NOW - 3 * HOUR, "success", None, 0, 1)
