@@ -44,14 +44,10 @@ def run(args: argparse.Namespace, settings: Settings) -> Outcome:
 
 
 def reconcile(args: argparse.Namespace, settings: Settings) -> Outcome:
-    from pipeline import embedded
-    from pipeline.lake import jobs
-    from pipeline.ops.reconcile import reconcile as reconcile_lake
+    from pipeline.ops.pipeline import Pipeline
 
-    resolved = embedded.resolved(settings)
-    with jobs.recorded(resolved, "reconcile") as details:  # in the job history, as the scheduler's are
-        report = reconcile_lake(resolved)
-        details.update(summary=report.summary())
+    with Pipeline(settings) as lake:
+        report = lake.reconcile_now()
     if args.json:
         output.out(output.dumps({"status": "ok", **report.as_dict()}))
     return True, f"Reconciled: {report.summary()}."
@@ -73,17 +69,17 @@ def demo(args: argparse.Namespace, settings: Settings) -> Outcome:
 
 
 def status(args: argparse.Namespace, settings: Settings) -> Outcome:
-    from pipeline import embedded
     from pipeline.errors import TransientError
     from pipeline.ops.health import unreadable
-    from pipeline.ops.status import collect
+    from pipeline.ops.pipeline import Pipeline
     from pipeline.staging.location import store_outage
 
-    resolved = embedded.resolved(settings)
+    lake = Pipeline(settings)
     try:
-        data = collect(resolved)
+        with lake:
+            data = lake.status()
     except (TransientError, OSError) as exc:
-        outage = exc if isinstance(exc, TransientError) else store_outage(resolved, exc)
+        outage = exc if isinstance(exc, TransientError) else store_outage(lake.settings, exc)
         if outage is None:
             raise
         judged = unreadable(outage)
@@ -99,10 +95,10 @@ def status(args: argparse.Namespace, settings: Settings) -> Outcome:
 
 
 def verify(args: argparse.Namespace, settings: Settings) -> Outcome:
-    from pipeline import embedded
-    from pipeline.lake.verify import compare
+    from pipeline.ops.pipeline import Pipeline
 
-    comparison = compare(embedded.resolved(settings))
+    with Pipeline(settings) as lake:
+        comparison = lake.verify()
     return comparison.equal, comparison.describe()
 
 
@@ -177,10 +173,10 @@ def serve(args: argparse.Namespace, settings: Settings) -> Outcome:
 
 
 def maintain(args: argparse.Namespace, settings: Settings) -> Outcome:
-    from pipeline import embedded
-    from pipeline.lake.maintain import maintain_now
+    from pipeline.ops.pipeline import Pipeline
 
-    report = maintain_now(embedded.resolved(settings), dry_run=args.dry_run)
+    with Pipeline(settings) as lake:
+        report = lake.maintain_now(dry_run=args.dry_run)
     if args.json:
         output.out(output.dumps(report.as_dict()))
     return True, f"Maintenance {'dry run ' if args.dry_run else ''}done: {report.describe()}."

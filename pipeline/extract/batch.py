@@ -29,7 +29,7 @@ from pipeline.errors import (
 from pipeline.extract import lake_files
 from pipeline.progress import Progress
 from pipeline.promote import zero_copy
-from pipeline.promote.zero_copy import LakeTarget
+from pipeline.promote.zero_copy import LakeTarget, PromotionChoice
 from pipeline.settings import ResolvedSettings
 from pipeline.settings.model import StagingWriter
 from pipeline.source.plan import BatchPlan
@@ -62,8 +62,16 @@ class ExtractRequest:
     plan: BatchPlan  # the run's, made once: every engine reads its window in its snapshot and zone
     batch_id: str
     lake_id: str | None = None  # the lake the batch is for (recorded in its manifest)
-    lake_target: LakeTarget | None = None  # zero-copy: write the lake's files (pipeline.promote.zero_copy)
-    copy_reason: str | None = None  # why the batch is promoted by copy (None: zero-copy, or not decided)
+    promotion: PromotionChoice = PromotionChoice()  # decided with the plan (pipeline.promote.zero_copy)
+
+    @property
+    def lake_target(self) -> LakeTarget | None:
+        """Zero-copy: where the tasks write the lake's own files (None: staging only)."""
+        return self.promotion.target
+
+    @property
+    def copy_reason(self) -> str | None:
+        return self.promotion.reason
 
     # the plan's parts the engines read
     @property

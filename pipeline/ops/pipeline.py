@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from pipeline.lake.maintain import MaintenanceReport
+    from pipeline.lake.verify import Comparison
     from pipeline.ops.reconcile import ReconcileReport
     from pipeline.ops.status import Status
 
@@ -133,11 +134,34 @@ class Pipeline:
 
         return reconcile(self.settings)
 
+    def reconcile_now(self) -> ReconcileReport:
+        """:meth:`reconcile` asked for by hand, recorded in the job history as a scheduler's is."""
+        from pipeline.lake import jobs
+
+        with jobs.recorded(self.settings, "reconcile") as details:
+            report = self.reconcile()
+            details.update(summary=report.summary())
+        return report
+
     def maintain(self, steps: tuple[str, ...] = ("expire", "compact")) -> MaintenanceReport:
-        """Expire snapshots older than the retention and/or compact (:mod:`pipeline.lake.maintain`)."""
+        """Expire snapshots older than the retention and/or compact (:mod:`pipeline.lake.maintain`);
+        the scheduler holds the job's lock and records it."""
         from pipeline.lake.maintain import run_maintenance
 
         return run_maintenance(self.settings, self.settings.intervals.retention, steps=steps)
+
+    def maintain_now(self, *, dry_run: bool = False) -> MaintenanceReport:
+        """Expire and compact now, unless a scheduler is running either job (then LockBusy);
+        recorded in the job history unless a dry run."""
+        from pipeline.lake.maintain import maintain_now
+
+        return maintain_now(self.settings, dry_run=dry_run)
+
+    def verify(self) -> Comparison:
+        """The lake against the source: counts, distinct ids, checksum (:mod:`pipeline.lake.verify`)."""
+        from pipeline.lake.verify import compare
+
+        return compare(self.settings)
 
     def status(self) -> Status:
         """Watermark, lag, batches, jobs and health (:mod:`pipeline.ops.status`)."""

@@ -14,7 +14,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
 import duckdb
-import psycopg
 
 from pipeline import actions, embedded, staging
 from pipeline.errors import (
@@ -30,17 +29,12 @@ from pipeline.extract.engines import make_extractor
 from pipeline.lake import batches, jobs
 from pipeline.lake.connect import lake_session
 from pipeline.lake.identity import lake_id
-from pipeline.lake.schema import events_column_types
 from pipeline.lake.transaction import one_read
 from pipeline.ops.plan import plan_batch
 from pipeline.ops.preflight import preflight
 from pipeline.promote import zero_copy
 from pipeline.promote.promotion import PromotionResult, promote
-from pipeline.promote.zero_copy import LakeTarget
 from pipeline.settings import ResolvedSettings, Settings
-from pipeline.settings.model import Promotion
-from pipeline.source import shape
-from pipeline.source.plan import BatchPlan
 from pipeline.source.snapshot import exported_snapshot
 from pipeline.source.window import Window
 from pipeline.staging import StagedBatch
@@ -277,13 +271,11 @@ class _Run:
             # from here on leaves a record the next run cleans up after, not an hour later
             staging.claim_batch(staging.table_dir(settings), batch_id)
             try:
-                target, copy_reason = _promotion(settings, self.con, snapshot.conn, engines.name, plan,
-                                                 batch_id)
+                choice = zero_copy.choose(settings, self.con, snapshot.conn, engines.name, plan, batch_id)
             except BaseException:
                 staging.release_batch(staging.table_dir(settings), batch_id)
                 raise
-            request = ExtractRequest(settings, plan, batch_id, lake_identity, lake_target=target,
-                                     copy_reason=copy_reason)
+            request = ExtractRequest(settings, plan, batch_id, lake_identity, promotion=choice)
             batch = extract(extractor, request)
         report.seconds["extract"] = time.monotonic() - t0
         report.staged_batch, report.rows_in_window = batch.batch_id, batch.manifest.row_count
@@ -318,33 +310,6 @@ class _Run:
                       "load. Fix the cause, then run: %s", batch.batch_id, first_line(exc), folder.uri(),
                       actions.RETRY_FAILED.command())
             return None
-
-
-def _promotion(settings: ResolvedSettings, con: duckdb.DuckDBPyConnection, source: psycopg.Connection,
-               engine: str, plan: BatchPlan, batch_id: str) -> tuple[LakeTarget | None, str | None]:
-    """How this batch is promoted, decided once: zero-copy, with where Spark writes the lake's
-    files (and no reason), or by copy, with the reason (logged, and kept in the snapshot's
-    commit info)."""
-    if settings.promotion is not Promotion.ZERO_COPY:
-        return None, f"PROMOTION={settings.promotion}"
-    lake_types = events_column_types(con, settings)
-    reason = zero_copy.blocker(settings, engine, lake_types,
-                               shape.source_columns(source, settings.source_table),
-                               plan.unique_ids,
-                               plan.extra_columns)
-    rows = plan.stats.rows
-    if reason is None:
-        span = ((plan.stats.min_ts, plan.stats.max_ts) if plan.stats.max_ts is not None
-                else (plan.window.low, plan.window.upper))
-        target = zero_copy.write_lake_ids(con, settings, span, batch_id,
-                                          typed=lake_types.get("event_id") == "UUID")
-        if zero_copy.worth_zero_copy(target.lake_id_count, rows):
-            return target, None
-        target.remove_ids()
-        reason = (f"{target.lake_id_count} of the window's {rows} rows are in the lake already; "
-                  "re-reading that many costs Spark more than copy promotion")
-    log.info("zero-copy promotion not used (%s); this batch is promoted by copy", reason)
-    return None, reason
 
 
 def promotion_outage(settings: ResolvedSettings, exc: duckdb.Error) -> PipelineError:

@@ -30,9 +30,13 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 import duckdb
+import psycopg
 
+from pipeline.lake.schema import events_column_types
 from pipeline.settings import ResolvedSettings, Settings
-from pipeline.settings.model import Reader, StagingWriter
+from pipeline.settings.model import Promotion, Reader, StagingWriter
+from pipeline.source import shape
+from pipeline.source.plan import BatchPlan
 from pipeline.sqltext import one_row, quote_literal
 from pipeline.staging import Folder, LakeFile
 from pipeline.staging.location import data_dir, is_object_store
@@ -75,6 +79,46 @@ class LakeTarget:
     def remove_ids(self) -> None:
         if self.lake_ids is not None:
             self.incoming.delete(self.lake_ids)
+
+
+@dataclass(frozen=True)
+class PromotionChoice:
+    """How one batch is promoted, decided once with its plan (:func:`choose`) and carried by the
+    extraction request and the manifest: zero-copy into ``target``, or by copy for ``reason``."""
+
+    target: LakeTarget | None = None
+    reason: str | None = None  # why by copy (None: zero-copy, or nothing decided yet)
+
+    @property
+    def mode(self) -> Promotion:
+        return Promotion.ZERO_COPY if self.target is not None else Promotion.COPY
+
+
+def choose(settings: ResolvedSettings, con: duckdb.DuckDBPyConnection, source: psycopg.Connection,
+           engine: str, plan: BatchPlan, batch_id: str) -> PromotionChoice:
+    """How this batch is promoted, decided once, with its plan and before its first file:
+    zero-copy, with where Spark writes the lake's files (the lake's ids in the window written for
+    the tasks), or by copy, with the reason (logged, and kept in the snapshot's commit info)."""
+    if settings.promotion is not Promotion.ZERO_COPY:
+        return PromotionChoice(reason=f"PROMOTION={settings.promotion}")
+    lake_types = events_column_types(con, settings)
+    reason = blocker(settings, engine, lake_types,
+                               shape.source_columns(source, settings.source_table),
+                               plan.unique_ids,
+                               plan.extra_columns)
+    rows = plan.stats.rows
+    if reason is None:
+        span = ((plan.stats.min_ts, plan.stats.max_ts) if plan.stats.max_ts is not None
+                else (plan.window.low, plan.window.upper))
+        target = write_lake_ids(con, settings, span, batch_id, typed=lake_types.get("event_id") == "UUID")
+        if worth_zero_copy(target.lake_id_count, rows):
+            return PromotionChoice(target)
+        target.remove_ids()
+        reason = (f"{target.lake_id_count} of the window's {rows} rows are in the lake already; "
+                  "re-reading that many costs Spark more than copy promotion")
+    log.info("zero-copy promotion not used (%s); this batch is promoted by copy", reason)
+    return PromotionChoice(reason=reason)
+
 
 
 def blocker(settings: Settings, engine: str, lake_types: Mapping[str, str], source_types: Mapping[str, str],
