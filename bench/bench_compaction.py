@@ -62,7 +62,7 @@ def main() -> int:
         t0 = time.monotonic()
         for i in range(args.batches):
             batch = stage_synthetic_batch(con, settings, args.rows, start + timedelta(hours=i))
-            promote.promote(settings, batch, con=con)
+            promote.promote(con, settings, batch)
         build = time.monotonic() - t0
         files_before = maintain.data_file_count(con, settings)
         before = time_queries(settings, args.repeat)

@@ -310,3 +310,12 @@ def wait_for_slow_reads(source_dsn: str, count: int = 1, timeout: float = 180) -
                 return
             time.sleep(0.3)
     raise AssertionError(f"no {count} read slice(s) sleeping in Postgres after {timeout:.0f}s")
+
+
+def promote_batch(resolved, batch):
+    """Promote one staged batch in a lake session of its own, as a run does."""
+    from pipeline.lake.connect import lake_session
+    from pipeline.promote.promotion import promote
+
+    with lake_session(resolved, tables=True) as con:
+        return promote(con, resolved, batch)

@@ -182,6 +182,6 @@ def _backfill(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, hours:
                          # checked against every lake row: a source without a unique event_id may
                          # hold, in these hours, an id the lake has under another time (reconcile is rare)
                          ids_unique=False)
-    result = promote(settings, batch, con)
+    result = promote(con, settings, batch)
     report.rows_backfilled, report.rows_quarantined = result.rows_inserted, result.rows_quarantined
     report.snapshot_id = result.snapshot_id

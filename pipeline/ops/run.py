@@ -298,7 +298,7 @@ class _Run:
         (and return None)."""
         settings = self.settings
         try:
-            result = promote(settings, batch, self.con)
+            result = promote(self.con, settings, batch)
             self.report.advance(result)
             return result
         except duckdb.Error as exc:

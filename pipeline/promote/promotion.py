@@ -21,7 +21,6 @@ import duckdb
 from pipeline import staging
 from pipeline.errors import disk_full, is_disk_full
 from pipeline.lake import batches, locks, validate
-from pipeline.lake.connect import lake_session
 from pipeline.lake.schema import events_column_types
 from pipeline.lake.transaction import transaction
 from pipeline.progress import Progress
@@ -78,14 +77,12 @@ class PromotionResult:
         return f"batch {self.batch_id}: {self.outcome} ({self.rows_staged} staged), no snapshot"
 
 
-def promote(settings: ResolvedSettings, batch: StagedBatch,
-            con: duckdb.DuckDBPyConnection | None = None) -> PromotionResult:
-    """Promote one complete staged batch; remove its staging folder once it is settled.
-    ``con`` (a session with the lake attached and its tables created) saves opening one."""
+def promote(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings,
+            batch: StagedBatch) -> PromotionResult:
+    """Promote one complete staged batch in the caller's lake session (the lake attached, its
+    tables created); remove its staging folder once it is settled."""
     started, began = time.monotonic(), time.time()
-    with locks.hold(settings, "promote") as lease, contextlib.ExitStack() as own:
-        if con is None:
-            con = own.enter_context(lake_session(settings, tables=True))
+    with locks.hold(settings, "promote") as lease:
         try:
             result = _promote_locked(con, settings, batch, started, lease)
         except duckdb.Error as exc:

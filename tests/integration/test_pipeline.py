@@ -14,7 +14,6 @@ import pytest
 from pipeline import staging
 from pipeline.lake import validate, verify
 from pipeline.ops.run import run
-from pipeline.promote import promotion as promote
 from pipeline.settings import load_settings
 from pipeline.settings.resolve import resolve
 from tests.conftest import BOTH_MODES, COPY_MODE
@@ -25,6 +24,7 @@ from tests.helpers import (
     data_snapshots,
     jobs_table,
     lake_query,
+    promote_batch,
     snapshot_ids,
 )
 
@@ -116,9 +116,9 @@ def test_the_same_batch_promoted_twice_is_skipped(settings, spark):
     folder = Path(batch.folder.path)
     copy = folder.with_name(folder.name + "-copy")
     shutil.copytree(folder, copy)
-    first = promote.promote(resolved, batch)
+    first = promote_batch(resolved, batch)
     copied = staging.StagedBatch(staging.Folder(batch.folder.fs, "", str(copy)), batch.manifest)
-    again = promote.promote(resolved, copied)
+    again = promote_batch(resolved, copied)
     assert first.outcome == "committed" and first.rows_inserted == 1_000
     assert again.outcome == "already promoted" and again.rows_inserted == 0
     assert not copy.exists()
@@ -144,7 +144,7 @@ def test_duplicate_ids_inside_one_batch_keep_the_newest_row(settings, spark):
     duckdb.sql(f"COPY (SELECT * REPLACE (created_at + INTERVAL 1 HOUR AS created_at, 'changed' AS event_type) "
                f"FROM '{first}' LIMIT 10) TO '{copy}' (FORMAT parquet)")
     manifest = staging.Manifest(**{**batch.manifest.__dict__, "files": [*batch.manifest.files, copy.name]})
-    result = promote.promote(resolved, staging.StagedBatch(batch.folder, manifest))
+    result = promote_batch(resolved, staging.StagedBatch(batch.folder, manifest))
     # the 10 older copies differ from their newer ones: conflicts, kept in the quarantine
     assert (result.rows_staged, result.rows_inserted, result.rows_duplicate, result.rows_quarantined) == \
         (210, 200, 0, 10)

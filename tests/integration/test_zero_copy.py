@@ -11,11 +11,10 @@ from pathlib import Path
 from pipeline import staging
 from pipeline.lake import maintain
 from pipeline.ops.run import run
-from pipeline.promote.promotion import promote
 from pipeline.settings import load_settings
 from pipeline.settings.resolve import resolve
 from tests.conftest import COPY_MODE, NEEDS_JDBC_JAR, jdbc_jar
-from tests.helpers import add_events, assert_lake_equals_source, files_registered, lake_query
+from tests.helpers import add_events, assert_lake_equals_source, files_registered, lake_query, promote_batch
 
 DAY = timedelta(days=1)
 
@@ -66,8 +65,8 @@ def test_a_batch_whose_ids_the_lake_took_meanwhile_is_promoted_by_copy(settings,
     paths = [Path(str(f["uri"])) for f in batch.lake_files]
     run(load_settings(lake_env), engine="dlt", mode="extract")  # B stages the same window...
     [_, other] = staging.complete_batches(staging.table_dir(resolved))
-    promote(resolved, other)  # ...and commits first
-    result = promote(resolved, batch)
+    promote_batch(resolved, other)  # ...and commits first
+    result = promote_batch(resolved, batch)
     assert (result.rows_inserted, result.rows_duplicate) == (0, 1_000)
     assert files_registered(settings) == 0
     assert not any(p.exists() for p in paths)  # never registered, so removed at once
