@@ -31,7 +31,7 @@ from pipeline.progress import Progress
 from pipeline.promote import zero_copy
 from pipeline.promote.zero_copy import LakeTarget, PromotionChoice
 from pipeline.settings import ResolvedSettings
-from pipeline.settings.model import StagingWriter
+from pipeline.settings.model import Engine, StagingWriter
 from pipeline.source.plan import BatchPlan
 from pipeline.source.shape import STAGED_COLUMNS
 from pipeline.source.stats import WindowStats
@@ -101,7 +101,7 @@ class ExtractRequest:
 
 
 class Extractor(Protocol):
-    engine: str
+    engine: Engine
 
     def write_parquet(self, request: ExtractRequest, meter: Progress) -> None:
         """Write the window's rows as Parquet files into ``request.folder``, reporting rows
@@ -212,7 +212,7 @@ def short_batch_error(request: ExtractRequest, engine: str, rows: int, files: in
     settings = request.settings
     local = settings.spark.remote is None and settings.spark.master.startswith("local")
     local = local or settings.staging_writer is StagingWriter.DRIVER or not request.folder.is_local
-    cause = ("" if local or engine != "spark" else
+    cause = ("" if local or engine != Engine.SPARK else
              f" The likely cause: the Spark executors ({settings.spark.remote or settings.spark.master}) "
              "do not share this folder with the driver, so they wrote their files elsewhere.")
     if request.lake_target is not None and cause:

@@ -9,13 +9,14 @@ from __future__ import annotations
 from pipeline.extract.arrow_writer import write_tables
 from pipeline.extract.batch import ExtractRequest, select_sql
 from pipeline.progress import Progress
+from pipeline.settings.model import Engine
 from pipeline.source.snapshot import import_statements
 
 CHUNK_ROWS = 100_000
 
 
 class DltExtractor:
-    engine = "dlt"
+    engine = Engine.DLT
 
     def write_parquet(self, request: ExtractRequest, meter: Progress) -> None:
         import sqlalchemy as sa

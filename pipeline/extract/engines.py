@@ -6,18 +6,27 @@ from typing import TYPE_CHECKING
 
 from pipeline.errors import ConfigError
 from pipeline.settings import ResolvedSettings
-from pipeline.settings.model import Reader
+from pipeline.settings.model import Engine, Reader
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from pipeline.extract.batch import Extractor
 
-ENGINES = ("spark", "dlt")
+ENGINES = tuple(Engine)
+
+
+def engine_of(name: str) -> Engine:
+    """The engine ``name`` names, or a clear error."""
+    try:
+        return Engine(name)
+    except ValueError:
+        raise ConfigError(f"Unknown engine {name!r}.", f"Use one of: {', '.join(ENGINES)}.") from None
 
 
 def make_extractor(engine: str, settings: ResolvedSettings, spark: SparkSession | None = None) -> Extractor:
-    if engine == "spark":
+    engine = engine_of(engine)
+    if engine is Engine.SPARK:
         from pipeline.extract.spark_engine import SparkExtractor
         from pipeline.extract.spark_session import build_session
 
@@ -29,8 +38,6 @@ def make_extractor(engine: str, settings: ResolvedSettings, spark: SparkSession 
             # reader), as the scheduler does at start; part of the engine's start, not the read
             extractor.warm_up(settings)
         return extractor
-    if engine == "dlt":
-        from pipeline.extract.dlt_engine import DltExtractor
+    from pipeline.extract.dlt_engine import DltExtractor
 
-        return DltExtractor()
-    raise ConfigError(f"Unknown engine {engine!r}.", f"Use one of: {', '.join(ENGINES)}.")
+    return DltExtractor()

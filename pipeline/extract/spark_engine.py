@@ -23,7 +23,7 @@ from pipeline.progress import Progress
 from pipeline.promote import zero_copy
 from pipeline.promote.zero_copy import LakeTarget
 from pipeline.settings import ResolvedSettings
-from pipeline.settings.model import Promotion, Reader, StagingWriter
+from pipeline.settings.model import Engine, Promotion, Reader, StagingWriter
 from pipeline.source.snapshot import import_statements
 from pipeline.source.window import Window
 from pipeline.sqltext import quote_literal
@@ -77,7 +77,7 @@ def wall_clock(instant: datetime, zone: str) -> str:
 class SparkExtractor:
     """Reads the window over JDBC with Spark and writes one Parquet file per partition."""
 
-    engine = "spark"
+    engine = Engine.SPARK
 
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark

@@ -14,10 +14,12 @@ from typing import TYPE_CHECKING
 from generators.writer import add_events
 from pipeline import embedded, logs
 from pipeline.errors import PipelineError
+from pipeline.extract.engines import engine_of
 from pipeline.lake.connect import lake_session
 from pipeline.lake.verify import Comparison, compare
 from pipeline.ops.run import RunReport, run
 from pipeline.settings import Settings
+from pipeline.settings.model import Engine
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -44,7 +46,7 @@ def demo(settings: Settings, engine: str = "spark", spark: SparkSession | None =
     """Run the demo and collect what it shows."""
     settings = embedded.resolved(settings)
     seed = int(datetime.now(UTC).timestamp())
-    if engine == "spark" and spark is None:
+    if engine_of(engine) is Engine.SPARK and spark is None:
         from pipeline.extract.spark_session import build_session
 
         log.info("starting Spark (%s)…", settings.spark.master)

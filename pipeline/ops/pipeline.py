@@ -22,9 +22,11 @@ from typing import TYPE_CHECKING
 
 from pipeline import embedded
 from pipeline.errors import ShutdownRequested
+from pipeline.extract.engines import engine_of
 from pipeline.lake import instances
 from pipeline.ops.run import Engines, Mode, Readiness, RunReport, load
 from pipeline.settings import ResolvedSettings, Settings
+from pipeline.settings.model import Engine
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -48,7 +50,7 @@ class Pipeline:
 
     def __init__(self, settings: Settings, *, engine: str = "spark", long_lived: bool = False) -> None:
         self.settings: ResolvedSettings = embedded.resolved(settings)
-        self.engine = engine
+        self.engine = engine_of(engine)
         self.long_lived = long_lived
         self.stopping = threading.Event()  # set by a stop request: no new Spark session after it
         self._spark: SparkSession | None = None
@@ -103,7 +105,7 @@ class Pipeline:
                 spark.stop()
 
     def _engines(self) -> Engines:
-        factory = self.spark_session if self.engine == "spark" and self.long_lived else None
+        factory = self.spark_session if self.engine is Engine.SPARK and self.long_lived else None
         return Engines(self.engine, None, factory)
 
     # --- operations ----------------------------------------------------------------------

@@ -25,7 +25,7 @@ from pipeline.errors import (
     scrub_secrets,
 )
 from pipeline.extract.batch import Extractor, ExtractRequest, extract
-from pipeline.extract.engines import make_extractor
+from pipeline.extract.engines import engine_of, make_extractor
 from pipeline.lake import batches, jobs
 from pipeline.lake.connect import lake_session
 from pipeline.lake.identity import lake_id
@@ -35,6 +35,7 @@ from pipeline.ops.preflight import preflight
 from pipeline.promote import zero_copy
 from pipeline.promote.promotion import PromotionResult, promote
 from pipeline.settings import ResolvedSettings, Settings
+from pipeline.settings.model import Engine
 from pipeline.source.snapshot import exported_snapshot
 from pipeline.source.window import Window
 from pipeline.staging import StagedBatch
@@ -116,7 +117,7 @@ def run(settings: Settings, mode: Mode = "run", engine: str = "spark",
     record the run in the job history under that job name (manual runs; the scheduler records its
     own), once the checks before creating anything have passed. A process that loads again and
     again (``--follow``) keeps its :class:`Readiness` instead: :class:`pipeline.ops.pipeline.Pipeline`."""
-    report, _ready = load(embedded.resolved(settings), Engines(engine, spark, spark_factory), mode,
+    report, _ready = load(embedded.resolved(settings), Engines(engine_of(engine), spark, spark_factory), mode,
                           record_as=record_as)
     return report
 
@@ -193,13 +194,13 @@ def refuse_another_source(con: duckdb.DuckDBPyConnection, settings: ResolvedSett
 class Engines:
     """The extraction engine by name, and the caller's Spark session (or how to make one)."""
 
-    name: str
+    name: Engine
     spark: SparkSession | None
     factory: Callable[[], SparkSession] | None
 
     def extractor(self, settings: ResolvedSettings) -> Extractor:
         spark = self.spark
-        if spark is None and self.factory is not None and self.name == "spark":
+        if spark is None and self.factory is not None and self.name is Engine.SPARK:
             spark = self.factory()
         return make_extractor(self.name, settings, spark)
 

@@ -51,6 +51,7 @@ from pipeline.ops.policy import (
 )
 from pipeline.process import on_stop
 from pipeline.settings.durations import format_duration
+from pipeline.settings.model import Engine
 
 if TYPE_CHECKING:
     from pipeline.ops.pipeline import Pipeline
@@ -400,7 +401,7 @@ class Scheduler:
                  format_duration(self.intervals.reconcile_since) if self.intervals.reconcile_since else "all")
         web = self._start_web()
         self.resume_from_history()
-        if self.pipeline.engine == "spark":
+        if self.pipeline.engine is Engine.SPARK:
             self.warm_up()
         if self.follow:
             self.write_state()

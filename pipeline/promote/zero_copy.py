@@ -34,7 +34,7 @@ import psycopg
 
 from pipeline.lake.schema import events_column_types
 from pipeline.settings import ResolvedSettings, Settings
-from pipeline.settings.model import Promotion, Reader, StagingWriter
+from pipeline.settings.model import Engine, Promotion, Reader, StagingWriter
 from pipeline.source import shape
 from pipeline.source.plan import BatchPlan
 from pipeline.sqltext import one_row, quote_literal
@@ -125,7 +125,7 @@ def blocker(settings: Settings, engine: str, lake_types: Mapping[str, str], sour
             unique_ids: bool, extra_columns: Mapping[str, str]) -> str | None:
     """Why this run cannot write the lake's files directly (None: it can). Pure: the caller
     gathers the facts."""
-    if engine != "spark":
+    if engine != Engine.SPARK:
         return f"the {engine} engine stages rows for copy promotion"
     if settings.staging_writer is StagingWriter.DRIVER:
         return "STAGING_WRITER=driver: the executors cannot reach the lake's data path"

@@ -3,6 +3,7 @@
 from pipeline.settings.keys import ENV_KEYS
 from pipeline.settings.load import load_settings
 from pipeline.settings.model import (
+    Engine,
     Intervals,
     Promotion,
     Reader,
@@ -13,5 +14,5 @@ from pipeline.settings.model import (
     StorageOptions,
 )
 
-__all__ = ["ENV_KEYS", "Intervals", "Promotion", "Reader", "ResolvedSettings", "Settings", "SparkOptions",
-           "StagingWriter", "StorageOptions", "load_settings"]
+__all__ = ["ENV_KEYS", "Engine", "Intervals", "Promotion", "Reader", "ResolvedSettings", "Settings",
+           "SparkOptions", "StagingWriter", "StorageOptions", "load_settings"]

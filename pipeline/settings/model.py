@@ -19,6 +19,13 @@ from pipeline.settings.pgdsn import PgDsn
 from pipeline.settings.secret import Secret
 
 
+class Engine(StrEnum):
+    """What extracts a batch (``--engine``)."""
+
+    SPARK = "spark"  # PySpark: local[*], a cluster or Spark Connect
+    DLT = "dlt"  # dlt's sql_database source, in this process
+
+
 class Reader(StrEnum):
     """How Spark tasks read their slice of the source."""
 
