@@ -131,19 +131,17 @@ def stop_embedded(args: argparse.Namespace, settings: Settings) -> Outcome:
 
 def schedule(args: argparse.Namespace, settings: Settings) -> Outcome:
     from pipeline.ops.pipeline import Pipeline
-    from pipeline.ops.scheduler import Scheduler
 
     with Pipeline(settings, engine=args.engine, long_lived=True) as lake:
-        Scheduler(lake).serve(run_now=args.run_now)
+        lake.schedule(run_now=args.run_now)
     return True, "Scheduler stopped cleanly."
 
 
 def follow(args: argparse.Namespace, settings: Settings) -> Outcome:
     from pipeline.ops.pipeline import Pipeline
-    from pipeline.ops.scheduler import Scheduler
 
     with Pipeline(settings, engine=args.engine, long_lived=True) as lake:
-        Scheduler(lake, follow=True).serve()
+        lake.follow()
     return True, "Stopped following cleanly."
 
 

@@ -122,6 +122,19 @@ class Pipeline:
         report, self._ready = load(self.settings, self._engines(), mode, ready=ready, record_as=record_as)
         return report
 
+    def follow(self) -> None:
+        """Load continuously until a stop signal: a load every FOLLOW_EVERY, maintenance between
+        (:mod:`pipeline.ops.scheduler`). For a long-lived pipeline."""
+        from pipeline.ops.scheduler import Scheduler
+
+        Scheduler(self, follow=True).serve()
+
+    def schedule(self, *, run_now: bool = False) -> None:
+        """Load, expire, compact and reconcile on their intervals until a stop signal."""
+        from pipeline.ops.scheduler import Scheduler
+
+        Scheduler(self).serve(run_now=run_now)
+
     def retry_failed(self) -> RunReport:
         """Put the batches set aside back in line and promote them (after their cause was fixed)."""
         from pipeline import staging
