@@ -156,14 +156,14 @@ def load(settings: ResolvedSettings, engines: Engines, mode: Mode = "run", *,
             ready = Readiness(lake_id(con, settings))
         if mode in ("run", "promote") and checking:  # a load's own batches are promoted as it goes
             one.promote_leftovers(ready.lake_identity)
-        report.watermark = batches.watermark(con, settings)  # after leftovers: their commits move it
         if mode in ("run", "extract"):
-            planned_from = report.watermark
-            short = one.extract_and_promote(ready.lake_identity, engines, planned_from,
-                                            promote_now=mode == "run")
+            # the watermark is read with the plan's other lake reads, in one lake transaction (after
+            # leftovers: their commits move it)
+            short = one.extract_and_promote(ready.lake_identity, engines, promote_now=mode == "run")
             if short:  # the window's rows hid a gap the count now shows: read the same look-back whole, now
-                one.extract_and_promote(ready.lake_identity, engines, planned_from, promote_now=True,
-                                        rows_behind=short)
+                one.extract_and_promote(ready.lake_identity, engines, promote_now=True, rows_behind=short)
+        else:
+            report.watermark = batches.watermark(con, settings)
         report.seconds["total"] = time.monotonic() - started
         details.update(rows_inserted=report.rows_inserted, summary=report.summary())
         if report.set_aside:  # the command exits 1: the record says failed too
@@ -228,6 +228,7 @@ class _Run:
     settings: ResolvedSettings
     con: duckdb.DuckDBPyConnection
     report: RunReport
+    planned_from: datetime | None = None  # the watermark the run's first plan started after
 
     def clean_staging(self) -> None:
         try:
@@ -243,17 +244,21 @@ class _Run:
             log.info("promoting staged batch %s (%d rows)", batch.batch_id, batch.manifest.row_count)
             self.promote_or_set_aside(batch)
 
-    def extract_and_promote(self, lake_identity: str, engines: Engines,
-                            watermark: datetime | None, promote_now: bool, rows_behind: int = 0) -> int:
-        """Plan the window after ``watermark``, extract and (``promote_now``) promote it. Returns how
+    def extract_and_promote(self, lake_identity: str, engines: Engines, promote_now: bool,
+                            rows_behind: int = 0) -> int:
+        """Plan the window after the watermark, extract and (``promote_now``) promote it. Returns how
         many rows the window's completeness check still finds missing after promotion (0: none);
-        ``rows_behind``: that count from a first pass, whose second pass reads the whole look-back."""
+        ``rows_behind``: that count from a first pass, whose second pass reads the whole look-back
+        after the first pass's watermark. A first pass reads the watermark with the plan's other lake
+        reads, in one lake transaction (:attr:`planned_from` keeps it)."""
         settings, report = self.settings, self.report
         t0 = time.monotonic()
         # the planner's transaction stays open until the engine has read: its snapshot is shared
         with exported_snapshot(settings.source_dsn, arrivals=settings.arrival_column is not None) as snapshot:
             with one_read(self.con):  # the plan's lake reads see one lake snapshot
-                plan = plan_batch(snapshot, self.con, settings, watermark, rows_behind=rows_behind)
+                if not rows_behind:
+                    report.watermark = self.planned_from = batches.watermark(self.con, settings)
+                plan = plan_batch(snapshot, self.con, settings, self.planned_from, rows_behind=rows_behind)
             report.window, report.rows_in_window = plan.window, plan.stats.rows
             report.rows_in_future = plan.rows_in_future
             report.rows_behind_mark += plan.rows_behind
