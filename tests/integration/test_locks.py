@@ -54,7 +54,8 @@ def test_a_lock_connection_cut_by_the_network_does_not_lock_its_own_process_out(
     assert "held by a session of this process whose connection was cut" in caplog.text
 
 
-def test_a_live_holder_in_this_process_is_never_taken_for_a_ghost(lake_env):
+def test_a_live_holder_in_this_process_is_never_taken_for_a_ghost(lake_env, monkeypatch):
+    monkeypatch.setattr(locks, "GHOST_CHECK_SECONDS", 0.5)  # 2 s in the product: the same checks, sooner
     settings = resolve(load_settings(lake_env))
     holding, release = threading.Event(), threading.Event()
     leases = []
@@ -78,7 +79,8 @@ def test_a_live_holder_in_this_process_is_never_taken_for_a_ghost(lake_env):
         thread.join(30)
 
 
-def test_a_wait_says_which_process_holds_the_lock(lake_env, caplog):
+def test_a_wait_says_which_process_holds_the_lock(lake_env, caplog, monkeypatch):
+    monkeypatch.setattr(locks, "SAY_WHO_AFTER_SECONDS", 0.5)  # 5 s in the product: the same path, sooner
     settings = resolve(load_settings(lake_env))
     code = ("import sys, time; from pipeline.lake import locks; from pipeline.settings import load_settings; "
             "from pipeline.settings.resolve import resolve; import os\n"
