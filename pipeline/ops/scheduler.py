@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import schedule
 
@@ -54,10 +54,31 @@ from pipeline.settings.durations import format_duration
 from pipeline.settings.model import Engine
 
 if TYPE_CHECKING:
-    from pipeline.ops.pipeline import Pipeline
+    from pipeline.lake.maintain import MaintenanceReport
+    from pipeline.ops.reconcile import ReconcileReport
+    from pipeline.ops.run import RunReport
     from pipeline.ops.web import WebServer
+    from pipeline.settings import ResolvedSettings
 
 log = logging.getLogger(__name__)
+
+
+class Lifetime(Protocol):
+    """What the scheduler drives: one pipeline's lifetime (:class:`pipeline.ops.pipeline.Pipeline`),
+    named by what it does so the pipeline can offer ``follow()`` without the two importing each other."""
+
+    settings: ResolvedSettings
+    engine: Engine
+    stopping: threading.Event
+
+    def load(self) -> RunReport: ...
+    def maintain(self, steps: tuple[str, ...] = ...) -> MaintenanceReport: ...
+    def reconcile(self) -> ReconcileReport: ...
+    def warm_up(self) -> None: ...
+    def cancel_extraction(self) -> None: ...
+    def engine_lost(self) -> None: ...
+    def close(self) -> None: ...
+
 
 
 FOLLOW_COMPACT_EVERY = timedelta(minutes=5)  # --follow: small files merged at least this often
@@ -143,7 +164,7 @@ class Scheduler:
     """Runs a :class:`~pipeline.ops.pipeline.Pipeline`'s jobs on their intervals (or, following,
     its loads back to back) until stopped; the pipeline owns the sessions and is closed by its owner."""
 
-    def __init__(self, pipeline: Pipeline, *, follow: bool = False) -> None:
+    def __init__(self, pipeline: Lifetime, *, follow: bool = False) -> None:
         self.pipeline = pipeline
         self.settings = pipeline.settings
         self.intervals, self.follow = self.settings.intervals, follow
