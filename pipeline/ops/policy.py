@@ -3,7 +3,8 @@ and how long shutdown may take.
 
 * :class:`~pipeline.errors.TransientError` (a service down or busy) and errors we cannot
   classify back off exponentially — 0, 1, 3, 7 … extra intervals, capped at :data:`MAX_BACKOFF`.
-* :class:`~pipeline.errors.TerminalError` (a setting, the data or the code needs a fix) waits
+* :class:`~pipeline.errors.TerminalError` (a setting, the data or the code needs a fix), and SQL
+  that DuckDB cannot parse or bind (:data:`CODE_ERRORS`), waits
   :data:`FIX_RETRY` (or one interval, if longer) at once: retrying every tick would fail the
   same way and fill the history with noise, but the fix is made outside the process — a table
   created, a grant given — and a scheduler that waited its 6-h cap after a fresh stack's first
@@ -14,8 +15,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import duckdb
+
 from pipeline.errors import TerminalError
 
+# SQL that DuckDB cannot parse or bind: a bug, or a lake table changed by hand. No retry outlives it,
+# and the log must not call it temporary (a ParserError was)
+CODE_ERRORS = (duckdb.ParserException, duckdb.BinderException)
 MAX_BACKOFF = timedelta(hours=6)
 FIX_RETRY = timedelta(minutes=10)  # how soon a failure that needs a fix is tried again
 # a follower loads every few seconds: after an outage of hours it must not wait hours more
@@ -34,10 +40,10 @@ def backoff_delay(every: timedelta, failures: int, cap: timedelta = MAX_BACKOFF)
 def retry_delay(every: timedelta, failures: int, error: BaseException,
                 cap: timedelta = MAX_BACKOFF) -> timedelta:
     """Extra wait before the next attempt after ``error`` ended the ``failures``-th run in a row."""
-    if isinstance(error, TerminalError):
+    if needs_a_fix(error):
         return max(min(cap, FIX_RETRY), every)
     return backoff_delay(every, failures, cap)
 
 
 def needs_a_fix(error: BaseException) -> bool:
-    return isinstance(error, TerminalError)
+    return isinstance(error, (TerminalError, *CODE_ERRORS))

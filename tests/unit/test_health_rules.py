@@ -66,3 +66,22 @@ def test_a_lost_commit_is_temporary_and_a_missing_database_is_not():
                'database "x" does not exist')
     assert not is_transient(missing)  # a setting to fix, however the driver words it
     assert is_transient('connection to server at "127.0.0.1", port 5432 failed: Connection refused')
+
+
+def test_sql_duckdb_cannot_parse_or_bind_needs_a_fix_and_is_not_called_temporary():
+    """A ParserError in a follower's load was logged 'temporary' and backed off as an outage."""
+    import duckdb
+
+    from pipeline.errors import CatalogUnavailable
+    from pipeline.ops.policy import needs_a_fix
+
+    con = duckdb.connect()
+    for bad in ("SELECT count(*) FROM (SELECT 1 AS at) WHERE at > 0", "SELECT no_such_column FROM range(1)"):
+        try:
+            con.execute(bad)
+        except duckdb.Error as exc:
+            assert needs_a_fix(exc), exc
+        else:
+            raise AssertionError(f"{bad} ran")
+    assert not needs_a_fix(CatalogUnavailable("catalog down"))
+    assert not needs_a_fix(duckdb.IOException("connection lost"))
