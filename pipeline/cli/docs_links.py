@@ -13,6 +13,6 @@ UNEXPECTED = f"{TROUBLESHOOTING}#unexpected-errors"
 def for_error(exc: BaseException) -> str:
     """The section for ``exc``: its own class's, else its nearest ancestor's that has one."""
     for cls in type(exc).__mro__:
-        if isinstance(cls, type) and issubclass(cls, PipelineError):
+        if issubclass(cls, PipelineError):
             return f"{TROUBLESHOOTING}#{cls.__name__.lower()}"
     return UNEXPECTED

@@ -80,7 +80,6 @@ class Lifetime(Protocol):
     def close(self) -> None: ...
 
 
-
 FOLLOW_COMPACT_EVERY = timedelta(minutes=5)  # --follow: small files merged at least this often
 FOLLOW_RECORD_EVERY = timedelta(minutes=1)  # --follow: a load record in the job history this often
 TICK_SLACK_SECONDS = 0.5  # a retry due this close to a tick runs at that tick
@@ -95,13 +94,14 @@ class JobResult:
 
     summary: str
     details: Mapping[str, Any] = field(default_factory=dict)
-    rows_in_window: int = 0
-    rows_inserted: int = 0
+    rows_in_window: int | None = None  # a load's counters (None: a job that loads nothing)
+    rows_inserted: int | None = None
 
     def record(self) -> dict[str, Any]:
-        """The history's details: the job's own, its counters and its summary line."""
-        return {**self.details, "rows_in_window": self.rows_in_window, "rows_inserted": self.rows_inserted,
-                "summary": self.summary}
+        """The history's details: the job's own, a load's counters and the summary line."""
+        counters = {"rows_in_window": self.rows_in_window, "rows_inserted": self.rows_inserted}
+        counted = {key: value for key, value in counters.items() if value is not None}
+        return {**self.details, **counted, "summary": self.summary}
 
 
 SKIPPED = JobResult("another process is running this job", {"reason": "another process is running this job"})
@@ -128,7 +128,8 @@ class Attempt:
         succeeded (the history's counters count loads), the sums of their rows."""
         last = attempts[-1]
         done = [a.result for a in attempts if a.result is not None]
-        read, inserted = sum(r.rows_in_window for r in done), sum(r.rows_inserted for r in done)
+        read = sum(r.rows_in_window or 0 for r in done)
+        inserted = sum(r.rows_inserted or 0 for r in done)
         latest = last.result.summary if last.result else last.error
         base = last.result.details if last.result else {}
         merged = JobResult(f"{len(attempts)} load(s): {read} rows read, {inserted} inserted; last: {latest}",
@@ -237,7 +238,7 @@ class Scheduler:
 
     def _reconcile(self) -> JobResult:
         report = self.pipeline.reconcile()
-        return JobResult(report.summary(), report.as_dict(), rows_inserted=report.rows_backfilled)
+        return JobResult(report.summary(), report.as_dict())
 
     # --- running -----------------------------------------------------------------------
     def tick(self, job: Job) -> None:

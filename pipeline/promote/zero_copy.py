@@ -89,10 +89,6 @@ class PromotionChoice:
     target: LakeTarget | None = None
     reason: str | None = None  # why by copy (None: zero-copy, or nothing decided yet)
 
-    @property
-    def mode(self) -> Promotion:
-        return Promotion.ZERO_COPY if self.target is not None else Promotion.COPY
-
 
 def choose(settings: ResolvedSettings, con: duckdb.DuckDBPyConnection, source: psycopg.Connection,
            engine: str, plan: BatchPlan, batch_id: str) -> PromotionChoice:
@@ -102,10 +98,8 @@ def choose(settings: ResolvedSettings, con: duckdb.DuckDBPyConnection, source: p
     if settings.promotion is not Promotion.ZERO_COPY:
         return PromotionChoice(reason=f"PROMOTION={settings.promotion}")
     lake_types = events_column_types(con, settings)
-    reason = blocker(settings, engine, lake_types,
-                               shape.source_columns(source, settings.source_table),
-                               plan.unique_ids,
-                               plan.extra_columns)
+    reason = blocker(settings, engine, lake_types, shape.source_columns(source, settings.source_table),
+                     plan.unique_ids, plan.extra_columns)
     rows = plan.stats.rows
     if reason is None:
         span = ((plan.stats.min_ts, plan.stats.max_ts) if plan.stats.max_ts is not None
