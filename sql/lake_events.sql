@@ -37,7 +37,11 @@ CREATE TABLE IF NOT EXISTS {lake}.{ops}.batches (
     freshness_p50       DOUBLE,  -- seconds from arrival to commit of the rows it inserted (new arrivals)
     freshness_p95       DOUBLE,
     rows_behind_mark    BIGINT,  -- rows the completeness check found arrived behind the last mark
-    source              VARCHAR  -- database.schema.table it was read from: a lake table has one source
+    source              VARCHAR, -- database.schema.table it was read from: a lake table has one source
+    -- its proof: how many ids, and their checksum (pipeline/id_checksum.py), the planner's snapshot
+    -- held dated in (window_low, window_upper]: what the lake holds there once the batch is in
+    source_ids          BIGINT,
+    source_id_checksum  UBIGINT
 );
 
 -- Who this lake is: one random id, made when the lake's tables are first created. Staged

@@ -10,6 +10,7 @@ CREATE TABLE IF NOT EXISTS {schema}.{table} (
     created_at      timestamptz DEFAULT now()
 );
 
-CREATE INDEX IF NOT EXISTS {index} ON {schema}.{table} (event_timestamp);
+-- event_id included: the identity check (pipeline/ops/proof.py) sums the ids of a time range index-only
+CREATE INDEX IF NOT EXISTS {index} ON {schema}.{table} (event_timestamp) INCLUDE (event_id);
 -- arrival time: a load reads only the rows that arrived since the last one (SOURCE_ARRIVAL_COLUMN)
 CREATE INDEX IF NOT EXISTS {arrival_index} ON {schema}.{table} (created_at);

@@ -197,6 +197,8 @@ def _extract_claimed(extractor: Extractor, request: ExtractRequest, folder: Fold
         arrived_after=iso(request.window.arrivals.after) if request.window.arrivals else None,
         rows_behind_mark=request.plan.rows_behind,
         ids_unique=request.plan.unique_ids,
+        source_ids=request.plan.source_ids.count if request.plan.source_ids else None,
+        source_id_checksum=request.plan.source_ids.checksum if request.plan.source_ids else None,
     )
     meter.finish(rows, "staged")
     return batch

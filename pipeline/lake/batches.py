@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 import duckdb
 
+from pipeline import id_checksum
+from pipeline.id_checksum import IdSum
 from pipeline.lake.rows import fetch_dicts
-from pipeline.lake.validate import REASON_CONFLICT
+from pipeline.lake.validate import REASON_BAD_JSON
 from pipeline.logs import process_name
 from pipeline.settings import Settings
 from pipeline.sqltext import one_row
@@ -39,6 +43,9 @@ class BatchRecord:
     freshness_p95: float | None = None
     rows_behind_mark: int | None = None  # rows its plan's completeness check found behind the mark
     source: str | None = None  # database.schema.table it was read from (None: a batch from before)
+    # its proof: the ids its plan's snapshot held in (window_low, window_upper] (pipeline.id_checksum)
+    source_ids: int | None = None
+    source_id_checksum: int | None = None
 
 
 def watermark(con: duckdb.DuckDBPyConnection, settings: Settings) -> datetime | None:
@@ -72,17 +79,60 @@ def last_arrivals(con: duckdb.DuckDBPyConnection, settings: Settings) -> tuple[d
     return (row[0], row[1]) if row else None
 
 
-def rows_held(con: duckdb.DuckDBPyConnection, settings: Settings, low: datetime, upper: datetime) -> int:
-    """Rows the lake holds dated in ``(low, upper]``: loaded into the events table, or quarantined
-    because they cannot load (the lake side of :mod:`pipeline.source.completeness`). A conflict's
-    losing copy shares its id with a loaded row, so it is not counted again."""
-    [[loaded]] = con.execute(f"SELECT count(*) FROM {settings.events_table} "
-                             "WHERE event_timestamp > ? AND event_timestamp <= ?", [low, upper]).fetchall()
-    [[quarantined]] = con.execute(
-        f"SELECT count(*) FROM {settings.quarantine_table} WHERE table_name = ? AND reason <> ? "
-        "AND TRY_CAST(event_timestamp AS TIMESTAMPTZ) > ? AND TRY_CAST(event_timestamp AS TIMESTAMPTZ) <= ?",
-        [settings.lake_table, REASON_CONFLICT, low, upper]).fetchall()
-    return int(loaded) + int(quarantined)
+def _range_sql(low: datetime | None) -> str:
+    return ("event_timestamp > $low AND " if low is not None else "") + "event_timestamp <= $upper"
+
+
+def id_sums(con: duckdb.DuckDBPyConnection, settings: Settings, low: datetime | None, upper: datetime,
+            bucket_seconds: int | None = None) -> dict[int, IdSum]:
+    """Which ids the events table holds dated in ``(low, upper]``, as (count, checksum) per bucket
+    (the lake side of :mod:`pipeline.ops.proof`). Every row counts: an id held twice differs."""
+    bucket = id_checksum.duckdb_bucket(bucket_seconds) if bucket_seconds else "0"
+    rows = con.execute(
+        f"SELECT bucket, count(*), sum({id_checksum.duckdb_value('id')}) FROM (SELECT "
+        # TRY_CAST: text in a zero-copy lake made by the JDBC reader
+        f"TRY_CAST(event_id AS UUID) AS id, {bucket} AS bucket FROM {settings.events_table} "
+        f"WHERE {_range_sql(low)}) GROUP BY bucket", {"upper": upper, **({"low": low} if low else {})}
+    ).fetchall()
+    return {int(bucket): IdSum.of(count, total) for bucket, count, total in rows}
+
+
+def ids_in_buckets(con: duckdb.DuckDBPyConnection, settings: Settings, low: datetime | None, upper: datetime,
+                   buckets: list[int], bucket_seconds: int) -> Counter[UUID]:
+    """The ids the events table holds dated in ``(low, upper]`` and in ``buckets``, with how often."""
+    rows = con.execute(
+        f"SELECT TRY_CAST(event_id AS UUID), count(*) FROM {settings.events_table} WHERE {_range_sql(low)} "
+        f"AND list_contains($buckets, {id_checksum.duckdb_bucket(bucket_seconds)}) GROUP BY 1",
+        {"buckets": buckets, "upper": upper, **({"low": low} if low else {})}).fetchall()
+    return Counter({row_id: int(count) for row_id, count in rows if row_id is not None})
+
+
+def held_ids(con: duckdb.DuckDBPyConnection, settings: Settings, ids: set[UUID]) -> set[UUID]:
+    """Which of ``ids`` the events table holds, however dated."""
+    if not ids:
+        return set()
+    rows = con.execute(f"SELECT DISTINCT TRY_CAST(event_id AS UUID) FROM {settings.events_table} "
+                       "WHERE list_contains($ids, TRY_CAST(event_id AS UUID))", {"ids": list(ids)}).fetchall()
+    return {row[0] for row in rows}
+
+
+def quarantined_in_range(con: duckdb.DuckDBPyConnection, settings: Settings, low: datetime | None,
+                         upper: datetime) -> dict[UUID, str | None]:
+    """Rows set aside for their details (a valid id and time) dated in ``(low, upper]`` that the
+    events table does not hold: id -> md5 of the details as set aside (the latest record). The
+    lake holds them while the source keeps them as they were (:func:`pipeline.source.stats.unchanged_rows`);
+    a row the source fixed is read and loaded again."""
+    rows = con.execute(f"""
+        SELECT id, arg_max(md5(details), quarantined_at) FROM (
+            SELECT coalesce(TRY_CAST(event_id AS UUID), TRY_CAST(trim(event_id) AS UUID)) AS id,
+                   TRY_CAST(event_timestamp AS TIMESTAMPTZ) AS event_timestamp, details, quarantined_at
+            FROM {settings.quarantine_table} WHERE table_name = $table AND reason = $reason)
+        WHERE id IS NOT NULL AND {_range_sql(low)}
+          AND id NOT IN (SELECT TRY_CAST(event_id AS UUID) FROM {settings.events_table}
+                         WHERE event_id IS NOT NULL AND {_range_sql(low)})
+        GROUP BY id""", {"table": settings.lake_table, "reason": REASON_BAD_JSON, "upper": upper,
+                         **({"low": low} if low else {})}).fetchall()
+    return {row_id: digest for row_id, digest in rows}
 
 
 def record(con: duckdb.DuckDBPyConnection, settings: Settings, row: BatchRecord) -> None:

@@ -214,8 +214,10 @@ def run_session(con: duckdb.DuckDBPyConnection, texts: list[str], params: dict[s
         except duckdb.Error as exc:
             result.error = {"command_index": len(statements), "message": str(exc), "sql": text.strip()[:500]}
             return result
+    # every statement is judged before the first runs: the default catalog is still the lake (open_session)
+    [[lake]] = con.execute("SELECT current_database()").fetchall()
     for index, statement in enumerate(statements):
-        refused = None if write else judge(con, statement)
+        refused = None if write else judge(con, statement, lake)
         if refused:
             result.error = {"command_index": index, "message": refused, "sql": statement.query.strip()[:500]}
             return result
@@ -271,12 +273,24 @@ def allowed_scalars() -> frozenset[str]:
             "WHERE function_type IN ('scalar', 'aggregate', 'macro')").fetchall())
 
 
-def judge(con: duckdb.DuckDBPyConnection, statement: duckdb.Statement) -> str | None:
+def _names(con: duckdb.DuckDBPyConnection, lake: str) -> tuple[frozenset[str], frozenset[str]]:
+    """The session's catalogs and the lake's schemas, lower-cased: what a USE may resolve to."""
+    catalogs = frozenset(r[0].lower() for r in
+                         con.execute("SELECT database_name FROM duckdb_databases()").fetchall())
+    schemas = frozenset(r[0].lower() for r in con.execute(
+        "SELECT schema_name FROM duckdb_schemas() WHERE database_name = ?", [lake]).fetchall())
+    return catalogs, schemas
+
+
+def judge(con: duckdb.DuckDBPyConnection, statement: duckdb.Statement, lake: str) -> str | None:
     """Why ``statement`` may not run in a read-only session (the message), or None: judged on
     the tree DuckDB itself parses (:mod:`pipeline.lake.statement_judge`)."""
     verdict = statement_judge.classify(statement.type.name, statement.query)
     if verdict.refused:
         return refused_message(statement.query, verdict.refused)
+    if verdict.use is not None:
+        reason = statement_judge.use_refusal(verdict.use, lake, *_names(con, lake))
+        return refused_message(statement.query, reason) if reason else None
     if verdict.query is None:
         return None
     [[text]] = con.execute("SELECT json_serialize_sql(?)", [verdict.query]).fetchall()

@@ -2,13 +2,14 @@
 
 An allow-list, not a list of known writers: a read-only session runs queries (``SELECT``,
 ``FROM``-first, ``VALUES``, ``WITH``, ``DESCRIBE``/``SHOW``/``SUMMARIZE``/``PRAGMA`` reads, which
-DuckDB parses as queries), ``EXPLAIN`` of such a query, transactions, ``USE`` and ``SET VARIABLE``
-to a judged expression. Inside a query every function is looked up by name: DuckDB's built-in
-scalar, aggregate and macro functions (minus the few with effects outside the query), and the table
-functions named below (the lake's own read functions, series, metadata). A name that is not on
-the list — ``postgres_execute``, ``query`` (SQL text no one can judge before it runs), a writer
-such as ``ducklake_cleanup_old_files`` — refuses the statement, and with it the whole session,
-before anything runs. ``CALL``, ``PREPARE``/``EXECUTE``, ``COPY`` … are not queries.
+DuckDB parses as queries), ``EXPLAIN`` of such a query, transactions, ``SET VARIABLE`` to a judged
+expression, and ``USE`` of the lake or one of its schemas (judged by what the name resolves to, not
+by how it is spelled). Inside a query every function is looked up by name: DuckDB's built-in scalar,
+aggregate and macro functions (minus the few with effects outside the query), and the table
+functions named below (the lake's own read functions, series, metadata). A name that is not on the
+list — ``postgres_execute``, ``query`` (SQL text no one can judge before it runs), a writer such as
+``ducklake_cleanup_old_files`` — refuses the statement, and with it the whole session, before
+anything runs. ``CALL``, ``PREPARE``/``EXECUTE``, ``COPY`` … are not queries.
 
 The tree is the one :func:`json_serialize_sql` prints; this module only walks it (pure).
 """
@@ -56,6 +57,7 @@ class Verdict:
 
     query: str | None = None
     refused: str | None = None
+    use: tuple[str, ...] | None = None  # USE: the names it switches to, judged by what they resolve to
 
 
 def classify(statement_type: str, text: str) -> Verdict:
@@ -68,7 +70,9 @@ def classify(statement_type: str, text: str) -> Verdict:
     if statement_type == "EXPLAIN":
         return Verdict(query=_EXPLAIN.sub("", text, count=1))
     if statement_type == "SET":
-        if _USE.match(text) or _RESET_VARIABLE.match(text):
+        if _USE.match(text):
+            return Verdict(use=use_target(text))
+        if _RESET_VARIABLE.match(text):
             return Verdict()
         assigned = _SET_VARIABLE.match(text)
         if assigned:
@@ -80,6 +84,30 @@ def classify(statement_type: str, text: str) -> Verdict:
             return Verdict(query=f"SELECT * FROM {called.group(1)}")
         return Verdict(refused=f"{' '.join(text.split())[:40]} is a procedure, not a query")
     return Verdict(refused=f"{statement_type} is not a query")
+
+
+def use_target(text: str) -> tuple[str, ...]:
+    """The dotted name a ``USE`` statement names, unquoted: ``("lake",)``, ``("lake", "ops")``."""
+    name = re.sub(r"^\s*USE\s+", "", text, flags=re.I).strip().rstrip(";").strip()
+    return tuple(part.strip('"') for part in re.findall(r'"[^"]*"|[^.]+', name))
+
+
+def use_refusal(target: tuple[str, ...], lake: str, catalogs: frozenset[str], lake_schemas: frozenset[str]
+                ) -> str | None:
+    """Why ``USE target`` may not run (None: it may). Only the lake and its schemas: a name resolves
+    to a catalog first (``USE x`` switches to the database ``x`` when one exists), so the catalog
+    database DuckLake attaches beside the lake is never made the default, where unqualified names
+    would reach its tables (the catalog server's roles among them)."""
+    catalog, schema = (target[0], target[1] if len(target) > 1 else None) if target else ("", None)
+    lake_key = lake.lower()
+    if len(target) == 1 and catalog.lower() != lake_key and catalog.lower() not in catalogs \
+            and catalog.lower() in lake_schemas:
+        return None  # a schema of the lake, the session's catalog
+    outside = schema is not None and schema.lower() not in lake_schemas
+    if catalog.lower() != lake_key or len(target) > 2 or outside:
+        return (f"USE {'.'.join(target)} leaves the lake: a read-only session uses only the lake "
+                f"({lake}) and its schemas")
+    return None
 
 
 def refusal(tree: dict[str, Any], allowed_scalars: frozenset[str]) -> str | None:

@@ -1,25 +1,26 @@
 """``--reconcile``: find events that committed in the source later than the look-back and load them.
 
-A run re-reads only ``LOOKBACK`` behind the watermark, so a row that becomes visible later than
-that is never in a window. Reconcile compares source and lake hour by hour over ``--since``
-(counts first — an index-bounded aggregate in Postgres — then the id sets of the hours that
-differ), stages the missing rows as one batch and promotes it through the normal path: one
-snapshot, quarantine for bad rows, the commit message says it is a backfill. Lake rows the
-source no longer has are counted and reported, never deleted.
+A run re-reads only ``LOOKBACK`` behind the watermark, so a row that becomes visible later than that
+is never in a window. Reconcile compares source and lake hour by hour over ``--since`` by identity
+(each hour's id count and checksum, :mod:`pipeline.id_checksum`: an index-bounded aggregate in
+Postgres; then the id sets of the hours that differ: a deleted row and a backfilled one in one hour
+leave its count equal, never its ids), stages the missing rows as one batch and promotes it through
+the normal path: one snapshot, quarantine for bad rows, the commit message says it is a backfill.
+Lake rows the source no longer has are counted and reported, never deleted.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Set as AbstractSet
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 
 import duckdb
 
-from pipeline import actions, embedded, staging
+from pipeline import actions, embedded, id_checksum, staging
 from pipeline.extract.batch import STAGED_COLUMNS
+from pipeline.id_checksum import IdSum
 from pipeline.lake import batches, validate
 from pipeline.lake.attach_sql import SOURCE_ALIAS
 from pipeline.lake.connect import lake_session
@@ -30,11 +31,13 @@ from pipeline.settings import ResolvedSettings, Settings
 from pipeline.settings.durations import format_duration
 from pipeline.source import stats
 from pipeline.source.connect import connect as connect_source
+from pipeline.source.shape import IdShape
 from pipeline.source.window import Window, iso
 from pipeline.sqltext import one_row, quote_literal, quote_qualified
 
 log = logging.getLogger(__name__)
 HOUR = timedelta(hours=1)
+HOUR_SECONDS = 3600
 
 
 @dataclass
@@ -72,14 +75,6 @@ class ReconcileReport:
         return text
 
 
-def differing_hours(source: dict[datetime, int], lake: dict[datetime, int],
-                    doubled: AbstractSet[datetime] = frozenset()) -> list[datetime]:
-    """Hours whose counts differ, and hours where the lake holds an id twice: a missing row and a
-    doubled id there would leave the counts equal (pure)."""
-    return sorted(h for h in source.keys() | lake.keys() | doubled
-                  if source.get(h, 0) != lake.get(h, 0) or h in doubled)
-
-
 ALL = "all"  # --since all: every row the source ever held, however old (0001-01-01 included)
 
 
@@ -109,11 +104,12 @@ def reconcile(settings: Settings, since: timedelta | str | None = None) -> Recon
         if low is not None and low >= upper:
             return report  # RECONCILE_SINCE within the look-back: the loads cover it all
         report.low, report.upper = iso(low) if low else None, iso(upper)
-        source_counts = _source_hours(resolved, low, upper)
-        lake_counts, doubled = _lake_hours(con, resolved, low, upper)
-        report.hours_compared = len(source_counts.keys() | lake_counts.keys())
-        report.lake_ids_doubled = sum(doubled.values())
-        hours = differing_hours(source_counts, lake_counts, set(doubled))
+        source_ids = _source_hours(resolved, low, upper)
+        lake_ids = batches.id_sums(con, resolved, low, upper, HOUR_SECONDS)
+        report.hours_compared = len(source_ids.keys() | lake_ids.keys())
+        report.lake_ids_doubled = _doubled(con, resolved, low, upper)
+        hours = [id_checksum.bucket_start(h, HOUR_SECONDS)
+                 for h in id_checksum.differing(source_ids, lake_ids)]
         report.hours_differing = [iso(h) for h in hours]
         if hours:
             _backfill(con, resolved, hours, Window(low=low, upper=upper, nulls=False), report)
@@ -122,26 +118,22 @@ def reconcile(settings: Settings, since: timedelta | str | None = None) -> Recon
     return report
 
 
-def _source_hours(settings: ResolvedSettings, low: datetime | None, upper: datetime) -> dict[datetime, int]:
+def _source_hours(settings: ResolvedSettings, low: datetime | None, upper: datetime) -> dict[int, IdSum]:
+    """Which ids the source holds per UTC hour (an index-bounded aggregate in Postgres)."""
     with connect_source(settings.source_dsn) as conn:
         stats.require_table(conn, settings.source_table)
-        rows = conn.execute(  # UTC hours, as the lake's (a source zone may be +05:30)
-            f"SELECT date_trunc('hour', event_timestamp::timestamptz, 'UTC'), count(*) "
-            f"FROM {quote_qualified(settings.source_table)} "
-            "WHERE (%(low)s::timestamptz IS NULL OR event_timestamp > %(low)s) "
-            "AND event_timestamp <= %(upper)s GROUP BY 1", {"low": low, "upper": upper}).fetchall()
-    return dict(rows)
+        how = IdShape.read(conn, settings.source_table)
+        return stats.id_sums(conn, settings.source_table, low, upper, uuid_typed=how.uuid_typed,
+                             unique=how.unique, bucket_seconds=HOUR_SECONDS)
 
 
-def _lake_hours(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, low: datetime | None,
-                upper: datetime) -> tuple[dict[datetime, int], dict[datetime, int]]:
-    """Rows per hour, and per hour the rows beyond one per id (ids the lake holds twice)."""
-    rows = con.execute(
-        f"SELECT date_trunc('hour', event_timestamp), count(*), count(*) - count(DISTINCT event_id) "
-        f"FROM {settings.events_table} "
-        "WHERE ($low IS NULL OR event_timestamp > $low) AND event_timestamp <= $upper GROUP BY 1",
-        {"low": low, "upper": upper}).fetchall()
-    return {hour: count for hour, count, _ in rows}, {hour: extra for hour, _, extra in rows if extra}
+def _doubled(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, low: datetime | None,
+             upper: datetime) -> int:
+    """Lake rows beyond one per id in the compared range (a hour holding them differs by id too)."""
+    return int(one_row(con.execute(
+        f"SELECT count(*) - count(DISTINCT event_id) FROM {settings.events_table} "
+        "WHERE ($low IS NULL OR event_timestamp > $low) AND event_timestamp <= $upper",
+        {"low": low, "upper": upper}))[0])
 
 
 def _backfill(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, hours: list[datetime],

@@ -30,13 +30,15 @@ from pipeline.lake import batches, jobs
 from pipeline.lake.connect import lake_session
 from pipeline.lake.identity import lake_id
 from pipeline.lake.transaction import one_read
+from pipeline.ops import proof
 from pipeline.ops.plan import plan_batch
 from pipeline.ops.preflight import preflight
 from pipeline.promote import zero_copy
 from pipeline.promote.promotion import PromotionResult, promote
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.settings.model import Engine
-from pipeline.source.snapshot import exported_snapshot
+from pipeline.source.plan import BatchPlan
+from pipeline.source.snapshot import PlannerSnapshot, exported_snapshot
 from pipeline.source.window import Window
 from pipeline.staging import StagedBatch
 
@@ -59,6 +61,7 @@ class RunReport:
     rows_in_future: int = 0  # dated after the source's clock: they wait until due
     set_aside: list[str] = field(default_factory=list)  # batches that could not be promoted
     rows_behind_mark: int = 0  # rows the completeness check found had arrived behind the last mark
+    check: proof.RangeCheck | None = None  # the last identity check of the window's range, after promotion
     seconds: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -160,8 +163,11 @@ def load(settings: ResolvedSettings, engines: Engines, mode: Mode = "run", *,
             # the watermark is read with the plan's other lake reads, in one lake transaction (after
             # leftovers: their commits move it)
             short = one.extract_and_promote(ready.lake_identity, engines, promote_now=mode == "run")
-            if short:  # the window's rows hid a gap the count now shows: read the same look-back whole, now
-                one.extract_and_promote(ready.lake_identity, engines, promote_now=True, rows_behind=short)
+            # ids the window did not read: read the same look-back whole, now
+            if short and one.extract_and_promote(ready.lake_identity, engines, promote_now=True,
+                                                 rows_behind=short):
+                log.warning("%s after reading the whole look-back: the next run reads them again",
+                            report.check and report.check.describe())
         else:
             report.watermark = batches.watermark(con, settings)
         report.seconds["total"] = time.monotonic() - started
@@ -246,14 +252,16 @@ class _Run:
 
     def extract_and_promote(self, lake_identity: str, engines: Engines, promote_now: bool,
                             rows_behind: int = 0) -> int:
-        """Plan the window after the watermark, extract and (``promote_now``) promote it. Returns how
-        many rows the window's completeness check still finds missing after promotion (0: none);
-        ``rows_behind``: that count from a first pass, whose second pass reads the whole look-back
-        after the first pass's watermark. A first pass reads the watermark with the plan's other lake
-        reads, in one lake transaction (:attr:`planned_from` keeps it)."""
+        """Plan the window after the watermark, extract and (``promote_now``) promote it, then check by
+        identity that the lake holds every id the planner's snapshot holds in the window's range.
+        Returns how many of those ids the lake still lacks (0: none); ``rows_behind``: that count
+        from a first pass, whose second pass reads the whole look-back after the first pass's
+        watermark. A first pass reads the watermark with the plan's other lake reads, in one lake
+        transaction (:attr:`planned_from` keeps it)."""
         settings, report = self.settings, self.report
         t0 = time.monotonic()
-        # the planner's transaction stays open until the engine has read: its snapshot is shared
+        # the planner's transaction stays open until the engine has read and the batch is checked:
+        # its snapshot is shared, and it is what the lake is compared with
         with exported_snapshot(settings.source_dsn, arrivals=settings.arrival_column is not None) as snapshot:
             with one_read(self.con):  # the plan's lake reads see one lake snapshot
                 if not rows_behind:
@@ -265,38 +273,64 @@ class _Run:
             report.seconds["plan"] = report.seconds.get("plan", 0.0) + time.monotonic() - t0
             if plan.stats.rows == 0:
                 log.info("no new events in window %s", plan.window.describe())
+                return self.check_identity(snapshot, plan) if promote_now else 0
+            batch = self.extract(lake_identity, engines, snapshot, plan)
+            if not promote_now:
                 return 0
-            log.info("extracting %d rows in window %s with %s", plan.stats.rows, plan.window.describe(),
-                     engines.name)
             t0 = time.monotonic()
-            extractor = engines.extractor(settings)
-            report.seconds["engine_start"] = time.monotonic() - t0
-            t0 = time.monotonic()
-            batch_id = staging.new_batch_id()
-            # claimed before its first file (the lake ids zero-copy writes into the data path): a kill
-            # from here on leaves a record the next run cleans up after, not an hour later
-            staging.claim_batch(staging.table_dir(settings), batch_id)
-            try:
-                choice = zero_copy.choose(settings, self.con, snapshot.conn, engines.name, plan, batch_id)
-            except BaseException:
-                staging.release_batch(staging.table_dir(settings), batch_id)
-                raise
-            request = ExtractRequest(settings, plan, batch_id, lake_identity, promotion=choice)
-            batch = extract(extractor, request)
+            result = self.promote_or_set_aside(batch)
+            report.seconds["promote"] = report.seconds.get("promote", 0.0) + time.monotonic() - t0
+            if result is None or result.outcome not in ("committed", "no new rows"):
+                return 0
+            return self.check_identity(snapshot, plan)
+
+    def extract(self, lake_identity: str, engines: Engines, snapshot: PlannerSnapshot,
+                plan: BatchPlan) -> StagedBatch:
+        """Stage the plan's rows as a batch, read in the planner's snapshot."""
+        settings, report = self.settings, self.report
+        log.info("extracting %d rows in window %s with %s", plan.stats.rows, plan.window.describe(),
+                 engines.name)
+        t0 = time.monotonic()
+        extractor = engines.extractor(settings)
+        report.seconds["engine_start"] = time.monotonic() - t0
+        t0 = time.monotonic()
+        batch_id = staging.new_batch_id()
+        # claimed before its first file (the lake ids zero-copy writes into the data path): a kill
+        # from here on leaves a record the next run cleans up after, not an hour later
+        staging.claim_batch(staging.table_dir(settings), batch_id)
+        try:
+            choice = zero_copy.choose(settings, self.con, snapshot.conn, engines.name, plan, batch_id)
+        except BaseException:
+            staging.release_batch(staging.table_dir(settings), batch_id)
+            raise
+        request = ExtractRequest(settings, plan, batch_id, lake_identity, promotion=choice)
+        batch = extract(extractor, request)
         report.seconds["extract"] = time.monotonic() - t0
         report.staged_batch, report.rows_in_window = batch.batch_id, batch.manifest.row_count
         log.info("staged batch %s: %d rows in %d file(s)%s (%.2fs)", batch.batch_id,
                  batch.manifest.row_count, len(batch.manifest.files),
                  f" + {len(batch.lake_files)} lake file(s) to register" if batch.lake_files else "",
                  report.seconds["extract"])
-        if not promote_now:
+        return batch
+
+    def check_identity(self, snapshot: PlannerSnapshot, plan: BatchPlan) -> int:
+        """Compare the lake with the planner's snapshot over the window's range, by id; return how
+        many ids the lake lacks. Lake rows the source no longer has there are reported (they were
+        deleted or moved in the source after loading), never hidden and never deleted."""
+        if plan.source_ids is None:
             return 0
         t0 = time.monotonic()
-        result = self.promote_or_set_aside(batch)
-        report.seconds["promote"] = report.seconds.get("promote", 0.0) + time.monotonic() - t0
-        if plan.completeness is None or result is None or result.outcome not in ("committed", "no new rows"):
-            return 0
-        return plan.completeness.shortfall(result.rows_inserted + result.rows_quarantined)
+        with one_read(self.con):
+            check = proof.compare(snapshot.conn, self.con, self.settings, plan.window.low, plan.window.upper,
+                                  plan.ids, source=plan.source_ids)
+        self.report.seconds["check"] = self.report.seconds.get("check", 0.0) + time.monotonic() - t0
+        self.report.check = check
+        if check.extra:
+            log.warning("%s. The source deleted or moved them after they were loaded; the lake keeps "
+                        "what it loaded (%s names every row that differs)", check.describe(), actions.VERIFY)
+        elif check.missing:
+            log.info("%s: reading the whole look-back for them", check.describe())
+        return len(check.missing)
 
     def promote_or_set_aside(self, batch: StagedBatch) -> PromotionResult | None:
         """Promote ``batch``; if the batch itself cannot be read or loaded (a corrupt or foreign

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import duckdb
+import psycopg
 
 from pipeline import staging
 from pipeline.errors import LakeNotCreated, SourceUnavailable, first_line
@@ -17,12 +18,13 @@ from pipeline.lake import integrity, jobs
 from pipeline.lake.connect import lake_session
 from pipeline.lake.identity import lake_id, table_names
 from pipeline.lake.schema import quarantined_rows
-from pipeline.ops import health
+from pipeline.ops import health, proof
 from pipeline.ops.scheduler_state import read_state
 from pipeline.settings import ResolvedSettings
 from pipeline.source import arrivals, stats
 from pipeline.source.connect import connect as connect_source
-from pipeline.source.window import Window, iso
+from pipeline.source.shape import IdShape
+from pipeline.source.window import iso
 from pipeline.sqltext import one_row, quote_qualified
 
 HOUR = timedelta(hours=1)  # --status and /metrics report the loads of the last hour
@@ -56,6 +58,7 @@ class Status:
     rows_quarantined: int = 0  # in ops.quarantine, with their reasons
     arrivals: ArrivalFacts = field(default_factory=ArrivalFacts)
     lake_rows_not_in_source: int = 0  # in the look-back: deleted or moved in the source since loaded
+    identity: proof.RangeCheck | None = None  # the look-back compared id by id (None: not compared)
     lake_rows: int = 0
     snapshot_count: int = 0
     latest_snapshot: int | None = None
@@ -86,6 +89,7 @@ class Status:
             "source_rows_after_watermark": self.source_rows_after_watermark,
             "source_rows_in_future": self.source_rows_in_future, "rows_quarantined": self.rows_quarantined,
             "arrivals": vars(self.arrivals), "lake_rows_not_in_source": self.lake_rows_not_in_source,
+            "identity_check": self.identity.as_dict() if self.identity else None,
             "lake_rows": self.lake_rows, "snapshot_count": self.snapshot_count,
             "latest_snapshot": self.latest_snapshot, "data_files": self.data_files,
             "data_bytes": self.data_bytes,
@@ -108,7 +112,7 @@ def _lake_facts(settings: ResolvedSettings) -> dict[str, Any]:
     empty: dict[str, Any] = {
         "exists": False, "watermark": None, "batches": [], "lake_rows": 0, "snapshots": 0,
         "latest": None, "files": 0, "size": 0, "job_runs": [], "lake": None, "quarantined": 0,
-        "last_load_success": None, "last_hour": None, "lookback_rows": None, "integrity": None}
+        "last_load_success": None, "last_hour": None, "integrity": None}
     try:
         with lake_session(settings, read_only=True) as con:
             return _read_facts(con, settings, empty)
@@ -126,10 +130,6 @@ def _read_facts(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, empt
                      batches=batch_table.recent_batches(con, settings, 5),
                      last_hour=batch_table.steady_state(con, settings, datetime.now(UTC) - HOUR),
                      lake_rows=one_row(con.execute(f"SELECT count(*) FROM {settings.events_table}"))[0])
-        if facts["watermark"] is not None:  # what the lake holds of the look-back, to compare with the source
-            watermark = facts["watermark"]
-            facts["lookback_rows"] = batch_table.rows_held(con, settings, watermark - settings.lookback,
-                                                           watermark)
     facts["snapshots"], facts["latest"] = one_row(con.execute(
         f"SELECT count(*), max(snapshot_id) FROM {settings.lake_name}.snapshots()"))
     facts["files"], facts["size"] = one_row(con.execute(
@@ -155,6 +155,15 @@ def _load_every(settings: ResolvedSettings, last_load: dict[str, Any] | None) ->
     return timedelta(seconds=float(every)) if every else settings.intervals.load
 
 
+def _identity(conn: psycopg.Connection, settings: ResolvedSettings, watermark: datetime) -> proof.RangeCheck:
+    """The lake against the source over the look-back behind the watermark, by id. Ids the lake
+    lacks there are rows the next load reads (late arrivals); rows the source deleted or moved
+    after loading are a divergence no load repairs."""
+    with lake_session(settings, read_only=True) as con:
+        return proof.compare(conn, con, settings, watermark - settings.lookback, watermark,
+                             IdShape.read(conn, settings.source_table))
+
+
 def collect(settings: ResolvedSettings) -> Status:
     """Read where the pipeline stands: the lake (read-only), the source, staging, the scheduler's state."""
     facts = _lake_facts(settings)
@@ -162,7 +171,7 @@ def collect(settings: ResolvedSettings) -> Status:
     snapshots, latest, files, size = facts["snapshots"], facts["latest"], facts["files"], facts["size"]
     job_runs, lake, quarantined = facts["job_runs"], facts["lake"], facts["quarantined"]
     newest, pending, future, far_future, now, source_error = None, None, None, 0, datetime.now(UTC), None
-    surplus = 0
+    surplus, identity = 0, None
     stamped: bool | None = True
     try:
         with connect_source(settings.source_dsn) as conn:
@@ -182,10 +191,11 @@ def collect(settings: ResolvedSettings) -> Status:
                                               "WHERE event_timestamp <= %(now)s", {"now": now}))[0]
                 pending = one_row(conn.execute(f"SELECT count(*) FROM {table} WHERE %(wm)s::timestamptz IS "
                                                "NULL OR event_timestamp > %(wm)s", {"wm": watermark}))[0]
-                if facts["lookback_rows"] is not None:
-                    lookback = Window(watermark - settings.lookback, watermark)
-                    surplus = max(0, facts["lookback_rows"] - stats.rows_dated(conn, settings.source_table,
-                                                                                lookback))
+                damaged = facts["integrity"] is not None and facts["integrity"].problems
+                if watermark is not None and not damaged:  # the look-back, id by id (a damaged file
+                    # fails every read of the ids, and is the finding already)
+                    identity = _identity(conn, settings, watermark)
+                    surplus = identity.diverged
                 if settings.arrival_column:
                     stamped = arrivals.stamped_by_database(conn, settings.source_table,
                                                            settings.arrival_column)
@@ -211,7 +221,7 @@ def collect(settings: ResolvedSettings) -> Status:
         source_rows_after_watermark=pending, source_rows_in_future=future, rows_quarantined=quarantined,
         arrivals=ArrivalFacts(column, stamped, behind, arrivals.arrival_note(column, stamped, behind))
         if column else ArrivalFacts(rows_behind_mark_last_hour=behind),
-        lake_rows_not_in_source=surplus, lake_rows=lake_rows, snapshot_count=snapshots,
+        lake_rows_not_in_source=surplus, identity=identity, lake_rows=lake_rows, snapshot_count=snapshots,
         latest_snapshot=latest, data_files=int(files), data_bytes=int(size), integrity=facts["integrity"],
         staged_batches_waiting=len(staging.complete_batches(staging.table_dir(settings), lake))
         if lake else 0,

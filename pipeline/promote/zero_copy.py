@@ -180,6 +180,17 @@ def inserted_since(con: duckdb.DuckDBPyConnection, settings: Settings, snapshot_
     return changed > 0
 
 
+def held_elsewhere(con: duckdb.DuckDBPyConnection, settings: Settings, paths: list[str]) -> bool:
+    """Does the lake hold any id of Spark's files ``paths``? Spark left out the ids the lake holds in
+    the batch's time range; one found now is dated elsewhere in the lake (the source moved the row
+    after it was loaded), and registering the file would hold it twice."""
+    return bool(one_row(con.execute(
+        "SELECT count(*) FROM (SELECT TRY_CAST(event_id AS UUID) AS event_id FROM "
+        "read_parquet($files, hive_partitioning = false)) f "
+        f"SEMI JOIN (SELECT TRY_CAST(event_id AS UUID) AS event_id FROM {settings.events_table}) lake "
+        "ON lake.event_id = f.event_id", {"files": paths}))[0])
+
+
 def register(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, paths: list[str]) -> None:
     """Add ``paths`` (in the table's day folders) to the events table, inside the open transaction."""
     con.execute("CALL ducklake_add_data_files(?, ?, ?, hive_partitioning => true)",

@@ -1,21 +1,18 @@
-"""The check every run makes that an arrival-aware window missed no row (pure arithmetic).
+"""The count every arrival-aware plan makes before extracting (pure arithmetic): a shortcut only.
 
 An arrival-aware window (:mod:`pipeline.source.window`) reads of the look-back only the rows that
 arrived after the last plan's mark. That is an optimisation, never a decision: a writer that
 stamps ``created_at`` from a clock behind the database's, a backfill or replay carrying old
 times, a business column named ``created_at``, a session with ``track_activities`` off, a
 subscriber or a foreign table all put rows in the look-back whose arrival time is behind the
-mark. So every such run also counts, in the planner's snapshot, the source rows dated in the
-window (an index-only count on ``event_timestamp``) and, in the lake, the rows it holds dated
-there (loaded or quarantined). The lake plus what the window reads must reach the source:
+mark. What decides is the identity check after promotion (:mod:`pipeline.ops.proof`): the ids
+the lake holds in the window's range against the ids the planner's snapshot holds there; rows
+still missing are read at once with the whole look-back.
 
-* short before extracting (:attr:`Completeness.behind` > 0): the run reads the whole look-back;
-* short after promoting (rows the window read were duplicates, so the count hid a gap:
-  :meth:`Completeness.shortfall` > 0): the run reads the whole look-back again at once.
-
-Either way the lake holds every source row of the window when the run ends. A lake holding more
-than the source (:attr:`Completeness.surplus`) means rows were deleted or moved (an UPDATE of
-``event_timestamp``) in the source after they were loaded: reported, never repaired silently.
+This count, made before extracting, only saves that second pass: when the source holds more
+rows in the range than the lake plus what the window reads (:attr:`Completeness.behind` > 0),
+the run reads the whole look-back from the start. Counts cannot see identity (a deleted row and
+a backfilled one cancel out), which is why they never end the check.
 """
 
 from __future__ import annotations
@@ -41,11 +38,3 @@ class Completeness:
         """Rows the window cannot read although the lake lacks them: they arrived behind the mark."""
         return max(0, self.expected_new - self.window_rows)
 
-    @property
-    def surplus(self) -> int:
-        """Rows the lake holds in the range that the source no longer has there."""
-        return max(0, self.lake_rows - self.source_rows)
-
-    def shortfall(self, loaded: int) -> int:
-        """After promotion of ``loaded`` new rows (inserted or quarantined): rows still missing."""
-        return max(0, self.expected_new - loaded)

@@ -7,7 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from pipeline.id_checksum import IdSum
 from pipeline.source.completeness import Completeness
+from pipeline.source.shape import IdShape
 from pipeline.source.stats import WindowStats
 from pipeline.source.window import Window
 
@@ -23,8 +25,14 @@ class BatchPlan:
     # an arrival-aware window's completeness check (None: the window reads the whole look-back)
     completeness: Completeness | None = None
     rows_behind: int = 0  # rows found arrived behind the last mark: why this plan reads the whole look-back
-    # the source has a unique index on event_id; without one an id may come back in a later batch
-    # with another event_timestamp, so promotion checks it against every lake row, not the batch's range
-    unique_ids: bool = True
+    # the source's ids: uuid or text, unique or not (promotion checks every id against the whole lake)
+    ids: IdShape = IdShape(uuid_typed=True, unique=True)
+    # which ids the source holds dated in the window's range, in the planner's snapshot: what the
+    # lake must hold there once the batch is promoted (pipeline.ops.proof); the commit records it
+    source_ids: IdSum | None = None
+
+    @property
+    def unique_ids(self) -> bool:
+        return self.ids.unique
     # columns the source has beyond the five (schema drift) -> their lake types: read and loaded too
     extra_columns: dict[str, str] = field(default_factory=dict)

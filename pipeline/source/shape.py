@@ -5,6 +5,7 @@ stack trace after the lake was set up."""
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import psycopg
 
@@ -52,6 +53,19 @@ def source_columns(conn: psycopg.Connection, qualified: str) -> dict[str, str]:
     return dict(conn.execute(
         "SELECT column_name, udt_name FROM information_schema.columns "
         "WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position", (schema, table)).fetchall())
+
+
+@dataclass(frozen=True)
+class IdShape:
+    """How the source's ids are read: a uuid column or text spelling one; unique or not."""
+
+    uuid_typed: bool
+    unique: bool  # a primary key or unique index on event_id
+
+    @classmethod
+    def read(cls, conn: psycopg.Connection, qualified: str) -> IdShape:
+        return cls(uuid_typed=source_columns(conn, qualified).get("event_id") == "uuid",
+                   unique=has_unique_index(conn, qualified, "event_id"))
 
 
 def has_unique_index(conn: psycopg.Connection, qualified: str, column: str) -> bool:

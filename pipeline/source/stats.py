@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
+from uuid import UUID
 
 import psycopg
 from psycopg import sql
 
-from pipeline import invocation
+from pipeline import id_checksum, invocation
 from pipeline.errors import TerminalError
+from pipeline.id_checksum import IdSum
 from pipeline.source.ddl import table_sql
 from pipeline.source.window import Window
 from pipeline.sqltext import one_row
@@ -56,14 +58,48 @@ def rows_after(conn: psycopg.Connection, qualified: str, upper: datetime) -> int
     return one_row(conn.execute(query, {"upper": upper}))[0]
 
 
-def rows_dated(conn: psycopg.Connection, qualified: str, window: Window) -> int:
-    """Rows dated inside ``window``'s time range, whatever their arrival time: the completeness
-    check's source count (:mod:`pipeline.source.completeness`), an index-only count on the
-    ``event_timestamp`` index the source table contract asks for."""
-    dated = replace(window, arrivals=None, nulls=False)
-    query = sql.SQL("SELECT count(*) FROM {t} WHERE {w}").format(t=table_sql(qualified),
-                                                                 w=sql.SQL(dated.where_sql()))
-    return one_row(conn.execute(query, dated.params()))[0]
+def _range_sql(low: datetime | None) -> str:
+    return ("event_timestamp > %(low)s AND " if low is not None else "") + "event_timestamp <= %(upper)s"
+
+
+def id_sums(conn: psycopg.Connection, qualified: str, low: datetime | None, upper: datetime, *,
+            uuid_typed: bool, unique: bool, bucket_seconds: int | None = None) -> dict[int, IdSum]:
+    """Which ids the source holds dated in ``(low, upper]``, whatever their arrival time, as
+    (count, checksum) per bucket of ``bucket_seconds`` (one bucket 0 without): the source side of
+    the identity check (:mod:`pipeline.ops.proof`). A range scan of the ``event_timestamp`` index,
+    index-only when it includes ``event_id`` (the generator's table has ``INCLUDE (event_id)``)."""
+    uuid_sql = id_checksum.postgres_id("event_id", uuid_typed)
+    bucket = id_checksum.postgres_bucket(bucket_seconds) if bucket_seconds else "0"
+    ids = (f"SELECT {'' if unique else 'DISTINCT '}{uuid_sql} AS id, {bucket} AS bucket FROM {{t}} "
+           f"WHERE {_range_sql(low)}")
+    query = sql.SQL(f"SELECT bucket, count(*), sum({id_checksum.postgres_value('id')}) FROM ({ids}) ids "
+                    "WHERE id IS NOT NULL GROUP BY bucket").format(t=table_sql(qualified))
+    rows = conn.execute(query, {"low": low, "upper": upper}).fetchall()
+    return {int(bucket): IdSum.of(count, total) for bucket, count, total in rows}
+
+
+def ids_in_buckets(conn: psycopg.Connection, qualified: str, low: datetime | None, upper: datetime,
+                   buckets: list[int], bucket_seconds: int, *, uuid_typed: bool) -> set[UUID]:
+    """The ids the source holds dated in ``(low, upper]`` and in ``buckets``: where a difference is."""
+    uuid_sql = id_checksum.postgres_id("event_id", uuid_typed)
+    query = sql.SQL(f"SELECT DISTINCT {uuid_sql} FROM {{t}} WHERE {_range_sql(low)} AND "
+                    f"{id_checksum.postgres_bucket(bucket_seconds)} = ANY(%(buckets)s)").format(
+        t=table_sql(qualified))
+    rows = conn.execute(query, {"low": low, "upper": upper, "buckets": buckets}).fetchall()
+    return {row[0] for row in rows if row[0] is not None}
+
+
+def unchanged_rows(conn: psycopg.Connection, qualified: str, rows: dict[UUID, str | None], *,
+                   uuid_typed: bool) -> set[UUID]:
+    """Of ``rows`` (id -> md5 of the details text as it was set aside), the ids whose source row
+    still has those details: a quarantined row the source fixed (or removed) is no longer held."""
+    if not rows:
+        return set()
+    uuid_sql = id_checksum.postgres_id("event_id", uuid_typed)
+    query = sql.SQL(f"SELECT {uuid_sql}, md5(details::text) FROM {{t}} "
+                    f"WHERE {uuid_sql} = ANY(%(ids)s)").format(t=table_sql(qualified))
+    found = conn.execute(query, {"ids": list(rows)}).fetchall()
+    return {row_id for row_id, digest in found if row_id in rows and rows[row_id] == digest}
 
 
 def window_stats(conn: psycopg.Connection, qualified: str, window: Window) -> WindowStats:

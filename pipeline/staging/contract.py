@@ -69,8 +69,13 @@ class Manifest:
     arrival_mark: str | None = None
     arrived_after: str | None = None
     rows_behind_mark: int = 0  # the plan's completeness check found these had arrived behind the mark
-    # the source's event_id is unique (False: promotion checks ids against the whole lake)
+    # the source's event_id is unique (kept for older readers: promotion checks every id against
+    # the whole lake)
     ids_unique: bool = True
+    # the proof: the ids the planner's snapshot held dated in the window's range (count and checksum,
+    # pipeline.id_checksum); the lake must hold exactly those once the batch is in
+    source_ids: int | None = None
+    source_id_checksum: int | None = None
 
     @property
     def window(self) -> Window:

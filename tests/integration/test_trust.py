@@ -316,6 +316,11 @@ BACK_DOORS = {
     "variable": "SET VARIABLE x = (SELECT count(*) FROM postgres_query('__ducklake_metadata_lake', 'SELECT 1'))",
     "environment": "SELECT getenv('SOURCE_PG_DSN')",
     "inside a subquery": "SELECT (SELECT count(*) FROM postgres_execute('__ducklake_metadata_lake', 'SELECT 1')) AS n",
+    # then an unqualified SELECT … FROM pg_authid returned a role's SCRAM hash
+    "use the catalog server": "USE __ducklake_metadata_lake.pg_catalog",
+    "use the catalog database": "USE __ducklake_metadata_lake",
+    "use it quoted": 'USE "__ducklake_metadata_lake"."lake"',
+    "use DuckDB's own": "USE system.main",
 }
 
 
@@ -345,7 +350,8 @@ def test_read_only_session_runs_reads_of_every_kind(loaded):
              "SELECT * FROM snapshots()", "SELECT * FROM ducklake_table_info('lake')",
              "SELECT * FROM table_changes('events', 0, 1) LIMIT 1", "BEGIN", "SELECT 1", "COMMIT",
              "SELECT event_type, row_number() OVER (ORDER BY event_type) FROM events LIMIT 2",
-             "WITH t AS (SELECT * FROM range(3)) SELECT list(range) FROM t"]
+             "WITH t AS (SELECT * FROM range(3)) SELECT list(range) FROM t",
+             "USE ops", "SELECT count(*) FROM batches", "USE lake.main", "USE lake", "SELECT count(*) FROM events"]
     with open_session(resolve(loaded["settings"])) as con:
         result = run_session(con, reads, {}, None)
     assert result.error is None, result.error
