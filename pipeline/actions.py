@@ -71,6 +71,7 @@ SPARK_CONF = Action("spark_conf", "SPARK_CONF")
 METRICS_PORT = Action("metrics_port", "METRICS_PORT")
 DOCTOR = Action("doctor", "pipeline.ops.doctor")
 TIMEOUT = Action("timeout", "timeout=")
+MEMORY = Action("memory", "memory=")
 VERBOSE = Action("verbose", "DEBUG logging")
 ALL = (RUN, STATUS, RETRY_FAILED, RECONCILE, SINCE, VERIFY, SQL, WRITE, PARAM, SNAPSHOTS, AT_VERSION, AT_TIME,
-       ENGINE, SPARK_CONF, METRICS_PORT, DOCTOR, TIMEOUT, VERBOSE)
+       ENGINE, SPARK_CONF, METRICS_PORT, DOCTOR, TIMEOUT, MEMORY, VERBOSE)

@@ -20,7 +20,7 @@ SETTING_FLAGS = {"--lookback": "LOOKBACK", "--load-every": "LOAD_EVERY", "--ever
                  "--expire-every": "EXPIRE_EVERY",
                  "--compact-every": "COMPACT_EVERY", "--retention": "RETENTION",
                  "--reconcile-every": "RECONCILE_EVERY", "--since": "RECONCILE_SINCE",
-                 "--metrics-port": "METRICS_PORT"}
+                 "--metrics-port": "METRICS_PORT", "--memory": "SQL_MEMORY"}
 
 
 SQL_TIMEOUT = "10m"
@@ -60,6 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
                      "all as JSON); row_count is always the true count, counted without keeping the rest.")
     sql.add_argument("--timeout", default=SQL_TIMEOUT, metavar="DURATION",
                      help=f"Stop the session when it runs longer (default {SQL_TIMEOUT}; 0 for no limit).")
+    sql.add_argument("--memory", metavar="SIZE",
+                     help=f"Memory the session may use before it spills to a private temp folder (env "
+                     f"SQL_MEMORY, default {default('SQL_MEMORY')}); a query that cannot spill stops with "
+                     "a message.")
     sql.add_argument("--write", action="store_true",
                      help="Allow statements that change the lake (otherwise it is attached read-only).")
     parser.add_argument("--engine", choices=ENGINES, default="spark",

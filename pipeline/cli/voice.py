@@ -13,7 +13,8 @@ FLAGS = {
     actions.SQL: "--sql", actions.WRITE: "--write", actions.PARAM: "--param",
     actions.SNAPSHOTS: "--snapshots", actions.AT_VERSION: "--at-version", actions.AT_TIME: "--at-time",
     actions.ENGINE: "--engine", actions.SPARK_CONF: "--spark-conf", actions.METRICS_PORT: "--metrics-port",
-    actions.DOCTOR: "--doctor", actions.TIMEOUT: "--timeout", actions.VERBOSE: "--verbose",
+    actions.DOCTOR: "--doctor", actions.TIMEOUT: "--timeout", actions.MEMORY: "--memory",
+    actions.VERBOSE: "--verbose",
 }
 LIMIT = "--limit"  # named by the CLI's own messages only
 

@@ -215,7 +215,7 @@ def run_session(con: duckdb.DuckDBPyConnection, texts: list[str], params: dict[s
             result.error = {"command_index": len(statements), "message": str(exc), "sql": text.strip()[:500]}
             return result
     # every statement is judged before the first runs: the default catalog is still the lake (open_session)
-    [[lake]] = con.execute("SELECT current_database()").fetchall()
+    [[lake, memory]] = con.execute("SELECT current_database(), current_setting('memory_limit')").fetchall()
     for index, statement in enumerate(statements):
         refused = None if write else judge(con, statement, lake)
         if refused:
@@ -246,7 +246,7 @@ def run_session(con: duckdb.DuckDBPyConnection, texts: list[str], params: dict[s
                                            f"(or {actions.TIMEOUT} 0 for none)."}
                 return result
             except (duckdb.Error, ConfigError) as exc:
-                result.error = {"command_index": index, "message": _explain(exc, write),
+                result.error = {"command_index": index, "message": _explain(exc, write, memory),
                                 "sql": statement.query.strip()[:500]}
                 return result
     finally:
@@ -298,7 +298,7 @@ def judge(con: duckdb.DuckDBPyConnection, statement: duckdb.Statement, lake: str
     return refused_message(statement.query, reason) if reason else None
 
 
-def _explain(exc: Exception, write: bool) -> str:
+def _explain(exc: Exception, write: bool, memory: str) -> str:
     """DuckDB's words, with what the session's boundary means for the user."""
     text = str(exc)
     if isinstance(exc, duckdb.PermissionException) or "disabled by configuration" in text \
@@ -307,6 +307,10 @@ def _explain(exc: Exception, write: bool) -> str:
         return f"{text.splitlines()[0]} (an {actions.SQL} session {where})"
     if not write and "attached in read-only mode" in text:
         return f"{text.splitlines()[0]} ({refused_hint()})"
+    if isinstance(exc, duckdb.OutOfMemoryException):
+        return (f"{text.splitlines()[0]} (the session may use {memory} (SQL_MEMORY) and spilled what it "
+                f"could to its private temp folder; give this query more with {actions.MEMORY} 8GB, or "
+                "make it collect less)")
     return text
 
 
@@ -371,7 +375,7 @@ def open_session(settings: ResolvedSettings, *, write: bool = False, at_version:
         for statement in sandbox_statements(
                 data_path=settings.data_path, catalog_file=str(catalog.path) if catalog.path else None,
                 catalog_secret=f"{settings.lake_name}_catalog" if catalog.pg is not None else None,
-                write=write, temp_dir=_private_temp_dir()):
+                write=write, temp_dir=_private_temp_dir(), memory_limit=settings.sql_memory):
             con.execute(statement)
     except BaseException:
         con.close()

@@ -36,7 +36,7 @@ def _local_dir(path: str) -> str:
 
 
 def sandbox_statements(*, data_path: str, catalog_file: str | None, catalog_secret: str | None,
-                       write: bool, temp_dir: str) -> list[str]:
+                       write: bool, temp_dir: str, memory_limit: str) -> list[str]:
     """Statements that close a session opened with the lake attached.
 
     ``catalog_secret`` is the DuckDB secret holding the catalog's Postgres password: the
@@ -45,11 +45,14 @@ def sandbox_statements(*, data_path: str, catalog_file: str | None, catalog_secr
     ``catalog_file`` is a SQLite/DuckDB catalog the attached lake keeps using. ``temp_dir`` is
     a private empty folder for what a big query spills: DuckDB lets a session reach its temp
     directory, which would otherwise be ``.tmp`` in whatever folder the user stands in.
+    ``memory_limit`` bounds the session (SQL_MEMORY): DuckDB's own default is 80% of the machine's
+    memory, which one aggregate would take from the pipeline and Postgres beside it.
     """
     statements = []
     if catalog_secret and not write:
         statements.append(f"DROP SECRET {catalog_secret}")
     statements.append(f"SET temp_directory = {quote_literal(temp_dir)}")
+    statements.append(f"SET memory_limit = {quote_literal(memory_limit)}")
     statements.append(f"SET allowed_directories = [{quote_literal(_local_dir(data_path))}]")
     if catalog_file:
         statements.append(f"SET allowed_paths = [{quote_literal(catalog_file)}]")

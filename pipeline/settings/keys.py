@@ -74,6 +74,9 @@ ENV_KEYS: dict[str, EnvKey] = {
                            "carrying it) or ignore (logged, not loaded)", "add"),
     "RECONCILE_EVERY": EnvKey("scheduler: interval of the reconcile job (late events beyond LOOKBACK)", "1d"),
     "RECONCILE_SINCE": EnvKey("how far back --reconcile compares source and lake, hour by hour", "7d"),
+    "SQL_MEMORY": EnvKey("memory one --sql session may use (DuckDB sizes: 512MB, 2GB); past it a query "
+                         "spills to the session's private temp folder, and one that cannot is stopped with "
+                         "a message (--memory sets it for one session)", "2GB"),
     "METRICS_TOKEN": EnvKey("bearer token the web server requires on every path but /healthz (unset: none)"),
     "METRICS_PORT": EnvKey("port of the scheduler's web server (/metrics for Prometheus, /healthz, the "
                            "dashboard at /); also --serve's; 0 turns it off in the scheduler", "8900"),

@@ -130,11 +130,22 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
                             reconcile=read.duration("RECONCILE_EVERY"),
                             reconcile_since=None if read.value("RECONCILE_SINCE").lower() == "all"
                             else read.duration("RECONCILE_SINCE")),
+        sql_memory=_memory(read.value("SQL_MEMORY"), read.name("SQL_MEMORY")),
         metrics_host=read.value("METRICS_HOST"),
         metrics_port_text=read.value("METRICS_PORT"), metrics_port_name=read.name("METRICS_PORT"),
         metrics_token=Secret(token) if (token := read.raw("METRICS_TOKEN")) else None,
         lake_table=source_table.split(".")[-1],
     )
+
+
+_MEMORY = re.compile(r"^\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KIB|MIB|GIB|TIB)$", re.I)
+
+
+def _memory(text: str, name: str) -> str:
+    if not _MEMORY.match(text) or float(re.sub(r"[^\d.]", "", text)) == 0:
+        raise ConfigError(f"{name} {text!r} is not an amount of memory.",
+                          "Write a size DuckDB takes, such as 512MB or 2GB.")
+    return text
 
 
 def _arrival_column(text: str, name: str) -> str | None:

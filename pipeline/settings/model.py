@@ -109,6 +109,7 @@ class Settings:
     spark: SparkOptions
     intervals: Intervals
     storage: StorageOptions = field(default_factory=StorageOptions)
+    sql_memory: str = "2GB"  # DuckDB's memory_limit of a --sql session
     metrics_host: str = "127.0.0.1"  # the web server (/metrics, /healthz, dashboard)
     # kept as given and checked where it is used (--schedule, --serve): a bad port must not
     # stop a --run that serves nothing

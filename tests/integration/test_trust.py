@@ -525,3 +525,20 @@ def test_a_session_spills_into_a_private_folder_not_the_current_one(loaded):
         assert os.stat(folder).st_mode & 0o077 == 0  # only this user can enter it
         with pytest.raises(duckdb.Error):  # the folder DuckDB would have used stays out of reach
             con.execute(f"SELECT * FROM glob('{os.getcwd()}/.tmp/*')").fetchall()
+
+
+def test_read_only_session_is_bounded_in_memory_and_says_so_when_a_query_is_stopped(loaded, cli):
+    """DuckDB's default is 80% of the machine (a 3 GB aggregate reached 6 GB RSS): a session is
+    bounded by SQL_MEMORY, or --memory for one session, and a query stopped by it says so."""
+    env = {**loaded["env"], "SQL_MEMORY": "48MB"}
+    out = sql_error(cli, env, "--sql", "SELECT current_setting('memory_limit') AS m",
+                    "--sql", "SELECT list(range) AS l FROM range(40000000)")
+    [shown] = out["result"]["commands"][0]["rows"]
+    assert "MiB" in shown["m"] and float(shown["m"].split()[0]) < 50  # DuckDB's reading of 48MB
+    message = out["error"]["message"]
+    assert "SQL_MEMORY" in message and "--memory" in message, message
+    roomy = cli("--json", "--memory", "2GiB", "--sql", "SELECT current_setting('memory_limit') AS m", env=env)
+    assert roomy.returncode == 0, roomy.stdout
+    assert "GiB" in json.loads(roomy.stdout)["result"]["commands"][0]["rows"][0]["m"]
+    refused = cli("--memory", "lots", "--sql", "SELECT 1", env=env)
+    assert refused.returncode != 0 and "--memory 'lots' is not an amount of memory" in refused.stderr + refused.stdout
