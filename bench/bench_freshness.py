@@ -86,11 +86,14 @@ def one_rate(args: argparse.Namespace, rate: int) -> list[tuple[str, str]]:
         full_env = {**os.environ, **env}
         settings = load_settings(env)
         try:
-            # loops of rate/4 events every quarter second: about `rate` events per second
-            generator = subprocess.Popen(
+            # loops of rate/4 events every quarter second: about `rate` events per second, split
+            # between writers whose clocks stamp created_at (--writer-skew), or one the database stamps
+            skews: list[str | None] = list(args.writer_skew.split(",")) if args.writer_skew else [None]
+            generators = [subprocess.Popen(
                 [sys.executable, str(ROOT / "insert_event_data_loop.py"), "--continuous", "--rows",
-                 str(max(1, rate // 4)), "--delay", "0.25", "--workers", "1", "--quiet"],
-                env=full_env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                 str(max(1, rate // 4 // len(skews))), "--delay", "0.25", "--workers", "1", "--quiet",
+                 *(["--clock-skew", skew] if skew is not None else [])],
+                env=full_env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for skew in skews]
             time.sleep(2)  # the table exists before the first load
             command = (["--follow", "--every", args.every] if args.mode == "follow" else
                        ["--schedule", "--run-now", "--load-every", args.every])
@@ -108,8 +111,10 @@ def one_rate(args: argparse.Namespace, rate: int) -> list[tuple[str, str]]:
                     with contextlib.suppress(psutil.Error):
                         cpu = cpu_seconds(watched)
                 wall, pg = time.monotonic() - t0, postgres_cpu() - pg0
-                generator.send_signal(signal.SIGTERM)
-                generator.wait(60)
+                for generator in generators:
+                    generator.send_signal(signal.SIGTERM)
+                for generator in generators:
+                    generator.wait(60)
                 time.sleep(3 * settings.intervals.follow.total_seconds() if args.mode == "follow" else 1)
                 pipeline.send_signal(signal.SIGTERM)
                 code = pipeline.wait(120)
@@ -146,6 +151,8 @@ def main() -> int:
     parser.add_argument("--every", default="2s", help="--follow's --every, or --schedule's --load-every.")
     parser.add_argument("--rate", type=int, action="append", help="Events per second (repeatable; 1000).")
     parser.add_argument("--arrival", default="created_at", help="SOURCE_ARRIVAL_COLUMN (none: look-back).")
+    parser.add_argument("--writer-skew", help="Writers stamping created_at from their own clocks, seconds off "
+                        "the database's, comma-separated (e.g. -10,0,10: three writers sharing --rate).")
     parser.add_argument("--promotion", choices=("zero-copy", "copy"), default="zero-copy")
     args = parser.parse_args()
     for rate in args.rate or [1000]:

@@ -45,6 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="Share of events stamped --late-by in the past (0-1, default 0).")
     parser.add_argument("--late-by", default="5m",
                         help="How late the late events are, e.g. 5m (default 5m).")
+    parser.add_argument("--clock-skew", type=float, metavar="SECONDS",
+                        help="Stamp created_at (and the events' times) from an application clock this many "
+                        "seconds off the database's, e.g. -5 or 10, as ORMs do (default: the column's "
+                        "DEFAULT now()).")
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
                         help="Processes generating and writing batches in parallel "
                         "(default: 2, or 1 on a single core).")
@@ -160,7 +164,8 @@ def _produce(args: argparse.Namespace, settings: Settings, source_dsn: PgDsn, la
                 t0 = time.monotonic()
                 jobs = (BatchJob(min(args.batch_size, args.rows - start),
                                  None if args.seed is None else args.seed * 1_000_003 + next(batch_no),
-                                 args.late_fraction, late_by)
+                                 args.late_fraction, late_by,
+                                 None if args.clock_skew is None else timedelta(seconds=args.clock_skew))
                         for start in range(0, args.rows, args.batch_size))
                 meter = Progress(f"loop {loop}", total=args.rows, unit="events")
                 counted = tally.written

@@ -28,12 +28,13 @@ class BatchJob:
     seed: int | None
     late_fraction: float
     late_by: timedelta
+    clock_skew: timedelta | None = None  # an application clock this far off stamps created_at
 
 
 def run_batch(conn: psycopg.Connection, table: str, job: BatchJob) -> int:
-    events = EventFactory(job.seed).batch(
-        job.rows, datetime.now(UTC), late_fraction=job.late_fraction, late_by=job.late_by)
-    return write_batch(conn, table, events)
+    now = datetime.now(UTC) + (job.clock_skew or timedelta(0))
+    events = EventFactory(job.seed).batch(job.rows, now, late_fraction=job.late_fraction, late_by=job.late_by)
+    return write_batch(conn, table, events, created_at=now if job.clock_skew is not None else None)
 
 
 _worker_conn: psycopg.Connection | None = None

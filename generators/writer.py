@@ -17,25 +17,27 @@ from pipeline.source.ddl import ensure_table, table_sql
 _ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
-def copy_line(event: Event) -> str:
+def copy_line(event: Event, created_at: datetime | None = None) -> str:
     """One row in COPY text format (tab-separated, backslash-escaped)."""
     details = _ENCODE(event.details)
     if "\\" in details:  # JSON escapes control characters, so only backslashes need doubling
         details = details.replace("\\", "\\\\")
+    stamped = f"\t{created_at.isoformat()}" if created_at is not None else ""
     return (f"{event.event_id}\t{event.event_type}\t{event.event_timestamp.isoformat()}"
-            f"\t{details}\n")
+            f"\t{details}{stamped}\n")
 
 
-def write_batch(conn: psycopg.Connection, table: str, events: Iterable[Event]) -> int:
-    """COPY ``events`` in one transaction; returns the number of rows committed."""
-    statement = sql.SQL(
-        "COPY {} (event_id, event_type, event_timestamp, details) FROM STDIN"
-    ).format(table_sql(table))
+def write_batch(conn: psycopg.Connection, table: str, events: Iterable[Event],
+                created_at: datetime | None = None) -> int:
+    """COPY ``events`` in one transaction; returns the number of rows committed. ``created_at``:
+    stamp it as an application does, from its own clock (else the column's DEFAULT now())."""
+    columns = "event_id, event_type, event_timestamp, details" + (", created_at" if created_at else "")
+    statement = sql.SQL(f"COPY {{}} ({columns}) FROM STDIN").format(table_sql(table))
     rows = 0
     with conn.transaction(), conn.cursor() as cur, cur.copy(statement) as copy:
         buffer: list[str] = []
         for event in events:
-            buffer.append(copy_line(event))
+            buffer.append(copy_line(event, created_at))
             if len(buffer) >= 5000:
                 copy.write("".join(buffer))
                 rows += len(buffer)

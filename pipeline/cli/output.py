@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import os
 import sys
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import simplejson
 
 from pipeline.cli import docs_links
 from pipeline.errors import PipelineError, TransientError, first_line, is_transient, scrub_secrets
+from pipeline.source.window import iso
 
 if TYPE_CHECKING:  # the lake's modules import duckdb: not needed to print --help
     from pipeline.lake.query import SessionResult
@@ -105,6 +107,17 @@ def _steady_line(hour: dict | None) -> str:
             f"{hour['rows_inserted']:,}" + (f" ({ratio:.2f} read per inserted)" if ratio else "") + fresh)
 
 
+def _identity_line(status: Status) -> str:
+    """The look-back compared id by id: proven up to the watermark, and how long ago that is."""
+    check = status.identity
+    assert check is not None
+    if not check.exact:
+        return check.describe()
+    age = (datetime.now(UTC) - check.upper).total_seconds()
+    return (f"lake == source over the look-back up to the watermark ({check.source.count:,} id(s); "
+            f"proven through {iso(check.upper)}, {age:.0f}s ago)")
+
+
 def render_status(status: Status) -> str:
     lag, health, up = status.lag_seconds, status.health, status.source_up
     doc = status.as_dict()  # the instants as --status --json writes them
@@ -123,6 +136,7 @@ def render_status(status: Status) -> str:
         f"source          DOWN: {status.source_error}",
         f"lag             {f'{lag:.0f}s' if lag is not None else '-'}; "
         f"{status.source_rows_after_watermark if up else '?'} source rows after the watermark",
+        *([f"by identity     {_identity_line(status)}"] if status.identity else []),
         f"data files      {status.data_files} ({status.data_bytes:,} bytes)",
         f"staged, waiting {status.staged_batches_waiting} batch(es)",
         f"quarantined     {status.rows_quarantined} row(s) that cannot be loaded"

@@ -194,6 +194,7 @@ def _extract_claimed(extractor: Extractor, request: ExtractRequest, folder: Fold
         rows_seen=settled.rows_seen,
         copy_reason=request.copy_reason,
         arrival_mark=iso(request.plan.arrival_mark) if request.plan.arrival_mark else None,
+        snapshot_xmin=request.plan.snapshot_xmin,
         arrived_after=iso(request.window.arrivals.after) if request.window.arrivals else None,
         rows_behind_mark=request.plan.rows_behind,
         ids_unique=request.plan.unique_ids,

@@ -46,6 +46,7 @@ class BatchRecord:
     # its proof: the ids its plan's snapshot held in (window_low, window_upper] (pipeline.id_checksum)
     source_ids: int | None = None
     source_id_checksum: int | None = None
+    snapshot_xmin: int | None = None  # its plan snapshot's xmin: the next plan reads newer transactions' rows
 
 
 def watermark(con: duckdb.DuckDBPyConnection, settings: Settings) -> datetime | None:
@@ -70,13 +71,16 @@ def is_recorded(con: duckdb.DuckDBPyConnection, settings: Settings, batch_id: st
     ))[0])
 
 
-def last_arrivals(con: duckdb.DuckDBPyConnection, settings: Settings) -> tuple[datetime, datetime] | None:
-    """The latest arrival mark a promoted batch's plan recorded, with that plan's ``upper``
-    (None: no batch recorded one — a first load, or a lake loaded without an arrival column)."""
+def last_arrivals(con: duckdb.DuckDBPyConnection, settings: Settings
+                  ) -> tuple[datetime, datetime, int | None] | None:
+    """The latest arrival mark a promoted batch's plan recorded, with that plan's ``upper`` and
+    snapshot xmin (None: no batch recorded one — a first load, or a lake loaded without an
+    arrival column)."""
     row = con.execute(
-        f"SELECT arrival_mark, window_upper FROM {settings.batches_table} WHERE table_name = ? "
-        "AND arrival_mark IS NOT NULL ORDER BY arrival_mark DESC LIMIT 1", [settings.lake_table]).fetchone()
-    return (row[0], row[1]) if row else None
+        f"SELECT arrival_mark, window_upper, snapshot_xmin FROM {settings.batches_table} "
+        "WHERE table_name = ? AND arrival_mark IS NOT NULL ORDER BY arrival_mark DESC LIMIT 1",
+        [settings.lake_table]).fetchone()
+    return (row[0], row[1], row[2]) if row else None
 
 
 def _range_sql(low: datetime | None) -> str:
@@ -98,13 +102,18 @@ def id_sums(con: duckdb.DuckDBPyConnection, settings: Settings, low: datetime | 
 
 
 def ids_in_buckets(con: duckdb.DuckDBPyConnection, settings: Settings, low: datetime | None, upper: datetime,
-                   buckets: list[int], bucket_seconds: int) -> Counter[UUID]:
-    """The ids the events table holds dated in ``(low, upper]`` and in ``buckets``, with how often."""
+                   buckets: list[int], bucket_seconds: int) -> dict[int, Counter[UUID]]:
+    """The ids the events table holds dated in ``(low, upper]`` in each of ``buckets``, with how often."""
+    bucket = id_checksum.duckdb_bucket(bucket_seconds)
     rows = con.execute(
-        f"SELECT TRY_CAST(event_id AS UUID), count(*) FROM {settings.events_table} WHERE {_range_sql(low)} "
-        f"AND list_contains($buckets, {id_checksum.duckdb_bucket(bucket_seconds)}) GROUP BY 1",
+        f"SELECT {bucket}, TRY_CAST(event_id AS UUID), count(*) FROM {settings.events_table} "
+        f"WHERE {_range_sql(low)} AND list_contains($buckets, {bucket}) GROUP BY ALL",
         {"buckets": buckets, "upper": upper, **({"low": low} if low else {})}).fetchall()
-    return Counter({row_id: int(count) for row_id, count in rows if row_id is not None})
+    found: dict[int, Counter[UUID]] = {b: Counter() for b in buckets}
+    for number, row_id, count in rows:
+        if row_id is not None:
+            found[int(number)][row_id] += int(count)
+    return found
 
 
 def held_ids(con: duckdb.DuckDBPyConnection, settings: Settings, ids: set[UUID]) -> set[UUID]:

@@ -59,10 +59,10 @@ def assess(now: datetime, load_every: timedelta, last_success: datetime | None, 
         failing.append(f"{set_aside} batch(es) set aside (fix the cause, then {actions.RETRY_FAILED})")
     if lake_surplus:
         failing.append(f"the lake holds {lake_surplus} row(s) dated in the look-back that the source no "
-                       "longer has: they were deleted, or their event_timestamp updated, after loading (the "
-                       f"pipeline loads an append-only source). {actions.VERIFY} lists them; remove them "
-                       f"from the lake with {actions.WRITE} {actions.SQL} \"DELETE FROM events WHERE "
-                       "event_id IN (…)\" (time travel keeps the old rows) or restore them in the source")
+                       "longer has there: they were deleted, or their event_timestamp updated, after loading "
+                       f"(an id is loaded once). {actions.REPAIR} {actions.SINCE} <range> replaces them with "
+                       "the source's rows in one snapshot (time travel keeps the old ones); or restore them "
+                       "in the source")
     since = (now - last_success).total_seconds() if last_success else None
     if last_success is None:  # a lake that never loaded is never healthy, whatever the source holds
         stale.append(f"nothing loaded yet, while the source holds {source_rows} row(s)" if source_rows

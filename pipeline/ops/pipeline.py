@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+from datetime import timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -33,7 +34,9 @@ if TYPE_CHECKING:
 
     from pipeline.lake.maintain import MaintenanceReport
     from pipeline.lake.verify import Comparison
+    from pipeline.ops.proof import RangeCheck
     from pipeline.ops.reconcile import ReconcileReport
+    from pipeline.ops.repair import RepairReport
     from pipeline.ops.status import Status
 
 
@@ -177,6 +180,20 @@ class Pipeline:
         from pipeline.lake.verify import compare
 
         return compare(self.settings)
+
+    def prove(self, since: timedelta | None) -> RangeCheck:
+        """The lake against the source by id over ``since`` before the watermark (None: all), bucket
+        by bucket (:func:`pipeline.ops.proof.prove`): no row is read where the buckets agree."""
+        from pipeline.ops.proof import prove
+
+        return prove(self.settings, since)
+
+    def repair(self, since: timedelta | None) -> RepairReport:
+        """Replace the lake's rows of every id that differs from the source over ``since`` (None:
+        all) by the source's, in one snapshot (:mod:`pipeline.ops.repair`)."""
+        from pipeline.ops.repair import repair
+
+        return repair(self.settings, since)
 
     def status(self) -> Status:
         """Watermark, lag, batches, jobs and health (:mod:`pipeline.ops.status`)."""

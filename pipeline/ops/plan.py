@@ -18,7 +18,7 @@ from pipeline.source import arrivals, shape, stats
 from pipeline.source.completeness import Completeness
 from pipeline.source.plan import BatchPlan
 from pipeline.source.snapshot import PlannerSnapshot
-from pipeline.source.window import Arrivals, Window, plan_window
+from pipeline.source.window import XID_SPAN, Arrivals, Window, plan_window
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +64,7 @@ def plan_batch(snapshot: PlannerSnapshot, con: duckdb.DuckDBPyConnection, settin
         _warn_behind(settings, rows_behind, window)
     return BatchPlan(window=window, stats=window_stats, snapshot_id=snapshot.snapshot_id,
                      timezone=stats.session_timezone(conn), rows_in_future=in_future, arrival_mark=mark,
+                     snapshot_xmin=snapshot.xmin,
                      completeness=check if window.arrivals is not None else None, rows_behind=rows_behind,
                      ids=ids, source_ids=source_ids, extra_columns=extra_columns)
 
@@ -82,7 +83,13 @@ def _arrivals(snapshot: PlannerSnapshot, con: duckdb.DuckDBPyConnection,
     if not unique_ids:
         log.debug("reading the whole look-back: %s has no unique index on event_id", settings.source_table)
         return None
-    return Arrivals(column, *earlier)
+    after, due_after, xmin = earlier
+    # transaction ids decide what is new when the relation has them (a table, not a view or a
+    # foreign table) and the earlier snapshot is well within the 2**31 window 32-bit ids compare in
+    if xmin is not None and (snapshot.xmin is None or not 0 <= snapshot.xmin - xmin < XID_SPAN // 4
+                             or not shape.has_row_versions(snapshot.conn, settings.source_table)):
+        xmin = None
+    return Arrivals(column, after, due_after, xmin)
 
 
 def _warn_rows_ahead(snapshot: PlannerSnapshot, settings: ResolvedSettings, upper: datetime) -> None:

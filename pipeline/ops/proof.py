@@ -16,16 +16,17 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from uuid import UUID
 
 import duckdb
 import psycopg
 
-from pipeline import id_checksum
+from pipeline import actions, id_checksum
+from pipeline.errors import ConfigError
 from pipeline.id_checksum import IdSum
 from pipeline.lake import batches
-from pipeline.settings import Settings
+from pipeline.settings import ResolvedSettings, Settings
 from pipeline.source import stats
 from pipeline.source.shape import IdShape
 from pipeline.source.window import iso
@@ -47,10 +48,13 @@ class RangeCheck:
     missing: list[UUID] = field(default_factory=list)  # source ids the lake lacks
     extra: list[UUID] = field(default_factory=list)  # lake rows beyond the source's, one per surplus row
     moved: list[UUID] = field(default_factory=list)  # source ids in range the lake holds dated elsewhere
+    buckets: list[datetime] = field(default_factory=list)  # where they differ: the buckets' starts
+    bucket_seconds: int = MINUTE
 
     @property
     def exact(self) -> bool:
-        return self.source == self.lake
+        """The same ids in the range (and, compared bucket by bucket, each in its bucket)."""
+        return self.source == self.lake and not (self.missing or self.extra or self.moved)
 
     @property
     def diverged(self) -> int:
@@ -70,14 +74,18 @@ class RangeCheck:
         if self.extra:
             parts.append(f"{len(self.extra)} lake row(s) the source does not hold there (deleted or moved "
                          f"after loading, or an id held twice; e.g. {_ids(self.extra)})")
-        return f"lake differs from source by id in {span}: " + ("; ".join(parts) or "checksums differ")
+        first = (f"; the first {self.bucket_seconds // 60}-minute bucket that differs starts "
+                 f"{iso(self.buckets[0])}" if self.buckets else "")
+        found = "; ".join(parts) or "checksums differ"
+        return f"lake differs from source by id in {span}: {found}{first}"
 
     def as_dict(self) -> dict[str, object]:
         return {"low": iso(self.low) if self.low else None, "upper": iso(self.upper),
                 "source": self.source.as_dict(), "lake": self.lake.as_dict(), "exact": self.exact,
                 "missing": len(self.missing), "extra": len(self.extra), "moved": len(self.moved),
                 "missing_ids": [str(i) for i in self.missing[:SHOWN]],
-                "extra_ids": [str(i) for i in self.extra[:SHOWN]]}
+                "extra_ids": [str(i) for i in self.extra[:SHOWN]],
+                "differing_buckets": [iso(b) for b in self.buckets[:SHOWN]]}
 
 
 def _ids(ids: list[UUID]) -> str:
@@ -94,30 +102,68 @@ def source_ids(conn: psycopg.Connection, settings: Settings, low: datetime | Non
 
 def compare(conn: psycopg.Connection, con: duckdb.DuckDBPyConnection, settings: Settings,
             low: datetime | None, upper: datetime, how: IdShape, *, source: IdSum | None = None,
-            bucket_seconds: int = MINUTE) -> RangeCheck:
+            bucket_seconds: int = MINUTE, every_bucket: bool = False) -> RangeCheck:
     """Compare the lake (``con``) with the source (``conn``, whose snapshot ``source`` was read in
-    when given) over ``(low, upper]``; locate the difference id by id when there is one."""
+    when given) over ``(low, upper]``; locate the difference id by id when there is one.
+    ``every_bucket``: compare bucket by bucket even when the range's sums agree, so a row moved
+    inside the range shows too (a proof; a load's check asks only which ids the range holds)."""
     table = settings.source_table
     if source is None:
         source = source_ids(conn, settings, low, upper, how)
     set_aside = batches.quarantined_in_range(con, settings, low, upper)
     kept = stats.unchanged_rows(conn, table, set_aside, uuid_typed=how.uuid_typed)
     lake = batches.id_sums(con, settings, low, upper).get(0, IdSum()) + id_checksum.of_ids(kept)
-    if lake == source:
-        return RangeCheck(low, upper, source, lake)
+    if lake == source and not every_bucket:
+        return RangeCheck(low, upper, source, lake, bucket_seconds=bucket_seconds)
     by_source = stats.id_sums(conn, table, low, upper, uuid_typed=how.uuid_typed, unique=how.unique,
                               bucket_seconds=bucket_seconds)
     by_lake = batches.id_sums(con, settings, low, upper, bucket_seconds)
     # buckets holding a kept quarantined row differ too (the events table lacks it): its id is
     # found with the others and counted as held
     differing = id_checksum.differing(by_source, by_lake)
-    source_set = stats.ids_in_buckets(conn, table, low, upper, differing, bucket_seconds,
-                                      uuid_typed=how.uuid_typed) if differing else set()
-    lake_rows = (batches.ids_in_buckets(con, settings, low, upper, differing, bucket_seconds)
-                 if differing else Counter())
-    absent = source_set - set(lake_rows) - kept
-    moved = batches.held_ids(con, settings, absent)  # each id once in the lake: not loaded again
+    source_rows = stats.ids_in_buckets(conn, table, low, upper, differing, bucket_seconds,
+                                      uuid_typed=how.uuid_typed) if differing else {}
+    lake_ids = (batches.ids_in_buckets(con, settings, low, upper, differing, bucket_seconds)
+                if differing else {})
+    absent: set[UUID] = set()
+    surplus: list[UUID] = []  # one entry per lake row the source does not hold in its bucket
+    buckets = []  # the buckets where an id differs (not only a kept quarantined row)
+    for number in differing:
+        held, there = lake_ids.get(number, Counter()), source_rows.get(number, set())
+        lacking = there - set(held) - kept
+        beyond = [i for i, n in held.items() for _ in range(n if i not in there else n - 1)]
+        if lacking or beyond:
+            buckets.append(id_checksum.bucket_start(number, bucket_seconds))
+        absent |= lacking
+        surplus += beyond
+    # an id the source dates in one bucket and the lake in another (or outside the range) moved
+    moved = (absent & set(surplus)) | batches.held_ids(con, settings, absent - set(surplus))
     missing = sorted(absent - moved)
-    extra = sorted([i for i in lake_rows if i not in source_set]
-                   + [i for i, n in lake_rows.items() for _ in range(n - 1)])
-    return RangeCheck(low, upper, source, lake, missing, extra, sorted(moved))
+    extra = sorted(i for i in surplus if i not in moved)
+    return RangeCheck(low, upper, source, lake, missing, extra, sorted(moved), buckets, bucket_seconds)
+
+
+def prove(settings: ResolvedSettings, since: timedelta | None) -> RangeCheck:
+    """``--verify --since``: the lake against the source by id over ``since`` before the watermark
+    (None: all of it), up to the watermark: what the lake claims to hold. One aggregate per side
+    when they agree; the differing buckets and ids when not. Both sides in one source snapshot."""
+    from pipeline.lake.connect import lake_session
+    from pipeline.source.snapshot import exported_snapshot
+
+    with lake_session(settings, read_only=True) as con, \
+            exported_snapshot(settings.source_dsn, arrivals=False) as snapshot:
+        return prove_in(snapshot.conn, con, settings, since)
+
+
+def prove_in(conn: psycopg.Connection, con: duckdb.DuckDBPyConnection, settings: Settings,
+             since: timedelta | None) -> RangeCheck:
+    """:func:`prove` on a source connection (its snapshot) and a lake session the caller holds."""
+    watermark = batches.watermark(con, settings)
+    if watermark is None:
+        raise ConfigError("Nothing has been loaded yet: there is no range to prove.",
+                          f"Load first ({actions.RUN}).")
+    upper = min(watermark, stats.server_now(conn))
+    low = upper - since if since is not None else None
+    bucket = HOUR if since is None or since > timedelta(days=1) else MINUTE
+    return compare(conn, con, settings, low, upper, IdShape.read(conn, settings.source_table),
+                   bucket_seconds=bucket, every_bucket=True)

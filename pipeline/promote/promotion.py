@@ -272,7 +272,8 @@ def _record(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, batch: S
         arrival_mark=parse_iso(manifest.arrival_mark),
         freshness_p50=freshness[0], freshness_p95=freshness[1],
         rows_behind_mark=manifest.rows_behind_mark or None, source=manifest.source,
-        source_ids=manifest.source_ids, source_id_checksum=manifest.source_id_checksum))
+        source_ids=manifest.source_ids, source_id_checksum=manifest.source_id_checksum,
+        snapshot_xmin=manifest.snapshot_xmin))
 
 
 def _span(values: list[datetime | None]) -> tuple[datetime | None, datetime | None]:

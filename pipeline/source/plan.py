@@ -22,6 +22,7 @@ class BatchPlan:
     timezone: str = "UTC"  # the planner's session zone, which every reader's session takes
     rows_in_future: int = 0  # dated after the source's clock: they wait until due
     arrival_mark: datetime | None = None  # recorded with the batch; the next plan reads what arrived after
+    snapshot_xmin: int | None = None  # recorded with the batch: the next plan reads newer transactions' rows
     # an arrival-aware window's completeness check (None: the window reads the whole look-back)
     completeness: Completeness | None = None
     rows_behind: int = 0  # rows found arrived behind the last mark: why this plan reads the whole look-back

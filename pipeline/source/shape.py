@@ -68,6 +68,13 @@ class IdShape:
                    unique=has_unique_index(conn, qualified, "event_id"))
 
 
+def has_row_versions(conn: psycopg.Connection, qualified: str) -> bool:
+    """Does the relation's every row carry the id of the transaction that wrote it (``xmin``): a
+    table or a partitioned one, not a view or a foreign table?"""
+    return bool(one_row(conn.execute("SELECT relkind IN ('r', 'p') FROM pg_class WHERE oid = %s::regclass",
+                                     (qualified,)))[0])
+
+
 def has_unique_index(conn: psycopg.Connection, qualified: str, column: str) -> bool:
     """Is ``column`` alone a primary key or unique index (so no two rows share a value)?"""
     schema, table = qualified.split(".")

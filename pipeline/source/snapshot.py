@@ -27,6 +27,9 @@ class PlannerSnapshot(NamedTuple):
     conn: psycopg.Connection  # inside the snapshot's transaction
     snapshot_id: str  # for readers to import
     arrival_mark: datetime | None  # rows arriving up to here are all visible (pipeline.source.arrivals)
+    # the oldest transaction the snapshot saw running (64-bit): every row written by an older one
+    # that committed is visible in it (recorded with the batch; the next plan reads newer ones)
+    xmin: int | None = None
 
 
 @contextmanager
@@ -40,8 +43,9 @@ def exported_snapshot(dsn: PgDsn, *, arrivals: bool = True) -> Iterator[PlannerS
         conn.autocommit = False
         conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         try:
-            snapshot_id = one_row(conn.execute("SELECT pg_export_snapshot()"))[0]
-            yield PlannerSnapshot(conn, snapshot_id, mark)
+            snapshot_id, xmin = one_row(conn.execute(
+                "SELECT pg_export_snapshot(), pg_snapshot_xmin(pg_current_snapshot())::text::bigint"))
+            yield PlannerSnapshot(conn, snapshot_id, mark, int(xmin))
         finally:
             with contextlib.suppress(psycopg.Error):  # a dead connection must not mask the real error
                 conn.rollback()

@@ -79,14 +79,17 @@ def id_sums(conn: psycopg.Connection, qualified: str, low: datetime | None, uppe
 
 
 def ids_in_buckets(conn: psycopg.Connection, qualified: str, low: datetime | None, upper: datetime,
-                   buckets: list[int], bucket_seconds: int, *, uuid_typed: bool) -> set[UUID]:
-    """The ids the source holds dated in ``(low, upper]`` and in ``buckets``: where a difference is."""
+                   buckets: list[int], bucket_seconds: int, *, uuid_typed: bool) -> dict[int, set[UUID]]:
+    """The ids the source holds dated in ``(low, upper]`` in each of ``buckets``: where a difference is."""
     uuid_sql = id_checksum.postgres_id("event_id", uuid_typed)
-    query = sql.SQL(f"SELECT DISTINCT {uuid_sql} FROM {{t}} WHERE {_range_sql(low)} AND "
-                    f"{id_checksum.postgres_bucket(bucket_seconds)} = ANY(%(buckets)s)").format(
-        t=table_sql(qualified))
-    rows = conn.execute(query, {"low": low, "upper": upper, "buckets": buckets}).fetchall()
-    return {row[0] for row in rows if row[0] is not None}
+    bucket = id_checksum.postgres_bucket(bucket_seconds)
+    query = sql.SQL(f"SELECT DISTINCT {bucket}, {uuid_sql} FROM {{t}} WHERE {_range_sql(low)} AND "
+                    f"{bucket} = ANY(%(buckets)s)").format(t=table_sql(qualified))
+    found: dict[int, set[UUID]] = {b: set() for b in buckets}
+    for number, row_id in conn.execute(query, {"low": low, "upper": upper, "buckets": buckets}).fetchall():
+        if row_id is not None:
+            found[int(number)].add(row_id)
+    return found
 
 
 def unchanged_rows(conn: psycopg.Connection, qualified: str, rows: dict[UUID, str | None], *,

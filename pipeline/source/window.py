@@ -16,26 +16,54 @@ from datetime import UTC, datetime, timedelta
 
 from pipeline.sqltext import quote_ident
 
+XID_SPAN = 2 ** 32
+# A row written by a writer whose clock is up to this far behind the database's is still found
+# through the arrival column's index; the transaction id then says whether it is new. A row
+# further behind (a backfill) is left to the identity check, which reads the whole look-back.
+SKEW_BOUND = timedelta(minutes=1)
+
 
 @dataclass(frozen=True)
 class Arrivals:
-    """What an earlier plan already saw: every row whose ``column`` is at or before ``after``
-    and whose ``event_timestamp`` is at or before ``due_after`` (that plan's ``upper``) was
-    committed and visible to it, so the batch it planned holds it."""
+    """What an earlier plan already saw. With ``xmin`` (the oldest transaction its snapshot
+    still saw running, a 64-bit transaction id), every row whose writing transaction is older was
+    committed and visible to it: no clock decides, whatever a writer stamps in ``column``, which
+    only narrows the read through its index (:data:`SKEW_BOUND` behind ``after``). Without, every
+    row whose ``column`` is at or before ``after`` was (the database's clock stamps it). Either
+    way, rows dated after ``due_after`` (that plan's ``upper``) are read: they became due since."""
 
     column: str
     after: datetime  # the earlier plan's arrival mark (pipeline.source.arrivals)
     due_after: datetime  # the earlier plan's upper
+    xmin: int | None = None  # the earlier plan's snapshot's xmin (pg_snapshot_xmin), None: unknown
+
+    def _new_sql(self, after: str, xmin32: str) -> str:
+        col = quote_ident(self.column)
+        if self.xmin is None:
+            return f"{col} > {after}"
+        # the row's 32-bit xmin at or after the earlier snapshot's, modulo 2**32 (a window of 2**31
+        # transactions: the plan checks the earlier one is far closer); a frozen or older row reads
+        # as new at worst, and is then only read again
+        return (f"({col} > {after}::timestamptz - interval '{int(SKEW_BOUND.total_seconds())} seconds' "
+                f"AND mod(xmin::text::bigint - {xmin32} + {XID_SPAN}, {XID_SPAN}) < {XID_SPAN // 2})")
 
     def where_sql(self) -> str:
         # a row without an arrival time is always read (the look-back bounds it, as before)
         col = quote_ident(self.column)
-        return (f"({col} > %(arrived_after)s OR event_timestamp > %(due_after)s OR {col} IS NULL)")
+        return (f"({self._new_sql('%(arrived_after)s', '%(xmin32)s')} OR event_timestamp > %(due_after)s "
+                f"OR {col} IS NULL)")
+
+    def params(self) -> dict[str, object]:
+        values: dict[str, object] = {"arrived_after": self.after, "due_after": self.due_after}
+        if self.xmin is not None:
+            values["xmin32"] = self.xmin % XID_SPAN
+        return values
 
     def literal_sql(self) -> str:
         col = quote_ident(self.column)
-        return (f"({col} > '{iso(self.after)}'::timestamptz OR event_timestamp > "
-                f"'{iso(self.due_after)}'::timestamptz OR {col} IS NULL)")
+        new = self._new_sql(f"'{iso(self.after)}'::timestamptz",
+                            str(self.xmin % XID_SPAN) if self.xmin is not None else "")
+        return f"({new} OR event_timestamp > '{iso(self.due_after)}'::timestamptz OR {col} IS NULL)"
 
 
 @dataclass(frozen=True)
@@ -60,12 +88,12 @@ class Window:
         range_sql = f"({range_sql} OR event_timestamp IS NULL)" if self.nulls else range_sql
         return f"{range_sql} AND {self.arrivals.where_sql()}" if self.arrivals else range_sql
 
-    def params(self) -> dict[str, datetime]:
-        values = {"upper": self.upper}
+    def params(self) -> dict[str, object]:
+        values: dict[str, object] = {"upper": self.upper}
         if self.low is not None:
             values["low"] = self.low
         if self.arrivals is not None:
-            values.update(arrived_after=self.arrivals.after, due_after=self.arrivals.due_after)
+            values.update(self.arrivals.params())
         return values
 
     def literal_sql(self) -> str:
@@ -82,8 +110,11 @@ class Window:
 
     def describe(self) -> str:
         low = iso(self.low) if self.low else "-inf"
-        arrived = (f" arrived after {iso(self.arrivals.after)} or due after {iso(self.arrivals.due_after)}"
-                   if self.arrivals else "")
+        arrived = ""
+        if self.arrivals:
+            xid = f" by transactions from {self.arrivals.xmin}" if self.arrivals.xmin else ""
+            arrived = (f" arrived after {iso(self.arrivals.after)}{xid} or due after "
+                       f"{iso(self.arrivals.due_after)}")
         return f"({low}, {iso(self.upper)}]{arrived}"
 
     def brief(self) -> str:

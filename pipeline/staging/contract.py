@@ -68,6 +68,7 @@ class Manifest:
     # the next plan, and the earlier mark it read after (rows past it are new arrivals: freshness)
     arrival_mark: str | None = None
     arrived_after: str | None = None
+    snapshot_xmin: int | None = None  # the plan snapshot's xmin, for the next plan (pipeline.source.window)
     rows_behind_mark: int = 0  # the plan's completeness check found these had arrived behind the mark
     # the source's event_id is unique (kept for older readers: promotion checks every id against
     # the whole lake)

@@ -29,10 +29,32 @@ def _insert(conn: psycopg.Connection, table: str, rows: int, created_at_sql: str
 # what ORMs, replays and backfills write into created_at, relative to the database's clock
 WRITERS = {
     "a backfill carrying yesterday's time": "now() - interval '1 day'",
-    "an app server clock 2 s behind": "clock_timestamp() - interval '2 seconds'",
-    "an app server clock 30 s behind": "clock_timestamp() - interval '30 seconds'",
     "a business column dated 2019": "timestamptz '2019-06-01 12:00:00+00'",
 }
+# application clocks within SKEW_BOUND of the database's: the transaction id says the rows are new
+SKEWED_CLOCKS = {
+    "an app server clock 2 s behind": "clock_timestamp() - interval '2 seconds'",
+    "an app server clock 30 s behind": "clock_timestamp() - interval '30 seconds'",
+    "an app server clock 10 s ahead": "clock_timestamp() + interval '10 seconds'",
+}
+
+
+@pytest.mark.parametrize("writer", list(SKEWED_CLOCKS))
+def test_rows_of_a_writer_with_its_own_clock_are_read_once_by_the_fast_path(settings, spark, writer):
+    """No clock decides what is new: the transaction that wrote a row does. A skewed writer's rows
+    are read once, by the fast path (was: the whole look-back, every load)."""
+    add_events(settings, 300, seed=311)
+    run(settings, spark=spark)
+    add_events(settings, 20, seed=312)
+    run(settings, spark=spark)
+    table = resolve(settings).source_table
+    for _ in range(2):
+        with _source(settings) as conn:
+            _insert(conn, table, 50, SKEWED_CLOCKS[writer])
+        report = run(settings, spark=spark)
+        assert (report.rows_inserted, report.rows_in_window, report.rows_behind_mark) == (50, 50, 0)
+    assert run(settings, spark=spark).rows_in_window == 0
+    assert_lake_equals_source(settings, expected_rows=420)
 
 
 @pytest.mark.parametrize("writer", list(WRITERS))
@@ -58,10 +80,10 @@ def test_rows_whose_created_at_is_behind_the_mark_reach_the_lake_on_the_next_run
     assert run(settings, spark=spark).rows_in_window == 10
 
 
-def test_a_gap_hidden_by_rows_read_again_is_closed_in_the_same_run(settings, spark):
-    """Rows whose created_at is ahead of the database's clock are read by every load (they are
-    always "new"); 30 of them mask 20 missing rows in the count made before extraction. The count
-    after promotion finds the 20 and the run reads the whole look-back at once."""
+def test_rows_stamped_far_ahead_are_read_once_and_a_backfill_after_them_is_loaded(settings, spark):
+    """Rows whose created_at is an hour ahead of the database's clock were read by every load
+    (always "new" by their clock); their transaction id says they are not. 20 backfilled rows
+    after them are found by the count before extraction and read with the whole look-back."""
     add_events(settings, 200, seed=304)
     run(settings, spark=spark)
     table = resolve(settings).source_table
@@ -72,7 +94,9 @@ def test_a_gap_hidden_by_rows_read_again_is_closed_in_the_same_run(settings, spa
         _insert(conn, table, 20, "now() - interval '1 day'")
     report = run(settings, spark=spark)
     assert (report.rows_inserted, report.rows_behind_mark) == (20, 20)
-    assert len(report.promotions) == 2  # the fast window's batch (duplicates only), then the whole look-back
+    assert len(report.promotions) == 1  # the whole look-back at once
+    assert report.check is not None and report.check.exact
+    assert run(settings, spark=spark).rows_in_window == 0  # the rows stamped ahead are not read again
     assert_lake_equals_source(settings, expected_rows=250)
 
 
@@ -91,7 +115,8 @@ def test_a_writer_session_with_track_activities_off_is_not_lost(settings, spark)
             assert run(settings, spark=spark).rows_inserted == 10
         hidden.commit()
     report = run(settings, spark=spark)
-    assert (report.rows_inserted, report.rows_behind_mark) == (40, 40)
+    # its transaction id is newer than the last plan's snapshot saw: read by the fast path
+    assert (report.rows_inserted, report.rows_behind_mark) == (40, 0)
     assert_lake_equals_source(settings, expected_rows=260)
 
 

@@ -9,11 +9,12 @@ import uuid
 import psycopg
 import pytest
 
+from pipeline.ops.pipeline import Pipeline
 from pipeline.ops.run import run
 from pipeline.ops.status import collect
 from pipeline.settings.resolve import resolve
 from tests.conftest import BOTH_MODES, load_settings
-from tests.helpers import add_events, lake_query
+from tests.helpers import add_events, assert_lake_equals_source, lake_query
 
 
 def _source(settings) -> psycopg.Connection:
@@ -47,10 +48,13 @@ def _one_loaded_id(conn: psycopg.Connection, table: str) -> uuid.UUID:
                         "ORDER BY event_id LIMIT 1").fetchone()[0]
 
 
-def test_a_row_deleted_beside_a_backfill_hides_neither(settings, spark):
+def test_a_row_deleted_beside_a_backfill_hides_neither(settings, lake_env, spark, cli):
     """Equal counts (one row gone, one come): the backfill is loaded by the next run, and --status
-    names the row the source deleted instead of saying healthy."""
+    names the row the source deleted instead of saying healthy; --verify --since proves the range
+    bucket by bucket and names the first that differs."""
     _loaded_and_fast(settings, spark)
+    proven = cli("--verify", "--since", "all", env=lake_env)
+    assert proven.returncode == 0 and "lake == source by id in" in proven.stdout + proven.stderr
     table = resolve(settings).source_table
     with _source(settings) as conn:
         gone = _one_loaded_id(conn, table)
@@ -66,6 +70,25 @@ def test_a_row_deleted_beside_a_backfill_hides_neither(settings, spark):
     assert status.lake_rows_not_in_source == 1
     assert status.identity is not None and status.identity.extra == [gone]
     assert any("no longer has" in reason for reason in status.health.reasons)
+    differs = cli("--verify", "--since", "2h", env=lake_env)
+    said = differs.stdout + differs.stderr
+    assert differs.returncode == 1, said
+    assert "1 lake row(s) the source does not hold there" in said and str(gone) in said
+    assert "the first 1-minute bucket that differs starts" in said
+    text = cli("--status", env=lake_env)
+    assert "by identity" in text.stdout and str(gone) in text.stdout
+    # the one command that makes lake == source again: its own snapshot, the old state kept
+    before = lake_query(settings, "SELECT max(snapshot_id) FROM lake.snapshots()")[0][0]
+    repaired = cli("--repair", "--since", "2h", env=lake_env)
+    assert repaired.returncode == 0, repaired.stderr
+    assert "removed 1 lake row(s), loaded 0" in repaired.stdout + repaired.stderr
+    assert_lake_equals_source(settings)
+    assert collect(resolve(settings)).health.state == "healthy"
+    [(message,)] = lake_query(settings, "SELECT commit_message FROM lake.snapshots() WHERE snapshot_id = "
+                                        f"{before + 1}")
+    assert message.startswith("repair ")
+    assert lake_query(settings, f"SELECT count(*) FROM lake.main.events AT (VERSION => {before}) "
+                                f"WHERE event_id = '{gone}'") == [(1,)]
 
 
 def test_a_row_moved_out_of_the_look_back_beside_a_backfill_hides_neither(settings, spark):
@@ -104,6 +127,11 @@ def test_a_loaded_row_moved_into_the_look_back_is_not_loaded_again(settings, spa
     status = collect(resolve(settings))
     assert status.health.state == "failing" and status.identity is not None
     assert status.identity.moved == [moved]
+    with Pipeline(settings) as pipeline:
+        repaired = pipeline.repair(None)
+    assert (repaired.rows_removed, repaired.rows_loaded) == (1, 1)
+    assert_lake_equals_source(settings, expected_rows=125)  # the row as the source dates it now
+    assert collect(resolve(settings)).health.state == "healthy"
 
 
 LOOSE_TABLE = """
