@@ -30,6 +30,8 @@ STATUS_GAUGES = {
     "data_bytes": ("data_bytes", "Bytes in the lake's live data files."),
     "staged_batches_waiting": ("staged_batches_waiting", "Complete staged batches not promoted yet."),
     "rows_quarantined": ("rows_quarantined", "Rows in ops.quarantine (they cannot be loaded)."),
+    "lake_rows_not_in_source": ("rows_diverged", "Lake rows in the look-back the source deleted or moved "
+                                "after loading (compared by id; --repair makes lake == source)."),
 }
 
 
@@ -52,6 +54,13 @@ def families(obs: Observation) -> Iterator[Metric]:
         value = getattr(status, attribute)
         if value is not None:
             yield _gauge(name, text, value)
+    if status.identity is not None:
+        yield _gauge("rows_missing", "Source ids in the look-back the lake does not hold yet (compared by "
+                     "id; the next load reads them).", len(status.identity.missing))
+        if status.identity.exact:
+            yield _gauge("proven_seconds", "Age of the watermark the look-back was proven through by id "
+                         "(absent while lake and source differ).",
+                         (obs.at - status.identity.upper).total_seconds())
     if status.integrity is not None:
         yield _gauge("damaged_files", "Registered data files missing, or changed since registered.",
                      len(status.integrity.damaged))
