@@ -323,6 +323,7 @@ class _Run:
         with one_read(self.con):
             check = proof.compare(snapshot.conn, self.con, self.settings, plan.window.low, plan.window.upper,
                                   plan.ids, source=plan.source_ids)
+        check = proof.newer_than_snapshot(self.settings, check, plan.ids)
         self.report.seconds["check"] = self.report.seconds.get("check", 0.0) + time.monotonic() - t0
         self.report.check = check
         if check.extra:

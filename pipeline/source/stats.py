@@ -92,6 +92,15 @@ def ids_in_buckets(conn: psycopg.Connection, qualified: str, low: datetime | Non
     return found
 
 
+def ids_in_range(conn: psycopg.Connection, qualified: str, low: datetime | None, upper: datetime,
+                 ids: set[UUID], *, uuid_typed: bool) -> set[UUID]:
+    """Which of ``ids`` the source holds dated in ``(low, upper]``."""
+    uuid_sql = id_checksum.postgres_id("event_id", uuid_typed)
+    query = sql.SQL(f"SELECT {uuid_sql} FROM {{t}} WHERE {_range_sql(low)} "
+                    f"AND {uuid_sql} = ANY(%(ids)s)").format(t=table_sql(qualified))
+    return {row[0] for row in conn.execute(query, {"low": low, "upper": upper, "ids": list(ids)}).fetchall()}
+
+
 def unchanged_rows(conn: psycopg.Connection, qualified: str, rows: dict[UUID, str | None], *,
                    uuid_typed: bool) -> set[UUID]:
     """Of ``rows`` (id -> md5 of the details text as it was set aside), the ids whose source row
