@@ -58,19 +58,35 @@ def lake_facts(settings) -> dict[str, object]:
     with lake_session(embedded.resolved(settings), read_only=True) as con:
         latest = con.execute(f"SELECT max(snapshot_id) FROM {lake}.snapshots()").fetchone()[0]
         first_batch = con.execute(f"SELECT min(promoted_at) FROM {settings.batches_table}").fetchone()[0]
-        latencies = sorted(r[0] for r in con.execute(f"""
-            SELECT epoch(s.snapshot_time) - epoch(c.created_at)
-            FROM {lake}.table_changes('{table}', 0, {latest}) c
+        # a writer with its own clock says its skew in the row (the generator's --clock-skew): the
+        # write's time on the database's clock is created_at minus it; a row it dated ahead of the
+        # database's clock is due (loadable) only from its event_timestamp on
+        rows = con.execute(f"""
+            SELECT epoch(s.snapshot_time) - (epoch(c.created_at) - skew),
+                   epoch(s.snapshot_time) - greatest(epoch(c.created_at) - skew, epoch(c.event_timestamp))
+            FROM (SELECT *, coalesce(TRY_CAST(details->>'clock_skew_s' AS DOUBLE), 0) AS skew
+                  FROM {lake}.table_changes('{table}', 0, {latest})) c
             JOIN {lake}.snapshots() s USING (snapshot_id)
-            WHERE c.change_type = 'insert' AND c.created_at > $first""", {"first": first_batch}).fetchall())
+            WHERE c.change_type = 'insert' AND c.created_at > $first""", {"first": first_batch}).fetchall()
+        latencies = sorted(r[0] for r in rows)
+        due = sorted(r[1] for r in rows)
+        by_writer = con.execute(f"""
+            SELECT skew, count(*), quantile_cont(epoch(s.snapshot_time) - (epoch(c.created_at) - skew), 0.5),
+                   quantile_cont(epoch(s.snapshot_time) - (epoch(c.created_at) - skew), 0.95)
+            FROM (SELECT *, coalesce(TRY_CAST(details->>'clock_skew_s' AS DOUBLE), 0) AS skew
+                  FROM {lake}.table_changes('{table}', 0, {latest})) c
+            JOIN {lake}.snapshots() s USING (snapshot_id)
+            WHERE c.change_type = 'insert' AND c.created_at > $first GROUP BY skew ORDER BY skew""",
+                                {"first": first_batch}).fetchall()
         read, inserted, loads = con.execute(
             f"SELECT sum(rows_staged), sum(rows_inserted), count(*) FROM {settings.batches_table} "
             "WHERE promoted_at > $first", {"first": first_batch}).fetchone()
         live = con.execute("SELECT count(*) FROM ducklake_list_files(?, ?)", [lake, table]).fetchone()[0]
         snapshots = con.execute(f"SELECT count(*) FROM {lake}.snapshots()").fetchone()[0]
     on_disk = sum(1 for _ in Path(settings.data_path).rglob("*.parquet"))
-    return {"latencies": latencies, "read": read or 0, "inserted": inserted or 0, "loads": loads,
-            "live files": live, "files on disk": on_disk, "snapshots": snapshots}
+    return {"latencies": latencies, "due": due, "by_writer": by_writer, "read": read or 0,
+            "inserted": inserted or 0, "loads": loads, "live files": live, "files on disk": on_disk,
+            "snapshots": snapshots}
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -93,7 +109,8 @@ def one_rate(args: argparse.Namespace, rate: int) -> list[tuple[str, str]]:
                 [sys.executable, str(ROOT / "insert_event_data_loop.py"), "--continuous", "--rows",
                  str(max(1, rate // 4 // len(skews))), "--delay", "0.25", "--workers", "1", "--quiet",
                  *(["--clock-skew", skew] if skew is not None else [])],
-                env=full_env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for skew in skews]
+                env=full_env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                for skew in skews]
             time.sleep(2)  # the table exists before the first load
             command = (["--follow", "--every", args.every] if args.mode == "follow" else
                        ["--schedule", "--run-now", "--load-every", args.every])
@@ -115,7 +132,10 @@ def one_rate(args: argparse.Namespace, rate: int) -> list[tuple[str, str]]:
                     generator.send_signal(signal.SIGTERM)
                 for generator in generators:
                     generator.wait(60)
-                time.sleep(3 * settings.intervals.follow.total_seconds() if args.mode == "follow" else 1)
+                # rows a writer dated ahead of the database's clock are loaded once due
+                ahead = max([0.0, *(float(s) for s in skews if s is not None)])
+                every = settings.intervals.follow.total_seconds()
+                time.sleep(ahead + (3 * every if args.mode == "follow" else 1))
                 pipeline.send_signal(signal.SIGTERM)
                 code = pipeline.wait(120)
             if args.mode == "schedule":  # rows written since its last load: one --run catches up
@@ -133,6 +153,10 @@ def one_rate(args: argparse.Namespace, rate: int) -> list[tuple[str, str]]:
                 ("created -> visible p50 s", f"{percentile(values, 0.50):.1f}"),
                 ("created -> visible p95 s", f"{percentile(values, 0.95):.1f}"),
                 ("created -> visible max s", f"{values[-1]:.1f}" if values else "n/a"),
+                ("due -> visible p95 s (rows dated ahead wait until due)",
+                 f"{percentile(facts['due'], 0.95):.1f}"),
+                *((f"  writer clock {skew:+.0f} s: rows, created -> visible p50 / p95 s",
+                   f"{rows:,}, {p50:.1f} / {p95:.1f}") for skew, rows, p50, p95 in facts["by_writer"]),
                 ("pipeline CPU, share of all cores (incl. JVM start)", f"{(cpu - cpu0) / wall / cores:.1%}"),
                 ("Postgres CPU, share of all cores (incl. the writes)", f"{pg / wall / cores:.1%}"),
                 ("live data files / data files on disk", f"{facts['live files']} / {facts['files on disk']}"),
@@ -151,8 +175,8 @@ def main() -> int:
     parser.add_argument("--every", default="2s", help="--follow's --every, or --schedule's --load-every.")
     parser.add_argument("--rate", type=int, action="append", help="Events per second (repeatable; 1000).")
     parser.add_argument("--arrival", default="created_at", help="SOURCE_ARRIVAL_COLUMN (none: look-back).")
-    parser.add_argument("--writer-skew", help="Writers stamping created_at from their own clocks, seconds off "
-                        "the database's, comma-separated (e.g. -10,0,10: three writers sharing --rate).")
+    parser.add_argument("--writer-skew", help="Writers stamping created_at from their own clocks, seconds "
+                        "off the database's, comma-separated (e.g. -10,0,10: three writers sharing --rate).")
     parser.add_argument("--promotion", choices=("zero-copy", "copy"), default="zero-copy")
     args = parser.parse_args()
     for rate in args.rate or [1000]:

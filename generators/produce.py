@@ -34,6 +34,9 @@ class BatchJob:
 def run_batch(conn: psycopg.Connection, table: str, job: BatchJob) -> int:
     now = datetime.now(UTC) + (job.clock_skew or timedelta(0))
     events = EventFactory(job.seed).batch(job.rows, now, late_fraction=job.late_fraction, late_by=job.late_by)
+    if job.clock_skew is not None:  # said in the row, so a measurement can take it back out
+        for event in events:
+            event.details["clock_skew_s"] = job.clock_skew.total_seconds()
     return write_batch(conn, table, events, created_at=now if job.clock_skew is not None else None)
 
 
