@@ -116,6 +116,11 @@ def ids_in_buckets(con: duckdb.DuckDBPyConnection, settings: Settings, low: date
     return found
 
 
+def holds_no_row(con: duckdb.DuckDBPyConnection, settings: Settings) -> bool:
+    """Is the events table empty (a first load's lake)?"""
+    return one_row(con.execute(f"SELECT count(*) FROM {settings.events_table}"))[0] == 0
+
+
 def held_ids(con: duckdb.DuckDBPyConnection, settings: Settings, ids: set[UUID]) -> set[UUID]:
     """Which of ``ids`` the events table holds, however dated."""
     if not ids:

@@ -66,7 +66,8 @@ def plan_batch(snapshot: PlannerSnapshot, con: duckdb.DuckDBPyConnection, settin
                      timezone=stats.session_timezone(conn), rows_in_future=in_future, arrival_mark=mark,
                      snapshot_xmin=snapshot.xmin,
                      completeness=check if window.arrivals is not None else None, rows_behind=rows_behind,
-                     ids=ids, source_ids=source_ids, extra_columns=extra_columns)
+                     ids=ids, source_ids=source_ids, extra_columns=extra_columns,
+                     lake_was_empty=watermark is None and batches.holds_no_row(con, settings))
 
 
 def _arrivals(snapshot: PlannerSnapshot, con: duckdb.DuckDBPyConnection,

@@ -31,6 +31,7 @@ class BatchPlan:
     # which ids the source holds dated in the window's range, in the planner's snapshot: what the
     # lake must hold there once the batch is promoted (pipeline.ops.proof); the commit records it
     source_ids: IdSum | None = None
+    lake_was_empty: bool = False  # a first load into an events table holding no row
 
     @property
     def unique_ids(self) -> bool:
