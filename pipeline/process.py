@@ -3,6 +3,7 @@ whose reader went away. Written once for the pipeline's commands and the generat
 
 from __future__ import annotations
 
+import _thread
 import atexit
 import contextlib
 import os
@@ -10,7 +11,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import FrameType
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -29,12 +30,15 @@ class _StopSignals:
     def __init__(self, handler: Callable[[], None]) -> None:
         self.handler = handler
         self.requests, self.last = 0, -SAME_REQUEST_SECONDS
+        self.signum: int | None = None  # the first request's signal
         self._read, self._write = os.pipe()
         os.set_blocking(self._write, False)
         threading.Thread(target=self._watch, name="stop-signals", daemon=True).start()
 
     def on_signal(self, signum: int, _frame: FrameType | None) -> None:
         now = time.monotonic()
+        if self.signum is None:
+            self.signum = signum
         if now - self.last >= SAME_REQUEST_SECONDS:
             self.requests += 1
         self.last = now
@@ -68,6 +72,37 @@ def on_stop(handler: Callable[[], None]) -> None:
         atexit.register(_ignore_stop_signals)
     _installed = _StopSignals(handler)
     _installed.install()
+
+
+# what a stop request cancels in a command that runs once: the Spark jobs of its session, the
+# DuckDB query of a SQL session (registered by those while they run)
+_cancellers: list[Callable[[], None]] = []
+
+
+@contextlib.contextmanager
+def cancellable(cancel: Callable[[], None]) -> Iterator[None]:
+    """While the block runs, a stop request calls ``cancel`` (it stops what the main thread waits
+    on) before it interrupts the main thread."""
+    _cancellers.append(cancel)
+    try:
+        yield
+    finally:
+        _cancellers.remove(cancel)
+
+
+def interrupt_command() -> None:
+    """The stop handler of a command that runs once (``--run``, ``--sql``, ``--verify`` …): cancel
+    what it waits on, then raise KeyboardInterrupt in its main thread, which ends it with its last
+    line. A transaction in flight rolls back (promotion commits or rolls back as a whole)."""
+    for cancel in list(_cancellers):
+        with contextlib.suppress(Exception):  # the JVM or the server may be going away already
+            cancel()
+    _thread.interrupt_main()
+
+
+def stop_signal() -> int | None:
+    """The signal of the first stop request (None: none came)."""
+    return _installed.signum if _installed is not None else None
 
 
 def _ignore_stop_signals() -> None:

@@ -11,6 +11,7 @@ import duckdb
 from pipeline import actions
 from pipeline.cli import output, voice
 from pipeline.errors import ConfigError
+from pipeline.process import cancellable
 from pipeline.settings import Settings
 from pipeline.settings.durations import parse_duration
 
@@ -67,7 +68,8 @@ def run_texts(args: argparse.Namespace, settings: Settings,
         limit = args.limit if args.limit is not None else (None if everything else output.HUMAN_ROW_LIMIT)
         if callable(texts):
             texts = texts(con)
-        result = run_session(con, texts, params, limit, write=args.write, timeout=timeout or None)
+        with cancellable(con.interrupt):  # a stop request ends the statement running now
+            result = run_session(con, texts, params, limit, write=args.write, timeout=timeout or None)
         info = catalog_info(con, resolved.lake_name) if args.json else None
     finally:
         con.close()

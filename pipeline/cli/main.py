@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 
 from pipeline import logs
 from pipeline.cli import analysis, output, voice
 from pipeline.cli.handlers import ACTIONS, Outcome, action_word
 from pipeline.cli.parser import build_parser, setting_flags
-from pipeline.errors import ConfigError, PipelineError
-from pipeline.process import exit_quietly_on_broken_pipe
+from pipeline.errors import ConfigError, PipelineError, ShutdownRequested
+from pipeline.process import exit_quietly_on_broken_pipe, interrupt_command, on_stop, stop_signal
 from pipeline.settings import Settings, load_settings
 
 log = logging.getLogger("event-lake")
@@ -19,7 +20,9 @@ log = logging.getLogger("event-lake")
 
 def entry() -> int:
     """The console script ``event-lake`` and ``events_pipeline.py``: :func:`main`, quiet when the
-    reader closes the pipe (``… | head``)."""
+    reader closes the pipe (``… | head``). A stop request (SIGTERM, Ctrl-C) ends every command with
+    its last line; a long-running one installs its own handler to finish what it does first."""
+    on_stop(interrupt_command)
     return exit_quietly_on_broken_pipe(main)
 
 
@@ -39,14 +42,17 @@ def main(argv: list[str] | None = None) -> int:
         settings = load_settings(flags=setting_flags(args), spark_conf=args.spark_conf)
         ok, message = dispatch(args, settings)
     except PipelineError as exc:
+        if stop_signal() is not None and not isinstance(exc, ConfigError):
+            return stopped(args.format)
         output.print_error(exc, fmt=args.format)
         return 1
     except BrokenPipeError:
         raise  # the reader went away (``… | head``): entry() exits quietly
     except KeyboardInterrupt:
-        output.last_line("Interrupted; nothing half-done was committed.", machine=machine)
-        return 130
+        return stopped(args.format)
     except Exception as exc:  # an unexpected failure still ends with a plain last line
+        if stop_signal() is not None:  # what the stop cancelled (a Spark job) failed first
+            return stopped(args.format)
         where = logs.write_traceback(exc, settings.home if settings else None)
         if args.verbose:
             log.exception("unexpected error")
@@ -56,6 +62,17 @@ def main(argv: list[str] | None = None) -> int:
     if isinstance(ok, bool):
         return 0 if ok else 1
     return ok  # an action's own exit code (--status: 0 healthy, 1 stale, 2 failing)
+
+
+def stopped(fmt: str) -> int:
+    """A command ended by a stop request: said as such (a JSON document with ``--json``), with the
+    signal's exit code (130 for Ctrl-C, 143 for SIGTERM)."""
+    sig = stop_signal() or signal.SIGINT
+    output.print_error(ShutdownRequested(
+        f"Stopped by {signal.Signals(sig).name}: the work in flight was cancelled; nothing half-done was "
+        "committed.", "A batch already staged stays staged and the next run promotes it; run the command "
+        "again to finish."), fmt=fmt)
+    return 128 + sig
 
 
 def action_words(argv: list[str], parser: argparse.ArgumentParser | None = None) -> list[str]:

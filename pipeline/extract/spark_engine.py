@@ -17,8 +17,15 @@ from pipeline.extract.lake_files import DEST, SEEN, incoming_dir
 from pipeline.extract.partitions import plan_partitions, time_chunks
 from pipeline.extract.spark_progress import task_progress
 from pipeline.extract.spark_s3a import missing_s3a
-from pipeline.extract.spark_session import connect_lost, connect_lost_error, default_cores, functions
+from pipeline.extract.spark_session import (
+    cancel_jobs,
+    connect_lost,
+    connect_lost_error,
+    default_cores,
+    functions,
+)
 from pipeline.lake.schema import PARTITION_KEYS
+from pipeline.process import cancellable
 from pipeline.progress import Progress
 from pipeline.promote import zero_copy
 from pipeline.promote.zero_copy import LakeTarget
@@ -86,7 +93,8 @@ class SparkExtractor:
         """Write the window's rows; a Spark Connect server lost on the way is said as such (the
         caller removes what was written, whatever the error)."""
         try:
-            self._write(request, meter)
+            with cancellable(lambda: cancel_jobs(self.spark)):  # a stop request of a one-shot command
+                self._write(request, meter)
         except Exception as exc:
             remote = request.settings.spark.remote
             if remote and not isinstance(exc, PipelineError) and connect_lost(exc):

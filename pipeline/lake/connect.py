@@ -20,6 +20,7 @@ from pipeline.lake.attach_sql import (
     storage_secret_sql,
 )
 from pipeline.lake.schema import ensure_tables
+from pipeline.process import cancellable
 from pipeline.settings import ResolvedSettings
 from pipeline.settings.catalog import ACCEPTED_FORMS
 from pipeline.settings.pgdsn import PgDsn
@@ -84,7 +85,8 @@ def lake_session(settings: ResolvedSettings, *, read_only: bool = False, tables:
                                             snapshot_time=snapshot_time, source=source, own_sql=True))
     else:
         opened = _shared(settings, read_only, source)
-    with opened as con:
+    # a stop request ends a one-shot command's query now (a transaction in flight rolls back)
+    with opened as con, cancellable(con.interrupt):
         if tables:
             ensure_tables(con, settings)
         yield con

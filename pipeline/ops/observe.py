@@ -83,13 +83,21 @@ def _read_series(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings) -> 
     return series
 
 
+OVERDUE_INTERVALS = 3  # an observation the timer could not renew for this many intervals is no answer
+
+
 class Observer:
-    """The latest observation, refreshed in the background once older than ``ttl`` seconds.
+    """The latest observation, refreshed in the background every ``ttl`` seconds once
+    :meth:`start`\ ed (a health probe asked rarely still gets a fresh answer), else when a request
+    finds it older than ``ttl``.
 
     A request is answered from the cache at once, however long a lake read takes on a busy
     machine (one took 5.2 s, past Prometheus's 5 s scrape timeout); only the very first
-    request waits for a read. One refresh runs at a time; :meth:`close` waits for it, so a
-    stopping process never exits while a thread is inside DuckDB or libpq."""
+    request waits for a read. The time since the last successful load is counted to the moment
+    of the answer, and an observation the timer could not renew for :data:`OVERDUE_INTERVALS`
+    intervals is answered as failing, saying how old it is. One refresh runs at a time;
+    :meth:`close` waits for it, so a stopping process never exits while a thread is inside DuckDB
+    or libpq."""
 
     def __init__(self, settings: ResolvedSettings, ttl: float = 10.0) -> None:
         self.settings, self.ttl = settings, ttl
@@ -98,18 +106,59 @@ class Observer:
         self._taken = 0.0
         self._refreshing: threading.Thread | None = None
         self._closed = False
+        self._timer: threading.Thread | None = None
+        self._stopped = threading.Event()
+        self.refreshes = 0  # observations taken so far
+
+    def start(self) -> Observer:
+        """Refresh every ``ttl`` seconds in the background, from now until :meth:`close`."""
+        self._timer = threading.Thread(target=self._tick, name="observe-timer", daemon=True)
+        self._timer.start()
+        return self
+
+    def _tick(self) -> None:
+        self._kick()
+        while not self._stopped.wait(self.ttl):
+            self._kick()
+
+    def _kick(self) -> threading.Thread | None:
+        """Start a refresh unless one runs (or the observer closed); the refresh in flight."""
+        with self._lock:
+            if self._refreshing is None and not self._closed:
+                self._refreshing = threading.Thread(target=self._refresh, name="observe")
+                self._refreshing.start()
+            return self._refreshing
 
     def latest(self) -> Observation:
         with self._lock:
             stale = self._latest is None or time.monotonic() - self._taken > self.ttl
-            if stale and self._refreshing is None and not self._closed:
-                self._refreshing = threading.Thread(target=self._refresh, name="observe")
-                self._refreshing.start()
-            first, pending = self._latest is None, self._refreshing
+        pending = self._kick() if stale else None
+        with self._lock:
+            first = self._latest is None
         if first and pending is not None:
             pending.join()  # nothing to answer from yet
         with self._lock:
-            return self._latest or Observation(datetime.now(UTC), error="the server is stopping")
+            latest, age = self._latest, time.monotonic() - self._taken
+        if latest is None:
+            return Observation(datetime.now(UTC), error="the server is stopping")
+        return self._as_of_now(latest, age)
+
+    def _as_of_now(self, observation: Observation, age: float) -> Observation:
+        """``observation`` answered now: the time since the last success counted to now, and, when
+        the timer could not renew it for a while, failing with its age."""
+        status = observation.status
+        if status is None:
+            return observation
+        judged = status.health
+        if judged.last_success is not None:
+            judged = replace(judged, seconds_since_success=(datetime.now(UTC) - judged.last_success)
+                             .total_seconds())
+        if self._timer is not None and self.ttl and age > OVERDUE_INTERVALS * self.ttl:
+            judged = replace(judged, code=health.FAILING, reasons=[
+                *judged.reasons, f"this answer is {age:.0f}s old: reading the lake and the source has "
+                f"not finished since (refreshed every {self.ttl:g}s); the catalog, the object store or "
+                "the source may not answer"])
+        return replace(observation, status=replace(status, health=judged))
 
     def _refresh(self) -> None:
         observation = observe(self.settings)
@@ -117,8 +166,10 @@ class Observer:
             if observation.error and self._latest is not None and self._latest.status is not None:
                 observation = through_outage(self._latest, observation)
             self._latest, self._taken, self._refreshing = observation, time.monotonic(), None
+            self.refreshes += 1
 
     def close(self) -> None:
+        self._stopped.set()
         with self._lock:
             self._closed, pending = True, self._refreshing
         if pending is not None:

@@ -41,6 +41,8 @@ class WebServer:
         self.httpd.daemon_threads = False
         self.httpd.block_on_close = True
         self._thread: threading.Thread | None = None
+        if observer is None:  # its own: refreshed on a timer, so a probe asked rarely gets a fresh answer
+            self.observer.start()
         if settings.metrics_token is None and not _loopback(settings.metrics_host):
             log.warning("serving on %s without METRICS_TOKEN: anyone who reaches this address reads the "
                         "dashboard and /metrics; set METRICS_TOKEN to require a bearer token",

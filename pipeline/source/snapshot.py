@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import psycopg
 
+from pipeline.process import cancellable
 from pipeline.settings.pgdsn import PgDsn
 from pipeline.source.arrivals import arrival_mark
 from pipeline.source.connect import connect
@@ -38,7 +39,8 @@ def exported_snapshot(dsn: PgDsn, *, arrivals: bool = True) -> Iterator[PlannerS
     with ``arrivals`` its arrival mark (read just before the snapshot is taken; a source without
     an arrival column gets None and no look at pg_stat_activity). The snapshot can be imported
     until the block ends (the transaction is rolled back)."""
-    with connect(dsn, autocommit=True) as conn:
+    # a stop request cancels the planner's query (a one-shot command's: pipeline.process)
+    with connect(dsn, autocommit=True) as conn, cancellable(conn.cancel):
         mark = arrival_mark(conn) if arrivals else None
         conn.autocommit = False
         conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ

@@ -89,3 +89,91 @@ def test_a_second_request_changes_nothing_and_a_third_ends_the_process_at_once()
     assert proc.stdout.readline().strip() == "stopping"
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(10) == 128 + signal.SIGTERM
+
+
+@pytest.fixture
+def groups():
+    """Process groups a test started: killed at its end, whatever happened (a stuck command must
+    not burn a core after the test)."""
+    import contextlib
+    import os
+
+    started: list[Proc] = []
+    yield started
+    for proc in started:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.popen.pid, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            proc.popen.wait(10)
+
+
+def _lingering(home: str, deadline: float = 30) -> list[str]:
+    """Processes (the driver JVM, Python workers) that still run with EVENT_LAKE_HOME=``home``, once
+    they had ``deadline`` seconds to go: a JVM in a session of its own is outside the group."""
+    import psutil
+
+    end = time.monotonic() + deadline
+    while True:
+        found = []
+        for process in psutil.process_iter(["name", "cmdline"]):
+            try:
+                if process.environ().get("EVENT_LAKE_HOME") == home:
+                    found.append(" ".join(process.info["cmdline"] or [])[:120])
+            except (psutil.Error, OSError):
+                continue
+        if not found or time.monotonic() > end:
+            return found
+        time.sleep(0.3)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_run_stops_mid_extraction_and_the_rerun_is_exact(lake_env, settings, groups, sig):
+    """--run through uv run, its group signalled while Spark's slices read: it exits at once with
+    the signal's code and says so (was: SIGTERM a silent 143, Ctrl-C ignored for 34-56 s); nothing
+    of it is left running; the next run loads every row once."""
+    from pipeline.ops.run import run
+    from pipeline.settings.resolve import resolve
+    from tests import faults
+    from tests.helpers import wait_for_slow_reads
+
+    add_events(settings, 300, seed=12)
+    proc = Proc("tests/faulty_cli.py", "--run", env={**lake_env, faults.ENV: "slow-read"}, as_users_start_it=True)
+    groups.append(proc)
+    wait_for_slow_reads(resolve(settings).source_dsn.conninfo())
+    proc.signal_group(sig)
+    started = time.monotonic()
+    code = proc.popen.wait(60)
+    seconds = time.monotonic() - started
+    assert code == 128 + sig and seconds < 20, (code, seconds, proc.output[-3000:])
+    assert f"Stopped by {signal.Signals(sig).name}" in proc.output, proc.output[-3000:]
+    assert "Traceback" not in proc.output and "unexpected error" not in proc.output, proc.output[-3000:]
+    assert _lingering(lake_env["EVENT_LAKE_HOME"]) == []
+    assert run(settings, engine="dlt").rows_inserted == 300
+    assert_lake_equals_source(settings, expected_rows=300)
+
+
+def test_a_sql_query_stops_on_ctrl_c_and_leaves_nothing_running(lake_env, settings, groups):
+    """A long --sql (a cross join with no end in sight) stops on Ctrl-C sent to its group as soon
+    as it is running: the query is interrupted, the command says so and exits 130."""
+    import psutil
+
+    from pipeline.ops.run import run
+
+    add_events(settings, 50, seed=13)
+    run(settings, engine="dlt")
+    proc = Proc("events_pipeline.py", "--sql", "SELECT count(*) FROM range(100000000000) a, range(10) b "
+                "WHERE a.range % 7 = b.range", "--timeout", "0", env=lake_env, as_users_start_it=True)
+    groups.append(proc)
+    tree = psutil.Process(proc.popen.pid)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # running: the tree has burnt a second of CPU beyond its start
+        busy = sum(sum(p.cpu_times()[:2]) for p in [tree, *tree.children(recursive=True)] if p.is_running())
+        if busy > 4.0:
+            break
+        time.sleep(0.2)
+    proc.signal_group(signal.SIGINT)
+    started = time.monotonic()
+    code = proc.popen.wait(60)
+    assert code == 130 and time.monotonic() - started < 15, (code, proc.output[-2000:])
+    assert "Stopped by SIGINT" in proc.output and "Traceback" not in proc.output, proc.output[-2000:]
+    assert _lingering(lake_env["EVENT_LAKE_HOME"]) == []

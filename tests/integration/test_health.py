@@ -123,3 +123,28 @@ def test_metrics_during_a_catalog_outage_keep_the_lake_series_and_fail(lake_env)
     assert during["event_lake_up"] == 0 and during["event_lake_health"] == 2
     assert during["event_lake_lake_rows"] == 40  # the last values stay
     assert during["event_lake_seconds_since_successful_load"] >= before["event_lake_seconds_since_successful_load"]
+
+
+def test_a_probe_asked_rarely_gets_a_fresh_answer(settings, lake_env):
+    """/healthz was refreshed only when a request found it older than 10 s, and that request got the
+    old answer (it said 3 s since the last load when it was 163 s). Refreshed on a timer, one
+    request after a long silence reads a fresh observation, counted to the moment it is asked."""
+    import time
+
+    from pipeline.ops.observe import Observer
+
+    add_events(settings, 30, seed=98)
+    assert run_main("--run", "--engine", "dlt", env=lake_env).returncode == 0
+    observer = Observer(resolve(settings), ttl=0.5).start()
+    try:
+        first = observer.latest().status
+        assert first is not None and first.health.seconds_since_success is not None
+        age_load_history(settings, timedelta(seconds=200))
+        taken = observer.refreshes
+        deadline = time.monotonic() + 60
+        while observer.refreshes < taken + 2 and time.monotonic() < deadline:  # no request meanwhile
+            time.sleep(0.1)
+        answer = observer.latest().status  # the only request since the history aged
+        assert answer is not None and answer.health.seconds_since_success >= 200, answer.health
+    finally:
+        observer.close()
