@@ -67,11 +67,13 @@ def main(argv: list[str] | None = None) -> int:
 def stopped(fmt: str) -> int:
     """A command ended by a stop request: said as such (a JSON document with ``--json``), with the
     signal's exit code (130 for Ctrl-C, 143 for SIGTERM)."""
-    sig = stop_signal() or signal.SIGINT
-    output.print_error(ShutdownRequested(
-        f"Stopped by {signal.Signals(sig).name}: the work in flight was cancelled; nothing half-done was "
-        "committed.", "A batch already staged stays staged and the next run promotes it; run the command "
-        "again to finish."), fmt=fmt)
+    sig = signal.Signals(stop_signal() or signal.SIGINT)
+    said = (f"Stopped by {sig.name}: the work in flight was cancelled and nothing half-done was "
+            "committed (a batch already staged stays staged; the next run promotes it).")
+    if fmt == "json":
+        output.print_error(ShutdownRequested(said, "Run the command again to finish."), fmt=fmt)
+    else:
+        output.last_line(said, machine=fmt != "table")
     return 128 + sig
 
 

@@ -31,7 +31,7 @@ STATUS_GAUGES = {
     "staged_batches_waiting": ("staged_batches_waiting", "Complete staged batches not promoted yet."),
     "rows_quarantined": ("rows_quarantined", "Rows in ops.quarantine (they cannot be loaded)."),
     "lake_rows_not_in_source": ("rows_diverged", "Lake rows in the look-back the source deleted or moved "
-                                "after loading (compared by id; --repair makes lake == source)."),
+                                "after loading (compared by id; repair makes lake == source)."),
 }
 
 
