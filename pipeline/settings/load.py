@@ -6,9 +6,10 @@ parsed here, so a malformed one fails at start with the key (or flag) that held 
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from pipeline.errors import ConfigError
@@ -81,8 +82,10 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
     ``spark_conf`` (``--spark-conf key=value``, repeatable) adds to or overrides SPARK_CONF."""
     if env is None:
         if dotenv:
-            load_dotenv_strictly(Path.cwd() / ".env")
+            dotenv_path = Path.cwd() / ".env"
+            refuse_unknown_keys(load_dotenv_strictly(dotenv_path), str(dotenv_path))
         env = os.environ
+    refuse_unknown_keys(env, "the environment")
     read = _Reader(env, flags or {})
 
     home = Path(read.raw("EVENT_LAKE_HOME") or default_home()).expanduser().absolute()
@@ -157,22 +160,45 @@ def _arrival_column(text: str, name: str) -> str | None:
     return text
 
 
-def load_dotenv_strictly(path: Path) -> None:
+# our own families of keys: one of these that is not a setting is a typo, close to one or not
+_OUR_PREFIXES = ("DUCKLAKE_", "SOURCE_")
+_NEAR = 0.85  # difflib's ratio from which another key is taken for a misspelled one of ours
+
+
+def refuse_unknown_keys(keys: Iterable[str], where: str) -> None:
+    """A key that looks like a setting but is none (``DUCKLAKE_CATALGO``) stops the command: the
+    setting it was meant to be would silently keep its default — an embedded catalog beside a
+    real source, say."""
+    for key in sorted(keys):
+        if key in ENV_KEYS:
+            continue
+        near = difflib.get_close_matches(key, list(ENV_KEYS), n=1, cutoff=_NEAR)
+        if near or key.startswith(_OUR_PREFIXES):
+            raise ConfigError(
+                f"{key} (in {where}) is not a setting" + (f"; did you mean {near[0]}?" if near else "."),
+                "Correct or remove it; nothing was read, started or loaded. Every setting is in the "
+                "settings reference (docs/reference/settings.md).")
+
+
+def load_dotenv_strictly(path: Path) -> list[str]:
     """Read ``path`` into the environment (set variables win), refusing a file python-dotenv
     cannot parse: it would skip the line with a warning, and a skipped ``DUCKLAKE_CATALOG``
-    silently sends every command to a brand-new embedded lake."""
+    silently sends every command to a brand-new embedded lake. Returns the file's keys."""
     from dotenv import load_dotenv
     from dotenv.parser import parse_stream
 
     try:
         text = path.read_text()
     except FileNotFoundError:
-        return
+        return []
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"Cannot read {path}: {exc}.", "Fix or remove the file.") from None
     import io
 
+    keys = []
     for binding in parse_stream(io.StringIO(text)):
+        if binding.key:
+            keys.append(binding.key)
         if binding.error:
             start = binding.original.string.split("=", 1)[0].strip()
             key = f" (starting {start!r})" if _IDENT.match(start.removeprefix("export ").strip()) else ""
@@ -181,6 +207,7 @@ def load_dotenv_strictly(path: Path) -> None:
                 "was used.", "Write KEY=value, one per line; quote a value with spaces or # in matching "
                 "quotes (KEY='a b'), and close every quote.")
     load_dotenv(path, override=False)
+    return keys
 
 
 def _catalog(text: str | None, reader: str | None, reader_name: str) -> CatalogSpec | None:

@@ -18,6 +18,25 @@ def test_an_unparsable_env_file_stops_every_command_with_the_file_and_line(tmp_p
     assert not (tmp_path / "home").exists()  # no embedded lake was started in its place
 
 
+def test_a_misspelled_key_stops_the_command_before_an_embedded_catalog_starts(tmp_path: Path, lake_env, cli):
+    """DUCKLAKE_CATALGO beside a real SOURCE_PG_DSN was ignored: the command started an embedded
+    catalog and loaded into it, exit 0. A key that looks like a setting but is none is an error
+    with the nearest setting, from .env and from the environment alike."""
+    source = lake_env["SOURCE_PG_DSN"]
+    (tmp_path / ".env").write_text(f"SOURCE_PG_DSN='{source}'\nDUCKLAKE_CATALGO=postgresql://app:s3cret@h/db\n")
+    home = tmp_path / "home"
+    for args in (("--run", "--engine", "dlt"), ("--status",), ("--sql", "SELECT 1")):
+        result = cli(*args, env={"EVENT_LAKE_HOME": str(home)}, cwd=tmp_path)
+        assert result.returncode == 1, (args, result.stdout, result.stderr)
+        assert "DUCKLAKE_CATALGO (in " in result.stderr and "did you mean DUCKLAKE_CATALOG?" in result.stderr
+        assert "s3cret" not in result.stdout + result.stderr
+    assert not home.exists()  # no embedded lake was started in its place
+    result = cli("--status", env={**lake_env, "DUCKLAKE_DATAPATH": "/tmp/elsewhere/"})
+    assert result.returncode == 1 and "did you mean DUCKLAKE_DATA_PATH?" in result.stderr
+    result = cli("--status", env={**lake_env, "SOURCE_SCHEMA_NAME": "x"})  # ours by its prefix
+    assert result.returncode == 1 and "SOURCE_SCHEMA_NAME (in the environment) is not a setting." in result.stderr
+
+
 def test_reconcile_since_flag_is_bounded_and_named(lake_env, cli):
     result = cli("--reconcile", "--since", "999999d", env=lake_env)
     assert result.returncode == 1 and "--since '999999d' is longer than" in result.stderr
