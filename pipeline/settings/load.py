@@ -29,6 +29,7 @@ from pipeline.settings.pgdsn import PgDsn
 from pipeline.settings.platform import default_home, user_cache
 from pipeline.settings.secret import Secret
 
+EMBEDDED = "embedded"  # DUCKLAKE_CATALOG=embedded: the embedded catalog, on purpose
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
@@ -95,12 +96,15 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
         raise ConfigError(f"{read.name('DUCKLAKE_NAME')} {lake_name!r} is not a valid name.",
                           "Use letters, digits and underscores, starting with a letter.")
     dsn, catalog = read.raw("SOURCE_PG_DSN"), read.raw("DUCKLAKE_CATALOG")
+    chosen_embedded = (catalog or "").lower() == EMBEDDED
+    catalog = None if chosen_embedded else catalog
     secret = read.raw("S3_SECRET_ACCESS_KEY")
     return Settings(
         home=home,
         source_dsn=PgDsn.parse(dsn, read.name("SOURCE_PG_DSN")) if dsn else None,
         source_table=source_table,
         catalog=_catalog(catalog, read.raw("DUCKLAKE_CATALOG_READER"), read.name("DUCKLAKE_CATALOG_READER")),
+        embedded_catalog_chosen=chosen_embedded,
         data_path=read.raw("DUCKLAKE_DATA_PATH"),
         lake_name=lake_name,
         staging_path=_staging_path(read.raw("STAGING_PATH"), read.name("STAGING_PATH"), home),

@@ -97,6 +97,8 @@ class Settings:
     source_dsn: PgDsn | None
     source_table: str
     catalog: CatalogSpec | None
+    # DUCKLAKE_CATALOG=embedded: the embedded catalog chosen beside a source of one's own (never silently)
+    embedded_catalog_chosen: bool = False
     data_path: str | None
     lake_name: str
     staging_path: str  # an absolute folder or s3://bucket/prefix

@@ -49,3 +49,12 @@ def test_a_bad_metrics_port_stops_only_the_commands_that_serve(lake_env, cli):
     assert served.returncode == 1 and "METRICS_PORT '99999' is not a port number" in served.stderr
     status = cli("--status", "--json", env=env)  # uses no port: unaffected
     assert "METRICS_PORT" not in status.stdout + status.stderr
+
+
+def test_a_configured_source_never_meets_a_silently_started_embedded_catalog(tmp_path: Path, lake_env, cli):
+    home = tmp_path / "home"
+    env = {"SOURCE_PG_DSN": lake_env["SOURCE_PG_DSN"], "EVENT_LAKE_HOME": str(home)}
+    result = cli("--run", "--engine", "dlt", env=env)
+    assert result.returncode == 1
+    assert "SOURCE_PG_DSN is set" in result.stderr and "DUCKLAKE_CATALOG=embedded" in result.stderr
+    assert not home.exists()  # nothing was started
