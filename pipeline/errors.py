@@ -32,6 +32,10 @@ class ConfigError(TerminalError):
     """A setting is missing or malformed."""
 
 
+class SourceAccessDenied(TerminalError):
+    """The source role may not read the source table (no SELECT, or no USAGE on its schema)."""
+
+
 class LakeNotCreated(TerminalError):
     """A read-only open found no lake in the catalog: nothing has run yet (a state, for --status)."""
 

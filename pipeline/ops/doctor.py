@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import psycopg
 
 from pipeline import actions, invocation
-from pipeline.errors import LakeNotCreated, PipelineError, first_line, scrub_secrets
+from pipeline.errors import LakeNotCreated, PipelineError, SourceAccessDenied, first_line, scrub_secrets
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.settings.model import Reader
 from pipeline.sqltext import one_row
@@ -104,6 +104,10 @@ def source_check(settings: ResolvedSettings) -> Check:
                          "does not exist yet",
                          f"The generator creates it ({invocation.generator_command()})" +
                          ("." if invocation.installed() else ", or create it from sql/source_events.sql."))
+        try:
+            stats.require_select(conn, settings.source_table)
+        except SourceAccessDenied as exc:
+            return Check("source", FAIL, f"Postgres {version}; {first_line(exc)}", exc.hint)
         column = settings.arrival_column
         stamped = arrivals.stamped_by_database(conn, settings.source_table, column) if column else None
         note = arrivals.arrival_note(column, stamped, 0) if column else None

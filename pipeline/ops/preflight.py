@@ -22,6 +22,7 @@ def preflight(settings: ResolvedSettings, *, reads_source: bool) -> None:
     if reads_source:
         with connect_source(settings.source_dsn) as conn:
             stats.require_table(conn, settings.source_table)
+            stats.require_select(conn, settings.source_table)
             # raises on a missing or retyped column
             shape.check_shape(conn, settings.source_table, settings.schema_drift, settings.arrival_column)
     if not is_object_store(settings.data_path):  # object storage is checked by its first write

@@ -10,7 +10,7 @@ import psycopg
 from psycopg import sql
 
 from pipeline import id_checksum, invocation
-from pipeline.errors import TerminalError
+from pipeline.errors import SourceAccessDenied, TerminalError
 from pipeline.id_checksum import IdSum
 from pipeline.source.ddl import table_sql
 from pipeline.source.window import Window
@@ -49,6 +49,24 @@ def require_table(conn: psycopg.Connection, qualified: str) -> None:
             f"Create it by running the generator once ({invocation.generator_command()}), "
             "or point SOURCE_TABLE at the right table.",
         )
+
+
+def require_select(conn: psycopg.Connection, qualified: str) -> None:
+    """The role may read the table (``SELECT`` on it, ``USAGE`` on its schema), or an error naming
+    the role, the table and the GRANT (was: "unexpected error … permission denied" mid-run)."""
+    schema = qualified.split(".")[0]
+    role, usage, select = one_row(conn.execute(
+        "SELECT current_user, has_schema_privilege(%s, 'USAGE'), "
+        "has_schema_privilege(%s, 'USAGE') AND has_table_privilege(%s, 'SELECT')",
+        (schema, schema, qualified)))
+    if usage and select:
+        return
+    grants = ([] if usage else [f"GRANT USAGE ON SCHEMA {schema} TO {role};"]) + \
+        [f"GRANT SELECT ON {qualified} TO {role};"]
+    raise SourceAccessDenied(
+        f"The source role {role} may not read {qualified} (no " + ("SELECT" if usage else "USAGE on schema "
+                                                                   f"{schema}") + "). Nothing was read.",
+        f"As the table's owner, run: {' '.join(grants)}")
 
 
 def rows_after(conn: psycopg.Connection, qualified: str, upper: datetime) -> int:

@@ -90,3 +90,38 @@ def test_a_column_added_to_the_source_is_added_to_the_lake_with_its_first_batch(
     assert lake_query(settings, "SELECT count(*) FILTER (WHERE tenant = 'acme' AND priority = 7), "
                                 "count(*) FILTER (WHERE tenant IS NULL) FROM lake.main.events") == [(30, 120)]
     assert_lake_equals_source(settings, expected_rows=150)
+
+
+def test_a_source_role_without_select_is_named_with_its_grant(settings, lake_env, cli):
+    """--doctor said "ok source" for a role without SELECT, and the next run "unexpected error …
+    permission denied". Both now name the role, the table and the GRANT; after it the run loads."""
+    import uuid
+
+    import psycopg
+
+    from pipeline.settings.pgdsn import PgDsn
+    from pipeline.settings.resolve import resolve
+
+    add_events(settings, 20, seed=31)
+    owner = resolve(settings).source_dsn
+    role = f"el_noselect_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(owner.conninfo(), autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN")
+    try:
+        env = {**lake_env, "SOURCE_PG_DSN": PgDsn.parse(f"host={owner.host} port={owner.port} "
+                                                         f"dbname={owner.dbname} user={role}").conninfo()}
+        doctor = cli("--doctor", env=env)
+        assert doctor.returncode == 1
+        assert "may not read public.events" in doctor.stdout and f"GRANT SELECT ON public.events TO {role};" \
+            in doctor.stdout, doctor.stdout
+        ran = cli("--run", "--engine", "dlt", env=env)
+        assert ran.returncode == 1 and "unexpected" not in ran.stdout + ran.stderr
+        assert f"The source role {role} may not read public.events (no SELECT)" in ran.stderr
+        assert f"GRANT SELECT ON public.events TO {role};" in ran.stderr
+        with psycopg.connect(owner.conninfo(), autocommit=True) as conn:
+            conn.execute(f"GRANT SELECT ON public.events TO {role}")
+        assert cli("--run", "--engine", "dlt", env=env).returncode == 0
+    finally:
+        with psycopg.connect(owner.conninfo(), autocommit=True) as conn:
+            conn.execute(f"DROP OWNED BY {role}")
+            conn.execute(f"DROP ROLE {role}")
