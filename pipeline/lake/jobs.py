@@ -20,7 +20,7 @@ from typing import Any
 
 import duckdb
 
-from pipeline.errors import first_line
+from pipeline.errors import LakeNotCreated, first_line
 from pipeline.lake.connect import lake_session
 from pipeline.lake.rows import fetch_dicts
 from pipeline.logs import process_name
@@ -48,12 +48,29 @@ def record(settings: ResolvedSettings, run_id: str, job: str, started: datetime,
             insert(lake)
             return True
     try:
-        with lake_session(settings, tables=True) as con:
+        # not tables=True: a run that failed because the lake's tables or data folder could not be
+        # made (a refused data path) is recorded all the same, in the catalog's job history
+        with lake_session(settings) as con:
             insert(con)
         return True
     except Exception as exc:  # noqa: BLE001  a catalog away, a dying connection: the job's outcome is logged already
         log.warning("could not record %s job history: %s", job, first_line(exc))
         return False
+
+
+def record_failure(settings: ResolvedSettings, job: str, began: datetime, error: str) -> None:
+    """Record a manual run that failed before it opened the lake (a refused data folder), in a lake
+    that exists: one not created yet stays uncreated (its catalog unbound to any data path)."""
+    from pipeline import logs
+
+    try:
+        with lake_session(settings, read_only=True):
+            pass
+    except LakeNotCreated:
+        return
+    except Exception:  # noqa: BLE001  the catalog away: the failure is reported all the same
+        return
+    record(settings, logs.RUN_ID, job, began, datetime.now(UTC), "failed", error)
 
 
 @contextmanager

@@ -39,9 +39,28 @@ class Health:
                 "seconds_since_successful_load": self.seconds_since_success}
 
 
-def assess(now: datetime, load_every: timedelta, last_success: datetime | None, last_load_status: str | None,
-           last_load_error: str | None, set_aside: int, source_rows: int, far_future: int = 0,
-           source_error: str | None = None, lake_surplus: int = 0,
+@dataclass(frozen=True)
+class Cadence:
+    """How often loads run, as the process that ran the last one said: stale after two intervals,
+    plus how seldom a follower writes its record (a follower loads every few seconds and records
+    a minute of loads at a time)."""
+
+    every: timedelta
+    name: str = "LOAD_EVERY"  # the setting it came from, for the message
+    recorded_every: timedelta = timedelta(0)
+
+    @property
+    def stale_after(self) -> timedelta:
+        return STALE_AFTER_INTERVALS * self.every + self.recorded_every
+
+    def describe(self) -> str:
+        recorded = f", recorded every {format_duration(self.recorded_every)}" if self.recorded_every else ""
+        return f"{self.name} {format_duration(self.every)}{recorded}"
+
+
+def assess(now: datetime, load_every: timedelta | Cadence, last_success: datetime | None,
+           last_load_status: str | None, last_load_error: str | None, set_aside: int, source_rows: int,
+           far_future: int = 0, source_error: str | None = None, lake_surplus: int = 0,
            lake_damage: Sequence[str] = ()) -> Health:
     """``last_success``: the newest successful load (a scheduled or manual run's job record, or
     a promoted batch); ``source_rows``: rows the source holds (0: nothing to be stale about);
@@ -49,6 +68,7 @@ def assess(now: datetime, load_every: timedelta, last_success: datetime | None, 
     ``source_error``: why the source could not be read (no load can succeed: failing);
     ``lake_surplus``: rows the lake holds in the look-back that the source no longer has there;
     ``lake_damage``: what no longer matches the catalog in the data folder (files, the marker)."""
+    cadence = load_every if isinstance(load_every, Cadence) else Cadence(load_every)
     failing, stale = list(lake_damage), []
     if source_error:
         failing.append(f"the source cannot be read: {source_error}")
@@ -67,9 +87,8 @@ def assess(now: datetime, load_every: timedelta, last_success: datetime | None, 
     if last_success is None:  # a lake that never loaded is never healthy, whatever the source holds
         stale.append(f"nothing loaded yet, while the source holds {source_rows} row(s)" if source_rows
                      else f"nothing loaded yet (run {actions.RUN}, or start a scheduler)")
-    elif since is not None and source_rows and since > STALE_AFTER_INTERVALS * load_every.total_seconds():
-        stale.append(f"the last successful load was {_ago(since)} ago "
-                     f"(LOAD_EVERY {format_duration(load_every)})")
+    elif since is not None and source_rows and since > cadence.stale_after.total_seconds():
+        stale.append(f"the last successful load was {_ago(since)} ago ({cadence.describe()})")
     if far_future:
         stale.append(f"{far_future} row(s) are dated more than {format_duration(FUTURE_TOLERANCE)} after the "
                      "source's clock and wait until then; if they are naive timestamps written in another "

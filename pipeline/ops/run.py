@@ -10,7 +10,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
 
 import duckdb
@@ -146,7 +146,13 @@ def load(settings: ResolvedSettings, engines: Engines, mode: Mode = "run", *,
     started = time.monotonic()
     checking = ready is None
     if checking:
-        preflight(settings, reads_source=mode in ("run", "extract"))
+        began = datetime.now(UTC)
+        try:
+            preflight(settings, reads_source=mode in ("run", "extract"))
+        except PipelineError as exc:  # recorded too: --status says the last load failed, and why
+            if record_as:
+                jobs.record_failure(settings, record_as, began, first_line(exc))
+            raise
     # one lake session for the run and its job record (the record falls back to a session of its
     # own if the run's failed)
     with lake_session(settings, tables=checking) as con, \

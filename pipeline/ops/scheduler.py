@@ -299,11 +299,14 @@ class Scheduler:
         return Attempt(started, finished or datetime.now(UTC), status, error, result, seconds)
 
     def _record(self, job: Job, attempt: Attempt, every: timedelta | None = None) -> None:
+        following = self.follow and job.name == "load"
         jobs.record(self.settings, logs.RUN_ID, job.name, attempt.started, attempt.finished,
                     attempt.status, attempt.error,
                     {**attempt.record(),
-                     # --status judges staleness by the interval the scheduler ran with
-                     "every_seconds": (every or job.every).total_seconds()})
+                     # --status judges staleness by the interval the scheduler ran with (a
+                     # follower's: its FOLLOW_EVERY, and how often it writes this record)
+                     "every_seconds": (every or job.every).total_seconds(),
+                     **({"follow_every_seconds": job.every.total_seconds()} if following else {})})
         self.write_state()
 
     def _follow(self) -> None:

@@ -144,15 +144,21 @@ def _read_facts(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, empt
     return facts
 
 
-def _load_every(settings: ResolvedSettings, last_load: dict[str, Any] | None) -> timedelta:
-    """The load interval to judge staleness by: the one the scheduler that ran the last load
-    recorded (a stopped ``--load-every 30s`` scheduler is stale after a minute, whatever
-    LOAD_EVERY this process reads), else this process's LOAD_EVERY (manual or cron runs)."""
+def _cadence(settings: ResolvedSettings, last_load: dict[str, Any] | None) -> health.Cadence:
+    """The load cadence to judge staleness by: the one the scheduler or follower that ran the last
+    load recorded (a stopped ``--load-every 30s`` scheduler is stale after a minute, a dead
+    ``--follow --every 2s`` after its one-minute record and two intervals), else this process's
+    LOAD_EVERY (manual or cron runs)."""
     try:
-        every = json.loads(last_load["details"] or "{}").get("every_seconds") if last_load else None
+        details = json.loads(last_load["details"] or "{}") if last_load else {}
     except (TypeError, ValueError):
-        every = None
-    return timedelta(seconds=float(every)) if every else settings.intervals.load
+        details = {}
+    follow = details.get("follow_every_seconds")
+    if follow:
+        return health.Cadence(timedelta(seconds=float(follow)), "FOLLOW_EVERY",
+                              timedelta(seconds=float(details.get("every_seconds") or 0)))
+    every = details.get("every_seconds")
+    return health.Cadence(timedelta(seconds=float(every)) if every else settings.intervals.load)
 
 
 def _identity(conn: psycopg.Connection, settings: ResolvedSettings, watermark: datetime) -> proof.RangeCheck:
@@ -207,7 +213,7 @@ def collect(settings: ResolvedSettings) -> Status:
     last_load = next((r for r in job_runs if r["job"] == "load"), None)
     promoted = [b["promoted_at"] for b in batches if b.get("promoted_at")]
     successes = [t for t in (facts["last_load_success"], *promoted) if t is not None]
-    judged = health.assess(now, _load_every(settings, last_load), max(successes) if successes else None,
+    judged = health.assess(now, _cadence(settings, last_load), max(successes) if successes else None,
                            last_load["status"] if last_load else None,
                            last_load["error"] if last_load else None, len(set_aside), 1 if newest else 0,
                            far_future=far_future, source_error=source_error, lake_surplus=surplus,

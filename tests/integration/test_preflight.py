@@ -125,3 +125,20 @@ def test_a_source_role_without_select_is_named_with_its_grant(settings, lake_env
         with psycopg.connect(owner.conninfo(), autocommit=True) as conn:
             conn.execute(f"DROP OWNED BY {role}")
             conn.execute(f"DROP ROLE {role}")
+
+
+def test_a_run_that_fails_its_checks_is_recorded_and_status_says_so(lake_env, tmp_path, cli):
+    """A failed --run (a refused folder) left --status healthy: it is recorded as a failed load."""
+    import json
+
+    add_events(load_settings(lake_env), 30, seed=63)
+    assert cli("--run", "--engine", "dlt", env=lake_env).returncode == 0
+    assert cli("--status", env=lake_env).returncode == 0
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    failed = cli("--run", "--engine", "dlt", env={**lake_env, "STAGING_PATH": f"{blocker}/staging"})
+    assert failed.returncode == 1
+    status = cli("--status", "--json", env=lake_env)
+    assert status.returncode == 2, status.stdout
+    reasons = json.loads(status.stdout)["health"]["reasons"]
+    assert any("the last load failed" in r and "STAGING_PATH" in r and "cannot be written" in r for r in reasons)

@@ -85,3 +85,15 @@ def test_sql_duckdb_cannot_parse_or_bind_needs_a_fix_and_is_not_called_temporary
             raise AssertionError(f"{bad} ran")
     assert not needs_a_fix(CatalogUnavailable("catalog down"))
     assert not needs_a_fix(duckdb.IOException("connection lost"))
+
+
+def test_a_follower_is_judged_by_its_own_interval_and_record_cadence():
+    """A dead --follow --every 2s stayed healthy for 120 s (judged by its one-minute record as if it
+    were LOAD_EVERY), and --status then named 'LOAD_EVERY 1m', a value never set."""
+    from pipeline.ops.health import Cadence
+
+    follower = Cadence(timedelta(seconds=2), "FOLLOW_EVERY", timedelta(minutes=1))
+    assert assess(NOW, follower, NOW - timedelta(seconds=50), "success", None, 0, 1).code == HEALTHY
+    dead = assess(NOW, follower, NOW - timedelta(seconds=70), "success", None, 0, 1)
+    assert dead.code == STALE
+    assert "(FOLLOW_EVERY 2s, recorded every 1m)" in dead.reasons[0] and "LOAD_EVERY" not in dead.reasons[0]
