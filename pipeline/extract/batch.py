@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 
 from pipeline import staging
 from pipeline.errors import (
+    EngineUnavailable,
     PipelineError,
     SourceUnavailable,
     TerminalError,
@@ -156,6 +157,19 @@ def _extract_claimed(extractor: Extractor, request: ExtractRequest, folder: Fold
         store = staging.store_outage(request.settings, exc)
         if store is not None:
             raise store from None
+        text = str(exc)
+        if _engine_gone(exc):  # the engine's own process, not the source: say which
+            raise EngineUnavailable(
+                f"The {extractor.engine} engine's driver process went away during the extraction "
+                f"({first_line(scrub_secrets(text))}). Nothing was staged or promoted.",
+                "The next run starts it again and reads the same window; if it keeps dying, see its log "
+                "(<EVENT_LAKE_HOME>/logs/spark.log) for memory (SPARK_DRIVER_MEMORY).") from None
+        if "invalid snapshot identifier" in text or "snapshot" in text and "does not exist" in text:
+            raise SourceUnavailable(
+                f"The source Postgres at {request.settings.source_dsn.masked()} lost the planner's snapshot "
+                "during the extraction (it restarted, or the planner's connection dropped). Nothing was "
+                "staged or promoted.", "The next run plans again under a new snapshot and reads the same "
+                "window; nothing is lost.") from None
         if not is_transient(exc):
             raise
         dsn = request.settings.source_dsn
@@ -203,6 +217,17 @@ def _extract_claimed(extractor: Extractor, request: ExtractRequest, folder: Fold
     )
     meter.finish(rows, "staged")
     return batch
+
+
+def _engine_gone(exc: BaseException) -> bool:
+    """Did the engine's own process go away (py4j lost its gateway to the driver JVM), rather than a
+    service the engine talks to?"""
+    chain: BaseException | None = exc
+    while chain is not None:
+        if type(chain).__module__.startswith("py4j") and "Network" in type(chain).__name__:
+            return True
+        chain = chain.__cause__ or chain.__context__
+    return False
 
 
 def _parquet_metadata(folder: Folder, name: str) -> pq.FileMetaData:

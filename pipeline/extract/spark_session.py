@@ -192,6 +192,7 @@ def build_session(settings: Settings, app_name: str = "event-lake", *, long_live
         raise EngineUnavailable(f"Spark did not start (SPARK_MASTER={spark.master}): {exc}",
                                 f"See {log_file}.") from None
     session.sparkContext.setLogLevel("ERROR" if not verbose else "WARN")
+    _quiet_accumulator_server(session)
     reclaim_signals()  # the SparkContext put its own SIGINT handler over a long-running command's
     if archive.recording is not None:
         archive.recording.finish_at_exit(session)
@@ -397,6 +398,14 @@ def default_cores(spark: SparkSession) -> int:
     probe = spark.range(0, 100_000).select(F.spark_partition_id().alias("p")).agg(F.max("p")).first()
     assert probe is not None, "an aggregate has a row"
     return int(probe[0]) + 1
+
+
+def _quiet_accumulator_server(session: SparkSession) -> None:
+    """pyspark's accumulator server prints a traceback to the terminal when the JVM goes away
+    mid-job (a killed driver): the run's own error says what happened."""
+    server = getattr(session.sparkContext, "_accumulatorServer", None)
+    if server is not None:
+        server.handle_error = lambda _request, _address: None
 
 
 def cancel_jobs(spark: SparkSession) -> None:

@@ -177,3 +177,38 @@ def test_a_sql_query_stops_on_ctrl_c_and_leaves_nothing_running(lake_env, settin
     assert code == 130 and time.monotonic() - started < 15, (code, proc.output[-2000:])
     assert "Stopped by SIGINT" in proc.output and "Traceback" not in proc.output, proc.output[-2000:]
     assert _lingering(lake_env["EVENT_LAKE_HOME"]) == []
+
+
+def test_a_driver_jvm_killed_mid_extraction_is_named_as_spark_not_the_source(lake_env, settings, groups):
+    """A dead driver JVM during the slice reads was reported as "Lost the source Postgres" with two
+    tracebacks while the source was up: it is the engine, and the message says so."""
+    import psutil
+
+    from pipeline.settings.resolve import resolve
+    from tests import faults
+    from tests.helpers import wait_for_slow_reads
+
+    add_events(settings, 100, seed=14)
+    proc = Proc("tests/faulty_cli.py", "--run", env={**lake_env, faults.ENV: "slow-read"}, as_users_start_it=True)
+    groups.append(proc)
+    wait_for_slow_reads(resolve(settings).source_dsn.conninfo())
+    home = lake_env["EVENT_LAKE_HOME"]
+    jvms = [p for p in psutil.process_iter(["name"]) if p.info["name"] == "java"
+            and _environ(p).get("EVENT_LAKE_HOME") == home]
+    assert jvms, "no driver JVM found"
+    for jvm in jvms:
+        jvm.kill()
+    code = proc.popen.wait(120)
+    out = proc.output
+    assert code == 1, out[-3000:]
+    assert "driver process went away" in out and "Lost the source" not in out, out[-3000:]
+    assert "Traceback" not in out, out[-3000:]
+
+
+def _environ(process) -> dict[str, str]:
+    import psutil
+
+    try:
+        return process.environ()
+    except (psutil.Error, OSError):
+        return {}
