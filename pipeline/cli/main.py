@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import signal
 import sys
 
 from pipeline import logs
 from pipeline.cli import analysis, output, voice
 from pipeline.cli.handlers import ACTIONS, Outcome, action_word
-from pipeline.cli.parser import build_parser, setting_flags
+from pipeline.cli.parser import SETTING_FLAGS, build_parser, setting_flags
 from pipeline.errors import ConfigError, PipelineError, ShutdownRequested
 from pipeline.process import exit_quietly_on_broken_pipe, interrupt_command, on_stop, stop_signal
 from pipeline.settings import Settings, load_settings
@@ -29,7 +30,7 @@ def entry() -> int:
 def main(argv: list[str] | None = None) -> int:
     voice.install()  # library messages name this command line's flags
     parser = build_parser()
-    args = parser.parse_args(action_words(sys.argv[1:] if argv is None else argv, parser))
+    args = parser.parse_args(negative_values(action_words(sys.argv[1:] if argv is None else argv, parser)))
     logs.setup(args.verbose, args.log_format, quiet=args.quiet)
     clash = args.json and args.format not in (None, "json")
     args.format = args.format or ("json" if args.json else "table")
@@ -75,6 +76,29 @@ def stopped(fmt: str) -> int:
     else:
         output.last_line(said, machine=fmt != "table")
     return 128 + sig
+
+
+# flags whose value may start with "-" (argparse would take "--retention -1d" for two flags and
+# print its usage): the value is joined to the flag, so the value gets its own clear error
+_VALUE_FLAGS = (*SETTING_FLAGS, "--timeout", "--limit", "--memory", "--param")
+
+
+def negative_values(argv: list[str]) -> list[str]:
+    """``--retention -1d`` -> ``--retention=-1d``."""
+    out: list[str] = []
+    pending = iter(argv)
+    for arg in pending:
+        if arg in _VALUE_FLAGS:
+            value = next(pending, None)
+            if value is not None and re.match(r"^-\d", value):
+                out.append(f"{arg}={value}")
+                continue
+            out.append(arg)
+            if value is not None:
+                out.append(value)
+            continue
+        out.append(arg)
+    return out
 
 
 def action_words(argv: list[str], parser: argparse.ArgumentParser | None = None) -> list[str]:

@@ -18,6 +18,9 @@ def parse_duration(text: str | int | float, what: str = "duration") -> timedelta
     """``"15m"`` -> 15 minutes. Units: s, m, h, d, w. A number without a unit is refused (but 0):
     ``--retention 7`` meant as a week would have expired every snapshot older than 7 seconds."""
     match = _PATTERN.match(str(text))
+    if not match and str(text).strip().startswith("-"):
+        raise ConfigError(f"{what} {text!r} is negative: a duration counts back from now, so it is given "
+                          "as a positive one.", f"Give {what} a positive duration, like 15m or 7d.")
     if not match:
         raise ConfigError(
             f"{what} {text!r} is not a duration: expected a number with a unit, like 30s, 15m, 1h, "

@@ -7,11 +7,13 @@ parsed here, so a malformed one fails at start with the key (or flag) that held 
 from __future__ import annotations
 
 import difflib
+import logging
 import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from pipeline import actions
 from pipeline.errors import ConfigError
 from pipeline.settings.catalog import CatalogSpec
 from pipeline.settings.durations import parse_duration
@@ -29,6 +31,7 @@ from pipeline.settings.pgdsn import PgDsn
 from pipeline.settings.platform import default_home, user_cache
 from pipeline.settings.secret import Secret
 
+log = logging.getLogger(__name__)
 EMBEDDED = "embedded"  # DUCKLAKE_CATALOG=embedded: the embedded catalog, on purpose
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
@@ -88,6 +91,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
         env = os.environ
     refuse_unknown_keys(env, "the environment")
     read = _Reader(env, flags or {})
+    _warn_zero(read)
 
     home = Path(read.raw("EVENT_LAKE_HOME") or default_home()).expanduser().absolute()
     source_table = _table_name(read.value("SOURCE_TABLE"), read.name("SOURCE_TABLE"))
@@ -153,6 +157,16 @@ def _memory(text: str, name: str) -> str:
         raise ConfigError(f"{name} {text!r} is not an amount of memory.",
                           "Write a size DuckDB takes, such as 512MB or 2GB.")
     return text
+
+
+def _warn_zero(read: _Reader) -> None:
+    """Zero is a valid RETENTION and LOOKBACK, and rarely what one means: said, not refused."""
+    if read.raw("RETENTION") is not None and read.duration("RETENTION").total_seconds() == 0:
+        log.warning("%s is 0: maintenance expires every snapshot but the latest, so time travel keeps "
+                    "nothing (a week is 7d)", read.name("RETENTION"))
+    if read.raw("LOOKBACK") is not None and read.duration("LOOKBACK").total_seconds() == 0:
+        log.warning("%s is 0: a run re-reads nothing behind the watermark, so every late event waits for "
+                    "%s (15m tolerates a quarter of an hour)", read.name("LOOKBACK"), actions.RECONCILE)
 
 
 def _arrival_column(text: str, name: str) -> str | None:

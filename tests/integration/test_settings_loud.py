@@ -58,3 +58,14 @@ def test_a_configured_source_never_meets_a_silently_started_embedded_catalog(tmp
     assert result.returncode == 1
     assert "SOURCE_PG_DSN is set" in result.stderr and "DUCKLAKE_CATALOG=embedded" in result.stderr
     assert not home.exists()  # nothing was started
+
+
+def test_zero_and_negative_durations_are_said(lake_env, cli):
+    """--retention 0 dropped all time travel without a word, --lookback 0 all late events, and
+    --retention -1d got argparse's usage dump."""
+    negative = cli("--maintain", "--dry-run", "--retention", "-1d", env=lake_env)
+    assert negative.returncode == 1 and "usage:" not in negative.stderr
+    assert "--retention '-1d' is negative" in negative.stderr
+    zero = cli("--status", "--retention", "0", "--lookback", "0", env=lake_env)
+    assert "--retention is 0: maintenance expires every snapshot but the latest" in zero.stderr
+    assert "--lookback is 0" in zero.stderr and "--reconcile" in zero.stderr
