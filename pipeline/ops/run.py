@@ -303,7 +303,10 @@ class _Run:
         batch_id = staging.new_batch_id()
         # claimed before its first file (the lake ids zero-copy writes into the data path): a kill
         # from here on leaves a record the next run cleans up after, not an hour later
-        staging.claim_batch(staging.table_dir(settings), batch_id)
+        try:
+            staging.claim_batch(staging.table_dir(settings), batch_id)
+        except OSError as exc:  # an object store that went away: named, temporary (was "unexpected")
+            raise staging.store_outage(settings, exc) or exc from None
         try:
             choice = zero_copy.choose(settings, self.con, snapshot.conn, engines.name, plan, batch_id)
         except BaseException:
