@@ -252,3 +252,29 @@ def _staging_on_a_store_of_its_own(lake_env: dict[str, str], bucket: str, secret
            "S3_URL_STYLE": "path", "S3_USE_SSL": "false", "S3_REGION": "us-east-1",
            "S3_ACCESS_KEY_ID": "testing", "S3_SECRET_ACCESS_KEY": secret}
     return server, port, env
+
+
+def test_the_store_lost_as_a_batch_is_claimed_is_named_and_temporary(lake_env, monkeypatch):
+    """S3 gone between the plan and the batch's claim (the claim was outside the store's error
+    naming): "Failed with an unexpected error … please report it", classed as needs-a-fix."""
+    from pipeline.errors import StorageUnavailable, is_transient
+    from pipeline.ops import run as one_run
+
+    server, _, env = _staging_on_a_store_of_its_own(lake_env, "claim-bucket", "claim-secret-value")
+    settings = load_settings(env)
+    add_events(settings, 50, seed=45)
+    planned = one_run.plan_batch
+
+    def plan_then_lose_the_store(*args, **kwargs):
+        plan = planned(*args, **kwargs)
+        server.stop()  # a real outage, timed by the test: the store is gone at the claim
+        return plan
+
+    monkeypatch.setattr(one_run, "plan_batch", plan_then_lose_the_store)
+    try:
+        with pytest.raises(StorageUnavailable) as lost:
+            run(settings, engine="dlt")
+    finally:
+        server.stop()
+    assert "STAGING_PATH=s3://claim-bucket/staging" in str(lost.value) and is_transient(lost.value)
+    assert "claim-secret-value" not in str(lost.value)
