@@ -1,12 +1,14 @@
 """Which ids a time range holds, summarised so that source and lake compare without moving the ids.
 
 Counts cannot see identity: a row deleted in the source and a backfilled row in the same range
-leave the count unchanged. So each side sums a 64-bit value of every id in the range (the XOR of
-the UUID's two halves, modulo 2**64): an order-independent checksum both Postgres and DuckDB compute
-from the id's own bytes, with no hash function the other lacks. The count stays beside it. Equal
-(count, checksum) pairs mean equal id sets but for a deliberate collision; a difference is then
-located bucket by bucket (a minute in a run's check, an hour in ``--reconcile``) and, in the
-buckets that differ, id by id.
+leave the count unchanged. So each side sums the two 64-bit halves of every UUID in the range, each
+modulo 2**64: an order-independent 128-bit checksum Postgres and DuckDB compute alike from the id's
+own bytes, with no hash function the other lacks (a hash would cost twice as much on the source).
+The count stays beside it. Summing the halves apart keeps what one value per id lost: a UUID and
+its halves swapped, or the nil and the max UUID, differ. Equal (count, checksum) mean equal id sets
+but for ids crafted to collide (several rows replaced by others whose halves sum the same), which
+only the full content fingerprint of ``--verify`` sees. A difference is located bucket by bucket
+(a minute in a run's check, an hour in ``--reconcile``) and, in the buckets that differ, id by id.
 
 Pure SQL text and arithmetic: :mod:`pipeline.source.stats` and :mod:`pipeline.lake.batches` run it.
 """
@@ -21,43 +23,48 @@ from uuid import UUID
 
 MODULUS = 2 ** 64
 
-# the id's value in Postgres, from a uuid-typed expression: its two 8-byte halves as bigints, XORed
+# an id's halves in Postgres, from a uuid-typed expression: its 8-byte halves as bigints
 _PG_HALF = "('x' || encode(substring(uuid_send({id}) from {start} for 8), 'hex'))::bit(64)::bigint"
 # a text id is a UUID in any spelling the lake's validation takes (see pipeline.lake.validate)
 # (braces as \x7b and \x7d: the text goes into psycopg's sql.SQL templates, where braces are fields;
 # the counts are written out for the same reason)
-_PG_UUID_TEXT = r"'^\s*\x7b?" + "-?".join(r"[0-9a-f]" * n for n in (8, 4, 4, 4, 12)) + r"\x7d?\s*$'"
-# the same value in DuckDB, from a UUID-typed expression (its text is 32 hex digits and 4 hyphens)
-_DUCK_VALUE = ("xor(('0x' || substr(replace(CAST({id} AS VARCHAR), '-', ''), 1, 16))::UBIGINT, "
-               "('0x' || substr(replace(CAST({id} AS VARCHAR), '-', ''), 17, 16))::UBIGINT)::HUGEINT")
+# Postgres's uuid_in: 32 hex digits, a hyphen allowed after any group of four (DuckDB takes those too)
+_PG_HEX = ("(?:" + "[0-9a-f]" * 4 + "-?)") * 7 + "[0-9a-f]" * 4
+_PG_UUID_TEXT = rf"'^\s*(\x7b{_PG_HEX}\x7d|{_PG_HEX})\s*$'"  # braces both or neither, as uuid_in
+# the same halves in DuckDB, from a UUID-typed expression (its text is 32 hex digits and 4 hyphens)
+_DUCK_HALF = "('0x' || substr(replace(CAST({id} AS VARCHAR), '-', ''), {start}, 16))::UBIGINT::HUGEINT"
 
 
 @dataclass(frozen=True)
 class IdSum:
-    """How many ids a range holds and their checksum (0 for none)."""
+    """How many ids a range holds, and the sums of their high and low halves (0 for none)."""
 
     count: int = 0
-    checksum: int = 0
+    high: int = 0
+    low: int = 0
 
     @classmethod
-    def of(cls, count: SupportsInt | None, total: SupportsInt | None) -> IdSum:
-        """From a query's (count, sum of values): the sum is reduced modulo 2**64."""
-        return cls(int(count or 0), int(total or 0) % MODULUS)
+    def of(cls, count: SupportsInt | None, high: SupportsInt | None, low: SupportsInt | None) -> IdSum:
+        """From a query's count and sums of halves: each sum reduced modulo 2**64."""
+        return cls(int(count or 0), int(high or 0) % MODULUS, int(low or 0) % MODULUS)
+
+    @property
+    def checksum(self) -> str:
+        """The two sums as 32 hex digits, as ``ops.batches`` and commit info record them."""
+        return f"{self.high:016x}{self.low:016x}"
 
     def __add__(self, other: IdSum) -> IdSum:
-        return IdSum(self.count + other.count, (self.checksum + other.checksum) % MODULUS)
+        return IdSum.of(self.count + other.count, self.high + other.high, self.low + other.low)
 
-    def __sub__(self, other: IdSum) -> IdSum:
-        return IdSum(self.count - other.count, (self.checksum - other.checksum) % MODULUS)
-
-    def as_dict(self) -> dict[str, int]:
+    def as_dict(self) -> dict[str, object]:
         return {"count": self.count, "checksum": self.checksum}
 
 
 def of_ids(ids: Iterable[UUID]) -> IdSum:
     """The same (count, checksum) computed here, for ids already in hand."""
-    values = [int.from_bytes(i.bytes[:8]) ^ int.from_bytes(i.bytes[8:]) for i in ids]
-    return IdSum.of(len(values), sum(values))
+    listed = list(ids)
+    return IdSum.of(len(listed), sum(int.from_bytes(i.bytes[:8]) for i in listed),
+                    sum(int.from_bytes(i.bytes[8:]) for i in listed))
 
 
 def postgres_id(column: str, uuid_typed: bool) -> str:
@@ -67,12 +74,14 @@ def postgres_id(column: str, uuid_typed: bool) -> str:
     return f"(CASE WHEN {column}::text ~* {_PG_UUID_TEXT} THEN trim({column}::text)::uuid END)"
 
 
-def postgres_value(uuid_sql: str) -> str:
-    return f"({_PG_HALF.format(id=uuid_sql, start=1)} # {_PG_HALF.format(id=uuid_sql, start=9)})"
+def postgres_sums(uuid_sql: str) -> str:
+    """``sum(high), sum(low)`` of the ids ``uuid_sql`` (Postgres sums bigints as numeric: no overflow)."""
+    return (f"sum({_PG_HALF.format(id=uuid_sql, start=1)}), "
+            f"sum({_PG_HALF.format(id=uuid_sql, start=9)})")
 
 
-def duckdb_value(uuid_sql: str) -> str:
-    return _DUCK_VALUE.format(id=uuid_sql)
+def duckdb_sums(uuid_sql: str) -> str:
+    return f"sum({_DUCK_HALF.format(id=uuid_sql, start=1)}), sum({_DUCK_HALF.format(id=uuid_sql, start=17)})"
 
 
 def postgres_bucket(seconds: int) -> str:

@@ -41,7 +41,7 @@ CREATE TABLE IF NOT EXISTS {lake}.{ops}.batches (
     -- its proof: how many ids, and their checksum (pipeline/id_checksum.py), the planner's snapshot
     -- held dated in (window_low, window_upper]: what the lake holds there once the batch is in
     source_ids          BIGINT,
-    source_id_checksum  UBIGINT,
+    source_id_checksum  VARCHAR,  -- 32 hex digits: the sums of the ids' high and low halves
     snapshot_xmin       BIGINT   -- its plan snapshot's xmin: the next plan reads rows of newer transactions
 );
 

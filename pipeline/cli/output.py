@@ -112,7 +112,10 @@ def _identity_line(status: Status) -> str:
     check = status.identity
     assert check is not None
     if not check.exact:
-        return check.describe()
+        waiting = len(check.missing) - len(check.missed)
+        late = f"; {waiting} of the missing id(s) arrived after the last load and wait for the next" \
+            if waiting > 0 else ""
+        return check.describe() + late
     age = (datetime.now(UTC) - check.upper).total_seconds()
     return (f"lake == source over the look-back up to the watermark ({check.source.count:,} id(s); "
             f"proven through {iso(check.upper)}, {age:.0f}s ago)")

@@ -45,7 +45,7 @@ class BatchRecord:
     source: str | None = None  # database.schema.table it was read from (None: a batch from before)
     # its proof: the ids its plan's snapshot held in (window_low, window_upper] (pipeline.id_checksum)
     source_ids: int | None = None
-    source_id_checksum: int | None = None
+    source_id_checksum: str | None = None
     snapshot_xmin: int | None = None  # its plan snapshot's xmin: the next plan reads newer transactions' rows
 
 
@@ -93,12 +93,12 @@ def id_sums(con: duckdb.DuckDBPyConnection, settings: Settings, low: datetime | 
     (the lake side of :mod:`pipeline.ops.proof`). Every row counts: an id held twice differs."""
     bucket = id_checksum.duckdb_bucket(bucket_seconds) if bucket_seconds else "0"
     rows = con.execute(
-        f"SELECT bucket, count(*), sum({id_checksum.duckdb_value('id')}) FROM (SELECT "
+        f"SELECT bucket, count(*), {id_checksum.duckdb_sums('id')} FROM (SELECT "
         # TRY_CAST: text in a zero-copy lake made by the JDBC reader
         f"TRY_CAST(event_id AS UUID) AS id, {bucket} AS bucket FROM {settings.events_table} "
         f"WHERE {_range_sql(low)}) GROUP BY bucket", {"upper": upper, **({"low": low} if low else {})}
     ).fetchall()
-    return {int(bucket): IdSum.of(count, total) for bucket, count, total in rows}
+    return {int(bucket): IdSum.of(count, high, low_sum) for bucket, count, high, low_sum in rows}
 
 
 def ids_in_buckets(con: duckdb.DuckDBPyConnection, settings: Settings, low: datetime | None, upper: datetime,

@@ -17,7 +17,7 @@ OPS_TABLES = ("batches", "lake_identity", "quarantine")  # job history is not a 
 # ops.batches columns added after lakes existed: a lake made before gets them on its next write session
 ADDED_BATCH_COLUMNS = {"arrival_mark": "TIMESTAMPTZ", "freshness_p50": "DOUBLE", "freshness_p95": "DOUBLE",
                        "rows_behind_mark": "BIGINT", "source": "VARCHAR", "source_ids": "BIGINT",
-                       "source_id_checksum": "UBIGINT", "snapshot_xmin": "BIGINT"}
+                       "source_id_checksum": "VARCHAR", "snapshot_xmin": "BIGINT"}
 PARTITION_BY = "year(event_timestamp), month(event_timestamp), day(event_timestamp)"
 PARTITION_KEYS = ("year", "month", "day")  # the hive folder names DuckLake writes for PARTITION_BY
 

@@ -88,7 +88,7 @@ OVERDUE_INTERVALS = 3  # an observation the timer could not renew for this many 
 
 class Observer:
     """The latest observation, refreshed in the background every ``ttl`` seconds once
-    :meth:`start`\ ed (a health probe asked rarely still gets a fresh answer), else when a request
+    started (:meth:`start`; a health probe asked rarely still gets a fresh answer), else when a request
     finds it older than ``ttl``.
 
     A request is answered from the cache at once, however long a lake read takes on a busy

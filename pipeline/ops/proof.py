@@ -48,6 +48,8 @@ class RangeCheck:
     missing: list[UUID] = field(default_factory=list)  # source ids the lake lacks
     extra: list[UUID] = field(default_factory=list)  # lake rows beyond the source's, one per surplus row
     moved: list[UUID] = field(default_factory=list)  # source ids in range the lake holds dated elsewhere
+    # of ``missing``, those an earlier load's snapshot already held (--status): not late arrivals
+    missed: list[UUID] = field(default_factory=list)
     buckets: list[datetime] = field(default_factory=list)  # where they differ: the buckets' starts
     bucket_seconds: int = MINUTE
 
@@ -83,6 +85,7 @@ class RangeCheck:
         return {"low": iso(self.low) if self.low else None, "upper": iso(self.upper),
                 "source": self.source.as_dict(), "lake": self.lake.as_dict(), "exact": self.exact,
                 "missing": len(self.missing), "extra": len(self.extra), "moved": len(self.moved),
+                "missed": len(self.missed),
                 "missing_ids": [str(i) for i in self.missing[:SHOWN]],
                 "extra_ids": [str(i) for i in self.extra[:SHOWN]],
                 "differing_buckets": [iso(b) for b in self.buckets[:SHOWN]]}
@@ -137,10 +140,15 @@ def compare(conn: psycopg.Connection, con: duckdb.DuckDBPyConnection, settings: 
         absent |= lacking
         surplus += beyond
     # an id the source dates in one bucket and the lake in another (or outside the range) moved
-    moved = (absent & set(surplus)) | batches.held_ids(con, settings, absent - set(surplus))
+    elsewhere = batches.held_ids(con, settings, absent - set(surplus))
+    if not (how.unique and how.uuid_typed):
+        # a source that may repeat an id dates it in two buckets; the lake holds it once: held
+        absent, elsewhere = absent - elsewhere, set()
+    moved = (absent & set(surplus)) | elsewhere
     missing = sorted(absent - moved)
     extra = sorted(i for i in surplus if i not in moved)
-    return RangeCheck(low, upper, source, lake, missing, extra, sorted(moved), buckets, bucket_seconds)
+    return RangeCheck(low, upper, source, lake, missing, extra, sorted(moved), buckets=buckets,
+                      bucket_seconds=bucket_seconds)
 
 
 def newer_than_snapshot(settings: ResolvedSettings, check: RangeCheck, how: IdShape) -> RangeCheck:

@@ -61,9 +61,12 @@ def repair(settings: ResolvedSettings, since: timedelta | None) -> RepairReport:
         ids = sorted({*check.missing, *check.extra, *check.moved})
         id_list = ", ".join(f"{quote_literal(str(i))}::UUID" for i in ids)
         columns = ", ".join(f"{expr} AS {name}" for name, expr in STAGED_COLUMNS.items())
+        # as the source holds them now, up to the compared range's end: a row it moved into the
+        # future is loaded when due, by a load, never ahead of the source's clock
         source_query = (f"SELECT {columns} FROM {quote_qualified(settings.source_table)} WHERE "
                         f"{id_checksum.postgres_id('event_id', how.uuid_typed)} IN "
-                        f"({', '.join(quote_literal(str(i)) + '::uuid' for i in ids)})")
+                        f"({', '.join(quote_literal(str(i)) + '::uuid' for i in ids)}) "
+                        f"AND event_timestamp <= {quote_literal(iso(check.upper))}::timestamptz")
         rows = validate.loadable_sql(True, f"postgres_query('{SOURCE_ALIAS}', {quote_literal(source_query)})")
         message = (f"repair {iso(check.low) if check.low else '-inf'} .. {iso(check.upper)}: the lake's rows "
                    f"of {len(ids)} id(s) replaced by the source's")

@@ -104,6 +104,8 @@ class RunReport:
                          "and were read with the whole look-back")
         if self.rows_in_future:
             parts.append(f"{self.rows_in_future} events dated in the future wait until due")
+        if self.check is not None and (self.check.missing or self.check.extra or self.check.moved):
+            parts.append(f"{self.check.describe()} (see {actions.STATUS})")
         if self.set_aside:
             parts.append(f"{len(self.set_aside)} batch(es) SET ASIDE, not loaded: "
                          f"{', '.join(self.set_aside)} (see the error above; then {actions.RETRY_FAILED})")

@@ -4,14 +4,14 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import duckdb
 import psycopg
 
-from pipeline import staging
+from pipeline import actions, staging
 from pipeline.errors import LakeNotCreated, SourceUnavailable, first_line
 from pipeline.lake import batches as batch_table
 from pipeline.lake import integrity, jobs
@@ -165,9 +165,17 @@ def _identity(conn: psycopg.Connection, settings: ResolvedSettings, watermark: d
     """The lake against the source over the look-back behind the watermark, by id. Ids the lake
     lacks there are rows the next load reads (late arrivals); rows the source deleted or moved
     after loading are a divergence no load repairs."""
+    how = IdShape.read(conn, settings.source_table)
     with lake_session(settings, read_only=True) as con:
-        return proof.compare(conn, con, settings, watermark - settings.lookback, watermark,
-                             IdShape.read(conn, settings.source_table))
+        check = proof.compare(conn, con, settings, watermark - settings.lookback, watermark, how)
+        earlier = batch_table.last_arrivals(con, settings) if check.missing else None
+    if earlier is None or earlier[2] is None:
+        return check
+    # ids the last load's snapshot held (written by older transactions) are no late arrivals: it
+    # should have loaded them, and did not
+    missed = stats.written_before(conn, settings.source_table, set(check.missing), earlier[2],
+                                  uuid_typed=how.uuid_typed)
+    return replace(check, missed=sorted(missed))
 
 
 def collect(settings: ResolvedSettings) -> Status:
@@ -213,11 +221,18 @@ def collect(settings: ResolvedSettings) -> Status:
     last_load = next((r for r in job_runs if r["job"] == "load"), None)
     promoted = [b["promoted_at"] for b in batches if b.get("promoted_at")]
     successes = [t for t in (facts["last_load_success"], *promoted) if t is not None]
+    # rows the source holds: counted when nothing is loaded yet (all of them are after no watermark)
+    holds = (pending or 0) if watermark is None and pending else 1 if newest else 0
+    missed = ([f"{len(identity.missed)} source id(s) in the look-back that the last load's snapshot held "
+               f"are not in the lake (e.g. {', '.join(map(str, identity.missed[:3]))}): run a load; if they "
+               f"stay missing, {actions.VERIFY} {actions.SINCE} <range> names them"]
+              if identity is not None and identity.missed else [])
     judged = health.assess(now, _cadence(settings, last_load), max(successes) if successes else None,
                            last_load["status"] if last_load else None,
-                           last_load["error"] if last_load else None, len(set_aside), 1 if newest else 0,
+                           last_load["error"] if last_load else None, len(set_aside), holds,
                            far_future=far_future, source_error=source_error, lake_surplus=surplus,
-                           lake_damage=facts["integrity"].problems if facts["integrity"] else [])
+                           lake_damage=[*(facts["integrity"].problems if facts["integrity"] else []),
+                                        *missed])
     behind = (facts["last_hour"] or {}).get("rows_behind_mark", 0)
     column = settings.arrival_column
     return Status(

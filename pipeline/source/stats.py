@@ -13,7 +13,8 @@ from pipeline import id_checksum, invocation
 from pipeline.errors import SourceAccessDenied, TerminalError
 from pipeline.id_checksum import IdSum
 from pipeline.source.ddl import table_sql
-from pipeline.source.window import Window
+from pipeline.source.shape import has_row_versions
+from pipeline.source.window import XID_SPAN, Window
 from pipeline.sqltext import one_row
 
 
@@ -88,12 +89,13 @@ def id_sums(conn: psycopg.Connection, qualified: str, low: datetime | None, uppe
     index-only when it includes ``event_id`` (the generator's table has ``INCLUDE (event_id)``)."""
     uuid_sql = id_checksum.postgres_id("event_id", uuid_typed)
     bucket = id_checksum.postgres_bucket(bucket_seconds) if bucket_seconds else "0"
-    ids = (f"SELECT {'' if unique else 'DISTINCT '}{uuid_sql} AS id, {bucket} AS bucket FROM {{t}} "
-           f"WHERE {_range_sql(low)}")
-    query = sql.SQL(f"SELECT bucket, count(*), sum({id_checksum.postgres_value('id')}) FROM ({ids}) ids "
+    # a text id's unique index does not make its UUID unique ('ab…' and 'AB…' spell one id)
+    distinct = "" if unique and uuid_typed else "DISTINCT "
+    ids = f"SELECT {distinct}{uuid_sql} AS id, {bucket} AS bucket FROM {{t}} WHERE {_range_sql(low)}"
+    query = sql.SQL(f"SELECT bucket, count(*), {id_checksum.postgres_sums('id')} FROM ({ids}) ids "
                     "WHERE id IS NOT NULL GROUP BY bucket").format(t=table_sql(qualified))
     rows = conn.execute(query, {"low": low, "upper": upper}).fetchall()
-    return {int(bucket): IdSum.of(count, total) for bucket, count, total in rows}
+    return {int(bucket): IdSum.of(count, high, low_sum) for bucket, count, high, low_sum in rows}
 
 
 def ids_in_buckets(conn: psycopg.Connection, qualified: str, low: datetime | None, upper: datetime,
@@ -117,6 +119,19 @@ def ids_in_range(conn: psycopg.Connection, qualified: str, low: datetime | None,
     query = sql.SQL(f"SELECT {uuid_sql} FROM {{t}} WHERE {_range_sql(low)} "
                     f"AND {uuid_sql} = ANY(%(ids)s)").format(t=table_sql(qualified))
     return {row[0] for row in conn.execute(query, {"low": low, "upper": upper, "ids": list(ids)}).fetchall()}
+
+
+def written_before(conn: psycopg.Connection, qualified: str, ids: set[UUID], xmin: int, *,
+                   uuid_typed: bool) -> set[UUID]:
+    """Which of ``ids`` were written by transactions older than ``xmin`` (an earlier plan's
+    snapshot's): rows that snapshot saw. Empty for a relation without ``xmin`` (a view)."""
+    if not ids or not has_row_versions(conn, qualified):
+        return set()
+    uuid_sql = id_checksum.postgres_id("event_id", uuid_typed)
+    older = f"mod(xmin::text::bigint - %(x32)s + {XID_SPAN}, {XID_SPAN}) >= {XID_SPAN // 2}"
+    query = sql.SQL(f"SELECT {uuid_sql} FROM {{t}} WHERE {uuid_sql} = ANY(%(ids)s) AND {older}").format(
+        t=table_sql(qualified))
+    return {row[0] for row in conn.execute(query, {"ids": list(ids), "x32": xmin % XID_SPAN}).fetchall()}
 
 
 def unchanged_rows(conn: psycopg.Connection, qualified: str, rows: dict[UUID, str | None], *,

@@ -76,7 +76,7 @@ class Manifest:
     # the proof: the ids the planner's snapshot held dated in the window's range (count and checksum,
     # pipeline.id_checksum); the lake must hold exactly those once the batch is in
     source_ids: int | None = None
-    source_id_checksum: int | None = None
+    source_id_checksum: str | None = None
 
     @property
     def window(self) -> Window:
