@@ -185,7 +185,7 @@ def test_rows_deleted_or_moved_in_the_source_after_loading_make_status_failing(s
     assert status.lake_rows_not_in_source == 3
     assert status.health.state == "failing"
     [reason] = status.health.reasons
-    assert "3 row(s) dated in the look-back that the source no longer has" in reason and "pipeline.lake.verify" in reason
+    assert "3 row(s) dated in the look-back that the source no longer has" in reason and "Pipeline.repair()" in reason
 
 
 def test_reconcile_finds_a_missing_row_that_a_doubled_id_hides_from_hourly_counts(settings, spark):
