@@ -10,6 +10,7 @@ from datetime import datetime
 
 import duckdb
 
+from pipeline import id_checksum
 from pipeline.id_checksum import IdSum
 from pipeline.lake import batches
 from pipeline.ops import proof
@@ -47,13 +48,16 @@ def plan_batch(snapshot: PlannerSnapshot, con: duckdb.DuckDBPyConnection, settin
     window_stats = stats.window_stats(conn, settings.source_table, window)
     # what the lake must hold in the window's range once this batch is in: checked after promotion
     source_ids = proof.source_ids(conn, settings, window.low, window.upper, ids)
-    check = None
+    check, lake_ids = None, None
     if window.arrivals is not None and window.low is not None:
         _warn_rows_ahead(snapshot, settings, upper)
         # a count first, before extracting: rows that arrived behind the mark are read at once
         # (the identity check after promotion decides; this only saves a second pass)
         lake = batches.id_sums(con, settings, window.low, window.upper).get(0, IdSum())
         set_aside = batches.quarantined_in_range(con, settings, window.low, window.upper)
+        kept = stats.unchanged_rows(conn, settings.source_table, set_aside, uuid_typed=ids.uuid_typed)
+        # the lake's side as it is now: an empty window leaves it so, and the check needs no other read
+        lake_ids = lake + id_checksum.of_ids(kept)
         check = Completeness(source_rows=source_ids.count, lake_rows=lake.count + len(set_aside),
                              window_rows=window_stats.rows)
         if check.behind:
@@ -66,7 +70,7 @@ def plan_batch(snapshot: PlannerSnapshot, con: duckdb.DuckDBPyConnection, settin
                      timezone=stats.session_timezone(conn), rows_in_future=in_future, arrival_mark=mark,
                      snapshot_xmin=snapshot.xmin,
                      completeness=check if window.arrivals is not None else None, rows_behind=rows_behind,
-                     ids=ids, source_ids=source_ids, extra_columns=extra_columns,
+                     ids=ids, source_ids=source_ids, lake_ids=lake_ids, extra_columns=extra_columns,
                      lake_was_empty=watermark is None and batches.holds_no_row(con, settings))
 
 

@@ -281,6 +281,12 @@ class _Run:
             report.seconds["plan"] = report.seconds.get("plan", 0.0) + time.monotonic() - t0
             if plan.stats.rows == 0:
                 log.info("no new events in window %s", plan.window.describe())
+                if plan.lake_ids is not None and plan.lake_ids == plan.source_ids:
+                    # nothing read, nothing promoted: the lake is as the plan read it, in the same
+                    # snapshots, and held every id (an idle tick needs no second lake read)
+                    self.report.check = proof.RangeCheck(plan.window.low, plan.window.upper,
+                                                         plan.source_ids, plan.lake_ids)
+                    return 0
                 return self.check_identity(snapshot, plan) if promote_now else 0
             batch = self.extract(lake_identity, engines, snapshot, plan)
             if not promote_now:

@@ -32,6 +32,7 @@ class BatchPlan:
     # lake must hold there once the batch is promoted (pipeline.ops.proof); the commit records it
     source_ids: IdSum | None = None
     lake_was_empty: bool = False  # a first load into an events table holding no row
+    lake_ids: IdSum | None = None  # the lake's side of the range as the plan read it (arrival-aware plans)
 
     @property
     def unique_ids(self) -> bool:
