@@ -20,7 +20,7 @@ from typing import Any
 
 import duckdb
 
-from pipeline.errors import LakeNotCreated, first_line
+from pipeline.errors import LakeNotCreated, first_line, is_transient, scrub_secrets
 from pipeline.lake.connect import lake_session
 from pipeline.lake.rows import fetch_dicts
 from pipeline.logs import process_name
@@ -54,7 +54,10 @@ def record(settings: ResolvedSettings, run_id: str, job: str, started: datetime,
             insert(con)
         return True
     except Exception as exc:  # noqa: BLE001  a catalog away, a dying connection: the job's outcome is logged already
-        log.warning("could not record %s job history: %s", job, first_line(exc))
+        away = is_transient(exc)
+        log.warning("could not record the %s job in the history: %s", job,
+                    "the catalog is away; it is written once it answers again" if away
+                    else first_line(scrub_secrets(str(exc))))
         return False
 
 

@@ -111,23 +111,27 @@ def compare(conn: psycopg.Connection, con: duckdb.DuckDBPyConnection, settings: 
     ``every_bucket``: compare bucket by bucket even when the range's sums agree, so a row moved
     inside the range shows too (a proof; a load's check asks only which ids the range holds)."""
     table = settings.source_table
+    # the lake first, then the source: every row a load put in the lake was in the source before,
+    # so a source read after the lake's cannot miss one of them (read the other way round, rows a
+    # running follower promoted in between looked deleted from the source)
+    events = batches.id_sums(con, settings, low, upper).get(0, IdSum())
+    set_aside = batches.quarantined_in_range(con, settings, low, upper)
     if source is None:
         source = source_ids(conn, settings, low, upper, how)
-    set_aside = batches.quarantined_in_range(con, settings, low, upper)
     kept = stats.unchanged_rows(conn, table, set_aside, uuid_typed=how.uuid_typed)
-    lake = batches.id_sums(con, settings, low, upper).get(0, IdSum()) + id_checksum.of_ids(kept)
+    lake = events + id_checksum.of_ids(kept)
     if lake == source and not every_bucket:
         return RangeCheck(low, upper, source, lake, bucket_seconds=bucket_seconds)
+    by_lake = batches.id_sums(con, settings, low, upper, bucket_seconds)
     by_source = stats.id_sums(conn, table, low, upper, uuid_typed=how.uuid_typed, unique=how.unique,
                               bucket_seconds=bucket_seconds)
-    by_lake = batches.id_sums(con, settings, low, upper, bucket_seconds)
     # buckets holding a kept quarantined row differ too (the events table lacks it): its id is
     # found with the others and counted as held
     differing = id_checksum.differing(by_source, by_lake)
-    source_rows = stats.ids_in_buckets(conn, table, low, upper, differing, bucket_seconds,
-                                      uuid_typed=how.uuid_typed) if differing else {}
     lake_ids = (batches.ids_in_buckets(con, settings, low, upper, differing, bucket_seconds)
                 if differing else {})
+    source_rows = stats.ids_in_buckets(conn, table, low, upper, differing, bucket_seconds,
+                                      uuid_typed=how.uuid_typed) if differing else {}
     absent: set[UUID] = set()
     surplus: list[UUID] = []  # one entry per lake row the source does not hold in its bucket
     buckets = []  # the buckets where an id differs (not only a kept quarantined row)

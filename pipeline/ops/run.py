@@ -155,8 +155,24 @@ def load(settings: ResolvedSettings, engines: Engines, mode: Mode = "run", *,
             if record_as:
                 jobs.record_failure(settings, record_as, began, first_line(exc))
             raise
-    # one lake session for the run and its job record (the record falls back to a session of its
-    # own if the run's failed)
+    try:
+        ready = _load_in_session(settings, engines, mode, ready, record_as, report, started)
+    except duckdb.Error as exc:
+        if not is_transient(exc):
+            raise
+        # the catalog (or the object store) went away under the run: named, temporary (was the raw
+        # "TransactionContext Error: Failed to commit…" or "Failed to get global stats information…")
+        raise promotion_outage(settings, exc) from None
+    # a batch set aside is a failure too (a lake table dropped by hand fails every promotion): the
+    # next load checks everything, and says what is wrong instead of setting aside one batch a tick
+    return report, None if report.set_aside else ready
+
+
+def _load_in_session(settings: ResolvedSettings, engines: Engines, mode: Mode, ready: Readiness | None,
+                     record_as: str | None, report: RunReport, started: float) -> Readiness:
+    """:func:`load`'s work in one lake session, shared with its job record (the record falls back to
+    a session of its own if the run's failed); the readiness it checked or was given."""
+    checking = ready is None
     with lake_session(settings, tables=checking) as con, \
             jobs.recorded(settings, record_as, lake=con) as details:
         one = _Run(settings, con, report)
@@ -182,9 +198,7 @@ def load(settings: ResolvedSettings, engines: Engines, mode: Mode = "run", *,
         details.update(rows_inserted=report.rows_inserted, summary=report.summary())
         if report.set_aside:  # the command exits 1: the record says failed too
             details["failed"] = f"batch(es) set aside: {', '.join(report.set_aside)}"
-    # a batch set aside is a failure too (a lake table dropped by hand fails every promotion): the
-    # next load checks everything, and says what is wrong instead of setting aside one batch a tick
-    return report, None if report.set_aside else ready
+    return ready
 
 
 def refuse_another_source(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings) -> None:

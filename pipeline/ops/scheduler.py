@@ -38,6 +38,7 @@ from pipeline.errors import (
     LockBusy,
     PipelineError,
     first_line,
+    is_transient,
 )
 from pipeline.lake import jobs, locks
 from pipeline.ops import scheduler_state
@@ -82,6 +83,7 @@ class Lifetime(Protocol):
 
 FOLLOW_COMPACT_EVERY = timedelta(minutes=5)  # --follow: small files merged at least this often
 FOLLOW_RECORD_EVERY = timedelta(minutes=1)  # --follow: a load record in the job history this often
+UNRECORDED_KEPT = 100  # job history rows kept while the catalog is away, written once it is back
 TICK_SLACK_SECONDS = 0.5  # a retry due this close to a tick runs at that tick
 PROBE_EVERY_SECONDS = 2.0  # a follower backing off asks the services this often whether they are back
 FOLLOW_FINISH_SECONDS = 15  # --follow: after SIGTERM, the micro-batch in flight may finish this long
@@ -170,6 +172,7 @@ class Scheduler:
         self.settings = pipeline.settings
         self.intervals, self.follow = self.settings.intervals, follow
         self.stop = pipeline.stopping
+        self._unrecorded: list[tuple[str, datetime, datetime, str, str | None, dict[str, object]]] = []
         self.jobs = {
             "load": Job("load", self.intervals.follow if follow else self.intervals.load, self._load),
             "expire": Job("expire", self.intervals.expire, self._expire),
@@ -272,6 +275,7 @@ class Scheduler:
         except LockBusy:
             status, result = "skipped", SKIPPED
         except Exception as exc:  # noqa: BLE001  any failure is recorded; the process must stay up
+            exc = _named(self.settings, exc)
             status, error, failure = "failed", first_line(exc), exc
             if isinstance(exc, EngineUnavailable):  # a lost Connect server or cluster: a new session next
                 self.pipeline.engine_lost()
@@ -299,14 +303,22 @@ class Scheduler:
         return Attempt(started, finished or datetime.now(UTC), status, error, result, seconds)
 
     def _record(self, job: Job, attempt: Attempt, every: timedelta | None = None) -> None:
+        """Write the run to the job history; one that could not be written (the catalog was away:
+        the very outage a failed load reports) is kept and written first once the catalog is back,
+        so the failures are counted (``job_runs_total{status="failed"}``) and the alerts fire."""
         following = self.follow and job.name == "load"
-        jobs.record(self.settings, logs.RUN_ID, job.name, attempt.started, attempt.finished,
-                    attempt.status, attempt.error,
-                    {**attempt.record(),
-                     # --status judges staleness by the interval the scheduler ran with (a
-                     # follower's: its FOLLOW_EVERY, and how often it writes this record)
-                     "every_seconds": (every or job.every).total_seconds(),
-                     **({"follow_every_seconds": job.every.total_seconds()} if following else {})})
+        row = (job.name, attempt.started, attempt.finished, attempt.status, attempt.error,
+               {**attempt.record(),
+                # --status judges staleness by the interval the scheduler ran with (a
+                # follower's: its FOLLOW_EVERY, and how often it writes this record)
+                "every_seconds": (every or job.every).total_seconds(),
+                **({"follow_every_seconds": job.every.total_seconds()} if following else {})})
+        self._unrecorded.append(row)
+        while self._unrecorded:
+            if not jobs.record(self.settings, logs.RUN_ID, *self._unrecorded[0]):
+                del self._unrecorded[:-UNRECORDED_KEPT]  # the newest are kept
+                break
+            self._unrecorded.pop(0)
         self.write_state()
 
     def _follow(self) -> None:
@@ -462,6 +474,19 @@ class Scheduler:
         except PipelineError as exc:
             log.error("not serving metrics: %s (%s)", exc, exc.hint)
             return None
+
+
+def _named(settings: ResolvedSettings, exc: Exception) -> Exception:
+    """A service lost under a job, as DuckDB words it ("TransactionContext Error: Failed to commit…",
+    "Failed to get global stats information from DuckLake…"): named as the catalog or object store
+    it is, temporary. Anything else as it is."""
+    import duckdb
+
+    if isinstance(exc, duckdb.Error) and is_transient(exc):
+        from pipeline.ops.run import promotion_outage
+
+        return promotion_outage(settings, exc)
+    return exc
 
 
 def _job_of(entry: schedule.Job) -> Job:

@@ -18,6 +18,7 @@ from pipeline.lake import integrity, jobs
 from pipeline.lake.connect import lake_session
 from pipeline.lake.identity import lake_id, table_names
 from pipeline.lake.schema import quarantined_rows
+from pipeline.lake.transaction import one_read
 from pipeline.ops import health, proof
 from pipeline.ops.scheduler_state import read_state
 from pipeline.settings import ResolvedSettings
@@ -166,9 +167,11 @@ def _identity(conn: psycopg.Connection, settings: ResolvedSettings, watermark: d
     lacks there are rows the next load reads (late arrivals); rows the source deleted or moved
     after loading are a divergence no load repairs."""
     how = IdShape.read(conn, settings.source_table)
-    with lake_session(settings, read_only=True) as con:
+    # the lake's reads in one snapshot of it: the last batch's mark is the one of the rows it counted
+    with lake_session(settings, read_only=True) as con, one_read(con):
         check = proof.compare(conn, con, settings, watermark - settings.lookback, watermark, how)
         earlier = batch_table.last_arrivals(con, settings) if check.missing else None
+    check = proof.newer_than_snapshot(settings, check, how)  # extras a load took since: not deleted
     if earlier is None or earlier[2] is None:
         return check
     # ids the last load's snapshot held (written by older transactions) are no late arrivals: it

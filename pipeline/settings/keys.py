@@ -50,6 +50,9 @@ ENV_KEYS: dict[str, EnvKey] = {
                          "spark.cores.max=8); --spark-conf adds or overrides one"),
     "SPARK_PARTITIONS": EnvKey("read slices (tasks) per extraction (default: from the rows in the window "
                                "and the cluster's task slots)"),
+    "SPARK_EXECUTOR_WAIT": EnvKey("on a cluster (spark://, k8s://), how long a load waits while no executor "
+                                  "is registered before it is cancelled and fails as temporary, naming the "
+                                  "master (0: wait for ever)", "60s"),
     "SPARK_DRIVER_MEMORY": EnvKey("memory of the Spark driver JVM (local mode: all of Spark)", "2g"),
     "SPARK_UI": EnvKey("serve Spark's web UI (true/false)", "false"),
     "SPARK_VERBOSE": EnvKey("print Spark's own log to the terminal instead of <home>/logs/spark.log",

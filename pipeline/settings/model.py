@@ -54,6 +54,7 @@ class SparkOptions:
     remote: str | None  # Spark Connect URL; wins over ``master``
     jdbc_jar: str | None
     driver_memory: str
+    executor_wait: timedelta = timedelta(seconds=60)  # a cluster without executors: give up after this
     ui: bool
     verbose: bool
     conf: dict[str, str] = field(default_factory=dict)  # SPARK_CONF and --spark-conf, passed through

@@ -75,3 +75,36 @@ def test_a_worker_killed_mid_extraction_loses_nothing(settings, lake_env, tmp_pa
     finally:
         cluster.stop()
     assert_lake_equals_source(settings, expected_rows=300_000)
+
+
+def test_a_load_whose_only_worker_died_fails_naming_the_master_instead_of_waiting_forever(settings, lake_env,
+                                                                                            tmp_path):
+    """The compose stack's only worker killed mid-load: the load hung 483 s, nothing logged, until
+    the worker came back. It now gives up after SPARK_EXECUTOR_WAIT, as temporary, naming the master;
+    with a worker again the next run loads everything once."""
+    from pipeline.settings.resolve import resolve
+    from tests import faults
+    from tests.helpers import wait_for_slow_reads
+
+    cluster = StandaloneCluster(tmp_path / "cluster").start()
+    run = None
+    try:
+        add_events(settings, 200, seed=97)
+        env = {**lake_env, "SPARK_MASTER": cluster.url, "SPARK_LOCAL_IP": "127.0.0.1",
+               "SPARK_EXECUTOR_WAIT": "10s"}
+        run = Proc("tests/faulty_cli.py", "--run", env={**env, faults.ENV: "slow-read"})
+        wait_for_slow_reads(resolve(settings).source_dsn.conninfo())
+        cluster.kill_worker()  # the only one: no executor is left, none comes
+        started = time.monotonic()
+        code = run.popen.wait(300)
+        assert code == 1 and time.monotonic() - started < 120, run.output[-3000:]
+        assert f"No Spark executors registered at {cluster.url} for 10s" in run.output, run.output[-3000:]
+        assert "Failed (temporary" in run.output and "waiting for Spark executors" in run.output
+        cluster.add_worker()
+        again = run_cli("events_pipeline.py", "--run", env=env)
+        assert again.returncode == 0, again.stdout + again.stderr
+    finally:
+        if run is not None and run.popen.poll() is None:
+            run.popen.kill()
+        cluster.stop()
+    assert_lake_equals_source(settings, expected_rows=200)

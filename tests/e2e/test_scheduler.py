@@ -43,8 +43,15 @@ def test_scheduler_keeps_the_lake_fresh_and_small_while_events_stream_in(setting
         first_compact = scheduler.wait_for("job compact success", timeout=180)
         scheduler.wait_for("job compact success", timeout=60, after=first_compact + 1)
         scheduler.wait_for("job load success", timeout=60, after=first_compact + 1)
-        # the scheduler serves its metrics while it runs: a Prometheus scrape, parsed
-        values = metric_samples(http_get(f"http://127.0.0.1:{port}/metrics")[1])
+        # the scheduler serves its metrics while it runs: a Prometheus scrape, parsed (its observation
+        # is renewed on a timer: the loads above appear in one)
+        loads = ("event_lake_job_runs_total", (("status", "success"), ("task", "load")))
+        deadline = time.monotonic() + 60
+        while True:
+            values = metric_samples(http_get(f"http://127.0.0.1:{port}/metrics")[1])
+            if values.get(loads, 0) >= 2 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
         assert values[("event_lake_up", ())] == 1 and values[("event_lake_rows_loaded_total", ())] >= 1_000
         assert values[("event_lake_job_runs_total", (("status", "success"), ("task", "compact")))] >= 1
         assert values[("event_lake_job_runs_total", (("status", "success"), ("task", "load")))] >= 2
