@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from pipeline import invocation
+from pipeline import actions, invocation
 from pipeline.cli import analysis, output, voice
 from pipeline.ops.policy import SHUTDOWN_SECONDS
 from pipeline.settings import Settings
@@ -131,6 +131,9 @@ def print_attach(args: argparse.Namespace, settings: Settings) -> Outcome:
     from pipeline.lake.attach_sql import extension_names, open_statements
 
     resolved = embedded.resolved(settings)
+    # read-only as the reader role when there is one (as a read-only --sql session opens it);
+    # --write: as DUCKLAKE_CATALOG's role, read-write
+    reader = None if args.write or resolved.catalog.pg is None else resolved.catalog.reader
     # install the pinned extensions where the duckdb CLI of the same version finds them
     extensions.new_instance(*extension_names(resolved.catalog, resolved.data_path)).close()
     output.out(f"-- DuckDB {duckdb.__version__}: the duckdb CLI must be this version (a newer one fetches "
@@ -138,9 +141,12 @@ def print_attach(args: argparse.Namespace, settings: Settings) -> Outcome:
                f"{duckdb.__version__} duckdb`; extensions were installed from the pinned wheels into "
                "~/.duckdb/extensions")
     for statement in open_statements(resolved.lake_name, resolved.catalog, resolved.data_path,
-                                     storage=resolved.storage, show_secrets=args.show_secrets):
+                                     storage=resolved.storage, show_secrets=args.show_secrets,
+                                     read_only=reader is not None, catalog_role=reader):
         output.out(f"{statement};")
-    return True, "-- Paste the statements above into the duckdb CLI (same version) to open the lake."
+    how = (f"read-only, as the reader role {reader.user}; {voice.FLAGS[actions.WRITE]} for the writer's"
+           if reader is not None else "read-write, as DUCKLAKE_CATALOG's role")
+    return True, f"-- Paste the statements above into the duckdb CLI (same version) to open the lake ({how})."
 
 
 def stop_embedded(args: argparse.Namespace, settings: Settings) -> Outcome:

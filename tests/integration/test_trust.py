@@ -542,3 +542,14 @@ def test_read_only_session_is_bounded_in_memory_and_says_so_when_a_query_is_stop
     assert "GiB" in json.loads(roomy.stdout)["result"]["commands"][0]["rows"][0]["m"]
     refused = cli("--memory", "lots", "--sql", "SELECT 1", env=env)
     assert refused.returncode != 0 and "--memory 'lots' is not an amount of memory" in refused.stderr + refused.stdout
+
+
+def test_print_attach_opens_the_lake_as_the_reader_when_there_is_one(read_as_reader, cli):
+    """--print-attach attached as the writer role even with a reader configured."""
+    settings = resolve(read_as_reader["settings"])
+    printed = cli("--print-attach", env=read_as_reader["env"])
+    assert printed.returncode == 0, printed.stderr
+    assert f"USER '{settings.catalog.reader.user}'" in printed.stdout or settings.catalog.reader.user in printed.stdout
+    assert "READ_ONLY" in printed.stdout and "read-only, as the reader role" in printed.stdout
+    writer = cli("--print-attach", "--write", env=read_as_reader["env"])
+    assert "READ_ONLY" not in writer.stdout and "read-write" in writer.stdout
