@@ -15,6 +15,8 @@ Everything here is pure: it plans statements and judges statement types.
 
 from __future__ import annotations
 
+import re
+
 from pipeline import actions
 from pipeline.sqltext import quote_literal
 
@@ -29,6 +31,19 @@ def refused_message(query: str, reason: str) -> str:
     words = " ".join(query.split())
     shown = words if len(words) <= 80 else words[:77] + "..."
     return f"{shown} is not allowed: this session is {refused_hint()} ({reason})."
+
+
+SPILL_FACTOR = 8  # a session may spill this many times its memory bound to its private temp folder
+
+
+def spill_limit(memory_limit: str) -> str:
+    """``2GB`` -> ``16GB``: the temp folder bound of a session whose memory bound is ``memory_limit``
+    (a size SQL_MEMORY accepts: a number and a unit)."""
+    match = re.match(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]+)\s*$", memory_limit)
+    if match is None:
+        return memory_limit
+    number, unit = float(match.group(1)), match.group(2)
+    return f"{number * SPILL_FACTOR:g}{unit}"
 
 
 def _local_dir(path: str) -> str:
@@ -53,6 +68,8 @@ def sandbox_statements(*, data_path: str, catalog_file: str | None, catalog_secr
         statements.append(f"DROP SECRET {catalog_secret}")
     statements.append(f"SET temp_directory = {quote_literal(temp_dir)}")
     statements.append(f"SET memory_limit = {quote_literal(memory_limit)}")
+    # and what it spills: DuckDB's own bound is 90% of the free disk, which one query would take
+    statements.append(f"SET max_temp_directory_size = {quote_literal(spill_limit(memory_limit))}")
     statements.append(f"SET allowed_directories = [{quote_literal(_local_dir(data_path))}]")
     if catalog_file:
         statements.append(f"SET allowed_paths = [{quote_literal(catalog_file)}]")

@@ -537,6 +537,8 @@ def test_read_only_session_is_bounded_in_memory_and_says_so_when_a_query_is_stop
     assert "MiB" in shown["m"] and float(shown["m"].split()[0]) < 50  # DuckDB's reading of 48MB
     message = out["error"]["message"]
     assert "SQL_MEMORY" in message and "--memory" in message, message
+    spill = cli("--json", "--sql", "SELECT current_setting('max_temp_directory_size') AS m", env=env)
+    assert "MiB" in json.loads(spill.stdout)["result"]["commands"][0]["rows"][0]["m"]  # 8 x 48MB, not 90% of the disk
     roomy = cli("--json", "--memory", "2GiB", "--sql", "SELECT current_setting('memory_limit') AS m", env=env)
     assert roomy.returncode == 0, roomy.stdout
     assert "GiB" in json.loads(roomy.stdout)["result"]["commands"][0]["rows"][0]["m"]
