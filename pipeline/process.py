@@ -65,6 +65,9 @@ def on_stop(handler: Callable[[], None]) -> None:
     finishes what it is doing and ends, instead of dying mid-transaction. A second request while
     it stops changes nothing; a third ends the process at once."""
     global _installed
+    if _installed is not None and _installed.handler is handler:
+        _installed.install()  # already ours (the script installs it first, entry() again): keep its count
+        return
     if _installed is None:
         # a request that arrives while the interpreter exits (the forwarded copy of the one that
         # stopped it) would meet the default handlers Python restores then, and turn a clean exit

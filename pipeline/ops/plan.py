@@ -10,8 +10,6 @@ from datetime import datetime
 
 import duckdb
 
-from pipeline import id_checksum
-from pipeline.id_checksum import IdSum
 from pipeline.lake import batches
 from pipeline.ops import proof
 from pipeline.settings import ResolvedSettings
@@ -53,12 +51,10 @@ def plan_batch(snapshot: PlannerSnapshot, con: duckdb.DuckDBPyConnection, settin
         _warn_rows_ahead(snapshot, settings, upper)
         # a count first, before extracting: rows that arrived behind the mark are read at once
         # (the identity check after promotion decides; this only saves a second pass)
-        lake = batches.id_sums(con, settings, window.low, window.upper).get(0, IdSum())
-        set_aside = batches.quarantined_in_range(con, settings, window.low, window.upper)
-        kept = stats.unchanged_rows(conn, settings.source_table, set_aside, uuid_typed=ids.uuid_typed)
+        side = proof.lake_side(conn, con, settings, window.low, window.upper, ids)
         # the lake's side as it is now: an empty window leaves it so, and the check needs no other read
-        lake_ids = lake + id_checksum.of_ids(kept)
-        check = Completeness(source_rows=source_ids.count, lake_rows=lake.count + len(set_aside),
+        lake_ids = side.held
+        check = Completeness(source_rows=source_ids.count, lake_rows=side.events.count + side.set_aside,
                              window_rows=window_stats.rows)
         if check.behind:
             rows_behind = check.behind

@@ -103,6 +103,29 @@ def source_ids(conn: psycopg.Connection, settings: Settings, low: datetime | Non
     return sums.get(0, IdSum())
 
 
+@dataclass(frozen=True)
+class LakeSide:
+    """What the lake holds of a range: its events table's ids, the rows it set aside there for
+    their details, and of those the ones the source still has as they were (held too)."""
+
+    events: IdSum
+    set_aside: int
+    kept: set[UUID]
+
+    @property
+    def held(self) -> IdSum:
+        return self.events + id_checksum.of_ids(self.kept)
+
+
+def lake_side(conn: psycopg.Connection, con: duckdb.DuckDBPyConnection, settings: Settings,
+              low: datetime | None, upper: datetime, how: IdShape) -> LakeSide:
+    """The lake's side of ``(low, upper]`` (``conn``: the source, asked which set-aside rows it kept)."""
+    events = batches.id_sums(con, settings, low, upper).get(0, IdSum())
+    set_aside = batches.quarantined_in_range(con, settings, low, upper)
+    kept = stats.unchanged_rows(conn, settings.source_table, set_aside, uuid_typed=how.uuid_typed)
+    return LakeSide(events, len(set_aside), kept)
+
+
 def compare(conn: psycopg.Connection, con: duckdb.DuckDBPyConnection, settings: Settings,
             low: datetime | None, upper: datetime, how: IdShape, *, source: IdSum | None = None,
             bucket_seconds: int = MINUTE, every_bucket: bool = False) -> RangeCheck:
@@ -114,12 +137,10 @@ def compare(conn: psycopg.Connection, con: duckdb.DuckDBPyConnection, settings: 
     # the lake first, then the source: every row a load put in the lake was in the source before,
     # so a source read after the lake's cannot miss one of them (read the other way round, rows a
     # running follower promoted in between looked deleted from the source)
-    events = batches.id_sums(con, settings, low, upper).get(0, IdSum())
-    set_aside = batches.quarantined_in_range(con, settings, low, upper)
+    side = lake_side(conn, con, settings, low, upper, how)
     if source is None:
         source = source_ids(conn, settings, low, upper, how)
-    kept = stats.unchanged_rows(conn, table, set_aside, uuid_typed=how.uuid_typed)
-    lake = events + id_checksum.of_ids(kept)
+    lake, kept = side.held, side.kept
     if lake == source and not every_bucket:
         return RangeCheck(low, upper, source, lake, bucket_seconds=bucket_seconds)
     by_lake = batches.id_sums(con, settings, low, upper, bucket_seconds)
