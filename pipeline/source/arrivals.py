@@ -64,6 +64,26 @@ def arrival_mark(conn: psycopg.Connection) -> datetime | None:
     return min(now, oldest or now) - SKEW_MARGIN
 
 
+_WRITERS_SQL = """
+SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint,
+       (SELECT array_agg(backend_xid::text::bigint) FROM pg_stat_activity
+         WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_xid IS NOT NULL
+           AND backend_type NOT LIKE 'autovacuum%')
+"""
+
+
+def oldest_writer(conn: psycopg.Connection) -> int:
+    """Read before the planner's snapshot (outside its transaction): the 64-bit id of the oldest
+    transaction writing in this database now, or the next id to be assigned if none. Every row a
+    snapshot taken after cannot see was written by it or a later one (a subtransaction's id follows
+    its parent's). Per database, unlike the snapshot's own xmin: a long transaction in another
+    database of the cluster (a DuckLake catalog beside the source) does not make loads read again."""
+    xmax, running = one_row(conn.execute(_WRITERS_SQL))
+    xmax = int(xmax)
+    # 32-bit ids of running transactions, each the latest id below xmax with those low bits
+    return min([xmax, *(xmax - ((xmax - int(x)) % 2 ** 32) for x in running or [])])
+
+
 def rows_ahead(conn: psycopg.Connection, qualified: str, column: str,
                now: datetime) -> tuple[int, datetime | None]:
     """Rows whose arrival time is after the database's clock, and the latest: a writer that

@@ -19,7 +19,7 @@ import psycopg
 
 from pipeline.process import cancellable
 from pipeline.settings.pgdsn import PgDsn
-from pipeline.source.arrivals import arrival_mark
+from pipeline.source.arrivals import arrival_mark, oldest_writer
 from pipeline.source.connect import connect
 from pipeline.sqltext import one_row, quote_literal
 
@@ -28,8 +28,9 @@ class PlannerSnapshot(NamedTuple):
     conn: psycopg.Connection  # inside the snapshot's transaction
     snapshot_id: str  # for readers to import
     arrival_mark: datetime | None  # rows arriving up to here are all visible (pipeline.source.arrivals)
-    # the oldest transaction the snapshot saw running (64-bit): every row written by an older one
-    # that committed is visible in it (recorded with the batch; the next plan reads newer ones)
+    # the oldest transaction writing in the database as the snapshot was taken (64-bit): every row
+    # written by an older one that committed is visible in it (recorded with the batch; the next
+    # plan reads newer ones)
     xmin: int | None = None
 
 
@@ -42,12 +43,12 @@ def exported_snapshot(dsn: PgDsn, *, arrivals: bool = True) -> Iterator[PlannerS
     # a stop request cancels the planner's query (a one-shot command's: pipeline.process)
     with connect(dsn, autocommit=True) as conn, cancellable(conn.cancel):
         mark = arrival_mark(conn) if arrivals else None
+        xmin = oldest_writer(conn)
         conn.autocommit = False
         conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         try:
-            snapshot_id, xmin = one_row(conn.execute(
-                "SELECT pg_export_snapshot(), pg_snapshot_xmin(pg_current_snapshot())::text::bigint"))
-            yield PlannerSnapshot(conn, snapshot_id, mark, int(xmin))
+            snapshot_id = one_row(conn.execute("SELECT pg_export_snapshot()"))[0]
+            yield PlannerSnapshot(conn, snapshot_id, mark, xmin)
         finally:
             with contextlib.suppress(psycopg.Error):  # a dead connection must not mask the real error
                 conn.rollback()
