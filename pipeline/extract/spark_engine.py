@@ -13,7 +13,7 @@ from pipeline.errors import PipelineError
 from pipeline.extract import partitions
 from pipeline.extract.arrow_writer import write_tables
 from pipeline.extract.batch import STAGED_COLUMNS, ExtractRequest, select_sql
-from pipeline.extract.executor_watch import ExecutorWatch
+from pipeline.extract.executor_watch import ExtractionWatch
 from pipeline.extract.lake_files import DEST, SEEN, incoming_dir
 from pipeline.extract.partitions import plan_partitions, time_chunks
 from pipeline.extract.spark_progress import task_progress
@@ -94,10 +94,11 @@ class SparkExtractor:
         """Write the window's rows; a Spark Connect server lost on the way is said as such (the
         caller removes what was written, whatever the error)."""
         spark_options = request.settings.spark
-        watch = ExecutorWatch(self.spark, spark_options.remote or spark_options.master,
-                              spark_options.executor_wait)
+        watch = ExtractionWatch(self.spark, spark_options.remote or spark_options.master,
+                                spark_options.executor_wait, spark_options.load_timeout)
         try:
-            # a stop request of a one-shot command cancels the job; so does a cluster without executors
+            # a stop request of a one-shot command cancels the job; so do a cluster without executors
+            # and a load past LOAD_TIMEOUT
             with cancellable(lambda: cancel_jobs(self.spark)), watch:
                 self._write(request, meter)
         except Exception as exc:

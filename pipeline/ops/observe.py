@@ -13,6 +13,7 @@ from typing import Any
 
 import duckdb
 
+from pipeline import waiting
 from pipeline.errors import LakeNotCreated, first_line, scrub_secrets
 from pipeline.lake import history, jobs
 from pipeline.lake.connect import lake_session
@@ -144,8 +145,9 @@ class Observer:
         return self._as_of_now(latest, age)
 
     def _as_of_now(self, observation: Observation, age: float) -> Observation:
-        """``observation`` answered now: the time since the last success counted to now, and, when
-        the timer could not renew it for a while, failing with its age."""
+        """``observation`` answered now: the time since the last success counted to now, what a
+        load of this process waits on now, and, when the timer could not renew it for a while,
+        failing with its age."""
         status = observation.status
         if status is None:
             return observation
@@ -153,6 +155,8 @@ class Observer:
         if judged.last_success is not None:
             judged = replace(judged, seconds_since_success=(datetime.now(UTC) - judged.last_success)
                              .total_seconds())
+        if waits := waiting.current():  # a load of this process waits (for executors): not healthy
+            judged = replace(judged, code=max(judged.code, health.STALE), reasons=[*judged.reasons, *waits])
         if self._timer is not None and self.ttl and age > OVERDUE_INTERVALS * self.ttl:
             judged = replace(judged, code=health.FAILING, reasons=[
                 *judged.reasons, f"this answer is {age:.0f}s old: reading the lake and the source has "

@@ -11,6 +11,7 @@ import logging
 import os
 import re
 from collections.abc import Iterable, Mapping
+from datetime import timedelta
 from pathlib import Path
 
 from pipeline import actions
@@ -80,6 +81,16 @@ class _Reader:
         raise ConfigError(f"{self.name(key)} {text!r} is not true or false.", "Write true or false.")
 
 
+DEFAULT_LOAD_TIMEOUT = timedelta(hours=1)
+
+
+def _load_timeout(read: _Reader) -> timedelta:
+    """LOAD_TIMEOUT, else an hour or the load interval when longer (a daily load may take hours)."""
+    if read.raw("LOAD_TIMEOUT") is not None:
+        return read.duration("LOAD_TIMEOUT")
+    return max(DEFAULT_LOAD_TIMEOUT, read.duration("LOAD_EVERY"))
+
+
 def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
                   flags: Flags | None = None, spark_conf: list[str] | None = None) -> Settings:
     """Settings from ``env`` (default: ``os.environ`` after reading ``./.env``) and ``flags``;
@@ -124,6 +135,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
                            jdbc_jar=read.raw("SPARK_JDBC_JAR"),
                            driver_memory=read.value("SPARK_DRIVER_MEMORY"),
                            executor_wait=read.duration("SPARK_EXECUTOR_WAIT"),
+                           load_timeout=_load_timeout(read),
                            ui=bool(read.boolean("SPARK_UI")), verbose=bool(read.boolean("SPARK_VERBOSE")),
                            conf={**parse_spark_conf((read.raw("SPARK_CONF") or "").split(";"), "SPARK_CONF"),
                                  **parse_spark_conf(spark_conf or [], "--spark-conf")},

@@ -55,6 +55,7 @@ class SparkOptions:
     jdbc_jar: str | None
     driver_memory: str
     executor_wait: timedelta = timedelta(seconds=60)  # a cluster without executors: give up after this
+    load_timeout: timedelta = timedelta(0)  # an extraction running longer is cancelled; 0: no bound
     ui: bool
     verbose: bool
     conf: dict[str, str] = field(default_factory=dict)  # SPARK_CONF and --spark-conf, passed through

@@ -77,34 +77,51 @@ def test_a_worker_killed_mid_extraction_loses_nothing(settings, lake_env, tmp_pa
     assert_lake_equals_source(settings, expected_rows=300_000)
 
 
-def test_a_load_whose_only_worker_died_fails_naming_the_master_instead_of_waiting_forever(settings, lake_env,
-                                                                                            tmp_path):
-    """The compose stack's only worker killed mid-load: the load hung 483 s, nothing logged, until
-    the worker came back. It now gives up after SPARK_EXECUTOR_WAIT, as temporary, naming the master;
-    with a worker again the next run loads everything once."""
+def test_a_load_whose_only_worker_died_fails_naming_the_master_and_healthz_says_so_while_it_waits(
+        settings, lake_env, tmp_path):
+    """The compose stack's only worker killed mid-load: the load hung 483 s, nothing logged and
+    ``/healthz`` 200, until the worker came back. While it waits, the follower's ``/healthz`` now
+    answers 503 "waiting for Spark executors at spark://…"; after SPARK_EXECUTOR_WAIT the load fails
+    as temporary, naming the master; with a worker again the next run loads everything once."""
+    import json
+
     from pipeline.settings.resolve import resolve
     from tests import faults
-    from tests.helpers import wait_for_slow_reads
+    from tests.helpers import http_get, wait_for_slow_reads
+    from tests.spark_services import free_port
 
     cluster = StandaloneCluster(tmp_path / "cluster").start()
-    run = None
+    follow = None
     try:
         add_events(settings, 200, seed=97)
+        port = free_port()
         env = {**lake_env, "SPARK_MASTER": cluster.url, "SPARK_LOCAL_IP": "127.0.0.1",
-               "SPARK_EXECUTOR_WAIT": "10s"}
-        run = Proc("tests/faulty_cli.py", "--run", env={**env, faults.ENV: "slow-read"})
+               "SPARK_EXECUTOR_WAIT": "20s"}
+        follow = Proc("tests/faulty_cli.py", "--follow", "--every", "2s", "--metrics-port", str(port),
+                      env={**env, faults.ENV: "slow-read"})
         wait_for_slow_reads(resolve(settings).source_dsn.conninfo())
         cluster.kill_worker()  # the only one: no executor is left, none comes
         started = time.monotonic()
-        code = run.popen.wait(300)
-        assert code == 1 and time.monotonic() - started < 120, run.output[-3000:]
-        assert f"No Spark executors registered at {cluster.url} for 10s" in run.output, run.output[-3000:]
-        assert "Failed (temporary" in run.output and "waiting for Spark executors" in run.output
+        deadline = started + 120
+        answer: tuple[int, str] = (0, "")
+        while time.monotonic() < deadline:  # the observer refreshes every 10 s: poll until it says so
+            answer = http_get(f"http://127.0.0.1:{port}/healthz")
+            if f"waiting for Spark executors at {cluster.url}" in answer[1]:
+                break
+            time.sleep(0.5)
+        code, body = answer
+        assert code == 503 and f"waiting for Spark executors at {cluster.url}" in body, (answer, follow.output[-3000:])
+        assert json.loads(body)["state"] != "healthy"
+        follow.wait_for(f"No Spark executors registered at {cluster.url} for 20s", timeout=120)
+        assert time.monotonic() - started < 120
+        assert follow.popen.poll() is None  # a temporary failure: the follower goes on
+        assert follow.terminate() == 0, follow.output[-3000:]
+        assert "job load failed after" in follow.output and "(temporary;" in follow.output, follow.output[-3000:]
         cluster.add_worker()
         again = run_cli("events_pipeline.py", "--run", env=env)
         assert again.returncode == 0, again.stdout + again.stderr
     finally:
-        if run is not None and run.popen.poll() is None:
-            run.popen.kill()
+        if follow is not None and follow.popen.poll() is None:
+            follow.popen.kill()
         cluster.stop()
     assert_lake_equals_source(settings, expected_rows=200)

@@ -165,3 +165,25 @@ def test_a_catalog_lost_inside_commit_is_temporary_and_the_batch_is_not_set_asid
         assert run_main("--status", "--json", env=env).returncode == 0
     finally:
         server.destroy()
+
+
+def test_a_load_past_load_timeout_is_cancelled_as_temporary_and_the_next_run_loads_everything(settings, lake_env,
+                                                                                             tmp_path):
+    """A read stuck in the source (here: every slice sleeps 30 s in Postgres) used to hold a load
+    for as long as it stayed stuck. Past LOAD_TIMEOUT the job is cancelled: a temporary failure
+    naming the bound, nothing staged or promoted, and the next run loads everything once."""
+    from tests import faults
+
+    add_events(settings, 300, seed=93)
+    run = Proc("tests/faulty_cli.py", "--run", env={**lake_env, faults.ENV: "slow-read", "LOAD_TIMEOUT": "4s"})
+    code = run.popen.wait(timeout=180)
+    output = run.output
+    assert code == 1, output[-3000:]
+    assert "ran past LOAD_TIMEOUT (4s)" in output and "Failed (temporary" in output, output[-3000:]
+    assert "Traceback" not in output, output[-3000:]
+    assert not list((tmp_path / "staging").rglob("_manifest.json"))
+    assert data_snapshots(settings) == []
+
+    rerun = run_main("--run", env=lake_env)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert_lake_equals_source(settings, expected_rows=300)
