@@ -143,7 +143,7 @@ class ArchiveUse:
         archive crashes it at every start (seen: SIGBUS on a truncated file), so it goes, to be
         recorded again."""
         if self.mapped is not None:
-            log.warning("Spark's JVM did not start with the class archive %s but did without it: "
+            log.warning("Spark's JVM did not start with the class archive %s, twice, but did without it: "
                         "the archive was removed (a later run records it again)", self.mapped)
             self.mapped.unlink(missing_ok=True)
 

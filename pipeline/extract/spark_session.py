@@ -176,10 +176,15 @@ def build_session(settings: Settings, app_name: str = "event-lake", *, long_live
         except Exception:
             if archive.mapped is None:
                 raise
-            # the archive is to blame only if the JVM starts without it: a start that fails for
-            # another reason (a bad option, a missing jar) fails again here and keeps the archive
-            session = _started(builder.config("spark.driver.extraJavaOptions", java_opts), start_log)
-            archive.discard()
+            # the archive is to blame only if the JVM fails with it twice (one killed as it started,
+            # by an operator or the OOM killer, starts the second time) and then starts without it
+            # (a start that fails for another reason, a bad option, a missing jar, fails again
+            # without it and keeps the archive)
+            try:
+                session = _started(builder, start_log)
+            except Exception:
+                session = _started(builder.config("spark.driver.extraJavaOptions", java_opts), start_log)
+                archive.discard()
     except Exception as exc:  # noqa: BLE001  Spark's start fails in many ways (Py4J, Java, ports): each is translated below
         if driver is not None and driver.conf_key == "spark.jars.packages":
             # no jar on this machine and Maven out of reach: no retry brings the jar

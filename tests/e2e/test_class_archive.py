@@ -3,9 +3,15 @@ one-shot Spark run, mapped by the next, never in a run's output, and never fatal
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
+
+import psutil
 
 from tests.conftest import ROOT, run_cli
 from tests.helpers import add_events, assert_lake_equals_source
@@ -42,6 +48,16 @@ def test_the_first_spark_run_records_the_class_archive_and_the_next_maps_it(sett
     assert bad.returncode != 0 and "did not start with the class archive" not in bad.stderr, bad.stderr
     assert archive.exists() and archive.stat().st_mtime_ns == recorded
 
+    # a JVM killed as it starts (by an operator, the OOM killer) is not the archive's fault either:
+    # the start is tried again with it, and the archive stays (it was deleted, and every later
+    # start paid for recording it again)
+    add_events(settings, 20, seed=75)
+    killed_run = _run_killing_the_first_jvm(env)
+    assert killed_run.returncode == 0, killed_run.stderr
+    assert json.loads(killed_run.stdout)["rows_inserted"] == 30  # with the 10 the failed start left
+    assert "did not start with the class archive" not in killed_run.stderr
+    assert archive.exists() and archive.stat().st_mtime_ns == recorded
+
     # a damaged archive crashes the JVM at start (SIGBUS on a truncated file): removed, and the
     # run starts Spark again without it; stdout holds the JSON only, no crash report anywhere
     with archive.open("r+b") as damaged:
@@ -49,11 +65,38 @@ def test_the_first_spark_run_records_the_class_archive_and_the_next_maps_it(sett
     add_events(settings, 100, seed=73)
     third = run_cli("events_pipeline.py", "--run", "--json", env=env)
     assert third.returncode == 0, third.stderr
-    assert json.loads(third.stdout)["rows_inserted"] == 110  # with the 10 the failed start left
+    assert json.loads(third.stdout)["rows_inserted"] == 100
     assert "did not start with the class archive" in third.stderr and not archive.exists()
     assert not list(ROOT.glob("hs_err_pid*.log"))
     assert not list((Path(lake_env["EVENT_LAKE_HOME"]) / "logs").glob("hs_err_pid*.log"))
-    assert_lake_equals_source(settings, expected_rows=810)
+    assert_lake_equals_source(settings, expected_rows=830)
+
+
+def _run_killing_the_first_jvm(env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``--run --json`` whose first driver JVM is SIGKILLed as soon as it exists (long before it
+    has started Spark: that takes seconds)."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("SOURCE_", "DUCKLAKE_"))}
+    proc = subprocess.Popen([sys.executable, str(ROOT / "events_pipeline.py"), "--run", "--json"],
+                            env={**full_env, **env}, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        deadline = time.monotonic() + timeout
+        killed = False
+        while not killed and proc.poll() is None and time.monotonic() < deadline:
+            for child in psutil.Process(proc.pid).children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    if child.name() == "java":
+                        child.kill()
+                        killed = True
+                        break
+            time.sleep(0.02)
+        stdout, stderr = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert killed, "no driver JVM appeared"
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 
 def _settled(folder: Path, timeout: float = 120) -> Path:
