@@ -182,7 +182,7 @@ def build_session(settings: Settings, app_name: str = "event-lake", *, long_live
             # without it and keeps the archive)
             try:
                 session = _started(builder, start_log)
-            except Exception:
+            except Exception:  # noqa: BLE001  as the first failure: blamed below only if it starts without
                 session = _started(builder.config("spark.driver.extraJavaOptions", java_opts), start_log)
                 archive.discard()
     except Exception as exc:  # noqa: BLE001  Spark's start fails in many ways (Py4J, Java, ports): each is translated below

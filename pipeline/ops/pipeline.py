@@ -87,6 +87,11 @@ class Pipeline:
                                     "Nothing was staged; the next run extracts this window.")
         return self._spark
 
+    @property
+    def spark_started(self) -> bool:
+        """Has this pipeline built its Spark session (and not lost it since)?"""
+        return self._spark is not None
+
     def warm_up(self) -> None:
         """Start Spark and run its read and write paths once, so the first load is as fast as the tenth."""
         from pipeline.extract.spark_engine import SparkExtractor
