@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -151,6 +152,10 @@ def _attach(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, statemen
 
 # DuckLake's words when a read-only attach finds no lake in the catalog (pinned by a test)
 NOT_CREATED = "creating a new DuckLake is explicitly disabled"
+# DuckLake's words when DATA_PATH differs from the one the catalog recorded (its advice names an
+# ATTACH option, OVERRIDE_DATA_PATH, that is no setting of this product)
+DATA_PATH_MOVED = re.compile(r'DATA_PATH parameter "([^"]*)" does not match existing data path in the catalog '
+                             r'"([^"]*)"')
 
 
 def attach_error(settings: ResolvedSettings, exc: duckdb.Error) -> PipelineError:
@@ -161,6 +166,12 @@ def attach_error(settings: ResolvedSettings, exc: duckdb.Error) -> PipelineError
                               f"{catalog.describe()}.",
                               f"The first {actions.RUN} creates it (or check that "
                               "DUCKLAKE_CATALOG and DUCKLAKE_NAME name the lake you mean).")
+    if moved := DATA_PATH_MOVED.search(str(exc)):
+        given, kept = moved.groups()
+        return ConfigError(f"The lake {settings.lake_name} in DUCKLAKE_CATALOG={catalog.describe()} keeps its data "
+                           f"files in {kept}, but DUCKLAKE_DATA_PATH is {given}.",
+                           f"Set DUCKLAKE_DATA_PATH={kept} (a lake's data path is fixed when it is created), "
+                           "or point DUCKLAKE_CATALOG or DUCKLAKE_NAME at the lake you mean.")
     where = f"Cannot open the lake catalog (DUCKLAKE_CATALOG={catalog.describe()})"
     if catalog.kind == "postgres":
         return service_error(exc, where, unavailable=CatalogUnavailable,

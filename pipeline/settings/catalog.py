@@ -51,9 +51,15 @@ class CatalogSpec:
                               f"Remove {what}.")
         reader = PgDsn.parse(text, what)
         if (reader.host, reader.port, reader.dbname) != (self.pg.host, self.pg.port, self.pg.dbname):
-            raise ConfigError(f"{what} {reader} is not on the catalog's server and database "
-                              f"({self.pg.host}:{self.pg.port}/{self.pg.dbname}).",
-                              f"Point {what} at the catalog database, as the reader role.")
+            # either one may hold the typo: name both, blame neither
+            differ = [f"{part} {mine!r} against {theirs!r}" for part, mine, theirs in (
+                ("host", self.pg.host, reader.host), ("port", self.pg.port, reader.port),
+                ("database", self.pg.dbname, reader.dbname)) if mine != theirs]
+            raise ConfigError(f"DUCKLAKE_CATALOG and {what} name different catalogs ({', '.join(differ)}): "
+                              f"the reader role must read the catalog DUCKLAKE_CATALOG writes "
+                              f"({self.pg.host}:{self.pg.port}/{self.pg.dbname}; {what}: {reader}).",
+                              f"Fix whichever of the two is misspelled: both name the same host, port and "
+                              f"database, with different roles.")
         if reader.user == self.pg.user:
             raise ConfigError(f"{what} logs in as {reader.user!r}, the role DUCKLAKE_CATALOG writes with.",
                               f"Create a role that can only read (event-lake --doctor prints the GRANTs) "

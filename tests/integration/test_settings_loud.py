@@ -69,3 +69,19 @@ def test_zero_and_negative_durations_are_said(lake_env, cli):
     zero = cli("--status", "--retention", "0", "--lookback", "0", env=lake_env)
     assert "--retention is 0: maintenance expires every snapshot but the latest" in zero.stderr
     assert "--lookback is 0" in zero.stderr and "--reconcile" in zero.stderr
+
+
+def test_a_changed_data_path_names_the_lakes_own_and_no_setting_of_duckdb(tmp_path: Path, lake_env, cli):
+    """DUCKLAKE_DATA_PATH changed under an existing lake printed DuckDB's advice to set
+    OVERRIDE_DATA_PATH (no setting here) and a hint to check DUCKLAKE_CATALOG's password."""
+    from tests.helpers import add_events
+
+    add_events(load_settings(lake_env), 50, seed=41)
+    assert cli("--run", "--engine", "dlt", env=lake_env).returncode == 0
+    kept, moved = lake_env["DUCKLAKE_DATA_PATH"], str(tmp_path / "elsewhere") + "/"
+    for args in (("--run", "--engine", "dlt"), ("--status",)):
+        result = cli(*args, env={**lake_env, "DUCKLAKE_DATA_PATH": moved})
+        assert result.returncode != 0, (args, result.stdout, result.stderr)
+        assert f"keeps its data files in {kept}, but DUCKLAKE_DATA_PATH is {moved}" in result.stderr, result.stderr
+        assert f"Set DUCKLAKE_DATA_PATH={kept}" in result.stderr
+        assert "OVERRIDE_DATA_PATH" not in result.stderr and "password" not in result.stderr

@@ -99,3 +99,15 @@ def test_one_set_of_s3_settings_reaches_duckdb_pyarrow_and_spark_alike():
     assert "PROVIDER credential_chain" in chain.duckdb_secret("s3", False)
     assert chain.pyarrow() == {"force_virtual_addressing": True} and chain.s3a() == {
         "fs.s3a.path.style.access": "false"}
+
+
+def test_a_catalog_and_reader_naming_different_databases_blame_neither_and_name_both():
+    """A typo in DUCKLAKE_CATALOG's database name was blamed on DUCKLAKE_CATALOG_READER."""
+    with pytest.raises(ConfigError) as err:
+        load_settings({"SOURCE_PG_DSN": "postgresql://postgres@127.0.0.1/src",
+                       "DUCKLAKE_CATALOG": "postgresql://lake:pw@127.0.0.1/catalgo",
+                       "DUCKLAKE_CATALOG_READER": "postgresql://lake_reader:rpw@127.0.0.1/catalog"})
+    message = str(err.value)
+    assert "DUCKLAKE_CATALOG and DUCKLAKE_CATALOG_READER name different catalogs" in message
+    assert "database 'catalgo' against 'catalog'" in message and "whichever" in err.value.hint
+    assert "pw" not in message.replace("password", "")
