@@ -235,9 +235,9 @@ def print_unexpected(exc: BaseException, traceback_file: str | None, *, fmt: str
     hint = (f"The traceback is in {traceback_file} (or run again with --verbose); please report it "
             "with that file." if traceback_file else "Run again with --verbose for the traceback.")
     print(f"  hint: {hint}", file=sys.stderr)
-    print(f"  docs: {docs_links.UNEXPECTED}", file=sys.stderr)
+    print(f"  docs: {docs_links.readable(docs_links.UNEXPECTED)}", file=sys.stderr)
     if fmt == "json":
         out(dumps({"status": "error", "error": message, "hint": hint, "temporary": is_transient(exc),
-                   "docs": docs_links.UNEXPECTED}))
+                   "docs": docs_links.readable(docs_links.UNEXPECTED)}))
         return
     last_line(f"Failed with an unexpected error: {message}", machine=fmt != "table")

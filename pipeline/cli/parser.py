@@ -35,7 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
         f"configuration everything runs on an embedded Postgres under {default_home()}.",
         epilog=f"Every action also works as a word (`{prog} status --json` is `{prog} --status --json`): "
         f"{words}. Settings come from the environment and .env (every key is in "
-        f"{docs_links.SETTINGS}{'' if invocation.installed() else ' and .env.example'}); flags override.",
+        f"{docs_links.readable(docs_links.SETTINGS)}"
+        f"{'' if invocation.installed() else ' and .env.example'}); flags override.",
     )
     group = parser.add_mutually_exclusive_group()
     for action in ACTIONS:

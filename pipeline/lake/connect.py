@@ -154,22 +154,26 @@ def _attach(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, statemen
 NOT_CREATED = "creating a new DuckLake is explicitly disabled"
 # DuckLake's words when DATA_PATH differs from the one the catalog recorded (its advice names an
 # ATTACH option, OVERRIDE_DATA_PATH, that is no setting of this product)
-DATA_PATH_MOVED = re.compile(r'DATA_PATH parameter "([^"]*)" does not match existing data path in the catalog '
-                             r'"([^"]*)"')
+DATA_PATH_MOVED = re.compile(r'DATA_PATH parameter "([^"]*)" does not match existing data path in the '
+                             r'catalog "([^"]*)"')
+
+
+def not_created(settings: ResolvedSettings) -> LakeNotCreated:
+    return LakeNotCreated(f"The lake {settings.lake_name} does not exist yet in DUCKLAKE_CATALOG="
+                          f"{settings.catalog.describe()}.",
+                          f"The first {actions.RUN} creates it (or check that "
+                          "DUCKLAKE_CATALOG and DUCKLAKE_NAME name the lake you mean).")
 
 
 def attach_error(settings: ResolvedSettings, exc: duckdb.Error) -> PipelineError:
     """Say what was tried and whether trying again later can help."""
     catalog = settings.catalog
     if NOT_CREATED in str(exc):
-        return LakeNotCreated(f"The lake {settings.lake_name} does not exist yet in DUCKLAKE_CATALOG="
-                              f"{catalog.describe()}.",
-                              f"The first {actions.RUN} creates it (or check that "
-                              "DUCKLAKE_CATALOG and DUCKLAKE_NAME name the lake you mean).")
+        return not_created(settings)
     if moved := DATA_PATH_MOVED.search(str(exc)):
         given, kept = moved.groups()
-        return ConfigError(f"The lake {settings.lake_name} in DUCKLAKE_CATALOG={catalog.describe()} keeps its data "
-                           f"files in {kept}, but DUCKLAKE_DATA_PATH is {given}.",
+        return ConfigError(f"The lake {settings.lake_name} in DUCKLAKE_CATALOG={catalog.describe()} keeps "
+                           f"its data files in {kept}, but DUCKLAKE_DATA_PATH is {given}.",
                            f"Set DUCKLAKE_DATA_PATH={kept} (a lake's data path is fixed when it is created), "
                            "or point DUCKLAKE_CATALOG or DUCKLAKE_NAME at the lake you mean.")
     where = f"Cannot open the lake catalog (DUCKLAKE_CATALOG={catalog.describe()})"

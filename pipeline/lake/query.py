@@ -29,7 +29,7 @@ import duckdb
 from pipeline import actions
 from pipeline.errors import ConfigError, PipelineError, first_line
 from pipeline.lake import catalog_reader, ownership, statement_judge
-from pipeline.lake.connect import connect
+from pipeline.lake.connect import connect, not_created
 from pipeline.lake.sandbox import refused_hint, refused_message, sandbox_statements
 from pipeline.settings import ResolvedSettings
 from pipeline.settings.pgdsn import PgDsn
@@ -320,8 +320,8 @@ def catalog_role(settings: ResolvedSettings) -> PgDsn | None:
     catalog = settings.catalog
     if catalog.pg is None:
         return None  # a catalog file: DuckLake attaches it read-only itself
-    if catalog.embedded:
-        catalog_reader.ensure_embedded(catalog, settings.lake_name)
+    if catalog.embedded and not catalog_reader.ensure_embedded(catalog, settings.lake_name):
+        raise not_created(settings)  # no schema yet, so no reader role: its login would be refused
     if catalog.reader is None:
         log.warning("this read-only session reaches the catalog as %s, a role that can write it: only the "
                     "statement check keeps it read-only. Set DUCKLAKE_CATALOG_READER to a role that can only "

@@ -58,8 +58,8 @@ class CatalogSpec:
             raise ConfigError(f"DUCKLAKE_CATALOG and {what} name different catalogs ({', '.join(differ)}): "
                               f"the reader role must read the catalog DUCKLAKE_CATALOG writes "
                               f"({self.pg.host}:{self.pg.port}/{self.pg.dbname}; {what}: {reader}).",
-                              f"Fix whichever of the two is misspelled: both name the same host, port and "
-                              f"database, with different roles.")
+                              "Fix whichever of the two is misspelled: both name the same host, port and "
+                              "database, with different roles.")
         if reader.user == self.pg.user:
             raise ConfigError(f"{what} logs in as {reader.user!r}, the role DUCKLAKE_CATALOG writes with.",
                               f"Create a role that can only read (event-lake --doctor prints the GRANTs) "

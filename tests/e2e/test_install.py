@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -54,6 +55,9 @@ def test_uv_tool_install_gives_working_console_scripts(tmp_path, lake_env):
     assert "read the source through ADBC" in checks["spark"]["detail"]
     early = tool("event-lake", "--sql-file", "lake_health", "--json")  # a named query, by its name
     assert early.returncode == 1 and "does not exist yet" in json.loads(early.stdout)["error"]
+    # the docs an error points at are a file the user has: the tool's own copy, no checkout here
+    page, _, section = json.loads(early.stdout)["docs"].partition("#")
+    assert Path(page).is_file() and str(ROOT) not in page and f"{{#{section}}}" in Path(page).read_text()
     run = tool("event-lake", "run", "--json")
     assert run.returncode == 0 and json.loads(run.stdout)["rows_inserted"] == 300, run.stderr
     named = tool("event-lake", "--sql-file", "events_by_type_last_hour", "--json")

@@ -22,6 +22,12 @@ def test_demo_runs_on_the_embedded_default_with_no_configuration_and_no_jdbc_jar
            if k not in ENV_KEYS and not k.startswith(("SOURCE_", "DUCKLAKE_", "EVENT_LAKE_"))}
     script = str(ROOT / "events_pipeline.py")
     try:
+        # a newcomer's first --sql, before any load: the lake does not exist yet (was: the embedded
+        # reader role's login refused, "role event_lake_reader does not exist")
+        early = subprocess.run([sys.executable, script, "--sql", "SELECT 1"], cwd=tmp_path, env=env,
+                               capture_output=True, text=True, timeout=300)
+        assert early.returncode == 1 and "does not exist yet" in early.stderr, early.stderr
+        assert "role" not in early.stderr and f"docs: {ROOT}/docs/troubleshooting.md#lakenotcreated" in early.stderr
         result = subprocess.run(without_jdbc_jar([sys.executable, script, "--demo"]), cwd=tmp_path, env=env,
                                 capture_output=True, text=True, timeout=600)
         assert result.returncode == 0, result.stdout + result.stderr

@@ -106,6 +106,7 @@ def test_every_docs_link_the_program_prints_exists():
         classes.add(cls)
         todo += cls.__subclasses__()
     links = {docs_links.for_error(cls("x")) for cls in classes} | {docs_links.UNEXPECTED, docs_links.SETTINGS}
+    links = {link.removeprefix(f"{ROOT}/") for link in links}  # absolute when the tests run elsewhere
     assert len(links) >= 10
     for link in links:
         path, _, anchor = link.partition("#")
