@@ -49,9 +49,11 @@ def _sql_file(name: str) -> Path:
 
 
 def run_texts(args: argparse.Namespace, settings: Settings,
-              texts: list[str] | Callable[[duckdb.DuckDBPyConnection], list[str]]) -> Outcome:
+              texts: list[str] | Callable[[duckdb.DuckDBPyConnection], list[str]],
+              cell_width: int | None = None) -> Outcome:
     """Run ``texts`` in one session as the flags say, print the result, and say how it went
-    (``texts`` may be written from the session: a command's query that needs the lake's facts)."""
+    (``texts`` may be written from the session: a command's query that needs the lake's facts;
+    ``cell_width``: a table's values are cut to it)."""
     from pipeline import embedded
     from pipeline.lake.info import catalog_info
     from pipeline.lake.query import describe_at, open_session, parse_params, run_session
@@ -73,7 +75,7 @@ def run_texts(args: argparse.Namespace, settings: Settings,
         info = catalog_info(con, resolved.lake_name) if args.json else None
     finally:
         con.close()
-    output.print_session(result, args.format, info)
+    output.print_session(result, args.format, info, cell_width)
     if result.error:
         number = result.error["command_index"] + 1  # people count statements from 1
         what = "failed" if result.commands or "is not allowed" not in result.error["message"] else \
@@ -98,7 +100,13 @@ def snapshots(args: argparse.Namespace, settings: Settings) -> Outcome:
     return ok, "Snapshots listed." if ok else "Failed to list snapshots."
 
 
+CHANGE_CELL_WIDTH = 40  # a human table of changes: one row fits a terminal; other formats keep all
+
+
 def changes(args: argparse.Namespace, settings: Settings) -> Outcome:
+    """The change feed of a table between two snapshots (or times), both included: in a table, a
+    count per snapshot and kind of change first, then the rows with wide values cut (a row of
+    the events table printed ~550 characters: the whole JSON of its details)."""
     from pipeline.sqltext import quote_literal
 
     start, end = args.changes
@@ -108,10 +116,16 @@ def changes(args: argparse.Namespace, settings: Settings) -> Outcome:
     def bound(value: str) -> str:
         return value if value.lstrip("-").isdigit() else f"TIMESTAMPTZ {quote_literal(value)}"
 
-    ok, _ = run_texts(args, settings, [
-        f"SELECT * FROM ducklake_table_changes({quote_literal(settings.lake_name)}, {quote_literal(schema)}, "
-        f"{quote_literal(table)}, {bound(start)}, {bound(end)}) ORDER BY snapshot_id, rowid"])
-    return ok, (f"Changes to {schema}.{table} between {start} and {end} listed." if ok
+    feed = (f"ducklake_table_changes({quote_literal(settings.lake_name)}, {quote_literal(schema)}, "
+            f"{quote_literal(table)}, {bound(start)}, {bound(end)})")
+    rows = f"SELECT * FROM {feed} ORDER BY snapshot_id, rowid"
+    human = args.format == "table" and not args.json
+    summary = (f"SELECT snapshot_id, change_type, count(*) AS rows FROM {feed} GROUP BY ALL "
+               "ORDER BY snapshot_id, change_type")
+    ok, _ = run_texts(args, settings, [summary, rows] if human else [rows],
+                      CHANGE_CELL_WIDTH if human else None)
+    return ok, (f"Changes to {schema}.{table} from {start} to {end} (both included) listed"
+                f"{'; --format jsonl shows every value whole' if human else ''}." if ok
                 else "Failed to list changes.")
 
 

@@ -32,15 +32,19 @@ def dumps(value: Any) -> str:
     return simplejson.dumps(value, use_decimal=True, indent=2, ignore_nan=True, default=str)
 
 
-def render_table(columns: list[str], rows: list[dict[str, Any]]) -> str:
-    """An aligned text table with a header line."""
-    cells = [[_cell(r[c]) for c in columns] for r in rows]
+def render_table(columns: list[str], rows: list[dict[str, Any]], cell_width: int | None = None) -> str:
+    """An aligned text table with a header line; values longer than ``cell_width`` end in "…"."""
+    cells = [[_cut(_cell(r[c]), cell_width) for c in columns] for r in rows]
     widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
 
     def line(values: list[str]) -> str:
         return "  ".join(v.ljust(w) for v, w in zip(values, widths, strict=True)).rstrip()
 
     return "\n".join([line(columns), line(["-" * w for w in widths]), *(line(r) for r in cells)])
+
+
+def _cut(text: str, width: int | None) -> str:
+    return text if width is None or len(text) <= width else text[:width - 1] + "…"
 
 
 def _cell(value: Any) -> str:
@@ -51,9 +55,11 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def print_session(result: SessionResult, fmt: str, info: dict[str, Any] | None) -> None:
+def print_session(result: SessionResult, fmt: str, info: dict[str, Any] | None,
+                  cell_width: int | None = None) -> None:
     """An ad-hoc SQL session: the documented JSON shape, one table per statement, or the rows of
-    each statement that returns rows as CSV (a header each, a blank line between) or JSON lines."""
+    each statement that returns rows as CSV (a header each, a blank line between) or JSON lines.
+    ``cell_width``: the table's values are cut to it (the other formats keep them whole)."""
     if fmt == "json":
         payload: dict[str, Any] = {"status": "error" if result.error else "ok",
                                    "result": {"command_count": len(result.commands),
@@ -73,7 +79,7 @@ def print_session(result: SessionResult, fmt: str, info: dict[str, Any] | None) 
     else:
         for command in result.commands:
             if command.columns is not None:
-                out(render_table(command.columns, command.rows or []))
+                out(render_table(command.columns, command.rows or [], cell_width))
                 more = f", the first {len(command.rows or [])} shown" if command.truncated else ""
                 out(f"({command.row_count} row{'s' if command.row_count != 1 else ''}){more}\n")
             else:

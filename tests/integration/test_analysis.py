@@ -169,6 +169,17 @@ def test_snapshots_and_changes(lake_with_history, cli):
     assert text.returncode == 0 and lines[0].split() == ["snapshot", "time", "(UTC)", "author", "changes", "message"]
     assert "insert main.events" in text.stdout and '["' not in text.stdout
     assert max(len(line) for line in lines) < 220, max(lines, key=len)
+    # the change feed for people: a count per snapshot first, then rows with wide values cut
+    # (was 100 rows of ~550 characters: the whole JSON of each event's details)
+    feed = cli("--changes", str(snaps[1]), str(snaps[2]), env=env)
+    assert feed.returncode == 0, feed.stderr
+    head = feed.stdout.splitlines()
+    assert head[0].split() == ["snapshot_id", "change_type", "rows"]
+    summary = [line.split() for line in head[2:next(i for i, line in enumerate(head) if line.startswith("("))]]
+    assert sum(int(n) for _, _, n in summary) == 300 and {kind for _, kind, _ in summary} == {"insert"}
+    assert summary[0][0] == str(snaps[1])  # the first snapshot named is in the feed: both included
+    assert max(len(line) for line in head) < 400 and "…" in feed.stdout, max(head, key=len)
+    assert "(both included)" in feed.stdout and "--format jsonl" in feed.stdout
 
 
 def test_human_output_is_an_aligned_table(lake_with_history, cli):
