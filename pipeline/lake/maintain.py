@@ -67,6 +67,18 @@ def data_file_count(con: duckdb.DuckDBPyConnection, settings: Settings) -> int:
     ))[0]
 
 
+SMALL_FILE_BYTES = 16 * 2**20  # a file smaller than this is one merging would fold into its neighbours
+
+
+def unmerged_files(con: duckdb.DuckDBPyConnection, settings: Settings) -> int:
+    """Small data files beyond one per partition folder: about what merging folds away (a group-by
+    over 10k unmerged files ran 26x slower than over the same rows merged)."""
+    return one_row(con.execute(
+        "SELECT count(*) - count(DISTINCT regexp_replace(data_file, '/[^/]*$', '')) "
+        "FROM ducklake_list_files(?, ?) WHERE data_file_size_bytes < ?",
+        [settings.lake_name, settings.lake_table, SMALL_FILE_BYTES]))[0]
+
+
 def _older_than(retention: timedelta) -> str:
     """The cut-off ``retention`` before the transaction's start, to the microsecond (whole seconds
     moved it up to 1 s later than the retention said)."""

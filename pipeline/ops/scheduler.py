@@ -76,6 +76,7 @@ class Lifetime(Protocol):
     def maintain(self, steps: tuple[str, ...] = ...) -> MaintenanceReport: ...
     def reconcile(self) -> ReconcileReport: ...
     def warm_up(self) -> None: ...
+    def piled_files(self) -> int: ...
     @property
     def spark_started(self) -> bool: ...
     def cancel_extraction(self) -> None: ...
@@ -247,10 +248,27 @@ class Scheduler:
 
     # --- running -----------------------------------------------------------------------
     def tick(self, job: Job) -> None:
-        """Run ``job`` once, unless shutting down, backing off, or running elsewhere; record it."""
+        """Run ``job`` once, unless shutting down, backing off, or running elsewhere; record it.
+        A scheduled load that inserted rows is followed by a compaction when small files piled up
+        past COMPACT_FILES (a short LOAD_EVERY made ~10k files before the weekly one)."""
         attempt = self._attempt(job)
         if attempt is not None:
             self._record(job, attempt)
+        if job.name == "load" and attempt is not None and attempt.result is not None \
+                and attempt.result.rows_inserted and self._files_piled():
+            self.tick(self.jobs["compact"])
+
+    def _files_piled(self) -> bool:
+        limit = self.intervals.compact_files
+        try:
+            piled = self.pipeline.piled_files() if limit else 0
+        except Exception as exc:  # noqa: BLE001  the load stands; the calendar's compaction still comes
+            log.warning("could not count the files waiting to be merged (%s)", first_line(exc))
+            return False
+        if limit and piled >= limit:
+            log.info("%d small data files wait to be merged (COMPACT_FILES %d): compacting now", piled, limit)
+            return True
+        return False
 
     def _attempt(self, job: Job) -> Attempt | None:
         """Run ``job`` once and log the outcome (None: not run now)."""

@@ -77,6 +77,9 @@ ENV_KEYS: dict[str, EnvKey] = {
     "FOLLOW_EVERY": EnvKey("--follow: a load starts this often (start to start)", "2s"),
     "EXPIRE_EVERY": EnvKey("scheduler: snapshot expiry interval", "1d"),
     "COMPACT_EVERY": EnvKey("scheduler: compaction interval", "1w"),
+    "COMPACT_FILES": EnvKey("compact as soon as this many small data files (under 16 MB) wait to be merged, "
+                            "after a scheduled load or a --run, whatever COMPACT_EVERY says (a --run every "
+                            "minute made ~10k files a week; 0: by COMPACT_EVERY only)", "500"),
     "RETENTION": EnvKey("snapshots younger than this stay available for time travel", "7d"),
     "SCHEMA_DRIFT": EnvKey("a column added to the source: add (to the lake table, with the first batch "
                            "carrying it) or ignore (logged, not loaded)", "add"),

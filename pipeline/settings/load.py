@@ -150,7 +150,10 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
                                account_id=read.raw("R2_ACCOUNT_ID")),
         intervals=Intervals(load=read.duration("LOAD_EVERY"), follow=read.duration("FOLLOW_EVERY"),
                             expire=read.duration("EXPIRE_EVERY"),
-                            compact=read.duration("COMPACT_EVERY"), retention=read.duration("RETENTION"),
+                            compact=read.duration("COMPACT_EVERY"),
+                            compact_files=_whole_number(read.value("COMPACT_FILES"),
+                                                        read.name("COMPACT_FILES")),
+                            retention=read.duration("RETENTION"),
                             reconcile=read.duration("RECONCILE_EVERY"),
                             reconcile_since=None if read.value("RECONCILE_SINCE").lower() == "all"
                             else read.duration("RECONCILE_SINCE")),
@@ -311,6 +314,13 @@ def _positive_int(text: str | None, what: str) -> int | None:
     if not text.isdigit() or int(text) < 1:
         raise ConfigError(f"{what} {text!r} is not a positive whole number.",
                           f"Set {what} to e.g. 8, or unset it.")
+    return int(text)
+
+
+def _whole_number(text: str, what: str) -> int:
+    if not text.isdigit():
+        raise ConfigError(f"{what} {text!r} is not a whole number.",
+                          f"Set {what} to e.g. 500, or 0 for none.")
     return int(text)
 
 

@@ -86,6 +86,7 @@ class Intervals:
     expire: timedelta
     follow: timedelta = timedelta(seconds=2)  # --follow's load cadence
     compact: timedelta
+    compact_files: int = 500  # small files waiting to be merged that make compaction due now; 0: never
     retention: timedelta
     reconcile: timedelta
     reconcile_since: timedelta | None  # how far back reconcile compares; None: all of history

@@ -16,7 +16,7 @@ from pipeline.lake import connect as lake
 from pipeline.lake import maintain
 from pipeline.ops.run import run
 from pipeline.settings.resolve import resolve
-from tests.helpers import add_events, assert_lake_equals_source, assert_promoted_by_mode, lake_query
+from tests.helpers import add_events, assert_lake_equals_source, assert_promoted_by_mode, jobs_table, lake_query
 
 
 def _load_batches(settings, count: int, seed: int, spark=None) -> list[int]:
@@ -127,3 +127,24 @@ def test_status_json_shows_jobs_files_and_snapshots(settings, lake_env, cli):
     status = _json_head(result.stdout)
     assert status["data_files"] >= 1 and status["data_bytes"] > 0 and status["snapshot_count"] >= 3
     assert status["lake_rows"] == 400 and status["scheduler"] is None
+
+
+def test_a_run_compacts_when_small_files_pile_up_not_only_by_the_calendar(settings, lake_env, cli):
+    """A --run from cron each minute made ~10k files a week before the weekly compaction (a
+    group-by ran 26x slower over them). Past COMPACT_FILES small files waiting to be merged, the
+    run that adds one more compacts, recorded as a compaction; below it, no run does."""
+    env = {**lake_env, "COMPACT_FILES": "3"}
+    _load_batches(settings, 3, seed=60)  # 3 files in one day's folder: 2 waiting to be merged
+    add_events(settings, 200, seed=63)
+    quiet = cli("--run", "--engine", "dlt", env=env)  # now 3 waiting: this run compacts
+    assert quiet.returncode == 0, quiet.stderr
+    assert "3 small data files wait to be merged (COMPACT_FILES 3): compacting now" in quiet.stderr
+    assert len(_files(settings)) == 1
+    [(status, details)] = lake_query(settings, f"SELECT status, details FROM {jobs_table(settings)} "
+                                               "WHERE job = 'compact'")
+    compacted = json.loads(details)
+    assert status == "success" and compacted["files_before"] > compacted["files_after"], compacted
+    add_events(settings, 200, seed=64)
+    below = cli("--run", "--engine", "dlt", env=env)
+    assert below.returncode == 0 and "compacting now" not in below.stderr
+    assert_lake_equals_source(settings, expected_rows=1_000)
