@@ -28,7 +28,8 @@ def test_uv_tool_install_gives_working_console_scripts(tmp_path, lake_env):
     # from uv's cache (what `uv sync` put there) first: online, uv revalidates every index page
     # and rebuilds pyspark from its sdist (~30 s of the 2 cores); the index only if that fails
     for mode in (["--offline"], []):
-        install = subprocess.run(["uv", "tool", "install", *mode, str(ROOT)], env=_env(tools),
+        install = subprocess.run(["uv", "tool", "install", *mode, str(ROOT), "-c", str(ROOT / "constraints.txt")],
+                                 env=_env(tools),
                                  capture_output=True, text=True, timeout=600, cwd=tmp_path)
         if install.returncode == 0:
             break

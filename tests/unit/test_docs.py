@@ -192,3 +192,21 @@ def test_the_code_map_names_every_module():
             assert path.name in code_map, f"{path.relative_to(ROOT)} is missing from the code map (docs/architecture.md)"
     for package in sorted(p for p in (ROOT / "pipeline").iterdir() if (p / "__init__.py").exists()):
         assert f"{package.name}/" in code_map, f"pipeline/{package.name}/ is missing from the code map"
+
+
+def test_the_install_constraints_are_the_lock_file_exported():
+    """``uv tool install . -c constraints.txt`` installs what the tests ran with (without it uv
+    resolves afresh: other versions, and a cold build of pyspark's sdist took 5:20)."""
+    import shutil
+    import subprocess
+
+    import pytest
+
+    if shutil.which("uv") is None:
+        pytest.skip("uv not on PATH")
+    exported = subprocess.run(["uv", "export", "--frozen", "--no-dev", "--no-hashes", "--no-emit-project",
+                               "--no-header"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert exported.returncode == 0, exported.stderr
+    assert (ROOT / "constraints.txt").read_text() == exported.stdout, (
+        "constraints.txt is stale: uv export --frozen --no-dev --no-hashes --no-emit-project --no-header "
+        "-o constraints.txt")
