@@ -32,8 +32,7 @@ def run(args: argparse.Namespace, settings: Settings) -> Outcome:
     # recorded in the job history like a scheduled load: --status's freshness counts manual runs too
     report = lake.retry_failed() if args.retry_failed else lake.run(mode, record_as="load" if mode == "run"
                                                                     else mode)
-    if report.rows_inserted:
-        lake.compact_if_piled()  # a --run from cron each minute: small files merged when they pile up
+    lake.compact_if_piled(report)  # a --run from cron each minute: small files merged when they pile up
     if args.json:
         output.out(output.dumps({"status": "ok", "rows_inserted": report.rows_inserted,
                                  "rows_quarantined": report.rows_quarantined,

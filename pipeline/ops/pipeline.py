@@ -173,33 +173,26 @@ class Pipeline:
 
         return run_maintenance(self.settings, self.settings.intervals.retention, steps=steps)
 
-    def piled_files(self) -> int:
-        """Small data files waiting to be merged (:func:`pipeline.lake.maintain.unmerged_files`)."""
-        from pipeline.lake.connect import lake_session
-        from pipeline.lake.maintain import unmerged_files
-
-        with lake_session(self.settings, read_only=True) as con:
-            return unmerged_files(con, self.settings)
-
-    def compact_if_piled(self) -> MaintenanceReport | None:
-        """Compact now when COMPACT_FILES small files wait to be merged (a ``--run`` from cron each
-        minute made ~10k files a week, and the weekly compaction came late), unless another process
-        compacts now; recorded in the job history as a scheduler's compaction is. Best effort: the
-        load before it stands whatever happens here (None: nothing done)."""
+    def compact_if_piled(self, report: RunReport) -> MaintenanceReport | None:
+        """Compact now when the load of ``report`` left COMPACT_FILES small files waiting to be
+        merged (a ``--run`` from cron each minute made ~10k files a week, and the weekly compaction
+        came late), unless another process compacts now; recorded in the job history as a
+        scheduler's compaction is. Best effort: the load stands whatever happens here (None:
+        nothing done)."""
         from pipeline.errors import LockBusy, first_line
         from pipeline.lake import jobs, locks
 
         limit = self.settings.intervals.compact_files
+        if not limit or report.files_to_merge < limit:
+            return None
+        log.info("%d small data files wait to be merged (COMPACT_FILES %d): compacting now",
+                 report.files_to_merge, limit)
         try:
-            piled = self.piled_files() if limit else 0
-            if not limit or piled < limit:
-                return None
-            log.info("%d small data files wait to be merged (COMPACT_FILES %d): compacting now", piled, limit)
             with locks.hold(self.settings, "job:compact", timeout=0), \
                     jobs.recorded(self.settings, "compact") as details:
-                report = self.maintain(("compact",))
-                details.update(report.as_dict())
-            return report
+                compacted = self.maintain(("compact",))
+                details.update(compacted.as_dict())
+            return compacted
         except LockBusy:
             log.info("another process compacts the lake now")
         except Exception as exc:  # noqa: BLE001  the loaded rows stand; the next run or the scheduler merges

@@ -29,6 +29,7 @@ from pipeline.extract.engines import engine_of, make_extractor
 from pipeline.lake import batches, jobs
 from pipeline.lake.connect import lake_session
 from pipeline.lake.identity import lake_id
+from pipeline.lake.maintain import unmerged_files
 from pipeline.lake.transaction import one_read
 from pipeline.ops import proof
 from pipeline.ops.plan import plan_batch
@@ -62,6 +63,7 @@ class RunReport:
     set_aside: list[str] = field(default_factory=list)  # batches that could not be promoted
     rows_behind_mark: int = 0  # rows the completeness check found had arrived behind the last mark
     check: proof.RangeCheck | None = None  # the last identity check of the window's range, after promotion
+    files_to_merge: int = 0  # small data files waiting to be merged after this load (when it inserted)
     seconds: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -194,6 +196,8 @@ def _load_in_session(settings: ResolvedSettings, engines: Engines, mode: Mode, r
                             report.check and report.check.describe())
         else:
             report.watermark = batches.watermark(con, settings)
+        if report.rows_inserted and settings.intervals.compact_files:  # in this session: no attach of its own
+            report.files_to_merge = unmerged_files(con, settings)
         report.seconds["total"] = time.monotonic() - started
         details.update(rows_inserted=report.rows_inserted, summary=report.summary())
         if report.set_aside:  # the command exits 1: the record says failed too

@@ -76,7 +76,6 @@ class Lifetime(Protocol):
     def maintain(self, steps: tuple[str, ...] = ...) -> MaintenanceReport: ...
     def reconcile(self) -> ReconcileReport: ...
     def warm_up(self) -> None: ...
-    def piled_files(self) -> int: ...
     @property
     def spark_started(self) -> bool: ...
     def cancel_extraction(self) -> None: ...
@@ -101,6 +100,7 @@ class JobResult:
     details: Mapping[str, Any] = field(default_factory=dict)
     rows_in_window: int | None = None  # a load's counters (None: a job that loads nothing)
     rows_inserted: int | None = None
+    files_to_merge: int = 0  # a load's: small data files waiting to be merged after it
 
     def record(self) -> dict[str, Any]:
         """The history's details: the job's own, a load's counters and the summary line."""
@@ -232,7 +232,7 @@ class Scheduler:
         with logs.routine() if self.follow else contextlib.nullcontext():
             report = self.pipeline.load()
         return JobResult(report.summary(), {"snapshots": report.snapshots}, report.rows_in_window,
-                         report.rows_inserted)
+                         report.rows_inserted, report.files_to_merge)
 
     def _expire(self) -> JobResult:
         report = self.pipeline.maintain(("expire",))
@@ -254,21 +254,11 @@ class Scheduler:
         attempt = self._attempt(job)
         if attempt is not None:
             self._record(job, attempt)
-        if job.name == "load" and attempt is not None and attempt.result is not None \
-                and attempt.result.rows_inserted and self._files_piled():
+        piled = attempt.result.files_to_merge if attempt is not None and attempt.result is not None else 0
+        if job.name == "load" and self.intervals.compact_files and piled >= self.intervals.compact_files:
+            log.info("%d small data files wait to be merged (COMPACT_FILES %d): compacting now", piled,
+                     self.intervals.compact_files)
             self.tick(self.jobs["compact"])
-
-    def _files_piled(self) -> bool:
-        limit = self.intervals.compact_files
-        try:
-            piled = self.pipeline.piled_files() if limit else 0
-        except Exception as exc:  # noqa: BLE001  the load stands; the calendar's compaction still comes
-            log.warning("could not count the files waiting to be merged (%s)", first_line(exc))
-            return False
-        if limit and piled >= limit:
-            log.info("%d small data files wait to be merged (COMPACT_FILES %d): compacting now", piled, limit)
-            return True
-        return False
 
     def _attempt(self, job: Job) -> Attempt | None:
         """Run ``job`` once and log the outcome (None: not run now)."""

@@ -16,7 +16,13 @@ from pipeline.lake import connect as lake
 from pipeline.lake import maintain
 from pipeline.ops.run import run
 from pipeline.settings.resolve import resolve
-from tests.helpers import add_events, assert_lake_equals_source, assert_promoted_by_mode, jobs_table, lake_query
+from tests.helpers import (
+    add_events,
+    assert_lake_equals_source,
+    assert_promoted_by_mode,
+    jobs_table,
+    lake_query,
+)
 
 
 def _load_batches(settings, count: int, seed: int, spark=None) -> list[int]:
