@@ -28,11 +28,11 @@ def run(args: argparse.Namespace, settings: Settings) -> Outcome:
 
     mode: Mode = ("extract" if args.extract_only else "promote" if args.promote_only or args.retry_failed
                   else "run")
-    lake = Pipeline(settings, engine=args.engine)
-    # recorded in the job history like a scheduled load: --status's freshness counts manual runs too
-    report = lake.retry_failed() if args.retry_failed else lake.run(mode, record_as="load" if mode == "run"
-                                                                    else mode)
-    lake.compact_if_piled(report)  # a --run from cron each minute: small files merged when they pile up
+    with Pipeline(settings, engine=args.engine) as lake:
+        # recorded in the job history like a scheduled load: --status's freshness counts manual runs too
+        record_as = "load" if mode == "run" else mode
+        report = lake.retry_failed() if args.retry_failed else lake.run(mode, record_as=record_as)
+        lake.compact_if_piled(report)  # a --run from cron each minute: small files merged when they pile up
     if args.json:
         output.out(output.dumps({"status": "ok", "rows_inserted": report.rows_inserted,
                                  "rows_quarantined": report.rows_quarantined,

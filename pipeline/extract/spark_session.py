@@ -28,6 +28,7 @@ from pipeline.settings.platform import java_binary
 if TYPE_CHECKING:
     from types import ModuleType
 
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
 DEBIAN_JAR = "/usr/share/java/postgresql.jar"
@@ -100,11 +101,12 @@ def _stderr_to(path: Path):
         os.close(saved)
 
 
-def build_session(settings: Settings, app_name: str = "event-lake", *, long_lived: bool = False
-                  ) -> SparkSession:
+def build_session(settings: Settings, app_name: str = "event-lake", *, long_lived: bool = False,
+                  fresh: bool = False) -> SparkSession:
     """A Spark session for ``SPARK_REMOTE`` (Spark Connect) or ``SPARK_MASTER`` (default local[*]).
     ``long_lived`` (the scheduler, a test worker): never the process that records the JVM's class
-    archive, whose exit waits for it (:mod:`.class_archive`)."""
+    archive, whose exit waits for it (:mod:`.class_archive`). ``fresh``: under Connect, a server
+    session of its own, not the process's cached one (who holds which: :mod:`.spark_lease`)."""
     import pyspark
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
@@ -112,7 +114,7 @@ def build_session(settings: Settings, app_name: str = "event-lake", *, long_live
     spark = settings.spark
     _refuse_overrides(spark.conf)
     if spark.remote:
-        return _connect_session(spark.remote, app_name, {**s3a_conf(settings), **spark.conf})
+        return _connect_session(spark.remote, app_name, {**s3a_conf(settings), **spark.conf}, fresh)
     driver = resolve_jdbc_driver(spark.jdbc_jar) if spark.reader is Reader.JDBC else None
     _require_java()
     if spark.master.startswith("spark://"):
@@ -369,14 +371,26 @@ def _refuse_overrides(conf: dict[str, str]) -> None:
                           "Remove these entries; every other Spark property passes through.")
 
 
-def _connect_session(remote: str, app_name: str, conf: dict[str, str]) -> SparkSession:
+def own_session(context: SparkContext) -> SparkSession:
+    """A session of its own on the process's running SparkContext (its own SQL settings and
+    temporary views), with the settings the extractor needs."""
+    from pyspark.sql import SparkSession
+
+    session = (SparkSession.getActiveSession() or SparkSession(context)).newSession()
+    for key, value in SESSION_CONF.items():
+        session.conf.set(key, value)
+    return session
+
+
+def _connect_session(remote: str, app_name: str, conf: dict[str, str], fresh: bool = False) -> SparkSession:
     # the Connect client's own builder: it does not switch the whole process into Connect mode
     # and works beside a classic session (pyspark's generic builder refuses that)
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
     _probe(remote, "SPARK_REMOTE", 15002)
     try:
-        session = ConnectSession.builder.remote(remote).appName(app_name).getOrCreate()
+        builder = ConnectSession.builder.remote(remote).appName(app_name)
+        session = builder.create() if fresh else builder.getOrCreate()
         _bound_retries(session, remote)
         for key, value in {**conf, **SESSION_CONF}.items():  # runtime properties only, under Connect
             session.conf.set(key, value)

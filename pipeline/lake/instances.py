@@ -15,6 +15,9 @@ catalog, or a lake changed under it, never outlives the session that met it. A d
 is closed once its last session ends (closing it closes its cursors, which another thread may
 still use).
 
+Each :class:`pipeline.ops.pipeline.Pipeline` pools in a :class:`Pool` of its own (closed with it);
+code outside a pipeline uses the process's shared pool.
+
 Only sessions that can share are pooled (:func:`pipeline.lake.connect.lake_session` decides): a
 ``--sql`` session locks its instance's configuration and a time-travel session pins a snapshot,
 so they open instances of their own.
@@ -25,7 +28,8 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Hashable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import duckdb
@@ -38,88 +42,123 @@ class _Instance:
     dropped: bool = False
 
 
-_pool: dict[Hashable, _Instance] = {}
-_lock = threading.Lock()  # guards _pool and each instance's counters (cursor() included)
+_lock = threading.Lock()  # guards every pool and each instance's counters (cursor() included)
 
 
-@contextmanager
-def session(key: Hashable, open_instance: Callable[[], duckdb.DuckDBPyConnection],
-            alive: Callable[[duckdb.DuckDBPyConnection], object]) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A cursor of the instance pooled under ``key`` (made by ``open_instance`` if there is none
-    yet), closed after the block; the instance is dropped if the block raises. A pooled instance
-    must pass ``alive`` first (one round trip to what it attached); one that fails is replaced by
-    a new attach, so a session meets a lost catalog as a failed attach, as it always did."""
-    key = (os.getpid(), key)  # a forked child never uses its parent's instances
-    instance, fresh = _checked_out(key, open_instance)
-    con = _cursor(instance, key)
-    if not fresh:
+class Pool:
+    """Pooled instances, one per lake. The process has a shared pool; a
+    :class:`pipeline.ops.pipeline.Pipeline` has one of its own (:func:`using`), so closing it closes
+    its own attaches only — another pipeline's sessions in the same process stay open."""
+
+    def __init__(self) -> None:
+        self._pool: dict[Hashable, _Instance] = {}
+
+    @contextmanager
+    def session(self, key: Hashable, open_instance: Callable[[], duckdb.DuckDBPyConnection],
+                alive: Callable[[duckdb.DuckDBPyConnection], object]) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A cursor of the instance pooled under ``key`` (made by ``open_instance`` if there is none
+        yet), closed after the block; the instance is dropped if the block raises. A pooled instance
+        must pass ``alive`` first (one round trip to what it attached); one that fails is replaced by
+        a new attach, so a session meets a lost catalog as a failed attach, as it always did."""
+        key = (os.getpid(), key)  # a forked child never uses its parent's instances
+        instance, fresh = self._checked_out(key, open_instance)
+        con = self._cursor(instance, key)
+        if not fresh:
+            try:
+                alive(con)
+            except duckdb.Error:
+                self._release(key, instance, con, failed=True)
+                instance, _ = self._checked_out(key, open_instance)
+                con = self._cursor(instance, key)
+        failed = True
         try:
-            alive(con)
-        except duckdb.Error:
-            _release(key, instance, con, failed=True)
-            instance, _ = _checked_out(key, open_instance)
-            con = _cursor(instance, key)
-    failed = True
-    try:
-        yield con
-        failed = False
-    finally:
-        _release(key, instance, con, failed)
+            yield con
+            failed = False
+        finally:
+            self._release(key, instance, con, failed)
 
+    def drop_all(self) -> None:
+        """Forget every instance of this pool (each closed as its last session ends): the next
+        sessions attach anew."""
+        with _lock:
+            for key, instance in list(self._pool.items()):
+                self._drop(key, instance)
+                _close_if_done(instance)
 
-def drop_all() -> None:
-    """Forget every pooled instance (closed as their sessions end): the next sessions attach
-    anew. For callers that changed what an attach sees, such as tests dropping databases."""
-    with _lock:
-        for key, instance in list(_pool.items()):
-            _drop(key, instance)
+    def _checked_out(self, key: Hashable, open_instance: Callable[[], duckdb.DuckDBPyConnection]
+                     ) -> tuple[_Instance, bool]:
+        """The pooled instance, counted as in use, and whether it was attached just now."""
+        with _lock:
+            instance = self._pool.get(key)
+            if instance is not None:
+                instance.sessions += 1
+                return instance, False
+        root = open_instance()  # outside the lock: attaching talks to the catalog, maybe for seconds
+        with _lock:
+            instance = self._pool.get(key)
+            if instance is None:
+                instance = self._pool[key] = _Instance(root)
+            else:  # another thread attached the same lake meanwhile: use that one
+                root.close()
+            instance.sessions += 1
+            return instance, True
+
+    def _cursor(self, instance: _Instance, key: Hashable) -> duckdb.DuckDBPyConnection:
+        try:
+            with _lock:
+                return instance.root.cursor()
+        except BaseException:
+            self._release(key, instance, None, failed=True)
+            raise
+
+    def _release(self, key: Hashable, instance: _Instance, con: duckdb.DuckDBPyConnection | None,
+                 failed: bool) -> None:
+        if con is not None:
+            con.close()  # an open transaction rolls back
+        with _lock:
+            instance.sessions -= 1
+            if failed:
+                self._drop(key, instance)
             _close_if_done(instance)
 
-
-def _checked_out(key: Hashable, open_instance: Callable[[], duckdb.DuckDBPyConnection]
-                 ) -> tuple[_Instance, bool]:
-    """The pooled instance, counted as in use, and whether it was attached just now."""
-    with _lock:
-        instance = _pool.get(key)
-        if instance is not None:
-            instance.sessions += 1
-            return instance, False
-    root = open_instance()  # outside the lock: attaching talks to the catalog, maybe for seconds
-    with _lock:
-        instance = _pool.get(key)
-        if instance is None:
-            instance = _pool[key] = _Instance(root)
-        else:  # another thread attached the same lake meanwhile: use that one
-            root.close()
-        instance.sessions += 1
-        return instance, True
-
-
-def _cursor(instance: _Instance, key: Hashable) -> duckdb.DuckDBPyConnection:
-    try:
-        with _lock:
-            return instance.root.cursor()
-    except BaseException:
-        _release(key, instance, None, failed=True)
-        raise
-
-
-def _release(key: Hashable, instance: _Instance, con: duckdb.DuckDBPyConnection | None, failed: bool) -> None:
-    if con is not None:
-        con.close()  # an open transaction rolls back
-    with _lock:
-        instance.sessions -= 1
-        if failed:
-            _drop(key, instance)
-        _close_if_done(instance)
-
-
-def _drop(key: Hashable, instance: _Instance) -> None:
-    instance.dropped = True
-    if _pool.get(key) is instance:
-        del _pool[key]
+    def _drop(self, key: Hashable, instance: _Instance) -> None:
+        instance.dropped = True
+        if self._pool.get(key) is instance:
+            del self._pool[key]
 
 
 def _close_if_done(instance: _Instance) -> None:
     if instance.dropped and instance.sessions == 0:
         instance.root.close()
+
+
+SHARED = Pool()
+_current: ContextVar[Pool] = ContextVar("lake_pool", default=SHARED)
+
+
+def current() -> Pool:
+    """The pool of the pipeline whose operation runs in this context, else the process's shared one."""
+    return _current.get()
+
+
+@contextmanager
+def using(pool: Pool) -> Iterator[Pool]:
+    """Lake sessions opened inside the block (in this thread) come from ``pool``."""
+    token = _current.set(pool)
+    try:
+        yield pool
+    finally:
+        _current.reset(token)
+
+
+def session(key: Hashable, open_instance: Callable[[], duckdb.DuckDBPyConnection],
+            alive: Callable[[duckdb.DuckDBPyConnection], object]
+            ) -> AbstractContextManager[duckdb.DuckDBPyConnection]:
+    """:meth:`Pool.session` of the :func:`current` pool."""
+    return current().session(key, open_instance, alive)
+
+
+def drop_all() -> None:
+    """Forget every instance of the :func:`current` pool: the next sessions attach anew. For
+    callers that changed what an attach sees, such as tests dropping databases."""
+    current().drop_all()

@@ -22,7 +22,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
@@ -35,6 +35,9 @@ from pipeline.settings import ResolvedSettings
 from pipeline.settings.pgdsn import PgDsn
 from pipeline.sqltext import quote_ident
 from pipeline.staging.location import data_dir
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 log = logging.getLogger(__name__)
 DML = {"INSERT", "UPDATE", "DELETE"}
@@ -381,3 +384,26 @@ def open_session(settings: ResolvedSettings, *, write: bool = False, at_version:
         con.close()
         raise
     return con
+
+
+def arrow_query(settings: ResolvedSettings, text: str,
+                params: list[object] | dict[str, object] | None = None, *, write: bool = False,
+                at_version: int | None = None, at_time: str | None = None) -> pa.Table:
+    """One statement against the lake, as an Arrow table (the Python API's :meth:`Pipeline.sql`):
+    the same session as ``--sql`` (the lake as default catalog, read-only and judged unless
+    ``write``, at a snapshot when asked)."""
+    con = open_session(settings, write=write, at_version=at_version, at_time=at_time)
+    try:
+        statements = con.extract_statements(text)
+        if len(statements) != 1:
+            raise ConfigError(f"One statement at a time: got {len(statements)}.",
+                              "Call sql() once per statement.")
+        [statement] = statements
+        [[lake]] = con.execute("SELECT current_database()").fetchall()
+        refused = None if write else judge(con, statement, lake)
+        if refused:
+            raise ConfigError(refused, "Pass write=True for a statement that changes the lake.")
+        relation = con.execute(statement.query, params) if params else con.execute(statement.query)
+        return relation.fetch_arrow_table()
+    finally:
+        con.close()

@@ -167,10 +167,12 @@ def locations_check(settings: ResolvedSettings) -> Check:
 
 def spark_check(settings: ResolvedSettings, source_ok: bool) -> Check:
     from pipeline.extract.spark_engine import connection_options
-    from pipeline.extract.spark_session import build_session
+    from pipeline.extract.spark_lease import SparkLease
 
     where = settings.spark.remote or settings.spark.master
-    spark = build_session(settings, app_name="event-lake-doctor")
+    # a lease: doctor stops the Spark it started, never a session someone else in this process holds
+    lease = SparkLease.take(settings, "event-lake-doctor")
+    spark = lease.session
     try:
         if settings.spark.reader is Reader.ARROW:
             return _arrow_check(spark, settings, where, source_ok)
@@ -182,7 +184,7 @@ def spark_check(settings: ResolvedSettings, source_ok: bool) -> Check:
                .option("query", "SELECT 1 AS one").load().first())
         one = row[0] if row is not None else None
     finally:
-        spark.stop()
+        lease.release()
     return Check("spark", OK if one == 1 else FAIL, f"{where} started and read the source through JDBC")
 
 

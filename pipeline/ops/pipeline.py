@@ -17,12 +17,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from datetime import timedelta
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING
 
 from pipeline import embedded
-from pipeline.errors import ShutdownRequested
+from pipeline.errors import ConfigError, ShutdownRequested
 from pipeline.extract.engines import engine_of
 from pipeline.lake import instances
 from pipeline.ops.run import Engines, Mode, Readiness, RunReport, load
@@ -30,8 +30,12 @@ from pipeline.settings import ResolvedSettings, Settings
 from pipeline.settings.model import Engine
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    import pyarrow as pa
     from pyspark.sql import SparkSession
 
+    from pipeline.extract.spark_lease import SparkLease
     from pipeline.lake.maintain import MaintenanceReport
     from pipeline.lake.verify import Comparison
     from pipeline.ops.proof import RangeCheck
@@ -43,6 +47,18 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+class LakeAt:
+    """The lake at one snapshot (``Pipeline.at(version=3)``): read-only SQL as of then."""
+
+    def __init__(self, settings: ResolvedSettings, version: int | None, time: str | None) -> None:
+        self.settings, self.version, self.time = settings, version, time
+
+    def sql(self, query: str, params: list[object] | dict[str, object] | None = None) -> pa.Table:
+        from pipeline.lake.query import arrow_query
+
+        return arrow_query(self.settings, query, params, at_version=self.version, at_time=self.time)
+
+
 class Pipeline:
     """One source table loaded into one lake, from open to close.
 
@@ -51,13 +67,18 @@ class Pipeline:
     and stopped at :meth:`close`; a one-shot run's session is the engine's own, left to the process's
     exit as the JVM's class archive wants."""
 
-    def __init__(self, settings: Settings, *, engine: str = "spark", long_lived: bool = False) -> None:
+    def __init__(self, settings: Settings, *, engine: str = "spark", long_lived: bool = False,
+                 spark: SparkSession | None = None) -> None:
+        """``spark``: a session of the caller's to extract with (used, never stopped); by default
+        the pipeline takes one of its own (:mod:`pipeline.extract.spark_lease`)."""
         self.settings: ResolvedSettings = embedded.resolved(settings)
         self.engine = engine_of(engine)
         self.long_lived = long_lived
         self.stopping = threading.Event()  # set by a stop request: no new Spark session after it
-        self._spark: SparkSession | None = None
+        self._given_spark = spark
+        self._lease: SparkLease | None = None
         self._ready: Readiness | None = None
+        self._pool = instances.Pool()  # this pipeline's lake attaches, closed with it
 
     # --- lifetime ------------------------------------------------------------------------
     def __enter__(self) -> Pipeline:
@@ -68,29 +89,37 @@ class Pipeline:
         self.close()
 
     def close(self) -> None:
-        """Stop the Spark session this pipeline built; the lake's catalog connections close now,
-        not at interpreter exit."""
+        """End the Spark session this pipeline took (the process's Spark stops with the last one,
+        if a pipeline started it) and close this pipeline's lake attaches now, not at interpreter
+        exit. Another pipeline's session and attaches stay open."""
         self.engine_lost()
-        instances.drop_all()
+        self._pool.drop_all()
+
+    @contextlib.contextmanager
+    def _own(self) -> Iterator[None]:
+        """The block's lake sessions are this pipeline's (its pool)."""
+        with instances.using(self._pool):
+            yield
 
     # --- the engine ----------------------------------------------------------------------
     def spark_session(self) -> SparkSession:
-        """The pipeline's Spark session, built on first use (refused once a stop was requested:
-        an extraction must not start then)."""
-        if self._spark is None:
-            from pipeline.extract.spark_session import build_session
-
-            self._spark = build_session(self.settings, app_name="event-lake-scheduler",
-                                        long_lived=self.long_lived)
+        """The pipeline's Spark session: the caller's, or its own, taken on first use (refused once
+        a stop was requested: an extraction must not start then)."""
         if self.stopping.is_set():
             raise ShutdownRequested("shutdown requested before the extraction started",
                                     "Nothing was staged; the next run extracts this window.")
-        return self._spark
+        if self._given_spark is not None:
+            return self._given_spark
+        if self._lease is None:
+            from pipeline.extract.spark_lease import SparkLease
+
+            self._lease = SparkLease.take(self.settings, "event-lake-scheduler", long_lived=self.long_lived)
+        return self._lease.session
 
     @property
     def spark_started(self) -> bool:
-        """Has this pipeline built its Spark session (and not lost it since)?"""
-        return self._spark is not None
+        """Has this pipeline a Spark session now (the caller's, or one it took and has not lost)?"""
+        return self._given_spark is not None or self._lease is not None
 
     def warm_up(self) -> None:
         """Start Spark and run its read and write paths once, so the first load is as fast as the tenth."""
@@ -100,19 +129,22 @@ class Pipeline:
 
     def cancel_extraction(self) -> None:
         """Cancel the Spark jobs running now (a stop request); a promotion is not one and runs on."""
-        if self._spark is not None:
+        spark = self._given_spark or (self._lease.session if self._lease is not None else None)
+        if spark is not None:
             from pipeline.extract.spark_session import cancel_jobs
 
-            cancel_jobs(self._spark)
+            cancel_jobs(spark)
 
     def engine_lost(self) -> None:
-        """Stop the Spark session (a lost Connect server or cluster): the next load builds a new one."""
-        spark, self._spark = self._spark, None
-        if spark is not None:
-            with contextlib.suppress(Exception):
-                spark.stop()
+        """End the Spark session this pipeline took (a lost Connect server or cluster): the next
+        load takes a new one. A caller's session is the caller's to stop."""
+        lease, self._lease = self._lease, None
+        if lease is not None:
+            lease.release()
 
     def _engines(self) -> Engines:
+        if self._given_spark is not None:
+            return Engines(self.engine, self._given_spark, None)
         factory = self.spark_session if self.engine is Engine.SPARK and self.long_lived else None
         return Engines(self.engine, None, factory)
 
@@ -127,7 +159,8 @@ class Pipeline:
         """One load that keeps the readiness of the last one that succeeded: the watermark, the plan,
         extraction and promotion only. A failure drops it, so the next load checks everything."""
         ready, self._ready = self._ready, None
-        report, self._ready = load(self.settings, self._engines(), mode, ready=ready, record_as=record_as)
+        with self._own():
+            report, self._ready = load(self.settings, self._engines(), mode, ready=ready, record_as=record_as)
         return report
 
     def follow(self) -> None:
@@ -135,13 +168,15 @@ class Pipeline:
         (:mod:`pipeline.ops.scheduler`). For a long-lived pipeline."""
         from pipeline.ops.scheduler import Scheduler
 
-        Scheduler(self, follow=True).serve()
+        with self._own():
+            Scheduler(self, follow=True).serve()
 
     def schedule(self, *, run_now: bool = False) -> None:
         """Load, expire, compact and reconcile on their intervals until a stop signal."""
         from pipeline.ops.scheduler import Scheduler
 
-        Scheduler(self).serve(run_now=run_now)
+        with self._own():
+            Scheduler(self).serve(run_now=run_now)
 
     def retry_failed(self) -> RunReport:
         """Put the batches set aside back in line and promote them (after their cause was fixed)."""
@@ -155,13 +190,14 @@ class Pipeline:
         """Backfill what reached the source behind the look-back (:mod:`pipeline.ops.reconcile`)."""
         from pipeline.ops.reconcile import reconcile
 
-        return reconcile(self.settings)
+        with self._own():
+            return reconcile(self.settings)
 
     def reconcile_now(self) -> ReconcileReport:
         """:meth:`reconcile` asked for by hand, recorded in the job history as a scheduler's is."""
         from pipeline.lake import jobs
 
-        with jobs.recorded(self.settings, "reconcile") as details:
+        with self._own(), jobs.recorded(self.settings, "reconcile") as details:
             report = self.reconcile()
             details.update(summary=report.summary())
         return report
@@ -171,7 +207,8 @@ class Pipeline:
         the scheduler holds the job's lock and records it."""
         from pipeline.lake.maintain import run_maintenance
 
-        return run_maintenance(self.settings, self.settings.intervals.retention, steps=steps)
+        with self._own():
+            return run_maintenance(self.settings, self.settings.intervals.retention, steps=steps)
 
     def compact_if_piled(self, report: RunReport) -> MaintenanceReport | None:
         """Compact now when the load of ``report`` left COMPACT_FILES small files waiting to be
@@ -188,7 +225,7 @@ class Pipeline:
         log.info("%d small data files wait to be merged (COMPACT_FILES %d): compacting now",
                  report.files_to_merge, limit)
         try:
-            with locks.hold(self.settings, "job:compact", timeout=0), \
+            with self._own(), locks.hold(self.settings, "job:compact", timeout=0), \
                     jobs.recorded(self.settings, "compact") as details:
                 compacted = self.maintain(("compact",))
                 details.update(compacted.as_dict())
@@ -204,30 +241,65 @@ class Pipeline:
         recorded in the job history unless a dry run."""
         from pipeline.lake.maintain import maintain_now
 
-        return maintain_now(self.settings, dry_run=dry_run)
+        with self._own():
+            return maintain_now(self.settings, dry_run=dry_run)
 
     def verify(self) -> Comparison:
         """The lake against the source: counts, distinct ids, checksum (:mod:`pipeline.lake.verify`)."""
         from pipeline.lake.verify import compare
 
-        return compare(self.settings)
+        with self._own():
+            return compare(self.settings)
 
     def prove(self, since: timedelta | None) -> RangeCheck:
         """The lake against the source by id over ``since`` before the watermark (None: all), bucket
         by bucket (:func:`pipeline.ops.proof.prove`): no row is read where the buckets agree."""
         from pipeline.ops.proof import prove
 
-        return prove(self.settings, since)
+        with self._own():
+            return prove(self.settings, since)
 
     def repair(self, since: timedelta | None) -> RepairReport:
         """Replace the lake's rows of every id that differs from the source over ``since`` (None:
         all) by the source's, in one snapshot (:mod:`pipeline.ops.repair`)."""
         from pipeline.ops.repair import repair
 
-        return repair(self.settings, since)
+        with self._own():
+            return repair(self.settings, since)
+
+    # --- the lake, from Python ------------------------------------------------------------
+    def sql(self, query: str, params: list[object] | dict[str, object] | None = None, *,
+            write: bool = False) -> pa.Table:
+        """One SQL statement against the lake (its default catalog: ``FROM events``), as an Arrow
+        table; read-only and judged as ``--sql`` is unless ``write``."""
+        from pipeline.lake.query import arrow_query
+
+        return arrow_query(self.settings, query, params, write=write)
+
+    def at(self, *, version: int | None = None, time: str | datetime | None = None) -> LakeAt:
+        """The lake as it was at snapshot ``version`` or at ``time`` (read-only): ``.sql(…)``."""
+        if (version is None) == (time is None):
+            raise ConfigError("at() takes one of version= or time=.", "E.g. lake.at(version=3).sql(…).")
+        return LakeAt(self.settings, version, time.isoformat() if isinstance(time, datetime) else time)
+
+    def snapshots(self) -> pa.Table:
+        """Every snapshot the lake keeps: id, time, schema version, changes, author, message."""
+        return self.sql("SELECT * FROM snapshots() ORDER BY snapshot_id")
+
+    def changes(self, start: int | str, end: int | str, *, table: str | None = None) -> pa.Table:
+        """The change feed of ``table`` (default the events table) from snapshot (or time) ``start``
+        to ``end``, both included."""
+        from pipeline.sqltext import quote_literal
+
+        schema, _, name = (table or f"main.{self.settings.lake_table}").rpartition(".")
+        bounds = [str(b) if isinstance(b, int) else f"TIMESTAMPTZ {quote_literal(b)}" for b in (start, end)]
+        return self.sql(f"SELECT * FROM ducklake_table_changes({quote_literal(self.settings.lake_name)}, "
+                        f"{quote_literal(schema or 'main')}, {quote_literal(name)}, {bounds[0]}, "
+                        f"{bounds[1]}) ORDER BY snapshot_id, rowid")
 
     def status(self) -> Status:
         """Watermark, lag, batches, jobs and health (:mod:`pipeline.ops.status`)."""
         from pipeline.ops.status import collect
 
-        return collect(self.settings)
+        with self._own():
+            return collect(self.settings)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal
 
 import duckdb
 
-from pipeline import actions, embedded, staging
+from pipeline import actions, staging
 from pipeline.errors import (
     CatalogUnavailable,
     ConfigError,
@@ -25,7 +25,7 @@ from pipeline.errors import (
     scrub_secrets,
 )
 from pipeline.extract.batch import Extractor, ExtractRequest, extract
-from pipeline.extract.engines import engine_of, make_extractor
+from pipeline.extract.engines import make_extractor
 from pipeline.lake import batches, jobs
 from pipeline.lake.connect import lake_session
 from pipeline.lake.identity import lake_id
@@ -115,18 +115,15 @@ class RunReport:
 
 
 def run(settings: Settings, mode: Mode = "run", engine: str = "spark",
-        spark: SparkSession | None = None,
-        spark_factory: Callable[[], SparkSession] | None = None,
-        record_as: str | None = None) -> RunReport:
-    """Run the pipeline once, every check included. ``spark`` (or ``spark_factory``, called only
-    when there is something to extract) lets callers such as tests reuse a session (the lake's
-    attach is shared by the process's sessions: :mod:`pipeline.lake.instances`). ``record_as``:
-    record the run in the job history under that job name (manual runs; the scheduler records its
-    own), once the checks before creating anything have passed. A process that loads again and
-    again (``--follow``) keeps its :class:`Readiness` instead: :class:`pipeline.ops.pipeline.Pipeline`."""
-    report, _ready = load(embedded.resolved(settings), Engines(engine_of(engine), spark, spark_factory), mode,
-                          record_as=record_as)
-    return report
+        spark: SparkSession | None = None, record_as: str | None = None) -> RunReport:
+    """One load, every check included, through a :class:`pipeline.ops.pipeline.Pipeline` made for
+    it and closed after (the one load API; this is its shortest use). ``spark``: the caller's
+    session to extract with (tests share one), never stopped here. ``record_as``: record the run in
+    the job history under that job name."""
+    from pipeline.ops.pipeline import Pipeline
+
+    with Pipeline(settings, engine=engine, spark=spark) as lake:
+        return lake.run(mode, record_as=record_as)
 
 
 @dataclass(frozen=True)

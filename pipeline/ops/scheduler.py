@@ -80,7 +80,6 @@ class Lifetime(Protocol):
     def spark_started(self) -> bool: ...
     def cancel_extraction(self) -> None: ...
     def engine_lost(self) -> None: ...
-    def close(self) -> None: ...
 
 
 FOLLOW_COMPACT_EVERY = timedelta(minutes=5)  # --follow: small files merged at least this often
@@ -477,7 +476,7 @@ class Scheduler:
             self.stop.wait(min(1.0, max(0.05, idle if idle is not None else 1.0)))
         if web is not None:  # first: its threads may be inside DuckDB; none may outlive the process
             web.stop()
-        self.pipeline.close()  # Spark stops; the lake's catalog connections close now, not at exit
+        # the pipeline is its owner's to close (Spark, the lake's attaches): serve() only drove it
         scheduler_state.remove_state(self.settings)
         log.info("scheduler stopped cleanly")
 

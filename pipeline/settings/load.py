@@ -344,3 +344,31 @@ def _one_of(text: str, what: str, choices: tuple[str, ...]) -> str:
         raise ConfigError(f"{what} {text!r} is not one of {', '.join(choices)}.",
                           f"Set {what} to one of them.")
     return text.lower()
+
+
+def settings_of(**values: object) -> Settings:
+    """Settings from keyword arguments named as the environment keys in lower case
+    (``source_pg_dsn="postgresql://…"``, ``ducklake_catalog=…``, ``lookback=timedelta(minutes=15)``),
+    the rest from their defaults — not from the environment or ``.env``: what a notebook passes is
+    all there is. A name that is no setting is refused with the nearest one."""
+    env: dict[str, str] = {}
+    for name, value in values.items():
+        key = name.upper()
+        if key not in ENV_KEYS:
+            near = difflib.get_close_matches(key, list(ENV_KEYS), n=1, cutoff=_NEAR)
+            raise ConfigError(f"{name}= is not a setting" + (f"; did you mean {near[0].lower()}=?" if near
+                                                              else "."),
+                              "Settings take the environment keys' names in lower case: see the "
+                              "settings reference (docs/reference/settings.md).")
+        if value is not None:
+            env[key] = _as_text(value)
+    return load_settings(env, dotenv=False)
+
+
+def _as_text(value: object) -> str:
+    """A keyword argument as the environment would hold it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, timedelta):
+        return f"{value.total_seconds():g}s"
+    return str(value)
