@@ -82,6 +82,10 @@ _TRANSIENT_MARKERS = ("connection refused", "unable to connect", "could not conn
                       "i/o error occurred while sending to the backend", "connection attempt failed",
                       "connection has been closed", "couldn't connect to the database",
                       "failed_jdbc.connection",
+                      # a pooled catalog connection left inside a transaction that failed as the catalog
+                      # restarted ("Failed to get data file list from DuckLake: Current transaction is
+                      # aborted"): the failed session drops its instance and the next attaches anew
+                      "current transaction is aborted",
                       # DuckDB's words when the catalog's connection died inside COMMIT (an empty reason):
                       # whether it committed is known at the retry, which finds the batch recorded or not
                       'failed to commit: failed to execute query "rollback"')

@@ -16,6 +16,7 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
 import duckdb
@@ -30,8 +31,17 @@ from pipeline.sqltext import one_row
 log = logging.getLogger(__name__)
 
 
+class JobStatus(StrEnum):
+    """How one run of a job ended, as the history's ``status`` column and the metrics' label say."""
+
+    SUCCESS = "success"
+    FAILED = "failed"
+    SKIPPED = "skipped"  # another process ran the job (its lock was held)
+    CANCELLED = "cancelled"  # stopped by a shutdown
+
+
 def record(settings: ResolvedSettings, run_id: str, job: str, started: datetime, finished: datetime,
-           status: str, error: str | None = None, details: dict[str, Any] | None = None,
+           status: JobStatus, error: str | None = None, details: dict[str, Any] | None = None,
            lake: duckdb.DuckDBPyConnection | None = None) -> bool:
     """Append one history row (through ``lake``, the job's own open session, else a session of
     its own — also when the job's session failed, as a lost catalog connection does); returns
@@ -73,7 +83,7 @@ def record_failure(settings: ResolvedSettings, job: str, began: datetime, error:
         return
     except Exception:  # noqa: BLE001  the catalog away: the failure is reported all the same
         return
-    record(settings, logs.RUN_ID, job, began, datetime.now(UTC), "failed", error)
+    record(settings, logs.RUN_ID, job, began, datetime.now(UTC), JobStatus.FAILED, error)
 
 
 @contextmanager
@@ -91,12 +101,13 @@ def recorded(settings: ResolvedSettings, job: str | None,
         yield details
     except Exception as exc:
         if job:
-            record(settings, logs.RUN_ID, job, began, datetime.now(UTC), "failed", first_line(exc), lake=lake)
+            record(settings, logs.RUN_ID, job, began, datetime.now(UTC), JobStatus.FAILED, first_line(exc),
+                   lake=lake)
         raise
     if job:  # a block that did not raise but did not succeed either says why in details["failed"]
         failed = details.get("failed")
-        record(settings, logs.RUN_ID, job, began, datetime.now(UTC), "failed" if failed else "success",
-               failed, details, lake=lake)
+        status = JobStatus.FAILED if failed else JobStatus.SUCCESS
+        record(settings, logs.RUN_ID, job, began, datetime.now(UTC), status, failed, details, lake=lake)
 
 
 TABLE = "event_lake_jobs"

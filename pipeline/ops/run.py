@@ -35,7 +35,7 @@ from pipeline.ops import proof
 from pipeline.ops.plan import plan_batch
 from pipeline.ops.preflight import preflight
 from pipeline.promote import zero_copy
-from pipeline.promote.promotion import PromotionResult, promote
+from pipeline.promote.promotion import Outcome, PromotionResult, promote
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.settings.model import Engine
 from pipeline.source.plan import BatchPlan
@@ -92,7 +92,7 @@ class RunReport:
         elif self.window is not None:
             parts.append(f"no new events in window {self.window.describe()}")
         if self.promotions:
-            committed = [p for p in self.promotions if p.outcome == "committed"]
+            committed = [p for p in self.promotions if p.outcome is Outcome.COMMITTED]
             parts.append(f"promoted {len(committed)} of {len(self.promotions)} batch(es), "
                          f"{self.rows_inserted} new rows"
                          + (f", {self.rows_quarantined} quarantined (see ops.quarantine)"
@@ -309,7 +309,7 @@ class _Run:
             t0 = time.monotonic()
             result = self.promote_or_set_aside(batch)
             report.seconds["promote"] = report.seconds.get("promote", 0.0) + time.monotonic() - t0
-            if result is None or result.outcome not in ("committed", "no new rows"):
+            if result is None or not result.outcome.moves_the_watermark:
                 return 0
             return self.check_identity(snapshot, plan, result.rows_inserted)
 

@@ -41,6 +41,7 @@ from pipeline.errors import (
     is_transient,
 )
 from pipeline.lake import jobs, locks
+from pipeline.lake.jobs import JobStatus
 from pipeline.ops import scheduler_state
 from pipeline.ops.policy import (
     CANCEL_EVERY_SECONDS,
@@ -117,7 +118,7 @@ class Attempt:
 
     started: datetime
     finished: datetime
-    status: str
+    status: JobStatus
     error: str | None
     result: JobResult | None
     seconds: float
@@ -139,7 +140,7 @@ class Attempt:
         merged = JobResult(f"{len(attempts)} load(s): {read} rows read, {inserted} inserted; last: {latest}",
                            base, read, inserted)
         return Attempt(attempts[0].started, last.finished, last.status, last.error, merged, last.seconds,
-                       len(attempts), sum(a.status == "success" for a in attempts),
+                       len(attempts), sum(a.status is JobStatus.SUCCESS for a in attempts),
                        round(sum(a.seconds for a in attempts), 3))
 
     def record(self) -> dict[str, Any]:
@@ -174,7 +175,7 @@ class Scheduler:
         self.settings = pipeline.settings
         self.intervals, self.follow = self.settings.intervals, follow
         self.stop = pipeline.stopping
-        self._unrecorded: list[tuple[str, datetime, datetime, str, str | None, dict[str, object]]] = []
+        self._unrecorded: list[tuple[str, datetime, datetime, JobStatus, str | None, dict[str, object]]] = []
         self.jobs = {
             "load": Job("load", self.intervals.follow if follow else self.intervals.load, self._load),
             "expire": Job("expire", self.intervals.expire, self._expire),
@@ -272,7 +273,7 @@ class Scheduler:
         started, t0 = datetime.now(UTC), time.monotonic()
         finished: datetime | None = None
         log.log(logging.DEBUG if following else logging.INFO, "job %s started", job.name)
-        status, error, result = "success", None, None
+        status, error, result = JobStatus.SUCCESS, None, None
         failure: BaseException | None = None
         try:
             with locks.hold(self.settings, f"job:{job.name}", timeout=0):
@@ -282,16 +283,16 @@ class Scheduler:
                 result = job.action()
                 finished = datetime.now(UTC)
         except LockBusy:
-            status, result = "skipped", SKIPPED
+            status, result = JobStatus.SKIPPED, SKIPPED
         except Exception as exc:  # noqa: BLE001  any failure is recorded; the process must stay up
             exc = _named(self.settings, exc)
-            status, error, failure = "failed", first_line(exc), exc
+            status, error, failure = JobStatus.FAILED, first_line(exc), exc
             if isinstance(exc, EngineUnavailable):  # a lost Connect server or cluster: a new session next
                 self.pipeline.engine_lost()
             if self.stop.is_set():
-                status, error = "cancelled", f"stopped by shutdown: {error}"
+                status, error = JobStatus.CANCELLED, f"stopped by shutdown: {error}"
         seconds = time.monotonic() - t0
-        if status == "failed" and failure is not None:
+        if status is JobStatus.FAILED and failure is not None:
             job.failures += 1
             job.service_down = not needs_a_fix(failure)
             delay = retry_delay(job.every, job.failures, failure,
@@ -307,7 +308,7 @@ class Scheduler:
             job.failures, job.not_before = 0, 0.0
             quiet = self.follow and job.name == "load"  # a summary a minute instead (see _follow)
             log.log(logging.DEBUG if quiet else logging.INFO, "job %s %s in %.1fs: %s", job.name, status,
-                    seconds, error if status == "cancelled" or result is None else result.summary)
+                    seconds, error if status is JobStatus.CANCELLED or result is None else result.summary)
         job.last_status, job.last_finished = status, datetime.now(UTC).isoformat()
         return Attempt(started, finished or datetime.now(UTC), status, error, result, seconds)
 
@@ -352,7 +353,8 @@ class Scheduler:
                 attempt = self._attempt(load)
                 if attempt is not None:
                     tally.append(attempt)
-                    if attempt.status == "failed" or now - last_record >= FOLLOW_RECORD_EVERY.total_seconds():
+                    due = now - last_record >= FOLLOW_RECORD_EVERY.total_seconds()
+                    if attempt.status is JobStatus.FAILED or due:
                         merged = Attempt.merge(tally)
                         log.info("following: %s", merged.result.summary if merged.result else merged.error)
                         self._record(load, merged, FOLLOW_RECORD_EVERY)

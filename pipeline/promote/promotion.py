@@ -15,6 +15,7 @@ import logging
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from enum import StrEnum
 
 import duckdb
 
@@ -54,6 +55,20 @@ def insert_sql(events_table: str, batch_has_duplicates: bool = True,
     """
 
 
+class Outcome(StrEnum):
+    """What promoting one batch came to (equal to its words, which logs and JSON carry)."""
+
+    COMMITTED = "committed"  # rows inserted, one snapshot
+    NO_NEW_ROWS = "no new rows"  # every staged row was in the lake already: recorded, no snapshot
+    ALREADY_PROMOTED = "already promoted"  # this batch was promoted before (a rerun)
+    SETTLED_ELSEWHERE = "settled by another process"  # another process promoted it meanwhile
+    EMPTY = "empty"  # nothing was staged
+
+    @property
+    def moves_the_watermark(self) -> bool:
+        return self in (Outcome.COMMITTED, Outcome.NO_NEW_ROWS)
+
+
 @dataclass(frozen=True)
 class PromotionResult:
     batch_id: str
@@ -62,13 +77,13 @@ class PromotionResult:
     rows_duplicate: int
     snapshot_id: int | None
     seconds: float
-    outcome: str  # "committed", "no new rows", "already promoted", "empty"
+    outcome: Outcome
     max_event_timestamp: datetime | None = None  # the watermark this batch committed
     rows_quarantined: int = 0  # newly quarantined (a bad row the look-back re-reads counts once)
     files_registered: int = 0  # zero-copy: Spark's files the lake took as they were
 
     def describe(self) -> str:
-        if self.outcome == "committed":
+        if self.outcome is Outcome.COMMITTED:
             quarantined = f", {self.rows_quarantined} quarantined" if self.rows_quarantined else ""
             registered = f" ({self.files_registered} Spark files registered)" if self.files_registered else ""
             return (f"batch {self.batch_id}: {self.rows_staged} staged, {self.rows_inserted} "
@@ -93,7 +108,7 @@ def promote(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings,
                 _remove_partial_files(con, settings, began)
             raise disk_full(exc, settings.data_path, "DUCKLAKE_DATA_PATH") from None
     staging.remove_batch(batch.folder)
-    if batch.lake_files and result.outcome in ("committed", "no new rows") and not result.files_registered:
+    if batch.lake_files and result.outcome.moves_the_watermark and not result.files_registered:
         # promoted by copy: its files were never registered (after the manifest is gone, so a
         # crash in between leaves orphans for maintenance, never a batch missing its files)
         zero_copy.remove_files(batch.lake_files, settings)
@@ -170,20 +185,20 @@ def _promote_locked(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, 
                     started: float, lease: locks.Lease) -> PromotionResult:
     manifest = batch.manifest
 
-    def result(outcome: str, staged: int = 0, inserted: int = 0, snapshot: int | None = None,
+    def result(outcome: Outcome, staged: int = 0, inserted: int = 0, snapshot: int | None = None,
                max_ts: datetime | None = None, quarantined: int = 0, registered: int = 0) -> PromotionResult:
         return PromotionResult(batch.batch_id, staged, inserted, staged - inserted - quarantined, snapshot,
                                time.monotonic() - started, outcome, max_ts, quarantined, registered)
 
     if batches.is_recorded(con, settings, batch.batch_id):
-        return result("already promoted", manifest.row_count)
+        return result(Outcome.ALREADY_PROMOTED, manifest.row_count)
     if not staging.is_complete(batch.folder):
-        return result("settled by another process", manifest.row_count)
+        return result(Outcome.SETTLED_ELSEWHERE, manifest.row_count)
     if not batch.file_uris() and not batch.lake_files:
-        return result("no new rows" if manifest.rows_seen else "empty", manifest.rows_seen)
+        return result(Outcome.NO_NEW_ROWS if manifest.rows_seen else Outcome.EMPTY, manifest.rows_seen)
     contents = _contents(con, settings, batch)
     if contents.staged == 0:
-        return result("empty")
+        return result(Outcome.EMPTY)
     meter = Progress(f"promoting {batch.batch_id}")  # one statement at a time: steps, then the count
     with meter.ticking(), transaction(con, settings.lake_name, *_commit_text(batch, contents)) as tx:
         inserted, quarantined = _write(con, settings, batch, contents, meter)
@@ -197,12 +212,12 @@ def _promote_locked(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, 
             meter.step("committing")
     meter.finish(contents.staged, f"{inserted:,} new" if not nothing_new else "nothing new")
     if nothing_new:
-        return result("no new rows", contents.staged)
+        return result(Outcome.NO_NEW_ROWS, contents.staged)
     snapshot = one_row(con.execute(
         f"SELECT max(snapshot_id) FROM {settings.lake_name}.snapshots() "
         "WHERE json_extract_string(commit_extra_info, '$.batch_id') = ?", [batch.batch_id]
     ))[0]
-    return result("committed", contents.staged, inserted, snapshot, contents.max_ts, quarantined,
+    return result(Outcome.COMMITTED, contents.staged, inserted, snapshot, contents.max_ts, quarantined,
                   len(contents.lake_files))
 
 
