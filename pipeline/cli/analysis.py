@@ -54,16 +54,17 @@ def run_texts(args: argparse.Namespace, settings: Settings,
     """Run ``texts`` in one session as the flags say, print the result, and say how it went
     (``texts`` may be written from the session: a command's query that needs the lake's facts;
     ``cell_width``: a table's values are cut to it)."""
-    from pipeline import embedded
     from pipeline.lake.info import catalog_info
     from pipeline.lake.query import describe_at, open_session, parse_params, run_session
+    from pipeline.ops.pipeline import Pipeline
 
     params = parse_params(args.param or [])
     timeout = parse_duration(args.timeout, voice.FLAGS[actions.TIMEOUT]).total_seconds()
     if args.limit is not None and args.limit < 0:
         raise ConfigError(f"{voice.LIMIT} {args.limit} is negative.",
                           f"Give the rows to show per command, e.g. {voice.LIMIT} 20.")
-    resolved = embedded.resolved(settings)
+    with Pipeline(settings) as lake:  # settings resolved once, in the pipeline
+        resolved = lake.settings
     con = open_session(resolved, write=args.write, at_version=args.at_version, at_time=args.at_time)
     try:
         everything = args.format != "table"  # data for programs: every row unless --limit

@@ -127,11 +127,12 @@ def verify(args: argparse.Namespace, settings: Settings) -> Outcome:
 def print_attach(args: argparse.Namespace, settings: Settings) -> Outcome:
     import duckdb
 
-    from pipeline import embedded
     from pipeline.lake import extensions
     from pipeline.lake.attach_sql import extension_names, open_statements
+    from pipeline.ops.pipeline import Pipeline
 
-    resolved = embedded.resolved(settings)
+    with Pipeline(settings) as lake:  # settings resolved once, in the pipeline
+        resolved = lake.settings
     # read-only as the reader role when there is one (as a read-only --sql session opens it);
     # --write: as DUCKLAKE_CATALOG's role, read-write
     reader = None if args.write or resolved.catalog.pg is None else resolved.catalog.reader
@@ -176,12 +177,13 @@ def follow(args: argparse.Namespace, settings: Settings) -> Outcome:
 def serve(args: argparse.Namespace, settings: Settings) -> Outcome:
     import threading
 
-    from pipeline import embedded
     from pipeline.errors import ConfigError
+    from pipeline.ops.pipeline import Pipeline
     from pipeline.ops.web import WebServer
     from pipeline.process import on_stop
 
-    resolved = embedded.resolved(settings)
+    with Pipeline(settings) as lake:  # settings resolved once, in the pipeline
+        resolved = lake.settings
     if not resolved.metrics_port:
         raise ConfigError("METRICS_PORT is 0, which turns the web server off.",
                           "Give --metrics-port 8900 (or set METRICS_PORT) to serve.")

@@ -12,12 +12,13 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from generators.writer import add_events
-from pipeline import embedded, logs
+from pipeline import logs
 from pipeline.errors import PipelineError
 from pipeline.extract.engines import engine_of
 from pipeline.lake.connect import lake_session
-from pipeline.lake.verify import Comparison, compare
-from pipeline.ops.run import RunReport, run
+from pipeline.lake.verify import Comparison
+from pipeline.ops.pipeline import Pipeline
+from pipeline.ops.run import RunReport
 from pipeline.settings import Settings
 from pipeline.settings.model import Engine
 
@@ -44,18 +45,25 @@ class DemoResult:
 
 def demo(settings: Settings, engine: str = "spark", spark: SparkSession | None = None) -> DemoResult:
     """Run the demo and collect what it shows."""
-    settings = embedded.resolved(settings)
-    seed = int(datetime.now(UTC).timestamp())
-    if engine_of(engine) is Engine.SPARK and spark is None:
+    with Pipeline(settings, engine=engine, spark=spark) as lake:
+        if engine_of(engine) is not Engine.SPARK or spark is not None:
+            return _demo(lake)
         from pipeline.extract.spark_session import build_session
 
-        log.info("starting Spark (%s)…", settings.spark.master)
-        spark = build_session(settings)
+        # one session for the demo's three loads (a one-shot run would start its own each time)
+        log.info("starting Spark (%s)…", lake.settings.spark.master)
+        with Pipeline(lake.settings, engine=engine, spark=build_session(lake.settings)) as started:
+            return _demo(started)
+
+
+def _demo(lake: Pipeline) -> DemoResult:
+    settings = lake.settings
+    seed = int(datetime.now(UTC).timestamp())
 
     def load(step: str) -> RunReport:
         log.info(step)
         with logs.routine():  # the step's summary below says it (the run's own lines said it twice)
-            report = run(settings, engine=engine, spark=spark)
+            report = lake.run()
         log.info("    %s", report.summary())
         return report
 
@@ -79,7 +87,7 @@ def demo(settings: Settings, engine: str = "spark", spark: SparkSession | None =
         query = f"SELECT event_type, count(*) FROM {settings.events_table} {{at}} GROUP BY ALL ORDER BY 1"
         counts_before = dict(con.execute(query.format(at=f"AT (VERSION => {before})")).fetchall())
         counts_now = dict(con.execute(query.format(at="")).fetchall())
-    comparison = compare(settings)
+    comparison = lake.verify()
     log.info("%s", comparison.describe())
     return DemoResult([first, second, third], list(reversed(snapshots)), before, counts_before,
                       counts_now, comparison)

@@ -209,13 +209,14 @@ def _arrow_check(spark: SparkSession, settings: ResolvedSettings, where: str, so
 
 def run_checks(settings: Settings, *, with_spark: bool = True) -> list[Check]:
     """Every check, in the order a setup is built; none raises."""
-    from pipeline import embedded
+    from pipeline.ops.pipeline import Pipeline
 
     checks = [_timed("java", java_check)]
     if settings.spark.reader is Reader.JDBC:  # the arrow reader needs no jar
         checks.append(_timed("jdbc driver", lambda: jdbc_check(settings)))
     try:
-        resolved = embedded.resolved(settings)  # starts the embedded Postgres when nothing is configured
+        with Pipeline(settings) as lake:  # starts the embedded Postgres when nothing is configured
+            resolved = lake.settings
     except PipelineError as exc:
         failed = _failed("source", exc)
         return [*checks, failed, *(Check(name, SKIP, "needs the settings resolved (see above)")

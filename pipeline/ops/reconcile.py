@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 
 import duckdb
 
-from pipeline import actions, embedded, id_checksum, staging
+from pipeline import actions, id_checksum, staging
 from pipeline.extract.batch import STAGED_COLUMNS
 from pipeline.id_checksum import IdSum
 from pipeline.lake import batches, validate
@@ -27,7 +27,7 @@ from pipeline.lake.connect import lake_session
 from pipeline.lake.identity import lake_id, table_names
 from pipeline.lake.schema import ensure_tables
 from pipeline.promote.promotion import RECONCILE_ENGINE, promote
-from pipeline.settings import ResolvedSettings, Settings
+from pipeline.settings import ResolvedSettings
 from pipeline.settings.durations import format_duration
 from pipeline.source import stats
 from pipeline.source.connect import connect as connect_source
@@ -78,14 +78,13 @@ class ReconcileReport:
 ALL = "all"  # --since all: every row the source ever held, however old (0001-01-01 included)
 
 
-def reconcile(settings: Settings, since: timedelta | str | None = None) -> ReconcileReport:
+def reconcile(resolved: ResolvedSettings, since: timedelta | str | None = None) -> ReconcileReport:
     """Compare source and lake over ``since`` before the watermark (default RECONCILE_SINCE;
     ``"all"``: the whole history), up to the start of the look-back, and backfill what the lake
     lacks. The look-back itself is every load's business: each one re-reads it (or checks it is
     complete), so a reconcile there would race the next load for rows still arriving and report
     them as late events beyond the look-back. A lake table dropped by hand is created again here
     (only here: a run stops instead), so ``--since all`` reloads it."""
-    resolved = embedded.resolved(settings)
     if since is None:
         since = resolved.intervals.reconcile_since or ALL
     if isinstance(since, str) and since != ALL:

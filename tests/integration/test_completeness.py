@@ -209,7 +209,7 @@ def test_reconcile_finds_a_missing_row_that_a_doubled_id_hides_from_hourly_count
         con.execute(f"DELETE FROM {events} WHERE event_id = ?", [lost])
         con.execute(f"INSERT INTO {events} SELECT * FROM {events} WHERE event_id = ?", [doubled])
         con.execute("COMMIT")
-    report = reconcile(settings, since="all")
+    report = reconcile(resolve(settings), since="all")
     assert report.rows_backfilled == 1
     assert report.lake_ids_doubled == 1
     assert "1 lake row(s) repeat an id" in report.summary()
@@ -236,7 +236,7 @@ def test_a_source_without_a_primary_key_resending_an_id_later_keeps_one_row_per_
     assert rows == ids == 100
     from pipeline.ops.reconcile import reconcile
 
-    reconcile(settings, "all")  # the re-sent rows' hour differs by count; their ids are in the lake
+    reconcile(resolve(settings), "all")  # the re-sent rows' hour differs by count; their ids are in the lake
     [(rows, ids)] = lake_query(settings, "SELECT count(*), count(DISTINCT event_id) FROM lake.main.events")
     assert rows == ids == 100
 
@@ -276,7 +276,7 @@ def test_reconcile_leaves_the_look_back_to_the_loads(settings):
     add_events(settings, 100, seed=41)
     run(settings, engine="dlt")
     add_events(settings, 20, seed=42, late_by=timedelta(minutes=5))
-    report = reconcile(settings, "all")
+    report = reconcile(resolve(settings), "all")
     assert report.rows_backfilled == 0 and report.hours_differing == []
     assert run(settings, engine="dlt").rows_inserted == 20
     assert_lake_equals_source(settings, expected_rows=120)
