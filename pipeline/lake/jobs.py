@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -41,7 +41,7 @@ class JobStatus(StrEnum):
 
 
 def record(settings: ResolvedSettings, run_id: str, job: str, started: datetime, finished: datetime,
-           status: JobStatus, error: str | None = None, details: dict[str, Any] | None = None,
+           status: JobStatus, error: str | None = None, details: Mapping[str, object] | None = None,
            lake: duckdb.DuckDBPyConnection | None = None) -> bool:
     """Append one history row (through ``lake``, the job's own open session, else a session of
     its own — also when the job's session failed, as a lost catalog connection does); returns
@@ -86,28 +86,43 @@ def record_failure(settings: ResolvedSettings, job: str, began: datetime, error:
     record(settings, logs.RUN_ID, job, began, datetime.now(UTC), JobStatus.FAILED, error)
 
 
+class ManualRun:
+    """What a manual run of a job says about itself while it runs: its details for the history,
+    and why it did not succeed if it finished without raising (a batch set aside)."""
+
+    def __init__(self) -> None:
+        self.details: dict[str, object] = {"manual": True}
+        self.failed: str | None = None
+
+    def update(self, details: Mapping[str, object] | None = None, **more: object) -> None:
+        self.details.update(details or {}, **more)
+
+    def fail(self, reason: str) -> None:
+        self.failed = reason
+
+
 @contextmanager
 def recorded(settings: ResolvedSettings, job: str | None,
-             lake: duckdb.DuckDBPyConnection | None = None) -> Iterator[dict[str, Any]]:
+             lake: duckdb.DuckDBPyConnection | None = None) -> Iterator[ManualRun]:
     """Record the block as one manual run of ``job`` (None: record nothing): ``failed`` with the
-    error's first line if it raises, or if the block put a reason in ``details["failed"]`` (it
+    error's first line if it raises, or with the reason the block gave :meth:`ManualRun.fail` (it
     finished but did not succeed: a batch was set aside), else ``success`` with the details.
-    (The scheduler records its own runs: it also has skipped and cancelled.)"""
+    (The scheduler records its own runs through :func:`record`: it also has skipped and cancelled.)"""
     from pipeline import logs
 
-    details: dict[str, Any] = {"manual": True}
+    run = ManualRun()
     began = datetime.now(UTC)
     try:
-        yield details
+        yield run
     except Exception as exc:
         if job:
             record(settings, logs.RUN_ID, job, began, datetime.now(UTC), JobStatus.FAILED, first_line(exc),
                    lake=lake)
         raise
-    if job:  # a block that did not raise but did not succeed either says why in details["failed"]
-        failed = details.get("failed")
-        status = JobStatus.FAILED if failed else JobStatus.SUCCESS
-        record(settings, logs.RUN_ID, job, began, datetime.now(UTC), status, failed, details, lake=lake)
+    if job:
+        status = JobStatus.FAILED if run.failed else JobStatus.SUCCESS
+        details = {**run.details, **({"failed": run.failed} if run.failed else {})}
+        record(settings, logs.RUN_ID, job, began, datetime.now(UTC), status, run.failed, details, lake=lake)
 
 
 TABLE = "event_lake_jobs"

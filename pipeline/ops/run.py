@@ -198,7 +198,7 @@ def _load_in_session(settings: ResolvedSettings, engines: Engines, mode: Mode, r
         report.seconds["total"] = time.monotonic() - started
         details.update(rows_inserted=report.rows_inserted, summary=report.summary())
         if report.set_aside:  # the command exits 1: the record says failed too
-            details["failed"] = f"batch(es) set aside: {', '.join(report.set_aside)}"
+            details.fail(f"batch(es) set aside: {', '.join(report.set_aside)}")
     return ready
 
 

@@ -1,0 +1,36 @@
+"""The scheduler's retry policy (pipeline/ops/policy.py), pure: how long a failing job waits is
+decided by the error's type, never by retrying every tick."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import duckdb
+import pytest
+
+from pipeline.errors import CatalogUnavailable, ConfigError
+from pipeline.ops.policy import FIX_RETRY, FOLLOW_MAX_BACKOFF, backoff_delay, needs_a_fix, retry_delay
+
+MINUTE = timedelta(minutes=1)
+
+
+def test_a_temporary_failure_backs_off_0_1_3_7_intervals_up_to_the_cap():
+    assert [backoff_delay(MINUTE, n) for n in range(1, 6)] == [timedelta(0), MINUTE, 3 * MINUTE, 7 * MINUTE,
+                                                              15 * MINUTE]
+    assert backoff_delay(MINUTE, 40) == timedelta(hours=6)  # capped, however long the outage
+    # a follower's cap keeps its backoff short: back within seconds of the service
+    assert backoff_delay(timedelta(seconds=2), 30, FOLLOW_MAX_BACKOFF) == FOLLOW_MAX_BACKOFF
+
+
+@pytest.mark.parametrize("error", [ConfigError("x", "y"), duckdb.ParserException("syntax error"),
+                                   duckdb.BinderException("no such column")])
+def test_a_failure_that_needs_a_fix_waits_ten_minutes_or_one_interval(error):
+    assert needs_a_fix(error)
+    assert retry_delay(MINUTE, 1, error) == FIX_RETRY  # not every tick, not the 6-hour cap
+    assert retry_delay(timedelta(hours=1), 5, error) == timedelta(hours=1)
+
+
+def test_a_service_away_is_temporary_and_an_unclassified_error_backs_off_too():
+    for error in (CatalogUnavailable("catalog away", "wait"), RuntimeError("who knows")):
+        assert not needs_a_fix(error)
+        assert retry_delay(MINUTE, 3, error) == 3 * MINUTE
