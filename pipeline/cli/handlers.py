@@ -34,12 +34,7 @@ def run(args: argparse.Namespace, settings: Settings) -> Outcome:
         report = lake.retry_failed() if args.retry_failed else lake.run(mode, record_as=record_as)
         lake.compact_if_piled(report)  # a --run from cron each minute: small files merged when they pile up
     if args.json:
-        output.out(output.dumps({"status": "ok", "rows_inserted": report.rows_inserted,
-                                 "rows_quarantined": report.rows_quarantined,
-                                 "rows_in_future": report.rows_in_future,
-                                 "snapshots": report.snapshots, "staged_batch": report.staged_batch,
-                                 "watermark": report.watermark.isoformat() if report.watermark else None,
-                                 "set_aside": report.set_aside, "seconds": report.seconds}))
+        output.out(output.dumps({"status": "ok", **report.as_dict()}))
     if report.set_aside:
         return False, f"Done, but not everything loaded: {report.summary()}."
     return True, f"Done: {report.summary()}."

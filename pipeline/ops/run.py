@@ -85,6 +85,14 @@ class RunReport:
                 self.watermark is None or result.max_event_timestamp > self.watermark):
             self.watermark = result.max_event_timestamp
 
+    def as_dict(self) -> dict[str, object]:
+        """The report as ``--run --json`` prints it (after ``"status"``)."""
+        return {"rows_inserted": self.rows_inserted, "rows_quarantined": self.rows_quarantined,
+                "rows_in_future": self.rows_in_future, "snapshots": self.snapshots,
+                "staged_batch": self.staged_batch,
+                "watermark": self.watermark.isoformat() if self.watermark else None,
+                "set_aside": self.set_aside, "seconds": self.seconds}
+
     def summary(self) -> str:
         parts = []
         if self.staged_batch:
