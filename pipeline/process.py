@@ -45,6 +45,12 @@ class _StopSignals:
         if self.requests >= FORCE_AFTER:
             os.write(2, b"stopping now (third stop request)\n")
             os._exit(128 + signum)
+        if _interrupt and threading.current_thread() is threading.main_thread():
+            # interrupt_command's call of interrupt_main() lands here (it runs the SIGINT handler,
+            # ours, not Python's default): raise in the main thread as that default would. A stop
+            # in a command's first second, before anything registered a canceller, was lost
+            _interrupt.clear()  # a list, not an Event: no lock in a signal handler
+            raise KeyboardInterrupt
         with contextlib.suppress(OSError):  # a full pipe: the watcher has plenty to read already
             os.write(self._write, b"!")
 
@@ -58,6 +64,7 @@ class _StopSignals:
 
 
 _installed: _StopSignals | None = None
+_interrupt: list[bool] = []  # non-empty: interrupt_command asks the main thread's handler to raise
 
 
 def on_stop(handler: Callable[[], None]) -> None:
@@ -86,6 +93,8 @@ _cancellers: list[Callable[[], None]] = []
 def cancellable(cancel: Callable[[], None]) -> Iterator[None]:
     """While the block runs, a stop request calls ``cancel`` (it stops what the main thread waits
     on) before it interrupts the main thread."""
+    if _installed is not None and _installed.handler is interrupt_command and _installed.signum is not None:
+        raise KeyboardInterrupt  # the stop came before this work began: it never starts
     _cancellers.append(cancel)
     try:
         yield
@@ -100,6 +109,7 @@ def interrupt_command() -> None:
     for cancel in list(_cancellers):
         with contextlib.suppress(Exception):  # the JVM or the server may be going away already
             cancel()
+    _interrupt.append(True)
     _thread.interrupt_main()
 
 

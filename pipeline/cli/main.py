@@ -28,10 +28,14 @@ def entry() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    voice.install()  # library messages name this command line's flags
-    parser = build_parser()
-    args = parser.parse_args(negative_values(action_words(sys.argv[1:] if argv is None else argv, parser)))
-    logs.setup(args.verbose, args.log_format, quiet=args.quiet)
+    try:
+        voice.install()  # library messages name this command line's flags
+        parser = build_parser()
+        words = action_words(sys.argv[1:] if argv is None else argv, parser)
+        args = parser.parse_args(negative_values(words))
+        logs.setup(args.verbose, args.log_format, quiet=args.quiet)
+    except KeyboardInterrupt:  # a stop before the command even read its flags
+        return stopped("table")
     clash = args.json and args.format not in (None, "json")
     args.format = args.format or ("json" if args.json else "table")
     args.json = args.format == "json"  # handlers ask args.json; --format json is the same

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
@@ -212,3 +213,49 @@ def _environ(process) -> dict[str, str]:
         return process.environ()
     except (psutil.Error, OSError):
         return {}
+
+
+def _catches(pid: int, sig: int) -> bool:
+    """Has process ``pid`` installed a handler for ``sig`` (its SigCgt mask in /proc)?"""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    mask = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16)
+    return bool(mask & (1 << (sig - 1)))
+
+
+@pytest.mark.parametrize(("args", "sig"), [
+    (["--sql", "SELECT count(*) FROM range(20000000000) t(x) WHERE x % 7 = 3", "--timeout", "0"], signal.SIGTERM),
+    (["--sql", "SELECT count(*) FROM range(20000000000) t(x) WHERE x % 7 = 3", "--timeout", "0"], signal.SIGINT),
+    (["--run", "--engine", "dlt"], signal.SIGINT),
+    (["--verify"], signal.SIGTERM),
+])
+def test_a_stop_in_a_commands_first_second_is_not_lost(lake_env, settings, args, sig):
+    """Signalled the moment its stop handler is in place (long before it opened the lake): the
+    stop was lost, the command ran to its end (a 56 s query) and exited 0. Now it stops there,
+    with the signal's code and its last line; a stopped load leaves the lake exact for the next."""
+    from pipeline.ops.run import run
+
+    add_events(settings, 400, seed=14)
+    proc = Proc("events_pipeline.py", *args, env=lake_env)  # this very process: its handlers are read
+    try:
+        deadline = time.monotonic() + 60
+        # SIGTERM caught: the command's own handler is in place, for SIGINT too (Python catches SIGINT
+        # from its start, and one inside the interpreter's own startup is a fatal error of Python's)
+        while not _catches(proc.popen.pid, signal.SIGTERM) and time.monotonic() < deadline \
+                and proc.popen.poll() is None:
+            time.sleep(0.005)
+        proc.popen.send_signal(sig)
+        started = time.monotonic()
+        code = proc.popen.wait(60)
+    finally:
+        if proc.popen.poll() is None:
+            proc.popen.kill()
+            proc.popen.wait()
+    assert code == 128 + sig and time.monotonic() - started < 15, (code, proc.output[-2000:])
+    assert proc.lines[-1].startswith((f"Stopped by {signal.Signals(sig).name}",
+                                      "Stopped before the command started")), proc.output[-2000:]
+    assert "Traceback" not in proc.output
+    run(settings, engine="dlt")
+    assert_lake_equals_source(settings, expected_rows=400)
