@@ -312,6 +312,24 @@ def wait_for_slow_reads(source_dsn: str, count: int = 1, timeout: float = 180) -
     raise AssertionError(f"no {count} read slice(s) sleeping in Postgres after {timeout:.0f}s")
 
 
+def slow_reads_left(source_dsn: str, within: float = 15) -> int:
+    """Read slices still sleeping in Postgres once they had ``within`` seconds to be cancelled (0:
+    none left; a cancelled extraction left them reading for the rest of their 30 s)."""
+    import time
+
+    import psycopg
+
+    deadline = time.monotonic() + within
+    with psycopg.connect(source_dsn, autocommit=True) as conn:
+        while True:
+            left = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE state = 'active' "
+                                "AND datname = current_database() AND query LIKE '%pg_sleep(%' "
+                                "AND pid <> pg_backend_pid()").fetchone()[0]
+            if not left or time.monotonic() > deadline:
+                return left
+            time.sleep(0.3)
+
+
 def promote_batch(resolved, batch):
     """Promote one staged batch in a lake session of its own, as a run does."""
     from pipeline.lake.connect import lake_session

@@ -50,6 +50,8 @@ class SliceSource:
     conninfo: str = field(repr=False)
     snapshot_id: str | None
     timezone: str
+    tag: str = ""  # the sessions' application_name: the driver cancels what a cancelled job left reading
+
 
     @contextlib.contextmanager
     def cursor(self) -> Iterator[Any]:
@@ -60,14 +62,31 @@ class SliceSource:
 
         with adbc.connect(self.conninfo, autocommit=True) as conn, conn.cursor() as cur:
             cur.execute("BEGIN")
+            tag = [f"SET LOCAL application_name = {quote_literal(self.tag)}"] if self.tag else []
             for statement in [*(import_statements(self.snapshot_id) if self.snapshot_id else []),
-                              f"SET LOCAL TIME ZONE {quote_literal(self.timezone)}"]:
+                              f"SET LOCAL TIME ZONE {quote_literal(self.timezone)}", *tag]:
                 cur.execute(statement)
             try:
                 yield cur
             finally:
                 with contextlib.suppress(Exception):  # a lost connection must not mask the real error
                     cur.execute("ROLLBACK")
+
+    def cancel_reads(self) -> int:
+        """Cancel the source queries still running under this source's tag (a Spark job cancelled
+        by a stop or LOAD_TIMEOUT stops its tasks, but the queries they started in Postgres ran
+        on, one more per retry); how many were. Best effort: the source may be what failed."""
+        if not self.tag:
+            return 0
+        import psycopg
+
+        try:
+            with psycopg.connect(self.conninfo, autocommit=True, connect_timeout=5) as conn:
+                return len(conn.execute("SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE "
+                                        "application_name = %s AND pid <> pg_backend_pid()",
+                                        (self.tag,)).fetchall())
+        except psycopg.Error:
+            return 0
 
     def batches(self, query: str) -> Iterator[pa.RecordBatch]:
         """The rows of ``query``, streamed in Arrow record batches."""

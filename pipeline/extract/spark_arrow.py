@@ -72,8 +72,13 @@ def job(request: ExtractRequest, parts: list[Slice], output: Folder | LakeOutput
     columns = TYPED_COLUMNS if typed else None
     queries = tuple(select_sql(settings.source_table, window, request.extra_columns, columns=columns,
                                also=pages) for window, pages in parts)
-    source = SliceSource(settings.source_dsn.conninfo(), request.snapshot_id, request.timezone)
-    return SliceJob(source, queries, output, tuple(request.extra_columns), report_to)
+    return SliceJob(slice_source(request), queries, output, tuple(request.extra_columns), report_to)
+
+
+def slice_source(request: ExtractRequest) -> SliceSource:
+    """How this extraction's tasks reach the source, tagged with its batch (application_name)."""
+    return SliceSource(request.settings.source_dsn.conninfo(), request.snapshot_id, request.timezone,
+                       tag=f"event-lake-slice {request.batch_id}"[:63])
 
 
 def lake_output(target: LakeTarget, batch_id: str) -> LakeOutput:

@@ -4,6 +4,7 @@ Spark's JDBC reader and Parquet writer; needs the Postgres JDBC jar)."""
 
 from __future__ import annotations
 
+import logging
 import secrets
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
 
+log = logging.getLogger(__name__)
 FETCH_SIZE = 20_000
 WARM_UP_ROWS = 200_000  # enough row conversions for the JIT to compile the read and write loops
 
@@ -101,7 +103,15 @@ class SparkExtractor:
             # and a load past LOAD_TIMEOUT
             with cancellable(lambda: cancel_jobs(self.spark)), watch:
                 self._write(request, meter)
-        except Exception as exc:
+        except BaseException as exc:
+            if request.settings.spark.reader is Reader.ARROW:
+                from pipeline.extract.spark_arrow import slice_source
+
+                # the cancelled tasks' queries would run on in Postgres (one more per retry)
+                if cancelled := slice_source(request).cancel_reads():
+                    log.info("cancelled %d source read(s) the extraction left running", cancelled)
+            if not isinstance(exc, Exception):
+                raise
             remote = request.settings.spark.remote
             if remote and not isinstance(exc, PipelineError) and connect_lost(exc):
                 raise connect_lost_error(remote, exc, "mid-extraction") from None

@@ -183,6 +183,11 @@ def test_a_load_past_load_timeout_is_cancelled_as_temporary_and_the_next_run_loa
     assert "Traceback" not in output, output[-3000:]
     assert not list((tmp_path / "staging").rglob("_manifest.json"))
     assert data_snapshots(settings) == []
+    # the cancelled tasks' queries do not read on in Postgres (one more per retry of a follower)
+    from pipeline.settings.resolve import resolve
+    from tests.helpers import slow_reads_left
+
+    assert slow_reads_left(resolve(settings).source_dsn.conninfo()) == 0
 
     rerun = run_main("--run", env=lake_env)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr

@@ -149,6 +149,10 @@ def test_a_run_stops_mid_extraction_and_the_rerun_is_exact(lake_env, settings, g
     assert f"Stopped by {signal.Signals(sig).name}" in proc.output, proc.output[-3000:]
     assert "Traceback" not in proc.output and "unexpected error" not in proc.output, proc.output[-3000:]
     assert _lingering(lake_env["EVENT_LAKE_HOME"]) == []
+    # nor any of its reads in Postgres (they read on for the rest of their 30 s)
+    from tests.helpers import slow_reads_left
+
+    assert slow_reads_left(resolve(settings).source_dsn.conninfo()) == 0
     assert run(settings, engine="dlt").rows_inserted == 300
     assert_lake_equals_source(settings, expected_rows=300)
 
