@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import signal
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -25,6 +26,7 @@ from pipeline.errors import LakeNotCreated, first_line, is_transient, scrub_secr
 from pipeline.lake.connect import lake_session
 from pipeline.lake.rows import fetch_dicts
 from pipeline.logs import process_name
+from pipeline.process import stop_signal
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.sqltext import one_row
 
@@ -114,10 +116,15 @@ def recorded(settings: ResolvedSettings, job: str | None,
     began = datetime.now(UTC)
     try:
         yield run
-    except Exception as exc:
+    except BaseException as exc:
         if job:
-            record(settings, logs.RUN_ID, job, began, datetime.now(UTC), JobStatus.FAILED, first_line(exc),
-                   lake=lake)
+            sig = stop_signal()
+            if sig is not None:  # an operator's stop, not a failure (what it cancelled failed first)
+                record(settings, logs.RUN_ID, job, began, datetime.now(UTC), JobStatus.CANCELLED,
+                       f"stopped by {signal.Signals(sig).name}", lake=lake)
+            elif isinstance(exc, Exception):
+                record(settings, logs.RUN_ID, job, began, datetime.now(UTC), JobStatus.FAILED,
+                       first_line(exc), lake=lake)
         raise
     if job:
         status = JobStatus.FAILED if run.failed else JobStatus.SUCCESS

@@ -33,10 +33,12 @@ import schedule
 
 from pipeline import logs
 from pipeline.errors import (
+    CatalogUnavailable,
     EngineUnavailable,
     LakeNotCreated,
     LockBusy,
     PipelineError,
+    SourceUnavailable,
     first_line,
     is_transient,
 )
@@ -294,7 +296,11 @@ class Scheduler:
         seconds = time.monotonic() - t0
         if status is JobStatus.FAILED and failure is not None:
             job.failures += 1
-            job.service_down = not needs_a_fix(failure)
+            # the probe that ends a backoff early asks the source and the catalog: only their
+            # outage is one it can see end (a load past LOAD_TIMEOUT while both answered was
+            # retried within a second of each "retry in 32s")
+            job.service_down = isinstance(failure, (SourceUnavailable, CatalogUnavailable)) or (
+                not isinstance(failure, PipelineError) and is_transient(failure))
             delay = retry_delay(job.every, job.failures, failure,
                                 FOLLOW_MAX_BACKOFF if following else MAX_BACKOFF)
             # the next attempt is the first tick at least delay + one interval from now, as logged
@@ -334,13 +340,15 @@ class Scheduler:
     def _follow(self) -> None:
         """Load every FOLLOW_EVERY, start to start (a load that takes longer is followed at once),
         with the other jobs between loads. The job history gets one load record a minute (the
-        loads and rows since), or at once when a load fails, not one every two seconds."""
+        loads and rows since), or at once when a load fails and when the next one succeeds, not
+        one every two seconds."""
         load = self.jobs["load"]
         tally: list[Attempt] = []
         next_load = time.monotonic()
         last_record = next_load - FOLLOW_RECORD_EVERY.total_seconds()  # the first load is recorded at once
         last_probe = 0.0
         first = True
+        recovering = False  # the last record was a failure
         while not self.stop.is_set():
             now = time.monotonic()
             if load.service_down and load.not_before > now and now - last_probe >= PROBE_EVERY_SECONDS:
@@ -354,7 +362,11 @@ class Scheduler:
                 if attempt is not None:
                     tally.append(attempt)
                     due = now - last_record >= FOLLOW_RECORD_EVERY.total_seconds()
-                    if attempt.status is JobStatus.FAILED or due:
+                    failed = attempt.status is JobStatus.FAILED
+                    # a failure is recorded at once, and so is the first success after one: the
+                    # health of --status and /healthz said "failing" for up to a minute after recovery
+                    if failed or due or recovering:
+                        recovering = failed
                         merged = Attempt.merge(tally)
                         log.info("following: %s", merged.result.summary if merged.result else merged.error)
                         self._record(load, merged, FOLLOW_RECORD_EVERY)

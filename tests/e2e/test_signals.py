@@ -153,6 +153,11 @@ def test_a_run_stops_mid_extraction_and_the_rerun_is_exact(lake_env, settings, g
     from tests.helpers import slow_reads_left
 
     assert slow_reads_left(resolve(settings).source_dsn.conninfo()) == 0
+    # recorded as stopped, not as a failure carrying the cancelled job's Py4J error
+    from tests.helpers import jobs_table, lake_query
+
+    assert lake_query(settings, f"SELECT status, error FROM {jobs_table(settings)} WHERE job = 'load'") == [
+        ("cancelled", f"stopped by {signal.Signals(sig).name}")]
     assert run(settings, engine="dlt").rows_inserted == 300
     assert_lake_equals_source(settings, expected_rows=300)
 
