@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from pipeline import actions
-from pipeline.errors import ConfigError, PipelineError, first_line
+from pipeline.errors import CatalogUnavailable, ConfigError, PipelineError, first_line, is_transient
 from pipeline.lake import catalog_reader, ownership, statement_judge
 from pipeline.lake.connect import connect, not_created
 from pipeline.lake.sandbox import refused_hint, refused_message, sandbox_statements
@@ -403,7 +403,15 @@ def arrow_query(settings: ResolvedSettings, text: str,
         refused = None if write else judge(con, statement, lake)
         if refused:
             raise ConfigError(refused, "Pass write=True for a statement that changes the lake.")
-        relation = con.execute(statement.query, params) if params else con.execute(statement.query)
-        return relation.fetch_arrow_table()
+        try:
+            relation = con.execute(statement.query, params) if params else con.execute(statement.query)
+            return relation.fetch_arrow_table()
+        except duckdb.Error as exc:  # said as the CLI says it, a PipelineError with a hint
+            if is_transient(exc):
+                raise CatalogUnavailable(f"The lake's catalog went away during the query: {first_line(exc)}",
+                                         "Check that the catalog database runs, then ask again.") from None
+            raise ConfigError(f"The statement failed: {first_line(exc)}",
+                              f"Fix the statement; {actions.SNAPSHOTS} lists the snapshots a version or time "
+                              "must name.") from None
     finally:
         con.close()

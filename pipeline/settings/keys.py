@@ -53,9 +53,9 @@ ENV_KEYS: dict[str, EnvKey] = {
     "SPARK_EXECUTOR_WAIT": EnvKey("on a cluster (spark://, k8s://), how long a load waits while no executor "
                                   "is registered before it is cancelled and fails as temporary, naming the "
                                   "master (0: wait for ever)", "60s"),
-    "LOAD_TIMEOUT": EnvKey("how long one extraction may run before it is cancelled and fails as temporary, "
-                           "naming this bound (a read stuck behind a lock, a task that never returns); a "
-                           "first load of a very large table may need more (0: no bound)",
+    "LOAD_TIMEOUT": EnvKey("how long one Spark extraction may run before it is cancelled and fails as "
+                           "temporary, naming this bound (a read stuck behind a lock, a task that never "
+                           "returns); a first load of a very large table may need more (0: no bound)",
                            "1h, or LOAD_EVERY when longer"),
     "SPARK_DRIVER_MEMORY": EnvKey("memory of the Spark driver JVM (local mode: all of Spark)", "2g"),
     "SPARK_UI": EnvKey("serve Spark's web UI (true/false)", "false"),

@@ -14,6 +14,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from tests.conftest import ROOT
 from tests.helpers import add_events, assert_lake_equals_source
 
@@ -71,6 +73,13 @@ def test_a_pipeline_never_stops_the_spark_session_it_was_given_nor_one_started_b
         assert own.spark_session() is not spark
         add_events(settings, 50, seed=505)
         assert own.load().rows_inserted == 50
+        # a wrong version is a ConfigError with a hint, as on the command line (was raw DuckDB)
+        from pipeline import ConfigError
+
+        with pytest.raises(ConfigError, match="No snapshot found"):
+            own.changes(1, 99_999)
+        with pytest.raises(ConfigError, match="read-only"):
+            own.sql("DELETE FROM events")
     assert spark.range(3).count() == 3  # still running
     assert_lake_equals_source(settings, expected_rows=200)
 
