@@ -59,7 +59,7 @@ class CatalogSpec:
                               f"the reader role must read the catalog DUCKLAKE_CATALOG writes "
                               f"({self.pg.host}:{self.pg.port}/{self.pg.dbname}; {what}: {reader}).",
                               "Fix whichever of the two is misspelled: both name the same host, port and "
-                              "database, with different roles.")
+                              "database (the reader logs in as a role of its own).")
         if reader.user == self.pg.user:
             raise ConfigError(f"{what} logs in as {reader.user!r}, the role DUCKLAKE_CATALOG writes with.",
                               f"Create a role that can only read (event-lake --doctor prints the GRANTs) "

@@ -319,7 +319,7 @@ def _positive_int(text: str | None, what: str) -> int | None:
 
 def _whole_number(text: str, what: str) -> int:
     if not text.isdigit():
-        raise ConfigError(f"{what} {text!r} is not a whole number.",
+        raise ConfigError(f"{what} {text!r} is not a whole number of 0 or more.",
                           f"Set {what} to e.g. 500, or 0 for none.")
     return int(text)
 
