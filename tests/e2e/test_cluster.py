@@ -4,12 +4,11 @@ and a worker that cannot see the driver's staging folder fails the run instead o
 from __future__ import annotations
 
 import shutil
-import time
 
 import pytest
 
 from tests.conftest import run_cli
-from tests.helpers import Proc, add_events, assert_lake_equals_source, data_snapshots
+from tests.helpers import add_events, assert_lake_equals_source, data_snapshots
 from tests.spark_services import StandaloneCluster
 
 pytestmark = pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux unshare")
@@ -52,76 +51,3 @@ def test_a_worker_without_the_staging_folder_fails_the_run_unless_the_driver_sta
     finally:
         cluster.stop()
     assert_lake_equals_source(settings, expected_rows=2_000)
-
-
-def test_a_worker_killed_mid_extraction_loses_nothing(settings, lake_env, tmp_path):
-    cluster = StandaloneCluster(tmp_path / "cluster").start()
-    try:
-        add_events(settings, 300_000, seed=96)
-        env = {**lake_env, "SPARK_MASTER": cluster.url, "SPARK_LOCAL_IP": "127.0.0.1"}
-        run = Proc("events_pipeline.py", "--run", env=env)
-        run.wait_for("extracting 300000 rows", timeout=180)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not any(
-                "Running task" in log.read_text(errors="replace") for log in cluster.executor_logs()):
-            time.sleep(0.2)  # the driver starts, the worker launches an executor, a task starts
-        time.sleep(1)
-        assert run.popen.poll() is None, "the extraction ended before the worker could be killed"
-        cluster.kill_worker()  # its executor dies with it, mid-read or mid-write
-        cluster.add_worker()  # the master hands the lost tasks to the new worker
-        assert run.popen.wait(300) == 0, run.output
-        master_log = (cluster.work / "master.log").read_text()
-        assert master_log.index("Launching executor") < master_log.rindex("Removing worker")
-    finally:
-        cluster.stop()
-    assert_lake_equals_source(settings, expected_rows=300_000)
-
-
-def test_a_load_whose_only_worker_died_fails_naming_the_master_and_healthz_says_so_while_it_waits(
-        settings, lake_env, tmp_path):
-    """The compose stack's only worker killed mid-load: the load hung 483 s, nothing logged and
-    ``/healthz`` 200, until the worker came back. While it waits, the follower's ``/healthz`` now
-    answers 503 "waiting for Spark executors at spark://…"; after SPARK_EXECUTOR_WAIT the load fails
-    as temporary, naming the master; with a worker again the next run loads everything once."""
-    import json
-
-    from pipeline.settings.resolve import resolve
-    from tests import faults
-    from tests.helpers import http_get, wait_for_slow_reads
-    from tests.spark_services import free_port
-
-    cluster = StandaloneCluster(tmp_path / "cluster").start()
-    follow = None
-    try:
-        add_events(settings, 200, seed=97)
-        port = free_port()
-        env = {**lake_env, "SPARK_MASTER": cluster.url, "SPARK_LOCAL_IP": "127.0.0.1",
-               "SPARK_EXECUTOR_WAIT": "20s"}
-        follow = Proc("tests/faulty_cli.py", "--follow", "--every", "2s", "--metrics-port", str(port),
-                      env={**env, faults.ENV: "slow-read"})
-        wait_for_slow_reads(resolve(settings).source_dsn.conninfo())
-        cluster.kill_worker()  # the only one: no executor is left, none comes
-        started = time.monotonic()
-        deadline = started + 120
-        answer: tuple[int, str] = (0, "")
-        while time.monotonic() < deadline:  # the observer refreshes every 10 s: poll until it says so
-            answer = http_get(f"http://127.0.0.1:{port}/healthz")
-            if f"waiting for Spark executors at {cluster.url}" in answer[1]:
-                break
-            time.sleep(0.5)
-        code, body = answer
-        assert code == 503 and f"waiting for Spark executors at {cluster.url}" in body, (answer, follow.output[-3000:])
-        assert json.loads(body)["state"] != "healthy"
-        follow.wait_for(f"No Spark executors registered at {cluster.url} for 20s", timeout=120)
-        assert time.monotonic() - started < 120
-        assert follow.popen.poll() is None  # a temporary failure: the follower goes on
-        assert follow.terminate() == 0, follow.output[-3000:]
-        assert "job load failed after" in follow.output and "(temporary;" in follow.output, follow.output[-3000:]
-        cluster.add_worker()
-        again = run_cli("events_pipeline.py", "--run", env=env)
-        assert again.returncode == 0, again.stdout + again.stderr
-    finally:
-        if follow is not None and follow.popen.poll() is None:
-            follow.popen.kill()
-        cluster.stop()
-    assert_lake_equals_source(settings, expected_rows=200)
