@@ -7,6 +7,7 @@ referenced by those snapshots and are only deleted once the snapshots themselves
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -25,6 +26,8 @@ from pipeline.settings import ResolvedSettings, Settings
 from pipeline.settings.durations import format_duration
 from pipeline.sqltext import one_row
 from pipeline.staging.location import Folder, data_dir, split_uri
+
+log = logging.getLogger(__name__)
 
 # Files that exist in the data path but not in the catalog may belong to a promotion that
 # is about to commit; only files older than this are treated as orphans.
@@ -77,6 +80,16 @@ def unmerged_files(con: duckdb.DuckDBPyConnection, settings: Settings) -> int:
         "SELECT count(*) - count(DISTINCT regexp_replace(data_file, '/[^/]*$', '')) "
         "FROM ducklake_list_files(?, ?) WHERE data_file_size_bytes < ?",
         [settings.lake_name, settings.lake_table, SMALL_FILE_BYTES]))[0]
+
+
+def compaction_due(files_to_merge: int, settings: Settings) -> bool:
+    """Have COMPACT_FILES small files piled up (0: never by count)? Said in the log when they have."""
+    limit = settings.intervals.compact_files
+    if not limit or files_to_merge < limit:
+        return False
+    log.info("%d small data files wait to be merged (COMPACT_FILES %d): compacting now",
+             files_to_merge, limit)
+    return True
 
 
 def _older_than(retention: timedelta) -> str:

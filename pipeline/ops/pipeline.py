@@ -155,12 +155,16 @@ class Pipeline:
         self._ready = None
         return self.load(mode, record_as=record_as)
 
-    def load(self, mode: Mode = "run", *, record_as: str | None = None) -> RunReport:
+    def load(self, mode: Mode = "run", *, record_as: str | None = None,
+             count_unmerged: bool = True) -> RunReport:
         """One load that keeps the readiness of the last one that succeeded: the watermark, the plan,
-        extraction and promotion only. A failure drops it, so the next load checks everything."""
+        extraction and promotion only. A failure drops it, so the next load checks everything.
+        ``count_unmerged``: count the small files waiting to be merged after it (for COMPACT_FILES;
+        a follower, which merges on its own clock, does not)."""
         ready, self._ready = self._ready, None
         with self._own():
-            report, self._ready = load(self.settings, self._engines(), mode, ready=ready, record_as=record_as)
+            report, self._ready = load(self.settings, self._engines(), mode, ready=ready, record_as=record_as,
+                                       count_unmerged=count_unmerged)
         return report
 
     def follow(self) -> None:
@@ -218,12 +222,10 @@ class Pipeline:
         nothing done)."""
         from pipeline.errors import LockBusy, first_line
         from pipeline.lake import jobs, locks
+        from pipeline.lake.maintain import compaction_due
 
-        limit = self.settings.intervals.compact_files
-        if not limit or report.files_to_merge < limit:
+        if not compaction_due(report.files_to_merge, self.settings):
             return None
-        log.info("%d small data files wait to be merged (COMPACT_FILES %d): compacting now",
-                 report.files_to_merge, limit)
         try:
             with self._own(), locks.hold(self.settings, "job:compact", timeout=0), \
                     jobs.recorded(self.settings, "compact") as details:

@@ -146,7 +146,7 @@ class Readiness:
 
 
 def load(settings: ResolvedSettings, engines: Engines, mode: Mode = "run", *,
-         ready: Readiness | None = None, record_as: str | None = None
+         ready: Readiness | None = None, record_as: str | None = None, count_unmerged: bool = True
          ) -> tuple[RunReport, Readiness | None]:
     """One load: with ``ready`` (an earlier load's), only its own work — the watermark, the plan,
     extraction and promotion; without, every check first. Returns the report and the readiness
@@ -163,7 +163,8 @@ def load(settings: ResolvedSettings, engines: Engines, mode: Mode = "run", *,
                 jobs.record_failure(settings, record_as, began, first_line(exc))
             raise
     try:
-        ready = _load_in_session(settings, engines, mode, ready, record_as, report, started)
+        ready = _load_in_session(settings, engines, mode, ready, record_as, report, started,
+                                 count_unmerged and bool(settings.intervals.compact_files))
     except duckdb.Error as exc:
         if not is_transient(exc):
             raise
@@ -176,7 +177,8 @@ def load(settings: ResolvedSettings, engines: Engines, mode: Mode = "run", *,
 
 
 def _load_in_session(settings: ResolvedSettings, engines: Engines, mode: Mode, ready: Readiness | None,
-                     record_as: str | None, report: RunReport, started: float) -> Readiness:
+                     record_as: str | None, report: RunReport, started: float,
+                     count_unmerged: bool) -> Readiness:
     """:func:`load`'s work in one lake session, shared with its job record (the record falls back to
     a session of its own if the run's failed); the readiness it checked or was given."""
     checking = ready is None
@@ -201,7 +203,7 @@ def _load_in_session(settings: ResolvedSettings, engines: Engines, mode: Mode, r
                             report.check and report.check.describe())
         else:
             report.watermark = batches.watermark(con, settings)
-        if report.rows_inserted and settings.intervals.compact_files:  # in this session: no attach of its own
+        if report.rows_inserted and count_unmerged:  # in this session: no attach of its own
             report.files_to_merge = unmerged_files(con, settings)
         report.seconds["total"] = time.monotonic() - started
         details.update(rows_inserted=report.rows_inserted, summary=report.summary())

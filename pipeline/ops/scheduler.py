@@ -44,6 +44,7 @@ from pipeline.errors import (
 )
 from pipeline.lake import jobs, locks
 from pipeline.lake.jobs import JobStatus
+from pipeline.lake.maintain import compaction_due
 from pipeline.ops import scheduler_state
 from pipeline.ops.policy import (
     CANCEL_EVERY_SECONDS,
@@ -75,7 +76,7 @@ class Lifetime(Protocol):
     engine: Engine
     stopping: threading.Event
 
-    def load(self) -> RunReport: ...
+    def load(self, *, count_unmerged: bool = ...) -> RunReport: ...
     def maintain(self, steps: tuple[str, ...] = ...) -> MaintenanceReport: ...
     def reconcile(self) -> ReconcileReport: ...
     def warm_up(self) -> None: ...
@@ -232,7 +233,8 @@ class Scheduler:
 
     def _load(self) -> JobResult:
         with logs.routine() if self.follow else contextlib.nullcontext():
-            report = self.pipeline.load()
+            # a follower merges every few minutes on its own clock: no file count each tick
+            report = self.pipeline.load(count_unmerged=not self.follow)
         return JobResult(report.summary(), {"snapshots": report.snapshots}, report.rows_in_window,
                          report.rows_inserted, report.files_to_merge)
 
@@ -257,9 +259,7 @@ class Scheduler:
         if attempt is not None:
             self._record(job, attempt)
         piled = attempt.result.files_to_merge if attempt is not None and attempt.result is not None else 0
-        if job.name == "load" and self.intervals.compact_files and piled >= self.intervals.compact_files:
-            log.info("%d small data files wait to be merged (COMPACT_FILES %d): compacting now", piled,
-                     self.intervals.compact_files)
+        if job.name == "load" and compaction_due(piled, self.settings):
             self.tick(self.jobs["compact"])
 
     def _attempt(self, job: Job) -> Attempt | None:

@@ -206,12 +206,18 @@ def refuse_unknown_keys(keys: Iterable[str], where: str) -> None:
     for key in sorted(keys):
         if key in ENV_KEYS:
             continue
-        near = difflib.get_close_matches(key, list(ENV_KEYS), n=1, cutoff=_NEAR)
+        near = _nearest_key(key)
         if near or key.startswith(_OUR_PREFIXES):
             raise ConfigError(
-                f"{key} (in {where}) is not a setting" + (f"; did you mean {near[0]}?" if near else "."),
+                f"{key} (in {where}) is not a setting" + (f"; did you mean {near}?" if near else "."),
                 "Correct or remove it; nothing was read, started or loaded. Every setting is in the "
                 "settings reference (docs/reference/settings.md).")
+
+
+def _nearest_key(key: str) -> str | None:
+    """The setting a misspelled ``key`` most likely meant (None: none is near)."""
+    near = difflib.get_close_matches(key, list(ENV_KEYS), n=1, cutoff=_NEAR)
+    return near[0] if near else None
 
 
 def load_dotenv_strictly(path: Path) -> list[str]:
@@ -355,8 +361,8 @@ def settings_of(**values: object) -> Settings:
     for name, value in values.items():
         key = name.upper()
         if key not in ENV_KEYS:
-            near = difflib.get_close_matches(key, list(ENV_KEYS), n=1, cutoff=_NEAR)
-            raise ConfigError(f"{name}= is not a setting" + (f"; did you mean {near[0].lower()}=?" if near
+            near = _nearest_key(key)
+            raise ConfigError(f"{name}= is not a setting" + (f"; did you mean {near.lower()}=?" if near
                                                               else "."),
                               "Settings take the environment keys' names in lower case: see the "
                               "settings reference (docs/reference/settings.md).")
