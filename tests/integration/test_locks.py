@@ -22,11 +22,13 @@ from tests.conftest import ROOT
 
 
 def _held_on_the_server(direct_dsn: str, settings, job: str) -> int:
-    """Sessions the catalog server itself says hold ``job``'s lock."""
+    """Sessions the catalog server itself says hold ``job``'s lock: in this catalog database only,
+    as advisory locks are per database and tests on other workers hold the same key in theirs."""
     key = locks.lock_key(locks.lock_name(settings, job)) & 0xFFFF_FFFF_FFFF_FFFF
     with psycopg.connect(direct_dsn) as conn:
         return conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
-                            "AND classid = %s::oid AND objid = %s::oid",
+                            "AND classid = %s::oid AND objid = %s::oid "
+                            "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
                             (key >> 32, key & 0xFFFF_FFFF)).fetchone()[0]
 
 
