@@ -62,7 +62,7 @@ def scaling(mode: str, args: argparse.Namespace) -> list[tuple[str, str]]:
             best = float("inf")
             for _ in range(args.repeat):
                 batch = stage_synthetic_batch(con, settings, args.batch, now, overlap=args.batch // 10)
-                result = promote.promote(settings, batch)
+                result = promote.promote(con, batch)
                 assert result.outcome == "committed", result.describe()
                 best = min(best, result.seconds)
             timings[size] = best

@@ -49,12 +49,13 @@ def scratch_settings(work: Path, tag: str | None = None,
 
 @contextlib.contextmanager
 def scratch_lake(prefix: str, promotion: str = "zero-copy"):
-    """A fresh, resolved lake on scratch databases: yields (settings, open connection)."""
+    """A fresh, resolved lake on scratch databases: yields (settings, the open lake)."""
     import tempfile
 
     from pipeline import embedded
     from pipeline.lake import connect as lake
     from pipeline.lake import schema
+    from pipeline.lake.session import Lake
 
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         settings, dbs = scratch_settings(Path(tmp), promotion=promotion)
@@ -62,8 +63,9 @@ def scratch_lake(prefix: str, promotion: str = "zero-copy"):
             settings = embedded.resolved(settings)
             con = lake.connect(settings)
             try:
-                schema.ensure_tables(con, settings)
-                yield settings, con
+                opened = Lake.of(con, settings)
+                schema.ensure_tables(opened, schema.column_types(settings.promotion, settings.spark.reader))
+                yield settings, opened
             finally:
                 con.close()
         finally:
@@ -111,7 +113,7 @@ def print_table(title: str, rows: list[tuple[str, str]]) -> None:
         print(f"{key:<{width}}  {value:>16}")
 
 
-def stage_synthetic_batch(con, settings: Settings, rows: int, now, *, overlap: int = 0,
+def stage_synthetic_batch(opened, settings: Settings, rows: int, now, *, overlap: int = 0,
                           spread_seconds: int = 3600):
     """Stage ``rows`` events in the ``spread_seconds`` before ``now``, ``overlap`` of them
     copied from the lake (as the look-back re-reads them); returns the StagedBatch. In a
@@ -122,6 +124,7 @@ def stage_synthetic_batch(con, settings: Settings, rows: int, now, *, overlap: i
     from pipeline.promote import zero_copy
     from pipeline.source.window import Window
 
+    con = opened.con
     batch_id = staging.new_batch_id()
     path = staging.batch_dir(staging.table_dir(settings), batch_id)
     path.make(exist_ok=False)
@@ -164,11 +167,12 @@ def stage_synthetic_batch(con, settings: Settings, rows: int, now, *, overlap: i
 REFERENCE_SCRIPT = """
 import sys, time
 from pipeline.lake import connect as lake, schema
+from pipeline.lake.session import Lake
 from pipeline.settings import load_settings
 from pipeline import embedded
 settings = embedded.resolved(load_settings())
 con = lake.connect(settings, source=True)
-schema.ensure_tables(con, settings)
+schema.ensure_tables(Lake.of(con, settings), schema.column_types(settings.promotion, settings.spark.reader))
 t0 = time.monotonic()
 con.execute(f"INSERT INTO {settings.events_table} SELECT event_id, event_type, event_timestamp, "
             "details::JSON, created_at FROM src.public.events")

@@ -335,5 +335,5 @@ def promote_batch(resolved, batch):
     from pipeline.lake.connect import lake_session
     from pipeline.promote.promotion import promote
 
-    with lake_session(resolved, tables=True) as con:
-        return promote(con, resolved, batch)
+    with lake_session(resolved, tables=True) as lake:
+        return promote(lake, batch)

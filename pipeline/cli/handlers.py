@@ -87,7 +87,7 @@ def status(args: argparse.Namespace, settings: Settings) -> Outcome:
     from pipeline.errors import TransientError
     from pipeline.ops.health import unreadable
     from pipeline.ops.pipeline import Pipeline
-    from pipeline.staging.location import store_outage
+    from pipeline.storage.outage import store_outage
 
     lake = Pipeline(settings)
     try:

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 from pipeline.source.shape import EVENT_COLUMNS
 
 if TYPE_CHECKING:
-    from pipeline.staging import Folder
+    from pipeline.storage.folder import Folder
 
 # The staging schema both Spark's own writer and this one produce: ids and JSON as text,
 # timestamps as UTC instants in microseconds.

@@ -38,8 +38,9 @@ from pipeline.source.shape import STAGED_COLUMNS
 from pipeline.source.stats import WindowStats
 from pipeline.source.window import Window, iso
 from pipeline.sqltext import quote_ident, quote_qualified
-from pipeline.staging import Folder, StagedBatch
-from pipeline.staging.location import store_outage
+from pipeline.staging import StagedBatch
+from pipeline.storage.folder import Folder
+from pipeline.storage.outage import store_outage
 
 
 def select_sql(qualified_table: str, window: Window, extra_columns: Iterable[str] = (),
@@ -154,7 +155,7 @@ def _extract_claimed(extractor: Extractor, request: ExtractRequest, folder: Fold
             zero = request.lake_target is not None
             raise disk_full(exc, request.settings.data_path if zero else request.settings.staging_path,
                             "DUCKLAKE_DATA_PATH" if zero else "STAGING_PATH") from None
-        store = staging.store_outage(request.settings, exc)
+        store = store_outage(request.settings, exc)
         if store is not None:
             raise store from None
         text = str(exc)
@@ -186,7 +187,7 @@ def _extract_claimed(extractor: Extractor, request: ExtractRequest, folder: Fold
             + sum(f["rows"] for f in lake) + settled.rows_seen)
     if rows != request.stats.rows:
         if target:
-            zero_copy.remove_files(lake, request.settings)
+            zero_copy.remove_files(lake, zero_copy.table_folder(request.settings))
         staging.remove_batch(folder)
         raise short_batch_error(request, extractor.engine, rows, len(files) + len(lake))
     schema = _parquet_metadata(folder, files[0]).schema.to_arrow_schema() if files else settled.schema

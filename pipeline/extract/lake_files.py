@@ -20,7 +20,8 @@ import pyarrow.parquet as pq
 from pipeline.extract.slice_task import DEST, SEEN  # one spelling for both readers
 from pipeline.promote.zero_copy import LakeTarget
 from pipeline.source.window import iso
-from pipeline.staging import Folder, LakeFile
+from pipeline.staging import LakeFile
+from pipeline.storage.folder import Folder
 
 
 def incoming_dir(target: LakeTarget, batch_id: str) -> Folder:

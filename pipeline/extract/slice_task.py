@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 from pipeline.extract.arrow_writer import ParquetFile, staging_schema, to_staging_schema
 from pipeline.extract.task_reports import ReportTo
 from pipeline.source.shape import EVENT_COLUMNS
-from pipeline.staging.location import Folder
+from pipeline.storage.folder import Folder
 
 RESULT_SCHEMA = "slice long, rows long"  # what each task tells Spark (Spark DDL)
 DEST = "_dest"  # the folder a zero-copy batch's rows are split on: "lake", "stage" or "seen"

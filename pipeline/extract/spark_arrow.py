@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
     from pipeline.promote.zero_copy import LakeTarget
     from pipeline.settings import ResolvedSettings
-    from pipeline.staging import Folder
+    from pipeline.storage.folder import Folder
 
 
 Slice = tuple[Window, str | None]  # the window (or a time part of it), and a page range or None

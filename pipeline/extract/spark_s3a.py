@@ -11,7 +11,7 @@ from pipeline import actions
 from pipeline.errors import ConfigError
 from pipeline.settings import Settings
 from pipeline.settings.model import Reader, StagingWriter
-from pipeline.staging.object_store import ObjectStore
+from pipeline.storage.object_store import ObjectStore
 
 # hadoop-aws must match the Hadoop inside Spark (pyspark 4.x bundles hadoop-client 3.5.0); it
 # brings the AWS SDK v2 bundle along when fetched through spark.jars.packages.

@@ -12,8 +12,8 @@ from pipeline.settings.catalog import CatalogSpec
 from pipeline.settings.model import StorageOptions
 from pipeline.settings.pgdsn import PgDsn
 from pipeline.sqltext import quote_literal
-from pipeline.staging.location import is_object_store, split_uri
-from pipeline.staging.object_store import SECRET_TYPES, ObjectStore
+from pipeline.storage.folder import is_object_store, split_uri
+from pipeline.storage.object_store import SECRET_TYPES, ObjectStore
 
 # Explicit DuckLake conflict-retry settings (DuckLake defaults: 10 attempts, 100 ms, x1.5).
 # Promoters are serialized by a lock, but maintenance and ad-hoc writers may still race.

@@ -13,9 +13,9 @@ import duckdb
 from pipeline import id_checksum
 from pipeline.id_checksum import IdSum
 from pipeline.lake.rows import fetch_dicts
+from pipeline.lake.session import Lake
 from pipeline.lake.validate import REASON_BAD_JSON
 from pipeline.logs import process_name
-from pipeline.settings import Settings
 from pipeline.sqltext import one_row
 
 
@@ -49,37 +49,37 @@ class BatchRecord:
     snapshot_xmin: int | None = None  # its plan snapshot's xmin: the next plan reads newer transactions' rows
 
 
-def watermark(con: duckdb.DuckDBPyConnection, settings: Settings) -> datetime | None:
+def watermark(lake: Lake) -> datetime | None:
     """The largest ``event_timestamp`` already promoted for this table (None before any)."""
-    return one_row(con.execute(
-        f"SELECT max(max_event_timestamp) FROM {settings.batches_table} WHERE table_name = ?",
-        [settings.lake_table],
+    return one_row(lake.execute(
+        f"SELECT max(max_event_timestamp) FROM {lake.batches_table} WHERE table_name = ?",
+        [lake.table],
     ))[0]
 
 
-def bound_source(con: duckdb.DuckDBPyConnection, settings: Settings) -> str | None:
+def bound_source(lake: Lake) -> str | None:
     """The source this lake table was last loaded from (None before its first recorded batch)."""
-    row = con.execute(
-        f"SELECT source FROM {settings.batches_table} WHERE table_name = ? AND source IS NOT NULL "
-        "ORDER BY promoted_at DESC LIMIT 1", [settings.lake_table]).fetchone()
+    row = lake.execute(
+        f"SELECT source FROM {lake.batches_table} WHERE table_name = ? AND source IS NOT NULL "
+        "ORDER BY promoted_at DESC LIMIT 1", [lake.table]).fetchone()
     return row[0] if row else None
 
 
-def is_recorded(con: duckdb.DuckDBPyConnection, settings: Settings, batch_id: str) -> bool:
-    return bool(one_row(con.execute(
-        f"SELECT count(*) FROM {settings.batches_table} WHERE batch_id = ?", [batch_id]
+def is_recorded(lake: Lake, batch_id: str) -> bool:
+    return bool(one_row(lake.execute(
+        f"SELECT count(*) FROM {lake.batches_table} WHERE batch_id = ?", [batch_id]
     ))[0])
 
 
-def last_arrivals(con: duckdb.DuckDBPyConnection, settings: Settings
+def last_arrivals(lake: Lake
                   ) -> tuple[datetime, datetime, int | None] | None:
     """The latest arrival mark a promoted batch's plan recorded, with that plan's ``upper`` and
     snapshot xmin (None: no batch recorded one — a first load, or a lake loaded without an
     arrival column)."""
-    row = con.execute(
-        f"SELECT arrival_mark, window_upper, snapshot_xmin FROM {settings.batches_table} "
+    row = lake.execute(
+        f"SELECT arrival_mark, window_upper, snapshot_xmin FROM {lake.batches_table} "
         "WHERE table_name = ? AND arrival_mark IS NOT NULL ORDER BY arrival_mark DESC LIMIT 1",
-        [settings.lake_table]).fetchone()
+        [lake.table]).fetchone()
     return (row[0], row[1], row[2]) if row else None
 
 
@@ -87,26 +87,26 @@ def _range_sql(low: datetime | None) -> str:
     return ("event_timestamp > $low AND " if low is not None else "") + "event_timestamp <= $upper"
 
 
-def id_sums(con: duckdb.DuckDBPyConnection, settings: Settings, low: datetime | None, upper: datetime,
+def id_sums(lake: Lake, low: datetime | None, upper: datetime,
             bucket_seconds: int | None = None) -> dict[int, IdSum]:
     """Which ids the events table holds dated in ``(low, upper]``, as (count, checksum) per bucket
     (the lake side of :mod:`pipeline.ops.proof`). Every row counts: an id held twice differs."""
     bucket = id_checksum.duckdb_bucket(bucket_seconds) if bucket_seconds else "0"
-    rows = con.execute(
+    rows = lake.execute(
         f"SELECT bucket, count(*), {id_checksum.duckdb_sums('id')} FROM (SELECT "
         # TRY_CAST: text in a zero-copy lake made by the JDBC reader
-        f"TRY_CAST(event_id AS UUID) AS id, {bucket} AS bucket FROM {settings.events_table} "
+        f"TRY_CAST(event_id AS UUID) AS id, {bucket} AS bucket FROM {lake.events_table} "
         f"WHERE {_range_sql(low)}) GROUP BY bucket", {"upper": upper, **({"low": low} if low else {})}
     ).fetchall()
     return {int(bucket): IdSum.of(count, high, low_sum) for bucket, count, high, low_sum in rows}
 
 
-def ids_in_buckets(con: duckdb.DuckDBPyConnection, settings: Settings, low: datetime | None, upper: datetime,
+def ids_in_buckets(lake: Lake, low: datetime | None, upper: datetime,
                    buckets: list[int], bucket_seconds: int) -> dict[int, Counter[UUID]]:
     """The ids the events table holds dated in ``(low, upper]`` in each of ``buckets``, with how often."""
     bucket = id_checksum.duckdb_bucket(bucket_seconds)
-    rows = con.execute(
-        f"SELECT {bucket}, TRY_CAST(event_id AS UUID), count(*) FROM {settings.events_table} "
+    rows = lake.execute(
+        f"SELECT {bucket}, TRY_CAST(event_id AS UUID), count(*) FROM {lake.events_table} "
         f"WHERE {_range_sql(low)} AND list_contains($buckets, {bucket}) GROUP BY ALL",
         {"buckets": buckets, "upper": upper, **({"low": low} if low else {})}).fetchall()
     found: dict[int, Counter[UUID]] = {b: Counter() for b in buckets}
@@ -116,54 +116,54 @@ def ids_in_buckets(con: duckdb.DuckDBPyConnection, settings: Settings, low: date
     return found
 
 
-def holds_no_row(con: duckdb.DuckDBPyConnection, settings: Settings) -> bool:
+def holds_no_row(lake: Lake) -> bool:
     """Is the events table empty (a first load's lake)?"""
-    return one_row(con.execute(f"SELECT count(*) FROM {settings.events_table}"))[0] == 0
+    return one_row(lake.execute(f"SELECT count(*) FROM {lake.events_table}"))[0] == 0
 
 
-def held_ids(con: duckdb.DuckDBPyConnection, settings: Settings, ids: set[UUID]) -> set[UUID]:
+def held_ids(lake: Lake, ids: set[UUID]) -> set[UUID]:
     """Which of ``ids`` the events table holds, however dated."""
     if not ids:
         return set()
-    rows = con.execute(f"SELECT DISTINCT TRY_CAST(event_id AS UUID) FROM {settings.events_table} "
+    rows = lake.execute(f"SELECT DISTINCT TRY_CAST(event_id AS UUID) FROM {lake.events_table} "
                        "WHERE list_contains($ids, TRY_CAST(event_id AS UUID))", {"ids": list(ids)}).fetchall()
     return {row[0] for row in rows}
 
 
-def quarantined_in_range(con: duckdb.DuckDBPyConnection, settings: Settings, low: datetime | None,
+def quarantined_in_range(lake: Lake, low: datetime | None,
                          upper: datetime) -> dict[UUID, str | None]:
     """Rows set aside for their details (a valid id and time) dated in ``(low, upper]`` that the
     events table does not hold: id -> md5 of the details as set aside (the latest record). The
     lake holds them while the source keeps them as they were (:func:`pipeline.source.stats.unchanged_rows`);
     a row the source fixed is read and loaded again."""
-    rows = con.execute(f"""
+    rows = lake.execute(f"""
         SELECT id, arg_max(md5(details), quarantined_at) FROM (
             SELECT coalesce(TRY_CAST(event_id AS UUID), TRY_CAST(trim(event_id) AS UUID)) AS id,
                    TRY_CAST(event_timestamp AS TIMESTAMPTZ) AS event_timestamp, details, quarantined_at
-            FROM {settings.quarantine_table} WHERE table_name = $table AND reason = $reason)
+            FROM {lake.quarantine_table} WHERE table_name = $table AND reason = $reason)
         WHERE id IS NOT NULL AND {_range_sql(low)}
-          AND id NOT IN (SELECT TRY_CAST(event_id AS UUID) FROM {settings.events_table}
+          AND id NOT IN (SELECT TRY_CAST(event_id AS UUID) FROM {lake.events_table}
                          WHERE event_id IS NOT NULL AND {_range_sql(low)})
-        GROUP BY id""", {"table": settings.lake_table, "reason": REASON_BAD_JSON, "upper": upper,
+        GROUP BY id""", {"table": lake.table, "reason": REASON_BAD_JSON, "upper": upper,
                          **({"low": low} if low else {})}).fetchall()
     return {row_id: digest for row_id, digest in rows}
 
 
-def record(con: duckdb.DuckDBPyConnection, settings: Settings, row: BatchRecord) -> None:
+def record(lake: Lake, row: BatchRecord) -> None:
     values = asdict(row)
-    con.execute(f"INSERT INTO {settings.batches_table} ({', '.join(values)}) "
+    lake.execute(f"INSERT INTO {lake.batches_table} ({', '.join(values)}) "
                 f"VALUES ({', '.join('?' * len(values))})", list(values.values()))
 
 
-def steady_state(con: duckdb.DuckDBPyConnection, settings: Settings, since: datetime) -> dict[str, Any]:
+def steady_state(lake: Lake, since: datetime) -> dict[str, Any]:
     """Loads since ``since``: rows read (staged) per row inserted — about 1 when loads read only
     what arrived, the look-back's multiple when they re-read it — and freshness (seconds from a
     row's arrival to its commit: the median of the loads' p50s, the highest of their p95s)."""
     def totals(freshness: str) -> tuple:
-        return one_row(con.execute(
+        return one_row(lake.execute(
             f"SELECT count(*), sum(rows_staged), sum(rows_inserted), {freshness} FROM "
-            f"{settings.batches_table} WHERE table_name = ? AND promoted_at > ?",
-            [settings.lake_table, since]))
+            f"{lake.batches_table} WHERE table_name = ? AND promoted_at > ?",
+            [lake.table, since]))
 
     try:
         loads, read, inserted, p50, p95, behind = totals(
@@ -176,6 +176,6 @@ def steady_state(con: duckdb.DuckDBPyConnection, settings: Settings, since: date
             "rows_behind_mark": int(behind or 0)}
 
 
-def recent_batches(con: duckdb.DuckDBPyConnection, settings: Settings, limit: int = 5) -> list[dict]:
-    return fetch_dicts(con, f"SELECT * FROM {settings.batches_table} WHERE table_name = ? "
-                       "ORDER BY promoted_at DESC LIMIT ?", [settings.lake_table, limit])
+def recent_batches(lake: Lake, limit: int = 5) -> list[dict]:
+    return fetch_dicts(lake.con, f"SELECT * FROM {lake.batches_table} WHERE table_name = ? "
+                       "ORDER BY promoted_at DESC LIMIT ?", [lake.table, limit])

@@ -20,7 +20,8 @@ from pipeline.lake.attach_sql import (
     source_statements,
     storage_secret_sql,
 )
-from pipeline.lake.schema import ensure_tables
+from pipeline.lake.schema import column_types, ensure_tables
+from pipeline.lake.session import Lake
 from pipeline.process import cancellable
 from pipeline.settings import ResolvedSettings
 from pipeline.settings.catalog import ACCEPTED_FORMS
@@ -60,7 +61,7 @@ def connect(settings: ResolvedSettings, *, read_only: bool = False, snapshot_ver
             con.execute(staging_secret)
         for statement in source_statements(settings.source_dsn) if source else ():
             con.execute(statement)
-        _begin_session(con, settings)
+        _begin_session(con, settings.lake_name, settings.catalog.kind)
     except BaseException:
         con.close()
         raise
@@ -70,8 +71,9 @@ def connect(settings: ResolvedSettings, *, read_only: bool = False, snapshot_ver
 @contextmanager
 def lake_session(settings: ResolvedSettings, *, read_only: bool = False, tables: bool = False,
                  snapshot_version: int | None = None, snapshot_time: str | None = None,
-                 source: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
-    """The lake attached for the block and closed after it, however the block ends; with
+                 source: bool = False) -> Iterator[Lake]:
+    """The lake attached for the block (a :class:`.session.Lake`) and closed after it, however
+    the block ends; with
     ``tables``, the pipeline's tables made (or checked) first, as every writer needs; with
     ``source``, the source Postgres attached read-only as ``src`` (to compare or backfill).
 
@@ -88,9 +90,10 @@ def lake_session(settings: ResolvedSettings, *, read_only: bool = False, tables:
         opened = _shared(settings, read_only, source)
     # a stop request ends a one-shot command's query now (a transaction in flight rolls back)
     with opened as con, cancellable(con.interrupt):
+        lake = Lake.of(con, settings)
         if tables:
-            ensure_tables(con, settings)
-        yield con
+            ensure_tables(lake, column_types(settings.promotion, settings.spark.reader))
+        yield lake
 
 
 @contextmanager
@@ -100,7 +103,7 @@ def _shared(settings: ResolvedSettings, read_only: bool, source: bool) -> Iterat
                             storage=settings.storage, show_secrets=True, read_only=read_only),
            _staging_secret(settings), *(source_statements(settings.source_dsn) if source else ()))
     # a round trip to each Postgres database the instance attached: the catalog, and the source
-    databases = [_metadata_database(settings), *([SOURCE_ALIAS] if source else [])]
+    databases = [_metadata_database(settings.lake_name), *([SOURCE_ALIAS] if source else [])]
     pings = [f"FROM postgres_query({quote_literal(database)}, 'SELECT 1')" for database in databases]
 
     def alive(con: duckdb.DuckDBPyConnection) -> None:
@@ -112,7 +115,7 @@ def _shared(settings: ResolvedSettings, read_only: bool, source: bool) -> Iterat
         if source:  # DuckDB caches an attached Postgres database's tables and columns: the session
             # sees the source as it is now (a column added since), as a freshly attached one did
             con.execute("CALL pg_clear_cache()")
-        _begin_session(con, settings)
+        _begin_session(con, settings.lake_name, settings.catalog.kind)
         yield con
 
 
@@ -121,19 +124,19 @@ def _staging_secret(settings: ResolvedSettings) -> str | None:
                               show_secrets=True, role="staging")
 
 
-def _begin_session(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings) -> None:
+def _begin_session(con: duckdb.DuckDBPyConnection, lake_name: str, catalog_kind: str) -> None:
     """What DuckDB keeps per connection, not per instance: settings and variables."""
     for statement in session_settings():
         con.execute(statement)
     # Lets SQL files reach DuckLake's own metadata tables wherever the catalog keeps them:
     # query('SELECT … FROM ' || getvariable('lake_metadata') || '.ducklake_data_file')
-    schema = settings.lake_name if settings.catalog.kind == "postgres" else "main"
-    con.execute(f"SET VARIABLE lake_metadata = '{_metadata_database(settings)}.{schema}'")
+    schema = lake_name if catalog_kind == "postgres" else "main"
+    con.execute(f"SET VARIABLE lake_metadata = '{_metadata_database(lake_name)}.{schema}'")
 
 
-def _metadata_database(settings: ResolvedSettings) -> str:
+def _metadata_database(lake_name: str) -> str:
     """The catalog database DuckLake attaches beside the lake for its own tables."""
-    return f"__ducklake_metadata_{settings.lake_name}"
+    return f"__ducklake_metadata_{lake_name}"
 
 
 def _attach(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, statement: str, *,

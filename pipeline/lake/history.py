@@ -10,32 +10,31 @@ import duckdb
 
 from pipeline.lake import jobs
 from pipeline.lake.rows import Rows, fetch_dicts
-from pipeline.settings import Settings
+from pipeline.lake.session import Lake
 from pipeline.sqltext import one_row, quote_ident, quote_literal
 
 POINTS = 200  # per series: enough to see a trend, small enough for one page and one scrape
 
 
-def batches(con: duckdb.DuckDBPyConnection, settings: Settings, limit: int = POINTS) -> Rows:
+def batches(lake: Lake, limit: int = POINTS) -> Rows:
     """The last ``limit`` promoted batches, oldest first (every column of ``ops.batches``: a lake
     made before ``freshness_p95`` lacks it until its next load); ``lag_seconds``: how old the
     newest event of a batch was when it became queryable (the lake's freshness at that moment)."""
-    return fetch_dicts(con, f"""
+    return fetch_dicts(lake.con, f"""
         SELECT * FROM (
             SELECT *, epoch(promoted_at) - epoch(max_event_timestamp) AS lag_seconds
-            FROM {settings.batches_table} WHERE table_name = ?
+            FROM {lake.batches_table} WHERE table_name = ?
             ORDER BY promoted_at DESC LIMIT ?)
-        ORDER BY promoted_at""", [settings.lake_table, limit])
+        ORDER BY promoted_at""", [lake.table, limit])
 
 
-def snapshots(con: duckdb.DuckDBPyConnection, settings: Settings, limit: int = POINTS) -> Rows:
+def snapshots(lake: Lake, limit: int = POINTS) -> Rows:
     """The last ``limit`` snapshots, oldest first, with the number of snapshots kept up to each
     (expiry removes old ones) and the data files live in each (compaction lowers it)."""
-    lake = settings.lake_name
-    return fetch_dicts(con, f"""
+    return fetch_dicts(lake.con, f"""
         WITH kept AS (SELECT snapshot_id, snapshot_time,
                              row_number() OVER (ORDER BY snapshot_id) AS snapshots_kept
-                      FROM {lake}.snapshots()),
+                      FROM {lake.name}.snapshots()),
              recent AS (SELECT * FROM kept ORDER BY snapshot_id DESC LIMIT ?),
              files AS (FROM query('SELECT begin_snapshot, end_snapshot FROM '
                                   || getvariable('lake_metadata') || '.ducklake_data_file'))
@@ -45,13 +44,13 @@ def snapshots(con: duckdb.DuckDBPyConnection, settings: Settings, limit: int = P
         FROM recent r ORDER BY r.snapshot_id""", [limit])
 
 
-def expiries(con: duckdb.DuckDBPyConnection, settings: Settings) -> Rows:
+def expiries(lake: Lake) -> Rows:
     """When snapshots were expired, and which (from the job history: expire and maintain jobs);
     expired snapshots are gone from the catalog, so this is how a chart can show them dropping."""
-    table = jobs.source(con, settings)
+    table = jobs.source(lake)
     if table is None:
         return []
-    rows = fetch_dicts(con, f"""
+    rows = fetch_dicts(lake.con, f"""
         SELECT finished_at, CAST(details AS VARCHAR) AS details FROM {table}
         WHERE job IN ('expire', 'maintain') AND status = 'success'
           AND CAST(details AS VARCHAR) LIKE '%snapshots_expired%' ORDER BY finished_at""")
@@ -63,11 +62,11 @@ def expiries(con: duckdb.DuckDBPyConnection, settings: Settings) -> Rows:
     return found
 
 
-def job_runs(con: duckdb.DuckDBPyConnection, settings: Settings, limit: int = 50) -> Rows:
+def job_runs(lake: Lake, limit: int = 50) -> Rows:
     """The last ``limit`` job runs, newest first."""
-    return fetch_dicts(con, f"""
+    return fetch_dicts(lake.con, f"""
         SELECT job, status, started_at, finished_at, {_SECONDS} AS seconds, {_LOADS} AS loads, error, host
-        FROM {jobs.source(con, settings)} ORDER BY finished_at DESC LIMIT ?""", [limit])
+        FROM {jobs.source(lake)} ORDER BY finished_at DESC LIMIT ?""", [limit])
 
 
 # a follower's record stands for many loads (details.loads, details.loads_succeeded) and says how
@@ -79,23 +78,23 @@ _SECONDS = ("coalesce(TRY_CAST(json_extract_string(details, '$.seconds') AS DOUB
             "epoch(finished_at) - epoch(started_at))")
 
 
-def job_totals(con: duckdb.DuckDBPyConnection, settings: Settings) -> Rows:
+def job_totals(lake: Lake) -> Rows:
     """Per job: runs by status, the last success, and the last run's duration."""
-    return fetch_dicts(con, f"""
+    return fetch_dicts(lake.con, f"""
         SELECT job,
                sum({_SUCCEEDED}) AS succeeded,
                count(*) FILTER (status = 'failed') AS failed,
                count(*) FILTER (status NOT IN ('success', 'failed')) AS other,
                max(finished_at) FILTER (status = 'success') AS last_success,
                arg_max({_SECONDS}, finished_at) AS last_seconds
-        FROM {jobs.source(con, settings)} GROUP BY job ORDER BY job""")
+        FROM {jobs.source(lake)} GROUP BY job ORDER BY job""")
 
 
-def rows_loaded(con: duckdb.DuckDBPyConnection, settings: Settings) -> tuple[int, int]:
+def rows_loaded(lake: Lake) -> tuple[int, int]:
     """Rows inserted by every batch ever promoted, and the number of batches."""
-    inserted, count = one_row(con.execute(
-        f"SELECT coalesce(sum(rows_inserted), 0), count(*) FROM {settings.batches_table} "
-        "WHERE table_name = ?", [settings.lake_table]))
+    inserted, count = one_row(lake.execute(
+        f"SELECT coalesce(sum(rows_inserted), 0), count(*) FROM {lake.batches_table} "
+        "WHERE table_name = ?", [lake.table]))
     return int(inserted), int(count)
 
 

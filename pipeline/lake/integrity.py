@@ -12,15 +12,13 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 
-import duckdb
-
 from pipeline import actions
 from pipeline.errors import ConfigError
 from pipeline.lake.identity import lake_id, table_names
 from pipeline.lake.ownership import MARKER, read_claim
-from pipeline.settings import ResolvedSettings
+from pipeline.lake.session import Lake
 from pipeline.sqltext import quote_literal
-from pipeline.staging.location import Folder, data_dir, split_uri
+from pipeline.storage.folder import Folder, split_uri
 
 SHOWN = 3  # damaged files named in a message; the count says how many more
 
@@ -51,15 +49,15 @@ class Integrity:
                 "marker_problem": self.marker_problem}
 
 
-def registered_files(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings,
+def registered_files(lake: Lake,
                      tables: set[tuple[str, str]]) -> dict[str, int]:
     """Every data and delete file of ``tables`` in the current snapshot: path and recorded size."""
     files: dict[str, int] = {}
-    lake = quote_literal(settings.lake_name)
+    name = quote_literal(lake.name)
     for schema, table in tables:
-        rows = con.execute(
+        rows = lake.execute(
             f"SELECT data_file, data_file_size_bytes, delete_file, delete_file_size_bytes "
-            f"FROM ducklake_list_files({lake}, {quote_literal(table)}, schema => {quote_literal(schema)})"
+            f"FROM ducklake_list_files({name}, {quote_literal(table)}, schema => {quote_literal(schema)})"
         ).fetchall()
         for data, data_size, delete, delete_size in rows:
             files[data] = int(data_size)
@@ -87,26 +85,26 @@ def damaged(registered: dict[str, int], present: dict[str, int], root: str) -> l
     return found
 
 
-def check(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings,
+def check(lake: Lake,
           tables: set[tuple[str, str]] | None = None) -> Integrity:
     """``tables``: the lake's tables when the caller has read them already."""
-    tables = table_names(con, settings) if tables is None else tables
-    folder = data_dir(settings)
-    registered = registered_files(con, settings, tables)
+    tables = table_names(lake) if tables is None else tables
+    folder = lake.data_folder
+    registered = registered_files(lake, tables)
     broken = damaged(registered, present_files(folder), folder.path.rstrip("/") + "/")
     # no identity yet, no marker yet
-    identified = (settings.ops_schema, "lake_identity") in tables
-    return Integrity(len(registered), broken, _marker_problem(con, settings, folder) if identified else None)
+    identified = (lake.ops_schema, "lake_identity") in tables
+    return Integrity(len(registered), broken, _marker_problem(lake, folder) if identified else None)
 
 
-def _marker_problem(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, folder: Folder) -> str | None:
+def _marker_problem(lake: Lake, folder: Folder) -> str | None:
     try:
         claim = read_claim(folder)
     except (ConfigError, OSError) as exc:  # an unreadable marker is the finding, not a crash of --status
         return str(exc).splitlines()[0]
     if claim is None:
         return None  # a lake from before markers, or one whose marker is written by its next run
-    identity = lake_id(con, settings)
+    identity = lake_id(lake)
     if claim.lake_id != identity:
         return (f"the data folder's marker {folder.uri(MARKER)} names another lake ({claim.lake_name}, "
                 f"id {claim.lake_id}; this lake is {identity}): every writing command stops until it "

@@ -25,9 +25,10 @@ import duckdb
 from pipeline.errors import LakeNotCreated, first_line, is_transient, scrub_secrets
 from pipeline.lake.connect import lake_session
 from pipeline.lake.rows import fetch_dicts
+from pipeline.lake.session import Lake
 from pipeline.logs import process_name
 from pipeline.process import stop_signal
-from pipeline.settings import ResolvedSettings, Settings
+from pipeline.settings import ResolvedSettings
 from pipeline.sqltext import one_row
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,7 @@ class JobStatus(StrEnum):
 
 def record(settings: ResolvedSettings, run_id: str, job: str, started: datetime, finished: datetime,
            status: JobStatus, error: str | None = None, details: Mapping[str, object] | None = None,
-           lake: duckdb.DuckDBPyConnection | None = None) -> bool:
+           lake: Lake | None = None) -> bool:
     """Append one history row (through ``lake``, the job's own open session, else a session of
     its own — also when the job's session failed, as a lost catalog connection does); returns
     False (and logs) when the catalog cannot be reached, since failing to write history must
@@ -52,8 +53,8 @@ def record(settings: ResolvedSettings, run_id: str, job: str, started: datetime,
     row = [run_id, job, started, finished, status, error, json.dumps(details or {}, default=str),
            process_name()]
 
-    def insert(con: duckdb.DuckDBPyConnection) -> None:
-        con.execute(f"INSERT INTO {ensure_table(con, settings)} VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
+    def insert(into: Lake) -> None:
+        into.execute(f"INSERT INTO {ensure_table(into)} VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
 
     if lake is not None:
         with contextlib.suppress(Exception):
@@ -62,8 +63,8 @@ def record(settings: ResolvedSettings, run_id: str, job: str, started: datetime,
     try:
         # not tables=True: a run that failed because the lake's tables or data folder could not be
         # made (a refused data path) is recorded all the same, in the catalog's job history
-        with lake_session(settings) as con:
-            insert(con)
+        with lake_session(settings) as own:
+            insert(own)
         return True
     except Exception as exc:  # noqa: BLE001  a catalog away, a dying connection: the job's outcome is logged already
         away = is_transient(exc)
@@ -105,7 +106,7 @@ class ManualRun:
 
 @contextmanager
 def recorded(settings: ResolvedSettings, job: str | None,
-             lake: duckdb.DuckDBPyConnection | None = None) -> Iterator[ManualRun]:
+             lake: Lake | None = None) -> Iterator[ManualRun]:
     """Record the block as one manual run of ``job`` (None: record nothing): ``failed`` with the
     error's first line if it raises, or with the reason the block gave :meth:`ManualRun.fail` (it
     finished but did not succeed: a batch was set aside), else ``success`` with the details.
@@ -151,45 +152,43 @@ def _exists(con: duckdb.DuckDBPyConnection, qualified: str) -> bool:
         return False
 
 
-def source(con: duckdb.DuckDBPyConnection, settings: Settings) -> str | None:
+def source(lake: Lake) -> str | None:
     """The table holding the history (the catalog's, else an old lake's ``ops.jobs``), or None."""
-    for table in (_metadata_table(con), f"{settings.lake_name}.{settings.ops_schema}.jobs"):
-        if _exists(con, table):
+    for table in (_metadata_table(lake.con), lake.ops("jobs")):
+        if _exists(lake.con, table):
             return table
     return None
 
 
-def ensure_table(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings) -> str:
+def ensure_table(lake: Lake) -> str:
     """The history table in the catalog database, made (and filled from ``ops.jobs``) if missing."""
-    from pipeline.lake import locks
-
-    table = _metadata_table(con)
-    if _exists(con, table):
+    table = _metadata_table(lake.con)
+    if _exists(lake.con, table):
         return table
-    with locks.hold(settings, "setup"):  # two first records at once: one creates, one waits
-        if not _exists(con, table):
-            con.execute(f"CREATE TABLE {table} ({COLUMNS})")
-            legacy = f"{settings.lake_name}.{settings.ops_schema}.jobs"
-            if _exists(con, legacy):
-                con.execute(f"INSERT INTO {table} SELECT run_id, job, started_at, finished_at, status, "
+    with lake.lock("setup"):  # two first records at once: one creates, one waits
+        if not _exists(lake.con, table):
+            lake.execute(f"CREATE TABLE {table} ({COLUMNS})")
+            legacy = lake.ops("jobs")
+            if _exists(lake.con, legacy):
+                lake.execute(f"INSERT INTO {table} SELECT run_id, job, started_at, finished_at, status, "
                             f"error, CAST(details AS VARCHAR), host FROM {legacy}")
     return table
 
 
-def last_runs(con: duckdb.DuckDBPyConnection, settings: Settings) -> list[dict[str, Any]]:
+def last_runs(lake: Lake) -> list[dict[str, Any]]:
     """The latest run of each job, newest first."""
-    table = source(con, settings)
+    table = source(lake)
     if table is None:
         return []
-    return fetch_dicts(con, f"SELECT job, status, started_at, finished_at, error, details FROM {table} "
+    return fetch_dicts(lake.con, f"SELECT job, status, started_at, finished_at, error, details FROM {table} "
                        "QUALIFY row_number() OVER (PARTITION BY job ORDER BY finished_at DESC) = 1 "
                        "ORDER BY finished_at DESC")
 
 
-def last_success(con: duckdb.DuckDBPyConnection, settings: Settings, job: str) -> datetime | None:
+def last_success(lake: Lake, job: str) -> datetime | None:
     """When ``job`` last finished successfully (a scheduled or a manual run)."""
-    table = source(con, settings)
+    table = source(lake)
     if table is None:
         return None
-    return one_row(con.execute(f"SELECT max(finished_at) FROM {table} "
+    return one_row(lake.execute(f"SELECT max(finished_at) FROM {table} "
                                "WHERE job = ? AND status = 'success'", [job]))[0]

@@ -41,6 +41,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from pipeline.errors import CatalogUnavailable, LockBusy, service_error
 from pipeline.settings import ResolvedSettings, Settings
+from pipeline.settings.catalog import CatalogSpec
 from pipeline.sqltext import one_row
 
 log = logging.getLogger(__name__)
@@ -60,7 +61,12 @@ def lock_key(name: str) -> int:
 
 
 def lock_name(settings: Settings, job: str) -> str:
-    return f"event-lake:{settings.lake_name}:{settings.lake_table}:{job}"
+    return named(settings.lake_name, settings.lake_table, job)
+
+
+def named(lake_name: str, table: str, job: str) -> str:
+    """The lock for ``job`` on one table of one lake."""
+    return f"event-lake:{lake_name}:{table}:{job}"
 
 
 class Lease:
@@ -89,8 +95,13 @@ def hold(settings: ResolvedSettings, job: str, *, timeout: float | None = None) 
 
     Raises :class:`LockBusy` when the wait runs out.
     """
-    name = lock_name(settings, job)
-    catalog = settings.catalog
+    with hold_named(settings.catalog, lock_name(settings, job), job, timeout=timeout) as lease:
+        yield lease
+
+
+@contextmanager
+def hold_named(catalog: CatalogSpec, name: str, job: str, *, timeout: float | None = None) -> Iterator[Lease]:
+    """Hold lock ``name`` (see :func:`named`) in ``catalog``: its Postgres, or a lock file beside it."""
     if catalog.pg is not None:
         with _advisory(catalog.pg.conninfo(), name, timeout, catalog.describe()) as lease:
             yield lease

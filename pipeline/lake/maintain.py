@@ -20,12 +20,13 @@ import duckdb
 from pipeline import staging
 from pipeline.lake import jobs, locks, ownership
 from pipeline.lake.connect import lake_session
+from pipeline.lake.session import Lake
 from pipeline.lake.transaction import transaction
 from pipeline.progress import Progress
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.settings.durations import format_duration
 from pipeline.sqltext import one_row
-from pipeline.staging.location import Folder, data_dir, split_uri
+from pipeline.storage.folder import Folder, split_uri
 
 log = logging.getLogger(__name__)
 
@@ -64,22 +65,22 @@ class MaintenanceReport:
                 f"{self.seconds:.1f}s")
 
 
-def data_file_count(con: duckdb.DuckDBPyConnection, settings: Settings) -> int:
-    return one_row(con.execute(
-        "SELECT coalesce(sum(file_count), 0) FROM ducklake_table_info(?)", [settings.lake_name]
+def data_file_count(lake: Lake) -> int:
+    return one_row(lake.execute(
+        "SELECT coalesce(sum(file_count), 0) FROM ducklake_table_info(?)", [lake.name]
     ))[0]
 
 
 SMALL_FILE_BYTES = 16 * 2**20  # a file smaller than this is one merging would fold into its neighbours
 
 
-def unmerged_files(con: duckdb.DuckDBPyConnection, settings: Settings) -> int:
+def unmerged_files(lake: Lake) -> int:
     """Small data files beyond one per partition folder: about what merging folds away (a group-by
     over 10k unmerged files ran 26x slower than over the same rows merged)."""
-    return one_row(con.execute(
+    return one_row(lake.execute(
         "SELECT count(*) - count(DISTINCT regexp_replace(data_file, '/[^/]*$', '')) "
         "FROM ducklake_list_files(?, ?) WHERE data_file_size_bytes < ?",
-        [settings.lake_name, settings.lake_table, SMALL_FILE_BYTES]))[0]
+        [lake.name, lake.table, SMALL_FILE_BYTES]))[0]
 
 
 def compaction_due(files_to_merge: int, settings: Settings) -> bool:
@@ -106,50 +107,50 @@ def _size(folder: Folder, uri: str) -> int:
     return info.size if info.type == pafs.FileType.File and info.size is not None else 0
 
 
-def expire(con: duckdb.DuckDBPyConnection, settings: Settings, retention: timedelta,
+def expire(lake: Lake, retention: timedelta,
            dry_run: bool, report: MaintenanceReport) -> None:
     """Expire snapshots older than ``retention`` (the latest snapshot is never expired)."""
-    rows = con.execute(
+    rows = lake.execute(
         f"CALL ducklake_expire_snapshots(?, dry_run => ?, older_than => {_older_than(retention)})",
-        [settings.lake_name, dry_run]).fetchall()
+        [lake.name, dry_run]).fetchall()
     report.snapshots_expired = sorted(r[0] for r in rows)
 
 
-def _planned_merge(con: duckdb.DuckDBPyConnection, settings: Settings) -> int:
+def _planned_merge(lake: Lake) -> int:
     """Files after merging, estimated as one file per partition folder (for --dry-run)."""
-    files = [r[0] for r in con.execute(
+    files = [r[0] for r in lake.execute(
         "SELECT data_file FROM ducklake_list_files(?, ?)",
-        [settings.lake_name, settings.lake_table]).fetchall()]
+        [lake.name, lake.table]).fetchall()]
     folders = Counter(path.rsplit("/", 1)[0] for path in files)
     return len(folders)
 
 
-def compact(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, dry_run: bool,
-            report: MaintenanceReport, delete_grace: timedelta = DELETE_GRACE,
-            step: Callable[[str], None] = lambda _: None) -> None:
-    """Flush inlined rows, merge adjacent small files, delete unreferenced and orphaned files.
+def compact(lake: Lake, staged: Folder, dry_run: bool, report: MaintenanceReport,
+            delete_grace: timedelta = DELETE_GRACE, step: Callable[[str], None] = lambda _: None) -> None:
+    """Flush inlined rows, merge adjacent small files, delete unreferenced and orphaned files
+    (never a file a batch staged in ``staged`` will register).
 
     Needs no retention of its own: only files of already-expired snapshots are unreferenced."""
     if dry_run:
-        report.files_before = data_file_count(con, settings)
-        report.files_after = _planned_merge(con, settings)
+        report.files_before = data_file_count(lake)
+        report.files_after = _planned_merge(lake)
     else:
         step("flushing inlined rows")
         # each in a transaction of its own with a commit message: --snapshots showed compaction's
         # snapshots without author or message
-        with transaction(con, settings.lake_name, "maintenance: flush inlined rows to files"):
-            flushed = con.execute("CALL ducklake_flush_inlined_data(?)", [settings.lake_name]).fetchall()
+        with transaction(lake, "maintenance: flush inlined rows to files"):
+            flushed = lake.execute("CALL ducklake_flush_inlined_data(?)", [lake.name]).fetchall()
         report.inlined_rows_flushed = int(sum(r[2] for r in flushed))
-        report.files_before = data_file_count(con, settings)  # after the flush: what merging sees
+        report.files_before = data_file_count(lake)  # after the flush: what merging sees
         step(f"merging {report.files_before} data files")
-        with transaction(con, settings.lake_name, "maintenance: merge adjacent data files"):
-            con.execute("CALL ducklake_merge_adjacent_files(?)", [settings.lake_name]).fetchall()
-        report.files_after = data_file_count(con, settings)
+        with transaction(lake, "maintenance: merge adjacent data files"):
+            lake.execute("CALL ducklake_merge_adjacent_files(?)", [lake.name]).fetchall()
+        report.files_after = data_file_count(lake)
     # zero-copy files a staged batch will register are not in the catalog yet, but not orphans
-    pending = staging.pending_lake_files(staging.table_dir(settings))
-    folder = data_dir(settings)
+    pending = staging.pending_lake_files(staged)
+    folder = lake.data_folder
     step("finding unreferenced files")
-    unreferenced = _planned(con, settings, "ducklake_cleanup_old_files", _older_than(delete_grace))
+    unreferenced = _planned(lake, "ducklake_cleanup_old_files", _older_than(delete_grace))
     kept = [p for p in unreferenced if p in pending]
     unreferenced = [p for p in unreferenced if p not in pending]
     sizes = sum(_size(folder, p) for p in unreferenced)  # before they are gone (it reported 0 bytes)
@@ -157,14 +158,14 @@ def compact(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, dry_run:
         if kept:  # DuckLake deletes all it found: delete only the truly unreferenced, one by one
             _delete_files(folder, unreferenced)
         else:  # DuckLake also forgets them in its catalog
-            con.execute(f"CALL ducklake_cleanup_old_files(?, dry_run => false, "
-                        f"older_than => {_older_than(delete_grace)})", [settings.lake_name]).fetchall()
+            lake.execute(f"CALL ducklake_cleanup_old_files(?, dry_run => false, "
+                        f"older_than => {_older_than(delete_grace)})", [lake.name]).fetchall()
     step("finding orphaned files")
     # DuckLake lists every Parquet file under the data path that its catalog does not know,
     # other lakes' files included: only this lake's own table folders are ever cleaned
     orphans = ownership.deletable_orphans(
-        _planned(con, settings, "ducklake_delete_orphaned_files", _older_than(ORPHAN_GRACE)),
-        ownership.own_table_folders(con, settings), ownership.foreign_markers(folder))
+        _planned(lake, "ducklake_delete_orphaned_files", _older_than(ORPHAN_GRACE)),
+        ownership.own_table_folders(lake), ownership.foreign_markers(folder))
     orphans = [p for p in orphans if p not in pending]
     sizes += sum(_size(folder, p) for p in orphans)
     if not dry_run:
@@ -180,16 +181,16 @@ def compact(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, dry_run:
 LISTING_ATTEMPTS = 5
 
 
-def _planned(con: duckdb.DuckDBPyConnection, settings: Settings, function: str, older_than: str) -> list[str]:
+def _planned(lake: Lake, function: str, older_than: str) -> list[str]:
     call = f"CALL {function}(?, dry_run => true, older_than => {older_than})"
     for attempt in range(1, LISTING_ATTEMPTS):
         try:
-            return [r[0] for r in con.execute(call, [settings.lake_name]).fetchall()]
+            return [r[0] for r in lake.execute(call, [lake.name]).fetchall()]
         except duckdb.IOException as exc:
             if "No such file or directory" not in str(exc):
                 raise
             time.sleep(0.1 * attempt)
-    return [r[0] for r in con.execute(call, [settings.lake_name]).fetchall()]  # the last try's error is ours
+    return [r[0] for r in lake.execute(call, [lake.name]).fetchall()]  # the last try's error is ours
 
 
 def _delete_files(folder: Folder, uris: list[str]) -> None:
@@ -205,14 +206,14 @@ def run_maintenance(settings: ResolvedSettings, retention: timedelta, *, dry_run
     started = time.monotonic()
     report = MaintenanceReport(dry_run=dry_run, retention=format_duration(retention))
     meter = Progress("maintenance" + (" (dry run)" if dry_run else ""))
-    with lake_session(settings, tables=True) as con, meter.ticking():
+    with lake_session(settings, tables=True) as lake, meter.ticking():
         if "expire" in steps:
             meter.step(f"expiring snapshots older than {format_duration(retention)}")
-            expire(con, settings, retention, dry_run, report)
+            expire(lake, retention, dry_run, report)
         if "compact" in steps:
-            compact(con, settings, dry_run, report, delete_grace, meter.step)
+            compact(lake, staging.table_dir(settings), dry_run, report, delete_grace, meter.step)
         else:
-            report.files_before = report.files_after = data_file_count(con, settings)
+            report.files_before = report.files_after = data_file_count(lake)
     report.seconds = time.monotonic() - started
     meter.finish(note=f"data files {report.files_before} -> {report.files_after}")
     return report

@@ -21,14 +21,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import duckdb
-
 from pipeline.errors import ConfigError
 from pipeline.lake.identity import lake_id, table_names
+from pipeline.lake.session import Lake, data_folder
 from pipeline.settings import ResolvedSettings
+from pipeline.settings.catalog import CatalogSpec
 from pipeline.settings.resolve import DATA_FOLDER_MARKER as MARKER
 from pipeline.sqltext import one_row
-from pipeline.staging.location import Folder, data_dir, split_uri
+from pipeline.storage.folder import Folder, split_uri
 
 # data folders this process has already seen to be its lake's: (data path, lake id)
 _claimed: set[tuple[str, str]] = set()
@@ -43,8 +43,8 @@ class Claim:
     catalog: str
 
     @classmethod
-    def of(cls, settings: ResolvedSettings, identity: str) -> Claim:
-        return cls(identity, settings.lake_name, settings.catalog.describe())
+    def of(cls, lake_name: str, catalog: CatalogSpec, identity: str) -> Claim:
+        return cls(identity, lake_name, catalog.describe())
 
     @classmethod
     def parse(cls, text: str) -> Claim | None:
@@ -78,37 +78,37 @@ def read_claim(folder: Folder) -> Claim | None:
     return claim
 
 
-def _refuse(settings: ResolvedSettings, claim: Claim) -> DataFolderClaimed:
-    same_name = claim.lake_name == settings.lake_name and claim.catalog == settings.catalog.describe()
+def _refuse(data_path: str, lake_name: str, catalog: CatalogSpec, claim: Claim) -> DataFolderClaimed:
+    same_name = claim.lake_name == lake_name and claim.catalog == catalog.describe()
     whose = ("an earlier lake of the same name and catalog (the catalog was recreated since; its files "
              "are not in this catalog)" if same_name else
              f"the lake {claim.lake_name} (catalog {claim.catalog})")
     return DataFolderClaimed(
-        f"DUCKLAKE_DATA_PATH={settings.data_path} belongs to {whose}; lake {settings.lake_name} "
-        f"(catalog {settings.catalog.describe()}) stopped before touching it.",
+        f"DUCKLAKE_DATA_PATH={data_path} belongs to {whose}; lake {lake_name} "
+        f"(catalog {catalog.describe()}) stopped before touching it.",
         "Give each lake a data folder of its own (set DUCKLAKE_DATA_PATH), or point DUCKLAKE_CATALOG and "
         "DUCKLAKE_NAME at the lake that owns this folder.")
 
 
-def claim(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings) -> None:
+def claim(lake: Lake) -> None:
     """Make sure the data folder is this lake's: claim it if unclaimed, stop if another lake's.
 
     A lake without its ops tables yet (an ad-hoc ``--sql --write`` on a new lake) has no
     identity to claim with: it may use an unclaimed folder but never a claimed one.
     """
-    has_identity = (settings.ops_schema, "lake_identity") in table_names(con, settings)
-    identity = lake_id(con, settings) if has_identity else None
-    if identity is not None and (settings.data_path, identity) in _claimed:
+    has_identity = (lake.ops_schema, "lake_identity") in table_names(lake)
+    identity = lake_id(lake) if has_identity else None
+    if identity is not None and (lake.data_path, identity) in _claimed:
         return
-    folder = data_dir(settings)
+    folder = lake.data_folder
     found = read_claim(folder)
     if found is None and identity is not None:
-        _refuse_if_not_empty(con, settings, folder)
-        found = _write_once(folder, Claim.of(settings, identity))
+        _refuse_if_not_empty(lake, folder)
+        found = _write_once(folder, Claim.of(lake.name, lake.catalog, identity))
     if found is not None and found.lake_id != identity:
-        raise _refuse(settings, found)
+        raise _refuse(lake.data_path, lake.name, lake.catalog, found)
     if identity is not None:
-        _claimed.add((settings.data_path, identity))
+        _claimed.add((lake.data_path, identity))
 
 
 def catalog_holds_lake(settings: ResolvedSettings) -> bool:
@@ -127,12 +127,12 @@ def refuse_before_creating(settings: ResolvedSettings) -> None:
     """A lake not in its catalog yet is created by its first ATTACH, which also records its data
     path there: on a folder another lake's marker claims, stop before that, so nothing is left
     in the catalog bound to someone else's folder."""
-    found = read_claim(data_dir(settings))
+    found = read_claim(data_folder(settings))
     if found is not None and not catalog_holds_lake(settings):
-        raise _refuse(settings, found)
+        raise _refuse(settings.data_path, settings.lake_name, settings.catalog, found)
 
 
-def _refuse_if_not_empty(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, folder: Folder) -> None:
+def _refuse_if_not_empty(lake: Lake, folder: Folder) -> None:
     """A lake claims only a new or empty folder, or one holding only files named as a lake writes
     them (its own, from before markers existed): its maintenance deletes files its catalog never
     listed, so a user's own files must never end up below its data path."""
@@ -144,8 +144,8 @@ def _refuse_if_not_empty(con: duckdb.DuckDBPyConnection, settings: ResolvedSetti
     shown = ", ".join(posixpath.relpath(p, folder.path) for p in sorted(others)[:3])
     more = f" and {len(others) - 3} more" if len(others) > 3 else ""
     raise ConfigError(
-        f"DUCKLAKE_DATA_PATH={settings.data_path} already holds files this lake did not write "
-        f"({shown}{more}), and no lake's marker ({MARKER}) claims it. Lake {settings.lake_name} claims "
+        f"DUCKLAKE_DATA_PATH={lake.data_path} already holds files this lake did not write "
+        f"({shown}{more}), and no lake's marker ({MARKER}) claims it. Lake {lake.name} claims "
         "only a new or empty folder: its maintenance deletes files there that its catalog never listed. "
         "Nothing was written.",
         "Point DUCKLAKE_DATA_PATH at a new or empty folder of the lake's own (or move those files out).")
@@ -182,13 +182,13 @@ def foreign_markers(folder: Folder) -> list[str]:
     return [(f"{scheme}://{path}" if scheme else path).rstrip("/") + "/" for path in found]
 
 
-def own_table_folders(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings) -> list[str]:
+def own_table_folders(lake: Lake) -> list[str]:
     """Every folder the lake's catalog ever put a table's files in (dropped tables included)."""
-    metadata = one_row(con.execute("SELECT getvariable('lake_metadata')"))[0]
-    rows = con.execute(
+    metadata = one_row(lake.execute("SELECT getvariable('lake_metadata')"))[0]
+    rows = lake.execute(
         f"SELECT s.path, s.path_is_relative, t.path, t.path_is_relative FROM {metadata}.ducklake_table t "
         f"JOIN {metadata}.ducklake_schema s USING (schema_id)").fetchall()
-    root = settings.data_path if settings.data_path.endswith("/") else settings.data_path + "/"
+    root = lake.data_path if lake.data_path.endswith("/") else lake.data_path + "/"
     folders = set()
     for schema_path, schema_relative, table_path, table_relative in rows:
         schema_dir = root + schema_path if schema_relative else schema_path

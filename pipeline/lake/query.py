@@ -31,10 +31,10 @@ from pipeline.errors import CatalogUnavailable, ConfigError, PipelineError, firs
 from pipeline.lake import catalog_reader, ownership, statement_judge
 from pipeline.lake.connect import connect, not_created
 from pipeline.lake.sandbox import refused_hint, refused_message, sandbox_statements
+from pipeline.lake.session import Lake
 from pipeline.settings import ResolvedSettings
 from pipeline.settings.pgdsn import PgDsn
 from pipeline.sqltext import quote_ident
-from pipeline.staging.location import data_dir
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -372,8 +372,9 @@ def open_session(settings: ResolvedSettings, *, write: bool = False, at_version:
         # snapshots(), table_changes('events', …)) resolve in it, whatever DUCKLAKE_NAME is
         con.execute(f"USE {quote_ident(settings.lake_name)}")
         if write:
-            ownership.claim(con, settings)  # a write session never writes into another lake's folder
-            data_dir(settings).make(exist_ok=True)  # the sandbox lets DuckDB write below it, not create it
+            lake = Lake.of(con, settings)
+            ownership.claim(lake)  # a write session never writes into another lake's folder
+            lake.data_folder.make(exist_ok=True)  # the sandbox lets DuckDB write below it, not create it
         catalog = settings.catalog
         for statement in sandbox_statements(
                 data_path=settings.data_path, catalog_file=str(catalog.path) if catalog.path else None,

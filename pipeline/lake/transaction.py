@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import duckdb
 
+from pipeline.lake.session import Lake
+
 AUTHOR = "event-lake"
 
 
@@ -27,9 +29,9 @@ class Transaction:
 
 
 @contextlib.contextmanager
-def transaction(con: duckdb.DuckDBPyConnection, lake_name: str, message: str,
-                extra_info: str | None = None) -> Iterator[Transaction]:
+def transaction(lake: Lake, message: str, extra_info: str | None = None) -> Iterator[Transaction]:
     """BEGIN, set the commit message, run the body, COMMIT; ROLLBACK on any exception."""
+    con, lake_name = lake.con, lake.name
     con.execute("BEGIN")
     tx = Transaction(con)
     try:
@@ -48,13 +50,13 @@ def transaction(con: duckdb.DuckDBPyConnection, lake_name: str, message: str,
 
 
 @contextlib.contextmanager
-def one_read(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+def one_read(lake: Lake) -> Iterator[None]:
     """The body's reads in one transaction: one view of the lake (DuckLake reads its catalog's
     snapshot once per transaction, so a plan's few reads cost one round of catalog queries, not
     one each), ended with ROLLBACK: a read commits nothing."""
-    con.execute("BEGIN")
+    lake.execute("BEGIN")
     try:
         yield
     finally:
         with contextlib.suppress(duckdb.Error):
-            con.execute("ROLLBACK")
+            lake.execute("ROLLBACK")

@@ -68,7 +68,8 @@ def compare(settings: ResolvedSettings, upper: datetime | None = None) -> Compar
     """Fingerprint lake and source up to ``upper`` (default: the source's clock, so future-dated
     events, which wait until due, do not count as missing)."""
     meter = Progress("comparing lake and source")  # 15-20 s of silence on 2-3M rows otherwise
-    with lake_session(settings, read_only=True, source=True) as con, meter.ticking():
+    with lake_session(settings, read_only=True, source=True) as opened, meter.ticking():
+        con = opened.con
         meter.step("reading the source's clock")
         [[now, zone]] = con.execute(f"SELECT * FROM postgres_query('{SOURCE_ALIAS}', "
                                     "'SELECT now(), current_setting(''TimeZone'')')").fetchall()
@@ -79,7 +80,7 @@ def compare(settings: ResolvedSettings, upper: datetime | None = None) -> Compar
         con.execute(f"SET TimeZone = {quote_literal(zone)}")
         source_table = f"{SOURCE_ALIAS}.{quote_qualified(settings.source_table)}"
         source_relation = f"({validate.loadable_sql(True, source_table)})"
-        quarantined = quarantined_rows(con, settings)
+        quarantined = quarantined_rows(opened)
         meter.step("fingerprinting the lake (count, ids, checksum)")
         lake = fingerprint(con, settings.events_table, upper)
         meter.step("fingerprinting the source")

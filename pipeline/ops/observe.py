@@ -11,13 +11,12 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-import duckdb
-
 from pipeline import waiting
 from pipeline.errors import LakeNotCreated, first_line, scrub_secrets
 from pipeline.lake import history, jobs
 from pipeline.lake.connect import lake_session
 from pipeline.lake.identity import table_names
+from pipeline.lake.session import Lake
 from pipeline.ops import health
 from pipeline.ops.status import Status, collect
 from pipeline.settings import ResolvedSettings
@@ -66,21 +65,21 @@ def through_outage(last: Observation, failed: Observation) -> Observation:
 
 def _series(settings: ResolvedSettings) -> dict[str, Any]:
     try:
-        with lake_session(settings, read_only=True) as con:
-            return _read_series(con, settings)
+        with lake_session(settings, read_only=True) as lake:
+            return _read_series(lake)
     except LakeNotCreated:  # created between the two reads' answers: nothing to chart yet
         return {}
 
 
-def _read_series(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings) -> dict[str, Any]:
-    series: dict[str, Any] = {"snapshots": history.snapshots(con, settings)}
-    if (settings.ops_schema, "batches") in table_names(con, settings):
-        series["batches"] = history.batches(con, settings)
-        series["rows_loaded"], series["batches_loaded"] = history.rows_loaded(con, settings)
-    if jobs.source(con, settings):
-        series["expiries"] = history.expiries(con, settings)
-        series["job_runs"] = history.job_runs(con, settings)
-        series["job_totals"] = history.job_totals(con, settings)
+def _read_series(lake: Lake) -> dict[str, Any]:
+    series: dict[str, Any] = {"snapshots": history.snapshots(lake)}
+    if (lake.ops_schema, "batches") in table_names(lake):
+        series["batches"] = history.batches(lake)
+        series["rows_loaded"], series["batches_loaded"] = history.rows_loaded(lake)
+    if jobs.source(lake):
+        series["expiries"] = history.expiries(lake)
+        series["job_runs"] = history.job_runs(lake)
+        series["job_totals"] = history.job_totals(lake)
     return series
 
 

@@ -8,9 +8,8 @@ import logging
 from dataclasses import replace
 from datetime import datetime
 
-import duckdb
-
 from pipeline.lake import batches
+from pipeline.lake.session import Lake
 from pipeline.ops import proof
 from pipeline.settings import ResolvedSettings
 from pipeline.source import arrivals, shape, stats
@@ -22,9 +21,9 @@ from pipeline.source.window import XID_SPAN, Arrivals, Window, plan_window
 log = logging.getLogger(__name__)
 
 
-def plan_batch(snapshot: PlannerSnapshot, con: duckdb.DuckDBPyConnection, settings: ResolvedSettings,
+def plan_batch(snapshot: PlannerSnapshot, lake: Lake, settings: ResolvedSettings,
                watermark: datetime | None, *, rows_behind: int = 0) -> BatchPlan:
-    """The next window after ``watermark`` (read in the lake session ``con``), counted in the
+    """The next window after ``watermark`` (read in the lake session ``lake``), counted in the
     planner's ``snapshot``. With an arrival column and an earlier batch's mark, the window holds
     only what arrived or became due since (see :mod:`pipeline.source.window`), and the completeness
     check (:mod:`pipeline.source.completeness`) decides whether that is enough. ``rows_behind``:
@@ -38,20 +37,20 @@ def plan_batch(snapshot: PlannerSnapshot, con: duckdb.DuckDBPyConnection, settin
     mark = snapshot.arrival_mark  # None without an arrival column
     ids = shape.IdShape.read(conn, settings.source_table)
     window = plan_window(watermark, settings.lookback, upper,
-                         None if rows_behind else _arrivals(snapshot, con, settings, ids.unique))
+                         None if rows_behind else _arrivals(snapshot, lake, settings, ids.unique))
     in_future = stats.rows_after(conn, settings.source_table, upper)
     if in_future:
         log.warning("%d events are dated after the source's clock (%s); they are loaded when "
                     "due, never ahead of it", in_future, upper.isoformat())
     window_stats = stats.window_stats(conn, settings.source_table, window)
     # what the lake must hold in the window's range once this batch is in: checked after promotion
-    source_ids = proof.source_ids(conn, settings, window.low, window.upper, ids)
+    source_ids = proof.source_ids(conn, settings.source_table, window.low, window.upper, ids)
     check, lake_ids = None, None
     if window.arrivals is not None and window.low is not None:
         _warn_rows_ahead(snapshot, settings, upper)
         # a count first, before extracting: rows that arrived behind the mark are read at once
         # (the identity check after promotion decides; this only saves a second pass)
-        side = proof.lake_side(conn, con, settings, window.low, window.upper, ids)
+        side = proof.lake_side(conn, lake, settings.source_table, window.low, window.upper, ids)
         # the lake's side as it is now: an empty window leaves it so, and the check needs no other read
         lake_ids = side.held
         check = Completeness(source_rows=source_ids.count, lake_rows=side.events.count + side.set_aside,
@@ -67,10 +66,10 @@ def plan_batch(snapshot: PlannerSnapshot, con: duckdb.DuckDBPyConnection, settin
                      snapshot_xmin=snapshot.xmin,
                      completeness=check if window.arrivals is not None else None, rows_behind=rows_behind,
                      ids=ids, source_ids=source_ids, lake_ids=lake_ids, extra_columns=extra_columns,
-                     lake_was_empty=watermark is None and batches.holds_no_row(con, settings))
+                     lake_was_empty=watermark is None and batches.holds_no_row(lake))
 
 
-def _arrivals(snapshot: PlannerSnapshot, con: duckdb.DuckDBPyConnection,
+def _arrivals(snapshot: PlannerSnapshot, lake: Lake,
               settings: ResolvedSettings, unique_ids: bool) -> Arrivals | None:
     """What the last plan saw, for a window that reads only what arrived since; None where the
     fast path cannot be used: no arrival column or mark, no earlier mark, or a source whose
@@ -78,7 +77,7 @@ def _arrivals(snapshot: PlannerSnapshot, con: duckdb.DuckDBPyConnection,
     column = settings.arrival_column
     if column is None or snapshot.arrival_mark is None:
         return None
-    earlier = batches.last_arrivals(con, settings)
+    earlier = batches.last_arrivals(lake)
     if earlier is None:
         return None
     if not unique_ids:

@@ -13,7 +13,7 @@ from pipeline.errors import ConfigError, PipelineError, TransientError, is_trans
 from pipeline.settings import ResolvedSettings
 from pipeline.source import shape, stats
 from pipeline.source.connect import connect as connect_source
-from pipeline.staging.location import is_object_store
+from pipeline.storage.folder import is_object_store
 
 
 def preflight(settings: ResolvedSettings, *, reads_source: bool) -> None:

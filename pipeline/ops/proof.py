@@ -19,14 +19,14 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from uuid import UUID
 
-import duckdb
 import psycopg
 
 from pipeline import actions, id_checksum
 from pipeline.errors import ConfigError
 from pipeline.id_checksum import IdSum
 from pipeline.lake import batches
-from pipeline.settings import ResolvedSettings, Settings
+from pipeline.lake.session import Lake
+from pipeline.settings import ResolvedSettings
 from pipeline.source import stats
 from pipeline.source.shape import IdShape
 from pipeline.source.window import iso
@@ -95,10 +95,10 @@ def _ids(ids: list[UUID]) -> str:
     return ", ".join(map(str, ids[:SHOWN])) + (f" and {len(ids) - SHOWN} more" if len(ids) > SHOWN else "")
 
 
-def source_ids(conn: psycopg.Connection, settings: Settings, low: datetime | None, upper: datetime,
+def source_ids(conn: psycopg.Connection, source_table: str, low: datetime | None, upper: datetime,
                how: IdShape) -> IdSum:
     """The source's side over ``(low, upper]``, in ``conn``'s snapshot (a plan records it)."""
-    sums = stats.id_sums(conn, settings.source_table, low, upper, uuid_typed=how.uuid_typed,
+    sums = stats.id_sums(conn, source_table, low, upper, uuid_typed=how.uuid_typed,
                          unique=how.unique)
     return sums.get(0, IdSum())
 
@@ -117,39 +117,39 @@ class LakeSide:
         return self.events + id_checksum.of_ids(self.kept)
 
 
-def lake_side(conn: psycopg.Connection, con: duckdb.DuckDBPyConnection, settings: Settings,
+def lake_side(conn: psycopg.Connection, lake: Lake, source_table: str,
               low: datetime | None, upper: datetime, how: IdShape) -> LakeSide:
     """The lake's side of ``(low, upper]`` (``conn``: the source, asked which set-aside rows it kept)."""
-    events = batches.id_sums(con, settings, low, upper).get(0, IdSum())
-    set_aside = batches.quarantined_in_range(con, settings, low, upper)
-    kept = stats.unchanged_rows(conn, settings.source_table, set_aside, uuid_typed=how.uuid_typed)
+    events = batches.id_sums(lake, low, upper).get(0, IdSum())
+    set_aside = batches.quarantined_in_range(lake, low, upper)
+    kept = stats.unchanged_rows(conn, source_table, set_aside, uuid_typed=how.uuid_typed)
     return LakeSide(events, len(set_aside), kept)
 
 
-def compare(conn: psycopg.Connection, con: duckdb.DuckDBPyConnection, settings: Settings,
+def compare(conn: psycopg.Connection, lake: Lake, source_table: str,
             low: datetime | None, upper: datetime, how: IdShape, *, source: IdSum | None = None,
             bucket_seconds: int = MINUTE, every_bucket: bool = False) -> RangeCheck:
-    """Compare the lake (``con``) with the source (``conn``, whose snapshot ``source`` was read in
+    """Compare the lake (``lake``) with the source (``conn``, whose snapshot ``source`` was read in
     when given) over ``(low, upper]``; locate the difference id by id when there is one.
     ``every_bucket``: compare bucket by bucket even when the range's sums agree, so a row moved
     inside the range shows too (a proof; a load's check asks only which ids the range holds)."""
-    table = settings.source_table
+    table = source_table
     # the lake first, then the source: every row a load put in the lake was in the source before,
     # so a source read after the lake's cannot miss one of them (read the other way round, rows a
     # running follower promoted in between looked deleted from the source)
-    side = lake_side(conn, con, settings, low, upper, how)
+    side = lake_side(conn, lake, source_table, low, upper, how)
     if source is None:
-        source = source_ids(conn, settings, low, upper, how)
-    lake, kept = side.held, side.kept
-    if lake == source and not every_bucket:
-        return RangeCheck(low, upper, source, lake, bucket_seconds=bucket_seconds)
-    by_lake = batches.id_sums(con, settings, low, upper, bucket_seconds)
+        source = source_ids(conn, source_table, low, upper, how)
+    held, kept = side.held, side.kept
+    if held == source and not every_bucket:
+        return RangeCheck(low, upper, source, held, bucket_seconds=bucket_seconds)
+    by_lake = batches.id_sums(lake, low, upper, bucket_seconds)
     by_source = stats.id_sums(conn, table, low, upper, uuid_typed=how.uuid_typed, unique=how.unique,
                               bucket_seconds=bucket_seconds)
     # buckets holding a kept quarantined row differ too (the events table lacks it): its id is
     # found with the others and counted as held
     differing = id_checksum.differing(by_source, by_lake)
-    lake_ids = (batches.ids_in_buckets(con, settings, low, upper, differing, bucket_seconds)
+    lake_ids = (batches.ids_in_buckets(lake, low, upper, differing, bucket_seconds)
                 if differing else {})
     source_rows = stats.ids_in_buckets(conn, table, low, upper, differing, bucket_seconds,
                                       uuid_typed=how.uuid_typed) if differing else {}
@@ -157,22 +157,22 @@ def compare(conn: psycopg.Connection, con: duckdb.DuckDBPyConnection, settings: 
     surplus: list[UUID] = []  # one entry per lake row the source does not hold in its bucket
     buckets = []  # the buckets where an id differs (not only a kept quarantined row)
     for number in differing:
-        held, there = lake_ids.get(number, Counter()), source_rows.get(number, set())
-        lacking = there - set(held) - kept
-        beyond = [i for i, n in held.items() for _ in range(n if i not in there else n - 1)]
+        counted, there = lake_ids.get(number, Counter()), source_rows.get(number, set())
+        lacking = there - set(counted) - kept
+        beyond = [i for i, n in counted.items() for _ in range(n if i not in there else n - 1)]
         if lacking or beyond:
             buckets.append(id_checksum.bucket_start(number, bucket_seconds))
         absent |= lacking
         surplus += beyond
     # an id the source dates in one bucket and the lake in another (or outside the range) moved
-    elsewhere = batches.held_ids(con, settings, absent - set(surplus))
+    elsewhere = batches.held_ids(lake, absent - set(surplus))
     if not (how.unique and how.uuid_typed):
         # a source that may repeat an id dates it in two buckets; the lake holds it once: held
         absent, elsewhere = absent - elsewhere, set()
     moved = (absent & set(surplus)) | elsewhere
     missing = sorted(absent - moved)
     extra = sorted(i for i in surplus if i not in moved)
-    return RangeCheck(low, upper, source, lake, missing, extra, sorted(moved), buckets=buckets,
+    return RangeCheck(low, upper, source, held, missing, extra, sorted(moved), buckets=buckets,
                       bucket_seconds=bucket_seconds)
 
 
@@ -197,20 +197,20 @@ def prove(settings: ResolvedSettings, since: timedelta | None) -> RangeCheck:
     from pipeline.lake.connect import lake_session
     from pipeline.source.snapshot import exported_snapshot
 
-    with lake_session(settings, read_only=True) as con, \
+    with lake_session(settings, read_only=True) as lake, \
             exported_snapshot(settings.source_dsn, arrivals=False) as snapshot:
-        return prove_in(snapshot.conn, con, settings, since)
+        return prove_in(snapshot.conn, lake, settings.source_table, since)
 
 
-def prove_in(conn: psycopg.Connection, con: duckdb.DuckDBPyConnection, settings: Settings,
+def prove_in(conn: psycopg.Connection, lake: Lake, source_table: str,
              since: timedelta | None) -> RangeCheck:
     """:func:`prove` on a source connection (its snapshot) and a lake session the caller holds."""
-    watermark = batches.watermark(con, settings)
+    watermark = batches.watermark(lake)
     if watermark is None:
         raise ConfigError("Nothing has been loaded yet: there is no range to prove.",
                           f"Load first ({actions.RUN}).")
     upper = min(watermark, stats.server_now(conn))
     low = upper - since if since is not None else None
     bucket = HOUR if since is None or since > timedelta(days=1) else MINUTE
-    return compare(conn, con, settings, low, upper, IdShape.read(conn, settings.source_table),
+    return compare(conn, lake, source_table, low, upper, IdShape.read(conn, source_table),
                    bucket_seconds=bucket, every_bucket=True)

@@ -16,8 +16,6 @@ import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 
-import duckdb
-
 from pipeline import actions, id_checksum, staging
 from pipeline.extract.batch import STAGED_COLUMNS
 from pipeline.id_checksum import IdSum
@@ -25,7 +23,8 @@ from pipeline.lake import batches, validate
 from pipeline.lake.attach_sql import SOURCE_ALIAS
 from pipeline.lake.connect import lake_session
 from pipeline.lake.identity import lake_id, table_names
-from pipeline.lake.schema import ensure_tables
+from pipeline.lake.schema import column_types, ensure_tables
+from pipeline.lake.session import Lake
 from pipeline.promote.promotion import RECONCILE_ENGINE, promote
 from pipeline.settings import ResolvedSettings
 from pipeline.settings.durations import format_duration
@@ -91,11 +90,11 @@ def reconcile(resolved: ResolvedSettings, since: timedelta | str | None = None) 
         raise ValueError(f"since: a timedelta or {ALL!r}, not {since!r}")
     report = ReconcileReport(since=format_duration(since) if isinstance(since, timedelta) else ALL)
     started = time.monotonic()
-    with lake_session(resolved, source=True) as con:  # the source attached as src, for backfills
+    with lake_session(resolved, source=True) as lake:  # the source attached as src, for backfills
         # a table dropped by hand is made again empty: then the look-back is reloaded here too
-        dropped = ("main", resolved.lake_table) not in table_names(con, resolved)
-        ensure_tables(con, resolved, recreate_dropped=True)
-        watermark = batches.watermark(con, resolved)
+        dropped = ("main", lake.table) not in table_names(lake)
+        ensure_tables(lake, column_types(resolved.promotion, resolved.spark.reader), recreate_dropped=True)
+        watermark = batches.watermark(lake)
         if watermark is None:
             return report
         upper = watermark if dropped else watermark - resolved.lookback
@@ -104,14 +103,14 @@ def reconcile(resolved: ResolvedSettings, since: timedelta | str | None = None) 
             return report  # RECONCILE_SINCE within the look-back: the loads cover it all
         report.low, report.upper = iso(low) if low else None, iso(upper)
         source_ids = _source_hours(resolved, low, upper)
-        lake_ids = batches.id_sums(con, resolved, low, upper, HOUR_SECONDS)
+        lake_ids = batches.id_sums(lake, low, upper, HOUR_SECONDS)
         report.hours_compared = len(source_ids.keys() | lake_ids.keys())
-        report.lake_ids_doubled = _doubled(con, resolved, low, upper)
+        report.lake_ids_doubled = _doubled(lake, low, upper)
         hours = [id_checksum.bucket_start(h, HOUR_SECONDS)
                  for h in id_checksum.differing(source_ids, lake_ids)]
         report.hours_differing = [iso(h) for h in hours]
         if hours:
-            _backfill(con, resolved, hours, Window(low=low, upper=upper, nulls=False), report)
+            _backfill(lake, resolved, hours, Window(low=low, upper=upper, nulls=False), report)
     report.seconds = round(time.monotonic() - started, 3)
     log.info("reconcile: %s", report.summary())
     return report
@@ -126,16 +125,16 @@ def _source_hours(settings: ResolvedSettings, low: datetime | None, upper: datet
                              unique=how.unique, bucket_seconds=HOUR_SECONDS)
 
 
-def _doubled(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, low: datetime | None,
+def _doubled(lake: Lake, low: datetime | None,
              upper: datetime) -> int:
     """Lake rows beyond one per id in the compared range (a hour holding them differs by id too)."""
-    return int(one_row(con.execute(
-        f"SELECT count(*) - count(DISTINCT event_id) FROM {settings.events_table} "
+    return int(one_row(lake.execute(
+        f"SELECT count(*) - count(DISTINCT event_id) FROM {lake.events_table} "
         "WHERE ($low IS NULL OR event_timestamp > $low) AND event_timestamp <= $upper",
         {"low": low, "upper": upper}))[0])
 
 
-def _backfill(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, hours: list[datetime],
+def _backfill(lake: Lake, settings: ResolvedSettings, hours: list[datetime],
               window: Window, report: ReconcileReport) -> None:
     """Stage the source rows of ``hours`` the lake lacks as one batch, and promote it."""
     ranges = " OR ".join(f"(event_timestamp >= '{iso(h)}'::timestamptz AND event_timestamp < "
@@ -145,11 +144,12 @@ def _backfill(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, hours:
     # are held once in DuckDB for both comparisons
     source_query = (f"SELECT {columns} FROM {quote_qualified(settings.source_table)} "
                     f"WHERE ({ranges}) AND {window.literal_sql()}")
+    con = lake.con
     con.execute("CREATE OR REPLACE TEMP TABLE reconcile_source AS " + validate.validated_sql(
         f"postgres_query('{SOURCE_ALIAS}', {quote_literal(source_query)})"))
     hour_list = ", ".join(f"{quote_literal(iso(h))}::TIMESTAMPTZ" for h in hours)
     # a zero-copy lake holds ids as text: compared as UUIDs like the validated source rows
-    lake_ids = (f"SELECT TRY_CAST(event_id AS UUID) AS event_id FROM {settings.events_table} "
+    lake_ids = (f"SELECT TRY_CAST(event_id AS UUID) AS event_id FROM {lake.events_table} "
                 f"WHERE {window.literal_sql()} AND date_trunc('hour', event_timestamp) IN ({hour_list})")
     report.lake_rows_not_in_source = one_row(con.execute(
         f"SELECT count(*) FROM ({lake_ids}) l WHERE l.event_id NOT IN "
@@ -169,10 +169,10 @@ def _backfill(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, hours:
         return
     batch = staging.seal(folder, batch_id=batch_id, table=settings.lake_table, engine=RECONCILE_ENGINE,
                          window=window, row_count=missing, files=[name],
-                         lake_id=lake_id(con, settings), source=settings.source_name,
+                         lake_id=lake_id(lake), source=settings.source_name,
                          # checked against every lake row: a source without a unique event_id may
                          # hold, in these hours, an id the lake has under another time (reconcile is rare)
                          ids_unique=False)
-    result = promote(con, settings, batch)
+    result = promote(lake, batch)
     report.rows_backfilled, report.rows_quarantined = result.rows_inserted, result.rows_quarantined
     report.snapshot_id = result.snapshot_id

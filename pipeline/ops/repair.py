@@ -52,9 +52,10 @@ class RepairReport:
 def repair(settings: ResolvedSettings, since: timedelta | None) -> RepairReport:
     """Compare over ``since`` before the watermark (None: everything up to it) and, where lake and
     source differ by id, replace the lake's rows of those ids with the source's, in one snapshot."""
-    with locks.hold(settings, "promote"), lake_session(settings, source=True) as con:
+    with locks.hold(settings, "promote"), lake_session(settings, source=True) as lake:
+        con = lake.con
         with exported_snapshot(settings.source_dsn, arrivals=False) as snapshot:
-            check = proof.prove_in(snapshot.conn, con, settings, since)
+            check = proof.prove_in(snapshot.conn, lake, settings.source_table, since)
             how = IdShape.read(snapshot.conn, settings.source_table)
         if check.exact:
             return RepairReport(check)
@@ -71,11 +72,11 @@ def repair(settings: ResolvedSettings, since: timedelta | None) -> RepairReport:
         message = (f"repair {iso(check.low) if check.low else '-inf'} .. {iso(check.upper)}: the lake's rows "
                    f"of {len(ids)} id(s) replaced by the source's")
         info = json.dumps({"repair": check.as_dict()})
-        with transaction(con, settings.lake_name, message, info):
-            removed = one_row(con.execute(f"DELETE FROM {settings.events_table} "
+        with transaction(lake, message, info):
+            removed = one_row(con.execute(f"DELETE FROM {lake.events_table} "
                                           f"WHERE TRY_CAST(event_id AS UUID) IN ({id_list})"))[0]
             names = ", ".join(EVENT_COLUMNS)
-            loaded = one_row(con.execute(f"INSERT INTO {settings.events_table} ({names}) "
+            loaded = one_row(con.execute(f"INSERT INTO {lake.events_table} ({names}) "
                                          f"SELECT {names} FROM ({rows})"))[0]
         snapshot_id = one_row(con.execute(
             f"SELECT max(snapshot_id) FROM {settings.lake_name}.snapshots()"))[0]

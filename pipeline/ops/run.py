@@ -30,6 +30,7 @@ from pipeline.lake import batches, jobs
 from pipeline.lake.connect import lake_session
 from pipeline.lake.identity import lake_id
 from pipeline.lake.maintain import unmerged_files
+from pipeline.lake.session import Lake
 from pipeline.lake.transaction import one_read
 from pipeline.ops import proof
 from pipeline.ops.plan import plan_batch
@@ -42,6 +43,7 @@ from pipeline.source.plan import BatchPlan
 from pipeline.source.snapshot import PlannerSnapshot, exported_snapshot
 from pipeline.source.window import Window
 from pipeline.staging import StagedBatch
+from pipeline.storage.outage import store_outage
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -182,14 +184,14 @@ def _load_in_session(settings: ResolvedSettings, engines: Engines, mode: Mode, r
     """:func:`load`'s work in one lake session, shared with its job record (the record falls back to
     a session of its own if the run's failed); the readiness it checked or was given."""
     checking = ready is None
-    with lake_session(settings, tables=checking) as con, \
-            jobs.recorded(settings, record_as, lake=con) as details:
-        one = _Run(settings, con, report)
+    with lake_session(settings, tables=checking) as lake, \
+            jobs.recorded(settings, record_as, lake=lake) as details:
+        one = _Run(settings, lake, report)
         if ready is None:
             if mode in ("run", "extract"):
-                refuse_another_source(con, settings)
+                refuse_another_source(lake, settings.source_name)
             one.clean_staging()
-            ready = Readiness(lake_id(con, settings))
+            ready = Readiness(lake_id(lake))
         if mode in ("run", "promote") and checking:  # a load's own batches are promoted as it goes
             one.promote_leftovers(ready.lake_identity)
         if mode in ("run", "extract"):
@@ -202,9 +204,9 @@ def _load_in_session(settings: ResolvedSettings, engines: Engines, mode: Mode, r
                 log.warning("%s after reading the whole look-back: the next run reads them again",
                             report.check and report.check.describe())
         else:
-            report.watermark = batches.watermark(con, settings)
+            report.watermark = batches.watermark(lake)
         if report.rows_inserted and count_unmerged:  # in this session: no attach of its own
-            report.files_to_merge = unmerged_files(con, settings)
+            report.files_to_merge = unmerged_files(lake)
         report.seconds["total"] = time.monotonic() - started
         details.update(rows_inserted=report.rows_inserted, summary=report.summary())
         if report.set_aside:  # the command exits 1: the record says failed too
@@ -212,21 +214,20 @@ def _load_in_session(settings: ResolvedSettings, engines: Engines, mode: Mode, r
     return ready
 
 
-def refuse_another_source(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings) -> None:
+def refuse_another_source(lake: Lake, source_name: str) -> None:
     """A lake table holds one source's events, under one watermark: a second source whose table
     has the same name (tenant_b.events after tenant_a.events) would be read from the first one's
     watermark on and lose everything older, so it is refused before anything is read."""
-    bound = batches.bound_source(con, settings)
-    if bound is None or bound == settings.source_name:
+    bound = batches.bound_source(lake)
+    if bound is None or bound == source_name:
         return
-    table = settings.lake_table
     raise ConfigError(
-        f"Lake table {settings.events_table} holds the events of {bound}; SOURCE_TABLE "
-        f"{settings.source_name} is another source and would share its watermark (its older rows "
+        f"Lake table {lake.events_table} holds the events of {bound}; SOURCE_TABLE "
+        f"{source_name} is another source and would share its watermark (its older rows "
         "would never load). Nothing was read.",
-        f"Give this source a lake of its own (another DUCKLAKE_NAME). If {settings.source_name} is the "
+        f"Give this source a lake of its own (another DUCKLAKE_NAME). If {source_name} is the "
         f"same table under a new name, record that with {actions.WRITE} {actions.SQL} \"UPDATE "
-        f"ops.batches SET source = '{settings.source_name}' WHERE table_name = '{table}'\".")
+        f"ops.batches SET source = '{source_name}' WHERE table_name = '{lake.table}'\".")
 
 
 @dataclass(frozen=True)
@@ -265,7 +266,7 @@ class _Run:
     """One run's parts that stay the same throughout: its settings, its lake session and its report."""
 
     settings: ResolvedSettings
-    con: duckdb.DuckDBPyConnection
+    lake: Lake
     report: RunReport
     planned_from: datetime | None = None  # the watermark the run's first plan started after
 
@@ -275,7 +276,7 @@ class _Run:
                 log.info("removed stale incomplete batch %s", path.uri())
             _remove_abandoned(self.settings)
         except OSError as exc:  # the first touch of an object-store staging area
-            raise staging.store_outage(self.settings, exc) or exc from None
+            raise store_outage(self.settings, exc) or exc from None
 
     def promote_leftovers(self, lake_identity: str) -> None:
         """Batches an earlier run staged but did not promote (a crash, --extract-only)."""
@@ -296,10 +297,10 @@ class _Run:
         # the planner's transaction stays open until the engine has read and the batch is checked:
         # its snapshot is shared, and it is what the lake is compared with
         with exported_snapshot(settings.source_dsn, arrivals=settings.arrival_column is not None) as snapshot:
-            with one_read(self.con):  # the plan's lake reads see one lake snapshot
+            with one_read(self.lake):  # the plan's lake reads see one lake snapshot
                 if not rows_behind:
-                    report.watermark = self.planned_from = batches.watermark(self.con, settings)
-                plan = plan_batch(snapshot, self.con, settings, self.planned_from, rows_behind=rows_behind)
+                    report.watermark = self.planned_from = batches.watermark(self.lake)
+                plan = plan_batch(snapshot, self.lake, settings, self.planned_from, rows_behind=rows_behind)
             report.window, report.rows_in_window = plan.window, plan.stats.rows
             report.rows_in_future = plan.rows_in_future
             report.rows_behind_mark += plan.rows_behind
@@ -339,9 +340,9 @@ class _Run:
         try:
             staging.claim_batch(staging.table_dir(settings), batch_id)
         except OSError as exc:  # an object store that went away: named, temporary (was "unexpected")
-            raise staging.store_outage(settings, exc) or exc from None
+            raise store_outage(settings, exc) or exc from None
         try:
-            choice = zero_copy.choose(settings, self.con, snapshot.conn, engines.name, plan, batch_id)
+            choice = zero_copy.choose(settings, self.lake, snapshot.conn, engines.name, plan, batch_id)
         except BaseException:
             staging.release_batch(staging.table_dir(settings), batch_id)
             raise
@@ -370,9 +371,9 @@ class _Run:
                                                  plan.source_ids)
             return 0
         t0 = time.monotonic()
-        with one_read(self.con):
-            check = proof.compare(snapshot.conn, self.con, self.settings, plan.window.low, plan.window.upper,
-                                  plan.ids, source=plan.source_ids)
+        with one_read(self.lake):
+            check = proof.compare(snapshot.conn, self.lake, self.settings.source_table, plan.window.low,
+                                  plan.window.upper, plan.ids, source=plan.source_ids)
         check = proof.newer_than_snapshot(self.settings, check, plan.ids)
         self.report.seconds["check"] = self.report.seconds.get("check", 0.0) + time.monotonic() - t0
         self.report.check = check
@@ -389,7 +390,7 @@ class _Run:
         (and return None)."""
         settings = self.settings
         try:
-            result = promote(self.con, settings, batch)
+            result = promote(self.lake, batch)
             self.report.advance(result)
             return result
         except duckdb.Error as exc:
@@ -406,7 +407,7 @@ class _Run:
 def promotion_outage(settings: ResolvedSettings, exc: duckdb.Error) -> PipelineError:
     """A service promotion needs went away: the object store holding staged batches or the data
     path, else the catalog; temporary, and named."""
-    store = staging.store_outage(settings, exc)
+    store = store_outage(settings, exc)
     if store is not None:
         return store
     return CatalogUnavailable(f"Lost the lake catalog (DUCKLAKE_CATALOG={settings.catalog.describe()}) "

@@ -201,8 +201,8 @@ class Scheduler:
         from pipeline.lake.connect import lake_session
 
         try:
-            with lake_session(self.settings, read_only=True) as con:
-                last = {r["job"]: r["finished_at"] for r in jobs.last_runs(con, self.settings)}
+            with lake_session(self.settings, read_only=True) as lake:
+                last = {r["job"]: r["finished_at"] for r in jobs.last_runs(lake)}
         except LakeNotCreated:
             last = {}  # a new lake never ran any job
         except Exception as exc:  # noqa: BLE001  the catalog is away: count from now

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import duckdb
 import psycopg
 
 from pipeline import actions, staging
@@ -18,6 +17,7 @@ from pipeline.lake import integrity, jobs
 from pipeline.lake.connect import lake_session
 from pipeline.lake.identity import lake_id, table_names
 from pipeline.lake.schema import quarantined_rows
+from pipeline.lake.session import Lake
 from pipeline.lake.transaction import one_read
 from pipeline.ops import health, proof
 from pipeline.ops.scheduler_state import read_state
@@ -115,33 +115,33 @@ def _lake_facts(settings: ResolvedSettings) -> dict[str, Any]:
         "latest": None, "files": 0, "size": 0, "job_runs": [], "lake": None, "quarantined": 0,
         "last_load_success": None, "last_hour": None, "integrity": None}
     try:
-        with lake_session(settings, read_only=True) as con:
-            return _read_facts(con, settings, empty)
+        with lake_session(settings, read_only=True) as lake:
+            return _read_facts(lake, empty)
     except LakeNotCreated:
         return empty
 
 
-def _read_facts(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, empty: dict[str, Any]
+def _read_facts(lake: Lake, empty: dict[str, Any]
                 ) -> dict[str, Any]:
-    tables = table_names(con, settings)
-    has_tables = (settings.ops_schema, "batches") in tables
+    tables = table_names(lake)
+    has_tables = (lake.ops_schema, "batches") in tables
     facts = {**empty, "exists": True}
     if has_tables:
-        facts.update(watermark=batch_table.watermark(con, settings),
-                     batches=batch_table.recent_batches(con, settings, 5),
-                     last_hour=batch_table.steady_state(con, settings, datetime.now(UTC) - HOUR),
-                     lake_rows=one_row(con.execute(f"SELECT count(*) FROM {settings.events_table}"))[0])
-    facts["snapshots"], facts["latest"] = one_row(con.execute(
-        f"SELECT count(*), max(snapshot_id) FROM {settings.lake_name}.snapshots()"))
-    facts["files"], facts["size"] = one_row(con.execute(
+        facts.update(watermark=batch_table.watermark(lake),
+                     batches=batch_table.recent_batches(lake, 5),
+                     last_hour=batch_table.steady_state(lake, datetime.now(UTC) - HOUR),
+                     lake_rows=one_row(lake.execute(f"SELECT count(*) FROM {lake.events_table}"))[0])
+    facts["snapshots"], facts["latest"] = one_row(lake.execute(
+        f"SELECT count(*), max(snapshot_id) FROM {lake.name}.snapshots()"))
+    facts["files"], facts["size"] = one_row(lake.execute(
         "SELECT coalesce(sum(file_count), 0), coalesce(sum(file_size_bytes), 0) "
-        "FROM ducklake_table_info(?)", [settings.lake_name]))
-    facts["job_runs"] = jobs.last_runs(con, settings)
-    facts["last_load_success"] = jobs.last_success(con, settings, "load")
-    if (settings.ops_schema, "lake_identity") in tables:
-        facts["lake"] = lake_id(con, settings)
-    facts["quarantined"] = quarantined_rows(con, settings)
-    facts["integrity"] = integrity.check(con, settings, tables)
+        "FROM ducklake_table_info(?)", [lake.name]))
+    facts["job_runs"] = jobs.last_runs(lake)
+    facts["last_load_success"] = jobs.last_success(lake, "load")
+    if (lake.ops_schema, "lake_identity") in tables:
+        facts["lake"] = lake_id(lake)
+    facts["quarantined"] = quarantined_rows(lake)
+    facts["integrity"] = integrity.check(lake, tables)
     return facts
 
 
@@ -168,9 +168,10 @@ def _identity(conn: psycopg.Connection, settings: ResolvedSettings, watermark: d
     after loading are a divergence no load repairs."""
     how = IdShape.read(conn, settings.source_table)
     # the lake's reads in one snapshot of it: the last batch's mark is the one of the rows it counted
-    with lake_session(settings, read_only=True) as con, one_read(con):
-        check = proof.compare(conn, con, settings, watermark - settings.lookback, watermark, how)
-        earlier = batch_table.last_arrivals(con, settings) if check.missing else None
+    with lake_session(settings, read_only=True) as lake, one_read(lake):
+        check = proof.compare(conn, lake, settings.source_table, watermark - settings.lookback,
+                              watermark, how)
+        earlier = batch_table.last_arrivals(lake) if check.missing else None
     check = proof.newer_than_snapshot(settings, check, how)  # extras a load took since: not deleted
     if earlier is None or earlier[2] is None:
         return check

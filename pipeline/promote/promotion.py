@@ -23,10 +23,10 @@ from pipeline import staging
 from pipeline.errors import disk_full, is_disk_full
 from pipeline.lake import batches, locks, validate
 from pipeline.lake.schema import events_column_types
+from pipeline.lake.session import Lake
 from pipeline.lake.transaction import transaction
 from pipeline.progress import Progress
 from pipeline.promote import zero_copy
-from pipeline.settings import ResolvedSettings
 from pipeline.source.shape import EVENT_COLUMNS
 from pipeline.source.window import parse_iso
 from pipeline.sqltext import one_row, quote_ident
@@ -92,37 +92,37 @@ class PromotionResult:
         return f"batch {self.batch_id}: {self.outcome} ({self.rows_staged} staged), no snapshot"
 
 
-def promote(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings,
+def promote(lake: Lake,
             batch: StagedBatch) -> PromotionResult:
     """Promote one complete staged batch in the caller's lake session (the lake attached, its
     tables created); remove its staging folder once it is settled."""
     started, began = time.monotonic(), time.time()
-    with locks.hold(settings, "promote") as lease:
+    with lake.lock("promote") as lease:
         try:
-            result = _promote_locked(con, settings, batch, started, lease)
+            result = _promote_locked(lake, batch, started, lease)
         except duckdb.Error as exc:
             if not is_disk_full(exc):
                 raise
             # the insert's half-written file keeps the disk full: it goes now, not in an hour
             with contextlib.suppress(Exception):
-                _remove_partial_files(con, settings, began)
-            raise disk_full(exc, settings.data_path, "DUCKLAKE_DATA_PATH") from None
+                _remove_partial_files(lake, began)
+            raise disk_full(exc, lake.data_path, "DUCKLAKE_DATA_PATH") from None
     staging.remove_batch(batch.folder)
     if batch.lake_files and result.outcome.moves_the_watermark and not result.files_registered:
         # promoted by copy: its files were never registered (after the manifest is gone, so a
         # crash in between leaves orphans for maintenance, never a batch missing its files)
-        zero_copy.remove_files(batch.lake_files, settings)
+        zero_copy.remove_files(batch.lake_files, lake.table_folder)
     log.info("%s", result.describe())
     return result
 
 
-def _remove_partial_files(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, since: float) -> None:
+def _remove_partial_files(lake: Lake, since: float) -> None:
     """DuckLake's own files in the table folder written since ``since`` that its catalog does not
     list: the failed insert's (a disk full for this promotion is full for every writer, so no
     other insert can be completing one of them)."""
-    folder = zero_copy.table_folder(settings)
-    listed = {r[0] for r in con.execute("SELECT data_file FROM ducklake_list_files(?, ?)",
-                                        [settings.lake_name, settings.lake_table]).fetchall()}
+    folder = lake.table_folder
+    listed = {r[0] for r in lake.execute("SELECT data_file FROM ducklake_list_files(?, ?)",
+                                        [lake.name, lake.table]).fetchall()}
     for info in folder.files_below():
         uri = f"{folder.scheme}://{info.path}" if folder.scheme else info.path
         if (info.base_name.startswith("ducklake-")
@@ -155,7 +155,7 @@ class _Contents:
         return self.files + self.lake_uris
 
 
-def _contents(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, batch: StagedBatch) -> _Contents:
+def _contents(lake: Lake, batch: StagedBatch) -> _Contents:
     """Count the batch's rows. Spark's files go through the copy path instead when another run
     committed rows after this batch's ids were checked, or when the lake holds one of their ids
     outside the time range Spark checked (they would repeat it); they are deleted after, like
@@ -163,16 +163,16 @@ def _contents(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, batch:
     manifest = batch.manifest
     files, lake_files, copy_reason = batch.file_uris(), batch.lake_files, manifest.copy_reason
     fallback = None
-    if lake_files and zero_copy.inserted_since(con, settings, manifest.lake_snapshot or 0):
+    if lake_files and zero_copy.inserted_since(lake, manifest.lake_snapshot or 0):
         fallback = "the lake took rows after this batch's ids were checked"
-    elif lake_files and zero_copy.held_elsewhere(con, settings, [str(f["uri"]) for f in lake_files]):
+    elif lake_files and zero_copy.held_elsewhere(lake, [str(f["uri"]) for f in lake_files]):
         # Spark checked the ids the lake holds in the batch's time range only
         fallback = "the lake holds some of its ids under another event_timestamp (moved in the source)"
     if fallback is not None:
         log.info("batch %s: %s; promoting it by copy", batch.batch_id, fallback)
         files, lake_files, copy_reason = files + [str(f["uri"]) for f in lake_files], [], fallback
     staged, loadable, distinct_ids, min_ts, max_ts, invalid = (
-        one_row(con.execute(validate.BATCH_STATS, {"files": files})) if files else (0, 0, 0, None, None, 0))
+        one_row(lake.execute(validate.BATCH_STATS, {"files": files})) if files else (0, 0, 0, None, None, 0))
     registered = sum(int(f["rows"]) for f in lake_files)
     min_ts, max_ts = _span([min_ts, max_ts, *(parse_iso(str(f[k])) for f in lake_files
                                               for k in ("min_event_timestamp", "max_event_timestamp"))])
@@ -181,7 +181,7 @@ def _contents(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, batch:
                      distinct_ids < loadable, min_ts, max_ts)
 
 
-def _promote_locked(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, batch: StagedBatch,
+def _promote_locked(lake: Lake, batch: StagedBatch,
                     started: float, lease: locks.Lease) -> PromotionResult:
     manifest = batch.manifest
 
@@ -190,31 +190,31 @@ def _promote_locked(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, 
         return PromotionResult(batch.batch_id, staged, inserted, staged - inserted - quarantined, snapshot,
                                time.monotonic() - started, outcome, max_ts, quarantined, registered)
 
-    if batches.is_recorded(con, settings, batch.batch_id):
+    if batches.is_recorded(lake, batch.batch_id):
         return result(Outcome.ALREADY_PROMOTED, manifest.row_count)
     if not staging.is_complete(batch.folder):
         return result(Outcome.SETTLED_ELSEWHERE, manifest.row_count)
     if not batch.file_uris() and not batch.lake_files:
         return result(Outcome.NO_NEW_ROWS if manifest.rows_seen else Outcome.EMPTY, manifest.rows_seen)
-    contents = _contents(con, settings, batch)
+    contents = _contents(lake, batch)
     if contents.staged == 0:
         return result(Outcome.EMPTY)
     meter = Progress(f"promoting {batch.batch_id}")  # one statement at a time: steps, then the count
-    with meter.ticking(), transaction(con, settings.lake_name, *_commit_text(batch, contents)) as tx:
-        inserted, quarantined = _write(con, settings, batch, contents, meter)
+    with meter.ticking(), transaction(lake, *_commit_text(batch, contents)) as tx:
+        inserted, quarantined = _write(lake, batch, contents, meter)
         nothing_new = inserted == 0 and quarantined == 0
         if nothing_new:
             tx.rollback()  # leave the lake (and its snapshot list) alone
         else:
-            fresh = _freshness(con, contents.uris(), manifest.arrived_after)
-            _record(con, settings, batch, contents, inserted, quarantined, started, fresh)
+            fresh = _freshness(lake.con, contents.uris(), manifest.arrived_after)
+            _record(lake, batch, contents, inserted, quarantined, started, fresh)
             lease.check()  # fencing: commit only while still holding the promote lock
             meter.step("committing")
     meter.finish(contents.staged, f"{inserted:,} new" if not nothing_new else "nothing new")
     if nothing_new:
         return result(Outcome.NO_NEW_ROWS, contents.staged)
-    snapshot = one_row(con.execute(
-        f"SELECT max(snapshot_id) FROM {settings.lake_name}.snapshots() "
+    snapshot = one_row(lake.execute(
+        f"SELECT max(snapshot_id) FROM {lake.name}.snapshots() "
         "WHERE json_extract_string(commit_extra_info, '$.batch_id') = ?", [batch.batch_id]
     ))[0]
     return result(Outcome.COMMITTED, contents.staged, inserted, snapshot, contents.max_ts, quarantined,
@@ -236,7 +236,7 @@ def _commit_text(batch: StagedBatch, contents: _Contents) -> tuple[str, str]:
                                 **({"copy_reason": contents.copy_reason} if contents.copy_reason else {})})
 
 
-def _write(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, batch: StagedBatch,
+def _write(lake: Lake, batch: StagedBatch,
            contents: _Contents, meter: Progress) -> tuple[int, int]:
     """Inside the batch's transaction: quarantine, add drifted columns, insert, register.
     Returns (rows inserted or registered, rows newly quarantined)."""
@@ -244,17 +244,17 @@ def _write(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, batch: St
     rejected = validate.rejected_sql(contents.invalid > 0, contents.has_duplicates)
     if rejected is not None:
         meter.step("quarantining rows that cannot load")
-        quarantined = one_row(con.execute(validate.quarantine_sql(settings.quarantine_table, rejected),
+        quarantined = one_row(lake.execute(validate.quarantine_sql(lake.quarantine_table, rejected),
                                           {"files": files, "batch_id": batch.batch_id,
-                                           "table_name": settings.lake_table}))[0]
-    lake_extra = add_columns(con, settings, batch.manifest.extra_columns or {})
+                                           "table_name": lake.table}))[0]
+    lake_extra = add_columns(lake, batch.manifest.extra_columns or {})
     if contents.loadable:
         meter.step("inserting new rows" + (" (dropping duplicates)" if contents.has_duplicates else ""))
-        inserted = one_row(con.execute(insert_sql(settings.events_table, contents.has_duplicates, lake_extra),
+        inserted = one_row(lake.execute(insert_sql(lake.events_table, contents.has_duplicates, lake_extra),
                                        {"files": files}))[0]
     if contents.lake_files:
         meter.step(f"registering {len(contents.lake_files)} file(s)")
-        zero_copy.register(con, settings, contents.lake_uris)
+        zero_copy.register(lake, contents.lake_uris)
         inserted += contents.registered
     return inserted, quarantined
 
@@ -272,13 +272,13 @@ def _freshness(con: duckdb.DuckDBPyConnection, files: list[str],
     return (float(row[0]), float(row[1])) if row and row[0] is not None else (None, None)
 
 
-def _record(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, batch: StagedBatch,
+def _record(lake: Lake, batch: StagedBatch,
             contents: _Contents, inserted: int, quarantined: int, started: float,
             freshness: tuple[float | None, float | None]) -> None:
     """The batch's state row, in its transaction: the watermark moves with the data."""
     manifest, staged = batch.manifest, contents.staged
-    batches.record(con, settings, batches.BatchRecord(
-        batch_id=batch.batch_id, table_name=settings.lake_table, engine=manifest.engine,
+    batches.record(lake, batches.BatchRecord(
+        batch_id=batch.batch_id, table_name=lake.table, engine=manifest.engine,
         window_low=manifest.window.low, window_upper=manifest.window.upper,
         rows_staged=staged, rows_inserted=inserted, rows_duplicate=staged - inserted - quarantined,
         min_event_timestamp=contents.min_ts, max_event_timestamp=contents.max_ts,
@@ -296,16 +296,16 @@ def _span(values: list[datetime | None]) -> tuple[datetime | None, datetime | No
     return (min(present), max(present)) if present else (None, None)
 
 
-def add_columns(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings,
+def add_columns(lake: Lake,
                 extra_columns: dict[str, str]) -> dict[str, str]:
     """Schema drift: add the columns the source gained to the lake table, inside the batch's
     transaction (the new columns and the first rows carrying them are one snapshot). Returns
     each column with the type the lake holds it in (an existing column keeps its type)."""
     if not extra_columns:
         return {}
-    existing = events_column_types(con, settings)
+    existing = events_column_types(lake)
     for name, kind in extra_columns.items():
         if name not in existing:
-            log.info("schema drift: adding column %s %s to %s", name, kind, settings.events_table)
-            con.execute(f"ALTER TABLE {settings.events_table} ADD COLUMN {quote_ident(name)} {kind}")
+            log.info("schema drift: adding column %s %s to %s", name, kind, lake.events_table)
+            lake.execute(f"ALTER TABLE {lake.events_table} ADD COLUMN {quote_ident(name)} {kind}")
     return {name: existing.get(name, kind) for name, kind in extra_columns.items()}

@@ -29,17 +29,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-import duckdb
 import psycopg
 
 from pipeline.lake.schema import events_column_types
+from pipeline.lake.session import Lake, data_folder
+from pipeline.lake.session import table_folder as lake_table_folder
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.settings.model import Engine, Promotion, Reader, StagingWriter
 from pipeline.source import shape
 from pipeline.source.plan import BatchPlan
 from pipeline.sqltext import one_row, quote_literal
-from pipeline.staging import Folder, LakeFile
-from pipeline.staging.location import data_dir, is_object_store
+from pipeline.staging import LakeFile
+from pipeline.storage.folder import Folder, is_object_store
 
 log = logging.getLogger(__name__)
 
@@ -90,21 +91,21 @@ class PromotionChoice:
     reason: str | None = None  # why by copy (None: zero-copy, or nothing decided yet)
 
 
-def choose(settings: ResolvedSettings, con: duckdb.DuckDBPyConnection, source: psycopg.Connection,
+def choose(settings: ResolvedSettings, lake: Lake, source: psycopg.Connection,
            engine: str, plan: BatchPlan, batch_id: str) -> PromotionChoice:
     """How this batch is promoted, decided once, with its plan and before its first file:
     zero-copy, with where Spark writes the lake's files (the lake's ids in the window written for
     the tasks), or by copy, with the reason (logged, and kept in the snapshot's commit info)."""
     if settings.promotion is not Promotion.ZERO_COPY:
         return PromotionChoice(reason=f"PROMOTION={settings.promotion}")
-    lake_types = events_column_types(con, settings)
+    lake_types = events_column_types(lake)
     reason = blocker(settings, engine, lake_types, shape.source_columns(source, settings.source_table),
                      plan.unique_ids, plan.extra_columns)
     rows = plan.stats.rows
     if reason is None:
         span = ((plan.stats.min_ts, plan.stats.max_ts) if plan.stats.max_ts is not None
                 else (plan.window.low, plan.window.upper))
-        target = write_lake_ids(con, settings, span, batch_id, typed=lake_types.get("event_id") == "UUID")
+        target = write_lake_ids(lake, span, batch_id, typed=lake_types.get("event_id") == "UUID")
         if worth_zero_copy(target.lake_id_count, rows):
             return PromotionChoice(target)
         target.remove_ids()
@@ -143,20 +144,20 @@ def blocker(settings: Settings, engine: str, lake_types: Mapping[str, str], sour
     return None
 
 
-def write_lake_ids(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, span: TimeSpan,
+def write_lake_ids(lake: Lake, span: TimeSpan,
                    batch_id: str, *, typed: bool) -> LakeTarget:
     """Write the ids the lake holds in ``span`` (the time range of the rows the batch reads: an
     event keeps its time, so only there can the lake hold one of them) to a Parquet file beside
     the batch's incoming folder, for Spark to read (twice as fast as handing Spark an Arrow table
     from Python: 2.3 s against 6.0 s for 1M ids, warm); return the target with the lake
     snapshot read just before (a later commit only adds ids, never hides one)."""
-    snapshot = one_row(con.execute(f"SELECT max(snapshot_id) FROM {settings.lake_name}.snapshots()"))[0]
-    target = LakeTarget(table_folder(settings), f"{batch_id}{LAKE_IDS_SUFFIX}", 0, int(snapshot), typed)
+    snapshot = one_row(lake.execute(f"SELECT max(snapshot_id) FROM {lake.name}.snapshots()"))[0]
+    target = LakeTarget(lake.table_folder, f"{batch_id}{LAKE_IDS_SUFFIX}", 0, int(snapshot), typed)
     target.incoming.make(exist_ok=True)
     low, upper = span
     where = "event_timestamp <= $upper" + (" AND event_timestamp >= $low" if low else "")
     params = {"upper": upper, **({"low": low} if low else {})}
-    count = one_row(con.execute(f"COPY (SELECT event_id FROM {settings.events_table} WHERE {where}) TO "
+    count = one_row(lake.execute(f"COPY (SELECT event_id FROM {lake.events_table} WHERE {where}) TO "
                                 f"{quote_literal(target.incoming.uri(target.lake_ids))} (FORMAT parquet)",
                                 params))[0]
     if count == 0:
@@ -165,45 +166,45 @@ def write_lake_ids(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, s
     return replace(target, lake_id_count=int(count))
 
 
-def inserted_since(con: duckdb.DuckDBPyConnection, settings: Settings, snapshot_id: int) -> bool:
+def inserted_since(lake: Lake, snapshot_id: int) -> bool:
     """Did a snapshot after ``snapshot_id`` insert into the events table? (Then a batch whose ids
     were checked at ``snapshot_id`` may hold rows the lake took meanwhile.)"""
-    metadata = one_row(con.execute("SELECT getvariable('lake_metadata')"))[0]
-    table_id = one_row(con.execute(
+    metadata = one_row(lake.execute("SELECT getvariable('lake_metadata')"))[0]
+    table_id = one_row(lake.execute(
         f"SELECT t.table_id FROM {metadata}.ducklake_table t JOIN {metadata}.ducklake_schema s "
         "USING (schema_id) WHERE s.schema_name = 'main' AND t.table_name = ? AND t.end_snapshot IS NULL "
-        "AND s.end_snapshot IS NULL", [settings.lake_table]))[0]
-    changed = one_row(con.execute(
-        f"SELECT count(*) FROM {settings.lake_name}.snapshots() WHERE snapshot_id > ? AND "
+        "AND s.end_snapshot IS NULL", [lake.table]))[0]
+    changed = one_row(lake.execute(
+        f"SELECT count(*) FROM {lake.name}.snapshots() WHERE snapshot_id > ? AND "
         "(list_contains(changes['tables_inserted_into'], ?) OR list_contains(changes['inlined_insert'], ?))",
         [snapshot_id, str(table_id), str(table_id)]))[0]
     return changed > 0
 
 
-def held_elsewhere(con: duckdb.DuckDBPyConnection, settings: Settings, paths: list[str]) -> bool:
+def held_elsewhere(lake: Lake, paths: list[str]) -> bool:
     """Does the lake hold any id of Spark's files ``paths``? Spark left out the ids the lake holds in
     the batch's time range; one found now is dated elsewhere in the lake (the source moved the row
     after it was loaded), and registering the file would hold it twice."""
-    return bool(one_row(con.execute(
+    return bool(one_row(lake.execute(
         "SELECT count(*) FROM (SELECT TRY_CAST(event_id AS UUID) AS event_id FROM "
         "read_parquet($files, hive_partitioning = false)) f "
-        f"SEMI JOIN (SELECT TRY_CAST(event_id AS UUID) AS event_id FROM {settings.events_table}) lake "
+        f"SEMI JOIN (SELECT TRY_CAST(event_id AS UUID) AS event_id FROM {lake.events_table}) lake "
         "ON lake.event_id = f.event_id", {"files": paths}))[0])
 
 
-def register(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, paths: list[str]) -> None:
+def register(lake: Lake, paths: list[str]) -> None:
     """Add ``paths`` (in the table's day folders) to the events table, inside the open transaction."""
-    con.execute("CALL ducklake_add_data_files(?, ?, ?, hive_partitioning => true)",
-                [settings.lake_name, settings.lake_table, paths])
+    lake.execute("CALL ducklake_add_data_files(?, ?, ?, hive_partitioning => true)",
+                [lake.name, lake.table, paths])
 
 
-def remove_files(lake_files: list[LakeFile], settings: ResolvedSettings) -> None:
-    """Delete lake files that will not be registered (a short batch, a batch promoted by copy)."""
-    folder = table_folder(settings)
+def remove_files(lake_files: list[LakeFile], folder: Folder) -> None:
+    """Delete lake files that will not be registered (a short batch, a batch promoted by copy)
+    from the table's ``folder``."""
     for entry in lake_files:
         folder.delete_uri(str(entry["uri"]))
 
 
 def table_folder(settings: ResolvedSettings) -> Folder:
     """The events table's folder in the data path: where DuckLake writes its own files."""
-    return data_dir(settings).child("main").child(settings.lake_table)
+    return lake_table_folder(data_folder(settings), settings.lake_table)

@@ -1,5 +1,5 @@
 """Staged batches between extraction and promotion: the contract (:mod:`.contract`) on a
-folder or object storage (:mod:`.location`)."""
+folder or object storage (:mod:`.location`, on :mod:`pipeline.storage`)."""
 
 from pipeline.staging.contract import (
     FAILED,
@@ -27,12 +27,11 @@ from pipeline.staging.contract import (
     seal,
     set_aside,
 )
-from pipeline.staging.location import Folder, staging_root, store_outage, table_dir
+from pipeline.staging.location import staging_root, table_dir
 
 __all__ = ["FAILED", "FAILURE", "MANIFEST", "PREFIX", "RUNNING", "LakeFile", "Manifest", "StagedBatch",
-           "Folder",
            "abandoned_batches", "batch_dir", "claim_batch", "clean_stale", "complete_batches",
            "failed_batches",
            "is_complete", "new_batch_id", "parquet_files", "pending_lake_files", "read_manifest",
            "release_batch", "remove_batch", "restore_failed", "seal", "set_aside", "staging_root",
-           "store_outage", "table_dir"]
+           "table_dir"]

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any, TypedDict
 
 from pipeline.source.window import Window, iso, parse_iso
-from pipeline.staging.location import Folder
+from pipeline.storage.folder import Folder
 
 MANIFEST = "_manifest.json"
 PREFIX = "batch_id="

@@ -58,6 +58,7 @@ def test_catalog_lost_as_promotion_begins_is_a_temporary_error_naming_it(lake_en
     from pipeline import staging
     from pipeline.errors import CatalogUnavailable
     from pipeline.lake.connect import connect
+    from pipeline.lake.session import Lake
     from pipeline.ops import run as running
     from pipeline.settings.resolve import resolve
     from tests.helpers import catalog_through_proxy
@@ -71,7 +72,7 @@ def test_catalog_lost_as_promotion_begins_is_a_temporary_error_naming_it(lake_en
     try:
         proxy.stop(admit=1)  # the promotion's lock gets through, the lake's reconnect does not
         with pytest.raises(CatalogUnavailable) as lost:
-            running._Run(settings, con, running.RunReport()).promote_or_set_aside(batch)
+            running._Run(settings, Lake.of(con, settings), running.RunReport()).promote_or_set_aside(batch)
     finally:
         con.close()
     assert f"Lost the lake catalog (DUCKLAKE_CATALOG={settings.catalog.describe()}) during promotion" \

@@ -8,6 +8,7 @@ import pytest
 
 from pipeline.lake import connect as lake
 from pipeline.lake import schema
+from pipeline.lake.session import Lake
 from pipeline.settings.resolve import resolve
 
 
@@ -19,7 +20,7 @@ def con(lake_env):
 
     resolved = resolve(load_settings({**lake_env, "SPARK_READER": "jdbc"}))
     connection = lake.connect(resolved)
-    schema.ensure_tables(connection, resolved)
+    schema.ensure_tables(Lake.of(connection, resolved), schema.column_types(resolved.promotion, resolved.spark.reader))
     yield connection
     connection.close()
 

@@ -16,6 +16,7 @@ from pipeline.lake import validate, verify
 from pipeline.ops.run import run
 from pipeline.settings import load_settings
 from pipeline.settings.resolve import resolve
+from pipeline.storage.folder import Folder
 from tests.conftest import BOTH_MODES, COPY_MODE
 from tests.helpers import (
     add_events,
@@ -117,7 +118,7 @@ def test_the_same_batch_promoted_twice_is_skipped(settings, spark):
     copy = folder.with_name(folder.name + "-copy")
     shutil.copytree(folder, copy)
     first = promote_batch(resolved, batch)
-    copied = staging.StagedBatch(staging.Folder(batch.folder.fs, "", str(copy)), batch.manifest)
+    copied = staging.StagedBatch(Folder(batch.folder.fs, "", str(copy)), batch.manifest)
     again = promote_batch(resolved, copied)
     assert first.outcome == "committed" and first.rows_inserted == 1_000
     assert again.outcome == "already promoted" and again.rows_inserted == 0

@@ -43,7 +43,7 @@ def test_the_arrow_readers_tasks_get_the_password_outside_plans_properties_and_c
     request = ExtractRequest(settings, BatchPlan(window, WindowStats(rows, None, None), None), "secret-test")
     folder = tmp_path / "staging" / "out"
     folder.mkdir(parents=True)
-    from pipeline.staging.location import folder_of
+    from pipeline.storage.folder import folder_of
 
     # the job's queries are built here: 2 s in Postgres, while the watcher looks (it finds them in ~0.3 s)
     from tests import faults

@@ -20,7 +20,7 @@ from pipeline.source import stats
 from pipeline.source.plan import BatchPlan
 from pipeline.source.snapshot import exported_snapshot
 from pipeline.source.window import Window
-from pipeline.staging.location import folder_of
+from pipeline.storage.folder import folder_of
 from tests.helpers import add_events
 
 

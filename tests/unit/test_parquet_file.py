@@ -13,7 +13,7 @@ import pytest
 from pipeline.extract.arrow_writer import STAGING_SCHEMA, ParquetFile, write_tables
 from pipeline.extract.slice_task import _write_staging
 from pipeline.settings.model import StorageOptions
-from pipeline.staging.location import folder_of
+from pipeline.storage.folder import folder_of
 
 ROWS = pa.table({"event_id": ["a", "b"], "event_type": ["x", "y"],
                  "event_timestamp": [datetime(2026, 1, 1, tzinfo=UTC)] * 2, "details": ["{}", None],

@@ -83,7 +83,7 @@ def test_gcs_and_r2_secrets_are_generated_and_masked():
 
 def test_one_set_of_s3_settings_reaches_duckdb_pyarrow_and_spark_alike():
     """The three spellings come from one place: the same endpoint, TLS, addressing and keys."""
-    from pipeline.staging.object_store import ObjectStore
+    from pipeline.storage.object_store import ObjectStore
 
     store = ObjectStore(StorageOptions(key_id="KEY", secret=Secret("SECRET"), region="eu-west-1",
                                        endpoint="127.0.0.1:9000", url_style="path", use_ssl=False))

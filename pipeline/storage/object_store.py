@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from pipeline.errors import MASK
 from pipeline.sqltext import quote_literal
 
-if TYPE_CHECKING:  # a type only: the slice tasks import this through staging.location
+if TYPE_CHECKING:  # a type only: the slice tasks import this through storage.folder
     from pipeline.settings.model import StorageOptions
 
 # DuckDB's secret TYPE for each URI scheme it reads

@@ -1,0 +1,92 @@
+"""An open lake: the DuckDB connection a lake session attached, and the names of what it holds.
+
+:func:`pipeline.lake.connect.lake_session` yields one. The functions of ``lake/``, ``promote/``
+and ``ops/`` that read or write the lake take it instead of a connection and the whole settings:
+what they need to know about the lake (its tables, its ops tables, its data folder) is here, and
+anything else they need is an argument of its own."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+
+from pipeline.lake import locks
+from pipeline.storage.folder import Folder, folder_of
+
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    from pipeline.settings import ResolvedSettings, Settings
+    from pipeline.settings.catalog import CatalogSpec
+    from pipeline.settings.model import StorageOptions
+
+
+@dataclass(frozen=True)
+class Lake:
+    """One attached lake, as one session sees it. It owns no connection: the session that opened
+    ``con`` closes it."""
+
+    con: duckdb.DuckDBPyConnection
+    name: str  # the catalog alias the lake is attached under (DUCKLAKE_NAME)
+    table: str  # the events table, in the lake's main schema
+    ops_schema: str  # where the pipeline keeps its own tables (batches, quarantine, jobs)
+    data_path: str  # the lake's data folder (DUCKLAKE_DATA_PATH, resolved)
+    storage: StorageOptions  # how to reach it when it is object storage
+    catalog: CatalogSpec  # where the lake's catalog is: its advisory locks are taken there
+
+    @classmethod
+    def of(cls, con: duckdb.DuckDBPyConnection, settings: ResolvedSettings) -> Lake:
+        return cls(con, settings.lake_name, settings.lake_table, settings.ops_schema,
+                   settings.data_path, settings.storage, settings.catalog)
+
+    def lock(self, job: str, *, timeout: float | None = None) -> AbstractContextManager[locks.Lease]:
+        """This table's lock for ``job`` (as :func:`.locks.hold` takes it from the settings)."""
+        return locks.hold_named(self.catalog, locks.named(self.name, self.table, job), job, timeout=timeout)
+
+    def for_table(self, table: str) -> Lake:
+        """The same session, speaking of another events table of the lake."""
+        return dataclasses.replace(self, table=table)
+
+    @property
+    def events_table(self) -> str:
+        """Fully qualified events table, e.g. ``lake.main.events``."""
+        return f"{self.name}.main.{self.table}"
+
+    def ops(self, table: str) -> str:
+        """Fully qualified ops table, e.g. ``lake.ops.batches``."""
+        return f"{self.name}.{self.ops_schema}.{table}"
+
+    @property
+    def batches_table(self) -> str:
+        return self.ops("batches")
+
+    @property
+    def quarantine_table(self) -> str:
+        return self.ops("quarantine")
+
+    @cached_property
+    def data_folder(self) -> Folder:
+        """The data folder on its filesystem (zero-copy writes the lake's files there)."""
+        return folder_of(self.data_path, self.storage)
+
+    @property
+    def table_folder(self) -> Folder:
+        return table_folder(self.data_folder, self.table)
+
+    def execute(self, sql: str, params: Any = None) -> duckdb.DuckDBPyConnection:
+        return self.con.execute(sql, params)
+
+
+def data_folder(settings: Settings) -> Folder:
+    """``DUCKLAKE_DATA_PATH`` on its filesystem, before or without a lake session."""
+    assert settings.data_path is not None, "resolved settings carry a data path"
+    return folder_of(settings.data_path, settings.storage)
+
+
+def table_folder(data: Folder, table: str) -> Folder:
+    """Where DuckLake keeps a table's files in the data folder: ``<data path>/main/<table>``."""
+    return data.child("main").child(table)
