@@ -10,9 +10,9 @@ import duckdb
 
 from pipeline import actions
 from pipeline.cli import output, voice
+from pipeline.cli.command import Command
 from pipeline.errors import ConfigError
 from pipeline.process import cancellable
-from pipeline.settings import Settings
 from pipeline.settings.durations import parse_duration
 
 Outcome = tuple[bool, str]
@@ -48,8 +48,7 @@ def _sql_file(name: str) -> Path:
                       f"Named queries: {known}; or give the path of a .sql file.")
 
 
-def run_texts(args: argparse.Namespace, settings: Settings,
-              texts: list[str] | Callable[[duckdb.DuckDBPyConnection], list[str]],
+def run_texts(cmd: Command, texts: list[str] | Callable[[duckdb.DuckDBPyConnection], list[str]],
               cell_width: int | None = None) -> Outcome:
     """Run ``texts`` in one session as the flags say, print the result, and say how it went
     (``texts`` may be written from the session: a command's query that needs the lake's facts;
@@ -58,12 +57,13 @@ def run_texts(args: argparse.Namespace, settings: Settings,
     from pipeline.lake.query import describe_at, open_session, parse_params, run_session
     from pipeline.ops.pipeline import Pipeline
 
+    args = cmd.args  # the session's flags: --param, --timeout, --limit, --write, --at-*, --format
     params = parse_params(args.param or [])
     timeout = parse_duration(args.timeout, voice.FLAGS[actions.TIMEOUT]).total_seconds()
     if args.limit is not None and args.limit < 0:
         raise ConfigError(f"{voice.LIMIT} {args.limit} is negative.",
                           f"Give the rows to show per command, e.g. {voice.LIMIT} 20.")
-    with Pipeline(settings) as lake:  # settings resolved once, in the pipeline
+    with Pipeline(cmd.settings) as lake:  # settings resolved once, in the pipeline
         resolved = lake.settings
     con = open_session(resolved, write=args.write, at_version=args.at_version, at_time=args.at_time)
     try:
@@ -73,7 +73,7 @@ def run_texts(args: argparse.Namespace, settings: Settings,
             texts = texts(con)
         with cancellable(con.interrupt):  # a stop request ends the statement running now
             result = run_session(con, texts, params, limit, write=args.write, timeout=timeout or None)
-        info = catalog_info(con, resolved.lake_name) if args.json else None
+        info = catalog_info(con, resolved.lake_name) if cmd.json else None
     finally:
         con.close()
     output.print_session(result, args.format, info, cell_width)
@@ -87,43 +87,43 @@ def run_texts(args: argparse.Namespace, settings: Settings,
     return True, f"Ran {len(result.commands)} command(s){at}" + ("" if args.write else " (read-only).")
 
 
-def sql(args: argparse.Namespace, settings: Settings) -> Outcome:
-    return run_texts(args, settings, sql_texts(args))
+def sql(cmd: Command) -> Outcome:
+    return run_texts(cmd, sql_texts(cmd.args))
 
 
-def snapshots(args: argparse.Namespace, settings: Settings) -> Outcome:
+def snapshots(cmd: Command) -> Outcome:
     from pipeline.lake.history import snapshot_listing, table_names
 
     def listing(con: duckdb.DuckDBPyConnection) -> list[str]:
-        return [snapshot_listing(settings.lake_name, table_names(con), human=args.format == "table")]
+        return [snapshot_listing(cmd.settings.lake_name, table_names(con), human=cmd.args.format == "table")]
 
-    ok, _ = run_texts(args, settings, listing)
+    ok, _ = run_texts(cmd, listing)
     return ok, "Snapshots listed." if ok else "Failed to list snapshots."
 
 
 CHANGE_CELL_WIDTH = 40  # a human table of changes: one row fits a terminal; other formats keep all
 
 
-def changes(args: argparse.Namespace, settings: Settings) -> Outcome:
+def changes(cmd: Command) -> Outcome:
     """The change feed of a table between two snapshots (or times), both included: in a table, a
     count per snapshot and kind of change first, then the rows with wide values cut (a row of
     the events table printed ~550 characters: the whole JSON of its details)."""
     from pipeline.sqltext import quote_literal
 
-    start, end = args.changes
-    schema, _, table = (args.table or f"main.{settings.lake_table}").rpartition(".")
+    start, end = cmd.args.changes
+    schema, _, table = (cmd.args.table or f"main.{cmd.settings.lake_table}").rpartition(".")
     schema = schema or "main"
 
     def bound(value: str) -> str:
         return value if value.lstrip("-").isdigit() else f"TIMESTAMPTZ {quote_literal(value)}"
 
-    feed = (f"ducklake_table_changes({quote_literal(settings.lake_name)}, {quote_literal(schema)}, "
+    feed = (f"ducklake_table_changes({quote_literal(cmd.settings.lake_name)}, {quote_literal(schema)}, "
             f"{quote_literal(table)}, {bound(start)}, {bound(end)})")
     rows = f"SELECT * FROM {feed} ORDER BY snapshot_id, rowid"
-    human = args.format == "table" and not args.json
+    human = cmd.args.format == "table" and not cmd.args.json
     summary = (f"SELECT snapshot_id, change_type, count(*) AS rows FROM {feed} GROUP BY ALL "
                "ORDER BY snapshot_id, change_type")
-    ok, _ = run_texts(args, settings, [summary, rows] if human else [rows],
+    ok, _ = run_texts(cmd, [summary, rows] if human else [rows],
                       CHANGE_CELL_WIDTH if human else None)
     return ok, (f"Changes to {schema}.{table} from {start} to {end} (both included) listed"
                 f"{'; --format jsonl shows every value whole' if human else ''}." if ok

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 from pipeline import actions, invocation
 from pipeline.cli import analysis, output, voice
+from pipeline.cli.command import Command
 from pipeline.ops.policy import SHUTDOWN_SECONDS
-from pipeline.settings import Settings
 
 if TYPE_CHECKING:
     from pipeline.ops.run import Mode
@@ -23,29 +23,30 @@ if TYPE_CHECKING:
 Outcome = tuple[bool | int, str]  # ok (exit 0/1), or an exit code; and the last line
 
 
-def run(args: argparse.Namespace, settings: Settings) -> Outcome:
+def run(cmd: Command) -> Outcome:
     from pipeline.ops.pipeline import Pipeline
 
-    mode: Mode = ("extract" if args.extract_only else "promote" if args.promote_only or args.retry_failed
+    flags = cmd.args
+    mode: Mode = ("extract" if flags.extract_only else "promote" if flags.promote_only or flags.retry_failed
                   else "run")
-    with Pipeline(settings, engine=args.engine) as lake:
+    with Pipeline(cmd.settings, engine=cmd.args.engine) as lake:
         # recorded in the job history like a scheduled load: --status's freshness counts manual runs too
         record_as = "load" if mode == "run" else mode
-        report = lake.retry_failed() if args.retry_failed else lake.run(mode, record_as=record_as)
+        report = lake.retry_failed() if cmd.args.retry_failed else lake.run(mode, record_as=record_as)
         lake.compact_if_piled(report)  # a --run from cron each minute: small files merged when they pile up
-    if args.json:
+    if cmd.json:
         output.out(output.dumps({"status": "ok", **report.as_dict()}))
     if report.set_aside:
         return False, f"Done, but not everything loaded: {report.summary()}."
     return True, f"Done: {report.summary()}."
 
 
-def reconcile(args: argparse.Namespace, settings: Settings) -> Outcome:
+def reconcile(cmd: Command) -> Outcome:
     from pipeline.ops.pipeline import Pipeline
 
-    with Pipeline(settings) as lake:
+    with Pipeline(cmd.settings) as lake:
         report = lake.reconcile_now()
-    if args.json:
+    if cmd.json:
         output.out(output.dumps({"status": "ok", **report.as_dict()}))
     return True, f"Reconciled: {report.summary()}."
 
@@ -58,20 +59,20 @@ def _since(args: argparse.Namespace) -> timedelta | None:
     return None if since is None or since.lower() == "all" else parse_duration(since, "--since")
 
 
-def repair(args: argparse.Namespace, settings: Settings) -> Outcome:
+def repair(cmd: Command) -> Outcome:
     from pipeline.ops.pipeline import Pipeline
 
-    with Pipeline(settings) as lake:
-        report = lake.repair(_since(args))
-    if args.json:
+    with Pipeline(cmd.settings) as lake:
+        report = lake.repair(_since(cmd.args))
+    if cmd.json:
         output.out(output.dumps({"status": "ok", **report.as_dict()}))
     return True, f"Repair: {report.summary()}."
 
 
-def demo(args: argparse.Namespace, settings: Settings) -> Outcome:
+def demo(cmd: Command) -> Outcome:
     from pipeline.ops.demo import demo as run_demo
 
-    result = run_demo(settings, engine=args.engine)
+    result = run_demo(cmd.settings, engine=cmd.args.engine)
     output.out(output.render_demo(result))
     if result.ok:
         typed = "" if invocation.installed() else "uv run "  # as the demo itself was started
@@ -83,13 +84,13 @@ def demo(args: argparse.Namespace, settings: Settings) -> Outcome:
                        else "Demo finished, but the lake does NOT match the source (see above).")
 
 
-def status(args: argparse.Namespace, settings: Settings) -> Outcome:
+def status(cmd: Command) -> Outcome:
     from pipeline.errors import TransientError
     from pipeline.ops.health import unreadable
     from pipeline.ops.pipeline import Pipeline
     from pipeline.storage.outage import store_outage
 
-    lake = Pipeline(settings)
+    lake = Pipeline(cmd.settings)
     try:
         with lake:
             data = lake.status()
@@ -98,39 +99,39 @@ def status(args: argparse.Namespace, settings: Settings) -> Outcome:
         if outage is None:
             raise
         judged = unreadable(outage)
-        if args.json:
+        if cmd.json:
             document = {"health": judged.as_dict(), "lake_readable": False, "hint": outage.hint}
             output.out(output.dumps(document))
         return judged.code, f"Status: {judged.state} ({judged.reasons[0]}); {outage.hint}"
-    output.out(output.dumps(data.as_dict()) if args.json else output.render_status(data))
+    output.out(output.dumps(data.as_dict()) if cmd.json else output.render_status(data))
     health = data.health
     reasons = "; ".join(health.reasons)
     # exit code 0 healthy, 1 stale, 2 failing: what monitors and process managers check
     return health.code, f"Status: {health.state}" + (f" ({reasons})." if reasons else ".")
 
 
-def verify(args: argparse.Namespace, settings: Settings) -> Outcome:
+def verify(cmd: Command) -> Outcome:
     from pipeline.ops.pipeline import Pipeline
-    with Pipeline(settings) as lake:
-        if args.since:  # by identity, bucket by bucket: no row read where the buckets agree
-            check = lake.prove(_since(args))
+    with Pipeline(cmd.settings) as lake:
+        if cmd.args.since:  # by identity, bucket by bucket: no row read where the buckets agree
+            check = lake.prove(_since(cmd.args))
             return check.exact, check.describe()
         comparison = lake.verify()
     return comparison.equal, comparison.describe()
 
 
-def print_attach(args: argparse.Namespace, settings: Settings) -> Outcome:
+def print_attach(cmd: Command) -> Outcome:
     import duckdb
 
     from pipeline.lake import extensions
     from pipeline.lake.attach_sql import extension_names, open_statements
     from pipeline.ops.pipeline import Pipeline
 
-    with Pipeline(settings) as lake:  # settings resolved once, in the pipeline
+    with Pipeline(cmd.settings) as lake:  # settings resolved once, in the pipeline
         resolved = lake.settings
     # read-only as the reader role when there is one (as a read-only --sql session opens it);
     # --write: as DUCKLAKE_CATALOG's role, read-write
-    reader = None if args.write or resolved.catalog.pg is None else resolved.catalog.reader
+    reader = None if cmd.args.write or resolved.catalog.pg is None else resolved.catalog.reader
     # install the pinned extensions where the duckdb CLI of the same version finds them
     extensions.new_instance(*extension_names(resolved.catalog, resolved.data_path)).close()
     output.out(f"-- DuckDB {duckdb.__version__}: the duckdb CLI must be this version (a newer one fetches "
@@ -138,7 +139,7 @@ def print_attach(args: argparse.Namespace, settings: Settings) -> Outcome:
                f"{duckdb.__version__} duckdb`; extensions were installed from the pinned wheels into "
                "~/.duckdb/extensions")
     for statement in open_statements(resolved.lake_name, resolved.catalog, resolved.data_path,
-                                     storage=resolved.storage, show_secrets=args.show_secrets,
+                                     storage=resolved.storage, show_secrets=cmd.args.show_secrets,
                                      read_only=reader is not None, catalog_role=reader):
         output.out(f"{statement};")
     how = (f"read-only, as the reader role {reader.user}; {voice.FLAGS[actions.WRITE]} for the writer's"
@@ -146,30 +147,30 @@ def print_attach(args: argparse.Namespace, settings: Settings) -> Outcome:
     return True, f"-- Paste the statements above into the duckdb CLI (same version) to open the lake ({how})."
 
 
-def stop_embedded(args: argparse.Namespace, settings: Settings) -> Outcome:
+def stop_embedded(cmd: Command) -> Outcome:
     from pipeline import embedded
 
-    stopped = embedded.stop(settings.home)
+    stopped = embedded.stop(cmd.settings.home)
     return True, "Embedded Postgres stopped." if stopped else "Embedded Postgres was not running."
 
 
-def schedule(args: argparse.Namespace, settings: Settings) -> Outcome:
+def schedule(cmd: Command) -> Outcome:
     from pipeline.ops.pipeline import Pipeline
 
-    with Pipeline(settings, engine=args.engine, long_lived=True) as lake:
-        lake.schedule(run_now=args.run_now)
+    with Pipeline(cmd.settings, engine=cmd.args.engine, long_lived=True) as lake:
+        lake.schedule(run_now=cmd.args.run_now)
     return True, "Scheduler stopped cleanly."
 
 
-def follow(args: argparse.Namespace, settings: Settings) -> Outcome:
+def follow(cmd: Command) -> Outcome:
     from pipeline.ops.pipeline import Pipeline
 
-    with Pipeline(settings, engine=args.engine, long_lived=True) as lake:
+    with Pipeline(cmd.settings, engine=cmd.args.engine, long_lived=True) as lake:
         lake.follow()
     return True, "Stopped following cleanly."
 
 
-def serve(args: argparse.Namespace, settings: Settings) -> Outcome:
+def serve(cmd: Command) -> Outcome:
     import threading
 
     from pipeline.errors import ConfigError
@@ -177,7 +178,7 @@ def serve(args: argparse.Namespace, settings: Settings) -> Outcome:
     from pipeline.ops.web import WebServer
     from pipeline.process import on_stop
 
-    with Pipeline(settings) as lake:  # settings resolved once, in the pipeline
+    with Pipeline(cmd.settings) as lake:  # settings resolved once, in the pipeline
         resolved = lake.settings
     if not resolved.metrics_port:
         raise ConfigError("METRICS_PORT is 0, which turns the web server off.",
@@ -195,22 +196,22 @@ def serve(args: argparse.Namespace, settings: Settings) -> Outcome:
     return True, "Server stopped."
 
 
-def maintain(args: argparse.Namespace, settings: Settings) -> Outcome:
+def maintain(cmd: Command) -> Outcome:
     from pipeline.ops.pipeline import Pipeline
 
-    with Pipeline(settings) as lake:
-        report = lake.maintain_now(dry_run=args.dry_run)
-    if args.json:
+    with Pipeline(cmd.settings) as lake:
+        report = lake.maintain_now(dry_run=cmd.args.dry_run)
+    if cmd.json:
         output.out(output.dumps(report.as_dict()))
-    return True, f"Maintenance {'dry run ' if args.dry_run else ''}done: {report.describe()}."
+    return True, f"Maintenance {'dry run ' if cmd.args.dry_run else ''}done: {report.describe()}."
 
 
-def doctor(args: argparse.Namespace, settings: Settings) -> Outcome:
+def doctor(cmd: Command) -> Outcome:
     from pipeline.ops.doctor import FAIL, run_checks
 
-    checks = run_checks(settings)
+    checks = run_checks(cmd.settings)
     failed = [c.name for c in checks if c.status == FAIL]
-    if args.json:
+    if cmd.json:
         output.out(output.dumps({"status": "error" if failed else "ok",
                                  "checks": [c.as_dict() for c in checks]}))
     else:
@@ -236,7 +237,7 @@ class Action:
 
     flag: str
     help: str
-    handler: Callable[[argparse.Namespace, Settings], Outcome]
+    handler: Callable[[Command], Outcome]
     metavar: tuple[str, ...] | None = None
 
     @property

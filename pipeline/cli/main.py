@@ -10,6 +10,7 @@ import sys
 
 from pipeline import logs
 from pipeline.cli import analysis, output, voice
+from pipeline.cli.command import Command
 from pipeline.cli.handlers import ACTIONS, Outcome, action_word
 from pipeline.cli.parser import SETTING_FLAGS, build_parser, setting_flags
 from pipeline.errors import ConfigError, PipelineError, ShutdownRequested
@@ -131,8 +132,8 @@ def dispatch(args: argparse.Namespace, settings: Settings) -> Outcome:
     if args.sql or args.sql_file:
         if chosen:
             raise ConfigError("--sql/--sql-file cannot be combined with another action.")
-        return analysis.sql(args, settings)
+        return analysis.sql(Command(args, settings))
     if not chosen:
         raise ConfigError("Nothing to do.", "Give an action such as --run, --demo, --status or --sql; "
                           "see --help.")
-    return chosen[0].handler(args, settings)
+    return chosen[0].handler(Command(args, settings))

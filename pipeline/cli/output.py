@@ -163,14 +163,14 @@ def render_status(status: Status) -> str:
                      f"at {b['promoted_at']}")
     if not status.last_batches:
         lines.append("  (none)")
-    scheduler = status.scheduler or {}
-    lines.append("jobs:" + ("" if scheduler else "  (no scheduler running)"))
+    planned_jobs = status.scheduler.get("jobs", {}) if status.scheduler else {}
+    lines.append("jobs:" + ("" if status.scheduler else "  (no scheduler running)"))
     for name in ("load", "expire", "compact", "reconcile"):
         last = status.jobs.get(name)
-        planned = scheduler.get("jobs", {}).get(name, {})
+        planned = planned_jobs.get(name)
         result = (f"last {last['status']} at {last['finished_at']}"
                   + (f" ({last['error']})" if last["error"] else "")) if last else "never run"
-        nxt = f"; next {planned['next_run']}" if planned.get("next_run") else ""
+        nxt = f"; next {planned['next_run']}" if planned and planned["next_run"] else ""
         lines.append(f"  {name:8} {result}{nxt}")
     return "\n".join(lines)
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from pipeline import __version__
 from pipeline.ops.observe import Observation
+from pipeline.ops.scheduler_state import SchedulerState
 from pipeline.source.window import iso
 
 WIDTH, HEIGHT = 560, 210
@@ -85,11 +86,12 @@ in {obs.seconds:.2f}s · reloads every {REFRESH_SECONDS}s · <a href="/metrics">
 """
 
 
-def _loader(scheduler: dict[str, Any] | None) -> str:
+def _loader(scheduler: SchedulerState | None) -> str:
     """Whether anything loads this lake on this host: the page said nothing of it."""
     if not scheduler:
         return "none running on this host"
-    every = scheduler.get("jobs", {}).get("load", {}).get("every", "?")
+    load = scheduler.get("jobs", {}).get("load")
+    every = load["every"] if load else "?"
     mode = scheduler.get("mode", "scheduler")
     more = f" (+{scheduler['running'] - 1} more)" if scheduler.get("running", 1) > 1 else ""
     return f"{mode} every {every}, pid {scheduler['pid']}{more}"

@@ -20,7 +20,7 @@ import psycopg
 from pipeline import actions, invocation
 from pipeline.errors import LakeNotCreated, PipelineError, SourceAccessDenied, first_line, scrub_secrets
 from pipeline.settings import ResolvedSettings, Settings
-from pipeline.settings.model import Reader
+from pipeline.settings.model import Reader, SparkOptions
 from pipeline.sqltext import one_row
 
 if TYPE_CHECKING:
@@ -68,143 +68,147 @@ def java_major(version_text: str) -> int | None:
     return int(match.group(2) or 0) if major == 1 else major
 
 
-def jdbc_check(settings: Settings) -> Check:
+def jdbc_check(spark: SparkOptions) -> Check:
     from pipeline.extract.spark_session import driver_help, resolve_jdbc_driver
 
-    if settings.spark.remote:
-        return Check("jdbc driver", OK, f"Spark Connect ({settings.spark.remote}): the server's own jars "
+    if spark.remote:
+        return Check("jdbc driver", OK, f"Spark Connect ({spark.remote}): the server's own jars "
                      "(start it with --jars /usr/share/java/postgresql.jar)")
-    driver = resolve_jdbc_driver(settings.spark.jdbc_jar)
+    driver = resolve_jdbc_driver(spark.jdbc_jar)
     if driver.conf_key == "spark.jars.packages":
         return Check("jdbc driver", WARN, f"no local jar: Spark fetches {driver.value} from Maven "
                      "(needs internet access)", driver_help())
     return Check("jdbc driver", OK, driver.value)
 
 
-def extensions_check(settings: ResolvedSettings) -> Check:
-    import duckdb
+class Doctor:
+    """The checks that need the settings resolved (the embedded Postgres started if it is the
+    default): each a method returning its :class:`Check`."""
 
-    from pipeline.lake import extensions
-    from pipeline.lake.attach_sql import extension_names
+    def __init__(self, settings: ResolvedSettings) -> None:
+        self.settings = settings
 
-    names = extension_names(settings.catalog, settings.data_path)
-    extensions.new_instance(*names).close()  # installed from the wheels and loaded: they work
-    return Check("duckdb extensions", OK, f"duckdb {duckdb.__version__}: {', '.join(names)} from the "
-                 "pinned wheels")
+    def extensions(self) -> Check:
+        import duckdb
 
+        from pipeline.lake import extensions
+        from pipeline.lake.attach_sql import extension_names
 
-def source_check(settings: ResolvedSettings) -> Check:
-    from pipeline.source import arrivals, stats
-    from pipeline.source.connect import connect
+        names = extension_names(self.settings.catalog, self.settings.data_path)
+        extensions.new_instance(*names).close()  # installed from the wheels and loaded: they work
+        return Check("duckdb extensions", OK, f"duckdb {duckdb.__version__}: {', '.join(names)} from the "
+                     "pinned wheels")
 
-    with connect(settings.source_dsn) as conn:
-        version = one_row(conn.execute("SHOW server_version"))[0]
-        if not stats.table_exists(conn, settings.source_table):
-            return Check("source", WARN, f"Postgres {version} reachable; table {settings.source_table} "
-                         "does not exist yet",
-                         f"The generator creates it ({invocation.generator_command()})" +
-                         ("." if invocation.installed() else ", or create it from sql/source_events.sql."))
+    def source(self) -> Check:
+        from pipeline.source import arrivals, stats
+        from pipeline.source.connect import connect
+
+        table = self.settings.source_table
+        with connect(self.settings.source_dsn) as conn:
+            version = one_row(conn.execute("SHOW server_version"))[0]
+            if not stats.table_exists(conn, table):
+                made_by = f"The generator creates it ({invocation.generator_command()})"
+                return Check("source", WARN, f"Postgres {version} reachable; table {table} does not exist "
+                             "yet",
+                             made_by + ("." if invocation.installed()
+                                        else ", or create it from sql/source_events.sql."))
+            try:
+                stats.require_select(conn, table)
+            except SourceAccessDenied as exc:
+                return Check("source", FAIL, f"Postgres {version}; {first_line(exc)}", exc.hint)
+            column = self.settings.arrival_column
+            stamped = arrivals.stamped_by_database(conn, table, column) if column else None
+            note = arrivals.arrival_note(column, stamped, 0) if column else None
+        if note:
+            return Check("source", WARN, f"Postgres {version}, table {table}; {note}",
+                         f"ALTER TABLE {table} ALTER {column} SET DEFAULT now(), or set "
+                         "SOURCE_ARRIVAL_COLUMN=none to read the whole look-back every run without the check")
+        return Check("source", OK, f"Postgres {version}, table {table}")
+
+    def catalog(self) -> Check:
+        from pipeline.lake.connect import lake_session
+
+        where = self.settings.catalog.describe()
         try:
-            stats.require_select(conn, settings.source_table)
-        except SourceAccessDenied as exc:
-            return Check("source", FAIL, f"Postgres {version}; {first_line(exc)}", exc.hint)
-        column = settings.arrival_column
-        stamped = arrivals.stamped_by_database(conn, settings.source_table, column) if column else None
-        note = arrivals.arrival_note(column, stamped, 0) if column else None
-    if note:
-        return Check("source", WARN, f"Postgres {version}, table {settings.source_table}; {note}",
-                     f"ALTER TABLE {settings.source_table} ALTER {column} SET DEFAULT now(), or set "
-                     "SOURCE_ARRIVAL_COLUMN=none to read the whole look-back every run without the check")
-    return Check("source", OK, f"Postgres {version}, table {settings.source_table}")
+            with lake_session(self.settings, read_only=True) as con:
+                snapshots = one_row(con.execute(f"SELECT count(*) FROM {con.name}.snapshots()"))[0]
+        except LakeNotCreated:
+            return Check("catalog", OK, f"{where}: reachable; the lake is created by the first run")
+        return Check("catalog", OK, f"{where}: lake {self.settings.lake_name} with {snapshots} snapshot(s)")
 
+    def reader(self) -> Check:
+        """Whether a read-only --sql session reaches the catalog as a role that can only read it."""
+        from pipeline.lake import catalog_reader
 
-def catalog_check(settings: ResolvedSettings) -> Check:
-    from pipeline.lake.connect import lake_session
+        catalog, schema = self.settings.catalog, self.settings.lake_name
+        if catalog.pg is None:
+            return Check("sql reader", OK,
+                         f"a {catalog.kind} catalog file is opened read-only by read-only SQL")
+        setup = ("as the catalog's owner run:\n" + catalog_reader.setup_text(catalog, schema) +
+                 "\nthen set DUCKLAKE_CATALOG_READER=postgresql://lake_reader:<password>@"
+                 f"{catalog.pg.host}:{catalog.pg.port}/{catalog.pg.dbname}")
+        if catalog.reader is None:
+            return Check("sql reader", WARN, f"read-only {actions.SQL} reaches the catalog as "
+                         f"{catalog.pg.user}, who can write it: only the statement check keeps it read-only",
+                         setup)
+        if catalog.embedded and not catalog_reader.ensure_embedded(catalog, schema):
+            return Check("sql reader", OK, f"{catalog.reader.user} is made with the lake (by the first run)")
+        try:
+            problems = catalog_reader.can_write(catalog.reader, schema)
+        except psycopg.Error as exc:
+            return Check("sql reader", FAIL, f"cannot log in as {catalog.reader.user}: {first_line(exc)}",
+                         "Check DUCKLAKE_CATALOG_READER's user and password; " + setup)
+        if problems:
+            return Check("sql reader", FAIL, f"{catalog.reader.user} " + "; ".join(problems), setup)
+        return Check("sql reader", OK, f"read-only {actions.SQL} reads the catalog as {catalog.reader.user}, "
+                     "which can only read it")
 
-    where = settings.catalog.describe()
-    try:
-        with lake_session(settings, read_only=True) as con:
-            snapshots = one_row(con.execute(f"SELECT count(*) FROM {settings.lake_name}.snapshots()"))[0]
-    except LakeNotCreated:
-        return Check("catalog", OK, f"{where}: reachable; the lake is created by the first run")
-    return Check("catalog", OK, f"{where}: lake {settings.lake_name} with {snapshots} snapshot(s)")
+    def locations(self) -> Check:
+        from pipeline.ops.preflight import preflight
 
+        preflight(self.settings, reads_source=False)  # raises, naming the location and the fix
+        return Check("locations", OK, f"data {self.settings.data_path} and staging "
+                     f"{self.settings.staging_path} take writes")
 
-def reader_check(settings: ResolvedSettings) -> Check:
-    """Whether a read-only --sql session reaches the catalog as a role that can only read it."""
-    from pipeline.lake import catalog_reader
+    def spark(self, source_ok: bool) -> Check:
+        from pipeline.extract.spark_engine import connection_options
+        from pipeline.extract.spark_lease import SparkLease
 
-    catalog, schema = settings.catalog, settings.lake_name
-    if catalog.pg is None:
-        return Check("sql reader", OK, f"a {catalog.kind} catalog file is opened read-only by read-only SQL")
-    setup = ("as the catalog's owner run:\n" + catalog_reader.setup_text(catalog, schema) +
-             "\nthen set DUCKLAKE_CATALOG_READER=postgresql://lake_reader:<password>@"
-             f"{catalog.pg.host}:{catalog.pg.port}/{catalog.pg.dbname}")
-    if catalog.reader is None:
-        return Check("sql reader", WARN, f"read-only {actions.SQL} reaches the catalog as "
-                     f"{catalog.pg.user}, who can write it: only the statement check keeps it read-only",
-                     setup)
-    if catalog.embedded and not catalog_reader.ensure_embedded(catalog, schema):
-        return Check("sql reader", OK, f"{catalog.reader.user} is made with the lake (by the first run)")
-    try:
-        problems = catalog_reader.can_write(catalog.reader, schema)
-    except psycopg.Error as exc:
-        return Check("sql reader", FAIL, f"cannot log in as {catalog.reader.user}: {first_line(exc)}",
-                     "Check DUCKLAKE_CATALOG_READER's user and password; " + setup)
-    if problems:
-        return Check("sql reader", FAIL, f"{catalog.reader.user} " + "; ".join(problems), setup)
-    return Check("sql reader", OK, f"read-only {actions.SQL} reads the catalog as {catalog.reader.user}, "
-                 "which can only read it")
+        where = self.settings.spark.remote or self.settings.spark.master
+        # a lease: doctor stops the Spark it started, never a session someone else in this process holds
+        lease = SparkLease.take(self.settings, "event-lake-doctor")
+        spark = lease.session
+        try:
+            if self.settings.spark.reader is Reader.ARROW:
+                return self._arrow(spark, where, source_ok)
+            if not source_ok:
+                spark.range(10).count()
+                return Check("spark", WARN, f"{where} started; the JDBC read was not tried (source check "
+                             "failed)", "Fix the source, then run doctor again.")
+            row = (spark.read.format("jdbc").options(**connection_options(self.settings))
+                   .option("query", "SELECT 1 AS one").load().first())
+            one = row[0] if row is not None else None
+        finally:
+            lease.release()
+        return Check("spark", OK if one == 1 else FAIL, f"{where} started and read the source through JDBC")
 
+    def _arrow(self, spark: SparkSession, where: str, source_ok: bool) -> Check:
+        """On the executors, not only here: every one imports the reader's packages, and one reads
+        the source as a slice task would."""
+        from pipeline.extract import spark_arrow
 
-def locations_check(settings: ResolvedSettings) -> Check:
-    from pipeline.ops.preflight import preflight
-
-    preflight(settings, reads_source=False)  # raises, naming the location and the fix
-    return Check("locations", OK, f"data {settings.data_path} and staging {settings.staging_path} "
-                 "take writes")
-
-
-def spark_check(settings: ResolvedSettings, source_ok: bool) -> Check:
-    from pipeline.extract.spark_engine import connection_options
-    from pipeline.extract.spark_lease import SparkLease
-
-    where = settings.spark.remote or settings.spark.master
-    # a lease: doctor stops the Spark it started, never a session someone else in this process holds
-    lease = SparkLease.take(settings, "event-lake-doctor")
-    spark = lease.session
-    try:
-        if settings.spark.reader is Reader.ARROW:
-            return _arrow_check(spark, settings, where, source_ok)
+        facts = spark_arrow.executors(spark)
+        problem = spark_arrow.executor_problem(facts)
+        if problem:
+            return Check("spark", FAIL, f"{where} started, but {problem}", spark_arrow.EXECUTOR_FIX)
+        pythons = sorted({str(f["python"]) for f in facts})
         if not source_ok:
-            spark.range(10).count()
-            return Check("spark", WARN, f"{where} started; the JDBC read was not tried (source check "
-                         "failed)", "Fix the source, then run doctor again.")
-        row = (spark.read.format("jdbc").options(**connection_options(settings))
-               .option("query", "SELECT 1 AS one").load().first())
-        one = row[0] if row is not None else None
-    finally:
-        lease.release()
-    return Check("spark", OK if one == 1 else FAIL, f"{where} started and read the source through JDBC")
-
-
-def _arrow_check(spark: SparkSession, settings: ResolvedSettings, where: str, source_ok: bool) -> Check:
-    """On the executors, not only here: every one imports the reader's packages, and one reads
-    the source as a slice task would."""
-    from pipeline.extract import spark_arrow
-
-    facts = spark_arrow.executors(spark)
-    problem = spark_arrow.executor_problem(facts)
-    if problem:
-        return Check("spark", FAIL, f"{where} started, but {problem}", spark_arrow.EXECUTOR_FIX)
-    pythons = sorted({str(f["python"]) for f in facts})
-    if not source_ok:
-        return Check("spark", WARN, f"{where} started, {len(facts)} task slot(s) import the reader "
-                     f"({', '.join(pythons)}); the source read was not tried (source check failed)",
-                     "Fix the source, then run doctor again.")
-    host = spark_arrow.source_from_executor(spark, settings)
-    return Check("spark", OK, f"{where} started; {len(facts)} task slot(s) import the arrow reader "
-                 f"({', '.join(pythons)}); an executor on {host} read the source through ADBC")
+            return Check("spark", WARN, f"{where} started, {len(facts)} task slot(s) import the reader "
+                         f"({', '.join(pythons)}); the source read was not tried (source check failed)",
+                         "Fix the source, then run doctor again.")
+        host = spark_arrow.source_from_executor(spark, self.settings)
+        return Check("spark", OK, f"{where} started; {len(facts)} task slot(s) import the arrow reader "
+                     f"({', '.join(pythons)}); an executor on {host} read the source through ADBC")
 
 
 def run_checks(settings: Settings, *, with_spark: bool = True) -> list[Check]:
@@ -213,7 +217,7 @@ def run_checks(settings: Settings, *, with_spark: bool = True) -> list[Check]:
 
     checks = [_timed("java", java_check)]
     if settings.spark.reader is Reader.JDBC:  # the arrow reader needs no jar
-        checks.append(_timed("jdbc driver", lambda: jdbc_check(settings)))
+        checks.append(_timed("jdbc driver", lambda: jdbc_check(settings.spark)))
     try:
         with Pipeline(settings) as lake:  # starts the embedded Postgres when nothing is configured
             resolved = lake.settings
@@ -222,18 +226,19 @@ def run_checks(settings: Settings, *, with_spark: bool = True) -> list[Check]:
         return [*checks, failed, *(Check(name, SKIP, "needs the settings resolved (see above)")
                                    for name in ("duckdb extensions", "catalog", "sql reader", "locations",
                                                 "spark"))]
-    checks.append(_timed("duckdb extensions", lambda: extensions_check(resolved)))
-    checks.append(_timed("source", lambda: source_check(resolved)))
-    checks.append(_timed("catalog", lambda: catalog_check(resolved)))
-    checks.append(_timed("sql reader", lambda: reader_check(resolved)))
-    checks.append(_timed("locations", lambda: locations_check(resolved)))
+    doctor = Doctor(resolved)
+    checks.append(_timed("duckdb extensions", doctor.extensions))
+    checks.append(_timed("source", doctor.source))
+    checks.append(_timed("catalog", doctor.catalog))
+    checks.append(_timed("sql reader", doctor.reader))
+    checks.append(_timed("locations", doctor.locations))
     if with_spark:
         status = {check.name: check.status for check in checks}
         source_ok = status["source"] != FAIL
         if status["java"] == FAIL and not settings.spark.remote:
             checks.append(Check("spark", SKIP, "needs Java (see above)"))
         else:
-            checks.append(_timed("spark", lambda: spark_check(resolved, source_ok)))
+            checks.append(_timed("spark", lambda: doctor.spark(source_ok)))
     return checks
 
 

@@ -54,6 +54,7 @@ from pipeline.ops.policy import (
     needs_a_fix,
     retry_delay,
 )
+from pipeline.ops.scheduler_state import PlannedJob, SchedulerState
 from pipeline.process import on_stop
 from pipeline.settings.durations import format_duration
 from pipeline.settings.model import Engine
@@ -412,14 +413,14 @@ class Scheduler:
         """Next run times for ``--status`` (best effort)."""
         by_job = {_job_of(j).name: j.next_run.astimezone().isoformat()
                   for j in self.scheduler.jobs if j.next_run}
-        state = {"pid": os.getpid(), "run_id": logs.RUN_ID, "updated_at": datetime.now(UTC).isoformat(),
-                 "mode": "follower" if self.follow else "scheduler",
-                 "jobs": {name: {"every": format_duration(job.every),
-                                 "next_run": by_job.get(name),
-                                 "last_status": job.last_status, "last_finished": job.last_finished,
-                                 "consecutive_failures": job.failures}
-                          for name, job in self.jobs.items()}}
-        scheduler_state.write_state(self.settings, state)
+        state = SchedulerState(
+            pid=os.getpid(), run_id=logs.RUN_ID, updated_at=datetime.now(UTC).isoformat(),
+            mode="follower" if self.follow else "scheduler",
+            jobs={name: PlannedJob(every=format_duration(job.every), next_run=by_job.get(name),
+                                   last_status=job.last_status, last_finished=job.last_finished,
+                                   consecutive_failures=job.failures)
+                  for name, job in self.jobs.items()})
+        scheduler_state.SchedulerStates(self.settings.home).write(state)
 
     def request_stop(self) -> None:
         if self.stop.is_set():
@@ -491,7 +492,7 @@ class Scheduler:
         if web is not None:  # first: its threads may be inside DuckDB; none may outlive the process
             web.stop()
         # the pipeline is its owner's to close (Spark, the lake's attaches): serve() only drove it
-        scheduler_state.remove_state(self.settings)
+        scheduler_state.SchedulerStates(self.settings.home).remove()
         log.info("scheduler stopped cleanly")
 
     def _start_web(self) -> WebServer | None:

@@ -20,7 +20,7 @@ from pipeline.lake.schema import quarantined_rows
 from pipeline.lake.session import Lake
 from pipeline.lake.transaction import one_read
 from pipeline.ops import health, proof
-from pipeline.ops.scheduler_state import read_state
+from pipeline.ops.scheduler_state import SchedulerState, SchedulerStates
 from pipeline.settings import ResolvedSettings
 from pipeline.source import arrivals, stats
 from pipeline.source.connect import connect as connect_source
@@ -71,7 +71,7 @@ class Status:
     # batches that could not be promoted, kept whole (batch_id, error, set_aside_at)
     set_aside_batches: list[dict[str, Any]] = field(default_factory=list)
     jobs: dict[str, dict[str, Any]] = field(default_factory=dict)  # job -> its last run
-    scheduler: dict[str, Any] | None = None  # the running scheduler's state file
+    scheduler: SchedulerState | None = None  # the running scheduler's state file
     last_batches: list[dict[str, Any]] = field(default_factory=list)
     # loads of the last hour: rows read per row inserted, arrival -> commit seconds
     last_hour: dict[str, Any] | None = None
@@ -253,4 +253,4 @@ def collect(settings: ResolvedSettings) -> Status:
         set_aside_batches=set_aside,
         jobs={r["job"]: {"status": r["status"], "started_at": iso(r["started_at"]),
                          "finished_at": iso(r["finished_at"]), "error": r["error"]} for r in job_runs},
-        scheduler=read_state(settings), last_batches=batches, last_hour=facts["last_hour"])
+        scheduler=SchedulerStates(settings.home).read(), last_batches=batches, last_hour=facts["last_hour"])

@@ -9,7 +9,7 @@ import re
 import time
 from pathlib import Path
 
-from pipeline.ops.scheduler_state import read_state
+from pipeline.ops.scheduler_state import SchedulerStates
 from pipeline.settings.pgdsn import PgDsn
 from pipeline.settings.resolve import resolve
 from tests.conftest import run_main
@@ -101,12 +101,12 @@ def test_a_second_scheduler_does_no_duplicate_work(settings, lake_env):
             add_events(settings, 500, seed=100 + i)
             time.sleep(2)
         first.wait_for("job load success", timeout=60)
-        assert read_state(settings)["running"] == 2  # both publish their state, in their own file
+        assert SchedulerStates(settings.home).read()["running"] == 2  # both publish their state, in their own file
         assert second.terminate() == 0
-        assert read_state(settings)["running"] == 1  # the one still up is still shown
+        assert SchedulerStates(settings.home).read()["running"] == 1  # the one still up is still shown
     finally:
         assert first.terminate() == 0 and second.terminate() == 0
-    assert read_state(settings) is None
+    assert SchedulerStates(settings.home).read() is None
     loads = [(s, e) for job, status, s, e, _ in _jobs(settings) if job == "load" and status == "success"]
     assert loads
     for (_s1, e1), (s2, _e2) in zip(loads, loads[1:], strict=False):

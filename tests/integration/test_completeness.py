@@ -144,7 +144,7 @@ def test_naive_created_at_written_in_another_zone_is_not_lost(settings, spark):
 def test_status_and_doctor_name_an_arrival_column_the_database_does_not_set(settings, spark):
     """A business column: NOT NULL, no default, dates from 2019. Every late row still loads,
     and --status, /metrics and doctor say why loads read the whole look-back."""
-    from pipeline.ops.doctor import WARN, source_check
+    from pipeline.ops.doctor import WARN, Doctor
     from pipeline.ops.status import collect
 
     resolved = resolve(settings)
@@ -166,7 +166,7 @@ def test_status_and_doctor_name_an_arrival_column_the_database_does_not_set(sett
     assert arrivals.rows_behind_mark_last_hour == 30
     assert "Nothing is lost" in arrivals.note and "created_at behind the arrival mark" in arrivals.note
     assert status.health.state == "healthy"  # handled, not a fault
-    check = source_check(resolved)
+    check = Doctor(resolved).source()
     assert check.status == WARN and "created_at is not set by the database" in check.detail
     assert "SET DEFAULT now()" in check.hint
 

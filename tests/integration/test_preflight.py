@@ -110,10 +110,10 @@ def test_a_source_role_without_select_is_named_with_its_grant(settings, lake_env
     try:
         env = {**lake_env, "SOURCE_PG_DSN": PgDsn.parse(f"host={owner.host} port={owner.port} "
                                                          f"dbname={owner.dbname} user={role}").conninfo()}
-        from pipeline.ops.doctor import FAIL, source_check
+        from pipeline.ops.doctor import FAIL, Doctor
 
         # doctor's source check as --doctor runs it (its Spark check would stop this process's session)
-        checked = source_check(resolve(load_settings(env)))
+        checked = Doctor(resolve(load_settings(env))).source()
         assert checked.status == FAIL and "may not read public.events" in checked.detail
         assert f"GRANT SELECT ON public.events TO {role};" in checked.hint
         ran = cli("--run", "--engine", "dlt", env=env)

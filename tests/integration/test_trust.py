@@ -438,15 +438,15 @@ def test_without_a_reader_sql_says_what_it_falls_back_to_and_doctor_gives_the_gr
     assert result.returncode == 0, result.stderr
     assert "reaches the catalog as postgres, a role that can write it" in result.stderr
     assert "DUCKLAKE_CATALOG_READER" in result.stderr
-    from pipeline.ops.doctor import WARN, reader_check
+    from pipeline.ops.doctor import WARN, Doctor
 
-    check = reader_check(resolve(loaded["settings"]))
+    check = Doctor(resolve(loaded["settings"])).reader()
     assert check.status == WARN and "GRANT SELECT ON ALL TABLES IN SCHEMA \"lake\"" in check.hint
 
 
 def test_doctor_fails_a_reader_that_can_write(loaded, cli):
     """A DUCKLAKE_CATALOG_READER that names a role with more than reads is caught, not trusted."""
-    from pipeline.ops.doctor import FAIL, reader_check
+    from pipeline.ops.doctor import FAIL, Doctor
 
     settings = resolve(loaded["settings"])
     catalog = settings.catalog.pg
@@ -457,7 +457,7 @@ def test_doctor_fails_a_reader_that_can_write(loaded, cli):
         conn.execute(f'CREATE ROLE "{role}" LOGIN SUPERUSER')
     try:
         url = f"postgresql://{role}@{catalog.host}:{catalog.port}/{catalog.dbname}"
-        check = reader_check(resolve(load_settings({**loaded["env"], "DUCKLAKE_CATALOG_READER": url})))
+        check = Doctor(resolve(load_settings({**loaded["env"], "DUCKLAKE_CATALOG_READER": url}))).reader()
         assert check.status == FAIL and "is a superuser" in check.detail
         assert "can change the lake's metadata tables" in check.detail
     finally:
