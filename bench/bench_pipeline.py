@@ -36,8 +36,8 @@ from bench.common import (
 from pipeline import embedded
 from pipeline.extract.engines import make_extractor
 from pipeline.lake import verify
-from pipeline.ops.run import run
 from pipeline.settings import load_settings
+from tests.helpers import run
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -70,8 +70,7 @@ def streaming_floor(spark, batches: int) -> list[float]:
 
 
 def loop_loads(spark, settings, batches: int, rows: int) -> list[float]:
-    from pipeline.ops.run import run
-    from tests.helpers import add_events
+    from tests.helpers import add_events, run
 
     add_events(settings, rows, seed=1)
     run(settings, spark=spark)  # the first load: tables, first files; the lake stays attached (instances)

@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from generators.writer import add_events as write_events
 from pipeline.lake import connect as lake
@@ -23,6 +24,21 @@ from pipeline.settings.resolve import resolve
 from pipeline.source.arrivals import SKEW_MARGIN
 from pipeline.source.connect import connect as source_connection
 from tests.conftest import ROOT
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from pipeline.ops.run import Mode, RunReport
+
+
+def run(settings: Settings, mode: Mode = "run", engine: str = "spark", spark: SparkSession | None = None,
+        record_as: str | None = None) -> RunReport:
+    """One load as a test makes it: a :class:`~pipeline.ops.pipeline.Pipeline` made for it and
+    closed after. ``spark``: the test session's (shared by the tests of a worker), never stopped here."""
+    from pipeline.ops.pipeline import Pipeline
+
+    with Pipeline(settings, engine=engine, spark=spark) as lake:
+        return lake.run(mode, record_as=record_as)
 
 
 def add_events(settings: Settings, rows: int, seed: int, *, late_by: timedelta | None = None,
@@ -54,8 +70,6 @@ def without_jdbc_jar(command: list[str]) -> list[str]:
 
 def full_cycle(settings: Settings) -> None:
     """Load, rerun, late events; then time travel back to the first load (dlt engine: no JVM)."""
-    from pipeline.ops.run import run
-
     add_events(settings, 400, seed=1)
     [first] = run(settings, engine="dlt").snapshots
     assert run(settings, engine="dlt").rows_inserted == 0

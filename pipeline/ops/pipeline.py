@@ -25,7 +25,7 @@ from pipeline import embedded
 from pipeline.errors import ConfigError, ShutdownRequested
 from pipeline.extract.engines import engine_of
 from pipeline.lake import instances
-from pipeline.ops.run import Engines, Mode, Readiness, RunReport, load
+from pipeline.ops.run import Engines, Loader, Mode, Readiness, RunReport
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.settings.model import Engine
 
@@ -163,8 +163,8 @@ class Pipeline:
         a follower, which merges on its own clock, does not)."""
         ready, self._ready = self._ready, None
         with self._own():
-            report, self._ready = load(self.settings, self._engines(), mode, ready=ready, record_as=record_as,
-                                       count_unmerged=count_unmerged)
+            report, self._ready = Loader(self.settings, self._engines()).load(
+                mode, ready=ready, record_as=record_as, count_unmerged=count_unmerged)
         return report
 
     def follow(self) -> None:

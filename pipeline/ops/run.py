@@ -24,7 +24,7 @@ from pipeline.errors import (
     is_transient,
     scrub_secrets,
 )
-from pipeline.extract.batch import Extractor, ExtractRequest, extract
+from pipeline.extract.batch import ExtractRequest, extract
 from pipeline.extract.engines import make_extractor
 from pipeline.lake import batches, jobs
 from pipeline.lake.connect import lake_session
@@ -37,7 +37,7 @@ from pipeline.ops.plan import plan_batch
 from pipeline.ops.preflight import preflight
 from pipeline.promote import zero_copy
 from pipeline.promote.promotion import Outcome, PromotionResult, promote
-from pipeline.settings import ResolvedSettings, Settings
+from pipeline.settings import ResolvedSettings
 from pipeline.settings.model import Engine
 from pipeline.source.plan import BatchPlan
 from pipeline.source.snapshot import PlannerSnapshot, exported_snapshot
@@ -124,18 +124,6 @@ class RunReport:
         return "; ".join(parts) or "nothing to do"
 
 
-def run(settings: Settings, mode: Mode = "run", engine: str = "spark",
-        spark: SparkSession | None = None, record_as: str | None = None) -> RunReport:
-    """One load, every check included, through a :class:`pipeline.ops.pipeline.Pipeline` made for
-    it and closed after (the one load API; this is its shortest use). ``spark``: the caller's
-    session to extract with (tests share one), never stopped here. ``record_as``: record the run in
-    the job history under that job name."""
-    from pipeline.ops.pipeline import Pipeline
-
-    with Pipeline(settings, engine=engine, spark=spark) as lake:
-        return lake.run(mode, record_as=record_as)
-
-
 @dataclass(frozen=True)
 class Readiness:
     """What a load checks that then holds for a process's life: the source table is there, the data
@@ -147,71 +135,75 @@ class Readiness:
     lake_identity: str
 
 
-def load(settings: ResolvedSettings, engines: Engines, mode: Mode = "run", *,
-         ready: Readiness | None = None, record_as: str | None = None, count_unmerged: bool = True
-         ) -> tuple[RunReport, Readiness | None]:
-    """One load: with ``ready`` (an earlier load's), only its own work — the watermark, the plan,
-    extraction and promotion; without, every check first. Returns the report and the readiness
-    the next load may keep (None after a batch was set aside)."""
-    report = RunReport()
-    started = time.monotonic()
-    checking = ready is None
-    if checking:
-        began = datetime.now(UTC)
-        try:
-            preflight(settings, reads_source=mode in ("run", "extract"))
-        except PipelineError as exc:  # recorded too: --status says the last load failed, and why
-            if record_as:
-                jobs.record_failure(settings, record_as, began, first_line(exc))
-            raise
-    try:
-        ready = _load_in_session(settings, engines, mode, ready, record_as, report, started,
-                                 count_unmerged and bool(settings.intervals.compact_files))
-    except duckdb.Error as exc:
-        if not is_transient(exc):
-            raise
-        # the catalog (or the object store) went away under the run: named, temporary (was the raw
-        # "TransactionContext Error: Failed to commit…" or "Failed to get global stats information…")
-        raise promotion_outage(settings, exc) from None
-    # a batch set aside is a failure too (a lake table dropped by hand fails every promotion): the
-    # next load checks everything, and says what is wrong instead of setting aside one batch a tick
-    return report, None if report.set_aside else ready
+class Loader:
+    """Loads with one extraction engine into the lake the settings name: one :meth:`load` at a time."""
 
+    def __init__(self, settings: ResolvedSettings, engines: Engines) -> None:
+        self.settings, self.engines = settings, engines
 
-def _load_in_session(settings: ResolvedSettings, engines: Engines, mode: Mode, ready: Readiness | None,
-                     record_as: str | None, report: RunReport, started: float,
-                     count_unmerged: bool) -> Readiness:
-    """:func:`load`'s work in one lake session, shared with its job record (the record falls back to
-    a session of its own if the run's failed); the readiness it checked or was given."""
-    checking = ready is None
-    with lake_session(settings, tables=checking) as lake, \
-            jobs.recorded(settings, record_as, lake=lake) as details:
-        one = _Run(settings, lake, report)
+    def load(self, mode: Mode = "run", *, ready: Readiness | None = None, record_as: str | None = None,
+             count_unmerged: bool = True) -> tuple[RunReport, Readiness | None]:
+        """One load: with ``ready`` (an earlier load's), only its own work — the watermark, the plan,
+        extraction and promotion; without, every check first. Returns the report and the readiness
+        the next load may keep (None after a batch was set aside)."""
+        settings = self.settings
+        report = RunReport()
+        started = time.monotonic()
         if ready is None:
+            began = datetime.now(UTC)
+            try:
+                preflight(settings, reads_source=mode in ("run", "extract"))
+            except PipelineError as exc:  # recorded too: --status says the last load failed, and why
+                if record_as:
+                    jobs.record_failure(settings, record_as, began, first_line(exc))
+                raise
+        try:
+            ready = self._in_session(mode, ready, record_as, report, started,
+                                     count_unmerged and bool(settings.intervals.compact_files))
+        except duckdb.Error as exc:
+            if not is_transient(exc):
+                raise
+            # the catalog (or the object store) went away under the run: named, temporary (was the raw
+            # "TransactionContext Error: Failed to commit…" or "Failed to get global stats information…")
+            raise promotion_outage(settings, exc) from None
+        # a batch set aside is a failure too (a lake table dropped by hand fails every promotion): the
+        # next load checks everything, and says what is wrong instead of setting aside one batch a tick
+        return report, None if report.set_aside else ready
+
+    def _in_session(self, mode: Mode, ready: Readiness | None, record_as: str | None, report: RunReport,
+                    started: float, count_unmerged: bool) -> Readiness:
+        """:meth:`load`'s work in one lake session, shared with its job record (the record falls back
+        to a session of its own if the run's failed); the readiness it checked or was given."""
+        settings, engines = self.settings, self.engines
+        checking = ready is None
+        with lake_session(settings, tables=checking) as lake, \
+                jobs.recorded(settings, record_as, lake=lake) as details:
+            one = _Run(settings, lake, report)
+            if ready is None:
+                if mode in ("run", "extract"):
+                    refuse_another_source(lake, settings.source_name)
+                one.clean_staging()
+                ready = Readiness(lake_id(lake))
+            if mode in ("run", "promote") and checking:  # a load's own batches are promoted as it goes
+                one.promote_leftovers(ready.lake_identity)
             if mode in ("run", "extract"):
-                refuse_another_source(lake, settings.source_name)
-            one.clean_staging()
-            ready = Readiness(lake_id(lake))
-        if mode in ("run", "promote") and checking:  # a load's own batches are promoted as it goes
-            one.promote_leftovers(ready.lake_identity)
-        if mode in ("run", "extract"):
-            # the watermark is read with the plan's other lake reads, in one lake transaction (after
-            # leftovers: their commits move it)
-            short = one.extract_and_promote(ready.lake_identity, engines, promote_now=mode == "run")
-            # ids the window did not read: read the same look-back whole, now
-            if short and one.extract_and_promote(ready.lake_identity, engines, promote_now=True,
-                                                 rows_behind=short):
-                log.warning("%s after reading the whole look-back: the next run reads them again",
-                            report.check and report.check.describe())
-        else:
-            report.watermark = batches.watermark(lake)
-        if report.rows_inserted and count_unmerged:  # in this session: no attach of its own
-            report.files_to_merge = unmerged_files(lake)
-        report.seconds["total"] = time.monotonic() - started
-        details.update(rows_inserted=report.rows_inserted, summary=report.summary())
-        if report.set_aside:  # the command exits 1: the record says failed too
-            details.fail(f"batch(es) set aside: {', '.join(report.set_aside)}")
-    return ready
+                # the watermark is read with the plan's other lake reads, in one lake transaction
+                # (after leftovers: their commits move it)
+                short = one.extract_and_promote(ready.lake_identity, engines, promote_now=mode == "run")
+                # ids the window did not read: read the same look-back whole, now
+                if short and one.extract_and_promote(ready.lake_identity, engines, promote_now=True,
+                                                     rows_behind=short):
+                    log.warning("%s after reading the whole look-back: the next run reads them again",
+                                report.check and report.check.describe())
+            else:
+                report.watermark = batches.watermark(lake)
+            if report.rows_inserted and count_unmerged:  # in this session: no attach of its own
+                report.files_to_merge = unmerged_files(lake)
+            report.seconds["total"] = time.monotonic() - started
+            details.update(rows_inserted=report.rows_inserted, summary=report.summary())
+            if report.set_aside:  # the command exits 1: the record says failed too
+                details.fail(f"batch(es) set aside: {', '.join(report.set_aside)}")
+        return ready
 
 
 def refuse_another_source(lake: Lake, source_name: str) -> None:
@@ -238,27 +230,11 @@ class Engines:
     spark: SparkSession | None
     factory: Callable[[], SparkSession] | None
 
-    def extractor(self, settings: ResolvedSettings) -> Extractor:
-        spark = self.spark
-        if spark is None and self.factory is not None and self.name is Engine.SPARK:
-            spark = self.factory()
-        return make_extractor(self.name, settings, spark)
-
-
-def _remove_abandoned(settings: ResolvedSettings) -> None:
-    """The partial files of extractions whose process died on this host (Spark's _temporary
-    parts, zero-copy files not yet settled): a batch never gets a manifest after its process is
-    gone, so they go now rather than in an hour."""
-    table_dir = staging.table_dir(settings)
-    for batch_id in staging.abandoned_batches(table_dir):
-        folder = staging.batch_dir(table_dir, batch_id)
-        if not staging.is_complete(folder):
-            staging.remove_batch(folder)
-        incoming = zero_copy.table_folder(settings).child(zero_copy.INCOMING)
-        incoming.child(batch_id).remove()
-        incoming.delete(f"{batch_id}{zero_copy.LAKE_IDS_SUFFIX}")
-        staging.release_batch(table_dir, batch_id)
-        log.info("removed the leftovers of batch %s, whose extraction died with its process", batch_id)
+    def session(self) -> SparkSession | None:
+        """The Spark session to extract with (None: the engine makes its own, or needs none)."""
+        if self.spark is None and self.factory is not None and self.name is Engine.SPARK:
+            return self.factory()
+        return self.spark
 
 
 @dataclass
@@ -274,9 +250,24 @@ class _Run:
         try:
             for path in staging.clean_stale(staging.table_dir(self.settings)):
                 log.info("removed stale incomplete batch %s", path.uri())
-            _remove_abandoned(self.settings)
+            self.remove_abandoned()
         except OSError as exc:  # the first touch of an object-store staging area
             raise store_outage(self.settings, exc) or exc from None
+
+    def remove_abandoned(self) -> None:
+        """The partial files of extractions whose process died on this host (Spark's _temporary
+        parts, zero-copy files not yet settled): a batch never gets a manifest after its process is
+        gone, so they go now rather than in an hour."""
+        table_dir = staging.table_dir(self.settings)
+        for batch_id in staging.abandoned_batches(table_dir):
+            folder = staging.batch_dir(table_dir, batch_id)
+            if not staging.is_complete(folder):
+                staging.remove_batch(folder)
+            incoming = zero_copy.table_folder(self.settings).child(zero_copy.INCOMING)
+            incoming.child(batch_id).remove()
+            incoming.delete(f"{batch_id}{zero_copy.LAKE_IDS_SUFFIX}")
+            staging.release_batch(table_dir, batch_id)
+            log.info("removed the leftovers of batch %s, whose extraction died with its process", batch_id)
 
     def promote_leftovers(self, lake_identity: str) -> None:
         """Batches an earlier run staged but did not promote (a crash, --extract-only)."""
@@ -331,7 +322,7 @@ class _Run:
         log.info("extracting %d rows in window %s with %s", plan.stats.rows, plan.window.describe(),
                  engines.name)
         t0 = time.monotonic()
-        extractor = engines.extractor(settings)
+        extractor = make_extractor(engines.name, settings, engines.session())
         report.seconds["engine_start"] = time.monotonic() - t0
         t0 = time.monotonic()
         batch_id = staging.new_batch_id()

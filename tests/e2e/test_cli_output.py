@@ -15,10 +15,9 @@ import sys
 
 import pytest
 
-from pipeline.ops.run import run
 from pipeline.settings import load_settings
 from tests.conftest import ROOT, run_cli, run_main
-from tests.helpers import add_events
+from tests.helpers import add_events, run
 
 CLEAR_LINE = "\x1b[2K"  # what a progress redraw writes before its text
 

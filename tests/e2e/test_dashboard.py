@@ -14,9 +14,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from pipeline.ops.run import run
 from tests.conftest import ROOT
-from tests.helpers import Proc, add_events, lake_query
+from tests.helpers import Proc, add_events, lake_query, run
 from tests.helpers import http_get as get
 from tests.helpers import metric_samples as samples
 from tests.spark_services import free_port

@@ -11,7 +11,6 @@ import pytest
 from pipeline import staging
 from pipeline.errors import ConfigError
 from pipeline.extract.spark_s3a import HADOOP_AWS, s3a_conf
-from pipeline.ops.run import run
 from pipeline.settings import load_settings
 from tests.conftest import COPY_MODE, NEEDS_JDBC_JAR, run_cli
 from tests.helpers import (
@@ -21,6 +20,7 @@ from tests.helpers import (
     files_registered,
     full_cycle,
     lake_query,
+    run,
 )
 
 

@@ -62,11 +62,12 @@ def test_catalog_lost_as_promotion_begins_is_a_temporary_error_naming_it(lake_en
     from pipeline.ops import run as running
     from pipeline.settings.resolve import resolve
     from tests.helpers import catalog_through_proxy
+    from tests.helpers import run as run_once
 
     proxy, env = catalog_through_proxy(lake_env)
     settings = resolve(load_settings(env))
     add_events(settings, 300, seed=92)
-    running.run(settings, mode="extract", engine="dlt")
+    run_once(settings, mode="extract", engine="dlt")
     [batch] = staging.complete_batches(staging.table_dir(settings))
     con = connect(settings)
     try:

@@ -132,10 +132,9 @@ def test_a_run_stops_mid_extraction_and_the_rerun_is_exact(lake_env, settings, g
     """--run through uv run, its group signalled while Spark's slices read: it exits at once with
     the signal's code and says so (was: SIGTERM a silent 143, Ctrl-C ignored for 34-56 s); nothing
     of it is left running; the next run loads every row once."""
-    from pipeline.ops.run import run
     from pipeline.settings.resolve import resolve
     from tests import faults
-    from tests.helpers import wait_for_slow_reads
+    from tests.helpers import run, wait_for_slow_reads
 
     add_events(settings, 300, seed=12)
     proc = Proc("tests/faulty_cli.py", "--run", env={**lake_env, faults.ENV: "slow-read"}, as_users_start_it=True)
@@ -167,7 +166,7 @@ def test_a_sql_query_stops_on_ctrl_c_and_leaves_nothing_running(lake_env, settin
     as it is running: the query is interrupted, the command says so and exits 130."""
     import psutil
 
-    from pipeline.ops.run import run
+    from tests.helpers import run
 
     add_events(settings, 50, seed=13)
     run(settings, engine="dlt")
@@ -244,7 +243,7 @@ def test_a_stop_in_a_commands_first_second_is_not_lost(lake_env, settings, args,
     """Signalled the moment its stop handler is in place (long before it opened the lake): the
     stop was lost, the command ran to its end (a 56 s query) and exited 0. Now it stops there,
     with the signal's code and its last line; a stopped load leaves the lake exact for the next."""
-    from pipeline.ops.run import run
+    from tests.helpers import run
 
     add_events(settings, 400, seed=14)
     proc = Proc("events_pipeline.py", *args, env=lake_env)  # this very process: its handlers are read

@@ -88,7 +88,7 @@ def test_sigterm_cancels_a_running_connect_extraction(settings, lake_env, connec
 def test_driver_staging_through_connect_fetches_time_chunks_and_loads_everything(
         settings, lake_env, connect_server, monkeypatch):
     from pipeline.extract import partitions
-    from pipeline.ops.run import run
+    from tests.helpers import run
 
     monkeypatch.setattr(partitions, "DRIVER_CHUNK_ROWS", 700)  # 3,000 rows -> 5 chunks
     add_events(settings, 3_000, seed=95)

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.ops.run import run
 from tests.conftest import ROOT, run_main
-from tests.helpers import add_events, lake_query
+from tests.helpers import add_events, lake_query, run
 
 ANALYSIS = sorted((ROOT / "sql" / "analysis").glob("*.sql"))
 

@@ -16,7 +16,6 @@ from psycopg.conninfo import make_conninfo
 from generators.events import EventFactory
 from generators.writer import copy_line
 from pipeline.lake.connect import lake_session
-from pipeline.ops.run import run
 from pipeline.settings.resolve import resolve
 from pipeline.source.arrivals import arrival_mark
 from tests.helpers import (
@@ -24,6 +23,7 @@ from tests.helpers import (
     assert_lake_equals_source,
     files_registered,
     lake_query,
+    run,
 )
 
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 
 from pipeline.errors import PipelineError
-from pipeline.ops.run import run
 from pipeline.settings import load_settings
-from tests.helpers import add_events, full_cycle, lake_query
+from tests.helpers import add_events, full_cycle, lake_query, run
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "duckdb"])

@@ -11,10 +11,9 @@ import psycopg
 import pytest
 
 from pipeline.lake import validate
-from pipeline.ops.run import run
 from pipeline.settings import load_settings
 from pipeline.settings.resolve import resolve
-from tests.helpers import assert_lake_equals_source, data_snapshots, lake_query
+from tests.helpers import assert_lake_equals_source, data_snapshots, lake_query, run
 
 LOOSE_TABLE = """
 CREATE TABLE public.loose_events (event_id text, event_type text, event_timestamp timestamptz,

@@ -10,9 +10,8 @@ import time
 import psycopg
 import pytest
 
-from pipeline.ops.run import run
 from pipeline.settings.resolve import resolve
-from tests.helpers import add_events, assert_lake_equals_source, lake_query
+from tests.helpers import add_events, assert_lake_equals_source, lake_query, run
 
 
 def _source(settings, autocommit: bool = True) -> psycopg.Connection:

@@ -50,8 +50,8 @@ def test_status_exit_codes_follow_manual_runs_and_set_aside_batches(settings, la
 def test_a_row_dated_far_ahead_is_no_lag_but_makes_the_lake_stale_with_a_hint(settings):
     import psycopg
 
-    from pipeline.ops.run import run
     from pipeline.ops.status import collect
+    from tests.helpers import run
 
     add_events(settings, 50, seed=1)
     run(settings, engine="dlt")

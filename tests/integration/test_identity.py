@@ -12,11 +12,10 @@ import pytest
 from pipeline.ops.metrics import families
 from pipeline.ops.observe import observe
 from pipeline.ops.pipeline import Pipeline
-from pipeline.ops.run import run
 from pipeline.ops.status import collect
 from pipeline.settings.resolve import resolve
 from tests.conftest import BOTH_MODES, load_settings
-from tests.helpers import add_events, assert_lake_equals_source, lake_query
+from tests.helpers import add_events, assert_lake_equals_source, lake_query, run
 
 
 def _source(settings) -> psycopg.Connection:

@@ -6,9 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pipeline.ops.run import run
 from pipeline.settings import load_settings
-from tests.helpers import add_events, lake_query
+from tests.helpers import add_events, lake_query, run
 
 
 def _loaded(lake_env: dict[str, str]) -> tuple[dict[str, str], Path]:

@@ -14,7 +14,6 @@ import pytest
 
 from pipeline.lake import connect as lake
 from pipeline.lake import maintain
-from pipeline.ops.run import run
 from pipeline.settings.resolve import resolve
 from tests.helpers import (
     add_events,
@@ -22,6 +21,7 @@ from tests.helpers import (
     assert_promoted_by_mode,
     jobs_table,
     lake_query,
+    run,
 )
 
 

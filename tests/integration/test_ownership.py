@@ -13,10 +13,9 @@ import pytest
 
 from pipeline.lake.maintain import run_maintenance
 from pipeline.lake.ownership import DataFolderClaimed
-from pipeline.ops.run import run
 from pipeline.settings import load_settings
 from pipeline.settings.resolve import DATA_FOLDER_MARKER, resolve
-from tests.helpers import add_events, assert_lake_equals_source, lake_query
+from tests.helpers import add_events, assert_lake_equals_source, lake_query, run
 
 
 def files_below(folder: Path) -> dict[str, int]:

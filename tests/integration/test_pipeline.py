@@ -13,7 +13,6 @@ import pytest
 
 from pipeline import staging
 from pipeline.lake import validate, verify
-from pipeline.ops.run import run
 from pipeline.settings import load_settings
 from pipeline.settings.resolve import resolve
 from pipeline.storage.folder import Folder
@@ -26,6 +25,7 @@ from tests.helpers import (
     jobs_table,
     lake_query,
     promote_batch,
+    run,
     snapshot_ids,
 )
 

