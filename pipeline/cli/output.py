@@ -17,6 +17,7 @@ from pipeline.errors import PipelineError, TransientError, first_line, is_transi
 from pipeline.source.window import iso
 
 if TYPE_CHECKING:  # the lake's modules import duckdb: not needed to print --help
+    from pipeline.lake.batches import SteadyState
     from pipeline.lake.query import SessionResult
     from pipeline.ops.status import Status
 
@@ -102,7 +103,7 @@ def render_csv(columns: list[str], rows: list[dict[str, Any]]) -> str:
     return buffer.getvalue()
 
 
-def _steady_line(hour: dict | None) -> str:
+def _steady_line(hour: SteadyState | None) -> str:
     """Loads of the last hour: rows read for rows inserted, and arrival -> lake seconds."""
     if not hour or not hour["loads"]:
         return "last hour       no loads"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TypedDict
 from uuid import UUID
 
 import duckdb
@@ -155,7 +155,19 @@ def record(lake: Lake, row: BatchRecord) -> None:
                 f"VALUES ({', '.join('?' * len(values))})", list(values.values()))
 
 
-def steady_state(lake: Lake, since: datetime) -> dict[str, Any]:
+class SteadyState(TypedDict):
+    """The loads since an instant: rows read per row inserted, and freshness (``--status``'s last hour)."""
+
+    loads: int
+    rows_read: int
+    rows_inserted: int
+    rows_read_per_inserted: float | None
+    freshness_p50_seconds: float | None
+    freshness_p95_seconds: float | None
+    rows_behind_mark: int
+
+
+def steady_state(lake: Lake, since: datetime) -> SteadyState:
     """Loads since ``since``: rows read (staged) per row inserted — about 1 when loads read only
     what arrived, the look-back's multiple when they re-read it — and freshness (seconds from a
     row's arrival to its commit: the median of the loads' p50s, the highest of their p95s)."""
@@ -170,10 +182,10 @@ def steady_state(lake: Lake, since: datetime) -> dict[str, Any]:
             "median(freshness_p50), max(freshness_p95), sum(rows_behind_mark)")
     except duckdb.BinderException:  # a lake made before these columns, read before its next load
         loads, read, inserted, p50, p95, behind = totals("NULL, NULL, NULL")
-    return {"loads": loads, "rows_read": int(read or 0), "rows_inserted": int(inserted or 0),
-            "rows_read_per_inserted": round(read / inserted, 3) if inserted else None,
-            "freshness_p50_seconds": p50, "freshness_p95_seconds": p95,
-            "rows_behind_mark": int(behind or 0)}
+    return SteadyState(loads=loads, rows_read=int(read or 0), rows_inserted=int(inserted or 0),
+                       rows_read_per_inserted=round(read / inserted, 3) if inserted else None,
+                       freshness_p50_seconds=p50, freshness_p95_seconds=p95,
+                       rows_behind_mark=int(behind or 0))
 
 
 def recent_batches(lake: Lake, limit: int = 5) -> list[dict]:

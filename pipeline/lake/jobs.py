@@ -18,13 +18,12 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import TypedDict
 
 import duckdb
 
 from pipeline.errors import LakeNotCreated, first_line, is_transient, scrub_secrets
 from pipeline.lake.connect import lake_session
-from pipeline.lake.rows import fetch_dicts
 from pipeline.lake.session import Lake
 from pipeline.logs import process_name
 from pipeline.process import stop_signal
@@ -175,14 +174,27 @@ def ensure_table(lake: Lake) -> str:
     return table
 
 
-def last_runs(lake: Lake) -> list[dict[str, Any]]:
+class JobRun(TypedDict):
+    """One row of the job history, as :func:`last_runs` reads it."""
+
+    job: str
+    status: str
+    started_at: datetime
+    finished_at: datetime
+    error: str | None
+    details: str | None  # JSON
+
+
+def last_runs(lake: Lake) -> list[JobRun]:
     """The latest run of each job, newest first."""
     table = source(lake)
     if table is None:
         return []
-    return fetch_dicts(lake.con, f"SELECT job, status, started_at, finished_at, error, details FROM {table} "
-                       "QUALIFY row_number() OVER (PARTITION BY job ORDER BY finished_at DESC) = 1 "
-                       "ORDER BY finished_at DESC")
+    rows = lake.execute(f"SELECT job, status, started_at, finished_at, error, details FROM {table} "
+                        "QUALIFY row_number() OVER (PARTITION BY job ORDER BY finished_at DESC) = 1 "
+                        "ORDER BY finished_at DESC").fetchall()
+    return [JobRun(job=job, status=status, started_at=started, finished_at=finished, error=error,
+                   details=details) for job, status, started, finished, error, details in rows]
 
 
 def last_success(lake: Lake, job: str) -> datetime | None:

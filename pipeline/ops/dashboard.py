@@ -112,12 +112,12 @@ def _header(obs: Observation) -> str:
              "set aside": len(status.set_aside_batches),
              "source": "up" if status.source_up else "DOWN",
              "loader": _loader(status.scheduler)}
-    hour = status.last_hour or {}
-    if hour.get("rows_read_per_inserted") is not None:
+    hour = status.last_hour
+    if hour is not None and hour["rows_read_per_inserted"] is not None:
         facts["read per inserted (1h)"] = f"{hour['rows_read_per_inserted']:.2f}"
-    if hour.get("rows_behind_mark"):
+    if hour is not None and hour["rows_behind_mark"]:
         facts["arrived behind the mark (1h)"] = f"{hour['rows_behind_mark']:,}"
-    if hour.get("freshness_p95_seconds") is not None:
+    if hour is not None and hour["freshness_p95_seconds"] is not None:
         facts["arrival to lake p95 (1h)"] = f"{hour['freshness_p95_seconds']:.1f}s"
     cells = "".join(f"<div><span>{escape(k)}</span>{escape(str(v))}</div>" for k, v in facts.items())
     colour = HEALTH_COLOURS[health.state]

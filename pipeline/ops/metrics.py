@@ -7,7 +7,7 @@ document, not from counters in this process: a restarted scheduler, a second sch
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -70,15 +70,16 @@ def families(obs: Observation) -> Iterator[Metric]:
                               value=obs.rows_loaded)
     yield CounterMetricFamily(PREFIX + "batches_promoted", "Batches promoted into the lake.",
                               value=obs.batches_loaded)
-    hour = status.last_hour or {}
+    hour: Mapping[str, object] = status.last_hour or {}
     for key, text in (("rows_read_per_inserted", "Rows loads read per row they inserted, last hour "
                        "(about 1 when they read only what arrived)."),
                       ("freshness_p50_seconds", "Median seconds from arrival to commit, last hour."),
                       ("freshness_p95_seconds", "Highest p95 of seconds from arrival to commit, last hour."),
                       ("rows_behind_mark", "Rows loads found had arrived behind the arrival mark, last "
                        "hour (created_at is not the database's clock; read with the whole look-back).")):
-        if hour.get(key) is not None:
-            yield _gauge(key, text, hour[key])
+        value = hour.get(key)
+        if value is not None:
+            yield _gauge(key, text, float(str(value)))  # a DuckDB aggregate may be a Decimal
     if obs.batches:
         yield _gauge("last_batch_lag_seconds", "Age of the newest event of the last batch when it "
                      "became queryable.", obs.batches[-1]["lag_seconds"] or 0)

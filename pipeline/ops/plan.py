@@ -36,8 +36,9 @@ def plan_batch(snapshot: PlannerSnapshot, lake: Lake, settings: ResolvedSettings
     upper = stats.server_now(conn)
     mark = snapshot.arrival_mark  # None without an arrival column
     ids = shape.IdShape.read(conn, settings.source_table)
-    window = plan_window(watermark, settings.lookback, upper,
-                         None if rows_behind else _arrivals(snapshot, lake, settings, ids.unique))
+    since = None if rows_behind else _arrivals(snapshot, lake, settings.source_table, settings.arrival_column,
+                                                ids.unique)
+    window = plan_window(watermark, settings.lookback, upper, since)
     in_future = stats.rows_after(conn, settings.source_table, upper)
     if in_future:
         log.warning("%d events are dated after the source's clock (%s); they are loaded when "
@@ -47,7 +48,7 @@ def plan_batch(snapshot: PlannerSnapshot, lake: Lake, settings: ResolvedSettings
     source_ids = proof.source_ids(conn, settings.source_table, window.low, window.upper, ids)
     check, lake_ids = None, None
     if window.arrivals is not None and window.low is not None:
-        _warn_rows_ahead(snapshot, settings, upper)
+        _warn_rows_ahead(snapshot, settings.source_table, settings.arrival_column, upper)
         # a count first, before extracting: rows that arrived behind the mark are read at once
         # (the identity check after promotion decides; this only saves a second pass)
         side = proof.lake_side(conn, lake, settings.source_table, window.low, window.upper, ids)
@@ -60,7 +61,7 @@ def plan_batch(snapshot: PlannerSnapshot, lake: Lake, settings: ResolvedSettings
             window = replace(window, arrivals=None)
             window_stats = stats.window_stats(conn, settings.source_table, window)
     if rows_behind:
-        _warn_behind(settings, rows_behind, window)
+        _warn_behind(settings.arrival_column, rows_behind, window)
     return BatchPlan(window=window, stats=window_stats, snapshot_id=snapshot.snapshot_id,
                      timezone=stats.session_timezone(conn), rows_in_future=in_future, arrival_mark=mark,
                      snapshot_xmin=snapshot.xmin,
@@ -69,34 +70,32 @@ def plan_batch(snapshot: PlannerSnapshot, lake: Lake, settings: ResolvedSettings
                      lake_was_empty=watermark is None and batches.holds_no_row(lake))
 
 
-def _arrivals(snapshot: PlannerSnapshot, lake: Lake,
-              settings: ResolvedSettings, unique_ids: bool) -> Arrivals | None:
+def _arrivals(snapshot: PlannerSnapshot, lake: Lake, table: str, column: str | None,
+              unique_ids: bool) -> Arrivals | None:
     """What the last plan saw, for a window that reads only what arrived since; None where the
     fast path cannot be used: no arrival column or mark, no earlier mark, or a source whose
     ``event_id`` is not unique (a count could not vouch for it: the whole look-back is read)."""
-    column = settings.arrival_column
     if column is None or snapshot.arrival_mark is None:
         return None
     earlier = batches.last_arrivals(lake)
     if earlier is None:
         return None
     if not unique_ids:
-        log.debug("reading the whole look-back: %s has no unique index on event_id", settings.source_table)
+        log.debug("reading the whole look-back: %s has no unique index on event_id", table)
         return None
     after, due_after, xmin = earlier
     # transaction ids decide what is new when the relation has them (a table, not a view or a
     # foreign table) and the earlier snapshot is well within the 2**31 window 32-bit ids compare in
     if xmin is not None and (snapshot.xmin is None or not 0 <= snapshot.xmin - xmin < XID_SPAN // 4
-                             or not shape.has_row_versions(snapshot.conn, settings.source_table)):
+                             or not shape.has_row_versions(snapshot.conn, table)):
         xmin = None
     return Arrivals(column, after, due_after, xmin)
 
 
-def _warn_rows_ahead(snapshot: PlannerSnapshot, settings: ResolvedSettings, upper: datetime) -> None:
-    column = settings.arrival_column
+def _warn_rows_ahead(snapshot: PlannerSnapshot, table: str, column: str | None, upper: datetime) -> None:
     if column is None:
         return
-    ahead, latest = arrivals.rows_ahead(snapshot.conn, settings.source_table, column, upper)
+    ahead, latest = arrivals.rows_ahead(snapshot.conn, table, column, upper)
     if ahead and latest is not None:
         log.warning("%d rows have %s after the source's clock (latest %s, %.1fs ahead): their writer sets %s "
                     "from its own clock, which runs ahead of the database's. They are read; every run "
@@ -104,8 +103,7 @@ def _warn_rows_ahead(snapshot: PlannerSnapshot, settings: ResolvedSettings, uppe
                     (latest - upper).total_seconds(), column, column)
 
 
-def _warn_behind(settings: ResolvedSettings, rows: int, window: Window) -> None:
-    column = settings.arrival_column
+def _warn_behind(column: str | None, rows: int, window: Window) -> None:
     log.warning("%d row(s) dated inside the look-back arrived with %s at or before the last load's arrival "
                 "mark (a writer's clock behind the database's, a backfill or replay, or a %s the application "
                 "sets): reading the whole look-back %s so none is missed", rows, column, column,

@@ -72,9 +72,9 @@ class Status:
     set_aside_batches: list[dict[str, Any]] = field(default_factory=list)
     jobs: dict[str, dict[str, Any]] = field(default_factory=dict)  # job -> its last run
     scheduler: SchedulerState | None = None  # the running scheduler's state file
-    last_batches: list[dict[str, Any]] = field(default_factory=list)
+    last_batches: list[dict[str, object]] = field(default_factory=list)
     # loads of the last hour: rows read per row inserted, arrival -> commit seconds
-    last_hour: dict[str, Any] | None = None
+    last_hour: batch_table.SteadyState | None = None
 
     @property
     def source_up(self) -> bool:
@@ -108,44 +108,59 @@ def _iso(value: datetime | None) -> str | None:
     return iso(value) if value else None
 
 
-def _lake_facts(settings: ResolvedSettings) -> dict[str, Any]:
-    """What the lake holds; a lake not created yet (no run so far) is a state, not an error."""
-    empty: dict[str, Any] = {
-        "exists": False, "watermark": None, "batches": [], "lake_rows": 0, "snapshots": 0,
-        "latest": None, "files": 0, "size": 0, "job_runs": [], "lake": None, "quarantined": 0,
-        "last_load_success": None, "last_hour": None, "integrity": None}
+@dataclass
+class LakeFacts:
+    """What the lake holds, read in one session; a lake not created yet (no run so far) holds
+    nothing (``exists`` False): a state, not an error."""
+
+    exists: bool = False
+    watermark: datetime | None = None
+    batches: list[dict[str, object]] = field(default_factory=list)  # the last ones, newest first
+    lake_rows: int = 0
+    snapshots: int = 0
+    latest: int | None = None
+    files: int = 0
+    size: int = 0
+    job_runs: list[jobs.JobRun] = field(default_factory=list)
+    lake_id: str | None = None
+    quarantined: int = 0
+    last_load_success: datetime | None = None
+    last_hour: batch_table.SteadyState | None = None
+    integrity: integrity.Integrity | None = None
+
+    @classmethod
+    def read(cls, lake: Lake) -> LakeFacts:
+        tables = table_names(lake)
+        facts = cls(exists=True)
+        if (lake.ops_schema, "batches") in tables:
+            facts.watermark = batch_table.watermark(lake)
+            facts.batches = batch_table.recent_batches(lake, 5)
+            facts.last_hour = batch_table.steady_state(lake, datetime.now(UTC) - HOUR)
+            facts.lake_rows = one_row(lake.execute(f"SELECT count(*) FROM {lake.events_table}"))[0]
+        facts.snapshots, facts.latest = one_row(lake.execute(
+            f"SELECT count(*), max(snapshot_id) FROM {lake.name}.snapshots()"))
+        files, size = one_row(lake.execute(
+            "SELECT coalesce(sum(file_count), 0), coalesce(sum(file_size_bytes), 0) "
+            "FROM ducklake_table_info(?)", [lake.name]))
+        facts.files, facts.size = int(files), int(size)
+        facts.job_runs = jobs.last_runs(lake)
+        facts.last_load_success = jobs.last_success(lake, "load")
+        if (lake.ops_schema, "lake_identity") in tables:
+            facts.lake_id = lake_id(lake)
+        facts.quarantined = quarantined_rows(lake)
+        facts.integrity = integrity.check(lake, tables)
+        return facts
+
+
+def _lake_facts(settings: ResolvedSettings) -> LakeFacts:
     try:
         with lake_session(settings, read_only=True) as lake:
-            return _read_facts(lake, empty)
+            return LakeFacts.read(lake)
     except LakeNotCreated:
-        return empty
+        return LakeFacts()
 
 
-def _read_facts(lake: Lake, empty: dict[str, Any]
-                ) -> dict[str, Any]:
-    tables = table_names(lake)
-    has_tables = (lake.ops_schema, "batches") in tables
-    facts = {**empty, "exists": True}
-    if has_tables:
-        facts.update(watermark=batch_table.watermark(lake),
-                     batches=batch_table.recent_batches(lake, 5),
-                     last_hour=batch_table.steady_state(lake, datetime.now(UTC) - HOUR),
-                     lake_rows=one_row(lake.execute(f"SELECT count(*) FROM {lake.events_table}"))[0])
-    facts["snapshots"], facts["latest"] = one_row(lake.execute(
-        f"SELECT count(*), max(snapshot_id) FROM {lake.name}.snapshots()"))
-    facts["files"], facts["size"] = one_row(lake.execute(
-        "SELECT coalesce(sum(file_count), 0), coalesce(sum(file_size_bytes), 0) "
-        "FROM ducklake_table_info(?)", [lake.name]))
-    facts["job_runs"] = jobs.last_runs(lake)
-    facts["last_load_success"] = jobs.last_success(lake, "load")
-    if (lake.ops_schema, "lake_identity") in tables:
-        facts["lake"] = lake_id(lake)
-    facts["quarantined"] = quarantined_rows(lake)
-    facts["integrity"] = integrity.check(lake, tables)
-    return facts
-
-
-def _cadence(settings: ResolvedSettings, last_load: dict[str, Any] | None) -> health.Cadence:
+def _cadence(load_every: timedelta, last_load: jobs.JobRun | None) -> health.Cadence:
     """The load cadence to judge staleness by: the one the scheduler or follower that ran the last
     load recorded (a stopped ``--load-every 30s`` scheduler is stale after a minute, a dead
     ``--follow --every 2s`` after its one-minute record and two intervals), else this process's
@@ -159,7 +174,7 @@ def _cadence(settings: ResolvedSettings, last_load: dict[str, Any] | None) -> he
         return health.Cadence(timedelta(seconds=float(follow)), "FOLLOW_EVERY",
                               timedelta(seconds=float(details.get("every_seconds") or 0)))
     every = details.get("every_seconds")
-    return health.Cadence(timedelta(seconds=float(every)) if every else settings.intervals.load)
+    return health.Cadence(timedelta(seconds=float(every)) if every else load_every)
 
 
 def _identity(conn: psycopg.Connection, settings: ResolvedSettings, watermark: datetime) -> proof.RangeCheck:
@@ -185,9 +200,7 @@ def _identity(conn: psycopg.Connection, settings: ResolvedSettings, watermark: d
 def collect(settings: ResolvedSettings) -> Status:
     """Read where the pipeline stands: the lake (read-only), the source, staging, the scheduler's state."""
     facts = _lake_facts(settings)
-    watermark, batches, lake_rows = facts["watermark"], facts["batches"], facts["lake_rows"]
-    snapshots, latest, files, size = facts["snapshots"], facts["latest"], facts["files"], facts["size"]
-    job_runs, lake, quarantined = facts["job_runs"], facts["lake"], facts["quarantined"]
+    watermark, batches, job_runs = facts.watermark, facts.batches, facts.job_runs
     newest, pending, future, far_future, now, source_error = None, None, None, 0, datetime.now(UTC), None
     surplus, identity = 0, None
     stamped: bool | None = True
@@ -209,7 +222,7 @@ def collect(settings: ResolvedSettings) -> Status:
                                               "WHERE event_timestamp <= %(now)s", {"now": now}))[0]
                 pending = one_row(conn.execute(f"SELECT count(*) FROM {table} WHERE %(wm)s::timestamptz IS "
                                                "NULL OR event_timestamp > %(wm)s", {"wm": watermark}))[0]
-                damaged = facts["integrity"] is not None and facts["integrity"].problems
+                damaged = facts.integrity is not None and facts.integrity.problems
                 if watermark is not None and not damaged:  # the look-back, id by id (a damaged file
                     # fails every read of the ids, and is the finding already)
                     identity = _identity(conn, settings, watermark)
@@ -224,33 +237,35 @@ def collect(settings: ResolvedSettings) -> Status:
     set_aside = staging.failed_batches(staging.table_dir(settings))
     last_load = next((r for r in job_runs if r["job"] == "load"), None)
     promoted = [b["promoted_at"] for b in batches if b.get("promoted_at")]
-    successes = [t for t in (facts["last_load_success"], *promoted) if t is not None]
+    successes = [t for t in (facts.last_load_success, *promoted) if isinstance(t, datetime)]
     # rows the source holds: counted when nothing is loaded yet (all of them are after no watermark)
     holds = (pending or 0) if watermark is None and pending else 1 if newest else 0
     missed = ([f"{len(identity.missed)} source id(s) in the look-back that the last load's snapshot held "
                f"are not in the lake (e.g. {', '.join(map(str, identity.missed[:3]))}): run a load; if they "
                f"stay missing, {actions.VERIFY} {actions.SINCE} <range> names them"]
               if identity is not None and identity.missed else [])
-    judged = health.assess(now, _cadence(settings, last_load), max(successes) if successes else None,
+    cadence = _cadence(settings.intervals.load, last_load)
+    judged = health.assess(now, cadence, max(successes) if successes else None,
                            last_load["status"] if last_load else None,
                            last_load["error"] if last_load else None, len(set_aside), holds,
                            far_future=far_future, source_error=source_error, lake_surplus=surplus,
-                           lake_damage=[*(facts["integrity"].problems if facts["integrity"] else []),
+                           lake_damage=[*(facts.integrity.problems if facts.integrity else []),
                                         *missed])
-    behind = (facts["last_hour"] or {}).get("rows_behind_mark", 0)
+    behind = facts.last_hour["rows_behind_mark"] if facts.last_hour else 0
     column = settings.arrival_column
     return Status(
-        health=judged, lake=settings.events_table, lake_exists=facts["exists"],
+        health=judged, lake=settings.events_table, lake_exists=facts.exists,
         catalog=settings.catalog.describe(), data_path=settings.data_path, watermark=watermark,
         source_error=source_error, source_newest_event=newest, lag_seconds=lag,
-        source_rows_after_watermark=pending, source_rows_in_future=future, rows_quarantined=quarantined,
+        source_rows_after_watermark=pending, source_rows_in_future=future, rows_quarantined=facts.quarantined,
         arrivals=ArrivalFacts(column, stamped, behind, arrivals.arrival_note(column, stamped, behind))
         if column else ArrivalFacts(rows_behind_mark_last_hour=behind),
-        lake_rows_not_in_source=surplus, identity=identity, lake_rows=lake_rows, snapshot_count=snapshots,
-        latest_snapshot=latest, data_files=int(files), data_bytes=int(size), integrity=facts["integrity"],
-        staged_batches_waiting=len(staging.complete_batches(staging.table_dir(settings), lake))
-        if lake else 0,
+        lake_rows_not_in_source=surplus, identity=identity, lake_rows=facts.lake_rows,
+        snapshot_count=facts.snapshots, latest_snapshot=facts.latest, data_files=facts.files,
+        data_bytes=facts.size, integrity=facts.integrity,
+        staged_batches_waiting=len(staging.complete_batches(staging.table_dir(settings), facts.lake_id))
+        if facts.lake_id else 0,
         set_aside_batches=set_aside,
         jobs={r["job"]: {"status": r["status"], "started_at": iso(r["started_at"]),
                          "finished_at": iso(r["finished_at"]), "error": r["error"]} for r in job_runs},
-        scheduler=SchedulerStates(settings.home).read(), last_batches=batches, last_hour=facts["last_hour"])
+        scheduler=SchedulerStates(settings.home).read(), last_batches=batches, last_hour=facts.last_hour)
