@@ -24,7 +24,7 @@ from pipeline.lake.schema import column_types, ensure_tables
 from pipeline.lake.session import Lake
 from pipeline.process import cancellable
 from pipeline.settings import ResolvedSettings
-from pipeline.settings.catalog import ACCEPTED_FORMS
+from pipeline.settings.catalog import ACCEPTED_FORMS, CatalogSpec
 from pipeline.settings.pgdsn import PgDsn
 from pipeline.sqltext import quote_literal
 
@@ -41,7 +41,8 @@ def connect(settings: ResolvedSettings, *, read_only: bool = False, snapshot_ver
     if catalog.path is not None:
         catalog.path.parent.mkdir(parents=True, exist_ok=True)
     # staged batches on object storage are read through httpfs with their own scoped secret
-    staging_secret = _staging_secret(settings)
+    attach = _Attach(settings)
+    staging_secret = attach.staging_secret()
     con = extensions.new_instance(*extension_names(catalog, settings.data_path),
                                   *(["postgres"] if source else []), *(["httpfs"] if staging_secret else []),
                                   own_sql=own_sql)
@@ -54,7 +55,7 @@ def connect(settings: ResolvedSettings, *, read_only: bool = False, snapshot_ver
             if statement.startswith("LOAD "):
                 continue  # done above, from the wheels
             if statement.startswith("ATTACH"):
-                _attach(con, settings, statement, creates=not read_only)
+                attach.attach(con, statement, creates=not read_only)
             else:
                 con.execute(statement)
         if staging_secret:
@@ -87,41 +88,13 @@ def lake_session(settings: ResolvedSettings, *, read_only: bool = False, tables:
         opened = contextlib.closing(connect(settings, read_only=read_only, snapshot_version=snapshot_version,
                                             snapshot_time=snapshot_time, source=source, own_sql=True))
     else:
-        opened = _shared(settings, read_only, source)
+        opened = _Attach(settings).shared(read_only, source)
     # a stop request ends a one-shot command's query now (a transaction in flight rolls back)
     with opened as con, cancellable(con.interrupt):
         lake = Lake.of(con, settings)
         if tables:
             ensure_tables(lake, column_types(settings.promotion, settings.spark.reader))
         yield lake
-
-
-@contextmanager
-def _shared(settings: ResolvedSettings, read_only: bool, source: bool) -> Iterator[duckdb.DuckDBPyConnection]:
-    # pooled by everything the attach depends on (what its statements say, secrets included)
-    key = (*open_statements(settings.lake_name, settings.catalog, settings.data_path,
-                            storage=settings.storage, show_secrets=True, read_only=read_only),
-           _staging_secret(settings), *(source_statements(settings.source_dsn) if source else ()))
-    # a round trip to each Postgres database the instance attached: the catalog, and the source
-    databases = [_metadata_database(settings.lake_name), *([SOURCE_ALIAS] if source else [])]
-    pings = [f"FROM postgres_query({quote_literal(database)}, 'SELECT 1')" for database in databases]
-
-    def alive(con: duckdb.DuckDBPyConnection) -> None:
-        for ping in pings:
-            con.execute(ping)
-
-    with instances.session(key, lambda: connect(settings, read_only=read_only, source=source, own_sql=True),
-                           alive) as con:
-        if source:  # DuckDB caches an attached Postgres database's tables and columns: the session
-            # sees the source as it is now (a column added since), as a freshly attached one did
-            con.execute("CALL pg_clear_cache()")
-        _begin_session(con, settings.lake_name, settings.catalog.kind)
-        yield con
-
-
-def _staging_secret(settings: ResolvedSettings) -> str | None:
-    return storage_secret_sql(settings.lake_name, settings.staging_path, settings.storage,
-                              show_secrets=True, role="staging")
 
 
 def _begin_session(con: duckdb.DuckDBPyConnection, lake_name: str, catalog_kind: str) -> None:
@@ -139,20 +112,6 @@ def _metadata_database(lake_name: str) -> str:
     return f"__ducklake_metadata_{lake_name}"
 
 
-def _attach(con: duckdb.DuckDBPyConnection, settings: ResolvedSettings, statement: str, *,
-            creates: bool) -> None:
-    # The first ATTACH creates the catalog's metadata tables; two processes doing that at once
-    # collide in Postgres ("duplicate key … pg_namespace"), so attaches of one lake are
-    # serialized (they take milliseconds).
-    try:
-        with locks.hold(settings, "attach"):
-            if creates:  # a writable attach creates the lake if the catalog has none
-                ownership.refuse_before_creating(settings)
-            con.execute(statement)
-    except duckdb.Error as exc:
-        raise attach_error(settings, exc) from None
-
-
 # DuckLake's words when a read-only attach finds no lake in the catalog (pinned by a test)
 NOT_CREATED = "creating a new DuckLake is explicitly disabled"
 # DuckLake's words when DATA_PATH differs from the one the catalog recorded (its advice names an
@@ -161,32 +120,83 @@ DATA_PATH_MOVED = re.compile(r'DATA_PATH parameter "([^"]*)" does not match exis
                              r'catalog "([^"]*)"')
 
 
-def not_created(settings: ResolvedSettings) -> LakeNotCreated:
-    return LakeNotCreated(f"The lake {settings.lake_name} does not exist yet in DUCKLAKE_CATALOG="
-                          f"{settings.catalog.describe()}.",
+def not_created(lake_name: str, catalog: CatalogSpec) -> LakeNotCreated:
+    return LakeNotCreated(f"The lake {lake_name} does not exist yet in DUCKLAKE_CATALOG="
+                          f"{catalog.describe()}.",
                           f"The first {actions.RUN} creates it (or check that "
                           "DUCKLAKE_CATALOG and DUCKLAKE_NAME name the lake you mean).")
 
 
-def attach_error(settings: ResolvedSettings, exc: duckdb.Error) -> PipelineError:
-    """Say what was tried and whether trying again later can help."""
-    catalog = settings.catalog
-    if NOT_CREATED in str(exc):
-        return not_created(settings)
-    if moved := DATA_PATH_MOVED.search(str(exc)):
-        given, kept = moved.groups()
-        return ConfigError(f"The lake {settings.lake_name} in DUCKLAKE_CATALOG={catalog.describe()} keeps "
-                           f"its data files in {kept}, but DUCKLAKE_DATA_PATH is {given}.",
-                           f"Set DUCKLAKE_DATA_PATH={kept} (a lake's data path is fixed when it is created), "
-                           "or point DUCKLAKE_CATALOG or DUCKLAKE_NAME at the lake you mean.")
-    where = f"Cannot open the lake catalog (DUCKLAKE_CATALOG={catalog.describe()})"
-    if catalog.kind == "postgres":
-        return service_error(exc, where, unavailable=CatalogUnavailable,
-                             transient_hint="Check that the catalog Postgres runs and DUCKLAKE_CATALOG "
-                             "points at it (host, port, dbname, user, password).",
-                             terminal_hint="Check DUCKLAKE_CATALOG (database, user, password).")
-    if "lock" in str(exc).lower():
-        return CatalogUnavailable(f"{where}: {exc}", "A DuckDB catalog file can be open in one process "
-                                  "at a time; use a Postgres catalog for concurrent writers.")
-    return ConfigError(f"{where}: {exc}", f"Check the path in DUCKLAKE_CATALOG (it must be a file in a "
-                       f"writable folder). Accepted forms: {ACCEPTED_FORMS}.")
+class _Attach:
+    """How one lake is attached: its pooled instance, the secret its staged batches are read
+    with, the serialized ATTACH, and what an ATTACH error means."""
+
+    def __init__(self, settings: ResolvedSettings) -> None:
+        self.settings = settings
+
+    @contextmanager
+    def shared(self, read_only: bool, source: bool) -> Iterator[duckdb.DuckDBPyConnection]:
+        settings = self.settings
+        # pooled by everything the attach depends on (what its statements say, secrets included)
+        key = (*open_statements(settings.lake_name, settings.catalog, settings.data_path,
+                                storage=settings.storage, show_secrets=True, read_only=read_only),
+               self.staging_secret(), *(source_statements(settings.source_dsn) if source else ()))
+        # a round trip to each Postgres database the instance attached: the catalog, and the source
+        databases = [_metadata_database(settings.lake_name), *([SOURCE_ALIAS] if source else [])]
+        pings = [f"FROM postgres_query({quote_literal(database)}, 'SELECT 1')" for database in databases]
+
+        def alive(con: duckdb.DuckDBPyConnection) -> None:
+            for ping in pings:
+                con.execute(ping)
+
+        def opened() -> duckdb.DuckDBPyConnection:
+            return connect(settings, read_only=read_only, source=source, own_sql=True)
+
+        with instances.session(key, opened, alive) as con:
+            if source:  # DuckDB caches an attached Postgres database's tables and columns: the session
+                # sees the source as it is now (a column added since), as a freshly attached one did
+                con.execute("CALL pg_clear_cache()")
+            _begin_session(con, settings.lake_name, settings.catalog.kind)
+            yield con
+
+    def staging_secret(self) -> str | None:
+        settings = self.settings
+        return storage_secret_sql(settings.lake_name, settings.staging_path, settings.storage,
+                                  show_secrets=True, role="staging")
+
+    def attach(self, con: duckdb.DuckDBPyConnection, statement: str, *, creates: bool) -> None:
+        settings = self.settings
+        # The first ATTACH creates the catalog's metadata tables; two processes doing that at once
+        # collide in Postgres ("duplicate key … pg_namespace"), so attaches of one lake are
+        # serialized (they take milliseconds).
+        try:
+            with locks.hold(settings, "attach"):
+                if creates:  # a writable attach creates the lake if the catalog has none
+                    ownership.refuse_before_creating(settings)
+                con.execute(statement)
+        except duckdb.Error as exc:
+            raise self.error(exc) from None
+
+    def error(self, exc: duckdb.Error) -> PipelineError:
+        """Say what was tried and whether trying again later can help."""
+        settings = self.settings
+        catalog = settings.catalog
+        if NOT_CREATED in str(exc):
+            return not_created(settings.lake_name, catalog)
+        if moved := DATA_PATH_MOVED.search(str(exc)):
+            given, kept = moved.groups()
+            return ConfigError(f"The lake {settings.lake_name} in DUCKLAKE_CATALOG={catalog.describe()} "
+                               f"keeps its data files in {kept}, but DUCKLAKE_DATA_PATH is {given}.",
+                               f"Set DUCKLAKE_DATA_PATH={kept} (a lake's data path is fixed when it is "
+                               "created), or point DUCKLAKE_CATALOG or DUCKLAKE_NAME at the lake you mean.")
+        where = f"Cannot open the lake catalog (DUCKLAKE_CATALOG={catalog.describe()})"
+        if catalog.kind == "postgres":
+            return service_error(exc, where, unavailable=CatalogUnavailable,
+                                 transient_hint="Check that the catalog Postgres runs and DUCKLAKE_CATALOG "
+                                 "points at it (host, port, dbname, user, password).",
+                                 terminal_hint="Check DUCKLAKE_CATALOG (database, user, password).")
+        if "lock" in str(exc).lower():
+            return CatalogUnavailable(f"{where}: {exc}", "A DuckDB catalog file can be open in one process "
+                                      "at a time; use a Postgres catalog for concurrent writers.")
+        return ConfigError(f"{where}: {exc}", f"Check the path in DUCKLAKE_CATALOG (it must be a file in a "
+                           f"writable folder). Accepted forms: {ACCEPTED_FORMS}.")

@@ -16,12 +16,14 @@ import logging
 import signal
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TypedDict
 
 import duckdb
 
+from pipeline import logs
 from pipeline.errors import LakeNotCreated, first_line, is_transient, scrub_secrets
 from pipeline.lake.connect import lake_session
 from pipeline.lake.session import Lake
@@ -42,50 +44,21 @@ class JobStatus(StrEnum):
     CANCELLED = "cancelled"  # stopped by a shutdown
 
 
-def record(settings: ResolvedSettings, run_id: str, job: str, started: datetime, finished: datetime,
-           status: JobStatus, error: str | None = None, details: Mapping[str, object] | None = None,
-           lake: Lake | None = None) -> bool:
-    """Append one history row (through ``lake``, the job's own open session, else a session of
-    its own — also when the job's session failed, as a lost catalog connection does); returns
-    False (and logs) when the catalog cannot be reached, since failing to write history must
-    never turn a job's result into a crash."""
-    row = [run_id, job, started, finished, status, error, json.dumps(details or {}, default=str),
-           process_name()]
+@dataclass(frozen=True)
+class JobRecord:
+    """One run of a job, as the history keeps it: the scheduler's runs and manual ones alike."""
 
-    def insert(into: Lake) -> None:
-        into.execute(f"INSERT INTO {ensure_table(into)} VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
+    job: str
+    started: datetime
+    finished: datetime
+    status: JobStatus
+    error: str | None = None
+    details: Mapping[str, object] | None = None
+    run_id: str = field(default_factory=lambda: logs.RUN_ID)  # the process that ran it
 
-    if lake is not None:
-        with contextlib.suppress(Exception):
-            insert(lake)
-            return True
-    try:
-        # not tables=True: a run that failed because the lake's tables or data folder could not be
-        # made (a refused data path) is recorded all the same, in the catalog's job history
-        with lake_session(settings) as own:
-            insert(own)
-        return True
-    except Exception as exc:  # noqa: BLE001  a catalog away, a dying connection: the job's outcome is logged already
-        away = is_transient(exc)
-        log.warning("could not record the %s job in the history: %s", job,
-                    "the catalog is away; it is written once it answers again" if away
-                    else first_line(scrub_secrets(str(exc))))
-        return False
-
-
-def record_failure(settings: ResolvedSettings, job: str, began: datetime, error: str) -> None:
-    """Record a manual run that failed before it opened the lake (a refused data folder), in a lake
-    that exists: one not created yet stays uncreated (its catalog unbound to any data path)."""
-    from pipeline import logs
-
-    try:
-        with lake_session(settings, read_only=True):
-            pass
-    except LakeNotCreated:
-        return
-    except Exception:  # noqa: BLE001  the catalog away: the failure is reported all the same
-        return
-    record(settings, logs.RUN_ID, job, began, datetime.now(UTC), JobStatus.FAILED, error)
+    def row(self) -> list[object]:
+        return [self.run_id, self.job, self.started, self.finished, self.status, self.error,
+                json.dumps(self.details or {}, default=str), process_name()]
 
 
 class ManualRun:
@@ -103,33 +76,75 @@ class ManualRun:
         self.failed = reason
 
 
-@contextmanager
-def recorded(settings: ResolvedSettings, job: str | None,
-             lake: Lake | None = None) -> Iterator[ManualRun]:
-    """Record the block as one manual run of ``job`` (None: record nothing): ``failed`` with the
-    error's first line if it raises, or with the reason the block gave :meth:`ManualRun.fail` (it
-    finished but did not succeed: a batch was set aside), else ``success`` with the details.
-    (The scheduler records its own runs through :func:`record`: it also has skipped and cancelled.)"""
-    from pipeline import logs
+class JobHistory:
+    """The job history of the lake the settings name (a table in its catalog database)."""
 
-    run = ManualRun()
-    began = datetime.now(UTC)
-    try:
-        yield run
-    except BaseException as exc:
+    def __init__(self, settings: ResolvedSettings) -> None:
+        self.settings = settings
+
+    def write(self, record: JobRecord, lake: Lake | None = None) -> bool:
+        """Append one history row (through ``lake``, the job's own open session, else a session of
+        its own — also when the job's session failed, as a lost catalog connection does); returns
+        False (and logs) when the catalog cannot be reached, since failing to write history must
+        never turn a job's result into a crash."""
+        row = record.row()
+
+        def insert(into: Lake) -> None:
+            into.execute(f"INSERT INTO {ensure_table(into)} VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
+
+        if lake is not None:
+            with contextlib.suppress(Exception):
+                insert(lake)
+                return True
+        try:
+            # not tables=True: a run that failed because the lake's tables or data folder could not
+            # be made (a refused data path) is recorded all the same, in the catalog's job history
+            with lake_session(self.settings) as own:
+                insert(own)
+            return True
+        except Exception as exc:  # noqa: BLE001  a catalog away, a dying connection: the job's outcome is logged already
+            away = is_transient(exc)
+            log.warning("could not record the %s job in the history: %s", record.job,
+                        "the catalog is away; it is written once it answers again" if away
+                        else first_line(scrub_secrets(str(exc))))
+            return False
+
+    def record_failure(self, job: str, began: datetime, error: str) -> None:
+        """Record a manual run that failed before it opened the lake (a refused data folder), in a
+        lake that exists: one not created yet stays uncreated (its catalog unbound to any data path)."""
+        try:
+            with lake_session(self.settings, read_only=True):
+                pass
+        except LakeNotCreated:
+            return
+        except Exception:  # noqa: BLE001  the catalog away: the failure is reported all the same
+            return
+        self.write(JobRecord(job, began, datetime.now(UTC), JobStatus.FAILED, error))
+
+    @contextmanager
+    def recorded(self, job: str | None, lake: Lake | None = None) -> Iterator[ManualRun]:
+        """Record the block as one manual run of ``job`` (None: record nothing): ``failed`` with the
+        error's first line if it raises, or with the reason the block gave :meth:`ManualRun.fail`
+        (it finished but did not succeed: a batch was set aside), else ``success`` with the details.
+        (The scheduler writes its own runs: it also has skipped and cancelled.)"""
+        run = ManualRun()
+        began = datetime.now(UTC)
+        try:
+            yield run
+        except BaseException as exc:
+            if job:
+                sig = stop_signal()
+                if sig is not None:  # an operator's stop, not a failure (what it cancelled failed first)
+                    self.write(JobRecord(job, began, datetime.now(UTC), JobStatus.CANCELLED,
+                                         f"stopped by {signal.Signals(sig).name}"), lake)
+                elif isinstance(exc, Exception):
+                    self.write(JobRecord(job, began, datetime.now(UTC), JobStatus.FAILED, first_line(exc)),
+                               lake)
+            raise
         if job:
-            sig = stop_signal()
-            if sig is not None:  # an operator's stop, not a failure (what it cancelled failed first)
-                record(settings, logs.RUN_ID, job, began, datetime.now(UTC), JobStatus.CANCELLED,
-                       f"stopped by {signal.Signals(sig).name}", lake=lake)
-            elif isinstance(exc, Exception):
-                record(settings, logs.RUN_ID, job, began, datetime.now(UTC), JobStatus.FAILED,
-                       first_line(exc), lake=lake)
-        raise
-    if job:
-        status = JobStatus.FAILED if run.failed else JobStatus.SUCCESS
-        details = {**run.details, **({"failed": run.failed} if run.failed else {})}
-        record(settings, logs.RUN_ID, job, began, datetime.now(UTC), status, run.failed, details, lake=lake)
+            status = JobStatus.FAILED if run.failed else JobStatus.SUCCESS
+            details = {**run.details, **({"failed": run.failed} if run.failed else {})}
+            self.write(JobRecord(job, began, datetime.now(UTC), status, run.failed, details), lake)
 
 
 TABLE = "event_lake_jobs"

@@ -224,7 +224,7 @@ def maintain_now(settings: ResolvedSettings, *, dry_run: bool = False) -> Mainte
     (then :class:`~pipeline.errors.LockBusy` says so, and nothing is done twice)."""
     with locks.hold(settings, "job:expire", timeout=0), locks.hold(settings, "job:compact", timeout=0):
         # a dry run changes nothing, so it is no maintenance in the history
-        with jobs.recorded(settings, None if dry_run else "maintain") as details:
+        with jobs.JobHistory(settings).recorded(None if dry_run else "maintain") as details:
             report = run_maintenance(settings, settings.intervals.retention, dry_run=dry_run)
             details.update(report.as_dict())
         return report

@@ -324,7 +324,8 @@ def catalog_role(settings: ResolvedSettings) -> PgDsn | None:
     if catalog.pg is None:
         return None  # a catalog file: DuckLake attaches it read-only itself
     if catalog.embedded and not catalog_reader.ensure_embedded(catalog, settings.lake_name):
-        raise not_created(settings)  # no schema yet, so no reader role: its login would be refused
+        # no schema yet, so no reader role: its login would be refused
+        raise not_created(settings.lake_name, settings.catalog)
     if catalog.reader is None:
         log.warning("this read-only session reaches the catalog as %s, a role that can write it: only the "
                     "statement check keeps it read-only. Set DUCKLAKE_CATALOG_READER to a role that can only "

@@ -201,7 +201,7 @@ class Pipeline:
         """:meth:`reconcile` asked for by hand, recorded in the job history as a scheduler's is."""
         from pipeline.lake import jobs
 
-        with self._own(), jobs.recorded(self.settings, "reconcile") as details:
+        with self._own(), jobs.JobHistory(self.settings).recorded("reconcile") as details:
             report = self.reconcile()
             details.update(summary=report.summary())
         return report
@@ -228,7 +228,7 @@ class Pipeline:
             return None
         try:
             with self._own(), locks.hold(self.settings, "job:compact", timeout=0), \
-                    jobs.recorded(self.settings, "compact") as details:
+                    jobs.JobHistory(self.settings).recorded("compact") as details:
                 compacted = self.maintain(("compact",))
                 details.update(compacted.as_dict())
             return compacted

@@ -155,7 +155,7 @@ class Loader:
                 preflight(settings, reads_source=mode in ("run", "extract"))
             except PipelineError as exc:  # recorded too: --status says the last load failed, and why
                 if record_as:
-                    jobs.record_failure(settings, record_as, began, first_line(exc))
+                    jobs.JobHistory(settings).record_failure(record_as, began, first_line(exc))
                 raise
         try:
             ready = self._in_session(mode, ready, record_as, report, started,
@@ -177,7 +177,7 @@ class Loader:
         settings, engines = self.settings, self.engines
         checking = ready is None
         with lake_session(settings, tables=checking) as lake, \
-                jobs.recorded(settings, record_as, lake=lake) as details:
+                jobs.JobHistory(settings).recorded(record_as, lake) as details:
             one = _Run(settings, lake, report)
             if ready is None:
                 if mode in ("run", "extract"):

@@ -179,7 +179,7 @@ class Scheduler:
         self.settings = pipeline.settings
         self.intervals, self.follow = self.settings.intervals, follow
         self.stop = pipeline.stopping
-        self._unrecorded: list[tuple[str, datetime, datetime, JobStatus, str | None, dict[str, object]]] = []
+        self._unrecorded: list[jobs.JobRecord] = []
         self.jobs = {
             "load": Job("load", self.intervals.follow if follow else self.intervals.load, self._load),
             "expire": Job("expire", self.intervals.expire, self._expire),
@@ -324,15 +324,17 @@ class Scheduler:
         the very outage a failed load reports) is kept and written first once the catalog is back,
         so the failures are counted (``job_runs_total{status="failed"}``) and the alerts fire."""
         following = self.follow and job.name == "load"
-        row = (job.name, attempt.started, attempt.finished, attempt.status, attempt.error,
-               {**attempt.record(),
-                # --status judges staleness by the interval the scheduler ran with (a
-                # follower's: its FOLLOW_EVERY, and how often it writes this record)
-                "every_seconds": (every or job.every).total_seconds(),
-                **({"follow_every_seconds": job.every.total_seconds()} if following else {})})
-        self._unrecorded.append(row)
+        record = jobs.JobRecord(
+            job.name, attempt.started, attempt.finished, attempt.status, attempt.error,
+            {**attempt.record(),
+             # --status judges staleness by the interval the scheduler ran with (a
+             # follower's: its FOLLOW_EVERY, and how often it writes this record)
+             "every_seconds": (every or job.every).total_seconds(),
+             **({"follow_every_seconds": job.every.total_seconds()} if following else {})})
+        self._unrecorded.append(record)
+        history = jobs.JobHistory(self.settings)
         while self._unrecorded:
-            if not jobs.record(self.settings, logs.RUN_ID, *self._unrecorded[0]):
+            if not history.write(self._unrecorded[0]):
                 del self._unrecorded[:-UNRECORDED_KEPT]  # the newest are kept
                 break
             self._unrecorded.pop(0)

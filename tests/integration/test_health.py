@@ -77,12 +77,14 @@ def test_staleness_is_judged_by_the_interval_the_last_scheduler_ran_with(setting
     add_events(settings, 30, seed=3)  # rows waiting
     resolved = resolve(settings)
     finished = datetime.now(UTC) - timedelta(minutes=3)
-    jobs.record(resolved, "sched-1", "load", finished - timedelta(seconds=2), finished, "success", None,
-                {"every_seconds": 30.0})
+    jobs.JobHistory(resolved).write(jobs.JobRecord("load", finished - timedelta(seconds=2), finished,
+                                                   jobs.JobStatus.SUCCESS, None, {"every_seconds": 30.0},
+                                                   run_id="sched-1"))
     status = collect(resolved)
     assert status.health.state == "stale", status.health
     assert "LOAD_EVERY 30s" in status.health.reasons[0]
-    jobs.record(resolved, "manual-1", "load", datetime.now(UTC), datetime.now(UTC), "success", None, {})
+    jobs.JobHistory(resolved).write(jobs.JobRecord("load", datetime.now(UTC), datetime.now(UTC),
+                                                   jobs.JobStatus.SUCCESS, None, {}, run_id="manual-1"))
     assert collect(resolved).health.state == "healthy"  # a manual run: judged by LOAD_EVERY (1h)
 
 
