@@ -21,7 +21,7 @@ from pipeline.lake.attach_sql import (
     storage_secret_sql,
 )
 from pipeline.lake.schema import column_types, ensure_tables
-from pipeline.lake.session import Lake
+from pipeline.lake.session import Lake, data_folder
 from pipeline.process import cancellable
 from pipeline.settings import ResolvedSettings
 from pipeline.settings.catalog import ACCEPTED_FORMS, CatalogSpec
@@ -172,7 +172,8 @@ class _Attach:
         try:
             with locks.hold(settings, "attach"):
                 if creates:  # a writable attach creates the lake if the catalog has none
-                    ownership.refuse_before_creating(settings)
+                    ownership.refuse_before_creating(settings.catalog, settings.lake_name,
+                                                     data_folder(settings))
                 con.execute(statement)
         except duckdb.Error as exc:
             raise self.error(exc) from None

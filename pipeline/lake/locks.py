@@ -40,7 +40,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from pipeline.errors import CatalogUnavailable, LockBusy, service_error
-from pipeline.settings import ResolvedSettings, Settings
+from pipeline.settings import ResolvedSettings
 from pipeline.settings.catalog import CatalogSpec
 from pipeline.sqltext import one_row
 
@@ -58,10 +58,6 @@ def lock_key(name: str) -> int:
     """A stable signed 64-bit key for ``pg_advisory_lock`` from a readable name."""
     digest = hashlib.blake2b(name.encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big", signed=True)
-
-
-def lock_name(settings: Settings, job: str) -> str:
-    return named(settings.lake_name, settings.lake_table, job)
 
 
 def named(lake_name: str, table: str, job: str) -> str:
@@ -95,7 +91,8 @@ def hold(settings: ResolvedSettings, job: str, *, timeout: float | None = None) 
 
     Raises :class:`LockBusy` when the wait runs out.
     """
-    with hold_named(settings.catalog, lock_name(settings, job), job, timeout=timeout) as lease:
+    with hold_named(settings.catalog, named(settings.lake_name, settings.lake_table, job), job,
+                    timeout=timeout) as lease:
         yield lease
 
 

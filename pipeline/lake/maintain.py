@@ -23,7 +23,7 @@ from pipeline.lake.connect import lake_session
 from pipeline.lake.session import Lake
 from pipeline.lake.transaction import transaction
 from pipeline.progress import Progress
-from pipeline.settings import ResolvedSettings, Settings
+from pipeline.settings import ResolvedSettings
 from pipeline.settings.durations import format_duration
 from pipeline.sqltext import one_row
 from pipeline.storage.folder import Folder, split_uri
@@ -83,9 +83,9 @@ def unmerged_files(lake: Lake) -> int:
         [lake.name, lake.table, SMALL_FILE_BYTES]))[0]
 
 
-def compaction_due(files_to_merge: int, settings: Settings) -> bool:
-    """Have COMPACT_FILES small files piled up (0: never by count)? Said in the log when they have."""
-    limit = settings.intervals.compact_files
+def compaction_due(files_to_merge: int, limit: int) -> bool:
+    """Have ``limit`` (COMPACT_FILES) small files piled up (0: never by count)? Said in the log
+    when they have."""
     if not limit or files_to_merge < limit:
         return False
     log.info("%d small data files wait to be merged (COMPACT_FILES %d): compacting now",

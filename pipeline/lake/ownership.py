@@ -23,8 +23,7 @@ from typing import Any
 
 from pipeline.errors import ConfigError
 from pipeline.lake.identity import lake_id, table_names
-from pipeline.lake.session import Lake, data_folder
-from pipeline.settings import ResolvedSettings
+from pipeline.lake.session import Lake
 from pipeline.settings.catalog import CatalogSpec
 from pipeline.settings.resolve import DATA_FOLDER_MARKER as MARKER
 from pipeline.sqltext import one_row
@@ -111,25 +110,24 @@ def claim(lake: Lake) -> None:
         _claimed.add((lake.data_path, identity))
 
 
-def catalog_holds_lake(settings: ResolvedSettings) -> bool:
-    """Has the catalog this lake already (asked without attaching: DuckLake's ATTACH creates it)?"""
-    catalog = settings.catalog
+def catalog_holds_lake(catalog: CatalogSpec, lake_name: str) -> bool:
+    """Has ``catalog`` the lake already (asked without attaching: DuckLake's ATTACH creates it)?"""
     if catalog.pg is None:
         return catalog.path is not None and catalog.path.exists()
     import psycopg
 
     with psycopg.connect(catalog.pg.conninfo(), connect_timeout=10) as conn:
         query = "SELECT to_regclass(format('%%I.ducklake_metadata', %s::text)) IS NOT NULL"
-        return one_row(conn.execute(query, (settings.lake_name,)))[0]
+        return one_row(conn.execute(query, (lake_name,)))[0]
 
 
-def refuse_before_creating(settings: ResolvedSettings) -> None:
+def refuse_before_creating(catalog: CatalogSpec, lake_name: str, data: Folder) -> None:
     """A lake not in its catalog yet is created by its first ATTACH, which also records its data
-    path there: on a folder another lake's marker claims, stop before that, so nothing is left
-    in the catalog bound to someone else's folder."""
-    found = read_claim(data_folder(settings))
-    if found is not None and not catalog_holds_lake(settings):
-        raise _refuse(settings.data_path, settings.lake_name, settings.catalog, found)
+    path (``data``) there: on a folder another lake's marker claims, stop before that, so nothing
+    is left in the catalog bound to someone else's folder."""
+    found = read_claim(data)
+    if found is not None and not catalog_holds_lake(catalog, lake_name):
+        raise _refuse(data.uri(), lake_name, catalog, found)
 
 
 def _refuse_if_not_empty(lake: Lake, folder: Folder) -> None:

@@ -4,18 +4,19 @@ browser and a load balancer's probe together cost one lake read per ``ttl`` seco
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
 
 from pipeline import waiting
 from pipeline.errors import LakeNotCreated, first_line, scrub_secrets
 from pipeline.lake import history, jobs
 from pipeline.lake.connect import lake_session
 from pipeline.lake.identity import table_names
+from pipeline.lake.rows import Rows
 from pipeline.lake.session import Lake
 from pipeline.ops import health
 from pipeline.ops.status import Status, collect
@@ -28,11 +29,11 @@ log = logging.getLogger(__name__)
 class Observation:
     at: datetime
     status: Status | None = None
-    batches: list[dict[str, Any]] = field(default_factory=list)
-    snapshots: list[dict[str, Any]] = field(default_factory=list)
-    expiries: list[dict[str, Any]] = field(default_factory=list)  # when snapshots were expired, which
-    job_runs: list[dict[str, Any]] = field(default_factory=list)
-    job_totals: list[dict[str, Any]] = field(default_factory=list)
+    batches: Rows = field(default_factory=list)
+    snapshots: Rows = field(default_factory=list)
+    expiries: Rows = field(default_factory=list)  # when snapshots were expired, which
+    job_runs: Rows = field(default_factory=list)
+    job_totals: Rows = field(default_factory=list)
     rows_loaded: int = 0
     batches_loaded: int = 0
     error: str | None = None  # why status or history could not be read (catalog or source down)
@@ -45,12 +46,19 @@ def observe(settings: ResolvedSettings) -> Observation:
     start, now = time.monotonic(), datetime.now(UTC)
     try:
         status = collect(settings)
-        series = _series(settings) if status.lake_exists else {}
+        series = Series()
+        if status.lake_exists:
+            # (a lake created between the two reads: nothing to chart yet)
+            with contextlib.suppress(LakeNotCreated), lake_session(settings, read_only=True) as lake:
+                series = Series.read(lake)
     except Exception as exc:  # noqa: BLE001  a down catalog or source is something to show, not to crash on
         log.warning("could not observe the pipeline: %s", first_line(exc))
         return Observation(now, error=scrub_secrets(first_line(exc)) or type(exc).__name__,
                            seconds=time.monotonic() - start)
-    return Observation(now, status=status, **series, seconds=time.monotonic() - start)
+    return Observation(now, status=status, batches=series.batches, snapshots=series.snapshots,
+                       expiries=series.expiries, job_runs=series.job_runs, job_totals=series.job_totals,
+                       rows_loaded=series.rows_loaded, batches_loaded=series.batches_loaded,
+                       seconds=time.monotonic() - start)
 
 
 def through_outage(last: Observation, failed: Observation) -> Observation:
@@ -63,24 +71,29 @@ def through_outage(last: Observation, failed: Observation) -> Observation:
                    seconds=failed.seconds)
 
 
-def _series(settings: ResolvedSettings) -> dict[str, Any]:
-    try:
-        with lake_session(settings, read_only=True) as lake:
-            return _read_series(lake)
-    except LakeNotCreated:  # created between the two reads' answers: nothing to chart yet
-        return {}
+@dataclass
+class Series:
+    """The lake's history as the dashboard charts it and /metrics counts it (:mod:`.history`)."""
 
+    batches: Rows = field(default_factory=list)
+    snapshots: Rows = field(default_factory=list)
+    expiries: Rows = field(default_factory=list)
+    job_runs: Rows = field(default_factory=list)
+    job_totals: Rows = field(default_factory=list)
+    rows_loaded: int = 0
+    batches_loaded: int = 0
 
-def _read_series(lake: Lake) -> dict[str, Any]:
-    series: dict[str, Any] = {"snapshots": history.snapshots(lake)}
-    if (lake.ops_schema, "batches") in table_names(lake):
-        series["batches"] = history.batches(lake)
-        series["rows_loaded"], series["batches_loaded"] = history.rows_loaded(lake)
-    if jobs.source(lake):
-        series["expiries"] = history.expiries(lake)
-        series["job_runs"] = history.job_runs(lake)
-        series["job_totals"] = history.job_totals(lake)
-    return series
+    @classmethod
+    def read(cls, lake: Lake) -> Series:
+        series = cls(snapshots=history.snapshots(lake))
+        if (lake.ops_schema, "batches") in table_names(lake):
+            series.batches = history.batches(lake)
+            series.rows_loaded, series.batches_loaded = history.rows_loaded(lake)
+        if jobs.source(lake):
+            series.expiries = history.expiries(lake)
+            series.job_runs = history.job_runs(lake)
+            series.job_totals = history.job_totals(lake)
+        return series
 
 
 OVERDUE_INTERVALS = 3  # an observation the timer could not renew for this many intervals is no answer

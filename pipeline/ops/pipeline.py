@@ -224,7 +224,7 @@ class Pipeline:
         from pipeline.lake import jobs, locks
         from pipeline.lake.maintain import compaction_due
 
-        if not compaction_due(report.files_to_merge, self.settings):
+        if not compaction_due(report.files_to_merge, self.settings.intervals.compact_files):
             return None
         try:
             with self._own(), locks.hold(self.settings, "job:compact", timeout=0), \

@@ -27,6 +27,7 @@ from pipeline.id_checksum import IdSum
 from pipeline.lake import batches
 from pipeline.lake.session import Lake
 from pipeline.settings import ResolvedSettings
+from pipeline.settings.pgdsn import PgDsn
 from pipeline.source import stats
 from pipeline.source.shape import IdShape
 from pipeline.source.window import iso
@@ -176,15 +177,16 @@ def compare(conn: psycopg.Connection, lake: Lake, source_table: str,
                       bucket_seconds=bucket_seconds)
 
 
-def newer_than_snapshot(settings: ResolvedSettings, check: RangeCheck, how: IdShape) -> RangeCheck:
+def newer_than_snapshot(source_dsn: PgDsn, source_table: str, check: RangeCheck,
+                        how: IdShape) -> RangeCheck:
     """``check`` without the lake rows the source holds in the range now: committed after the
     snapshot it compared with (another load took them meanwhile), not deleted or moved."""
     if not check.extra:
         return check
     from pipeline.source.connect import connect
 
-    with connect(settings.source_dsn) as conn:
-        now = stats.ids_in_range(conn, settings.source_table, check.low, check.upper, set(check.extra),
+    with connect(source_dsn) as conn:
+        now = stats.ids_in_range(conn, source_table, check.low, check.upper, set(check.extra),
                                  uuid_typed=how.uuid_typed)
     extra = [i for i in check.extra if i not in now]
     return replace(check, extra=extra)

@@ -28,6 +28,7 @@ from pipeline.lake.session import Lake
 from pipeline.promote.promotion import RECONCILE_ENGINE, promote
 from pipeline.settings import ResolvedSettings
 from pipeline.settings.durations import format_duration
+from pipeline.settings.pgdsn import PgDsn
 from pipeline.source import stats
 from pipeline.source.connect import connect as connect_source
 from pipeline.source.shape import IdShape
@@ -102,7 +103,7 @@ def reconcile(resolved: ResolvedSettings, since: timedelta | str | None = None) 
         if low is not None and low >= upper:
             return report  # RECONCILE_SINCE within the look-back: the loads cover it all
         report.low, report.upper = iso(low) if low else None, iso(upper)
-        source_ids = _source_hours(resolved, low, upper)
+        source_ids = _source_hours(resolved.source_dsn, resolved.source_table, low, upper)
         lake_ids = batches.id_sums(lake, low, upper, HOUR_SECONDS)
         report.hours_compared = len(source_ids.keys() | lake_ids.keys())
         report.lake_ids_doubled = _doubled(lake, low, upper)
@@ -116,12 +117,12 @@ def reconcile(resolved: ResolvedSettings, since: timedelta | str | None = None) 
     return report
 
 
-def _source_hours(settings: ResolvedSettings, low: datetime | None, upper: datetime) -> dict[int, IdSum]:
-    """Which ids the source holds per UTC hour (an index-bounded aggregate in Postgres)."""
-    with connect_source(settings.source_dsn) as conn:
-        stats.require_table(conn, settings.source_table)
-        how = IdShape.read(conn, settings.source_table)
-        return stats.id_sums(conn, settings.source_table, low, upper, uuid_typed=how.uuid_typed,
+def _source_hours(source_dsn: PgDsn, table: str, low: datetime | None, upper: datetime) -> dict[int, IdSum]:
+    """Which ids ``table`` holds per UTC hour (an index-bounded aggregate in Postgres)."""
+    with connect_source(source_dsn) as conn:
+        stats.require_table(conn, table)
+        how = IdShape.read(conn, table)
+        return stats.id_sums(conn, table, low, upper, uuid_typed=how.uuid_typed,
                              unique=how.unique, bucket_seconds=HOUR_SECONDS)
 
 

@@ -365,7 +365,8 @@ class _Run:
         with one_read(self.lake):
             check = proof.compare(snapshot.conn, self.lake, self.settings.source_table, plan.window.low,
                                   plan.window.upper, plan.ids, source=plan.source_ids)
-        check = proof.newer_than_snapshot(self.settings, check, plan.ids)
+        check = proof.newer_than_snapshot(self.settings.source_dsn, self.settings.source_table, check,
+                                          plan.ids)
         self.report.seconds["check"] = self.report.seconds.get("check", 0.0) + time.monotonic() - t0
         self.report.check = check
         if check.extra:

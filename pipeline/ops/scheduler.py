@@ -260,7 +260,7 @@ class Scheduler:
         if attempt is not None:
             self._record(job, attempt)
         piled = attempt.result.files_to_merge if attempt is not None and attempt.result is not None else 0
-        if job.name == "load" and compaction_due(piled, self.settings):
+        if job.name == "load" and compaction_due(piled, self.settings.intervals.compact_files):
             self.tick(self.jobs["compact"])
 
     def _attempt(self, job: Job) -> Attempt | None:

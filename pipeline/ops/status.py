@@ -187,7 +187,8 @@ def _identity(conn: psycopg.Connection, settings: ResolvedSettings, watermark: d
         check = proof.compare(conn, lake, settings.source_table, watermark - settings.lookback,
                               watermark, how)
         earlier = batch_table.last_arrivals(lake) if check.missing else None
-    check = proof.newer_than_snapshot(settings, check, how)  # extras a load took since: not deleted
+    # extras a load took since: not deleted
+    check = proof.newer_than_snapshot(settings.source_dsn, settings.source_table, check, how)
     if earlier is None or earlier[2] is None:
         return check
     # ids the last load's snapshot held (written by older transactions) are no late arrivals: it
