@@ -8,16 +8,36 @@ a fix. The hint (what to do about it) is an attribute, so the CLI decides how to
 from __future__ import annotations
 
 import re
+from typing import Protocol
+
+
+class Report(Protocol):
+    """What every step's report offers (a load's :class:`~pipeline.ops.run.RunReport`, …)."""
+
+    def as_dict(self) -> dict[str, object]: ...
+    def summary(self) -> str: ...
 
 
 class PipelineError(Exception):
-    """Base class for every error the product reports to a user in plain words."""
+    """Base class for every error the product reports to a user in plain words.
+
+    An error that ends a step that had done part of its work carries that step's name and its
+    report so far (``step``, ``partial``: a load that promoted two batches before the catalog went
+    away says which), as dlt's ``PipelineStepFailed`` does; the error's class still says what failed
+    and whether trying again can help."""
 
     hint: str = ""
+    step: str | None = None
+    partial: Report | None = None
 
     def __init__(self, message: str, hint: str = "") -> None:
         super().__init__(message)
         self.hint = hint or self.hint
+
+    def during(self, step: str, partial: Report) -> PipelineError:
+        """Record the step this error ended and what it had done (returns self, to re-raise)."""
+        self.step, self.partial = step, partial
+        return self
 
 
 class TerminalError(PipelineError):

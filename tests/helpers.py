@@ -28,10 +28,10 @@ from tests.conftest import ROOT
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from pipeline.ops.run import Mode, RunReport
+    from pipeline.ops.run import RunMode, RunReport
 
 
-def run(settings: Settings, mode: Mode = "run", engine: str = "spark", spark: SparkSession | None = None,
+def run(settings: Settings, mode: RunMode | str = "run", engine: str = "spark", spark: SparkSession | None = None,
         record_as: str | None = None) -> RunReport:
     """One load as a test makes it: a :class:`~pipeline.ops.pipeline.Pipeline` made for it and
     closed after. ``spark``: the test session's (shared by the tests of a worker), never stopped here."""

@@ -10,28 +10,25 @@ import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
 from pipeline import actions, invocation
 from pipeline.cli import analysis, output, voice
 from pipeline.cli.command import Command
 from pipeline.ops.policy import SHUTDOWN_SECONDS
 
-if TYPE_CHECKING:
-    from pipeline.ops.run import Mode
-
 Outcome = tuple[bool | int, str]  # ok (exit 0/1), or an exit code; and the last line
 
 
 def run(cmd: Command) -> Outcome:
     from pipeline.ops.pipeline import Pipeline
+    from pipeline.ops.run import RunMode
 
     flags = cmd.args
-    mode: Mode = ("extract" if flags.extract_only else "promote" if flags.promote_only or flags.retry_failed
-                  else "run")
+    promote_only = flags.promote_only or flags.retry_failed
+    mode = RunMode.EXTRACT if flags.extract_only else RunMode.PROMOTE if promote_only else RunMode.RUN
     with Pipeline(cmd.settings, engine=cmd.args.engine) as lake:
         # recorded in the job history like a scheduled load: --status's freshness counts manual runs too
-        record_as = "load" if mode == "run" else mode
+        record_as = "load" if mode is RunMode.RUN else str(mode)
         report = lake.retry_failed() if cmd.args.retry_failed else lake.run(mode, record_as=record_as)
         lake.compact_if_piled(report)  # a --run from cron each minute: small files merged when they pile up
     if cmd.json:

@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
+from enum import StrEnum
 from typing import Any
 
 import duckdb
@@ -198,8 +199,18 @@ def _delete_files(folder: Folder, uris: list[str]) -> None:
         folder.delete_uri(uri)
 
 
+class Step(StrEnum):
+    """One maintenance job (the scheduler runs each on its own interval; ``--maintain`` both)."""
+
+    EXPIRE = "expire"  # forget snapshots older than the retention
+    COMPACT = "compact"  # flush inlined rows, merge small files, delete what no snapshot needs
+
+
+BOTH = (Step.EXPIRE, Step.COMPACT)
+
+
 def run_maintenance(settings: ResolvedSettings, retention: timedelta, *, dry_run: bool = False,
-                    steps: tuple[str, ...] = ("expire", "compact"),
+                    steps: tuple[Step, ...] = BOTH,
                     delete_grace: timedelta = DELETE_GRACE) -> MaintenanceReport:
     """Run the given steps; one report for all of them.
     ``delete_grace``: how long a file must have been scheduled for deletion before it goes."""
@@ -207,10 +218,10 @@ def run_maintenance(settings: ResolvedSettings, retention: timedelta, *, dry_run
     report = MaintenanceReport(dry_run=dry_run, retention=format_duration(retention))
     meter = Progress("maintenance" + (" (dry run)" if dry_run else ""))
     with lake_session(settings, tables=True) as lake, meter.ticking():
-        if "expire" in steps:
+        if Step.EXPIRE in steps:
             meter.step(f"expiring snapshots older than {format_duration(retention)}")
             expire(lake, retention, dry_run, report)
-        if "compact" in steps:
+        if Step.COMPACT in steps:
             compact(lake, staging.table_dir(settings), dry_run, report, delete_grace, meter.step)
         else:
             report.files_before = report.files_after = data_file_count(lake)

@@ -25,7 +25,8 @@ from pipeline import embedded
 from pipeline.errors import ConfigError, ShutdownRequested
 from pipeline.extract.engines import engine_of
 from pipeline.lake import instances
-from pipeline.ops.run import Engines, Loader, Mode, Readiness, RunReport
+from pipeline.lake.maintain import BOTH, Step, run_maintenance
+from pipeline.ops.run import Engines, Loader, Readiness, RunMode, RunReport
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.settings.model import Engine
 
@@ -149,13 +150,13 @@ class Pipeline:
         return Engines(self.engine, None, factory)
 
     # --- operations ----------------------------------------------------------------------
-    def run(self, mode: Mode = "run", *, record_as: str | None = None) -> RunReport:
+    def run(self, mode: RunMode | str = RunMode.RUN, *, record_as: str | None = None) -> RunReport:
         """One load with every check first (``mode``: ``run``, ``extract`` or ``promote``);
         ``record_as``: the job name it is recorded under in the job history."""
         self._ready = None
         return self.load(mode, record_as=record_as)
 
-    def load(self, mode: Mode = "run", *, record_as: str | None = None,
+    def load(self, mode: RunMode | str = RunMode.RUN, *, record_as: str | None = None,
              count_unmerged: bool = True) -> RunReport:
         """One load that keeps the readiness of the last one that succeeded: the watermark, the plan,
         extraction and promotion only. A failure drops it, so the next load checks everything.
@@ -164,7 +165,7 @@ class Pipeline:
         ready, self._ready = self._ready, None
         with self._own():
             report, self._ready = Loader(self.settings, self._engines()).load(
-                mode, ready=ready, record_as=record_as, count_unmerged=count_unmerged)
+                RunMode(mode), ready=ready, record_as=record_as, count_unmerged=count_unmerged)
         return report
 
     def follow(self) -> None:
@@ -206,11 +207,9 @@ class Pipeline:
             details.update(summary=report.summary())
         return report
 
-    def maintain(self, steps: tuple[str, ...] = ("expire", "compact")) -> MaintenanceReport:
+    def maintain(self, steps: tuple[Step, ...] = BOTH) -> MaintenanceReport:
         """Expire snapshots older than the retention and/or compact (:mod:`pipeline.lake.maintain`);
         the scheduler holds the job's lock and records it."""
-        from pipeline.lake.maintain import run_maintenance
-
         with self._own():
             return run_maintenance(self.settings, self.settings.intervals.retention, steps=steps)
 
@@ -229,7 +228,7 @@ class Pipeline:
         try:
             with self._own(), locks.hold(self.settings, "job:compact", timeout=0), \
                     jobs.JobHistory(self.settings).recorded("compact") as details:
-                compacted = self.maintain(("compact",))
+                compacted = self.maintain((Step.COMPACT,))
                 details.update(compacted.as_dict())
             return compacted
         except LockBusy:

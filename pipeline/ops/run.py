@@ -11,7 +11,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Literal
+from enum import StrEnum
+from typing import TYPE_CHECKING
 
 import duckdb
 
@@ -49,7 +50,21 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
-Mode = Literal["run", "extract", "promote"]
+class RunMode(StrEnum):
+    """What one load does: both halves (``run``), or one of them (``--extract-only``,
+    ``--promote-only``: staged batches are the hand-over)."""
+
+    RUN = "run"
+    EXTRACT = "extract"  # stage a batch, promote nothing
+    PROMOTE = "promote"  # promote what is staged, extract nothing
+
+    @property
+    def extracts(self) -> bool:
+        return self is not RunMode.PROMOTE
+
+    @property
+    def promotes(self) -> bool:
+        return self is not RunMode.EXTRACT
 
 
 @dataclass
@@ -141,8 +156,8 @@ class Loader:
     def __init__(self, settings: ResolvedSettings, engines: Engines) -> None:
         self.settings, self.engines = settings, engines
 
-    def load(self, mode: Mode = "run", *, ready: Readiness | None = None, record_as: str | None = None,
-             count_unmerged: bool = True) -> tuple[RunReport, Readiness | None]:
+    def load(self, mode: RunMode = RunMode.RUN, *, ready: Readiness | None = None,
+             record_as: str | None = None, count_unmerged: bool = True) -> tuple[RunReport, Readiness | None]:
         """One load: with ``ready`` (an earlier load's), only its own work — the watermark, the plan,
         extraction and promotion; without, every check first. Returns the report and the readiness
         the next load may keep (None after a batch was set aside)."""
@@ -152,7 +167,7 @@ class Loader:
         if ready is None:
             began = datetime.now(UTC)
             try:
-                preflight(settings, reads_source=mode in ("run", "extract"))
+                preflight(settings, reads_source=mode.extracts)
             except PipelineError as exc:  # recorded too: --status says the last load failed, and why
                 if record_as:
                     jobs.JobHistory(settings).record_failure(record_as, began, first_line(exc))
@@ -160,17 +175,20 @@ class Loader:
         try:
             ready = self._in_session(mode, ready, record_as, report, started,
                                      count_unmerged and bool(settings.intervals.compact_files))
+        except PipelineError as exc:  # what the load did before it failed goes with the error
+            exc.during(str(mode), report)
+            raise
         except duckdb.Error as exc:
             if not is_transient(exc):
                 raise
             # the catalog (or the object store) went away under the run: named, temporary (was the raw
             # "TransactionContext Error: Failed to commit…" or "Failed to get global stats information…")
-            raise promotion_outage(settings, exc) from None
+            raise promotion_outage(settings, exc).during(str(mode), report) from None
         # a batch set aside is a failure too (a lake table dropped by hand fails every promotion): the
         # next load checks everything, and says what is wrong instead of setting aside one batch a tick
         return report, None if report.set_aside else ready
 
-    def _in_session(self, mode: Mode, ready: Readiness | None, record_as: str | None, report: RunReport,
+    def _in_session(self, mode: RunMode, ready: Readiness | None, record_as: str | None, report: RunReport,
                     started: float, count_unmerged: bool) -> Readiness:
         """:meth:`load`'s work in one lake session, shared with its job record (the record falls back
         to a session of its own if the run's failed); the readiness it checked or was given."""
@@ -180,16 +198,16 @@ class Loader:
                 jobs.JobHistory(settings).recorded(record_as, lake) as details:
             one = _Run(settings, lake, report)
             if ready is None:
-                if mode in ("run", "extract"):
+                if mode.extracts:
                     refuse_another_source(lake, settings.source_name)
                 one.clean_staging()
                 ready = Readiness(lake_id(lake))
-            if mode in ("run", "promote") and checking:  # a load's own batches are promoted as it goes
+            if mode.promotes and checking:  # a load's own batches are promoted as it goes
                 one.promote_leftovers(ready.lake_identity)
-            if mode in ("run", "extract"):
+            if mode.extracts:
                 # the watermark is read with the plan's other lake reads, in one lake transaction
                 # (after leftovers: their commits move it)
-                short = one.extract_and_promote(ready.lake_identity, engines, promote_now=mode == "run")
+                short = one.extract_and_promote(ready.lake_identity, engines, promote_now=mode.promotes)
                 # ids the window did not read: read the same look-back whole, now
                 if short and one.extract_and_promote(ready.lake_identity, engines, promote_now=True,
                                                      rows_behind=short):

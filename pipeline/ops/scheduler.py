@@ -44,7 +44,7 @@ from pipeline.errors import (
 )
 from pipeline.lake import jobs, locks
 from pipeline.lake.jobs import JobStatus
-from pipeline.lake.maintain import compaction_due
+from pipeline.lake.maintain import Step, compaction_due
 from pipeline.ops import scheduler_state
 from pipeline.ops.policy import (
     CANCEL_EVERY_SECONDS,
@@ -78,7 +78,7 @@ class Lifetime(Protocol):
     stopping: threading.Event
 
     def load(self, *, count_unmerged: bool = ...) -> RunReport: ...
-    def maintain(self, steps: tuple[str, ...] = ...) -> MaintenanceReport: ...
+    def maintain(self, steps: tuple[Step, ...] = ...) -> MaintenanceReport: ...
     def reconcile(self) -> ReconcileReport: ...
     def warm_up(self) -> None: ...
     @property
@@ -240,11 +240,11 @@ class Scheduler:
                          report.rows_inserted, report.files_to_merge)
 
     def _expire(self) -> JobResult:
-        report = self.pipeline.maintain(("expire",))
+        report = self.pipeline.maintain((Step.EXPIRE,))
         return JobResult(report.describe(), report.as_dict())
 
     def _compact(self) -> JobResult:
-        report = self.pipeline.maintain(("compact",))
+        report = self.pipeline.maintain((Step.COMPACT,))
         return JobResult(report.describe(), report.as_dict())
 
     def _reconcile(self) -> JobResult:

@@ -114,7 +114,7 @@ def test_compaction_while_loads_run_loses_and_doubles_nothing(settings, engine, 
     loader.start()
     compactions = 0
     while loader.is_alive():
-        maintain.run_maintenance(resolved, timedelta(seconds=0), steps=("compact",))
+        maintain.run_maintenance(resolved, timedelta(seconds=0), steps=(maintain.Step.COMPACT,))
         compactions += 1
         loader.join(timeout=0.2)  # compactions between and during the loads, without spinning the CPU
     loader.join()

@@ -66,3 +66,30 @@ def test_after_a_failure_the_next_load_checks_everything_again(lake_env):
                 lake.load()
     assert staging.complete_batches(staging.table_dir(lake.settings)) == []
     assert staging.failed_batches(staging.table_dir(lake.settings)) == []
+
+
+def test_a_load_that_fails_midway_says_which_step_and_what_it_had_done(lake_env, monkeypatch):
+    """As dlt's PipelineStepFailed: a batch left staged is promoted, then the plan of the new
+    window fails (the source lost): the error is the source's, and it carries the load's report
+    so far (the promoted batch, its snapshot), so a notebook sees what did land."""
+    from pipeline.errors import SourceUnavailable
+    from pipeline.ops import run as run_module
+    from pipeline.ops.run import RunMode
+
+    settings = load_settings(lake_env)
+    add_events(settings, 120, seed=21)
+    with Pipeline(settings, engine="dlt") as lake:
+        staged = lake.run(RunMode.EXTRACT)
+        assert staged.rows_inserted == 0 and len(staging.complete_batches(staging.table_dir(lake.settings))) == 1
+
+        def lost(*_args, **_kwargs):
+            raise SourceUnavailable("Lost the source Postgres (test).", "Check it.")
+
+        monkeypatch.setattr(run_module, "plan_batch", lost)
+        with pytest.raises(SourceUnavailable) as failed:
+            lake.run()
+    assert failed.value.step == "run"
+    partial = failed.value.partial
+    assert partial is not None and partial.as_dict()["rows_inserted"] == 120
+    assert "promoted 1 of 1 batch(es), 120 new rows" in partial.summary()
+    assert lake_query(settings, "SELECT count(*) FROM lake.main.events") == [(120,)]

@@ -55,7 +55,7 @@ def test_spark_files_are_registered_in_the_day_folders_then_compacted_like_any_o
     add_events(settings, 300, seed=4)  # a second batch into the newest day: two files to merge there
     run(settings, spark=spark)
     before = len(_lake_files(settings))
-    result = maintain.run_maintenance(resolve(settings), timedelta(0), steps=("compact",))
+    result = maintain.run_maintenance(resolve(settings), timedelta(0), steps=(maintain.Step.COMPACT,))
     assert len(_lake_files(settings)) < before, result
     assert_lake_equals_source(settings, expected_rows=4_800)
 
@@ -90,7 +90,7 @@ def test_orphans_of_a_crash_are_removed_and_files_a_staged_batch_waits_for_are_k
     old = time.time() - 2 * maintain.ORPHAN_GRACE.total_seconds()
     for path in [*waiting, orphan]:
         os.utime(path, (old, old))
-    report = maintain.run_maintenance(resolved, timedelta(0), steps=("compact",))
+    report = maintain.run_maintenance(resolved, timedelta(0), steps=(maintain.Step.COMPACT,))
     assert not orphan.exists() and report.files_deleted == 1
     assert all(p.exists() for p in waiting)
     run(settings, mode="promote")
