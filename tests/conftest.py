@@ -43,7 +43,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     ``--stack``: it needs images that .ci/stack builds."""
     stack_tests = []
     for item in items:
-        tier = Path(str(item.fspath)).parent.name
+        # the folder right under tests/ (a tier's tests sit in folders mirroring the package)
+        relative = Path(str(item.fspath)).resolve().relative_to(ROOT / "tests")
+        tier = relative.parts[0] if len(relative.parts) > 1 else ""
         if tier in TIERS:
             item.add_marker(getattr(pytest.mark, tier))
         if tier == "stack":
