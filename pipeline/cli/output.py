@@ -33,7 +33,7 @@ def dumps(value: Any) -> str:
     return simplejson.dumps(value, use_decimal=True, indent=2, ignore_nan=True, default=str)
 
 
-def render_table(columns: list[str], rows: list[dict[str, Any]], cell_width: int | None = None) -> str:
+def render_table(columns: list[str], rows: list[dict[str, object]], cell_width: int | None = None) -> str:
     """An aligned text table with a header line; values longer than ``cell_width`` end in "…"."""
     cells = [[_cut(_cell(r[c]), cell_width) for c in columns] for r in rows]
     widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
@@ -56,7 +56,7 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def print_session(result: SessionResult, fmt: str, info: dict[str, Any] | None,
+def print_session(result: SessionResult, fmt: str, info: dict[str, object] | None,
                   cell_width: int | None = None) -> None:
     """An ad-hoc SQL session: the documented JSON shape, one table per statement, or the rows of
     each statement that returns rows as CSV (a header each, a blank line between) or JSON lines.
@@ -90,7 +90,7 @@ def print_session(result: SessionResult, fmt: str, info: dict[str, Any] | None,
               file=sys.stderr)
 
 
-def render_csv(columns: list[str], rows: list[dict[str, Any]]) -> str:
+def render_csv(columns: list[str], rows: list[dict[str, object]]) -> str:
     """RFC 4180 CSV with a header; NULL is an empty field, nested values are JSON text."""
     import csv
     import io

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import duckdb
 
 from pipeline.lake.query import json_safe
@@ -11,7 +9,7 @@ from pipeline.lake.rows import fetch_dicts
 from pipeline.sqltext import one_row
 
 
-def catalog_info(con: duckdb.DuckDBPyConnection, lake_name: str) -> dict[str, Any]:
+def catalog_info(con: duckdb.DuckDBPyConnection, lake_name: str) -> dict[str, object]:
     """Lake name, true snapshot count, the latest snapshot and the tables with their files."""
     count = one_row(con.execute(f"SELECT count(*) FROM {lake_name}.snapshots()"))[0]
     latest = fetch_dicts(con, f"SELECT * FROM {lake_name}.snapshots() ORDER BY snapshot_id DESC LIMIT 1")

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from enum import StrEnum
-from typing import Any
 
 import duckdb
 
@@ -53,7 +52,7 @@ class MaintenanceReport:
     bytes_deleted: int = 0
     seconds: float = 0.0
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return asdict(self)
 
     def describe(self) -> str:

@@ -74,7 +74,7 @@ def json_safe(value: Any, type_name: str = "") -> Any:
     return str(value)
 
 
-def parse_params(pairs: list[str]) -> dict[str, Any]:
+def parse_params(pairs: list[str]) -> dict[str, object]:
     """``["version=3", "user=user_1"]`` -> ``{"version": 3, "user": "user_1"}``."""
     params: dict[str, Any] = {}
     for pair in pairs:
@@ -86,7 +86,7 @@ def parse_params(pairs: list[str]) -> dict[str, Any]:
     return params
 
 
-def bind(statement: str, params: dict[str, Any]) -> dict[str, Any]:
+def bind(statement: str, params: dict[str, object]) -> dict[str, object]:
     """The parameters ``statement`` uses (``$name``); a missing one is a clear error."""
     names = dict.fromkeys(_PARAM.findall(_strip_strings(statement)))
     missing = [n for n in names if n not in params]
@@ -115,9 +115,9 @@ class CommandResult:
     status: str | None = None
     truncated: bool = False
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         if self.columns is not None:
-            out = {"command_index": self.command_index, "row_count": self.row_count,
+            out: dict[str, object] = {"command_index": self.command_index, "row_count": self.row_count,
                    "columns": self.columns, "rows": self.rows}
             if self.truncated:
                 out["truncated"] = True
@@ -138,7 +138,7 @@ def _is_conflict(exc: duckdb.Error) -> bool:
 
 
 def execute_one(con: duckdb.DuckDBPyConnection, index: int, statement: duckdb.Statement,
-                params: dict[str, Any], limit: int | None, *, retry: bool = True) -> CommandResult:
+                params: dict[str, object], limit: int | None, *, retry: bool = True) -> CommandResult:
     """Run one statement. In auto-commit mode a statement that lost a commit race with
     another writer did not commit, so it is retried (DuckLake already retried the commit)."""
     for attempt in range(MAX_CONFLICT_RETRIES + 1):
@@ -200,7 +200,7 @@ class Deadline:
             self._timer.cancel()
 
 
-def run_session(con: duckdb.DuckDBPyConnection, texts: list[str], params: dict[str, Any],
+def run_session(con: duckdb.DuckDBPyConnection, texts: list[str], params: dict[str, object],
                 limit: int | None, *, write: bool = False, timeout: float | None = None) -> SessionResult:
     """Run every statement of ``texts`` in order; stop at the first failure.
 

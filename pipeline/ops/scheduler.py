@@ -106,7 +106,7 @@ class JobResult:
     rows_inserted: int | None = None
     files_to_merge: int = 0  # a load's: small data files waiting to be merged after it
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> dict[str, object]:
         """The history's details: the job's own, a load's counters and the summary line."""
         counters = {"rows_in_window": self.rows_in_window, "rows_inserted": self.rows_inserted}
         counted = {key: value for key, value in counters.items() if value is not None}
@@ -147,7 +147,7 @@ class Attempt:
                        len(attempts), sum(a.status is JobStatus.SUCCESS for a in attempts),
                        round(sum(a.seconds for a in attempts), 3))
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> dict[str, object]:
         """The history row's details."""
         details = self.result.record() if self.result else {}
         if self.loads_succeeded is not None:
