@@ -33,6 +33,7 @@ from pipeline.lake.connect import connect, not_created
 from pipeline.lake.sandbox import refused_hint, refused_message, sandbox_statements
 from pipeline.lake.session import Lake
 from pipeline.settings import ResolvedSettings
+from pipeline.settings.catalog import CatalogSpec
 from pipeline.settings.pgdsn import PgDsn
 from pipeline.sqltext import quote_ident
 
@@ -317,15 +318,14 @@ def _explain(exc: Exception, write: bool, memory: str) -> str:
     return text
 
 
-def catalog_role(settings: ResolvedSettings) -> PgDsn | None:
-    """The role a read-only session reaches a Postgres catalog as: its reader (the embedded
+def catalog_role(catalog: CatalogSpec, lake_name: str) -> PgDsn | None:
+    """The role a read-only session reaches a Postgres ``catalog`` as: its reader (the embedded
     default's made ready here), or None with a warning that says what the session falls back to."""
-    catalog = settings.catalog
     if catalog.pg is None:
         return None  # a catalog file: DuckLake attaches it read-only itself
-    if catalog.embedded and not catalog_reader.ensure_embedded(catalog, settings.lake_name):
+    if catalog.embedded and not catalog_reader.ensure_embedded(catalog, lake_name):
         # no schema yet, so no reader role: its login would be refused
-        raise not_created(settings.lake_name, settings.catalog)
+        raise not_created(lake_name, catalog)
     if catalog.reader is None:
         log.warning("this read-only session reaches the catalog as %s, a role that can write it: only the "
                     "statement check keeps it read-only. Set DUCKLAKE_CATALOG_READER to a role that can only "
@@ -354,7 +354,7 @@ def open_session(settings: ResolvedSettings, *, write: bool = False, at_version:
                           f"Time travel is read-only; drop {actions.WRITE} or the snapshot option.")
     try:
         con = connect(settings, read_only=not write, snapshot_version=at_version, snapshot_time=at_time,
-                      catalog_role=None if write else catalog_role(settings))
+                      catalog_role=None if write else catalog_role(settings.catalog, settings.lake_name))
     except PipelineError as exc:
         if time_travel and "No snapshot found" in str(exc):
             raise ConfigError(f"The lake has no snapshot at {describe_at(at_version, at_time)}: that is "

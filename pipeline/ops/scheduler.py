@@ -288,7 +288,7 @@ class Scheduler:
         except LockBusy:
             status, result = JobStatus.SKIPPED, SKIPPED
         except Exception as exc:  # noqa: BLE001  any failure is recorded; the process must stay up
-            exc = _named(self.settings, exc)
+            exc = self._named(exc)
             status, error, failure = JobStatus.FAILED, first_line(exc), exc
             if isinstance(exc, EngineUnavailable):  # a lost Connect server or cluster: a new session next
                 self.pipeline.engine_lost()
@@ -318,6 +318,18 @@ class Scheduler:
                     seconds, error if status is JobStatus.CANCELLED or result is None else result.summary)
         job.last_status, job.last_finished = status, datetime.now(UTC).isoformat()
         return Attempt(started, finished or datetime.now(UTC), status, error, result, seconds)
+
+    def _named(self, exc: Exception) -> Exception:
+        """A service lost under a job, as DuckDB words it ("TransactionContext Error: Failed to commit…",
+        "Failed to get global stats information from DuckLake…"): named as the catalog or object store
+        it is, temporary. Anything else as it is."""
+        import duckdb
+
+        if isinstance(exc, duckdb.Error) and is_transient(exc):
+            from pipeline.ops.run import promotion_outage
+
+            return promotion_outage(self.settings, exc)
+        return exc
 
     def _record(self, job: Job, attempt: Attempt, every: timedelta | None = None) -> None:
         """Write the run to the job history; one that could not be written (the catalog was away:
@@ -510,18 +522,6 @@ class Scheduler:
             log.error("not serving metrics: %s (%s)", exc, exc.hint)
             return None
 
-
-def _named(settings: ResolvedSettings, exc: Exception) -> Exception:
-    """A service lost under a job, as DuckDB words it ("TransactionContext Error: Failed to commit…",
-    "Failed to get global stats information from DuckLake…"): named as the catalog or object store
-    it is, temporary. Anything else as it is."""
-    import duckdb
-
-    if isinstance(exc, duckdb.Error) and is_transient(exc):
-        from pipeline.ops.run import promotion_outage
-
-        return promotion_outage(settings, exc)
-    return exc
 
 
 def _job_of(entry: schedule.Job) -> Job:
