@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from pipeline.promote.zero_copy import LakeTarget
-    from pipeline.settings import ResolvedSettings
+    from pipeline.settings.pgdsn import PgDsn
     from pipeline.storage.folder import Folder
 
 
@@ -138,9 +138,9 @@ def executors(spark: SparkSession) -> list[dict[str, object]]:
     return [row.asDict() for row in rows]
 
 
-def source_from_executor(spark: SparkSession, settings: ResolvedSettings) -> str:
+def source_from_executor(spark: SparkSession, source_dsn: PgDsn) -> str:
     """Read ``SELECT 1`` from the source on an executor, as a slice would; returns its host."""
-    source = SliceSource(settings.source_dsn.conninfo(), None, "UTC")
+    source = SliceSource(source_dsn.conninfo(), None, "UTC")
     row = spark.range(0, 1, 1, 1).mapInArrow(SourceProbe(source), PROBE_SCHEMA).first()
     assert row is not None, "one row in, one row out"
     return str(row["host"])

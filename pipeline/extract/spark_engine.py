@@ -140,7 +140,7 @@ class SparkExtractor:
             with task_progress(self.spark, meter):
                 writer.mode("error").parquet(target)
         except Exception as exc:
-            error = missing_s3a(exc, request.settings)
+            error = missing_s3a(exc, request.settings.staging_path)
             if error is None:
                 raise
             raise error from None

@@ -113,8 +113,10 @@ def build_session(settings: Settings, app_name: str = "event-lake", *, long_live
 
     spark = settings.spark
     _refuse_overrides(spark.conf)
+    # S3 staging written by the executors: the Hadoop S3A settings (empty otherwise)
+    s3a = s3a_conf(settings.staging_path, settings.staging_writer, spark.reader, settings.storage)
     if spark.remote:
-        return _connect_session(spark.remote, app_name, {**s3a_conf(settings), **spark.conf}, fresh)
+        return _connect_session(spark.remote, app_name, {**s3a, **spark.conf}, fresh)
     driver = resolve_jdbc_driver(spark.jdbc_jar) if spark.reader is Reader.JDBC else None
     _require_java()
     if spark.master.startswith("spark://"):
@@ -167,7 +169,7 @@ def build_session(settings: Settings, app_name: str = "event-lake", *, long_live
         .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
         .config("spark.driver.memory", spark.driver_memory)
     )
-    for key, value in s3a_conf(settings).items():  # S3 staging written by the executors
+    for key, value in s3a.items():
         builder = builder.config(f"spark.hadoop.{key}", value)
     for key, value in spark.conf.items():  # SPARK_CONF / --spark-conf: last, so they win
         builder = builder.config(key, value)

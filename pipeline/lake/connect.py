@@ -21,12 +21,13 @@ from pipeline.lake.attach_sql import (
     storage_secret_sql,
 )
 from pipeline.lake.schema import column_types, ensure_tables
-from pipeline.lake.session import Lake, data_folder
+from pipeline.lake.session import Lake
 from pipeline.process import cancellable
 from pipeline.settings import ResolvedSettings
 from pipeline.settings.catalog import ACCEPTED_FORMS, CatalogSpec
 from pipeline.settings.pgdsn import PgDsn
 from pipeline.sqltext import quote_literal
+from pipeline.storage.folder import folder_of
 
 
 def connect(settings: ResolvedSettings, *, read_only: bool = False, snapshot_version: int | None = None,
@@ -173,7 +174,7 @@ class _Attach:
             with locks.hold(settings, "attach"):
                 if creates:  # a writable attach creates the lake if the catalog has none
                     ownership.refuse_before_creating(settings.catalog, settings.lake_name,
-                                                     data_folder(settings))
+                                                     folder_of(settings.data_path, settings.storage))
                 con.execute(statement)
         except duckdb.Error as exc:
             raise self.error(exc) from None

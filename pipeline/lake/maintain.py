@@ -18,7 +18,7 @@ from enum import StrEnum
 import duckdb
 
 from pipeline import staging
-from pipeline.lake import jobs, locks, ownership
+from pipeline.lake import ownership
 from pipeline.lake.connect import lake_session
 from pipeline.lake.session import Lake
 from pipeline.lake.transaction import transaction
@@ -227,14 +227,3 @@ def run_maintenance(settings: ResolvedSettings, retention: timedelta, *, dry_run
     report.seconds = time.monotonic() - started
     meter.finish(note=f"data files {report.files_before} -> {report.files_after}")
     return report
-
-
-def maintain_now(settings: ResolvedSettings, *, dry_run: bool = False) -> MaintenanceReport:
-    """``--maintain``: expire and compact now, unless a scheduler is running either job
-    (then :class:`~pipeline.errors.LockBusy` says so, and nothing is done twice)."""
-    with locks.hold(settings, "job:expire", timeout=0), locks.hold(settings, "job:compact", timeout=0):
-        # a dry run changes nothing, so it is no maintenance in the history
-        with jobs.JobHistory(settings).recorded(None if dry_run else "maintain") as details:
-            report = run_maintenance(settings, settings.intervals.retention, dry_run=dry_run)
-            details.update(report.as_dict())
-        return report

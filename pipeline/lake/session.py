@@ -20,7 +20,7 @@ from pipeline.storage.folder import Folder, folder_of
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
-    from pipeline.settings import ResolvedSettings, Settings
+    from pipeline.settings import ResolvedSettings
     from pipeline.settings.catalog import CatalogSpec
     from pipeline.settings.model import StorageOptions
 
@@ -79,12 +79,6 @@ class Lake:
 
     def execute(self, sql: str, params: Any = None) -> duckdb.DuckDBPyConnection:
         return self.con.execute(sql, params)
-
-
-def data_folder(settings: Settings) -> Folder:
-    """``DUCKLAKE_DATA_PATH`` on its filesystem, before or without a lake session."""
-    assert settings.data_path is not None, "resolved settings carry a data path"
-    return folder_of(settings.data_path, settings.storage)
 
 
 def table_folder(data: Folder, table: str) -> Folder:

@@ -206,7 +206,7 @@ class Doctor:
             return Check("spark", WARN, f"{where} started, {len(facts)} task slot(s) import the reader "
                          f"({', '.join(pythons)}); the source read was not tried (source check failed)",
                          "Fix the source, then run doctor again.")
-        host = spark_arrow.source_from_executor(spark, self.settings)
+        host = spark_arrow.source_from_executor(spark, self.settings.source_dsn)
         return Check("spark", OK, f"{where} started; {len(facts)} task slot(s) import the arrow reader "
                      f"({', '.join(pythons)}); an executor on {host} read the source through ADBC")
 

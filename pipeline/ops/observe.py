@@ -40,27 +40,6 @@ class Observation:
     seconds: float = 0.0  # how long collecting took
 
 
-def observe(settings: ResolvedSettings) -> Observation:
-    """Read everything once; a failure becomes ``error`` (the server keeps answering)."""
-
-    start, now = time.monotonic(), datetime.now(UTC)
-    try:
-        status = collect(settings)
-        series = Series()
-        if status.lake_exists:
-            # (a lake created between the two reads: nothing to chart yet)
-            with contextlib.suppress(LakeNotCreated), lake_session(settings, read_only=True) as lake:
-                series = Series.read(lake)
-    except Exception as exc:  # noqa: BLE001  a down catalog or source is something to show, not to crash on
-        log.warning("could not observe the pipeline: %s", first_line(exc))
-        return Observation(now, error=scrub_secrets(first_line(exc)) or type(exc).__name__,
-                           seconds=time.monotonic() - start)
-    return Observation(now, status=status, batches=series.batches, snapshots=series.snapshots,
-                       expiries=series.expiries, job_runs=series.job_runs, job_totals=series.job_totals,
-                       rows_loaded=series.rows_loaded, batches_loaded=series.batches_loaded,
-                       seconds=time.monotonic() - start)
-
-
 def through_outage(last: Observation, failed: Observation) -> Observation:
     """What a scrape during an outage shows (pure): the last good series, judged failing, the time
     since the last successful load still counting — so the alerts docs/running.md gives (health > 0, that
@@ -123,6 +102,26 @@ class Observer:
         self._stopped = threading.Event()
         self.refreshes = 0  # observations taken so far
 
+    def observe(self) -> Observation:
+        """Read everything once; a failure becomes ``error`` (the server keeps answering)."""
+
+        start, now = time.monotonic(), datetime.now(UTC)
+        try:
+            status = collect(self.settings)
+            series = Series()
+            if status.lake_exists:
+                # (a lake created between the two reads: nothing to chart yet)
+                with contextlib.suppress(LakeNotCreated), lake_session(self.settings, read_only=True) as lake:
+                    series = Series.read(lake)
+        except Exception as exc:  # noqa: BLE001  a down catalog or source is something to show, not to crash on
+            log.warning("could not observe the pipeline: %s", first_line(exc))
+            return Observation(now, error=scrub_secrets(first_line(exc)) or type(exc).__name__,
+                               seconds=time.monotonic() - start)
+        return Observation(now, status=status, batches=series.batches, snapshots=series.snapshots,
+                           expiries=series.expiries, job_runs=series.job_runs, job_totals=series.job_totals,
+                           rows_loaded=series.rows_loaded, batches_loaded=series.batches_loaded,
+                           seconds=time.monotonic() - start)
+
     def start(self) -> Observer:
         """Refresh every ``ttl`` seconds in the background, from now until :meth:`close`."""
         self._timer = threading.Thread(target=self._tick, name="observe-timer", daemon=True)
@@ -177,7 +176,7 @@ class Observer:
         return replace(observation, status=replace(status, health=judged))
 
     def _refresh(self) -> None:
-        observation = observe(self.settings)
+        observation = self.observe()
         with self._lock:
             if observation.error and self._latest is not None and self._latest.status is not None:
                 observation = through_outage(self._latest, observation)

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 from pipeline import embedded
 from pipeline.errors import ConfigError, ShutdownRequested
 from pipeline.extract.engines import engine_of
-from pipeline.lake import instances
+from pipeline.lake import instances, jobs, locks
+from pipeline.lake.connect import lake_session
 from pipeline.lake.maintain import BOTH, Step, run_maintenance
 from pipeline.ops.run import Engines, Loader, Readiness, RunMode, RunReport
 from pipeline.settings import ResolvedSettings, Settings
@@ -51,13 +52,13 @@ log = logging.getLogger(__name__)
 class LakeAt:
     """The lake at one snapshot (``Pipeline.at(version=3)``): read-only SQL as of then."""
 
-    def __init__(self, settings: ResolvedSettings, version: int | None, time: str | None) -> None:
-        self.settings, self.version, self.time = settings, version, time
+    def __init__(self, pipeline: Pipeline, version: int | None, time: str | None) -> None:
+        self.pipeline, self.version, self.time = pipeline, version, time
 
     def sql(self, query: str, params: list[object] | dict[str, object] | None = None) -> pa.Table:
         from pipeline.lake.query import arrow_query
 
-        return arrow_query(self.settings, query, params, at_version=self.version, at_time=self.time)
+        return arrow_query(self.pipeline.settings, query, params, at_version=self.version, at_time=self.time)
 
 
 class Pipeline:
@@ -238,12 +239,16 @@ class Pipeline:
         return None
 
     def maintain_now(self, *, dry_run: bool = False) -> MaintenanceReport:
-        """Expire and compact now, unless a scheduler is running either job (then LockBusy);
-        recorded in the job history unless a dry run."""
-        from pipeline.lake.maintain import maintain_now
-
-        with self._own():
-            return maintain_now(self.settings, dry_run=dry_run)
+        """``--maintain``: expire and compact now, unless a scheduler is running either job (then
+        :class:`~pipeline.errors.LockBusy` says so, and nothing is done twice); recorded in the job
+        history unless a dry run (it changes nothing)."""
+        settings = self.settings
+        with self._own(), locks.hold(settings, "job:expire", timeout=0), \
+                locks.hold(settings, "job:compact", timeout=0), \
+                jobs.JobHistory(settings).recorded(None if dry_run else "maintain") as details:
+            report = run_maintenance(settings, settings.intervals.retention, dry_run=dry_run)
+            details.update(report.as_dict())
+        return report
 
     def verify(self) -> Comparison:
         """The lake against the source: counts, distinct ids, checksum (:mod:`pipeline.lake.verify`)."""
@@ -254,11 +259,14 @@ class Pipeline:
 
     def prove(self, since: timedelta | None) -> RangeCheck:
         """The lake against the source by id over ``since`` before the watermark (None: all), bucket
-        by bucket (:func:`pipeline.ops.proof.prove`): no row is read where the buckets agree."""
-        from pipeline.ops.proof import prove
+        by bucket (:func:`pipeline.ops.proof.prove_in`), in one source snapshot: no row is read
+        where the buckets agree."""
+        from pipeline.ops.proof import prove_in
+        from pipeline.source.snapshot import exported_snapshot
 
-        with self._own():
-            return prove(self.settings, since)
+        with self._own(), lake_session(self.settings, read_only=True) as lake, \
+                exported_snapshot(self.settings.source_dsn, arrivals=False) as snapshot:
+            return prove_in(snapshot.conn, lake, self.settings.source_table, since)
 
     def repair(self, since: timedelta | None) -> RepairReport:
         """Replace the lake's rows of every id that differs from the source over ``since`` (None:
@@ -281,7 +289,7 @@ class Pipeline:
         """The lake as it was at snapshot ``version`` or at ``time`` (read-only): ``.sql(…)``."""
         if (version is None) == (time is None):
             raise ConfigError("at() takes one of version= or time=.", "E.g. lake.at(version=3).sql(…).")
-        return LakeAt(self.settings, version, time.isoformat() if isinstance(time, datetime) else time)
+        return LakeAt(self, version, time.isoformat() if isinstance(time, datetime) else time)
 
     def snapshots(self) -> pa.Table:
         """Every snapshot the lake keeps: id, time, schema version, changes, author, message."""

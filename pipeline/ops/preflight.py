@@ -13,7 +13,7 @@ from pipeline.errors import ConfigError, PipelineError, TransientError, is_trans
 from pipeline.settings import ResolvedSettings
 from pipeline.source import shape, stats
 from pipeline.source.connect import connect as connect_source
-from pipeline.storage.folder import is_object_store
+from pipeline.storage.folder import Folder, is_object_store
 
 
 def preflight(settings: ResolvedSettings, *, reads_source: bool) -> None:
@@ -27,7 +27,7 @@ def preflight(settings: ResolvedSettings, *, reads_source: bool) -> None:
             shape.check_shape(conn, settings.source_table, settings.schema_drift, settings.arrival_column)
     if not is_object_store(settings.data_path):  # object storage is checked by its first write
         _writable_folder(Path(settings.data_path), "DUCKLAKE_DATA_PATH")
-    _writable_staging(settings)
+    _writable_staging(staging.table_dir(settings), settings.staging_path)
 
 
 def _writable_folder(path: Path, key: str) -> None:
@@ -43,8 +43,8 @@ def _writable_folder(path: Path, key: str) -> None:
                           "at another folder.") from None
 
 
-def _writable_staging(settings: ResolvedSettings) -> None:
-    folder = staging.table_dir(settings)
+def _writable_staging(folder: Folder, staging_path: str) -> None:
+    """``folder`` (a table's, in ``STAGING_PATH=staging_path``) takes a write."""
     if folder.is_local:
         _writable_folder(Path(folder.path), "STAGING_PATH")
         return
@@ -55,10 +55,10 @@ def _writable_staging(settings: ResolvedSettings) -> None:
     except OSError as exc:
         error: PipelineError
         if is_transient(exc):
-            error = TransientError(f"The object store for STAGING_PATH={settings.staging_path} is "
+            error = TransientError(f"The object store for STAGING_PATH={staging_path} is "
                                    f"unreachable: {exc}", "Check S3_ENDPOINT and that the store runs; the "
                                    "next run retries.")
         else:
-            error = ConfigError(f"STAGING_PATH={settings.staging_path} cannot be written: {exc}",
+            error = ConfigError(f"STAGING_PATH={staging_path} cannot be written: {exc}",
                                 "Check the bucket, the S3_* settings and the key's permissions.")
         raise error from None

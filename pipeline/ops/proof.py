@@ -26,7 +26,6 @@ from pipeline.errors import ConfigError
 from pipeline.id_checksum import IdSum
 from pipeline.lake import batches
 from pipeline.lake.session import Lake
-from pipeline.settings import ResolvedSettings
 from pipeline.settings.pgdsn import PgDsn
 from pipeline.source import stats
 from pipeline.source.shape import IdShape
@@ -190,18 +189,6 @@ def newer_than_snapshot(source_dsn: PgDsn, source_table: str, check: RangeCheck,
                                  uuid_typed=how.uuid_typed)
     extra = [i for i in check.extra if i not in now]
     return replace(check, extra=extra)
-
-
-def prove(settings: ResolvedSettings, since: timedelta | None) -> RangeCheck:
-    """``--verify --since``: the lake against the source by id over ``since`` before the watermark
-    (None: all of it), up to the watermark: what the lake claims to hold. One aggregate per side
-    when they agree; the differing buckets and ids when not. Both sides in one source snapshot."""
-    from pipeline.lake.connect import lake_session
-    from pipeline.source.snapshot import exported_snapshot
-
-    with lake_session(settings, read_only=True) as lake, \
-            exported_snapshot(settings.source_dsn, arrivals=False) as snapshot:
-        return prove_in(snapshot.conn, lake, settings.source_table, since)
 
 
 def prove_in(conn: psycopg.Connection, lake: Lake, source_table: str,

@@ -34,6 +34,7 @@ from pipeline.source.connect import connect as connect_source
 from pipeline.source.shape import IdShape
 from pipeline.source.window import Window, iso
 from pipeline.sqltext import one_row, quote_literal, quote_qualified
+from pipeline.storage.folder import Folder
 
 log = logging.getLogger(__name__)
 HOUR = timedelta(hours=1)
@@ -111,10 +112,20 @@ def reconcile(resolved: ResolvedSettings, since: timedelta | str | None = None) 
                  for h in id_checksum.differing(source_ids, lake_ids)]
         report.hours_differing = [iso(h) for h in hours]
         if hours:
-            _backfill(lake, resolved, hours, Window(low=low, upper=upper, nulls=False), report)
+            source = Source(resolved.source_table, resolved.source_name)
+            _backfill(lake, source, staging.table_dir(resolved), hours,
+                      Window(low=low, upper=upper, nulls=False), report)
     report.seconds = round(time.monotonic() - started, 3)
     log.info("reconcile: %s", report.summary())
     return report
+
+
+@dataclass(frozen=True)
+class Source:
+    """The source table a backfill reads, and its name as a batch records it."""
+
+    table: str  # schema.table
+    name: str  # database.schema.table (no credentials)
 
 
 def _source_hours(source_dsn: PgDsn, table: str, low: datetime | None, upper: datetime) -> dict[int, IdSum]:
@@ -135,15 +146,15 @@ def _doubled(lake: Lake, low: datetime | None,
         {"low": low, "upper": upper}))[0])
 
 
-def _backfill(lake: Lake, settings: ResolvedSettings, hours: list[datetime],
-              window: Window, report: ReconcileReport) -> None:
-    """Stage the source rows of ``hours`` the lake lacks as one batch, and promote it."""
+def _backfill(lake: Lake, source: Source, staged: Folder, hours: list[datetime], window: Window,
+              report: ReconcileReport) -> None:
+    """Stage the rows of ``hours`` the lake lacks as one batch in ``staged``, and promote it."""
     ranges = " OR ".join(f"(event_timestamp >= '{iso(h)}'::timestamptz AND event_timestamp < "
                          f"'{iso(h + HOUR)}'::timestamptz)" for h in hours)
     columns = ", ".join(f"{expr} AS {name}" for name, expr in STAGED_COLUMNS.items())
     # the query runs in Postgres (index range scans over the differing hours only); its rows
     # are held once in DuckDB for both comparisons
-    source_query = (f"SELECT {columns} FROM {quote_qualified(settings.source_table)} "
+    source_query = (f"SELECT {columns} FROM {quote_qualified(source.table)} "
                     f"WHERE ({ranges}) AND {window.literal_sql()}")
     con = lake.con
     con.execute("CREATE OR REPLACE TEMP TABLE reconcile_source AS " + validate.validated_sql(
@@ -157,7 +168,7 @@ def _backfill(lake: Lake, settings: ResolvedSettings, hours: list[datetime],
         "(SELECT event_id FROM reconcile_source WHERE event_id IS NOT NULL)"))[0]
 
     batch_id = staging.new_batch_id()
-    folder = staging.batch_dir(staging.table_dir(settings), batch_id)
+    folder = staging.batch_dir(staged, batch_id)
     folder.make(exist_ok=False)
     name = "part-00000.parquet"
     missing = one_row(con.execute(
@@ -168,9 +179,9 @@ def _backfill(lake: Lake, settings: ResolvedSettings, hours: list[datetime],
     if missing == 0:
         staging.remove_batch(folder)
         return
-    batch = staging.seal(folder, batch_id=batch_id, table=settings.lake_table, engine=RECONCILE_ENGINE,
+    batch = staging.seal(folder, batch_id=batch_id, table=lake.table, engine=RECONCILE_ENGINE,
                          window=window, row_count=missing, files=[name],
-                         lake_id=lake_id(lake), source=settings.source_name,
+                         lake_id=lake_id(lake), source=source.name,
                          # checked against every lake row: a source without a unique event_id may
                          # hold, in these hours, an id the lake has under another time (reconcile is rare)
                          ids_unique=False)

@@ -152,14 +152,6 @@ class LakeFacts:
         return facts
 
 
-def _lake_facts(settings: ResolvedSettings) -> LakeFacts:
-    try:
-        with lake_session(settings, read_only=True) as lake:
-            return LakeFacts.read(lake)
-    except LakeNotCreated:
-        return LakeFacts()
-
-
 def _cadence(load_every: timedelta, last_load: jobs.JobRun | None) -> health.Cadence:
     """The load cadence to judge staleness by: the one the scheduler or follower that ran the last
     load recorded (a stopped ``--load-every 30s`` scheduler is stale after a minute, a dead
@@ -200,7 +192,11 @@ def _identity(conn: psycopg.Connection, settings: ResolvedSettings, watermark: d
 
 def collect(settings: ResolvedSettings) -> Status:
     """Read where the pipeline stands: the lake (read-only), the source, staging, the scheduler's state."""
-    facts = _lake_facts(settings)
+    try:
+        with lake_session(settings, read_only=True) as lake:
+            facts = LakeFacts.read(lake)
+    except LakeNotCreated:
+        facts = LakeFacts()
     watermark, batches, job_runs = facts.watermark, facts.batches, facts.job_runs
     newest, pending, future, far_future, now, source_error = None, None, None, 0, datetime.now(UTC), None
     surplus, identity = 0, None

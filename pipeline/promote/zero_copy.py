@@ -32,7 +32,7 @@ from datetime import datetime
 import psycopg
 
 from pipeline.lake.schema import events_column_types
-from pipeline.lake.session import Lake, data_folder
+from pipeline.lake.session import Lake
 from pipeline.lake.session import table_folder as lake_table_folder
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.settings.model import Engine, Promotion, Reader, StagingWriter
@@ -40,7 +40,7 @@ from pipeline.source import shape
 from pipeline.source.plan import BatchPlan
 from pipeline.sqltext import one_row, quote_literal
 from pipeline.staging import LakeFile
-from pipeline.storage.folder import Folder, is_object_store
+from pipeline.storage.folder import Folder, folder_of, is_object_store
 
 log = logging.getLogger(__name__)
 
@@ -207,4 +207,4 @@ def remove_files(lake_files: list[LakeFile], folder: Folder) -> None:
 
 def table_folder(settings: ResolvedSettings) -> Folder:
     """The events table's folder in the data path: where DuckLake writes its own files."""
-    return lake_table_folder(data_folder(settings), settings.lake_table)
+    return lake_table_folder(folder_of(settings.data_path, settings.storage), settings.lake_table)

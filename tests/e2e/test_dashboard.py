@@ -170,13 +170,13 @@ def test_the_cache_answers_at_once_while_a_slow_read_refreshes_it(settings, monk
 
     calls = []
 
-    def slow_observe(_settings):
+    def slow_observe(_observer):
         calls.append(time.monotonic())
         if len(calls) > 1:
             time.sleep(2)  # a busy machine: one read took 5.2 s, past Prometheus's timeout
         return observing.Observation(datetime.now(UTC), error=f"read {len(calls)}")
 
-    monkeypatch.setattr(observing, "observe", slow_observe)
+    monkeypatch.setattr(observing.Observer, "observe", slow_observe)
     observer = observing.Observer(resolve(settings), ttl=0.0)
     assert observer.latest().error == "read 1"  # the first answer waits for the first read
     started = time.monotonic()

@@ -60,11 +60,11 @@ def test_follow_loads_what_arrives_every_second_and_stops_cleanly(settings, lake
     assert 1 <= runs <= 3
     # ... which counts loads, not records, and times a load, not the minute it stands for
     from pipeline.ops.metrics import families
-    from pipeline.ops.observe import observe
+    from pipeline.ops.observe import Observer
     from pipeline.settings.resolve import resolve
 
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
-               for family in families(observe(resolve(settings))) for s in family.samples}
+               for family in families(Observer(resolve(settings)).observe()) for s in family.samples}
     succeeded = samples[("event_lake_job_runs_total", (("status", "success"), ("task", "load")))]
     assert succeeded >= loads, (succeeded, loads)
     assert samples[("event_lake_job_last_duration_seconds", (("task", "load"),))] < 20

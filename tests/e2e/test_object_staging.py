@@ -42,6 +42,10 @@ def s3_env(s3_server, lake_env):
     return env, keys
 
 
+def _s3a_conf(settings) -> dict[str, str]:
+    return s3a_conf(settings.staging_path, settings.staging_writer, settings.spark.reader, settings.storage)
+
+
 def test_s3_staging_survives_extract_only_and_a_crash_then_promotes_everything(s3_env):
     env, keys = s3_env
     settings = load_settings(env)
@@ -150,14 +154,14 @@ def test_incomplete_s3_batches_are_cleaned_and_complete_ones_kept(s3_env):
 
 def test_s3_staging_settings_reach_spark_and_odd_schemes_are_refused(s3_env):
     env, _ = s3_env
-    assert s3a_conf(load_settings(env)) == {}  # the arrow reader's tasks write through pyarrow
+    assert _s3a_conf(load_settings(env)) == {}  # the arrow reader's tasks write through pyarrow
     env = {**env, "SPARK_READER": "jdbc"}
-    conf = s3a_conf(load_settings(env))
+    conf = _s3a_conf(load_settings(env))
     port = env["S3_ENDPOINT"].split(":")[1]
     assert conf == {"fs.s3a.access.key": "testing", "fs.s3a.secret.key": "staging-secret-value",
                     "fs.s3a.endpoint": f"http://127.0.0.1:{port}", "fs.s3a.endpoint.region": "us-east-1",
                     "fs.s3a.connection.ssl.enabled": "false", "fs.s3a.path.style.access": "true"}
-    assert s3a_conf(load_settings({**env, "STAGING_WRITER": "driver"})) == {}
+    assert _s3a_conf(load_settings({**env, "STAGING_WRITER": "driver"})) == {}
     with pytest.raises(ConfigError, match="s3://bucket/prefix"):
         load_settings({**env, "STAGING_PATH": "gs://bucket/staging"})
 

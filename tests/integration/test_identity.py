@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from pipeline.ops.metrics import families
-from pipeline.ops.observe import observe
+from pipeline.ops.observe import Observer
 from pipeline.ops.pipeline import Pipeline
 from pipeline.ops.status import collect
 from pipeline.settings.resolve import resolve
@@ -71,7 +71,7 @@ def test_a_row_deleted_beside_a_backfill_hides_neither(settings, lake_env, spark
     assert status.lake_rows_not_in_source == 1
     assert status.identity is not None and status.identity.extra == [gone]
     assert any("no longer has" in reason for reason in status.health.reasons)
-    gauges = {m.name: m.samples[0].value for m in families(observe(resolve(settings))) if m.samples}
+    gauges = {m.name: m.samples[0].value for m in families(Observer(resolve(settings)).observe()) if m.samples}
     assert gauges["event_lake_rows_diverged"] == 1 and "event_lake_proven_seconds" not in gauges
     differs = cli("--verify", "--since", "2h", env=lake_env)
     said = differs.stdout + differs.stderr
@@ -87,7 +87,7 @@ def test_a_row_deleted_beside_a_backfill_hides_neither(settings, lake_env, spark
     assert "removed 1 lake row(s), loaded 0" in repaired.stdout + repaired.stderr
     assert_lake_equals_source(settings)
     assert collect(resolve(settings)).health.state == "healthy"
-    gauges = {m.name: m.samples[0].value for m in families(observe(resolve(settings))) if m.samples}
+    gauges = {m.name: m.samples[0].value for m in families(Observer(resolve(settings)).observe()) if m.samples}
     assert gauges["event_lake_rows_diverged"] == 0 and gauges["event_lake_proven_seconds"] >= 0
     [(message,)] = lake_query(settings, "SELECT commit_message FROM lake.snapshots() WHERE snapshot_id = "
                                         f"{before + 1}")

@@ -41,10 +41,10 @@ def test_an_overwritten_lake_file_makes_status_failing_with_the_file_named(lake_
     assert any(path.name in reason and "Restore" in reason and "(--at-version)" in reason
                for reason in status["health"]["reasons"])
     from pipeline.ops.metrics import families
-    from pipeline.ops.observe import observe
+    from pipeline.ops.observe import Observer
     from pipeline.settings.resolve import resolve
 
-    gauges = {m.name: m.samples[0].value for m in families(observe(resolve(load_settings(env)))) if m.samples}
+    gauges = {m.name: m.samples[0].value for m in families(Observer(resolve(load_settings(env))).observe()) if m.samples}
     assert gauges["event_lake_damaged_files"] == 1
 
 
