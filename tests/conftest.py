@@ -44,7 +44,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     stack_tests = []
     for item in items:
         # the folder right under tests/ (a tier's tests sit in folders mirroring the package)
-        relative = Path(str(item.fspath)).resolve().relative_to(ROOT / "tests")
+        path = Path(str(item.fspath)).resolve()
+        relative = path.relative_to(ROOT / "tests") if path.is_relative_to(ROOT / "tests") else path
         tier = relative.parts[0] if len(relative.parts) > 1 else ""
         if tier in TIERS:
             item.add_marker(getattr(pytest.mark, tier))

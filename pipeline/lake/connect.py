@@ -173,7 +173,7 @@ class _Attach:
         try:
             with locks.hold(settings, "attach"):
                 if creates:  # a writable attach creates the lake if the catalog has none
-                    ownership.refuse_before_creating(settings.catalog, settings.lake_name,
+                    ownership.refuse_before_creating(settings.catalog, settings.lake_name, settings.data_path,
                                                      folder_of(settings.data_path, settings.storage))
                 con.execute(statement)
         except duckdb.Error as exc:

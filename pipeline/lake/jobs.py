@@ -205,7 +205,9 @@ def last_runs(lake: Lake) -> list[JobRun]:
     table = source(lake)
     if table is None:
         return []
-    rows = lake.execute(f"SELECT job, status, started_at, finished_at, error, details FROM {table} "
+    # as instants whatever the catalog keeps them as (a SQLite catalog's timestamps come back as text)
+    rows = lake.execute("SELECT job, status, CAST(started_at AS TIMESTAMPTZ), "
+                        f"CAST(finished_at AS TIMESTAMPTZ), error, details FROM {table} "
                         "QUALIFY row_number() OVER (PARTITION BY job ORDER BY finished_at DESC) = 1 "
                         "ORDER BY finished_at DESC").fetchall()
     return [JobRun(job=job, status=status, started_at=started, finished_at=finished, error=error,
@@ -217,5 +219,5 @@ def last_success(lake: Lake, job: str) -> datetime | None:
     table = source(lake)
     if table is None:
         return None
-    return one_row(lake.execute(f"SELECT max(finished_at) FROM {table} "
+    return one_row(lake.execute(f"SELECT max(CAST(finished_at AS TIMESTAMPTZ)) FROM {table} "
                                "WHERE job = ? AND status = 'success'", [job]))[0]

@@ -121,13 +121,13 @@ def catalog_holds_lake(catalog: CatalogSpec, lake_name: str) -> bool:
         return one_row(conn.execute(query, (lake_name,)))[0]
 
 
-def refuse_before_creating(catalog: CatalogSpec, lake_name: str, data: Folder) -> None:
+def refuse_before_creating(catalog: CatalogSpec, lake_name: str, data_path: str, data: Folder) -> None:
     """A lake not in its catalog yet is created by its first ATTACH, which also records its data
-    path (``data``) there: on a folder another lake's marker claims, stop before that, so nothing
-    is left in the catalog bound to someone else's folder."""
+    path (``data_path``, the folder ``data``) there: on a folder another lake's marker claims, stop
+    before that, so nothing is left in the catalog bound to someone else's folder."""
     found = read_claim(data)
     if found is not None and not catalog_holds_lake(catalog, lake_name):
-        raise _refuse(data.uri(), lake_name, catalog, found)
+        raise _refuse(data_path, lake_name, catalog, found)
 
 
 def _refuse_if_not_empty(lake: Lake, folder: Folder) -> None:

@@ -27,7 +27,7 @@ from pipeline.extract.engines import engine_of
 from pipeline.lake import instances, jobs, locks
 from pipeline.lake.connect import lake_session
 from pipeline.lake.maintain import BOTH, Step, run_maintenance
-from pipeline.ops.run import Engines, Loader, Readiness, RunMode, RunReport
+from pipeline.ops.run import Engines, Loader, Readiness, RunMode, RunReport, run_mode
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.settings.model import Engine
 
@@ -166,7 +166,7 @@ class Pipeline:
         ready, self._ready = self._ready, None
         with self._own():
             report, self._ready = Loader(self.settings, self._engines()).load(
-                RunMode(mode), ready=ready, record_as=record_as, count_unmerged=count_unmerged)
+                run_mode(mode), ready=ready, record_as=record_as, count_unmerged=count_unmerged)
         return report
 
     def follow(self) -> None:

@@ -67,6 +67,15 @@ class RunMode(StrEnum):
         return self is not RunMode.EXTRACT
 
 
+def run_mode(mode: RunMode | str) -> RunMode:
+    """``mode`` as a :class:`RunMode` (a notebook may give its name); another name is a ConfigError."""
+    try:
+        return RunMode(mode)
+    except ValueError:
+        modes = ", ".join(m.value for m in RunMode)
+        raise ConfigError(f"No run mode {mode!r}.", f"Give one of {modes}.") from None
+
+
 @dataclass
 class RunReport:
     """What a run did, for the last line of output and for tests."""

@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pytest
 
 from pipeline.errors import PipelineError
+from pipeline.ops.pipeline import Pipeline
 from pipeline.settings import load_settings
 from tests.helpers import add_events, full_cycle, lake_query, run
 
@@ -13,7 +16,15 @@ from tests.helpers import add_events, full_cycle, lake_query, run
 @pytest.mark.parametrize("kind", ["sqlite", "duckdb"])
 def test_file_catalogs_run_the_whole_cycle(kind, lake_env, tmp_path):
     env = {**lake_env, "DUCKLAKE_CATALOG": f"{kind}:{tmp_path / ('catalog.' + kind)}"}
-    full_cycle(load_settings(env))
+    settings = load_settings(env)
+    full_cycle(settings)
+    # --status reads the job history as instants (a SQLite catalog gives its timestamps as text:
+    # its status crashed comparing them)
+    with Pipeline(settings) as lake:
+        lake.run(record_as="load")
+        status = lake.status()
+    assert status.health.state == "healthy", status.health
+    assert isinstance(status.health.last_success, datetime) and status.jobs["load"]["status"] == "success"
 
 
 def test_sqlite_catalog_uses_wal(lake_env, tmp_path):
