@@ -120,7 +120,7 @@ def changes(cmd: Command) -> Outcome:
     feed = (f"ducklake_table_changes({quote_literal(cmd.settings.lake_name)}, {quote_literal(schema)}, "
             f"{quote_literal(table)}, {bound(start)}, {bound(end)})")
     rows = f"SELECT * FROM {feed} ORDER BY snapshot_id, rowid"
-    human = cmd.args.format == "table" and not cmd.args.json
+    human = cmd.args.format == "table" and not cmd.json
     summary = (f"SELECT snapshot_id, change_type, count(*) AS rows FROM {feed} GROUP BY ALL "
                "ORDER BY snapshot_id, change_type")
     ok, _ = run_texts(cmd, [summary, rows] if human else [rows],

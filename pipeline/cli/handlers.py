@@ -26,10 +26,10 @@ def run(cmd: Command) -> Outcome:
     flags = cmd.args
     promote_only = flags.promote_only or flags.retry_failed
     mode = RunMode.EXTRACT if flags.extract_only else RunMode.PROMOTE if promote_only else RunMode.RUN
-    with Pipeline(cmd.settings, engine=cmd.args.engine) as lake:
+    with Pipeline(cmd.settings, engine=flags.engine) as lake:
         # recorded in the job history like a scheduled load: --status's freshness counts manual runs too
         record_as = "load" if mode is RunMode.RUN else str(mode)
-        report = lake.retry_failed() if cmd.args.retry_failed else lake.run(mode, record_as=record_as)
+        report = lake.retry_failed() if flags.retry_failed else lake.run(mode, record_as=record_as)
         lake.compact_if_piled(report)  # a --run from cron each minute: small files merged when they pile up
     if cmd.json:
         output.out(output.dumps({"status": "ok", **report.as_dict()}))

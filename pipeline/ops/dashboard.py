@@ -26,22 +26,23 @@ Point = tuple[datetime, float]
 
 
 def render(obs: Observation, lake: str) -> str:
-    reconciled = [b["engine"] == "reconcile" for b in obs.batches]
+    series = obs.series
+    reconciled = [b["engine"] == "reconcile" for b in series.batches]
     charts = [
-        ("rows per batch", "rows", [(b["promoted_at"], b["rows_inserted"]) for b in obs.batches], "bars",
+        ("rows per batch", "rows", [(b["promoted_at"], b["rows_inserted"]) for b in series.batches], "bars",
          reconciled),
         ("lag when each batch landed", "seconds",
-         [(b["promoted_at"], b["lag_seconds"]) for b in obs.batches if b["lag_seconds"] is not None], "line",
-         None),
+         [(b["promoted_at"], b["lag_seconds"]) for b in series.batches if b["lag_seconds"] is not None],
+         "line", None),
         # ~1 when loads read only what arrived; the look-back's multiple when they re-read it
         ("rows read per row inserted", "rows", [(b["promoted_at"], b["rows_staged"] / b["rows_inserted"])
-                                                for b in obs.batches if b["rows_inserted"]], "line", None),
+                                                for b in series.batches if b["rows_inserted"]], "line", None),
         ("arrival to lake, p95 of each load", "seconds",
-         [(b["promoted_at"], b["freshness_p95"]) for b in obs.batches if b.get("freshness_p95") is not None],
+         [(b["promoted_at"], b["freshness_p95"]) for b in series.batches
+          if b.get("freshness_p95") is not None], "line", None),
+        ("snapshots kept", "snapshots", kept_series(series.snapshots, series.expiries), "line", None),
+        ("live data files", "files", [(s["snapshot_time"], s["data_files"]) for s in series.snapshots],
          "line", None),
-        ("snapshots kept", "snapshots", kept_series(obs.snapshots, obs.expiries), "line", None),
-        ("live data files", "files", [(s["snapshot_time"], s["data_files"]) for s in obs.snapshots], "line",
-         None),
     ]
     # one time range for every chart, so a moment lines up across them
     times = [t for _, _, points, _, _ in charts for t, _ in points]
@@ -78,7 +79,7 @@ td, th {{ padding: 3px 10px; border-bottom: 1px solid #d1d9e0; text-align: left;
 {figures}
 </div>
 <h2>job history</h2>
-{_jobs_table(obs.job_runs)}
+{_jobs_table(series.job_runs)}
 <p style="color:#59636e;font-size:12px">event-lake {__version__} · read {obs.at:%Y-%m-%d %H:%M:%S} UTC
 in {obs.seconds:.2f}s · reloads every {REFRESH_SECONDS}s · <a href="/metrics">/metrics</a> ·
 <a href="/healthz">/healthz</a></p>

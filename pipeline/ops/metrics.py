@@ -67,9 +67,9 @@ def families(obs: Observation) -> Iterator[Metric]:
     yield _gauge("set_aside_batches", f"Batches set aside (fix, then {actions.RETRY_FAILED}).",
                  len(status.set_aside_batches))
     yield CounterMetricFamily(PREFIX + "rows_loaded", "Rows inserted into the lake by all batches.",
-                              value=obs.rows_loaded)
+                              value=obs.series.rows_loaded)
     yield CounterMetricFamily(PREFIX + "batches_promoted", "Batches promoted into the lake.",
-                              value=obs.batches_loaded)
+                              value=obs.series.batches_loaded)
     hour: Mapping[str, object] = status.last_hour or {}
     for key, text in (("rows_read_per_inserted", "Rows loads read per row they inserted, last hour "
                        "(about 1 when they read only what arrived)."),
@@ -80,9 +80,9 @@ def families(obs: Observation) -> Iterator[Metric]:
         value = hour.get(key)
         if value is not None:
             yield _gauge(key, text, float(str(value)))  # a DuckDB aggregate may be a Decimal
-    if obs.batches:
+    if obs.series.batches:
         yield _gauge("last_batch_lag_seconds", "Age of the newest event of the last batch when it "
-                     "became queryable.", obs.batches[-1]["lag_seconds"] or 0)
+                     "became queryable.", obs.series.batches[-1]["lag_seconds"] or 0)
     yield from _job_families(obs)
 
 
@@ -93,7 +93,7 @@ def _job_families(obs: Observation) -> Iterator[Metric]:
                                      "When the job last succeeded (Unix time).", labels=["task"])
     duration = GaugeMetricFamily(PREFIX + "job_last_duration_seconds", "Duration of the job's last run.",
                                  labels=["task"])
-    for row in obs.job_totals:
+    for row in obs.series.job_totals:
         for status in ("succeeded", "failed", "other"):
             runs.add_metric([row["job"], {"succeeded": "success"}.get(status, status)], row[status])
         if isinstance(row["last_success"], datetime):

@@ -25,38 +25,13 @@ from pipeline.settings import ResolvedSettings
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class Observation:
-    at: datetime
-    status: Status | None = None
-    batches: Rows = field(default_factory=list)
-    snapshots: Rows = field(default_factory=list)
-    expiries: Rows = field(default_factory=list)  # when snapshots were expired, which
-    job_runs: Rows = field(default_factory=list)
-    job_totals: Rows = field(default_factory=list)
-    rows_loaded: int = 0
-    batches_loaded: int = 0
-    error: str | None = None  # why status or history could not be read (catalog or source down)
-    seconds: float = 0.0  # how long collecting took
-
-
-def through_outage(last: Observation, failed: Observation) -> Observation:
-    """What a scrape during an outage shows (pure): the last good series, judged failing, the time
-    since the last successful load still counting — so the alerts docs/running.md gives (health > 0, that
-    age) fire for the outage's length instead of every lake series vanishing with ``up 0``."""
-    assert last.status is not None
-    judged = health.unreadable(failed.error, failed.at, last.status.health.last_success)
-    return replace(last, at=failed.at, status=replace(last.status, health=judged), error=failed.error,
-                   seconds=failed.seconds)
-
-
 @dataclass
 class Series:
     """The lake's history as the dashboard charts it and /metrics counts it (:mod:`.history`)."""
 
     batches: Rows = field(default_factory=list)
     snapshots: Rows = field(default_factory=list)
-    expiries: Rows = field(default_factory=list)
+    expiries: Rows = field(default_factory=list)  # when snapshots were expired, which
     job_runs: Rows = field(default_factory=list)
     job_totals: Rows = field(default_factory=list)
     rows_loaded: int = 0
@@ -73,6 +48,25 @@ class Series:
             series.job_runs = history.job_runs(lake)
             series.job_totals = history.job_totals(lake)
         return series
+
+
+@dataclass(frozen=True)
+class Observation:
+    at: datetime
+    status: Status | None = None
+    series: Series = field(default_factory=Series)
+    error: str | None = None  # why status or history could not be read (catalog or source down)
+    seconds: float = 0.0  # how long collecting took
+
+
+def through_outage(last: Observation, failed: Observation) -> Observation:
+    """What a scrape during an outage shows (pure): the last good series, judged failing, the time
+    since the last successful load still counting — so the alerts docs/running.md gives (health > 0, that
+    age) fire for the outage's length instead of every lake series vanishing with ``up 0``."""
+    assert last.status is not None
+    judged = health.unreadable(failed.error, failed.at, last.status.health.last_success)
+    return replace(last, at=failed.at, status=replace(last.status, health=judged), error=failed.error,
+                   seconds=failed.seconds)
 
 
 OVERDUE_INTERVALS = 3  # an observation the timer could not renew for this many intervals is no answer
@@ -117,10 +111,7 @@ class Observer:
             log.warning("could not observe the pipeline: %s", first_line(exc))
             return Observation(now, error=scrub_secrets(first_line(exc)) or type(exc).__name__,
                                seconds=time.monotonic() - start)
-        return Observation(now, status=status, batches=series.batches, snapshots=series.snapshots,
-                           expiries=series.expiries, job_runs=series.job_runs, job_totals=series.job_totals,
-                           rows_loaded=series.rows_loaded, batches_loaded=series.batches_loaded,
-                           seconds=time.monotonic() - start)
+        return Observation(now, status=status, series=series, seconds=time.monotonic() - start)
 
     def start(self) -> Observer:
         """Refresh every ``ttl`` seconds in the background, from now until :meth:`close`."""

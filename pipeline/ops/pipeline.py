@@ -26,7 +26,7 @@ from pipeline.errors import ConfigError, ShutdownRequested
 from pipeline.extract.engines import engine_of
 from pipeline.lake import instances, jobs, locks
 from pipeline.lake.connect import lake_session
-from pipeline.lake.maintain import BOTH, Step, run_maintenance
+from pipeline.lake.maintain import BOTH, Step, compaction_due, run_maintenance
 from pipeline.ops.run import Engines, Loader, Readiness, RunMode, RunReport, run_mode
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.settings.model import Engine
@@ -201,8 +201,6 @@ class Pipeline:
 
     def reconcile_now(self) -> ReconcileReport:
         """:meth:`reconcile` asked for by hand, recorded in the job history as a scheduler's is."""
-        from pipeline.lake import jobs
-
         with self._own(), jobs.JobHistory(self.settings).recorded("reconcile") as details:
             report = self.reconcile()
             details.update(summary=report.summary())
@@ -221,8 +219,6 @@ class Pipeline:
         scheduler's compaction is. Best effort: the load stands whatever happens here (None:
         nothing done)."""
         from pipeline.errors import LockBusy, first_line
-        from pipeline.lake import jobs, locks
-        from pipeline.lake.maintain import compaction_due
 
         if not compaction_due(report.files_to_merge, self.settings.intervals.compact_files):
             return None

@@ -133,7 +133,6 @@ def compare(conn: psycopg.Connection, lake: Lake, source_table: str,
     when given) over ``(low, upper]``; locate the difference id by id when there is one.
     ``every_bucket``: compare bucket by bucket even when the range's sums agree, so a row moved
     inside the range shows too (a proof; a load's check asks only which ids the range holds)."""
-    table = source_table
     # the lake first, then the source: every row a load put in the lake was in the source before,
     # so a source read after the lake's cannot miss one of them (read the other way round, rows a
     # running follower promoted in between looked deleted from the source)
@@ -144,14 +143,14 @@ def compare(conn: psycopg.Connection, lake: Lake, source_table: str,
     if held == source and not every_bucket:
         return RangeCheck(low, upper, source, held, bucket_seconds=bucket_seconds)
     by_lake = batches.id_sums(lake, low, upper, bucket_seconds)
-    by_source = stats.id_sums(conn, table, low, upper, uuid_typed=how.uuid_typed, unique=how.unique,
+    by_source = stats.id_sums(conn, source_table, low, upper, uuid_typed=how.uuid_typed, unique=how.unique,
                               bucket_seconds=bucket_seconds)
     # buckets holding a kept quarantined row differ too (the events table lacks it): its id is
     # found with the others and counted as held
     differing = id_checksum.differing(by_source, by_lake)
     lake_ids = (batches.ids_in_buckets(lake, low, upper, differing, bucket_seconds)
                 if differing else {})
-    source_rows = stats.ids_in_buckets(conn, table, low, upper, differing, bucket_seconds,
+    source_rows = stats.ids_in_buckets(conn, source_table, low, upper, differing, bucket_seconds,
                                       uuid_typed=how.uuid_typed) if differing else {}
     absent: set[UUID] = set()
     surplus: list[UUID] = []  # one entry per lake row the source does not hold in its bucket

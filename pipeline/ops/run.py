@@ -50,6 +50,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
+
+
 class RunMode(StrEnum):
     """What one load does: both halves (``run``), or one of them (``--extract-only``,
     ``--promote-only``: staged batches are the hand-over)."""
@@ -286,11 +288,11 @@ class _Run:
         parts, zero-copy files not yet settled): a batch never gets a manifest after its process is
         gone, so they go now rather than in an hour."""
         table_dir = staging.table_dir(self.settings)
+        incoming = self.lake.table_folder.child(zero_copy.INCOMING)
         for batch_id in staging.abandoned_batches(table_dir):
             folder = staging.batch_dir(table_dir, batch_id)
             if not staging.is_complete(folder):
                 staging.remove_batch(folder)
-            incoming = zero_copy.table_folder(self.settings).child(zero_copy.INCOMING)
             incoming.child(batch_id).remove()
             incoming.delete(f"{batch_id}{zero_copy.LAKE_IDS_SUFFIX}")
             staging.release_batch(table_dir, batch_id)
