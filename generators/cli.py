@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 from datetime import timedelta
 
+from generators.events import EVENTS_PER_SESSION
 from generators.produce import BatchJob, Producer
 from generators.writer import truncate
 from pipeline import embedded, invocation, progress
@@ -54,6 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: 2, or 1 on a single core).")
     parser.add_argument("--dsn", help="Source Postgres DSN (overrides SOURCE_PG_DSN).")
     parser.add_argument("--table", help="Source table (overrides SOURCE_TABLE).")
+    parser.add_argument("--sessions", metavar="TABLE",
+                        help="Linked rows: --rows sessions per loop into TABLE (e.g. public.sessions), "
+                        f"each with {EVENTS_PER_SESSION} events in the source table whose details.session_id "
+                        "names it, a session and its events committed in one transaction.")
     parser.add_argument("--quiet", action="store_true", help="Print only the final totals.")
     return parser
 
@@ -96,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     tally = Tally()
     try:
         check_ranges(args)
+        if args.sessions and "." not in args.sessions:
+            args.sessions = f"public.{args.sessions}"
         settings = load_settings(flags={"SOURCE_PG_DSN": ("--dsn", args.dsn),
                                         "SOURCE_TABLE": ("--table", args.table)})
         # the embedded default starts only when no source is configured
@@ -148,11 +155,14 @@ def _produce(args: argparse.Namespace, settings: Settings, source_dsn: PgDsn, la
     """Write loops until done or stopped, on one connection (and its workers')."""
     with connect(source_dsn, autocommit=False) as conn:
         ensure_table(conn, settings.source_table)
+        if args.sessions:
+            ensure_table(conn, args.sessions)
         conn.commit()
         if args.truncate:
             with conn.transaction():
-                truncate(conn, settings.source_table)
-            print(f"Truncated {settings.source_table}.", flush=True)
+                for table in [settings.source_table, *([args.sessions] if args.sessions else [])]:
+                    truncate(conn, table)
+                    print(f"Truncated {table}.", flush=True)
         batches_per_loop = -(-args.rows // args.batch_size)
         workers = max(1, min(args.workers, batches_per_loop))
         producer = Producer(conn, source_dsn.conninfo(), settings.source_table, workers)
@@ -165,9 +175,11 @@ def _produce(args: argparse.Namespace, settings: Settings, source_dsn: PgDsn, la
                 jobs = (BatchJob(min(args.batch_size, args.rows - start),
                                  None if args.seed is None else args.seed * 1_000_003 + next(batch_no),
                                  args.late_fraction, late_by,
-                                 None if args.clock_skew is None else timedelta(seconds=args.clock_skew))
+                                 None if args.clock_skew is None else timedelta(seconds=args.clock_skew),
+                                 args.sessions)
                         for start in range(0, args.rows, args.batch_size))
-                meter = Progress(f"loop {loop}", total=args.rows, unit="events")
+                meter = Progress(f"loop {loop}", unit="rows",
+                                 total=args.rows * (1 + EVENTS_PER_SESSION if args.sessions else 1))
                 counted = tally.written
 
                 def committed(total: int, meter: Progress = meter, counted: int = counted) -> None:
@@ -179,8 +191,9 @@ def _produce(args: argparse.Namespace, settings: Settings, source_dsn: PgDsn, la
                 progress.clear_line()  # the loop's line below says it all
                 if not args.quiet:
                     rate = loop_rows / max(time.monotonic() - t0, 1e-9)
+                    into = f"{args.sessions} and {settings.source_table}" if args.sessions else settings.source_table
                     print(f"loop {loop}: committed {loop_rows} events to "
-                          f"{settings.source_table} ({rate:,.0f} events/s; total {tally.written})",
+                          f"{into} ({rate:,.0f} events/s; total {tally.written})",
                           flush=True)
                 if args.continuous or loop < args.loops:
                     stop.event.wait(args.delay)

@@ -12,7 +12,7 @@ import itertools
 import random
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -95,6 +95,9 @@ def make_pools(seed: int = 0, size: int = 2_000) -> Pools:
     )
 
 
+EVENTS_PER_SESSION = 3  # the generator's --sessions mode: each session's events
+
+
 class EventFactory:
     """Makes events; reproducible for a given ``seed`` (and ``pool_seed``)."""
 
@@ -172,3 +175,20 @@ class EventFactory:
 
     def batch(self, n: int, now: datetime, **kwargs: Any) -> list[Event]:
         return [self.make(now, **kwargs) for _ in range(n)]
+
+    def sessions(self, n: int, now: datetime, events_each: int = EVENTS_PER_SESSION,
+                 **kwargs: Any) -> tuple[list[Event], list[Event]]:
+        """``n`` sessions and ``events_each`` events of each (``details.session_id`` names its
+        session's ``event_id``): linked rows an application writes in one transaction."""
+        sessions, events = [], []
+        for _ in range(n):
+            event = self.make(now, **kwargs)
+            user = self.rng.choice(self.user_ids)
+            session = Event(random_uuid4(self.rng), "session_started", event.event_timestamp,
+                            {"user_id": user, "ip_address": self.rng.choice(self.ips)})
+            sessions.append(session)
+            for _ in range(events_each):
+                member = replace(self.make(now, **kwargs), event_timestamp=session.event_timestamp)
+                member.details["session_id"] = str(session.event_id)
+                events.append(member)
+        return sessions, events

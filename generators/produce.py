@@ -17,7 +17,7 @@ from multiprocessing import get_context
 import psycopg
 
 from generators.events import EventFactory
-from generators.writer import write_batch
+from generators.writer import write_batch, write_linked
 
 
 @dataclass(frozen=True)
@@ -29,10 +29,21 @@ class BatchJob:
     late_fraction: float
     late_by: timedelta
     clock_skew: timedelta | None = None  # an application clock this far off stamps created_at
+    sessions_table: str | None = None  # --sessions: ``rows`` sessions there, each with its events
+
+
+def _linked(conn: psycopg.Connection, table: str, job: BatchJob, now: datetime) -> int:
+    """``job.rows`` sessions and their events, committed together (generators.events.sessions)."""
+    assert job.sessions_table is not None
+    sessions, events = EventFactory(job.seed).sessions(job.rows, now, late_fraction=job.late_fraction,
+                                                       late_by=job.late_by)
+    return write_linked(conn, [(job.sessions_table, sessions), (table, events)])
 
 
 def run_batch(conn: psycopg.Connection, table: str, job: BatchJob) -> int:
     now = datetime.now(UTC) + (job.clock_skew or timedelta(0))
+    if job.sessions_table is not None:
+        return _linked(conn, table, job, now)
     events = EventFactory(job.seed).batch(job.rows, now, late_fraction=job.late_fraction, late_by=job.late_by)
     if job.clock_skew is not None:  # said in the row, so a measurement can take it back out
         for event in events:

@@ -31,10 +31,23 @@ def write_batch(conn: psycopg.Connection, table: str, events: Iterable[Event],
                 created_at: datetime | None = None) -> int:
     """COPY ``events`` in one transaction; returns the number of rows committed. ``created_at``:
     stamp it as an application does, from its own clock (else the column's DEFAULT now())."""
+    with conn.transaction():
+        return _copy(conn, table, events, created_at)
+
+
+def write_linked(conn: psycopg.Connection, tables: Iterable[tuple[str, Iterable[Event]]],
+                 created_at: datetime | None = None) -> int:
+    """COPY rows into several tables in **one** transaction (a session and its events): a reader
+    sees all of them or none. Returns the rows committed."""
+    with conn.transaction():
+        return sum(_copy(conn, table, events, created_at) for table, events in tables)
+
+
+def _copy(conn: psycopg.Connection, table: str, events: Iterable[Event], created_at: datetime | None) -> int:
     columns = "event_id, event_type, event_timestamp, details" + (", created_at" if created_at else "")
     statement = sql.SQL(f"COPY {{}} ({columns}) FROM STDIN").format(table_sql(table))
     rows = 0
-    with conn.transaction(), conn.cursor() as cur, cur.copy(statement) as copy:
+    with conn.cursor() as cur, cur.copy(statement) as copy:
         buffer: list[str] = []
         for event in events:
             buffer.append(copy_line(event, created_at))

@@ -128,6 +128,19 @@ def _identity_line(status: Status) -> str:
             f"proven through {iso(check.upper)}, {age:.0f}s ago)")
 
 
+def _table_line(name: str, table: Status) -> str:
+    """A SOURCE_TABLES table: its rows, watermark and lag (a table added later says it is catching up)."""
+    doc = table.table_dict()
+    state = "" if table.health.code == 0 else f" {table.health.state.upper()}"
+    if table.watermark is None:
+        where = "not loaded yet: its first load reads everything before the others' instant"
+    else:
+        lag = f"{table.lag_seconds:.0f}s" if table.lag_seconds is not None else "-"
+        where = (f"watermark {doc['watermark']}, lag {lag}, "
+                 f"{table.source_rows_after_watermark if table.source_up else '?'} source rows after it")
+    return f"table {name:<9} {table.lake_rows} rows{state}; {where}"
+
+
 def render_status(status: Status) -> str:
     lag, health, up = status.lag_seconds, status.health, status.source_up
     doc = status.as_dict()  # the instants as --status --json writes them
@@ -156,6 +169,7 @@ def render_status(status: Status) -> str:
           for b in status.set_aside_batches],
         *([f"arrivals        {status.arrivals.note}"] if status.arrivals.note else []),
         _steady_line(status.last_hour),
+        *[_table_line(name, table) for name, table in status.tables.items()],
         "last batches:",
     ]
     for b in doc["last_batches"]:

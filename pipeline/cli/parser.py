@@ -20,7 +20,8 @@ SETTING_FLAGS = {"--lookback": "LOOKBACK", "--load-every": "LOAD_EVERY", "--ever
                  "--expire-every": "EXPIRE_EVERY",
                  "--compact-every": "COMPACT_EVERY", "--retention": "RETENTION",
                  "--reconcile-every": "RECONCILE_EVERY", "--since": "RECONCILE_SINCE",
-                 "--metrics-port": "METRICS_PORT", "--memory": "SQL_MEMORY"}
+                 "--metrics-port": "METRICS_PORT", "--memory": "SQL_MEMORY",
+                 "--tables": "SOURCE_TABLES"}
 
 
 SQL_TIMEOUT = "10m"
@@ -70,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--engine", choices=ENGINES, default="spark",
                         help="Extraction engine (default spark).")
     parser.add_argument("--lookback", help=f"Override LOOKBACK, e.g. {default('LOOKBACK')}.")
+    parser.add_argument("--tables", metavar="TABLES",
+                        help="Load several source tables as one image (one snapshot, one commit): "
+                        "schema.table[:time_column[:id_column]],… (overrides SOURCE_TABLES).")
     parser.add_argument("--json", action="store_true",
                         help="Machine-readable output: stdout holds one JSON document, logs go to stderr.")
     parser.add_argument("--format", choices=("table", "json", "csv", "jsonl"),

@@ -65,6 +65,8 @@ class ExtractRequest:
     batch_id: str
     lake_id: str | None = None  # the lake the batch is for (recorded in its manifest)
     promotion: PromotionChoice = PromotionChoice()  # decided with the plan (pipeline.promote.zero_copy)
+    # SOURCE_TABLES: the plan's batches across tables (table -> batch id), promoted together
+    group: tuple[str, dict[str, str]] | None = None
 
     @property
     def lake_target(self) -> LakeTarget | None:
@@ -212,6 +214,8 @@ def _extract_claimed(extractor: Extractor, request: ExtractRequest, folder: Fold
         snapshot_xmin=request.plan.snapshot_xmin,
         arrived_after=iso(request.window.arrivals.after) if request.window.arrivals else None,
         rows_behind_mark=request.plan.rows_behind,
+        group=request.group[0] if request.group else None,
+        group_batches=request.group[1] if request.group else None,
         ids_unique=request.plan.unique_ids,
         source_ids=request.plan.source_ids.count if request.plan.source_ids else None,
         source_id_checksum=request.plan.source_ids.checksum if request.plan.source_ids else None,

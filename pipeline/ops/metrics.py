@@ -16,6 +16,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from pipeline import actions
 from pipeline.ops.observe import Observation, Observer
+from pipeline.ops.status import Status
 
 PREFIX = "event_lake_"
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -80,10 +81,32 @@ def families(obs: Observation) -> Iterator[Metric]:
         value = hour.get(key)
         if value is not None:
             yield _gauge(key, text, float(str(value)))  # a DuckDB aggregate may be a Decimal
+    if status.tables:
+        yield from _table_families(status.tables)
     if obs.series.batches:
         yield _gauge("last_batch_lag_seconds", "Age of the newest event of the last batch when it "
                      "became queryable.", obs.series.batches[-1]["lag_seconds"] or 0)
     yield from _job_families(obs)
+
+
+def _table_families(tables: Mapping[str, Status]) -> Iterator[Metric]:
+    """SOURCE_TABLES: each table's rows, lag, pending rows and health, by a ``table`` label."""
+    for attribute, name, text in (("lake_rows", "table_lake_rows", "Rows in the table's lake table."),
+                                  ("lag_seconds", "table_lag_seconds", "Newest source row minus the "
+                                   "table's watermark."),
+                                  ("source_rows_after_watermark", "table_source_rows_pending",
+                                   "Source rows after the table's watermark (not loaded).")):
+        family = GaugeMetricFamily(PREFIX + name, text, labels=["table"])
+        for table, status in tables.items():
+            value = getattr(status, attribute)
+            if value is not None:
+                family.add_metric([table], float(value))
+        yield family
+    health = GaugeMetricFamily(PREFIX + "table_health", "The table's health: 0 healthy, 1 stale, 2 failing.",
+                               labels=["table"])
+    for table, status in tables.items():
+        health.add_metric([table], status.health.code)
+    yield health
 
 
 def _job_families(obs: Observation) -> Iterator[Metric]:

@@ -188,7 +188,8 @@ class Pipeline:
         """Put the batches set aside back in line and promote them (after their cause was fixed)."""
         from pipeline import staging
 
-        restored = staging.restore_failed(staging.table_dir(self.settings))
+        restored = [batch for table in self.settings.tables
+                    for batch in staging.restore_failed(staging.table_dir(self.settings.for_table(table)))]
         log.info("retrying %d set-aside batch(es): %s", len(restored), ", ".join(restored) or "none")
         return self.run("promote", record_as="promote")
 

@@ -6,6 +6,7 @@ through that one session, and the watermark it reports is the one its commits pr
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -31,13 +32,14 @@ from pipeline.lake import batches, jobs
 from pipeline.lake.connect import lake_session
 from pipeline.lake.identity import lake_id
 from pipeline.lake.maintain import unmerged_files
+from pipeline.lake.schema import column_types, ensure_tables
 from pipeline.lake.session import Lake
 from pipeline.lake.transaction import one_read
 from pipeline.ops import proof
 from pipeline.ops.plan import plan_batch
 from pipeline.ops.preflight import preflight
 from pipeline.promote import zero_copy
-from pipeline.promote.promotion import Outcome, PromotionResult, promote
+from pipeline.promote.promotion import Outcome, PromotionResult, promote, promote_together
 from pipeline.settings import ResolvedSettings
 from pipeline.settings.model import Engine
 from pipeline.source.plan import BatchPlan
@@ -93,6 +95,8 @@ class RunReport:
     check: proof.RangeCheck | None = None  # the last identity check of the window's range, after promotion
     files_to_merge: int = 0  # small data files waiting to be merged after this load (when it inserted)
     seconds: dict[str, float] = field(default_factory=dict)
+    # SOURCE_TABLES: each table's own report (this one then holds every promotion, all tables' rows)
+    tables: dict[str, RunReport] = field(default_factory=dict)
 
     @property
     def rows_inserted(self) -> int:
@@ -115,13 +119,25 @@ class RunReport:
 
     def as_dict(self) -> dict[str, object]:
         """The report as ``--run --json`` prints it (after ``"status"``)."""
-        return {"rows_inserted": self.rows_inserted, "rows_quarantined": self.rows_quarantined,
-                "rows_in_future": self.rows_in_future, "snapshots": self.snapshots,
-                "staged_batch": self.staged_batch,
-                "watermark": self.watermark.isoformat() if self.watermark else None,
-                "set_aside": self.set_aside, "seconds": self.seconds}
+        document: dict[str, object] = {
+            "rows_inserted": self.rows_inserted, "rows_quarantined": self.rows_quarantined,
+            "rows_in_future": self.rows_in_future, "snapshots": self.snapshots,
+            "staged_batch": self.staged_batch,
+            "watermark": self.watermark.isoformat() if self.watermark else None,
+            "set_aside": self.set_aside, "seconds": self.seconds}
+        if self.tables:
+            document["tables"] = {name: table.as_dict() for name, table in self.tables.items()}
+        return document
 
     def summary(self) -> str:
+        if self.tables:  # SOURCE_TABLES: each table's words, then the commits they shared
+            snapshots = sorted(set(self.snapshots))
+            return "; ".join([f"{name}: {table.summary()}" for name, table in self.tables.items()]
+                             + [f"one image committed as snapshot(s) {', '.join(map(str, snapshots))}"
+                                if snapshots else "no new snapshot"])
+        return self._summary()
+
+    def _summary(self) -> str:
         parts = []
         if self.staged_batch:
             parts.append(f"staged {self.rows_in_window} rows as batch {self.staged_batch}")
@@ -207,15 +223,21 @@ class Loader:
         checking = ready is None
         with lake_session(settings, tables=checking) as lake, \
                 jobs.JobHistory(settings).recorded(record_as, lake) as details:
-            one = _Run(settings, lake, report)
+            one: _Run | _TablesRun = (_TablesRun(settings, lake, report, tables=checking)
+                                      if settings.source_tables else _Run(settings, lake, report))
             if ready is None:
                 if mode.extracts:
-                    refuse_another_source(lake, settings.source_name)
+                    one.refuse_another_source()
                 one.clean_staging()
                 ready = Readiness(lake_id(lake))
             if mode.promotes and checking:  # a load's own batches are promoted as it goes
                 one.promote_leftovers(ready.lake_identity)
-            if mode.extracts:
+            if isinstance(one, _TablesRun):
+                if mode.extracts:
+                    one.load(ready.lake_identity, engines, promote_now=mode.promotes)
+                else:
+                    one.read_watermarks()
+            elif mode.extracts:
                 # the watermark is read with the plan's other lake reads, in one lake transaction
                 # (after leftovers: their commits move it)
                 short = one.extract_and_promote(ready.lake_identity, engines, promote_now=mode.promotes)
@@ -275,6 +297,9 @@ class _Run:
     report: RunReport
     planned_from: datetime | None = None  # the watermark the run's first plan started after
 
+    def refuse_another_source(self) -> None:
+        refuse_another_source(self.lake, self.settings.source_name)
+
     def clean_staging(self) -> None:
         try:
             for path in staging.clean_stale(staging.table_dir(self.settings)):
@@ -299,10 +324,24 @@ class _Run:
             log.info("removed the leftovers of batch %s, whose extraction died with its process", batch_id)
 
     def promote_leftovers(self, lake_identity: str) -> None:
-        """Batches an earlier run staged but did not promote (a crash, --extract-only)."""
+        """Batches an earlier run staged but did not promote (a crash, --extract-only); a batch of a
+        SOURCE_TABLES plan goes with its group's, all in one commit or none."""
         for batch in staging.complete_batches(staging.table_dir(self.settings), lake_identity):
+            if batch.manifest.group is not None:
+                if staging.is_complete(batch.folder):  # an earlier group of this pass took it
+                    self.promote_group(batch.manifest.group, batch.manifest.group_batches or {})
+                continue
             log.info("promoting staged batch %s (%d rows)", batch.batch_id, batch.manifest.row_count)
             self.promote_or_set_aside(batch)
+
+    def promote_group(self, group: str, members: dict[str, str]) -> list[tuple[str, PromotionResult]]:
+        """A SOURCE_TABLES plan's batches (see :func:`promote_staged_group`), recorded in this run's
+        report; the results by table."""
+        results, set_aside = promote_staged_group(self.settings, self.lake, group, members)
+        for _, result in results:
+            self.report.advance(result)
+        self.report.set_aside.extend(set_aside)
+        return results
 
     def extract_and_promote(self, lake_identity: str, engines: Engines, promote_now: bool,
                             rows_behind: int = 0) -> int:
@@ -345,8 +384,9 @@ class _Run:
             return self.check_identity(snapshot, plan, result.rows_inserted)
 
     def extract(self, lake_identity: str, engines: Engines, snapshot: PlannerSnapshot,
-                plan: BatchPlan) -> StagedBatch:
-        """Stage the plan's rows as a batch, read in the planner's snapshot."""
+                plan: BatchPlan, group: tuple[str, dict[str, str]] | None = None) -> StagedBatch:
+        """Stage the plan's rows as a batch, read in the planner's snapshot (``group``: a
+        SOURCE_TABLES plan's name and batch ids, this table's among them)."""
         settings, report = self.settings, self.report
         log.info("extracting %d rows in window %s with %s", plan.stats.rows, plan.window.describe(),
                  engines.name)
@@ -354,7 +394,7 @@ class _Run:
         extractor = make_extractor(engines.name, settings, engines.session())
         report.seconds["engine_start"] = time.monotonic() - t0
         t0 = time.monotonic()
-        batch_id = staging.new_batch_id()
+        batch_id = group[1][self.lake.table] if group else staging.new_batch_id()
         # claimed before its first file (the lake ids zero-copy writes into the data path): a kill
         # from here on leaves a record the next run cleans up after, not an hour later
         try:
@@ -366,7 +406,7 @@ class _Run:
         except BaseException:
             staging.release_batch(staging.table_dir(settings), batch_id)
             raise
-        request = ExtractRequest(settings, plan, batch_id, lake_identity, promotion=choice)
+        request = ExtractRequest(settings, plan, batch_id, lake_identity, promotion=choice, group=group)
         batch = extract(extractor, request)
         report.seconds["extract"] = time.monotonic() - t0
         report.staged_batch, report.rows_in_window = batch.batch_id, batch.manifest.row_count
@@ -423,6 +463,177 @@ class _Run:
                       "load. Fix the cause, then run: %s", batch.batch_id, first_line(exc), folder.uri(),
                       actions.RETRY_FAILED.command())
             return None
+
+
+class _TablesRun:
+    """SOURCE_TABLES: every table's run planned under one exported snapshot (one instant: the
+    planner transaction's ``now()``), extracted table by table with one engine, and committed in
+    one lake transaction: each lake snapshot is one image of the source across the tables."""
+
+    def __init__(self, settings: ResolvedSettings, lake: Lake, report: RunReport, *, tables: bool) -> None:
+        self.settings, self.lake, self.report = settings, lake, report
+        self.runs = [_Run(settings.for_table(t), lake.for_table(t.name), RunReport())
+                     for t in settings.tables]
+        report.tables = {run.lake.table: run.report for run in self.runs}
+        if tables:  # the first table's were made with the session
+            for run in self.runs[1:]:
+                ensure_tables(run.lake, column_types(settings.promotion, settings.spark.reader))
+
+    def refuse_another_source(self) -> None:
+        for run in self.runs:
+            run.refuse_another_source()
+
+    def clean_staging(self) -> None:
+        for run in self.runs:
+            run.clean_staging()
+
+    def promote_leftovers(self, lake_identity: str) -> None:
+        """Every table's leftover batches; a group's with its group, once, in one commit."""
+        for run in self.runs:
+            for batch in staging.complete_batches(staging.table_dir(run.settings), lake_identity):
+                if batch.manifest.group is None:
+                    log.info("promoting staged batch %s of %s (%d rows)", batch.batch_id, run.lake.table,
+                             batch.manifest.row_count)
+                    result = run.promote_or_set_aside(batch)
+                    if result is not None:
+                        self.report.advance(result)
+                    else:
+                        self.report.set_aside.append(batch.batch_id)
+                elif staging.is_complete(batch.folder):  # an earlier group of this pass took it
+                    self._promote_group(batch.manifest.group, batch.manifest.group_batches or {})
+
+    def _promote_group(self, group: str, members: dict[str, str]) -> dict[str, PromotionResult]:
+        """A group's batches promoted together, each result in its table's report and the total."""
+        results, set_aside = promote_staged_group(self.settings, self.lake, group, members)
+        reports = {run.lake.table: run.report for run in self.runs}
+        for table, result in results:
+            if table in reports:
+                reports[table].advance(result)
+            self.report.advance(result)
+        self.report.set_aside.extend(set_aside)
+        return dict(results)
+
+    def read_watermarks(self) -> None:
+        for run in self.runs:
+            run.report.watermark = batches.watermark(run.lake)
+
+    def load(self, lake_identity: str, engines: Engines, *, promote_now: bool) -> None:
+        """One image: plan, extract and promote every table; a table whose identity check came up
+        short is read again with its whole look-back, in a second image of every table (an image of
+        some tables only would pair them with the others' older instant)."""
+        short = self._image(lake_identity, engines, promote_now, {})
+        if short and self._image(lake_identity, engines, True, short):
+            log.warning("after reading the whole look-back some ids are still missing: the next run reads "
+                        "them again")
+
+    def _image(self, lake_identity: str, engines: Engines, promote_now: bool,
+               rows_behind: dict[str, int]) -> dict[str, int]:
+        """Plan every table in one planner snapshot, extract those with rows, promote them in one
+        commit, then check each table by identity; the ids each table still lacks."""
+        settings, t0 = self.settings, time.monotonic()
+        with exported_snapshot(settings.source_dsn, arrivals=settings.arrival_column is not None) as snapshot:
+            plans: list[BatchPlan] = []
+            with one_read(self.lake):  # every table's lake reads in one lake snapshot too
+                for run in self.runs:
+                    behind = rows_behind.get(run.lake.table, 0)
+                    if not rows_behind:  # a first image: every table from its watermark
+                        run.report.watermark = run.planned_from = batches.watermark(run.lake)
+                    # a second image: a short table's whole look-back again, the others' next window
+                    after = run.planned_from if behind or not rows_behind else batches.watermark(run.lake)
+                    plans.append(plan_batch(snapshot, run.lake, run.settings, after, rows_behind=behind))
+            for run, plan in zip(self.runs, plans, strict=True):
+                run.report.window, run.report.rows_in_window = plan.window, plan.stats.rows
+                run.report.rows_in_future, run.report.rows_behind_mark = plan.rows_in_future, plan.rows_behind
+            self.report.seconds["plan"] = self.report.seconds.get("plan", 0.0) + time.monotonic() - t0
+            loading = [(run, plan) for run, plan in zip(self.runs, plans, strict=True) if plan.stats.rows]
+            results = self._extract_and_promote(lake_identity, engines, snapshot, loading, promote_now)
+            if not promote_now:
+                return {}
+            short = {}
+            for run, plan in zip(self.runs, plans, strict=True):
+                result = results.get(run.lake.table)
+                if plan.stats.rows == 0 and plan.lake_ids is not None and plan.lake_ids == plan.source_ids:
+                    run.report.check = proof.RangeCheck(plan.window.low, plan.window.upper,
+                                                        plan.source_ids, plan.lake_ids)
+                    continue
+                if plan.stats.rows and (result is None or not result.outcome.moves_the_watermark):
+                    continue
+                missing = run.check_identity(snapshot, plan, result.rows_inserted if result else 0)
+                if missing:
+                    short[run.lake.table] = missing
+            return short
+
+    def _extract_and_promote(self, lake_identity: str, engines: Engines, snapshot: PlannerSnapshot,
+                             loading: list[tuple[_Run, BatchPlan]],
+                             promote_now: bool) -> dict[str, PromotionResult]:
+        """Stage each table's rows as one group of batches, then promote the group in one commit."""
+        if not loading:
+            return {}
+        group = staging.new_batch_id()
+        ids = {run.lake.table: staging.new_batch_id() for run, _ in loading}
+        # the group is claimed in every table's folder until it is promoted: another process's
+        # leftover pass leaves a group alone while any of its batches may still be written
+        claimed = []
+        try:
+            for run, _ in loading:
+                try:
+                    staging.claim_batch(staging.table_dir(run.settings), group)
+                except OSError as exc:
+                    raise store_outage(self.settings, exc) or exc from None
+                claimed.append(run)
+            staged = [(run, run.extract(lake_identity, engines, snapshot, plan, group=(group, ids)))
+                      for run, plan in loading]
+            self.report.staged_batch = group
+            self.report.rows_in_window = sum(batch.manifest.row_count for _, batch in staged)
+            if not promote_now:
+                return {}
+            t0 = time.monotonic()
+            results = self._promote_group(group, ids)
+            self.report.seconds["promote"] = self.report.seconds.get("promote", 0.0) + time.monotonic() - t0
+        finally:
+            for run in claimed:
+                with contextlib.suppress(OSError):
+                    staging.release_batch(staging.table_dir(run.settings), group)
+        return results
+
+
+def promote_staged_group(settings: ResolvedSettings, lake: Lake, group: str,
+                         members: dict[str, str]) -> tuple[list[tuple[str, PromotionResult]], list[str]]:
+    """A SOURCE_TABLES plan's batches (table -> batch id), staged in their tables' folders:
+    promoted together when every one is complete; left alone while a process still extracts them;
+    dropped when one never completed (the next plan reads their rows again: no table's watermark
+    moved). Returns the results by table, and the batches set aside (all of the group's, kept
+    whole, when the group cannot be promoted)."""
+    root = staging.staging_root(settings)
+    found = {table: staging.batch_dir(root.child(table), batch_id) for table, batch_id in members.items()}
+    complete = {table: folder for table, folder in found.items() if staging.is_complete(folder)}
+    if not complete:  # settled by another process meanwhile
+        return [], []
+    if len(complete) < len(found):
+        if any(root.child(table).child(staging.RUNNING).exists(f"{group}.json") for table in members):
+            return [], []  # a process is still extracting the group: it promotes it
+        for table, folder in complete.items():
+            log.warning("dropping staged batch %s of %s: its group %s lost %s's batch in a crash; the "
+                        "next load reads those rows again", members[table], table, group,
+                        ", ".join(sorted(set(found) - set(complete))))
+            staging.remove_batch(folder)
+        return [], []
+    staged = [(lake.for_table(table), staging.StagedBatch(folder, manifest))
+              for table, folder in complete.items() if (manifest := staging.read_manifest(folder))]
+    log.info("promoting group %s (%s)", group,
+             ", ".join(f"{member.table} {batch.manifest.row_count} rows" for member, batch in staged))
+    try:
+        results = promote_together(group, staged)
+    except duckdb.Error as exc:
+        if is_transient(exc):  # the catalog or object store is away: the batches are fine, retry later
+            raise promotion_outage(settings, exc) from None
+        for member, batch in staged:  # all or none: every batch of the group is kept whole
+            staging.set_aside(root.child(member.table), batch, first_line(exc))
+        log.error("group %s cannot be promoted (%s); its batches are set aside, kept whole, so later "
+                  "batches load. Fix the cause, then run: %s", group, first_line(exc),
+                  actions.RETRY_FAILED.command())
+        return [], [batch.batch_id for _, batch in staged]
+    return [(member.table, result) for (member, _), result in zip(staged, results, strict=True)], []
 
 
 def promotion_outage(settings: ResolvedSettings, exc: duckdb.Error) -> PipelineError:

@@ -75,6 +75,8 @@ class Status:
     last_batches: list[dict[str, object]] = field(default_factory=list)
     # loads of the last hour: rows read per row inserted, arrival -> commit seconds
     last_hour: batch_table.SteadyState | None = None
+    # SOURCE_TABLES: each table's own status (this one is the whole: the worst health, every reason)
+    tables: dict[str, Status] = field(default_factory=dict)
 
     @property
     def source_up(self) -> bool:
@@ -101,7 +103,18 @@ class Status:
             "last_batches": [{k: _iso(v) if isinstance(v, datetime) else v for k, v in b.items()}
                              for b in self.last_batches],
             "last_hour": self.last_hour,
+            **({"tables": {name: table.table_dict() for name, table in self.tables.items()}}
+               if self.tables else {}),
         }
+
+    def table_dict(self) -> dict[str, Any]:
+        """One table's part of a SOURCE_TABLES status document."""
+        return {"lake": self.lake, "health": self.health.as_dict(), "watermark": _iso(self.watermark),
+                "lag_seconds": self.lag_seconds, "lake_rows": self.lake_rows,
+                "source_rows_after_watermark": self.source_rows_after_watermark,
+                "rows_quarantined": self.rows_quarantined,
+                "identity_check": self.identity.as_dict() if self.identity else None,
+                "staged_batches_waiting": self.staged_batches_waiting}
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -191,7 +204,28 @@ def _identity(conn: psycopg.Connection, settings: ResolvedSettings, watermark: d
 
 
 def collect(settings: ResolvedSettings) -> Status:
-    """Read where the pipeline stands: the lake (read-only), the source, staging, the scheduler's state."""
+    """Read where the pipeline stands: the lake (read-only), the source, staging, the scheduler's
+    state; with SOURCE_TABLES, each table's, and the whole judged by the worst of them."""
+    if not settings.source_tables:
+        return _collect(settings)
+    each = {table.name: _collect(settings.for_table(table)) for table in settings.tables}
+    worst = max(each.values(), key=lambda status: status.health.code)
+    reasons = [f"{name}: {reason}" for name, status in each.items() for reason in status.health.reasons]
+    first = next(iter(each.values()))
+    return replace(first, health=replace(worst.health, reasons=reasons), tables=each,
+                   lake=", ".join(status.lake for status in each.values()),
+                   lake_rows=sum(status.lake_rows for status in each.values()),
+                   source_rows_after_watermark=None if any(s.source_rows_after_watermark is None
+                                                           for s in each.values())
+                   else sum(s.source_rows_after_watermark or 0 for s in each.values()),
+                   lag_seconds=max((s.lag_seconds for s in each.values() if s.lag_seconds is not None),
+                                   default=None),
+                   rows_quarantined=sum(status.rows_quarantined for status in each.values()),
+                   staged_batches_waiting=sum(status.staged_batches_waiting for status in each.values()))
+
+
+def _collect(settings: ResolvedSettings) -> Status:
+    """One table's status."""
     try:
         with lake_session(settings, read_only=True) as lake:
             facts = LakeFacts.read(lake)

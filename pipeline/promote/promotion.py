@@ -116,6 +116,91 @@ def promote(lake: Lake,
     return result
 
 
+def promote_together(group: str, members: list[tuple[Lake, StagedBatch]]) -> list[PromotionResult]:
+    """SOURCE_TABLES: one plan's batches across tables (each with its table's session) in **one**
+    lake transaction — one snapshot, one image of the source at the plan's instant — or none of
+    them. Each table's promote lock is held, taken in table order (two groups never deadlock, and a
+    one-table promoter of any of them waits). Results in the members' order; their staging folders
+    are removed once settled."""
+    started, began = time.monotonic(), time.time()
+    order = sorted(range(len(members)), key=lambda i: members[i][0].table)
+    with contextlib.ExitStack() as held:
+        leases = [held.enter_context(members[i][0].lock("promote")) for i in order]
+        try:
+            results = _promote_together_locked(group, members, started, leases)
+        except duckdb.Error as exc:
+            if not is_disk_full(exc):
+                raise
+            for lake, _ in members:
+                with contextlib.suppress(Exception):
+                    _remove_partial_files(lake, began)
+            raise disk_full(exc, members[0][0].data_path, "DUCKLAKE_DATA_PATH") from None
+    for (lake, batch), result in zip(members, results, strict=True):
+        staging.remove_batch(batch.folder)
+        if batch.lake_files and result.outcome.moves_the_watermark and not result.files_registered:
+            zero_copy.remove_files(batch.lake_files, lake.table_folder)
+        log.info("%s: %s", lake.table, result.describe())
+    return results
+
+
+def _promote_together_locked(group: str, members: list[tuple[Lake, StagedBatch]], started: float,
+                             leases: list[locks.Lease]) -> list[PromotionResult]:
+    def result(batch: StagedBatch, outcome: Outcome, staged: int = 0, inserted: int = 0,
+               snapshot: int | None = None, max_ts: datetime | None = None, quarantined: int = 0,
+               registered: int = 0) -> PromotionResult:
+        return PromotionResult(batch.batch_id, staged, inserted, staged - inserted - quarantined, snapshot,
+                               time.monotonic() - started, outcome, max_ts, quarantined, registered)
+
+    # all or none: a group's batches are recorded in one transaction, so one recorded means all were
+    if any(batches.is_recorded(lake, batch.batch_id) for lake, batch in members):
+        return [result(batch, Outcome.ALREADY_PROMOTED, batch.manifest.row_count) for _, batch in members]
+    if not all(staging.is_complete(batch.folder) for _, batch in members):
+        return [result(batch, Outcome.SETTLED_ELSEWHERE, batch.manifest.row_count) for _, batch in members]
+    contents = [_contents(lake, batch) if batch.file_uris() or batch.lake_files else None
+                for lake, batch in members]
+    staged = [c.staged if c else batch.manifest.rows_seen
+              for c, (_, batch) in zip(contents, members, strict=True)]
+    message = f"promote group {group}: " + ", ".join(
+        f"{lake.table} {rows} row(s) window {batch.manifest.window.brief()}"
+        for (lake, batch), rows in zip(members, staged, strict=True))
+    info = json.dumps({"group": group, "batches": {lake.table: batch.batch_id for lake, batch in members},
+                       "rows_staged": {lake.table: rows
+                                       for (lake, _), rows in zip(members, staged, strict=True)}})
+    written: list[tuple[int, int]] = []
+    meter = Progress(f"promoting group {group}")
+    with meter.ticking(), transaction(members[0][0], message, info) as tx:
+        for (lake, batch), content in zip(members, contents, strict=True):
+            if content is None or content.staged == 0:
+                written.append((0, 0))
+                continue
+            inserted, quarantined = _write(lake, batch, content, meter)
+            written.append((inserted, quarantined))
+            if inserted or quarantined:
+                fresh = _freshness(lake.con, content.uris(), batch.manifest.arrived_after)
+                _record(lake, batch, content, inserted, quarantined, started, fresh)
+        changed = any(inserted or quarantined for inserted, quarantined in written)
+        if not changed:
+            tx.rollback()  # leave the lake (and its snapshot list) alone
+        else:
+            for lease in leases:
+                lease.check()  # fencing: commit only while still holding every promote lock
+            meter.step("committing")
+    meter.finish(sum(staged), f"{sum(i for i, _ in written):,} new" if changed else "nothing new")
+    snapshot = one_row(members[0][0].execute(
+        f"SELECT max(snapshot_id) FROM {members[0][0].name}.snapshots() "
+        "WHERE json_extract_string(commit_extra_info, '$.group') = ?", [group]))[0] if changed else None
+    results = []
+    for (_, batch), content, rows, (inserted, quarantined) in zip(members, contents, staged, written,
+                                                                   strict=True):
+        if inserted or quarantined:
+            assert content is not None
+            results.append(result(batch, Outcome.COMMITTED, rows, inserted, snapshot, content.max_ts,
+                                  quarantined, len(content.lake_files)))
+        else:
+            results.append(result(batch, Outcome.NO_NEW_ROWS if rows else Outcome.EMPTY, rows))
+    return results
+
+
 def _remove_partial_files(lake: Lake, since: float) -> None:
     """DuckLake's own files in the table folder written since ``since`` that its catalog does not
     list: the failed insert's (a disk full for this promotion is full for every writer, so no

@@ -20,6 +20,9 @@ class EnvKey:
 ENV_KEYS: dict[str, EnvKey] = {
     "SOURCE_PG_DSN": EnvKey("Postgres holding the source events table (embedded when unset)"),
     "SOURCE_TABLE": EnvKey("source table, schema-qualified", "public.events"),
+    "SOURCE_TABLES": EnvKey("several source tables loaded as one image (one snapshot, one commit): "
+                            "comma-separated schema.table[:time_column[:id_column]], each landing as "
+                            "main.<table>; instead of SOURCE_TABLE"),
     "DUCKLAKE_CATALOG": EnvKey("catalog database: postgresql://…, key=value, sqlite:PATH or duckdb:PATH "
                                "(embedded when neither it nor SOURCE_PG_DSN is set; beside a source of your "
                                "own, embedded only as DUCKLAKE_CATALOG=embedded)"),

@@ -20,10 +20,13 @@ from pipeline.settings.catalog import CatalogSpec
 from pipeline.settings.durations import parse_duration
 from pipeline.settings.keys import ENV_KEYS
 from pipeline.settings.model import (
+    DEFAULT_ID_COLUMN,
+    DEFAULT_TIME_COLUMN,
     Intervals,
     Promotion,
     Reader,
     Settings,
+    SourceTable,
     SparkOptions,
     StagingWriter,
     StorageOptions,
@@ -105,7 +108,9 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
     _warn_zero(read)
 
     home = Path(read.raw("EVENT_LAKE_HOME") or default_home()).expanduser().absolute()
-    source_table = _table_name(read.value("SOURCE_TABLE"), read.name("SOURCE_TABLE"))
+    source_tables = _source_tables(read)
+    source_table = (source_tables[0].qualified if source_tables else
+                    _table_name(read.value("SOURCE_TABLE"), read.name("SOURCE_TABLE")))
     lake_name = read.value("DUCKLAKE_NAME")
     if not _IDENT.match(lake_name):
         raise ConfigError(f"{read.name('DUCKLAKE_NAME')} {lake_name!r} is not a valid name.",
@@ -162,7 +167,43 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
         metrics_port_text=read.value("METRICS_PORT"), metrics_port_name=read.name("METRICS_PORT"),
         metrics_token=Secret(token) if (token := read.raw("METRICS_TOKEN")) else None,
         lake_table=source_table.split(".")[-1],
+        source_tables=source_tables,
     )
+
+
+def _source_tables(read: _Reader) -> tuple[SourceTable, ...]:
+    """SOURCE_TABLES: ``schema.table[:time_column[:id_column]]``, comma-separated; () when unset."""
+    text, what = read.raw("SOURCE_TABLES"), read.name("SOURCE_TABLES")
+    if text is None:
+        return ()
+    tables = []
+    for entry in (part.strip() for part in text.split(",")):
+        name, *columns = entry.split(":")
+        if not entry or len(columns) > 2 or not all(_IDENT.match(c) for c in columns):
+            raise ConfigError(f"{what}: {entry!r} is not schema.table[:time_column[:id_column]].",
+                              "Separate tables with commas, e.g. "
+                              "SOURCE_TABLES=public.sessions:started_at:session_id,public.events.")
+        table = SourceTable(_table_name(name, what), *columns)
+        if (table.time_column, table.id_column) != (DEFAULT_TIME_COLUMN, DEFAULT_ID_COLUMN):
+            raise ConfigError(
+                f"{what}: {entry!r} names its own time or id column; this version reads tables dated by "
+                f"{DEFAULT_TIME_COLUMN} and named by {DEFAULT_ID_COLUMN}. Nothing was read.",
+                f"Give the table those columns (or a view that names them so), and list it as {name}.")
+        tables.append(table)
+    lake_tables = [t.name for t in tables]
+    twice = sorted({n for n in lake_tables if lake_tables.count(n) > 1})
+    if twice:
+        raise ConfigError(f"{what}: two tables would land as main.{twice[0]} in the lake "
+                          f"({', '.join(t.qualified for t in tables if t.name == twice[0])}).",
+                          "Each table lands under its own name: load tables of different names, or give "
+                          "each its own lake (DUCKLAKE_NAME).")
+    single = read.raw("SOURCE_TABLE")
+    listed = {t.qualified for t in tables}
+    if single is not None and _table_name(single, read.name("SOURCE_TABLE")) not in listed:
+        raise ConfigError(f"{read.name('SOURCE_TABLE')} {single!r} and {what} {text!r} are both set, and "
+                          f"{what} does not list it.",
+                          f"Set one of them: {what} lists every table a run loads.")
+    return tuple(tables)
 
 
 _MEMORY = re.compile(r"^\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KIB|MIB|GIB|TIB)$", re.I)

@@ -8,10 +8,12 @@ Secrets are wrapped (:class:`~pipeline.settings.secret.Secret`) and never printe
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
+from typing import Self
 
 from pipeline.errors import ConfigError
 from pipeline.settings.catalog import CatalogSpec
@@ -45,6 +47,24 @@ class Promotion(StrEnum):
 
     ZERO_COPY = "zero-copy"  # Spark writes the lake's own files; promotion registers them
     COPY = "copy"  # promotion inserts the staged rows
+
+DEFAULT_TIME_COLUMN, DEFAULT_ID_COLUMN = "event_timestamp", "event_id"
+
+
+@dataclass(frozen=True)
+class SourceTable:
+    """One table of ``SOURCE_TABLES`` (``schema.table[:time_column[:id_column]]``): where it is read,
+    which column dates a row and which names it; it lands as ``main.<name>`` in the lake."""
+
+    qualified: str  # schema.table
+    time_column: str = DEFAULT_TIME_COLUMN
+    id_column: str = DEFAULT_ID_COLUMN
+
+    @property
+    def name(self) -> str:
+        """The lake table it lands in (in the lake's main schema)."""
+        return self.qualified.split(".")[-1]
+
 
 @dataclass(frozen=True, kw_only=True)
 class SparkOptions:
@@ -123,6 +143,19 @@ class Settings:
     metrics_token: Secret | None = None  # bearer token for every path but /healthz
     lake_table: str = "events"
     ops_schema: str = "ops"
+    # SOURCE_TABLES: every table one run reads under one snapshot and commits in one transaction
+    # (empty: SOURCE_TABLE alone)
+    source_tables: tuple[SourceTable, ...] = ()
+
+    @property
+    def tables(self) -> tuple[SourceTable, ...]:
+        """The tables a run loads: SOURCE_TABLES, or SOURCE_TABLE alone."""
+        return self.source_tables or (SourceTable(self.source_table),)
+
+    def for_table(self, table: SourceTable) -> Self:
+        """The same settings speaking of one of its tables alone (what a one-table run reads)."""
+        return dataclasses.replace(self, source_table=table.qualified, lake_table=table.name,
+                                   source_tables=())
 
     @property
     def metrics_port(self) -> int:

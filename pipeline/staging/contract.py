@@ -77,6 +77,10 @@ class Manifest:
     # pipeline.id_checksum); the lake must hold exactly those once the batch is in
     source_ids: int | None = None
     source_id_checksum: str | None = None
+    # SOURCE_TABLES: the batches of one plan across tables (table -> batch id), promoted together in
+    # one lake transaction or not at all; ``group`` names the plan
+    group: str | None = None
+    group_batches: dict[str, str] | None = None
 
     @property
     def window(self) -> Window:

@@ -1,0 +1,50 @@
+"""SOURCE_TABLES (``--tables``): several tables, each landing as ``main.<table>``; parsed and
+refused at start, with the entry and the fix named."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.errors import ConfigError
+from pipeline.settings import load_settings
+from pipeline.settings.model import SourceTable
+
+
+def test_tables_are_read_in_order_with_their_default_columns_and_schema():
+    settings = load_settings({"SOURCE_TABLES": "sessions, app.events:event_timestamp:event_id"})
+    assert settings.tables == (SourceTable("public.sessions"), SourceTable("app.events"))
+    assert [t.name for t in settings.tables] == ["sessions", "events"]
+    assert settings.source_table == "public.sessions" and settings.lake_table == "sessions"
+    one = settings.for_table(settings.tables[1])
+    assert (one.source_table, one.lake_table, one.tables) == ("app.events", "events", (SourceTable("app.events"),))
+
+
+def test_source_table_alone_means_one_table():
+    settings = load_settings({"SOURCE_TABLE": "app.clicks"})
+    assert settings.source_tables == () and settings.tables == (SourceTable("app.clicks"),)
+
+
+def test_the_flag_overrides_the_environment():
+    settings = load_settings({"SOURCE_TABLES": "public.a"}, flags={"SOURCE_TABLES": ("--tables", "public.b,c")})
+    assert [t.qualified for t in settings.tables] == ["public.b", "public.c"]
+
+
+@pytest.mark.parametrize(("value", "words"), [
+    ("public.sessions,", "'' is not schema.table"),
+    ("public.sessions:a:b:c", "'public.sessions:a:b:c' is not schema.table"),
+    ("public.events; DROP TABLE x", "is not a table name"),
+    ("public.events,tenant.events", "two tables would land as main.events"),
+    ("public.sessions:started_at:session_id", "names its own time or id column"),
+])
+def test_malformed_lists_are_refused_naming_the_entry(value, words):
+    with pytest.raises(ConfigError) as err:
+        load_settings({"SOURCE_TABLES": value})
+    assert "SOURCE_TABLES" in str(err.value) and words in str(err.value), str(err.value)
+    assert err.value.hint
+
+
+def test_source_table_outside_the_list_is_refused_and_inside_it_accepted():
+    with pytest.raises(ConfigError, match="SOURCE_TABLE 'public.other' and SOURCE_TABLES"):
+        load_settings({"SOURCE_TABLE": "public.other", "SOURCE_TABLES": "public.sessions,public.events"})
+    both = load_settings({"SOURCE_TABLE": "public.events", "SOURCE_TABLES": "public.sessions,public.events"})
+    assert [t.name for t in both.tables] == ["sessions", "events"]
