@@ -213,6 +213,9 @@ def render_demo(result: Any) -> str:
                      f"{now[event_type] - then.get(event_type, 0):>+10}")
     lines.append(f"  {'total':18} {sum(then.values()):>12} {sum(now.values()):>8} "
                  f"{sum(now.values()) - sum(then.values()):>+10}")
+    if result.joins:  # SOURCE_TABLES: the sessions/events join at every version since their load
+        lines += ["", "  version   events without their session   sessions without all their events"]
+        lines += [f"  {version:>7}   {orphans:>28}   {short:>33}" for version, orphans, short in result.joins]
     return "\n".join(lines) + "\n"
 
 

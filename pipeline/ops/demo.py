@@ -7,11 +7,12 @@ the snapshot list, a time-travel comparison and a lake-vs-source check for the C
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from generators.writer import add_events
+from generators.events import EVENTS_PER_SESSION, EventFactory
+from generators.writer import add_events, write_linked
 from pipeline import logs
 from pipeline.errors import PipelineError
 from pipeline.extract.engines import engine_of
@@ -20,12 +21,15 @@ from pipeline.lake.verify import Comparison
 from pipeline.ops.pipeline import Pipeline
 from pipeline.ops.run import RunReport
 from pipeline.settings import Settings
-from pipeline.settings.model import Engine
+from pipeline.settings.model import Engine, SourceTable
+from pipeline.source.connect import connect
+from pipeline.source.ddl import ensure_table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
+DEMO_SESSIONS = 200
 
 
 @dataclass(frozen=True)
@@ -36,11 +40,15 @@ class DemoResult:
     counts_before: dict[str, int]  # events by type AT (VERSION => before_version)
     counts_now: dict[str, int]
     comparison: Comparison
+    # SOURCE_TABLES: sessions and their events loaded as one image, then checked at every version
+    # since: (version, events without their session, sessions without all their events)
+    joins: list[tuple[int, int, int]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         rerun = self.runs[1]
-        return self.comparison.equal and rerun.rows_inserted == 0 and not rerun.snapshots
+        return (self.comparison.equal and rerun.rows_inserted == 0 and not rerun.snapshots
+                and all(orphans == 0 and short == 0 for _, orphans, short in self.joins))
 
 
 def demo(settings: Settings, engine: str = "spark", spark: SparkSession | None = None) -> DemoResult:
@@ -67,16 +75,16 @@ def _demo(lake: Pipeline) -> DemoResult:
         log.info("    %s", report.summary())
         return report
 
-    log.info("1/5 generating 10,000 events into %s", settings.source_table)
+    log.info("1/6 generating 10,000 events into %s", settings.source_table)
     log.info("    committed %d events", add_events(settings.source_dsn, settings.source_table, 10_000, seed))
-    first = load("2/5 loading them")  # a first run, or not: the demo may run again in a folder
-    second = load("3/5 second run (expect 0 new rows, no new snapshot)")
+    first = load("2/6 loading them")  # a first run, or not: the demo may run again in a folder
+    second = load("3/6 second run (expect 0 new rows, no new snapshot)")
     late_by = min(settings.lookback / 2, timedelta(minutes=5))
-    log.info("4/5 adding 500 late events (%s old, inside the %s look-back)", late_by, settings.lookback)
+    log.info("4/6 adding 500 late events (%s old, inside the %s look-back)", late_by, settings.lookback)
     add_events(settings.source_dsn, settings.source_table, 500, seed + 1, late_by=late_by)
     third = load("    running")
 
-    log.info("5/5 snapshots and time travel")
+    log.info("5/6 snapshots and time travel")
     if not third.snapshots or not first.snapshots:
         raise PipelineError("The demo expected the first and the late-event runs to commit.")
     before = third.snapshots[0] - 1
@@ -89,5 +97,55 @@ def _demo(lake: Pipeline) -> DemoResult:
         counts_now = dict(con.execute(query.format(at="")).fetchall())
     comparison = lake.verify()
     log.info("%s", comparison.describe())
+    joins = _one_image(lake, seed + 2)
+    with lake_session(settings, read_only=True) as con:
+        snapshots = con.execute(
+            f"SELECT snapshot_id, snapshot_time, commit_message FROM {settings.lake_name}.snapshots() "
+            "ORDER BY snapshot_id DESC LIMIT 8").fetchall()
     return DemoResult([first, second, third], list(reversed(snapshots)), before, counts_before,
-                      counts_now, comparison)
+                      counts_now, comparison, joins)
+
+
+def _one_image(lake: Pipeline, seed: int) -> list[tuple[int, int, int]]:
+    """Sessions and their events, written in one transaction each, loaded with SOURCE_TABLES in one
+    commit; then, at every version since, the join checked both ways."""
+    settings = lake.settings
+    schema = settings.source_schema_name
+    sessions, events = SourceTable(f"{schema}.demo_sessions"), SourceTable(f"{schema}.demo_session_events")
+    log.info("6/6 %d sessions with %d events each into %s and %s, committed together; loading both as "
+             "one image (SOURCE_TABLES)", DEMO_SESSIONS, EVENTS_PER_SESSION, sessions.qualified,
+             events.qualified)
+    with connect(settings.source_dsn, autocommit=False) as conn:
+        for table in (sessions, events):
+            ensure_table(conn, table.qualified)
+        conn.commit()
+        made, linked = EventFactory(seed).sessions(DEMO_SESSIONS, datetime.now(UTC))
+        write_linked(conn, [(sessions.qualified, made), (events.qualified, linked)])
+    both = replace(settings, source_table=sessions.qualified, lake_table=sessions.name,
+                   source_tables=(sessions, events))
+    with lake.sibling(both) as tables, logs.routine():
+        report = tables.run()
+    log.info("    %s", report.summary())
+    first = min(report.snapshots, default=None)
+    if first is None:
+        raise PipelineError("The demo expected the sessions and their events to commit.")
+    lake_name = settings.lake_name
+    with lake_session(settings, read_only=True) as con:
+        versions = [v for (v,) in con.execute(f"SELECT snapshot_id FROM {lake_name}.snapshots() "
+                                              "WHERE snapshot_id >= ? ORDER BY 1", [first]).fetchall()]
+        joins = []
+        for version in versions:
+            at = f"AT (VERSION => {version})"
+            [(orphans, short)] = con.execute(f"""
+                WITH s AS (SELECT event_id FROM {lake_name}.main.{sessions.name} {at}),
+                     e AS (SELECT TRY_CAST(details->>'session_id' AS UUID) AS session
+                           FROM {lake_name}.main.{events.name} {at})
+                SELECT (SELECT count(*) FROM e ANTI JOIN s ON s.event_id = e.session),
+                       (SELECT count(*) FROM (SELECT s.event_id FROM s LEFT JOIN e ON e.session = s.event_id
+                                              GROUP BY 1 HAVING count(e.session) <> {EVENTS_PER_SESSION}))
+                """).fetchall()
+            joins.append((version, orphans, short))
+    log.info("    at every version since %d: %s", first,
+             "every event has its session and every session its events" if all(
+                 o == 0 and s == 0 for _, o, s in joins) else "THE JOIN DOES NOT HOLD")
+    return joins

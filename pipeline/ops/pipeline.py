@@ -82,6 +82,11 @@ class Pipeline:
         self._ready: Readiness | None = None
         self._pool = instances.Pool()  # this pipeline's lake attaches, closed with it
 
+    def sibling(self, settings: Settings) -> Pipeline:
+        """A pipeline of other settings on this one's engine and the caller's Spark session (if
+        one was given): it closes only what it opens, as any pipeline."""
+        return Pipeline(settings, engine=self.engine, long_lived=self.long_lived, spark=self._given_spark)
+
     # --- lifetime ------------------------------------------------------------------------
     def __enter__(self) -> Pipeline:
         return self

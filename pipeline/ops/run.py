@@ -475,8 +475,8 @@ class _TablesRun:
         self.runs = [_Run(settings.for_table(t), lake.for_table(t.name), RunReport())
                      for t in settings.tables]
         report.tables = {run.lake.table: run.report for run in self.runs}
-        if tables:  # the first table's were made with the session
-            for run in self.runs[1:]:
+        if tables:  # each table's lake table (the session made the one its settings name)
+            for run in self.runs:
                 ensure_tables(run.lake, column_types(settings.promotion, settings.spark.reader))
 
     def refuse_another_source(self) -> None:
