@@ -561,6 +561,7 @@ class _TablesRun:
                 missing = run.check_identity(snapshot, plan, result.rows_inserted if result else 0)
                 if missing:
                     short[run.lake.table] = missing
+            self.report.seconds["check"] = sum(run.report.seconds.get("check", 0.0) for run in self.runs)
             return short
 
     def _extract_and_promote(self, lake_identity: str, engines: Engines, snapshot: PlannerSnapshot,
@@ -591,6 +592,8 @@ class _TablesRun:
             results = self._promote_group(group, ids)
             self.report.seconds["promote"] = self.report.seconds.get("promote", 0.0) + time.monotonic() - t0
         finally:
+            for step in ("engine_start", "extract"):  # each table's, in the whole's seconds
+                self.report.seconds[step] = sum(run.report.seconds.get(step, 0.0) for run, _ in loading)
             for run in claimed:
                 with contextlib.suppress(OSError):
                     staging.release_batch(staging.table_dir(run.settings), group)
@@ -616,7 +619,10 @@ def promote_staged_group(settings: ResolvedSettings, lake: Lake, group: str,
             log.warning("dropping staged batch %s of %s: its group %s lost %s's batch in a crash; the "
                         "next load reads those rows again", members[table], table, group,
                         ", ".join(sorted(set(found) - set(complete))))
-            staging.remove_batch(folder)
+            manifest = staging.read_manifest(folder)
+            staging.remove_batch(folder)  # the manifest first: a crash here leaves it incomplete
+            if manifest is not None and manifest.lake_files:  # zero-copy files it would have registered
+                zero_copy.remove_files(manifest.lake_files, lake.for_table(table).table_folder)
         return [], []
     staged = [(lake.for_table(table), staging.StagedBatch(folder, manifest))
               for table, folder in complete.items() if (manifest := staging.read_manifest(folder))]

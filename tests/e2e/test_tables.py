@@ -8,13 +8,14 @@ from __future__ import annotations
 import random
 import signal
 import time
+from pathlib import Path
 
 from pipeline import staging
 from pipeline.lake.connect import lake_session
 from pipeline.settings import load_settings
 from pipeline.settings.resolve import resolve
 from tests.conftest import run_cli, run_main
-from tests.helpers import Proc, assert_lake_equals_source
+from tests.helpers import Proc, assert_lake_equals_source, lake_query
 
 TWO = "public.sessions,public.events"
 THREE = f"{TWO},public.clicks"
@@ -104,12 +105,12 @@ def test_a_group_torn_by_a_kill_between_its_tables_is_read_again_whole(lake_env)
     written = run_cli("insert_event_data_loop.py", "--sessions", "public.sessions", "--rows", "40",
                       "--quiet", env=lake_env)
     assert written.returncode == 0, written.stdout + written.stderr
-    crashed = run_cli("tests/faulty_cli.py", "--run", "--engine", "dlt",
-                      env={**env, "EVENT_LAKE_TEST_FAULT": "after-stage"})
+    crashed = run_cli("tests/faulty_cli.py", "--run", env={**env, "EVENT_LAKE_TEST_FAULT": "after-stage"})
     assert crashed.returncode == -9, crashed.stdout + crashed.stderr
     settings = resolve(load_settings(env))
     staged = {t.name: staging.complete_batches(staging.table_dir(settings.for_table(t))) for t in settings.tables}
     assert [len(batches) for batches in staged.values()] == [1, 0], staged  # sessions staged, events not
+    assert staged["sessions"][0].lake_files  # zero-copy: Spark wrote its files into the lake's folder
     rerun = run_main("--run", "--engine", "dlt", env=env)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert "its group" in rerun.stderr and "reads those rows again" in rerun.stderr
@@ -117,3 +118,8 @@ def test_a_group_torn_by_a_kill_between_its_tables_is_read_again_whole(lake_env)
     for table in settings.tables:
         assert_lake_equals_source(settings.for_table(table), expected_rows=40 * (1 if table.name == "sessions"
                                                                                  else EVENTS_EACH))
+    # the dropped batch's files went with it: every Parquet file under the table is the lake's
+    registered = {uri for (uri,) in lake_query(settings, "SELECT data_file FROM ducklake_list_files(?, ?)",
+                                               [settings.lake_name, "sessions"])}
+    on_disk = {str(p) for p in (Path(settings.data_path) / "main" / "sessions").rglob("*.parquet")}
+    assert on_disk == registered
