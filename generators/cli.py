@@ -178,7 +178,7 @@ def _produce(args: argparse.Namespace, settings: Settings, source_dsn: PgDsn, la
                                  None if args.clock_skew is None else timedelta(seconds=args.clock_skew),
                                  args.sessions)
                         for start in range(0, args.rows, args.batch_size))
-                meter = Progress(f"loop {loop}", unit="rows",
+                meter = Progress(f"loop {loop}", unit="events",
                                  total=args.rows * (1 + EVENTS_PER_SESSION if args.sessions else 1))
                 counted = tally.written
 
