@@ -69,8 +69,9 @@ def test_every_snapshot_is_one_image_of_linked_tables_through_a_kill_and_a_table
     followers: list[Proc] = []
     try:
         writer.wait_for("loop 1: committed", timeout=60)  # both tables exist
+        # the killed follower extracts with dlt (no JVM start to wait for), the next one with Spark
         follower = Proc("events_pipeline.py", "--follow", "--every", "1s", "--metrics-port", "0",
-                        env={**lake_env, "SOURCE_TABLES": TWO})
+                        "--engine", "dlt", env={**lake_env, "SOURCE_TABLES": TWO})
         followers.append(follower)
         _loaded(follower, _loaded(follower, 0) + 1)
         time.sleep(moment)
