@@ -33,6 +33,7 @@ class Wait:
 _lock = threading.Lock()
 _current: dict[int, Wait] = {}
 _ids = itertools.count()
+_gave_up: tuple[float, str] | None = None  # (time.monotonic(), what) of the last wait that ended in failure
 
 
 @contextlib.contextmanager
@@ -46,6 +47,25 @@ def waiting_for(what: str, since: float, gives_up_after: timedelta) -> Iterator[
     finally:
         with _lock:
             _current.pop(key, None)
+
+
+def give_up(what: str) -> None:
+    """The wait for ``what`` ends in failure: the load gives up (see :func:`gave_up_after`)."""
+    global _gave_up
+    with _lock:
+        _gave_up = (time.monotonic(), what)
+
+
+def gave_up_after(moment: float) -> str | None:
+    """A wait of this process that failed after ``moment`` (``time.monotonic()``), described; None
+    when none did. An answer taken before it does not know yet that the load failed: the wait had
+    made it unhealthy, and the failure must not make it healthy again until the lake's record of
+    it has been read."""
+    with _lock:
+        gave_up = _gave_up
+    if gave_up is None or gave_up[0] <= moment:
+        return None
+    return f"a load gave up waiting for {gave_up[1]} {time.monotonic() - gave_up[0]:.0f}s ago"
 
 
 def current() -> list[str]:

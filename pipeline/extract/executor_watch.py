@@ -105,6 +105,7 @@ class ExtractionWatch:
                                 format_duration(self.executor_wait))
                     warned = True
                 if waited >= self.executor_wait.total_seconds():
+                    waiting.give_up(f"Spark executors at {self.master}")  # unhealthy until recorded
                     self._give_up(self._no_executors())
                     return
 

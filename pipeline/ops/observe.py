@@ -135,18 +135,20 @@ class Observer:
     def latest(self) -> Observation:
         with self._lock:
             stale = self._latest is None or time.monotonic() - self._taken > self.ttl
+            # a load that gave up waiting since: the answer must learn of its failure now
+            stale = stale or waiting.gave_up_after(self._taken) is not None
         pending = self._kick() if stale else None
         with self._lock:
             first = self._latest is None
         if first and pending is not None:
             pending.join()  # nothing to answer from yet
         with self._lock:
-            latest, age = self._latest, time.monotonic() - self._taken
+            latest, taken = self._latest, self._taken
         if latest is None:
             return Observation(datetime.now(UTC), error="the server is stopping")
-        return self._as_of_now(latest, age)
+        return self._as_of_now(latest, taken)
 
-    def _as_of_now(self, observation: Observation, age: float) -> Observation:
+    def _as_of_now(self, observation: Observation, taken: float) -> Observation:
         """``observation`` answered now: the time since the last success counted to now, what a
         load of this process waits on now, and, when the timer could not renew it for a while,
         failing with its age."""
@@ -159,6 +161,9 @@ class Observer:
                              .total_seconds())
         if waits := waiting.current():  # a load of this process waits (for executors): not healthy
             judged = replace(judged, code=max(judged.code, health.STALE), reasons=[*judged.reasons, *waits])
+        if gave_up := waiting.gave_up_after(taken):  # its failure is news this answer predates
+            judged = replace(judged, code=health.FAILING, reasons=[*judged.reasons, gave_up])
+        age = time.monotonic() - taken
         if self._timer is not None and self.ttl and age > OVERDUE_INTERVALS * self.ttl:
             judged = replace(judged, code=health.FAILING, reasons=[
                 *judged.reasons, f"this answer is {age:.0f}s old: reading the lake and the source has "
@@ -167,11 +172,12 @@ class Observer:
         return replace(observation, status=replace(status, health=judged))
 
     def _refresh(self) -> None:
+        began = time.monotonic()  # what the observation can know of: the lake as of its start
         observation = self.observe()
         with self._lock:
             if observation.error and self._latest is not None and self._latest.status is not None:
                 observation = through_outage(self._latest, observation)
-            self._latest, self._taken, self._refreshing = observation, time.monotonic(), None
+            self._latest, self._taken, self._refreshing = observation, began, None
             self.refreshes += 1
 
     def close(self) -> None:

@@ -59,6 +59,10 @@ def test_a_load_whose_only_worker_died_fails_naming_the_master_and_healthz_says_
         port = free_port()
         env = {**lake_env, "SPARK_MASTER": cluster.url, "SPARK_LOCAL_IP": "127.0.0.1",
                "SPARK_EXECUTOR_WAIT": "10s"}
+        # a healthy lake first: its last load a moment ago, so only the give-up can make it unhealthy
+        first = run_cli("events_pipeline.py", "--run", env=env)
+        assert first.returncode == 0, first.stdout + first.stderr
+        add_events(settings, 100, seed=98)
         follow = Proc("tests/faulty_cli.py", "--follow", "--every", "2s", "--metrics-port", str(port),
                       env={**env, faults.ENV: "slow-read"})
         wait_for_slow_reads(resolve(settings).source_dsn.conninfo())
@@ -76,6 +80,15 @@ def test_a_load_whose_only_worker_died_fails_naming_the_master_and_healthz_says_
         assert json.loads(body)["state"] != "healthy"
         follow.wait_for(f"No Spark executors registered at {cluster.url} for 10s", timeout=120)
         assert time.monotonic() - started < 120
+        # the load gave up: never "healthy" again in between (an answer taken while it waited was
+        # served as healthy for 7-12 s), first from the give-up itself, then from the lake's record
+        code, body = http_get(f"http://127.0.0.1:{port}/healthz")
+        assert code == 503, body
+        while "a load gave up waiting" in body and time.monotonic() < deadline:
+            time.sleep(0.5)
+            code, body = http_get(f"http://127.0.0.1:{port}/healthz")
+            assert code == 503, body
+        assert "a load gave up waiting" not in body and json.loads(body)["state"] != "healthy", body
         assert follow.popen.poll() is None  # a temporary failure: the follower goes on
         assert follow.terminate() == 0, follow.output[-3000:]
         assert "job load failed after" in follow.output and "(temporary;" in follow.output, follow.output[-3000:]
@@ -86,4 +99,4 @@ def test_a_load_whose_only_worker_died_fails_naming_the_master_and_healthz_says_
         if follow is not None and follow.popen.poll() is None:
             follow.popen.kill()
         cluster.stop()
-    assert_lake_equals_source(settings, expected_rows=200)
+    assert_lake_equals_source(settings, expected_rows=300)
