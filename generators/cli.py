@@ -105,6 +105,11 @@ def main(argv: list[str] | None = None) -> int:
             args.sessions = f"public.{args.sessions}"
         settings = load_settings(flags={"SOURCE_PG_DSN": ("--dsn", args.dsn),
                                         "SOURCE_TABLE": ("--table", args.table)})
+        if settings.source_tables:  # the generator writes one table (and --sessions' table)
+            raise ConfigError(f"SOURCE_TABLES is set ({', '.join(t.qualified for t in settings.tables)}): "
+                              "the generator writes one table and would not know which.",
+                              "Name it with --table, e.g. --table public.events (with --sessions "
+                              "public.sessions for linked rows).")
         # the embedded default starts only when no source is configured
         source_dsn = settings.source_dsn or embedded.resolved(settings).source_dsn
         late_by = parse_duration(args.late_by, "--late-by")
@@ -191,7 +196,8 @@ def _produce(args: argparse.Namespace, settings: Settings, source_dsn: PgDsn, la
                 progress.clear_line()  # the loop's line below says it all
                 if not args.quiet:
                     rate = loop_rows / max(time.monotonic() - t0, 1e-9)
-                    into = f"{args.sessions} and {settings.source_table}" if args.sessions else settings.source_table
+                    into = (f"{args.sessions} and {settings.source_table}" if args.sessions
+                            else settings.source_table)
                     print(f"loop {loop}: committed {loop_rows} events to "
                           f"{into} ({rate:,.0f} events/s; total {tally.written})",
                           flush=True)

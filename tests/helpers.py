@@ -351,3 +351,41 @@ def promote_batch(resolved, batch):
 
     with lake_session(resolved, tables=True) as lake:
         return promote(lake, batch)
+
+
+def torn_images(env: dict[str, str]) -> list[str]:
+    """Every lake snapshot that is not one image: an event without its session, or a session
+    without all its events."""
+    from generators.events import EVENTS_PER_SESSION
+    from pipeline.lake.connect import lake_session
+    from pipeline.settings import load_settings
+
+    settings = resolve(load_settings(env))
+    torn = []
+    with lake_session(settings, read_only=True) as lake:
+        name = lake.name
+        versions = [v for (v,) in lake.execute(
+            f"SELECT snapshot_id FROM {name}.snapshots() ORDER BY 1").fetchall()]
+        tables = {t for (t,) in lake.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE database_name = ? AND schema_name = 'main'",
+            [name]).fetchall()}
+        assert {"sessions", "events"} <= tables
+        for v in versions:
+            at = f"AT (VERSION => {v})"
+            try:
+                [(orphans, short)] = lake.execute(f"""
+                    WITH s AS (SELECT event_id FROM {name}.main.sessions {at}),
+                         e AS (SELECT event_id, TRY_CAST(details->>'session_id' AS UUID) AS session
+                               FROM {name}.main.events {at})
+                    SELECT (SELECT count(*) FROM e ANTI JOIN s ON s.event_id = e.session),
+                           (SELECT count(*) FROM (SELECT s.event_id, count(e.event_id) AS n FROM s
+                                                  LEFT JOIN e ON e.session = s.event_id GROUP BY 1)
+                            WHERE n < {EVENTS_PER_SESSION})""").fetchall()
+            except Exception as exc:  # a snapshot before both tables existed holds no rows of either
+                if "does not exist" not in str(exc) and "not found" not in str(exc).lower():
+                    raise
+                continue
+            if orphans or short:
+                torn.append(f"snapshot {v}: {orphans} event(s) without their session, "
+                            f"{short} session(s) without all {EVENTS_PER_SESSION} events")
+    return torn

@@ -138,7 +138,8 @@ def _table_line(name: str, table: Status) -> str:
         lag = f"{table.lag_seconds:.0f}s" if table.lag_seconds is not None else "-"
         where = (f"watermark {doc['watermark']}, lag {lag}, "
                  f"{table.source_rows_after_watermark if table.source_up else '?'} source rows after it")
-    return f"table {name:<9} {table.lake_rows} rows{state}; {where}"
+    proof = f"; by identity {_identity_line(table)}" if table.identity else ""
+    return f"table {name:<9} {table.lake_rows} rows{state}; {where}{proof}"
 
 
 def render_status(status: Status) -> str:

@@ -65,6 +65,20 @@ def bound_source(lake: Lake) -> str | None:
     return row[0] if row else None
 
 
+def loaded_with(lake: Lake) -> list[str]:
+    """The lake tables this table's last batch was committed with as one image (SOURCE_TABLES:
+    its group's tables, itself included); [] when its last batch was committed alone (or none was)."""
+    last = lake.execute(f"SELECT batch_id FROM {lake.batches_table} WHERE table_name = ? "
+                        "ORDER BY promoted_at DESC LIMIT 1", [lake.table]).fetchone()
+    if last is None:
+        return []
+    row = lake.execute(
+        f"SELECT json_keys(commit_extra_info, '$.batches') FROM {lake.name}.snapshots() "
+        "WHERE json_extract_string(commit_extra_info, '$.batches.' || ?) = ? LIMIT 1",
+        [lake.table, last[0]]).fetchone()
+    return sorted(row[0]) if row and row[0] else []
+
+
 def is_recorded(lake: Lake, batch_id: str) -> bool:
     return bool(one_row(lake.execute(
         f"SELECT count(*) FROM {lake.batches_table} WHERE batch_id = ?", [batch_id]

@@ -228,6 +228,8 @@ class Loader:
             if ready is None:
                 if mode.extracts:
                     one.refuse_another_source()
+                    if isinstance(one, _Run):  # SOURCE_TABLE: one table, maybe one of an image
+                        refuse_tearing_an_image(lake)
                 one.clean_staging()
                 ready = Readiness(lake_id(lake))
             if mode.promotes and checking:  # a load's own batches are promoted as it goes
@@ -271,6 +273,22 @@ def refuse_another_source(lake: Lake, source_name: str) -> None:
         f"Give this source a lake of its own (another DUCKLAKE_NAME). If {source_name} is the "
         f"same table under a new name, record that with {actions.WRITE} {actions.SQL} \"UPDATE "
         f"ops.batches SET source = '{source_name}' WHERE table_name = '{lake.table}'\".")
+
+
+def refuse_tearing_an_image(lake: Lake) -> None:
+    """A table last loaded as one image with others (SOURCE_TABLES) is not loaded alone by a
+    one-table run (SOURCE_TABLE, maybe a cron job that lost its environment): its snapshot would
+    hold rows whose linked rows in the other tables are not there. Listing it alone in
+    SOURCE_TABLES says it leaves the image on purpose."""
+    tables = batches.loaded_with(lake)
+    if len(tables) < 2:
+        return
+    others = ", ".join(t for t in tables if t != lake.table)
+    raise ConfigError(
+        f"Lake table {lake.events_table} is loaded as one image with {others} (SOURCE_TABLES); loading it "
+        "alone would commit a snapshot holding its rows without theirs. Nothing was read.",
+        f"Load them together: SOURCE_TABLES listing {', '.join(tables)} (in the environment or .env). To "
+        f"load {lake.table} alone from now on, leaving the image on purpose, list it alone in SOURCE_TABLES.")
 
 
 @dataclass(frozen=True)
@@ -534,13 +552,22 @@ class _TablesRun:
         with exported_snapshot(settings.source_dsn, arrivals=settings.arrival_column is not None) as snapshot:
             plans: list[BatchPlan] = []
             with one_read(self.lake):  # every table's lake reads in one lake snapshot too
+                marks = {run.lake.table: batches.watermark(run.lake) for run in self.runs}
+                # one floor for every table's window: the oldest watermark. A transaction that wrote a
+                # session and its events is then read in both tables or in neither, even when one table
+                # is quieter and its watermark behind (each table from its own watermark cut the look-back
+                # at two places, and an image held the session without its events). A table never
+                # loaded reads its whole history.
+                floor = min((mark for mark in marks.values() if mark is not None), default=None)
                 for run in self.runs:
                     behind = rows_behind.get(run.lake.table, 0)
-                    if not rows_behind:  # a first image: every table from its watermark
-                        run.report.watermark = run.planned_from = batches.watermark(run.lake)
+                    if not rows_behind:  # a first image
+                        run.report.watermark, run.planned_from = marks[run.lake.table], floor
                     # a second image: a short table's whole look-back again, the others' next window
-                    after = run.planned_from if behind or not rows_behind else batches.watermark(run.lake)
-                    plans.append(plan_batch(snapshot, run.lake, run.settings, after, rows_behind=behind))
+                    after = run.planned_from if behind or not rows_behind else floor
+                    plans.append(plan_batch(snapshot, run.lake, run.settings,
+                                            after if marks[run.lake.table] is not None else None,
+                                            rows_behind=behind))
             for run, plan in zip(self.runs, plans, strict=True):
                 run.report.window, run.report.rows_in_window = plan.window, plan.stats.rows
                 run.report.rows_in_future, run.report.rows_behind_mark = plan.rows_in_future, plan.rows_behind
@@ -615,6 +642,16 @@ def promote_staged_group(settings: ResolvedSettings, lake: Lake, group: str,
     if len(complete) < len(found):
         if any(root.child(table).child(staging.RUNNING).exists(f"{group}.json") for table in members):
             return [], []  # a process is still extracting the group: it promotes it
+        missing = set(found) - set(complete)
+        if any(staging.is_set_aside(root.child(table), members[table]) for table in missing):
+            # a batch of the group is set aside (a --retry-failed of one table restored this one): the
+            # group is kept whole there, together, until its cause is fixed
+            for table, folder in complete.items():
+                manifest = staging.read_manifest(folder)
+                if manifest is not None:
+                    staging.set_aside(root.child(table), staging.StagedBatch(folder, manifest),
+                                      f"its group {group} has a batch set aside; kept with it")
+            return [], []
         for table, folder in complete.items():
             log.warning("dropping staged batch %s of %s: its group %s lost %s's batch in a crash; the "
                         "next load reads those rows again", members[table], table, group,

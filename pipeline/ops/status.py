@@ -212,7 +212,12 @@ def collect(settings: ResolvedSettings) -> Status:
     worst = max(each.values(), key=lambda status: status.health.code)
     reasons = [f"{name}: {reason}" for name, status in each.items() for reason in status.health.reasons]
     first = next(iter(each.values()))
+    marks = [status.watermark for status in each.values()]
+    # the whole: the image's watermark (the oldest table's), each table's identity check in its own line
     return replace(first, health=replace(worst.health, reasons=reasons), tables=each,
+                   watermark=None if None in marks else min(m for m in marks if m is not None),
+                   identity=None,
+                   lake_rows_not_in_source=sum(s.lake_rows_not_in_source for s in each.values()),
                    lake=", ".join(status.lake for status in each.values()),
                    lake_rows=sum(status.lake_rows for status in each.values()),
                    source_rows_after_watermark=None if any(s.source_rows_after_watermark is None

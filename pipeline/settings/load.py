@@ -174,8 +174,8 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
 def _source_tables(read: _Reader) -> tuple[SourceTable, ...]:
     """SOURCE_TABLES: ``schema.table[:time_column[:id_column]]``, comma-separated; () when unset."""
     text, what = read.raw("SOURCE_TABLES"), read.name("SOURCE_TABLES")
-    if text is None:
-        return ()
+    if text is None or read.name("SOURCE_TABLE") != "SOURCE_TABLE":
+        return ()  # unset, or one table named by a flag (the generator's --table): that table alone
     tables = []
     for entry in (part.strip() for part in text.split(",")):
         name, *columns = entry.split(":")

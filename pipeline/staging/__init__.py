@@ -17,6 +17,7 @@ from pipeline.staging.contract import (
     complete_batches,
     failed_batches,
     is_complete,
+    is_set_aside,
     new_batch_id,
     parquet_files,
     pending_lake_files,
@@ -31,7 +32,7 @@ from pipeline.staging.location import staging_root, table_dir
 
 __all__ = ["FAILED", "FAILURE", "MANIFEST", "PREFIX", "RUNNING", "LakeFile", "Manifest", "StagedBatch",
            "abandoned_batches", "batch_dir", "claim_batch", "clean_stale", "complete_batches",
-           "failed_batches",
-           "is_complete", "new_batch_id", "parquet_files", "pending_lake_files", "read_manifest",
+           "failed_batches", "is_complete", "is_set_aside", "new_batch_id", "parquet_files",
+           "pending_lake_files", "read_manifest",
            "release_batch", "remove_batch", "restore_failed", "seal", "set_aside", "staging_root",
            "table_dir"]

@@ -248,10 +248,24 @@ def failed_batches(table_dir: Folder) -> list[dict[str, str]]:
 
 
 def restore_failed(table_dir: Folder) -> list[str]:
-    """Put every set-aside batch back in line (after the cause was fixed); returns their ids."""
+    """Put every set-aside batch back in line (after the cause was fixed), with the batches of other
+    tables' folders in its group (SOURCE_TABLES: a group is promoted whole); returns their ids."""
     restored = []
     for folder in table_dir.child(FAILED).subdirs(PREFIX):
+        manifest = read_manifest(folder)
         folder.delete(FAILURE)
         folder.move_to(table_dir.child(folder.name))
         restored.append(folder.name.removeprefix(PREFIX))
+        for table, batch_id in ((manifest.group_batches or {}) if manifest else {}).items():
+            sibling_dir = table_dir.parent().child(table)
+            sibling = batch_dir(sibling_dir.child(FAILED), batch_id)
+            if sibling.exists(MANIFEST):
+                sibling.delete(FAILURE)
+                sibling.move_to(batch_dir(sibling_dir, batch_id))
+                restored.append(batch_id)
     return restored
+
+
+def is_set_aside(table_dir: Folder, batch_id: str) -> bool:
+    """Is ``batch_id`` among the table's batches set aside (kept whole in ``_failed/``)?"""
+    return batch_dir(table_dir.child(FAILED), batch_id).exists(MANIFEST)

@@ -71,6 +71,9 @@ class Folder:
     def child(self, name: str) -> Folder:
         return Folder(self.fs, self.scheme, self._join(name))
 
+    def parent(self) -> Folder:
+        return Folder(self.fs, self.scheme, posixpath.dirname(self.path.rstrip("/")))
+
     def exists(self, name: str | None = None) -> bool:
         return self.fs.get_file_info(self._join(name)).type != pafs.FileType.NotFound
 

@@ -8,16 +8,22 @@ import json
 import os
 import socket
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+
+import pytest
 
 from generators.events import EventFactory
-from generators.writer import write_linked
+from generators.writer import write_batch, write_linked
 from pipeline import staging
+from pipeline.errors import ConfigError
+from pipeline.ops.pipeline import Pipeline
+from pipeline.settings import load_settings
 from pipeline.settings.model import SourceTable
 from pipeline.settings.resolve import resolve
 from pipeline.source.connect import connect
 from pipeline.source.ddl import ensure_table
-from tests.helpers import assert_lake_equals_source, lake_query, run
+from tests.conftest import run_cli
+from tests.helpers import assert_lake_equals_source, lake_query, run, torn_images
 
 SESSIONS, EVENTS = SourceTable("public.sessions"), SourceTable("public.events")
 
@@ -29,6 +35,11 @@ def _linked(settings, sessions: int, seed: int) -> None:
         conn.commit()
         made, events = EventFactory(seed).sessions(sessions, datetime.now(UTC))
         write_linked(conn, [(SESSIONS.qualified, made), (EVENTS.qualified, events)])
+
+
+def _session_ids(settings) -> list[object]:
+    with connect(settings.source_dsn) as conn:
+        return [row[0] for row in conn.execute("SELECT event_id FROM public.sessions ORDER BY 1").fetchall()]
 
 
 def _staged(settings) -> dict[str, list[staging.StagedBatch]]:
@@ -78,3 +89,83 @@ def test_a_group_missing_a_batch_waits_for_its_live_process_then_is_dropped_and_
     assert report.rows_inserted == 20 + 60 and len(set(report.snapshots)) == 1  # read again, whole
     for table in both.tables:
         assert_lake_equals_source(both.for_table(table))
+
+
+def _linked_at(settings, sessions: int, seed: int, now: datetime) -> None:
+    with connect(settings.source_dsn, autocommit=False) as conn:
+        made, events = EventFactory(seed).sessions(sessions, now)
+        write_linked(conn, [(SESSIONS.qualified, made), (EVENTS.qualified, events)])
+
+
+def test_a_quiet_table_does_not_cut_its_partners_look_back(lake_env):
+    """Adversary: the events table's watermark ran ahead on rows of its own, and a session with its
+    events dated 3 min ago (look-back 1 min) loaded the session and never the events: each table's
+    window began at its own watermark. One floor for every table: both or neither."""
+    env = {**lake_env, "SOURCE_TABLES": f"{SESSIONS.qualified},{EVENTS.qualified}", "LOOKBACK": "1m"}
+    both = resolve(load_settings(env))
+    now = datetime.now(UTC)
+    _linked(both, 10, seed=3)  # makes the tables
+    with connect(both.source_dsn) as conn:
+        conn.execute("DELETE FROM public.sessions")
+        conn.execute("DELETE FROM public.events")
+    _linked_at(both, 10, seed=4, now=now - timedelta(minutes=5))
+    run(both, engine="dlt")
+    with connect(both.source_dsn, autocommit=False) as conn:  # events alone: its watermark moves on
+        lone = EventFactory(5).batch(1, datetime.now(UTC))
+        lone[0].details["session_id"] = str(_session_ids(both)[0])  # of a loaded session: no torn image
+        write_batch(conn, EVENTS.qualified, lone)
+    run(both, engine="dlt")
+    _linked_at(both, 10, seed=6, now=now - timedelta(minutes=3))  # behind events' own look-back
+    run(both, engine="dlt")
+    assert torn_images(env) == []
+    for table in both.tables:
+        assert_lake_equals_source(both.for_table(table))
+
+
+def test_a_one_table_run_of_a_table_in_an_image_is_refused_and_listing_it_alone_is_on_purpose(lake_env):
+    env = {**lake_env, "SOURCE_TABLES": f"{SESSIONS.qualified},{EVENTS.qualified}"}
+    both = resolve(load_settings(env))
+    _linked(both, 10, seed=7)
+    run(both, engine="dlt")
+    _linked(both, 10, seed=8)
+    alone = load_settings({**lake_env, "SOURCE_TABLE": EVENTS.qualified})
+    with pytest.raises(ConfigError) as refused:
+        run(alone, engine="dlt")
+    assert "loaded as one image with sessions" in str(refused.value) and "SOURCE_TABLES" in refused.value.hint
+    assert torn_images(env) == []
+    on_purpose = load_settings({**lake_env, "SOURCE_TABLES": EVENTS.qualified})
+    assert run(on_purpose, engine="dlt").rows_inserted == 30
+
+
+def test_a_group_set_aside_comes_back_whole_from_either_table(lake_env):
+    """Adversary: --retry-failed of one table restored its batch alone, and the next pass dropped it
+    as 'lost in a crash'. Restoring one batch of a group restores the group; a group with one batch
+    set aside keeps the others with it."""
+    env = {**lake_env, "SOURCE_TABLES": f"{SESSIONS.qualified},{EVENTS.qualified}"}
+    both = resolve(load_settings(env))
+    _linked(both, 15, seed=9)
+    run(both, "extract", engine="dlt")
+    staged = _staged(both)
+    events_dir = staging.table_dir(both.for_table(EVENTS))
+    staging.set_aside(events_dir, staged["events"][0], "a cause, since fixed")
+    kept = run(both, "promote", engine="dlt")  # the sessions batch joins its group aside
+    assert kept.rows_inserted == 0 and _staged(both) == {"sessions": [], "events": []}
+    assert len(staging.failed_batches(staging.table_dir(both.for_table(SESSIONS)))) == 1
+    with Pipeline(load_settings({**lake_env, "SOURCE_TABLE": EVENTS.qualified}), engine="dlt") as one:
+        report = one.retry_failed()  # from the events table alone: the whole group comes back
+    assert report.rows_inserted == 15 + 45 and len(set(report.snapshots)) == 1
+    assert torn_images(env) == []
+    for table in both.tables:
+        assert_lake_equals_source(both.for_table(table))
+
+
+def test_the_generator_writes_the_table_it_is_given_whatever_source_tables_says(lake_env):
+    env = {**lake_env, "SOURCE_TABLES": f"{SESSIONS.qualified},{EVENTS.qualified}"}
+    unnamed = run_cli("insert_event_data_loop.py", "--rows", "10", "--quiet", env=env)
+    assert unnamed.returncode == 1 and "SOURCE_TABLES is set" in unnamed.stderr + unnamed.stdout
+    named = run_cli("insert_event_data_loop.py", "--table", "public.clicks", "--rows", "10", "--quiet", env=env)
+    assert named.returncode == 0, named.stdout + named.stderr
+    with connect(resolve(load_settings(lake_env)).source_dsn) as conn:
+        [(clicks, sessions)] = conn.execute("SELECT (SELECT count(*) FROM public.clicks), "
+                                            "to_regclass('public.sessions') IS NOT NULL").fetchall()
+    assert (clicks, sessions) == (10, False)
