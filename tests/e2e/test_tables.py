@@ -5,6 +5,8 @@ without its session, and at the end every table equals its source (count, ids, c
 
 from __future__ import annotations
 
+import contextlib
+import json
 import random
 import signal
 import time
@@ -21,9 +23,31 @@ THREE = f"{TWO},public.clicks"
 EVENTS_EACH = 3  # generators.events.EVENTS_PER_SESSION
 
 
-def _loaded(follower: Proc, after: int) -> int:
-    """Wait for a load of the follower that committed an image; the index of its line."""
-    return follower.wait_for("one image committed as snapshot", timeout=180, after=after)
+def _images(env: dict[str, str]) -> dict[str, int]:
+    """The images committed so far: how many group snapshots, and each table's rows in them."""
+    settings = load_settings(env)
+    rows = lake_query(settings, f"SELECT commit_extra_info FROM {settings.lake_name}.snapshots() "
+                                "WHERE json_extract_string(commit_extra_info, '$.group') IS NOT NULL")
+    seen: dict[str, int] = {"images": len(rows)}
+    for (info,) in rows:
+        for table, staged in json.loads(info)["rows_staged"].items():
+            seen[table] = seen.get(table, 0) + staged
+    return seen
+
+
+def _loaded(env: dict[str, str], follower: Proc, more: int = 2, table: str | None = None) -> None:
+    """Wait until the follower committed ``more`` images (after one holding ``table``'s rows)."""
+    deadline, start = time.monotonic() + 180, None
+    while time.monotonic() < deadline:
+        assert follower.popen.poll() is None, follower.output[-3000:]
+        with contextlib.suppress(Exception):  # the lake may not exist yet
+            seen = _images(env)
+            if start is None and (table is None or seen.get(table)):
+                start = seen["images"]
+            if start is not None and seen["images"] >= start + more:
+                return
+        time.sleep(0.3)
+    raise AssertionError(f"no {more} images in 180 s:\n{follower.output[-3000:]}")
 
 
 def test_every_snapshot_is_one_image_of_linked_tables_through_a_kill_and_a_table_added(lake_env):
@@ -38,7 +62,7 @@ def test_every_snapshot_is_one_image_of_linked_tables_through_a_kill_and_a_table
         follower = Proc("events_pipeline.py", "--follow", "--every", "1s", "--metrics-port", "0",
                         "--engine", "dlt", env={**lake_env, "SOURCE_TABLES": TWO})
         followers.append(follower)
-        _loaded(follower, _loaded(follower, 0) + 1)
+        _loaded(lake_env, follower)
         time.sleep(moment)
         follower.popen.send_signal(signal.SIGKILL)
         follower.popen.wait(60)
@@ -50,7 +74,7 @@ def test_every_snapshot_is_one_image_of_linked_tables_through_a_kill_and_a_table
         follower = Proc("events_pipeline.py", "--follow", "--every", "1s", "--metrics-port", "0",
                         env={**lake_env, "SOURCE_TABLES": THREE})
         followers.append(follower)
-        _loaded(follower, follower.wait_for("clicks: staged", timeout=180) + 1)
+        _loaded(lake_env, follower, table="clicks")
     finally:
         for proc in [writer, *([clicks] if clicks else []), *followers]:
             if proc.popen.poll() is None:
