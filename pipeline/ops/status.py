@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 
 from pipeline import actions, staging
-from pipeline.errors import LakeNotCreated, SourceUnavailable, first_line
+from pipeline.errors import LakeNotCreated, SourceAccessDenied, SourceUnavailable, first_line
 from pipeline.lake import batches as batch_table
 from pipeline.lake import integrity, jobs
 from pipeline.lake.connect import lake_session
@@ -203,6 +203,15 @@ def _identity(conn: psycopg.Connection, settings: ResolvedSettings, watermark: d
     return replace(check, missed=sorted(missed))
 
 
+def _denied(conn: psycopg.Connection, table: str) -> str | None:
+    """Why the source role may not read ``table`` (with the GRANT), or None when it may."""
+    try:
+        stats.require_select(conn, table)
+    except SourceAccessDenied as exc:
+        return f"{first_line(exc)} {exc.hint}"
+    return None
+
+
 def collect(settings: ResolvedSettings) -> Status:
     """Read where the pipeline stands: the lake (read-only), the source, staging, the scheduler's
     state; with SOURCE_TABLES, each table's, and the whole judged by the worst of them."""
@@ -247,6 +256,8 @@ def _collect(settings: ResolvedSettings) -> Status:
             if not exists:
                 source_error = (f"the table {settings.source_table} does not exist in {settings.source_dsn} "
                                 "(the generator creates it; or set SOURCE_TABLE)")
+            elif denied := _denied(conn, settings.source_table):  # no SELECT: said, with the GRANT
+                source_error, exists = denied, False
             if exists:
                 table = quote_qualified(settings.source_table)
                 future = stats.rows_after(conn, settings.source_table, now)

@@ -95,6 +95,7 @@ def test_a_column_added_to_the_source_is_added_to_the_lake_with_its_first_batch(
 def test_a_source_role_without_select_is_named_with_its_grant(settings, lake_env, cli):
     """--doctor said "ok source" for a role without SELECT, and the next run "unexpected error …
     permission denied". Both now name the role, the table and the GRANT; after it the run loads."""
+    import json
     import uuid
 
     import psycopg
@@ -120,6 +121,12 @@ def test_a_source_role_without_select_is_named_with_its_grant(settings, lake_env
         assert ran.returncode == 1 and "unexpected" not in ran.stdout + ran.stderr
         assert f"The source role {role} may not read public.events (no SELECT)" in ran.stderr
         assert f"GRANT SELECT ON public.events TO {role};" in ran.stderr
+        # --status says so too, failing (was an unexpected error, and exit 0 with --json)
+        status = cli("--status", "--json", env=env)
+        assert status.returncode == 2, status.stdout + status.stderr
+        document = json.loads(status.stdout)
+        assert "may not read public.events (no SELECT)" in document["source_error"]
+        assert f"GRANT SELECT ON public.events TO {role};" in document["source_error"]
         with psycopg.connect(owner.conninfo(), autocommit=True) as conn:
             conn.execute(f"GRANT SELECT ON public.events TO {role}")
         assert cli("--run", "--engine", "dlt", env=env).returncode == 0
