@@ -76,3 +76,16 @@ def add_events(dsn: PgDsn, table: str, rows: int, seed: int, *, late_by: timedel
         ensure_table(conn, table)
         conn.commit()
         return write_batch(conn, table, events)
+
+
+def add_sessions(dsn: PgDsn, sessions_table: str, events_table: str, sessions: int, seed: int, *,
+                 now: datetime | None = None) -> int:
+    """Write ``sessions`` sessions and their events (:meth:`EventFactory.sessions`) in one
+    transaction, creating both tables first if needed; returns the rows committed.
+    The demo and the tests write linked rows through this."""
+    made, events = EventFactory(seed).sessions(sessions, now or datetime.now(UTC))
+    with connect(dsn, autocommit=False) as conn:
+        for table in (sessions_table, events_table):
+            ensure_table(conn, table)
+        conn.commit()
+        return write_linked(conn, [(sessions_table, made), (events_table, events)])

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from generators.events import EVENTS_PER_SESSION, EventFactory
-from generators.writer import add_events, write_linked
+from generators.events import EVENTS_PER_SESSION
+from generators.writer import add_events, add_sessions
 from pipeline import logs
 from pipeline.errors import PipelineError
 from pipeline.extract.engines import engine_of
@@ -22,8 +22,6 @@ from pipeline.ops.pipeline import Pipeline
 from pipeline.ops.run import RunReport
 from pipeline.settings import Settings
 from pipeline.settings.model import Engine, SourceTable
-from pipeline.source.connect import connect
-from pipeline.source.ddl import ensure_table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -115,12 +113,7 @@ def _one_image(lake: Pipeline, seed: int) -> list[tuple[int, int, int]]:
     log.info("6/6 %d sessions with %d events each into %s and %s, committed together; loading both as "
              "one image (SOURCE_TABLES)", DEMO_SESSIONS, EVENTS_PER_SESSION, sessions.qualified,
              events.qualified)
-    with connect(settings.source_dsn, autocommit=False) as conn:
-        for table in (sessions, events):
-            ensure_table(conn, table.qualified)
-        conn.commit()
-        made, linked = EventFactory(seed).sessions(DEMO_SESSIONS, datetime.now(UTC))
-        write_linked(conn, [(sessions.qualified, made), (events.qualified, linked)])
+    add_sessions(settings.source_dsn, sessions.qualified, events.qualified, DEMO_SESSIONS, seed)
     both = replace(settings, source_table=sessions.qualified, lake_table=sessions.name,
                    source_tables=(sessions, events))
     with lake.sibling(both) as tables, logs.routine():

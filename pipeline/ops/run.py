@@ -110,6 +110,12 @@ class RunReport:
     def snapshots(self) -> list[int]:
         return [p.snapshot_id for p in self.promotions if p.snapshot_id is not None]
 
+    def planned(self, plan: BatchPlan) -> None:
+        """Record a plan: its window and what it counted there."""
+        self.window, self.rows_in_window = plan.window, plan.stats.rows
+        self.rows_in_future = plan.rows_in_future
+        self.rows_behind_mark += plan.rows_behind
+
     def advance(self, result: PromotionResult) -> None:
         """Record a promotion; a committed one may move the watermark."""
         self.promotions.append(result)
@@ -378,17 +384,11 @@ class _Run:
                 if not rows_behind:
                     report.watermark = self.planned_from = batches.watermark(self.lake)
                 plan = plan_batch(snapshot, self.lake, settings, self.planned_from, rows_behind=rows_behind)
-            report.window, report.rows_in_window = plan.window, plan.stats.rows
-            report.rows_in_future = plan.rows_in_future
-            report.rows_behind_mark += plan.rows_behind
+            report.planned(plan)
             report.seconds["plan"] = report.seconds.get("plan", 0.0) + time.monotonic() - t0
             if plan.stats.rows == 0:
                 log.info("no new events in window %s", plan.window.describe())
-                if plan.lake_ids is not None and plan.lake_ids == plan.source_ids:
-                    # nothing read, nothing promoted: the lake is as the plan read it, in the same
-                    # snapshots, and held every id (an idle tick needs no second lake read)
-                    self.report.check = proof.RangeCheck(plan.window.low, plan.window.upper,
-                                                         plan.source_ids, plan.lake_ids)
+                if self.held_as_planned(plan):
                     return 0
                 return self.check_identity(snapshot, plan) if promote_now else 0
             batch = self.extract(lake_identity, engines, snapshot, plan)
@@ -433,6 +433,16 @@ class _Run:
                  f" + {len(batch.lake_files)} lake file(s) to register" if batch.lake_files else "",
                  report.seconds["extract"])
         return batch
+
+    def held_as_planned(self, plan: BatchPlan) -> bool:
+        """A plan that read nothing: does the lake hold every id of the range as the plan read it
+        (in the same snapshots)? Then that is the identity check, recorded, and no second lake read
+        is needed (an idle tick)."""
+        if plan.lake_ids is None or plan.lake_ids != plan.source_ids:
+            return False
+        self.report.check = proof.RangeCheck(plan.window.low, plan.window.upper, plan.source_ids,
+                                             plan.lake_ids)
+        return True
 
     def check_identity(self, snapshot: PlannerSnapshot, plan: BatchPlan, inserted: int = 0) -> int:
         """Compare the lake with the planner's snapshot over the window's range, by id; return how
@@ -569,8 +579,7 @@ class _TablesRun:
                                             after if marks[run.lake.table] is not None else None,
                                             rows_behind=behind))
             for run, plan in zip(self.runs, plans, strict=True):
-                run.report.window, run.report.rows_in_window = plan.window, plan.stats.rows
-                run.report.rows_in_future, run.report.rows_behind_mark = plan.rows_in_future, plan.rows_behind
+                run.report.planned(plan)
             self.report.seconds["plan"] = self.report.seconds.get("plan", 0.0) + time.monotonic() - t0
             loading = [(run, plan) for run, plan in zip(self.runs, plans, strict=True) if plan.stats.rows]
             results = self._extract_and_promote(lake_identity, engines, snapshot, loading, promote_now)
@@ -579,9 +588,7 @@ class _TablesRun:
             short = {}
             for run, plan in zip(self.runs, plans, strict=True):
                 result = results.get(run.lake.table)
-                if plan.stats.rows == 0 and plan.lake_ids is not None and plan.lake_ids == plan.source_ids:
-                    run.report.check = proof.RangeCheck(plan.window.low, plan.window.upper,
-                                                        plan.source_ids, plan.lake_ids)
+                if plan.stats.rows == 0 and run.held_as_planned(plan):
                     continue
                 if plan.stats.rows and (result is None or not result.outcome.moves_the_watermark):
                     continue

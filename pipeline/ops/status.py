@@ -16,6 +16,7 @@ from pipeline.lake import batches as batch_table
 from pipeline.lake import integrity, jobs
 from pipeline.lake.connect import lake_session
 from pipeline.lake.identity import lake_id, table_names
+from pipeline.lake.integrity import Integrity
 from pipeline.lake.schema import quarantined_rows
 from pipeline.lake.session import Lake
 from pipeline.lake.transaction import one_read
@@ -142,7 +143,9 @@ class LakeFacts:
     integrity: integrity.Integrity | None = None
 
     @classmethod
-    def read(cls, lake: Lake) -> LakeFacts:
+    def read(cls, lake: Lake, *, checked: Integrity | None = None) -> LakeFacts:
+        """``checked``: the lake's file integrity when known already (it is lake-wide: a status of
+        several tables lists the data folder once, with its first table)."""
         tables = table_names(lake)
         facts = cls(exists=True)
         if (lake.ops_schema, "batches") in tables:
@@ -161,7 +164,7 @@ class LakeFacts:
         if (lake.ops_schema, "lake_identity") in tables:
             facts.lake_id = lake_id(lake)
         facts.quarantined = quarantined_rows(lake)
-        facts.integrity = integrity.check(lake, tables)
+        facts.integrity = checked or integrity.check(lake, tables)
         return facts
 
 
@@ -217,7 +220,11 @@ def collect(settings: ResolvedSettings) -> Status:
     state; with SOURCE_TABLES, each table's, and the whole judged by the worst of them."""
     if not settings.source_tables:
         return _collect(settings)
-    each = {table.name: _collect(settings.for_table(table)) for table in settings.tables}
+    # the data folder is listed once, with the first table: its files are the whole lake's
+    first_table, *others = settings.tables
+    each = {first_table.name: _collect(settings.for_table(first_table))}
+    checked = each[first_table.name].integrity
+    each.update({table.name: _collect(settings.for_table(table), checked=checked) for table in others})
     worst = max(each.values(), key=lambda status: status.health.code)
     reasons = [f"{name}: {reason}" for name, status in each.items() for reason in status.health.reasons]
     first = next(iter(each.values()))
@@ -238,11 +245,11 @@ def collect(settings: ResolvedSettings) -> Status:
                    staged_batches_waiting=sum(status.staged_batches_waiting for status in each.values()))
 
 
-def _collect(settings: ResolvedSettings) -> Status:
-    """One table's status."""
+def _collect(settings: ResolvedSettings, *, checked: Integrity | None = None) -> Status:
+    """One table's status (``checked``: the lake's file integrity, when known: :meth:`LakeFacts.read`)."""
     try:
         with lake_session(settings, read_only=True) as lake:
-            facts = LakeFacts.read(lake)
+            facts = LakeFacts.read(lake, checked=checked)
     except LakeNotCreated:
         facts = LakeFacts()
     watermark, batches, job_runs = facts.watermark, facts.batches, facts.job_runs

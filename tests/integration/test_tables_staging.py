@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from generators.events import EventFactory
-from generators.writer import write_batch, write_linked
+from generators.writer import add_sessions, write_batch
 from pipeline import staging
 from pipeline.errors import ConfigError
 from pipeline.ops.pipeline import Pipeline
@@ -21,20 +21,14 @@ from pipeline.settings import load_settings
 from pipeline.settings.model import SourceTable
 from pipeline.settings.resolve import resolve
 from pipeline.source.connect import connect
-from pipeline.source.ddl import ensure_table
 from tests.conftest import run_cli
 from tests.helpers import assert_lake_equals_source, lake_query, run, torn_images
 
 SESSIONS, EVENTS = SourceTable("public.sessions"), SourceTable("public.events")
 
 
-def _linked(settings, sessions: int, seed: int) -> None:
-    with connect(settings.source_dsn, autocommit=False) as conn:
-        for table in (SESSIONS, EVENTS):
-            ensure_table(conn, table.qualified)
-        conn.commit()
-        made, events = EventFactory(seed).sessions(sessions, datetime.now(UTC))
-        write_linked(conn, [(SESSIONS.qualified, made), (EVENTS.qualified, events)])
+def _linked(settings, sessions: int, seed: int, now: datetime | None = None) -> None:
+    add_sessions(settings.source_dsn, SESSIONS.qualified, EVENTS.qualified, sessions, seed, now=now)
 
 
 def _session_ids(settings) -> list[object]:
@@ -91,12 +85,6 @@ def test_a_group_missing_a_batch_waits_for_its_live_process_then_is_dropped_and_
         assert_lake_equals_source(both.for_table(table))
 
 
-def _linked_at(settings, sessions: int, seed: int, now: datetime) -> None:
-    with connect(settings.source_dsn, autocommit=False) as conn:
-        made, events = EventFactory(seed).sessions(sessions, now)
-        write_linked(conn, [(SESSIONS.qualified, made), (EVENTS.qualified, events)])
-
-
 def test_a_quiet_table_does_not_cut_its_partners_look_back(lake_env):
     """Adversary: the events table's watermark ran ahead on rows of its own, and a session with its
     events dated 3 min ago (look-back 1 min) loaded the session and never the events: each table's
@@ -108,14 +96,14 @@ def test_a_quiet_table_does_not_cut_its_partners_look_back(lake_env):
     with connect(both.source_dsn) as conn:
         conn.execute("DELETE FROM public.sessions")
         conn.execute("DELETE FROM public.events")
-    _linked_at(both, 10, seed=4, now=now - timedelta(minutes=5))
+    _linked(both, 10, seed=4, now=now - timedelta(minutes=5))
     run(both, engine="dlt")
     with connect(both.source_dsn, autocommit=False) as conn:  # events alone: its watermark moves on
         lone = EventFactory(5).batch(1, datetime.now(UTC))
         lone[0].details["session_id"] = str(_session_ids(both)[0])  # of a loaded session: no torn image
         write_batch(conn, EVENTS.qualified, lone)
     run(both, engine="dlt")
-    _linked_at(both, 10, seed=6, now=now - timedelta(minutes=3))  # behind events' own look-back
+    _linked(both, 10, seed=6, now=now - timedelta(minutes=3))  # behind events' own look-back
     run(both, engine="dlt")
     assert torn_images(env) == []
     for table in both.tables:
