@@ -10,9 +10,11 @@ Promoters of one table are serialized by the ``promote`` lock (:mod:`.locks`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -96,24 +98,44 @@ def promote(lake: Lake,
             batch: StagedBatch) -> PromotionResult:
     """Promote one complete staged batch in the caller's lake session (the lake attached, its
     tables created); remove its staging folder once it is settled."""
-    started, began = time.monotonic(), time.time()
-    with lake.lock("promote") as lease:
-        try:
-            result = _promote_locked(lake, batch, started, lease)
-        except duckdb.Error as exc:
-            if not is_disk_full(exc):
-                raise
-            # the insert's half-written file keeps the disk full: it goes now, not in an hour
+    started = time.monotonic()
+    with lake.lock("promote") as lease, _disk_full_cleaned([lake]):
+        result = _promote_locked(lake, batch, started, lease)
+    _settle(lake, batch, result)
+    log.info("%s", result.describe())
+    return result
+
+
+@contextlib.contextmanager
+def _disk_full_cleaned(lakes: list[Lake]) -> Iterator[None]:
+    """A disk full in the block is raised named, and the insert's half-written files in the
+    ``lakes``' table folders go now, not in an hour (they keep the disk full)."""
+    began = time.time()
+    try:
+        yield
+    except duckdb.Error as exc:
+        if not is_disk_full(exc):
+            raise
+        for lake in lakes:
             with contextlib.suppress(Exception):
                 _remove_partial_files(lake, began)
-            raise disk_full(exc, lake.data_path, "DUCKLAKE_DATA_PATH") from None
+        raise disk_full(exc, lakes[0].data_path, "DUCKLAKE_DATA_PATH") from None
+
+
+def _settle(lake: Lake, batch: StagedBatch, result: PromotionResult) -> None:
+    """A settled batch's staging folder goes, and Spark's files of one promoted by copy."""
     staging.remove_batch(batch.folder)
     if batch.lake_files and result.outcome.moves_the_watermark and not result.files_registered:
         # promoted by copy: its files were never registered (after the manifest is gone, so a
         # crash in between leaves orphans for maintenance, never a batch missing its files)
         zero_copy.remove_files(batch.lake_files, lake.table_folder)
-    log.info("%s", result.describe())
-    return result
+
+
+def _result(started: float, batch_id: str, outcome: Outcome, staged: int = 0, inserted: int = 0,
+            snapshot: int | None = None, max_ts: datetime | None = None, quarantined: int = 0,
+            registered: int = 0) -> PromotionResult:
+    return PromotionResult(batch_id, staged, inserted, staged - inserted - quarantined, snapshot,
+                           time.monotonic() - started, outcome, max_ts, quarantined, registered)
 
 
 def promote_together(group: str, members: list[tuple[Lake, StagedBatch]]) -> list[PromotionResult]:
@@ -122,40 +144,29 @@ def promote_together(group: str, members: list[tuple[Lake, StagedBatch]]) -> lis
     them. Each table's promote lock is held, taken in table order (two groups never deadlock, and a
     one-table promoter of any of them waits). Results in the members' order; their staging folders
     are removed once settled."""
-    started, began = time.monotonic(), time.time()
+    started = time.monotonic()
     order = sorted(range(len(members)), key=lambda i: members[i][0].table)
     with contextlib.ExitStack() as held:
         leases = [held.enter_context(members[i][0].lock("promote")) for i in order]
-        try:
+        with _disk_full_cleaned([lake for lake, _ in members]):
             results = _promote_together_locked(group, members, started, leases)
-        except duckdb.Error as exc:
-            if not is_disk_full(exc):
-                raise
-            for lake, _ in members:
-                with contextlib.suppress(Exception):
-                    _remove_partial_files(lake, began)
-            raise disk_full(exc, members[0][0].data_path, "DUCKLAKE_DATA_PATH") from None
     for (lake, batch), result in zip(members, results, strict=True):
-        staging.remove_batch(batch.folder)
-        if batch.lake_files and result.outcome.moves_the_watermark and not result.files_registered:
-            zero_copy.remove_files(batch.lake_files, lake.table_folder)
+        _settle(lake, batch, result)
         log.info("%s: %s", lake.table, result.describe())
     return results
 
 
 def _promote_together_locked(group: str, members: list[tuple[Lake, StagedBatch]], started: float,
                              leases: list[locks.Lease]) -> list[PromotionResult]:
-    def result(batch: StagedBatch, outcome: Outcome, staged: int = 0, inserted: int = 0,
-               snapshot: int | None = None, max_ts: datetime | None = None, quarantined: int = 0,
-               registered: int = 0) -> PromotionResult:
-        return PromotionResult(batch.batch_id, staged, inserted, staged - inserted - quarantined, snapshot,
-                               time.monotonic() - started, outcome, max_ts, quarantined, registered)
+    result = functools.partial(_result, started)
 
     # all or none: a group's batches are recorded in one transaction, so one recorded means all were
     if any(batches.is_recorded(lake, batch.batch_id) for lake, batch in members):
-        return [result(batch, Outcome.ALREADY_PROMOTED, batch.manifest.row_count) for _, batch in members]
+        return [result(batch.batch_id, Outcome.ALREADY_PROMOTED, batch.manifest.row_count)
+                for _, batch in members]
     if not all(staging.is_complete(batch.folder) for _, batch in members):
-        return [result(batch, Outcome.SETTLED_ELSEWHERE, batch.manifest.row_count) for _, batch in members]
+        return [result(batch.batch_id, Outcome.SETTLED_ELSEWHERE, batch.manifest.row_count)
+                for _, batch in members]
     contents = [_contents(lake, batch) if batch.file_uris() or batch.lake_files else None
                 for lake, batch in members]
     staged = [c.staged if c else batch.manifest.rows_seen
@@ -194,10 +205,10 @@ def _promote_together_locked(group: str, members: list[tuple[Lake, StagedBatch]]
                                                                    strict=True):
         if inserted or quarantined:
             assert content is not None
-            results.append(result(batch, Outcome.COMMITTED, rows, inserted, snapshot, content.max_ts,
+            results.append(result(batch.batch_id, Outcome.COMMITTED, rows, inserted, snapshot, content.max_ts,
                                   quarantined, len(content.lake_files)))
         else:
-            results.append(result(batch, Outcome.NO_NEW_ROWS if rows else Outcome.EMPTY, rows))
+            results.append(result(batch.batch_id, Outcome.NO_NEW_ROWS if rows else Outcome.EMPTY, rows))
     return results
 
 
@@ -270,10 +281,7 @@ def _promote_locked(lake: Lake, batch: StagedBatch,
                     started: float, lease: locks.Lease) -> PromotionResult:
     manifest = batch.manifest
 
-    def result(outcome: Outcome, staged: int = 0, inserted: int = 0, snapshot: int | None = None,
-               max_ts: datetime | None = None, quarantined: int = 0, registered: int = 0) -> PromotionResult:
-        return PromotionResult(batch.batch_id, staged, inserted, staged - inserted - quarantined, snapshot,
-                               time.monotonic() - started, outcome, max_ts, quarantined, registered)
+    result = functools.partial(_result, started, batch.batch_id)
 
     if batches.is_recorded(lake, batch.batch_id):
         return result(Outcome.ALREADY_PROMOTED, manifest.row_count)
