@@ -36,6 +36,7 @@ from bench.common import (
     print_table,
     run_reference,
     scratch_env,
+    verified,
 )
 from pipeline.settings.pgdsn import PgDsn
 
@@ -102,12 +103,7 @@ def main() -> int:
                                "check s": s.get("check", 0),
                                "spark start s": s.get("engine_start", 0), "wall s": wall, "cpu s": cpu,
                                "postgres cpu s": postgres_cpu() - pg, "rss MiB": rss / 2**20}
-                    check = subprocess.run([sys.executable, str(ROOT / "events_pipeline.py"), "--verify"],
-                                           env={**os.environ, **lake_env}, cwd=ROOT, capture_output=True)
-                    row["equal"] = float(check.returncode == 0)
-                    results[name].append(row)
-                    print(f"rep {rep + 1} {name}: {json.dumps({k: round(v, 2) for k, v in row.items()})}",
-                          file=sys.stderr)
+                    results[name].append(verified(row, lake_env, f"rep {rep + 1} {name}"))
         finally:
             drop_databases(dbs)
     reference = statistics.median(r["load s"] for r in results["duckdb alone"])

@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_readers import fresh_lake
-from bench.common import ROOT, drop_databases, measured, print_table, scratch_env
+from bench.common import ROOT, drop_databases, measured, print_table, scratch_env, verified
 
 TABLES = ("public.orders", "public.order_events", "public.clicks")
 
@@ -98,12 +98,7 @@ def main() -> int:
                         runs = [pipeline_run({**one, "SOURCE_TABLE": table}) for table in TABLES]
                         row = {key: sum(r[key] for r in runs) for key in runs[0]}
                         row["rss MiB"] = max(r["rss MiB"] for r in runs)
-                    check = subprocess.run([sys.executable, str(ROOT / "events_pipeline.py"), "--verify"],
-                                           env={**os.environ, **lake_env}, cwd=ROOT, capture_output=True)
-                    row["equal"] = float(check.returncode == 0)
-                    results[name].append(row)
-                    print(f"rep {rep + 1} {name}: {json.dumps({k: round(v, 2) for k, v in row.items()})}",
-                          file=sys.stderr)
+                    results[name].append(verified(row, lake_env, f"rep {rep + 1} {name}"))
         finally:
             drop_databases(dbs)
     reference = statistics.median(r["load s"] for r in results["duckdb alone"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 import subprocess
@@ -218,6 +219,16 @@ def measured(args: list[str], env: dict[str, str]
     if result.returncode != 0:
         raise SystemExit(f"{' '.join(args[1:3])} failed:\n{stdout[-2000:]}\n{stderr[-3000:]}")
     return result, wall, sum(cpu.values()), peak
+
+
+def verified(row: dict[str, float], lake_env: dict[str, str], label: str) -> dict[str, float]:
+    """``row`` with ``equal`` (1.0 when ``--verify`` finds the lake equal to its source), printed
+    to stderr as it comes."""
+    check = subprocess.run([sys.executable, str(ROOT / "events_pipeline.py"), "--verify"],
+                           env={**os.environ, **lake_env}, cwd=ROOT, capture_output=True)
+    row["equal"] = float(check.returncode == 0)
+    print(f"{label}: {json.dumps({k: round(v, 2) for k, v in row.items()})}", file=sys.stderr)
+    return row
 
 
 def run_reference(env: dict[str, str]) -> dict[str, float]:
