@@ -22,7 +22,7 @@ from pipeline.settings import Settings, load_settings
 from pipeline.settings.durations import parse_duration
 from pipeline.settings.pgdsn import PgDsn
 from pipeline.source.connect import connect
-from pipeline.source.ddl import ensure_table
+from pipeline.source.ddl import SESSIONS, ensure_table
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,9 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dsn", help="Source Postgres DSN (overrides SOURCE_PG_DSN).")
     parser.add_argument("--table", help="Source table (overrides SOURCE_TABLE).")
     parser.add_argument("--sessions", metavar="TABLE",
-                        help="Linked rows: --rows sessions per loop into TABLE (e.g. public.sessions), "
-                        f"each with {EVENTS_PER_SESSION} events in the source table whose details.session_id "
-                        "names it, a session and its events committed in one transaction.")
+                        help="Linked rows: --rows sessions per loop into TABLE (e.g. public.sessions: "
+                        "session_id, user_id, started_at, ip_address, created_at), each with "
+                        f"{EVENTS_PER_SESSION} events in the source table whose details.session_id names "
+                        "it, a session and its events committed in one transaction. Load both with "
+                        "SOURCE_TABLES=public.sessions:started_at:session_id,public.events.")
     parser.add_argument("--quiet", action="store_true", help="Print only the final totals.")
     return parser
 
@@ -161,7 +163,7 @@ def _produce(args: argparse.Namespace, settings: Settings, source_dsn: PgDsn, la
     with connect(source_dsn, autocommit=False) as conn:
         ensure_table(conn, settings.source_table)
         if args.sessions:
-            ensure_table(conn, args.sessions)
+            ensure_table(conn, args.sessions, SESSIONS)
         conn.commit()
         if args.truncate:
             with conn.transaction():

@@ -69,6 +69,17 @@ class Event:
     details: dict[str, Any]
 
 
+@dataclass
+class Session:
+    """A row of the generator's sessions table (``sql/source_sessions.sql``): a table with its own
+    id and time columns, loaded with ``SOURCE_TABLES=public.sessions:started_at:session_id``."""
+
+    session_id: uuid.UUID
+    user_id: str
+    started_at: datetime
+    ip_address: str
+
+
 @dataclass(frozen=True)
 class Pools:
     """Faker-made values events draw from: the same users, merchants and hosts come back."""
@@ -177,18 +188,18 @@ class EventFactory:
         return [self.make(now, **kwargs) for _ in range(n)]
 
     def sessions(self, n: int, now: datetime, events_each: int = EVENTS_PER_SESSION,
-                 **kwargs: Any) -> tuple[list[Event], list[Event]]:
+                 **kwargs: Any) -> tuple[list[Session], list[Event]]:
         """``n`` sessions and ``events_each`` events of each (``details.session_id`` names its
-        session's ``event_id``): linked rows an application writes in one transaction."""
+        session's ``session_id``): linked rows an application writes in one transaction."""
         sessions, events = [], []
         for _ in range(n):
             event = self.make(now, **kwargs)
-            user = self.rng.choice(self.user_ids)
-            session = Event(random_uuid4(self.rng), "session_started", event.event_timestamp,
-                            {"user_id": user, "ip_address": self.rng.choice(self.ips)})
+            session = Session(random_uuid4(self.rng), self.rng.choice(self.user_ids), event.event_timestamp,
+                              self.rng.choice(self.ips))
             sessions.append(session)
             for _ in range(events_each):
-                member = replace(self.make(now, **kwargs), event_timestamp=session.event_timestamp)
-                member.details["session_id"] = str(session.event_id)
+                member = replace(self.make(now, **kwargs), event_timestamp=session.started_at)
+                member.details["session_id"] = str(session.session_id)
+                member.details["user_id"] = session.user_id
                 events.append(member)
         return sessions, events

@@ -37,7 +37,7 @@ def _linked(conn: psycopg.Connection, table: str, job: BatchJob, now: datetime) 
     assert job.sessions_table is not None
     sessions, events = EventFactory(job.seed).sessions(job.rows, now, late_fraction=job.late_fraction,
                                                        late_by=job.late_by)
-    return write_linked(conn, [(job.sessions_table, sessions), (table, events)])
+    return write_linked(conn, job.sessions_table, sessions, table, events)
 
 
 def run_batch(conn: psycopg.Connection, table: str, job: BatchJob) -> int:

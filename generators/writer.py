@@ -9,10 +9,10 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 from psycopg import sql
 
-from generators.events import Event, EventFactory
+from generators.events import Event, EventFactory, Session
 from pipeline.settings.pgdsn import PgDsn
 from pipeline.source.connect import connect
-from pipeline.source.ddl import ensure_table, table_sql
+from pipeline.source.ddl import SESSIONS, ensure_table, table_sql
 
 _ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
@@ -31,26 +31,29 @@ def write_batch(conn: psycopg.Connection, table: str, events: Iterable[Event],
                 created_at: datetime | None = None) -> int:
     """COPY ``events`` in one transaction; returns the number of rows committed. ``created_at``:
     stamp it as an application does, from its own clock (else the column's DEFAULT now())."""
-    with conn.transaction():
-        return _copy(conn, table, events, created_at)
-
-
-def write_linked(conn: psycopg.Connection, tables: Iterable[tuple[str, Iterable[Event]]],
-                 created_at: datetime | None = None) -> int:
-    """COPY rows into several tables in **one** transaction (a session and its events): a reader
-    sees all of them or none. Returns the rows committed."""
-    with conn.transaction():
-        return sum(_copy(conn, table, events, created_at) for table, events in tables)
-
-
-def _copy(conn: psycopg.Connection, table: str, events: Iterable[Event], created_at: datetime | None) -> int:
     columns = "event_id, event_type, event_timestamp, details" + (", created_at" if created_at else "")
+    with conn.transaction():
+        return _copy(conn, table, columns, (copy_line(event, created_at) for event in events))
+
+
+def write_linked(conn: psycopg.Connection, sessions_table: str, sessions: Iterable[Session],
+                 events_table: str, events: Iterable[Event]) -> int:
+    """COPY sessions and their events in **one** transaction: a reader sees all of them or none.
+    Returns the rows committed."""
+    lines = (f"{s.session_id}\t{s.user_id}\t{s.started_at.isoformat()}\t{s.ip_address}\n" for s in sessions)
+    with conn.transaction():
+        return (_copy(conn, sessions_table, "session_id, user_id, started_at, ip_address", lines)
+                + _copy(conn, events_table, "event_id, event_type, event_timestamp, details",
+                        map(copy_line, events)))
+
+
+def _copy(conn: psycopg.Connection, table: str, columns: str, lines: Iterable[str]) -> int:
     statement = sql.SQL(f"COPY {{}} ({columns}) FROM STDIN").format(table_sql(table))
     rows = 0
     with conn.cursor() as cur, cur.copy(statement) as copy:
         buffer: list[str] = []
-        for event in events:
-            buffer.append(copy_line(event, created_at))
+        for line in lines:
+            buffer.append(line)
             if len(buffer) >= 5000:
                 copy.write("".join(buffer))
                 rows += len(buffer)
@@ -85,7 +88,7 @@ def add_sessions(dsn: PgDsn, sessions_table: str, events_table: str, sessions: i
     The demo and the tests write linked rows through this."""
     made, events = EventFactory(seed).sessions(sessions, now or datetime.now(UTC))
     with connect(dsn, autocommit=False) as conn:
-        for table in (sessions_table, events_table):
-            ensure_table(conn, table)
+        ensure_table(conn, sessions_table, SESSIONS)
+        ensure_table(conn, events_table)
         conn.commit()
-        return write_linked(conn, [(sessions_table, made), (events_table, events)])
+        return write_linked(conn, sessions_table, made, events_table, events)

@@ -374,12 +374,12 @@ def torn_images(env: dict[str, str]) -> list[str]:
             at = f"AT (VERSION => {v})"
             try:
                 [(orphans, short)] = lake.execute(f"""
-                    WITH s AS (SELECT event_id FROM {name}.main.sessions {at}),
+                    WITH s AS (SELECT session_id FROM {name}.main.sessions {at}),
                          e AS (SELECT event_id, TRY_CAST(details->>'session_id' AS UUID) AS session
                                FROM {name}.main.events {at})
-                    SELECT (SELECT count(*) FROM e ANTI JOIN s ON s.event_id = e.session),
-                           (SELECT count(*) FROM (SELECT s.event_id, count(e.event_id) AS n FROM s
-                                                  LEFT JOIN e ON e.session = s.event_id GROUP BY 1)
+                    SELECT (SELECT count(*) FROM e ANTI JOIN s ON s.session_id = e.session),
+                           (SELECT count(*) FROM (SELECT s.session_id, count(e.event_id) AS n FROM s
+                                                  LEFT JOIN e ON e.session = s.session_id GROUP BY 1)
                             WHERE n < {EVENTS_PER_SESSION})""").fetchall()
             except Exception as exc:  # a snapshot before both tables existed holds no rows of either
                 if "does not exist" not in str(exc) and "not found" not in str(exc).lower():

@@ -37,23 +37,24 @@ from pipeline.source.plan import BatchPlan
 from pipeline.source.shape import STAGED_COLUMNS
 from pipeline.source.stats import WindowStats
 from pipeline.source.window import Window, iso
-from pipeline.sqltext import quote_ident, quote_qualified
+from pipeline.sqltext import quote_ident
 from pipeline.staging import StagedBatch
 from pipeline.storage.folder import Folder
 from pipeline.storage.outage import store_outage
 
 
-def select_sql(qualified_table: str, window: Window, extra_columns: Iterable[str] = (),
+def select_sql(relation: str, window: Window, extra_columns: Iterable[str] = (),
                columns: Mapping[str, str] | None = None, also: str | None = None) -> str:
     """The one SELECT every reader runs (with literal bounds: JDBC subqueries take no params):
     the staged columns as text, or ``columns`` (the arrow reader's typed ones for a UUID/JSON
     zero-copy lake), with ``also`` (a slice's page range) ANDed to the window. Columns the
-    source added (schema drift) travel as text; the promoter casts them."""
+    source added (schema drift) travel as text; the promoter casts them. ``relation``: the table
+    as the stages read it (:attr:`pipeline.source.shape.SourceRelation.sql`)."""
     chosen = STAGED_COLUMNS if columns is None else columns
     columns_sql = ", ".join([f"{expr} AS {name}" for name, expr in chosen.items()]
                         + [f"{quote_ident(name)}::text AS {quote_ident(name)}" for name in extra_columns])
     where = window.literal_sql() if also is None else f"({window.literal_sql()}) AND {also}"
-    return f"SELECT {columns_sql} FROM {quote_qualified(qualified_table)} WHERE {where}"
+    return f"SELECT {columns_sql} FROM {relation} WHERE {where}"
 
 
 @dataclass(frozen=True)
@@ -216,6 +217,9 @@ def _extract_claimed(extractor: Extractor, request: ExtractRequest, folder: Fold
         rows_behind_mark=request.plan.rows_behind,
         group=request.group[0] if request.group else None,
         group_batches=request.group[1] if request.group else None,
+        id_column=request.settings.id_column,
+        time_column=request.settings.time_column,
+        absent=list(request.plan.source.absent) or None,
         ids_unique=request.plan.unique_ids,
         source_ids=request.plan.source_ids.count if request.plan.source_ids else None,
         source_id_checksum=request.plan.source_ids.checksum if request.plan.source_ids else None,

@@ -23,7 +23,7 @@ class DltExtractor:
         from dlt.sources.sql_database import sql_table
 
         settings = request.settings
-        query = sa.text(select_sql(settings.source_table, request.window, request.extra_columns))
+        query = sa.text(select_sql(request.plan.source.sql, request.window, request.extra_columns))
         # the planner's time zone, as every reader's (naive columns are wall-clock time there)
         engine = sa.create_engine(settings.source_dsn.sqlalchemy_url(),
                                   connect_args={"options": f"-c TimeZone={request.timezone}"})

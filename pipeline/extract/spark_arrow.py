@@ -67,10 +67,9 @@ def job(request: ExtractRequest, parts: list[Slice], output: Folder | LakeOutput
         report_to: ReportTo | None = None) -> SliceJob:
     """The pickled part every task gets: how to reach the source, one query per slice, where to
     write (and where to report its rows as it reads, for a progress line)."""
-    settings = request.settings
     typed = isinstance(output, LakeOutput) and output.typed
     columns = TYPED_COLUMNS if typed else None
-    queries = tuple(select_sql(settings.source_table, window, request.extra_columns, columns=columns,
+    queries = tuple(select_sql(request.plan.source.sql, window, request.extra_columns, columns=columns,
                                also=pages) for window, pages in parts)
     return SliceJob(slice_source(request), queries, output, tuple(request.extra_columns), report_to)
 

@@ -33,6 +33,8 @@ from pipeline.promote import zero_copy
 from pipeline.promote.zero_copy import LakeTarget
 from pipeline.settings import ResolvedSettings
 from pipeline.settings.model import Engine, Promotion, Reader, StagingWriter
+from pipeline.source.connect import connect
+from pipeline.source.shape import SourceRelation
 from pipeline.source.snapshot import import_statements
 from pipeline.source.window import Window
 from pipeline.sqltext import quote_literal
@@ -56,10 +58,11 @@ def connection_options(settings: ResolvedSettings) -> dict[str, str]:
 
 def jdbc_options(request: ExtractRequest, window: Window, partitions: int) -> dict[str, str]:
     """Options for ``spark.read.format('jdbc')`` reading ``window`` (the request's, or one time
-    chunk of it) in the planner's snapshot, split on ``event_timestamp`` into ``partitions``."""
+    chunk of it) in the planner's snapshot, split on ``event_timestamp`` (the table's time column,
+    as the stages read it) into ``partitions``."""
     settings, stats = request.settings, request.stats
     snapshot = import_statements(request.snapshot_id) if request.snapshot_id else []
-    query = select_sql(settings.source_table, window, request.extra_columns)
+    query = select_sql(request.plan.source.sql, window, request.extra_columns)
     options = {
         **connection_options(settings),
         "dbtable": f"({query}) AS src",
@@ -175,7 +178,9 @@ class SparkExtractor:
         """Run the extraction's read and write paths once over up to ``rows`` source rows, into a
         scratch folder that is removed after, so the JVM compiles them before the first real load
         (a long-lived scheduler pays the JIT once, at start)."""
-        query = f"{select_sql(settings.source_table, Window(None, datetime.now(UTC)))} LIMIT {rows}"
+        with connect(settings.source_dsn) as conn:
+            source = SourceRelation.of(conn, settings)
+        query = f"{select_sql(source.sql, Window(None, datetime.now(UTC)))} LIMIT {rows}"
         frame = self.spark.read.format("jdbc").options(
             **connection_options(settings), dbtable=f"({query}) AS src",
             sessionInitStatement="SET TIME ZONE 'UTC'").load()

@@ -109,7 +109,7 @@ def id_sums(lake: Lake, low: datetime | None, upper: datetime,
     rows = lake.execute(
         f"SELECT bucket, count(*), {id_checksum.duckdb_sums('id')} FROM (SELECT "
         # TRY_CAST: text in a zero-copy lake made by the JDBC reader
-        f"TRY_CAST(event_id AS UUID) AS id, {bucket} AS bucket FROM {lake.events_table} "
+        f"TRY_CAST(event_id AS UUID) AS id, {bucket} AS bucket FROM {lake.rows} "
         f"WHERE {_range_sql(low)}) GROUP BY bucket", {"upper": upper, **({"low": low} if low else {})}
     ).fetchall()
     return {int(bucket): IdSum.of(count, high, low_sum) for bucket, count, high, low_sum in rows}
@@ -120,7 +120,7 @@ def ids_in_buckets(lake: Lake, low: datetime | None, upper: datetime,
     """The ids the events table holds dated in ``(low, upper]`` in each of ``buckets``, with how often."""
     bucket = id_checksum.duckdb_bucket(bucket_seconds)
     rows = lake.execute(
-        f"SELECT {bucket}, TRY_CAST(event_id AS UUID), count(*) FROM {lake.events_table} "
+        f"SELECT {bucket}, TRY_CAST(event_id AS UUID), count(*) FROM {lake.rows} "
         f"WHERE {_range_sql(low)} AND list_contains($buckets, {bucket}) GROUP BY ALL",
         {"buckets": buckets, "upper": upper, **({"low": low} if low else {})}).fetchall()
     found: dict[int, Counter[UUID]] = {b: Counter() for b in buckets}
@@ -139,7 +139,7 @@ def held_ids(lake: Lake, ids: set[UUID]) -> set[UUID]:
     """Which of ``ids`` the events table holds, however dated."""
     if not ids:
         return set()
-    rows = lake.execute(f"SELECT DISTINCT TRY_CAST(event_id AS UUID) FROM {lake.events_table} "
+    rows = lake.execute(f"SELECT DISTINCT TRY_CAST(event_id AS UUID) FROM {lake.rows} "
                        "WHERE list_contains($ids, TRY_CAST(event_id AS UUID))", {"ids": list(ids)}).fetchall()
     return {row[0] for row in rows}
 
@@ -156,7 +156,7 @@ def quarantined_in_range(lake: Lake, low: datetime | None,
                    TRY_CAST(event_timestamp AS TIMESTAMPTZ) AS event_timestamp, details, quarantined_at
             FROM {lake.quarantine_table} WHERE table_name = $table AND reason = $reason)
         WHERE id IS NOT NULL AND {_range_sql(low)}
-          AND id NOT IN (SELECT TRY_CAST(event_id AS UUID) FROM {lake.events_table}
+          AND id NOT IN (SELECT TRY_CAST(event_id AS UUID) FROM {lake.rows}
                          WHERE event_id IS NOT NULL AND {_range_sql(low)})
         GROUP BY id""", {"table": lake.table, "reason": REASON_BAD_JSON, "upper": upper,
                          **({"low": low} if low else {})}).fetchall()

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from pipeline import actions
+from pipeline.columns import ID, TIME
 from pipeline.errors import TerminalError
 from pipeline.lake import ownership
 from pipeline.lake.identity import table_names
 from pipeline.lake.session import Lake
 from pipeline.lake.transaction import transaction
 from pipeline.settings.model import Promotion, Reader
+from pipeline.source.shape import EVENT_COLUMNS
 from pipeline.sqltext import one_row, quote_ident, read_sql, split_statements
 
 OPS_TABLES = ("batches", "lake_identity", "quarantine")  # job history is not a lake table: see jobs.py
@@ -18,8 +20,15 @@ OPS_TABLES = ("batches", "lake_identity", "quarantine")  # job history is not a 
 ADDED_BATCH_COLUMNS = {"arrival_mark": "TIMESTAMPTZ", "freshness_p50": "DOUBLE", "freshness_p95": "DOUBLE",
                        "rows_behind_mark": "BIGINT", "source": "VARCHAR", "source_ids": "BIGINT",
                        "source_id_checksum": "VARCHAR", "snapshot_xmin": "BIGINT"}
-PARTITION_BY = "year(event_timestamp), month(event_timestamp), day(event_timestamp)"
-PARTITION_KEYS = ("year", "month", "day")  # the hive folder names DuckLake writes for PARTITION_BY
+
+
+def partition_by(time_column: str = TIME) -> str:
+    """The events table's partitioning: by the day of its time column."""
+    column = quote_ident(time_column)
+    return f"year({column}), month({column}), day({column})"
+
+
+PARTITION_KEYS = ("year", "month", "day")  # the hive folder names DuckLake writes for partition_by()
 
 
 def column_types(promotion: Promotion, reader: Reader = Reader.ARROW) -> dict[str, str]:
@@ -39,6 +48,16 @@ def events_column_types(lake: Lake) -> dict[str, str]:
         "AND schema_name = 'main' AND table_name = ?", [lake.name, lake.table]).fetchall())
 
 
+def insert_columns_sql(lake: Lake, rows: str, extra_columns: Iterable[str] = ()) -> str:
+    """``INSERT INTO`` the events table from ``rows`` (a relation of staged column names): each of
+    the five the table holds, under its own name (:mod:`pipeline.columns`), then ``extra_columns``."""
+    have = events_column_types(lake)
+    pairs = [(quote_ident(lake.own(name)), name) for name in EVENT_COLUMNS if lake.own(name) in have]
+    pairs += [(quote_ident(name), quote_ident(name)) for name in extra_columns]
+    return (f"INSERT INTO {lake.events_table} ({', '.join(own for own, _ in pairs)}) "
+            f"SELECT {', '.join(f's.{staged}' for _, staged in pairs)} FROM {rows} s")
+
+
 def _tables_exist(lake: Lake) -> tuple[bool, bool]:
     """(events table exists, every ops table exists)."""
     found = table_names(lake)
@@ -46,10 +65,13 @@ def _tables_exist(lake: Lake) -> tuple[bool, bool]:
     return ("main", lake.table) in found, ops
 
 
-def ensure_tables(lake: Lake, new_types: Mapping[str, str], *, recreate_dropped: bool = False) -> None:
+def ensure_tables(lake: Lake, new_types: Mapping[str, str], *, recreate_dropped: bool = False,
+                  own_columns: Mapping[str, str] | None = None) -> None:
     """Create schemas, the events table (partitioned by event day; ``new_types``: its id and
     details types, :func:`column_types`) and the ops tables, and claim the data folder for this
-    lake (:mod:`.ownership`).
+    lake (:mod:`.ownership`). A table with its own id and time columns (SOURCE_TABLES) is made
+    with ``own_columns`` (its source's columns and lake types, besides the id), all at once, by
+    the load that read them; without them it is left for that load.
 
     Two first runs at once would both try to create them; a lock makes one wait for the
     other, and the re-check inside it then finds the tables. An events table that is gone
@@ -59,11 +81,12 @@ def ensure_tables(lake: Lake, new_types: Mapping[str, str], *, recreate_dropped:
     """
 
     events_exists, ops_exists = _tables_exist(lake)
-    if not (events_exists and ops_exists):
+    makes_events = (lake.id_column, lake.time_column) == (ID, TIME) or own_columns is not None
+    if not ops_exists or (makes_events and not events_exists):
         ownership.claim(lake)  # a lake is never created on another lake's data folder
-        if not events_exists and ops_exists and not recreate_dropped:
+        if makes_events and not events_exists and ops_exists and not recreate_dropped:
             _stop_if_dropped(lake)
-        _create_tables(lake, new_types)
+        _create_tables(lake, new_types, own_columns if makes_events else None, makes_events)
     ownership.claim(lake)  # the folder is this lake's before anything is written to it
     _add_batch_columns(lake)
 
@@ -89,18 +112,27 @@ def _add_batch_columns(lake: Lake) -> None:
                             f"{ADDED_BATCH_COLUMNS[name]}")
 
 
-def _create_tables(lake: Lake, new_types: Mapping[str, str]) -> None:
+def _create_tables(lake: Lake, new_types: Mapping[str, str], own_columns: Mapping[str, str] | None,
+                   makes_events: bool) -> None:
     with lake.lock("setup"):
         events_exists, ops_exists = _tables_exist(lake)
-        if events_exists and ops_exists:
+        if (events_exists or not makes_events) and ops_exists:
             return
         with transaction(lake, "create lake tables"):
             for statement in split_statements(read_sql("lake_events.sql")):
+                if "{lake}.main.{table}" in statement:
+                    if not makes_events:
+                        continue
+                    if own_columns is not None:  # the table's own columns, its id first
+                        columns = {lake.id_column: "{id_type}", **own_columns}
+                        statement = ("CREATE TABLE IF NOT EXISTS {lake}.main.{table} (" + ", ".join(
+                            f"{quote_ident(name)} {kind}" for name, kind in columns.items()) + ")")
                 lake.execute(statement.format(**new_types, lake=quote_ident(lake.name),
                                               table=quote_ident(lake.table),
                                               ops=quote_ident(lake.ops_schema)))
-            if not events_exists:
-                lake.execute(f"ALTER TABLE {lake.events_table} SET PARTITIONED BY ({PARTITION_BY})")
+            if makes_events and not events_exists:
+                lake.execute(f"ALTER TABLE {lake.events_table} SET PARTITIONED BY "
+                             f"({partition_by(lake.time_column)})")
 
 
 def _stop_if_dropped(lake: Lake) -> None:

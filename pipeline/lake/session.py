@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
+from pipeline.columns import ID, TIME, canonical_relation, own_name
 from pipeline.lake import locks
 from pipeline.storage.folder import Folder, folder_of
 
@@ -37,19 +38,33 @@ class Lake:
     data_path: str  # the lake's data folder (DUCKLAKE_DATA_PATH, resolved)
     storage: StorageOptions  # how to reach it when it is object storage
     catalog: CatalogSpec  # where the lake's catalog is: its advisory locks are taken there
+    # the table's own columns that name and date a row (SOURCE_TABLES: pipeline.columns)
+    id_column: str = ID
+    time_column: str = TIME
 
     @classmethod
     def of(cls, con: duckdb.DuckDBPyConnection, settings: ResolvedSettings) -> Lake:
         return cls(con, settings.lake_name, settings.lake_table, settings.ops_schema,
-                   settings.data_path, settings.storage, settings.catalog)
+                   settings.data_path, settings.storage, settings.catalog, settings.id_column,
+                   settings.time_column)
 
     def lock(self, job: str, *, timeout: float | None = None) -> AbstractContextManager[locks.Lease]:
         """This table's lock for ``job`` (as :func:`.locks.hold` takes it from the settings)."""
         return locks.hold_named(self.catalog, locks.named(self.name, self.table, job), job, timeout=timeout)
 
-    def for_table(self, table: str) -> Lake:
-        """The same session, speaking of another events table of the lake."""
-        return dataclasses.replace(self, table=table)
+    def for_table(self, table: str, id_column: str = ID, time_column: str = TIME) -> Lake:
+        """The same session, speaking of another table of the lake (one of SOURCE_TABLES)."""
+        return dataclasses.replace(self, table=table, id_column=id_column, time_column=time_column)
+
+    @property
+    def rows(self) -> str:
+        """The events table as the stages read it: its own columns, its id and time columns also as
+        ``event_id`` and ``event_timestamp`` (:mod:`pipeline.columns`)."""
+        return canonical_relation(self.events_table, self.id_column, self.time_column)
+
+    def own(self, name: str) -> str:
+        """The table's own name of the canonical column ``name``."""
+        return own_name(name, self.id_column, self.time_column)
 
     @property
     def events_table(self) -> str:

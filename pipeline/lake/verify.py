@@ -11,6 +11,7 @@ from datetime import datetime
 
 import duckdb
 
+from pipeline.columns import OPTIONAL, canonical_relation
 from pipeline.lake import validate
 from pipeline.lake.attach_sql import SOURCE_ALIAS
 from pipeline.lake.connect import lake_session
@@ -78,19 +79,33 @@ def compare(settings: ResolvedSettings, upper: datetime | None = None) -> Compar
         # a naive source column is wall-clock time in the source's zone: DuckDB casts it to an
         # instant in its session zone, so the session takes the source's (instants compare the same)
         con.execute(f"SET TimeZone = {quote_literal(zone)}")
-        source_table = f"{SOURCE_ALIAS}.{quote_qualified(settings.source_table)}"
+        schema, table = settings.source_table.split(".")
+        source_table = _as_read(con, f"{SOURCE_ALIAS}.{quote_qualified(settings.source_table)}",
+                                (SOURCE_ALIAS, schema, table), settings)
         source_relation = f"({validate.loadable_sql(True, source_table)})"
+        lake_relation = _as_read(con, settings.events_table,
+                                 (settings.lake_name, "main", settings.lake_table), settings)
         quarantined = quarantined_rows(opened)
         meter.step("fingerprinting the lake (count, ids, checksum)")
-        lake = fingerprint(con, settings.events_table, upper)
+        lake = fingerprint(con, lake_relation, upper)
         meter.step("fingerprinting the source")
         source = fingerprint(con, source_relation, upper)
         if lake != source:
             meter.step("finding the rows that differ")
-        differences = () if lake == source else sample_differences(con, settings.events_table,
-                                                                   source_relation, upper)
+        differences = () if lake == source else sample_differences(con, lake_relation, source_relation, upper)
     meter.finish(lake.rows, "done")
     return Comparison(lake=lake, source=source, quarantined=quarantined, differences=differences)
+
+
+def _as_read(con: duckdb.DuckDBPyConnection, relation: str, where: tuple[str, str, str],
+             settings: ResolvedSettings) -> str:
+    """``relation`` (the source's table or the lake's, at ``where``: database, schema, table) under
+    the names the comparison reads, NULL for an optional column it lacks (:mod:`pipeline.columns`)."""
+    have = {name for (name,) in con.execute(
+        "SELECT column_name FROM duckdb_columns() WHERE database_name = ? AND schema_name = ? "
+        "AND table_name = ?", list(where)).fetchall()}
+    return canonical_relation(relation, settings.id_column, settings.time_column,
+                              [name for name in OPTIONAL if name not in have])
 
 
 def sample_differences(con: duckdb.DuckDBPyConnection, lake: str, source: str, upper: datetime,

@@ -109,13 +109,14 @@ def _one_image(lake: Pipeline, seed: int) -> list[tuple[int, int, int]]:
     commit; then, at every version since, the join checked both ways."""
     settings = lake.settings
     schema = settings.source_schema_name
-    sessions, events = SourceTable(f"{schema}.demo_sessions"), SourceTable(f"{schema}.demo_session_events")
+    # the sessions table has its own id and time columns (generators' sql/source_sessions.sql)
+    sessions = SourceTable(f"{schema}.demo_sessions", "started_at", "session_id")
+    events = SourceTable(f"{schema}.demo_session_events")
     log.info("6/6 %d sessions with %d events each into %s and %s, committed together; loading both as "
              "one image (SOURCE_TABLES)", DEMO_SESSIONS, EVENTS_PER_SESSION, sessions.qualified,
              events.qualified)
     add_sessions(settings.source_dsn, sessions.qualified, events.qualified, DEMO_SESSIONS, seed)
-    both = replace(settings, source_table=sessions.qualified, lake_table=sessions.name,
-                   source_tables=(sessions, events))
+    both = replace(settings.for_table(sessions), source_tables=(sessions, events))
     with lake.sibling(both) as tables, logs.routine():
         report = tables.run()
     log.info("    %s", report.summary())
@@ -130,11 +131,12 @@ def _one_image(lake: Pipeline, seed: int) -> list[tuple[int, int, int]]:
         for version in versions:
             at = f"AT (VERSION => {version})"
             [(orphans, short)] = con.execute(f"""
-                WITH s AS (SELECT event_id FROM {lake_name}.main.{sessions.name} {at}),
+                WITH s AS (SELECT session_id FROM {lake_name}.main.{sessions.name} {at}),
                      e AS (SELECT TRY_CAST(details->>'session_id' AS UUID) AS session
                            FROM {lake_name}.main.{events.name} {at})
-                SELECT (SELECT count(*) FROM e ANTI JOIN s ON s.event_id = e.session),
-                       (SELECT count(*) FROM (SELECT s.event_id FROM s LEFT JOIN e ON e.session = s.event_id
+                SELECT (SELECT count(*) FROM e ANTI JOIN s ON s.session_id = e.session),
+                       (SELECT count(*) FROM (SELECT s.session_id FROM s
+                                              LEFT JOIN e ON e.session = s.session_id
                                               GROUP BY 1 HAVING count(e.session) < {EVENTS_PER_SESSION}))
                 """).fetchall()
             joins.append((version, orphans, short))

@@ -264,11 +264,12 @@ class Pipeline:
         by bucket (:func:`pipeline.ops.proof.prove_in`), in one source snapshot: no row is read
         where the buckets agree."""
         from pipeline.ops.proof import prove_in
+        from pipeline.source.shape import SourceRelation
         from pipeline.source.snapshot import exported_snapshot
 
         with self._own(), lake_session(self.settings, read_only=True) as lake, \
                 exported_snapshot(self.settings.source_dsn, arrivals=False) as snapshot:
-            return prove_in(snapshot.conn, lake, self.settings.source_table, since)
+            return prove_in(snapshot.conn, lake, SourceRelation.of(snapshot.conn, self.settings), since)
 
     def repair(self, since: timedelta | None) -> RepairReport:
         """Replace the lake's rows of every id that differs from the source over ``since`` (None:

@@ -30,28 +30,29 @@ def plan_batch(snapshot: PlannerSnapshot, lake: Lake, settings: ResolvedSettings
     a run's second pass, after its first one's promotion came up that many rows short: the whole
     look-back is read."""
     conn = snapshot.conn
+    source = shape.SourceRelation.of(conn, settings)
     # the columns this snapshot has: a column added while a follower runs is loaded from its next plan
-    extra_columns = shape.check_shape(conn, settings.source_table, settings.schema_drift,
-                                      settings.arrival_column)
+    extra_columns = shape.check_shape(conn, source, settings.schema_drift, settings.arrival_column)
+    arrival_column = shape.arrival_column_of(source, shape.source_columns(conn, source.qualified),
+                                             settings.arrival_column)
     upper = stats.server_now(conn)
     mark = snapshot.arrival_mark  # None without an arrival column
-    ids = shape.IdShape.read(conn, settings.source_table)
-    since = None if rows_behind else _arrivals(snapshot, lake, settings.source_table, settings.arrival_column,
-                                                ids.unique)
+    ids = shape.IdShape.read(conn, source)
+    since = None if rows_behind else _arrivals(snapshot, lake, source, arrival_column, ids.unique)
     window = plan_window(watermark, settings.lookback, upper, since)
-    in_future = stats.rows_after(conn, settings.source_table, upper)
+    in_future = stats.rows_after(conn, source, upper)
     if in_future:
         log.warning("%d events are dated after the source's clock (%s); they are loaded when "
                     "due, never ahead of it", in_future, upper.isoformat())
-    window_stats = stats.window_stats(conn, settings.source_table, window)
+    window_stats = stats.window_stats(conn, source, window)
     # what the lake must hold in the window's range once this batch is in: checked after promotion
-    source_ids = proof.source_ids(conn, settings.source_table, window.low, window.upper, ids)
+    source_ids = proof.source_ids(conn, source, window.low, window.upper, ids)
     check, lake_ids = None, None
     if window.arrivals is not None and window.low is not None:
-        _warn_rows_ahead(snapshot, settings.source_table, settings.arrival_column, upper)
+        _warn_rows_ahead(snapshot, source.qualified, arrival_column, upper)
         # a count first, before extracting: rows that arrived behind the mark are read at once
         # (the identity check after promotion decides; this only saves a second pass)
-        side = proof.lake_side(conn, lake, settings.source_table, window.low, window.upper, ids)
+        side = proof.lake_side(conn, lake, source, window.low, window.upper, ids)
         # the lake's side as it is now: an empty window leaves it so, and the check needs no other read
         lake_ids = side.held
         check = Completeness(source_rows=source_ids.count, lake_rows=side.events.count + side.set_aside,
@@ -59,10 +60,10 @@ def plan_batch(snapshot: PlannerSnapshot, lake: Lake, settings: ResolvedSettings
         if check.behind:
             rows_behind = check.behind
             window = replace(window, arrivals=None)
-            window_stats = stats.window_stats(conn, settings.source_table, window)
+            window_stats = stats.window_stats(conn, source, window)
     if rows_behind:
-        _warn_behind(settings.arrival_column, rows_behind, window)
-    return BatchPlan(window=window, stats=window_stats, snapshot_id=snapshot.snapshot_id,
+        _warn_behind(arrival_column, rows_behind, window)
+    return BatchPlan(source=source, window=window, stats=window_stats, snapshot_id=snapshot.snapshot_id,
                      timezone=stats.session_timezone(conn), rows_in_future=in_future, arrival_mark=mark,
                      snapshot_xmin=snapshot.xmin,
                      completeness=check if window.arrivals is not None else None, rows_behind=rows_behind,
@@ -70,24 +71,25 @@ def plan_batch(snapshot: PlannerSnapshot, lake: Lake, settings: ResolvedSettings
                      lake_was_empty=watermark is None and batches.holds_no_row(lake))
 
 
-def _arrivals(snapshot: PlannerSnapshot, lake: Lake, table: str, column: str | None,
+def _arrivals(snapshot: PlannerSnapshot, lake: Lake, table: shape.SourceRelation, column: str | None,
               unique_ids: bool) -> Arrivals | None:
     """What the last plan saw, for a window that reads only what arrived since; None where the
     fast path cannot be used: no arrival column or mark, no earlier mark, or a source whose
-    ``event_id`` is not unique (a count could not vouch for it: the whole look-back is read)."""
+    id is not unique (a count could not vouch for it: the whole look-back is read)."""
     if column is None or snapshot.arrival_mark is None:
         return None
     earlier = batches.last_arrivals(lake)
     if earlier is None:
         return None
     if not unique_ids:
-        log.debug("reading the whole look-back: %s has no unique index on event_id", table)
+        log.debug("reading the whole look-back: %s has no unique index on %s", table.qualified,
+                  table.id_column)
         return None
     after, due_after, xmin = earlier
     # transaction ids decide what is new when the relation has them (a table, not a view or a
     # foreign table) and the earlier snapshot is well within the 2**31 window 32-bit ids compare in
     if xmin is not None and (snapshot.xmin is None or not 0 <= snapshot.xmin - xmin < XID_SPAN // 4
-                             or not shape.has_row_versions(snapshot.conn, table)):
+                             or not table.row_versions):
         xmin = None
     return Arrivals(column, after, due_after, xmin)
 

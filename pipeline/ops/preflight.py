@@ -26,7 +26,8 @@ def preflight(settings: ResolvedSettings, *, reads_source: bool) -> None:
                 stats.require_table(conn, one.source_table)
                 stats.require_select(conn, one.source_table)
                 # raises on a missing or retyped column
-                shape.check_shape(conn, one.source_table, settings.schema_drift, settings.arrival_column)
+                shape.check_shape(conn, shape.SourceRelation.of(conn, one), settings.schema_drift,
+                                  settings.arrival_column)
     if not is_object_store(settings.data_path):  # object storage is checked by its first write
         _writable_folder(Path(settings.data_path), "DUCKLAKE_DATA_PATH")
     for one in tables:

@@ -28,7 +28,7 @@ from pipeline.lake import batches
 from pipeline.lake.session import Lake
 from pipeline.settings.pgdsn import PgDsn
 from pipeline.source import stats
-from pipeline.source.shape import IdShape
+from pipeline.source.shape import IdShape, SourceRelation
 from pipeline.source.window import iso
 
 log = logging.getLogger(__name__)
@@ -95,10 +95,10 @@ def _ids(ids: list[UUID]) -> str:
     return ", ".join(map(str, ids[:SHOWN])) + (f" and {len(ids) - SHOWN} more" if len(ids) > SHOWN else "")
 
 
-def source_ids(conn: psycopg.Connection, source_table: str, low: datetime | None, upper: datetime,
+def source_ids(conn: psycopg.Connection, table: SourceRelation, low: datetime | None, upper: datetime,
                how: IdShape) -> IdSum:
     """The source's side over ``(low, upper]``, in ``conn``'s snapshot (a plan records it)."""
-    sums = stats.id_sums(conn, source_table, low, upper, uuid_typed=how.uuid_typed,
+    sums = stats.id_sums(conn, table, low, upper, uuid_typed=how.uuid_typed,
                          unique=how.unique)
     return sums.get(0, IdSum())
 
@@ -117,16 +117,16 @@ class LakeSide:
         return self.events + id_checksum.of_ids(self.kept)
 
 
-def lake_side(conn: psycopg.Connection, lake: Lake, source_table: str,
+def lake_side(conn: psycopg.Connection, lake: Lake, table: SourceRelation,
               low: datetime | None, upper: datetime, how: IdShape) -> LakeSide:
     """The lake's side of ``(low, upper]`` (``conn``: the source, asked which set-aside rows it kept)."""
     events = batches.id_sums(lake, low, upper).get(0, IdSum())
     set_aside = batches.quarantined_in_range(lake, low, upper)
-    kept = stats.unchanged_rows(conn, source_table, set_aside, uuid_typed=how.uuid_typed)
+    kept = stats.unchanged_rows(conn, table, set_aside, uuid_typed=how.uuid_typed)
     return LakeSide(events, len(set_aside), kept)
 
 
-def compare(conn: psycopg.Connection, lake: Lake, source_table: str,
+def compare(conn: psycopg.Connection, lake: Lake, table: SourceRelation,
             low: datetime | None, upper: datetime, how: IdShape, *, source: IdSum | None = None,
             bucket_seconds: int = MINUTE, every_bucket: bool = False) -> RangeCheck:
     """Compare the lake (``lake``) with the source (``conn``, whose snapshot ``source`` was read in
@@ -136,21 +136,21 @@ def compare(conn: psycopg.Connection, lake: Lake, source_table: str,
     # the lake first, then the source: every row a load put in the lake was in the source before,
     # so a source read after the lake's cannot miss one of them (read the other way round, rows a
     # running follower promoted in between looked deleted from the source)
-    side = lake_side(conn, lake, source_table, low, upper, how)
+    side = lake_side(conn, lake, table, low, upper, how)
     if source is None:
-        source = source_ids(conn, source_table, low, upper, how)
+        source = source_ids(conn, table, low, upper, how)
     held, kept = side.held, side.kept
     if held == source and not every_bucket:
         return RangeCheck(low, upper, source, held, bucket_seconds=bucket_seconds)
     by_lake = batches.id_sums(lake, low, upper, bucket_seconds)
-    by_source = stats.id_sums(conn, source_table, low, upper, uuid_typed=how.uuid_typed, unique=how.unique,
+    by_source = stats.id_sums(conn, table, low, upper, uuid_typed=how.uuid_typed, unique=how.unique,
                               bucket_seconds=bucket_seconds)
     # buckets holding a kept quarantined row differ too (the events table lacks it): its id is
     # found with the others and counted as held
     differing = id_checksum.differing(by_source, by_lake)
     lake_ids = (batches.ids_in_buckets(lake, low, upper, differing, bucket_seconds)
                 if differing else {})
-    source_rows = stats.ids_in_buckets(conn, source_table, low, upper, differing, bucket_seconds,
+    source_rows = stats.ids_in_buckets(conn, table, low, upper, differing, bucket_seconds,
                                       uuid_typed=how.uuid_typed) if differing else {}
     absent: set[UUID] = set()
     surplus: list[UUID] = []  # one entry per lake row the source does not hold in its bucket
@@ -175,7 +175,7 @@ def compare(conn: psycopg.Connection, lake: Lake, source_table: str,
                       bucket_seconds=bucket_seconds)
 
 
-def newer_than_snapshot(source_dsn: PgDsn, source_table: str, check: RangeCheck,
+def newer_than_snapshot(source_dsn: PgDsn, table: SourceRelation, check: RangeCheck,
                         how: IdShape) -> RangeCheck:
     """``check`` without the lake rows the source holds in the range now: committed after the
     snapshot it compared with (another load took them meanwhile), not deleted or moved."""
@@ -184,13 +184,13 @@ def newer_than_snapshot(source_dsn: PgDsn, source_table: str, check: RangeCheck,
     from pipeline.source.connect import connect
 
     with connect(source_dsn) as conn:
-        now = stats.ids_in_range(conn, source_table, check.low, check.upper, set(check.extra),
+        now = stats.ids_in_range(conn, table, check.low, check.upper, set(check.extra),
                                  uuid_typed=how.uuid_typed)
     extra = [i for i in check.extra if i not in now]
     return replace(check, extra=extra)
 
 
-def prove_in(conn: psycopg.Connection, lake: Lake, source_table: str,
+def prove_in(conn: psycopg.Connection, lake: Lake, table: SourceRelation,
              since: timedelta | None) -> RangeCheck:
     """:func:`prove` on a source connection (its snapshot) and a lake session the caller holds."""
     watermark = batches.watermark(lake)
@@ -200,5 +200,5 @@ def prove_in(conn: psycopg.Connection, lake: Lake, source_table: str,
     upper = min(watermark, stats.server_now(conn))
     low = upper - since if since is not None else None
     bucket = HOUR if since is None or since > timedelta(days=1) else MINUTE
-    return compare(conn, lake, source_table, low, upper, IdShape.read(conn, source_table),
+    return compare(conn, lake, table, low, upper, IdShape.read(conn, table),
                    bucket_seconds=bucket, every_bucket=True)

@@ -28,12 +28,11 @@ from pipeline.lake.session import Lake
 from pipeline.promote.promotion import RECONCILE_ENGINE, promote
 from pipeline.settings import ResolvedSettings
 from pipeline.settings.durations import format_duration
-from pipeline.settings.pgdsn import PgDsn
 from pipeline.source import stats
 from pipeline.source.connect import connect as connect_source
-from pipeline.source.shape import IdShape
+from pipeline.source.shape import IdShape, SourceRelation
 from pipeline.source.window import Window, iso
-from pipeline.sqltext import one_row, quote_literal, quote_qualified
+from pipeline.sqltext import one_row, quote_literal
 from pipeline.storage.folder import Folder
 
 log = logging.getLogger(__name__)
@@ -104,7 +103,7 @@ def reconcile(resolved: ResolvedSettings, since: timedelta | str | None = None) 
         if low is not None and low >= upper:
             return report  # RECONCILE_SINCE within the look-back: the loads cover it all
         report.low, report.upper = iso(low) if low else None, iso(upper)
-        source_ids = _source_hours(resolved.source_dsn, resolved.source_table, low, upper)
+        source_ids = _source_hours(resolved, low, upper)
         lake_ids = batches.id_sums(lake, low, upper, HOUR_SECONDS)
         report.hours_compared = len(source_ids.keys() | lake_ids.keys())
         report.lake_ids_doubled = _doubled(lake, low, upper)
@@ -112,7 +111,8 @@ def reconcile(resolved: ResolvedSettings, since: timedelta | str | None = None) 
                  for h in id_checksum.differing(source_ids, lake_ids)]
         report.hours_differing = [iso(h) for h in hours]
         if hours:
-            source = Source(resolved.source_table, resolved.source_name)
+            with connect_source(resolved.source_dsn) as conn:
+                source = Source(SourceRelation.of(conn, resolved), resolved.source_name)
             _backfill(lake, source, staging.table_dir(resolved), hours,
                       Window(low=low, upper=upper, nulls=False), report)
     report.seconds = round(time.monotonic() - started, 3)
@@ -124,14 +124,15 @@ def reconcile(resolved: ResolvedSettings, since: timedelta | str | None = None) 
 class Source:
     """The source table a backfill reads, and its name as a batch records it."""
 
-    table: str  # schema.table
+    table: SourceRelation
     name: str  # database.schema.table (no credentials)
 
 
-def _source_hours(source_dsn: PgDsn, table: str, low: datetime | None, upper: datetime) -> dict[int, IdSum]:
-    """Which ids ``table`` holds per UTC hour (an index-bounded aggregate in Postgres)."""
-    with connect_source(source_dsn) as conn:
-        stats.require_table(conn, table)
+def _source_hours(settings: ResolvedSettings, low: datetime | None, upper: datetime) -> dict[int, IdSum]:
+    """Which ids the source table holds per UTC hour (an index-bounded aggregate in Postgres)."""
+    with connect_source(settings.source_dsn) as conn:
+        stats.require_table(conn, settings.source_table)
+        table = SourceRelation.of(conn, settings)
         how = IdShape.read(conn, table)
         return stats.id_sums(conn, table, low, upper, uuid_typed=how.uuid_typed,
                              unique=how.unique, bucket_seconds=HOUR_SECONDS)
@@ -141,7 +142,7 @@ def _doubled(lake: Lake, low: datetime | None,
              upper: datetime) -> int:
     """Lake rows beyond one per id in the compared range (a hour holding them differs by id too)."""
     return int(one_row(lake.execute(
-        f"SELECT count(*) - count(DISTINCT event_id) FROM {lake.events_table} "
+        f"SELECT count(*) - count(DISTINCT event_id) FROM {lake.rows} "
         "WHERE ($low IS NULL OR event_timestamp > $low) AND event_timestamp <= $upper",
         {"low": low, "upper": upper}))[0])
 
@@ -154,14 +155,14 @@ def _backfill(lake: Lake, source: Source, staged: Folder, hours: list[datetime],
     columns = ", ".join(f"{expr} AS {name}" for name, expr in STAGED_COLUMNS.items())
     # the query runs in Postgres (index range scans over the differing hours only); its rows
     # are held once in DuckDB for both comparisons
-    source_query = (f"SELECT {columns} FROM {quote_qualified(source.table)} "
+    source_query = (f"SELECT {columns} FROM {source.table.sql} "
                     f"WHERE ({ranges}) AND {window.literal_sql()}")
     con = lake.con
     con.execute("CREATE OR REPLACE TEMP TABLE reconcile_source AS " + validate.validated_sql(
         f"postgres_query('{SOURCE_ALIAS}', {quote_literal(source_query)})"))
     hour_list = ", ".join(f"{quote_literal(iso(h))}::TIMESTAMPTZ" for h in hours)
     # a zero-copy lake holds ids as text: compared as UUIDs like the validated source rows
-    lake_ids = (f"SELECT TRY_CAST(event_id AS UUID) AS event_id FROM {lake.events_table} "
+    lake_ids = (f"SELECT TRY_CAST(event_id AS UUID) AS event_id FROM {lake.rows} "
                 f"WHERE {window.literal_sql()} AND date_trunc('hour', event_timestamp) IN ({hour_list})")
     report.lake_rows_not_in_source = one_row(con.execute(
         f"SELECT count(*) FROM ({lake_ids}) l WHERE l.event_id NOT IN "
@@ -181,7 +182,8 @@ def _backfill(lake: Lake, source: Source, staged: Folder, hours: list[datetime],
         return
     batch = staging.seal(folder, batch_id=batch_id, table=lake.table, engine=RECONCILE_ENGINE,
                          window=window, row_count=missing, files=[name],
-                         lake_id=lake_id(lake), source=source.name,
+                         lake_id=lake_id(lake), source=source.name, id_column=lake.id_column,
+                         time_column=lake.time_column, absent=list(source.table.absent) or None,
                          # checked against every lake row: a source without a unique event_id may
                          # hold, in these hours, an id the lake has under another time (reconcile is rare)
                          ids_unique=False)

@@ -19,13 +19,14 @@ from pipeline import id_checksum
 from pipeline.lake import locks, validate
 from pipeline.lake.attach_sql import SOURCE_ALIAS
 from pipeline.lake.connect import lake_session
+from pipeline.lake.schema import insert_columns_sql
 from pipeline.lake.transaction import transaction
 from pipeline.ops import proof
 from pipeline.settings import ResolvedSettings
-from pipeline.source.shape import EVENT_COLUMNS, STAGED_COLUMNS, IdShape
+from pipeline.source.shape import STAGED_COLUMNS, IdShape, SourceRelation
 from pipeline.source.snapshot import exported_snapshot
 from pipeline.source.window import iso
-from pipeline.sqltext import one_row, quote_literal, quote_qualified
+from pipeline.sqltext import one_row, quote_ident, quote_literal
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +56,9 @@ def repair(settings: ResolvedSettings, since: timedelta | None) -> RepairReport:
     with locks.hold(settings, "promote"), lake_session(settings, source=True) as lake:
         con = lake.con
         with exported_snapshot(settings.source_dsn, arrivals=False) as snapshot:
-            check = proof.prove_in(snapshot.conn, lake, settings.source_table, since)
-            how = IdShape.read(snapshot.conn, settings.source_table)
+            source = SourceRelation.of(snapshot.conn, settings)
+            check = proof.prove_in(snapshot.conn, lake, source, since)
+            how = IdShape.read(snapshot.conn, source)
         if check.exact:
             return RepairReport(check)
         ids = sorted({*check.missing, *check.extra, *check.moved})
@@ -64,7 +66,7 @@ def repair(settings: ResolvedSettings, since: timedelta | None) -> RepairReport:
         columns = ", ".join(f"{expr} AS {name}" for name, expr in STAGED_COLUMNS.items())
         # as the source holds them now, up to the compared range's end: a row it moved into the
         # future is loaded when due, by a load, never ahead of the source's clock
-        source_query = (f"SELECT {columns} FROM {quote_qualified(settings.source_table)} WHERE "
+        source_query = (f"SELECT {columns} FROM {source.sql} WHERE "
                         f"{id_checksum.postgres_id('event_id', how.uuid_typed)} IN "
                         f"({', '.join(quote_literal(str(i)) + '::uuid' for i in ids)}) "
                         f"AND event_timestamp <= {quote_literal(iso(check.upper))}::timestamptz")
@@ -73,11 +75,10 @@ def repair(settings: ResolvedSettings, since: timedelta | None) -> RepairReport:
                    f"of {len(ids)} id(s) replaced by the source's")
         info = json.dumps({"repair": check.as_dict()})
         with transaction(lake, message, info):
+            own_id = quote_ident(lake.own("event_id"))
             removed = one_row(con.execute(f"DELETE FROM {lake.events_table} "
-                                          f"WHERE TRY_CAST(event_id AS UUID) IN ({id_list})"))[0]
-            names = ", ".join(EVENT_COLUMNS)
-            loaded = one_row(con.execute(f"INSERT INTO {lake.events_table} ({names}) "
-                                         f"SELECT {names} FROM ({rows})"))[0]
+                                          f"WHERE TRY_CAST({own_id} AS UUID) IN ({id_list})"))[0]
+            loaded = one_row(con.execute(insert_columns_sql(lake, f"({rows})")))[0]
         snapshot_id = one_row(con.execute(
             f"SELECT max(snapshot_id) FROM {settings.lake_name}.snapshots()"))[0]
     report = RepairReport(check, int(removed), int(loaded), snapshot_id)

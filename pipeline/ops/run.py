@@ -42,6 +42,8 @@ from pipeline.promote import zero_copy
 from pipeline.promote.promotion import Outcome, PromotionResult, promote, promote_together
 from pipeline.settings import ResolvedSettings
 from pipeline.settings.model import Engine
+from pipeline.source import shape
+from pipeline.source.connect import connect
 from pipeline.source.plan import BatchPlan
 from pipeline.source.snapshot import PlannerSnapshot, exported_snapshot
 from pipeline.source.window import Window
@@ -460,10 +462,9 @@ class _Run:
             return 0
         t0 = time.monotonic()
         with one_read(self.lake):
-            check = proof.compare(snapshot.conn, self.lake, self.settings.source_table, plan.window.low,
+            check = proof.compare(snapshot.conn, self.lake, plan.source, plan.window.low,
                                   plan.window.upper, plan.ids, source=plan.source_ids)
-        check = proof.newer_than_snapshot(self.settings.source_dsn, self.settings.source_table, check,
-                                          plan.ids)
+        check = proof.newer_than_snapshot(self.settings.source_dsn, plan.source, check, plan.ids)
         self.report.seconds["check"] = self.report.seconds.get("check", 0.0) + time.monotonic() - t0
         self.report.check = check
         if check.extra:
@@ -500,12 +501,18 @@ class _TablesRun:
 
     def __init__(self, settings: ResolvedSettings, lake: Lake, report: RunReport, *, tables: bool) -> None:
         self.settings, self.lake, self.report = settings, lake, report
-        self.runs = [_Run(settings.for_table(t), lake.for_table(t.name), RunReport())
-                     for t in settings.tables]
+        self.runs = [_Run(settings.for_table(t), lake.for_table(t.name, t.id_column, t.time_column),
+                          RunReport()) for t in settings.tables]
         report.tables = {run.lake.table: run.report for run in self.runs}
         if tables:  # each table's lake table (the session made the one its settings name)
-            for run in self.runs:
-                ensure_tables(run.lake, column_types(settings.promotion, settings.spark.reader))
+            own = [run for run in self.runs if run.settings.names_own_columns]
+            with contextlib.ExitStack() as opened:
+                conn = opened.enter_context(connect(settings.source_dsn)) if own else None
+                for run in self.runs:
+                    columns = shape.own_table_columns(conn, shape.SourceRelation.of(conn, run.settings),
+                                                      settings.schema_drift) if conn and run in own else None
+                    ensure_tables(run.lake, column_types(settings.promotion, settings.spark.reader),
+                                  own_columns=columns)
 
     def refuse_another_source(self) -> None:
         for run in self.runs:
@@ -668,7 +675,8 @@ def promote_staged_group(settings: ResolvedSettings, lake: Lake, group: str,
             if manifest is not None and manifest.lake_files:  # zero-copy files it would have registered
                 zero_copy.remove_files(manifest.lake_files, lake.for_table(table).table_folder)
         return [], []
-    staged = [(lake.for_table(table), staging.StagedBatch(folder, manifest))
+    staged = [(lake.for_table(table, manifest.id_column, manifest.time_column),
+               staging.StagedBatch(folder, manifest))
               for table, folder in complete.items() if (manifest := staging.read_manifest(folder))]
     log.info("promoting group %s (%s)", group,
              ", ".join(f"{member.table} {batch.manifest.row_count} rows" for member, batch in staged))

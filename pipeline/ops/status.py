@@ -25,9 +25,9 @@ from pipeline.ops.scheduler_state import SchedulerState, SchedulerStates
 from pipeline.settings import ResolvedSettings
 from pipeline.source import arrivals, stats
 from pipeline.source.connect import connect as connect_source
-from pipeline.source.shape import IdShape
+from pipeline.source.shape import IdShape, SourceRelation, source_columns
 from pipeline.source.window import iso
-from pipeline.sqltext import one_row, quote_qualified
+from pipeline.sqltext import one_row
 
 HOUR = timedelta(hours=1)  # --status and /metrics report the loads of the last hour
 
@@ -189,19 +189,20 @@ def _identity(conn: psycopg.Connection, settings: ResolvedSettings, watermark: d
     """The lake against the source over the look-back behind the watermark, by id. Ids the lake
     lacks there are rows the next load reads (late arrivals); rows the source deleted or moved
     after loading are a divergence no load repairs."""
-    how = IdShape.read(conn, settings.source_table)
+    source = SourceRelation.of(conn, settings)
+    how = IdShape.read(conn, source)
     # the lake's reads in one snapshot of it: the last batch's mark is the one of the rows it counted
     with lake_session(settings, read_only=True) as lake, one_read(lake):
-        check = proof.compare(conn, lake, settings.source_table, watermark - settings.lookback,
+        check = proof.compare(conn, lake, source, watermark - settings.lookback,
                               watermark, how)
         earlier = batch_table.last_arrivals(lake) if check.missing else None
     # extras a load took since: not deleted
-    check = proof.newer_than_snapshot(settings.source_dsn, settings.source_table, check, how)
+    check = proof.newer_than_snapshot(settings.source_dsn, source, check, how)
     if earlier is None or earlier[2] is None:
         return check
     # ids the last load's snapshot held (written by older transactions) are no late arrivals: it
     # should have loaded them, and did not
-    missed = stats.written_before(conn, settings.source_table, set(check.missing), earlier[2],
+    missed = stats.written_before(conn, source, set(check.missing), earlier[2],
                                   uuid_typed=how.uuid_typed)
     return replace(check, missed=sorted(missed))
 
@@ -255,6 +256,7 @@ def _collect(settings: ResolvedSettings, *, checked: Integrity | None = None) ->
     watermark, batches, job_runs = facts.watermark, facts.batches, facts.job_runs
     newest, pending, future, far_future, now, source_error = None, None, None, 0, datetime.now(UTC), None
     surplus, identity = 0, None
+    column = settings.arrival_column
     stamped: bool | None = True
     try:
         with connect_source(settings.source_dsn) as conn:
@@ -266,9 +268,10 @@ def _collect(settings: ResolvedSettings, *, checked: Integrity | None = None) ->
             elif denied := _denied(conn, settings.source_table):  # no SELECT: said, with the GRANT
                 source_error, exists = denied, False
             if exists:
-                table = quote_qualified(settings.source_table)
-                future = stats.rows_after(conn, settings.source_table, now)
-                far_future = stats.rows_after(conn, settings.source_table, now + health.FUTURE_TOLERANCE) \
+                source = SourceRelation.of(conn, settings)
+                table = source.sql
+                future = stats.rows_after(conn, source, now)
+                far_future = stats.rows_after(conn, source, now + health.FUTURE_TOLERANCE) \
                     if future else 0
                 # bounded by the event_timestamp index: the newest loadable row (future-dated rows
                 # wait, so they are no lag), and the rows past the watermark
@@ -281,9 +284,11 @@ def _collect(settings: ResolvedSettings, *, checked: Integrity | None = None) ->
                     # fails every read of the ids, and is the finding already)
                     identity = _identity(conn, settings, watermark)
                     surplus = identity.diverged
-                if settings.arrival_column:
-                    stamped = arrivals.stamped_by_database(conn, settings.source_table,
-                                                           settings.arrival_column)
+                # a table without the arrival column is read by its window (pipeline.source.shape)
+                if column not in source_columns(conn, settings.source_table):
+                    column = None
+                if column:
+                    stamped = arrivals.stamped_by_database(conn, settings.source_table, column)
     except SourceUnavailable as exc:
         # the lake is still readable: report what it holds, and the source as down (failing)
         source_error = first_line(exc)
@@ -306,7 +311,6 @@ def _collect(settings: ResolvedSettings, *, checked: Integrity | None = None) ->
                            lake_damage=[*(facts.integrity.problems if facts.integrity else []),
                                         *missed])
     behind = facts.last_hour["rows_behind_mark"] if facts.last_hour else 0
-    column = settings.arrival_column
     return Status(
         health=judged, lake=settings.events_table, lake_exists=facts.exists,
         catalog=settings.catalog.describe(), data_path=settings.data_path, watermark=watermark,

@@ -22,14 +22,14 @@ from enum import StrEnum
 import duckdb
 
 from pipeline import staging
+from pipeline.columns import OPTIONAL_LAKE_TYPES
 from pipeline.errors import disk_full, is_disk_full
 from pipeline.lake import batches, locks, validate
-from pipeline.lake.schema import events_column_types
+from pipeline.lake.schema import events_column_types, insert_columns_sql
 from pipeline.lake.session import Lake
 from pipeline.lake.transaction import transaction
 from pipeline.progress import Progress
 from pipeline.promote import zero_copy
-from pipeline.source.shape import EVENT_COLUMNS
 from pipeline.source.window import parse_iso
 from pipeline.sqltext import one_row, quote_ident
 from pipeline.staging import LakeFile, StagedBatch
@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 RECONCILE_ENGINE = "reconcile"  # the manifest engine of backfill batches (pipeline.ops.reconcile)
 
 
-def insert_sql(events_table: str, batch_has_duplicates: bool = True,
+def insert_sql(lake: Lake, batch_has_duplicates: bool = True,
                extra_columns: dict[str, str] | None = None) -> str:
     """Insert the batch's new loadable rows: one per id (only when the batch repeats ids: the
     window function costs a sort), anti-joined with every lake row, wherever it is dated. An id
@@ -46,15 +46,12 @@ def insert_sql(events_table: str, batch_has_duplicates: bool = True,
     event_timestamp) into a later window, and a source without a unique index may send an id
     again. The whole lake's id column costs ~0.06 s against 10M rows for a 1k-row batch
     (bench/bench_antijoin.py); the batch is the join's build side."""
-    columns = [*EVENT_COLUMNS, *map(quote_ident, extra_columns or {})]
-    return f"""
-    INSERT INTO {events_table} ({", ".join(columns)})
-    SELECT {", ".join(f"s.{name}" for name in columns)}
-    FROM ({validate.loadable_sql(batch_has_duplicates, extra_columns=extra_columns)}) s
-    -- TRY_CAST: text in a zero-copy lake made by the JDBC reader
-    ANTI JOIN (SELECT TRY_CAST(event_id AS UUID) AS event_id FROM {events_table}) existing
-           ON existing.event_id = s.event_id
-    """
+    # TRY_CAST: text in a zero-copy lake made by the JDBC reader
+    new_rows = f"""(
+    SELECT * FROM ({validate.loadable_sql(batch_has_duplicates, extra_columns=extra_columns)}) s
+    ANTI JOIN (SELECT TRY_CAST(event_id AS UUID) AS event_id FROM {lake.rows}) existing
+           ON existing.event_id = s.event_id)"""
+    return insert_columns_sql(lake, new_rows, extra_columns or {})
 
 
 class Outcome(StrEnum):
@@ -340,10 +337,14 @@ def _write(lake: Lake, batch: StagedBatch,
         quarantined = one_row(lake.execute(validate.quarantine_sql(lake.quarantine_table, rejected),
                                           {"files": files, "batch_id": batch.batch_id,
                                            "table_name": lake.table}))[0]
+    # a table with its own columns starts with its id and time (pipeline.lake.schema): the optional
+    # columns it has join with their first rows, like the columns a source adds
+    absent = batch.manifest.absent or ()
+    add_columns(lake, {name: kind for name, kind in OPTIONAL_LAKE_TYPES.items() if name not in absent})
     lake_extra = add_columns(lake, batch.manifest.extra_columns or {})
     if contents.loadable:
         meter.step("inserting new rows" + (" (dropping duplicates)" if contents.has_duplicates else ""))
-        inserted = one_row(lake.execute(insert_sql(lake.events_table, contents.has_duplicates, lake_extra),
+        inserted = one_row(lake.execute(insert_sql(lake, contents.has_duplicates, lake_extra),
                                        {"files": files}))[0]
     if contents.lake_files:
         meter.step(f"registering {len(contents.lake_files)} file(s)")

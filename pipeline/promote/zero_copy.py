@@ -31,6 +31,7 @@ from datetime import datetime
 
 import psycopg
 
+from pipeline.columns import ID, OPTIONAL, TIME
 from pipeline.lake.schema import events_column_types
 from pipeline.lake.session import Lake
 from pipeline.lake.session import table_folder as lake_table_folder
@@ -129,6 +130,12 @@ def blocker(settings: Settings, engine: str, lake_types: Mapping[str, str], sour
         return (f"DUCKLAKE_DATA_PATH={settings.data_path} is object storage, which Spark's own writer "
                 "reaches only through hadoop-aws (the arrow reader, SPARK_READER=arrow, writes it with "
                 "pyarrow)")
+    own = [name for name in (settings.id_column, settings.time_column) if name not in (ID, TIME)]
+    lacking = [name for name in OPTIONAL if name not in source_types]
+    if own or lacking:
+        # Spark's files hold the events shape, which DuckLake registers only into a table of that shape
+        return (f"the table {'names its own ' + ', '.join(own) if own else 'lacks ' + ', '.join(lacking)}: "
+                "copy promotion writes its rows under the table's own columns")
     typed = [f"{name} {lake_types.get(name)}" for name in TEXT_COLUMNS if lake_types.get(name) != "VARCHAR"]
     if jdbc and typed:
         return (f"this lake holds {', '.join(typed)}, types Spark's own Parquet writer cannot write "
@@ -157,7 +164,7 @@ def write_lake_ids(lake: Lake, span: TimeSpan,
     low, upper = span
     where = "event_timestamp <= $upper" + (" AND event_timestamp >= $low" if low else "")
     params = {"upper": upper, **({"low": low} if low else {})}
-    count = one_row(lake.execute(f"COPY (SELECT event_id FROM {lake.events_table} WHERE {where}) TO "
+    count = one_row(lake.execute(f"COPY (SELECT event_id FROM {lake.rows} WHERE {where}) TO "
                                 f"{quote_literal(target.incoming.uri(target.lake_ids))} (FORMAT parquet)",
                                 params))[0]
     if count == 0:
@@ -188,7 +195,7 @@ def held_elsewhere(lake: Lake, paths: list[str]) -> bool:
     return bool(one_row(lake.execute(
         "SELECT count(*) FROM (SELECT TRY_CAST(event_id AS UUID) AS event_id FROM "
         "read_parquet($files, hive_partitioning = false)) f "
-        f"SEMI JOIN (SELECT TRY_CAST(event_id AS UUID) AS event_id FROM {lake.events_table}) lake "
+        f"SEMI JOIN (SELECT TRY_CAST(event_id AS UUID) AS event_id FROM {lake.rows}) lake "
         "ON lake.event_id = f.event_id", {"files": paths}))[0])
 
 

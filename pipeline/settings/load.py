@@ -20,8 +20,6 @@ from pipeline.settings.catalog import CatalogSpec
 from pipeline.settings.durations import parse_duration
 from pipeline.settings.keys import ENV_KEYS
 from pipeline.settings.model import (
-    DEFAULT_ID_COLUMN,
-    DEFAULT_TIME_COLUMN,
     Intervals,
     Promotion,
     Reader,
@@ -168,6 +166,8 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
         metrics_token=Secret(token) if (token := read.raw("METRICS_TOKEN")) else None,
         lake_table=source_table.split(".")[-1],
         source_tables=source_tables,
+        id_column=(source_tables or (SourceTable(source_table),))[0].id_column,
+        time_column=(source_tables or (SourceTable(source_table),))[0].time_column,
     )
 
 
@@ -184,11 +184,6 @@ def _source_tables(read: _Reader) -> tuple[SourceTable, ...]:
                               "Separate tables with commas, e.g. "
                               "SOURCE_TABLES=public.sessions:started_at:session_id,public.events.")
         table = SourceTable(_table_name(name, what), *columns)
-        if (table.time_column, table.id_column) != (DEFAULT_TIME_COLUMN, DEFAULT_ID_COLUMN):
-            raise ConfigError(
-                f"{what}: {entry!r} names its own time or id column; this version reads tables dated by "
-                f"{DEFAULT_TIME_COLUMN} and named by {DEFAULT_ID_COLUMN}. Nothing was read.",
-                f"Give the table those columns (or a view that names them so), and list it as {name}.")
         tables.append(table)
     lake_tables = [t.name for t in tables]
     twice = sorted({n for n in lake_tables if lake_tables.count(n) > 1})

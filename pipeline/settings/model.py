@@ -146,16 +146,24 @@ class Settings:
     # SOURCE_TABLES: every table one run reads under one snapshot and commits in one transaction
     # (empty: SOURCE_TABLE alone)
     source_tables: tuple[SourceTable, ...] = ()
+    # the source table's columns that name and date a row (SOURCE_TABLES' own; see pipeline.columns)
+    id_column: str = DEFAULT_ID_COLUMN
+    time_column: str = DEFAULT_TIME_COLUMN
 
     @property
     def tables(self) -> tuple[SourceTable, ...]:
         """The tables a run loads: SOURCE_TABLES, or SOURCE_TABLE alone."""
-        return self.source_tables or (SourceTable(self.source_table),)
+        return self.source_tables or (SourceTable(self.source_table, self.time_column, self.id_column),)
 
     def for_table(self, table: SourceTable) -> Self:
         """The same settings speaking of one of its tables alone (what a one-table run reads)."""
         return dataclasses.replace(self, source_table=table.qualified, lake_table=table.name,
-                                   source_tables=())
+                                   source_tables=(), id_column=table.id_column, time_column=table.time_column)
+
+    @property
+    def names_own_columns(self) -> bool:
+        """Does the table name and date a row by columns of its own (``schema.table:time:id``)?"""
+        return (self.id_column, self.time_column) != (DEFAULT_ID_COLUMN, DEFAULT_TIME_COLUMN)
 
     @property
     def metrics_port(self) -> int:

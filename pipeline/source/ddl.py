@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import psycopg
 from psycopg import sql
 
@@ -13,18 +15,31 @@ def table_sql(qualified: str) -> sql.SQL:
     return sql.SQL(quote_qualified(qualified))
 
 
-def ensure_table(conn: psycopg.Connection, qualified: str) -> None:
-    """Create the source table and its time and arrival indexes from ``sql/source_events.sql``,
+@dataclass(frozen=True)
+class TableKind:
+    """A source table the generator makes: its DDL file and the column of its time index."""
+
+    ddl: str
+    time_column: str
+
+
+EVENTS = TableKind("source_events.sql", "event_timestamp")
+# the generator's --sessions table: its own id and time columns, no event_type or details
+SESSIONS = TableKind("source_sessions.sql", "started_at")
+
+
+def ensure_table(conn: psycopg.Connection, qualified: str, kind: TableKind = EVENTS) -> None:
+    """Create the source table and its time and arrival indexes from its DDL file in ``sql/``,
     as far as they are missing. When all are there nothing runs: even ``CREATE INDEX IF NOT
     EXISTS`` takes a lock that waits for every open writer of the table (a writer's transaction
     held open would stall each generator start behind it)."""
     schema, table = qualified.split(".")
-    names = {"index": f"{table}_event_timestamp_idx", "arrival_index": f"{table}_created_at_idx"}
+    names = {"index": f"{table}_{kind.time_column}_idx", "arrival_index": f"{table}_created_at_idx"}
     present = one_row(conn.execute(
         "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
         "WHERE n.nspname = %s AND c.relname = ANY(%s)", (schema, [table, *names.values()])))[0]
     if present == 1 + len(names):
         return
-    for statement in split_statements(read_sql("source_events.sql")):
+    for statement in split_statements(read_sql(kind.ddl)):
         conn.execute(sql.SQL(statement.format(schema=quote_ident(schema), table=quote_ident(table),
                                               **{k: quote_ident(v) for k, v in names.items()})))

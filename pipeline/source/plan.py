@@ -9,13 +9,14 @@ from datetime import datetime
 
 from pipeline.id_checksum import IdSum
 from pipeline.source.completeness import Completeness
-from pipeline.source.shape import IdShape
+from pipeline.source.shape import IdShape, SourceRelation
 from pipeline.source.stats import WindowStats
 from pipeline.source.window import Window
 
 
 @dataclass(frozen=True)
 class BatchPlan:
+    source: SourceRelation  # the table as every reader reads it (its own id and time columns named)
     window: Window
     stats: WindowStats  # counted in the snapshot every reader imports
     snapshot_id: str | None  # the planner's exported Postgres snapshot (None: each reader's own)

@@ -9,8 +9,10 @@ from dataclasses import dataclass
 
 import psycopg
 
+from pipeline.columns import ID, OPTIONAL, OPTIONAL_LAKE_TYPES, TIME, canonical_relation, own_name
 from pipeline.errors import ConfigError, TerminalError
-from pipeline.sqltext import one_row
+from pipeline.settings.model import Settings
+from pipeline.sqltext import one_row, quote_qualified
 
 log = logging.getLogger(__name__)
 
@@ -37,15 +39,8 @@ STAGED_COLUMNS = {  # in EVENT_COLUMNS' order (checked below)
 TYPED_COLUMNS = {**STAGED_COLUMNS, "event_id": "event_id", "details": "details"}
 
 
-# column -> the Postgres types it may have (udt names); None: any type with a text form
-EXPECTED = {
-    "event_id": None,  # uuid or text: validated row by row at promotion
-    "event_type": None,
-    "event_timestamp": ("timestamptz", "timestamp"),
-    "details": None,  # jsonb, json or text: validated row by row
-    "created_at": ("timestamptz", "timestamp"),
-}
-assert tuple(STAGED_COLUMNS) == tuple(EXPECTED) == EVENT_COLUMNS
+assert tuple(STAGED_COLUMNS) == EVENT_COLUMNS
+DEFAULT_ARRIVAL_COLUMN = "created_at"
 
 
 def source_columns(conn: psycopg.Connection, qualified: str) -> dict[str, str]:
@@ -56,16 +51,50 @@ def source_columns(conn: psycopg.Connection, qualified: str) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
+class SourceRelation:
+    """One source table as every stage reads it: its own columns, with its id column also read
+    as ``event_id``, its time column as ``event_timestamp`` and NULL for an optional column it lacks
+    (:mod:`pipeline.columns`). ``sql`` is what a query names in place of the table."""
+
+    qualified: str  # schema.table
+    id_column: str = ID
+    time_column: str = TIME
+    absent: tuple[str, ...] = ()  # of OPTIONAL, the columns the table lacks
+    row_versions: bool = True  # a table (xmin, ctid), not a view or a foreign table
+
+    @classmethod
+    def read(cls, conn: psycopg.Connection, qualified: str, id_column: str = ID,
+             time_column: str = TIME) -> SourceRelation:
+        columns = source_columns(conn, qualified)
+        return cls(qualified, id_column, time_column, tuple(name for name in OPTIONAL if name not in columns),
+                   bool(columns) and has_row_versions(conn, qualified))
+
+    @classmethod
+    def of(cls, conn: psycopg.Connection, settings: Settings) -> SourceRelation:
+        """The settings' source table (SOURCE_TABLE, or one of SOURCE_TABLES through ``for_table``)."""
+        return cls.read(conn, settings.source_table, settings.id_column, settings.time_column)
+
+    @property
+    def sql(self) -> str:
+        return canonical_relation(quote_qualified(self.qualified), self.id_column, self.time_column,
+                                  self.absent, system_columns=self.row_versions)
+
+    def own(self, name: str) -> str:
+        """The table's own name of the canonical column ``name``."""
+        return own_name(name, self.id_column, self.time_column)
+
+
+@dataclass(frozen=True)
 class IdShape:
     """How the source's ids are read: a uuid column or text spelling one; unique or not."""
 
     uuid_typed: bool
-    unique: bool  # a primary key or unique index on event_id
+    unique: bool  # a primary key or unique index on the id column
 
     @classmethod
-    def read(cls, conn: psycopg.Connection, qualified: str) -> IdShape:
-        return cls(uuid_typed=source_columns(conn, qualified).get("event_id") == "uuid",
-                   unique=has_unique_index(conn, qualified, "event_id"))
+    def read(cls, conn: psycopg.Connection, source: SourceRelation) -> IdShape:
+        return cls(uuid_typed=source_columns(conn, source.qualified).get(source.id_column) == "uuid",
+                   unique=has_unique_index(conn, source.qualified, source.id_column))
 
 
 def has_row_versions(conn: psycopg.Connection, qualified: str) -> bool:
@@ -97,36 +126,78 @@ def lake_type(udt: str) -> str:
     return LAKE_TYPES.get(udt, "VARCHAR")
 
 
-def check_shape(conn: psycopg.Connection, qualified: str, drift: str = "add",
-                arrival_column: str | None = None) -> dict[str, str]:
-    """Raise :class:`TerminalError` for a missing or retyped column (the five the pipeline reads,
-    and the arrival column); return the columns the source has beyond the five, with their lake
-    types (``drift="add"``: they are loaded too; ``"ignore"``: logged and not loaded, so the
-    result is empty)."""
-    columns = source_columns(conn, qualified)
-    if arrival_column and columns.get(arrival_column) not in ("timestamptz", "timestamp"):
-        found = f"is {columns[arrival_column]}" if arrival_column in columns else "does not exist"
+ID_TYPES = ("uuid", "text", "varchar", "bpchar")  # an id is a UUID, or text spelling one
+TIME_TYPES = ("timestamptz", "timestamp")
+
+
+def arrival_column_of(source: SourceRelation, columns: dict[str, str], configured: str | None) -> str | None:
+    """The arrival column this table is read by: ``configured`` where the table has it. The default
+    (``created_at``) applies where it exists — a table without one is read by its window — while a
+    column named on purpose must exist (a typo is not silently the slow path)."""
+    if configured is None or (configured == DEFAULT_ARRIVAL_COLUMN and configured not in columns):
+        return None
+    if columns.get(configured) not in TIME_TYPES:
+        found = f"is {columns[configured]}" if configured in columns else "does not exist"
         raise ConfigError(
-            f"SOURCE_ARRIVAL_COLUMN {arrival_column!r}: the column {qualified}.{arrival_column} {found}, "
+            f"SOURCE_ARRIVAL_COLUMN {configured!r}: the column {source.qualified}.{configured} {found}, "
             "not a timestamp. Nothing was read, staged or created.",
             "Name a timestamp column the database sets when a row is written (e.g. created_at "
             "timestamptz DEFAULT now()), or set SOURCE_ARRIVAL_COLUMN=none to read the whole look-back.")
-    missing = [name for name in EXPECTED if name not in columns]
+    return configured
+
+
+def check_shape(conn: psycopg.Connection, source: SourceRelation, drift: str = "add",
+                arrival_column: str | None = None) -> dict[str, str]:
+    """Raise for a missing or retyped column (the id and time columns, and a named arrival
+    column); return the table's columns beyond the id, the time and the optional ones
+    (:data:`pipeline.columns.OPTIONAL`), with their lake types (``drift="add"``: they are loaded
+    too; ``"ignore"``: logged and not loaded, so the result is empty)."""
+    qualified, columns = source.qualified, source_columns(conn, source.qualified)
+    arrival_column_of(source, columns, arrival_column)
+    where = "SOURCE_TABLES" if (source.id_column, source.time_column) != (ID, TIME) else "SOURCE_TABLE"
+    missing = [name for name in (source.id_column, source.time_column) if name not in columns]
     if missing:
         raise TerminalError(
             f"The source table {qualified} has no column {', '.join(missing)} (it has: "
             f"{', '.join(columns)}). Nothing was read, staged or created.",
-            f"The pipeline reads {', '.join(EXPECTED)}. Restore the column, or point SOURCE_TABLE at a "
-            "view that provides it under that name; then run again — nothing is lost meanwhile.")
-    for name, allowed in EXPECTED.items():
-        if allowed is not None and columns[name] not in allowed:
+            f"The pipeline names a row by {source.id_column} and dates it by {source.time_column}. Restore "
+            f"the column, name the table's own in {where} (schema.table:time_column:id_column), or point "
+            f"{where} at a view that provides it; then run again — nothing is lost meanwhile.")
+    for name in (source.time_column, "created_at"):
+        if name in columns and columns[name] not in TIME_TYPES:
             raise TerminalError(
                 f"The source column {qualified}.{name} is {columns[name]}, not a timestamp. Nothing was "
                 "read, staged or created.",
-                f"Make {name} timestamptz (or timestamp, read as UTC), or point SOURCE_TABLE at a view "
-                "that casts it; then run again.")
-    extra_columns = {name: lake_type(udt) for name, udt in columns.items() if name not in EXPECTED}
+                f"Make {name} timestamptz (or timestamp, read as UTC), or point {where} at a view that casts "
+                "it; then run again.")
+    if columns[source.id_column] not in ID_TYPES:
+        raise TerminalError(
+            f"The source column {qualified}.{source.id_column} is {columns[source.id_column]}: the pipeline "
+            "names every row by a UUID (a uuid column, or text spelling one). Nothing was read, staged or "
+            "created.",
+            f"Name a uuid column as the table's id in {where} (schema.table:time_column:id_column), or "
+            f"point {where} at a view that provides one; then run again.")
+    for name, own in ((ID, source.id_column), (TIME, source.time_column)):
+        if own != name and name in columns:
+            raise TerminalError(
+                f"The source table {qualified} has a column {name} besides its {own}, which the pipeline "
+                f"reads as {name}. Nothing was read, staged or created.",
+                f"Name {name} as the table's column in {where}, or point it at a view without the other.")
+    core = {source.id_column, source.time_column, *OPTIONAL}
+    extra_columns = {name: lake_type(udt) for name, udt in columns.items() if name not in core}
     if extra_columns and drift == "ignore":
         log.warning("source columns %s are not loaded (SCHEMA_DRIFT=ignore)", ", ".join(extra_columns))
         return {}
     return extra_columns
+
+
+def own_table_columns(conn: psycopg.Connection, source: SourceRelation,
+                      drift: str = "add") -> dict[str, str] | None:
+    """A table with its own id and time columns, as its lake table is made: every column the lake
+    takes, besides the id, with its lake type (None for a table of the events shape: the lake
+    makes that one from ``sql/lake_events.sql``)."""
+    if (source.id_column, source.time_column) == (ID, TIME):
+        return None
+    extra_columns = check_shape(conn, source, drift)
+    present = {name: kind for name, kind in OPTIONAL_LAKE_TYPES.items() if name not in source.absent}
+    return {source.time_column: "TIMESTAMPTZ", **present, **extra_columns}

@@ -12,8 +12,7 @@ from psycopg import sql
 from pipeline import id_checksum, invocation
 from pipeline.errors import SourceAccessDenied, TerminalError
 from pipeline.id_checksum import IdSum
-from pipeline.source.ddl import table_sql
-from pipeline.source.shape import has_row_versions
+from pipeline.source.shape import SourceRelation
 from pipeline.source.window import XID_SPAN, Window
 from pipeline.sqltext import one_row
 
@@ -70,10 +69,10 @@ def require_select(conn: psycopg.Connection, qualified: str) -> None:
         f"As the table's owner, run: {' '.join(grants)}")
 
 
-def rows_after(conn: psycopg.Connection, qualified: str, upper: datetime) -> int:
+def rows_after(conn: psycopg.Connection, source: SourceRelation, upper: datetime) -> int:
     """Rows dated after ``upper`` (the source's clock): future-dated events, which wait."""
     query = sql.SQL("SELECT count(*) FROM {t} WHERE event_timestamp > %(upper)s").format(
-        t=table_sql(qualified))
+        t=sql.SQL(source.sql))
     return one_row(conn.execute(query, {"upper": upper}))[0]
 
 
@@ -81,7 +80,7 @@ def _range_sql(low: datetime | None) -> str:
     return ("event_timestamp > %(low)s AND " if low is not None else "") + "event_timestamp <= %(upper)s"
 
 
-def id_sums(conn: psycopg.Connection, qualified: str, low: datetime | None, upper: datetime, *,
+def id_sums(conn: psycopg.Connection, source: SourceRelation, low: datetime | None, upper: datetime, *,
             uuid_typed: bool, unique: bool, bucket_seconds: int | None = None) -> dict[int, IdSum]:
     """Which ids the source holds dated in ``(low, upper]``, whatever their arrival time, as
     (count, checksum) per bucket of ``bucket_seconds`` (one bucket 0 without): the source side of
@@ -93,18 +92,18 @@ def id_sums(conn: psycopg.Connection, qualified: str, low: datetime | None, uppe
     distinct = "" if unique and uuid_typed else "DISTINCT "
     ids = f"SELECT {distinct}{uuid_sql} AS id, {bucket} AS bucket FROM {{t}} WHERE {_range_sql(low)}"
     query = sql.SQL(f"SELECT bucket, count(*), {id_checksum.postgres_sums('id')} FROM ({ids}) ids "
-                    "WHERE id IS NOT NULL GROUP BY bucket").format(t=table_sql(qualified))
+                    "WHERE id IS NOT NULL GROUP BY bucket").format(t=sql.SQL(source.sql))
     rows = conn.execute(query, {"low": low, "upper": upper}).fetchall()
     return {int(bucket): IdSum.of(count, high, low_sum) for bucket, count, high, low_sum in rows}
 
 
-def ids_in_buckets(conn: psycopg.Connection, qualified: str, low: datetime | None, upper: datetime,
+def ids_in_buckets(conn: psycopg.Connection, source: SourceRelation, low: datetime | None, upper: datetime,
                    buckets: list[int], bucket_seconds: int, *, uuid_typed: bool) -> dict[int, set[UUID]]:
     """The ids the source holds dated in ``(low, upper]`` in each of ``buckets``: where a difference is."""
     uuid_sql = id_checksum.postgres_id("event_id", uuid_typed)
     bucket = id_checksum.postgres_bucket(bucket_seconds)
     query = sql.SQL(f"SELECT DISTINCT {bucket}, {uuid_sql} FROM {{t}} WHERE {_range_sql(low)} AND "
-                    f"{bucket} = ANY(%(buckets)s)").format(t=table_sql(qualified))
+                    f"{bucket} = ANY(%(buckets)s)").format(t=sql.SQL(source.sql))
     found: dict[int, set[UUID]] = {b: set() for b in buckets}
     for number, row_id in conn.execute(query, {"low": low, "upper": upper, "buckets": buckets}).fetchall():
         if row_id is not None:
@@ -112,29 +111,29 @@ def ids_in_buckets(conn: psycopg.Connection, qualified: str, low: datetime | Non
     return found
 
 
-def ids_in_range(conn: psycopg.Connection, qualified: str, low: datetime | None, upper: datetime,
+def ids_in_range(conn: psycopg.Connection, source: SourceRelation, low: datetime | None, upper: datetime,
                  ids: set[UUID], *, uuid_typed: bool) -> set[UUID]:
     """Which of ``ids`` the source holds dated in ``(low, upper]``."""
     uuid_sql = id_checksum.postgres_id("event_id", uuid_typed)
     query = sql.SQL(f"SELECT {uuid_sql} FROM {{t}} WHERE {_range_sql(low)} "
-                    f"AND {uuid_sql} = ANY(%(ids)s)").format(t=table_sql(qualified))
+                    f"AND {uuid_sql} = ANY(%(ids)s)").format(t=sql.SQL(source.sql))
     return {row[0] for row in conn.execute(query, {"low": low, "upper": upper, "ids": list(ids)}).fetchall()}
 
 
-def written_before(conn: psycopg.Connection, qualified: str, ids: set[UUID], xmin: int, *,
+def written_before(conn: psycopg.Connection, source: SourceRelation, ids: set[UUID], xmin: int, *,
                    uuid_typed: bool) -> set[UUID]:
     """Which of ``ids`` were written by transactions older than ``xmin`` (an earlier plan's
     snapshot's): rows that snapshot saw. Empty for a relation without ``xmin`` (a view)."""
-    if not ids or not has_row_versions(conn, qualified):
+    if not ids or not source.row_versions:
         return set()
     uuid_sql = id_checksum.postgres_id("event_id", uuid_typed)
     older = f"mod(xmin::text::bigint - %(x32)s + {XID_SPAN}, {XID_SPAN}) >= {XID_SPAN // 2}"
     query = sql.SQL(f"SELECT {uuid_sql} FROM {{t}} WHERE {uuid_sql} = ANY(%(ids)s) AND {older}").format(
-        t=table_sql(qualified))
+        t=sql.SQL(source.sql))
     return {row[0] for row in conn.execute(query, {"ids": list(ids), "x32": xmin % XID_SPAN}).fetchall()}
 
 
-def unchanged_rows(conn: psycopg.Connection, qualified: str, rows: dict[UUID, str | None], *,
+def unchanged_rows(conn: psycopg.Connection, source: SourceRelation, rows: dict[UUID, str | None], *,
                    uuid_typed: bool) -> set[UUID]:
     """Of ``rows`` (id -> md5 of the details text as it was set aside), the ids whose source row
     still has those details: a quarantined row the source fixed (or removed) is no longer held."""
@@ -142,23 +141,23 @@ def unchanged_rows(conn: psycopg.Connection, qualified: str, rows: dict[UUID, st
         return set()
     uuid_sql = id_checksum.postgres_id("event_id", uuid_typed)
     query = sql.SQL(f"SELECT {uuid_sql}, md5(details::text) FROM {{t}} "
-                    f"WHERE {uuid_sql} = ANY(%(ids)s)").format(t=table_sql(qualified))
+                    f"WHERE {uuid_sql} = ANY(%(ids)s)").format(t=sql.SQL(source.sql))
     found = conn.execute(query, {"ids": list(rows)}).fetchall()
     return {row_id for row_id, digest in found if row_id in rows and rows[row_id] == digest}
 
 
-def window_stats(conn: psycopg.Connection, qualified: str, window: Window) -> WindowStats:
+def window_stats(conn: psycopg.Connection, source: SourceRelation, window: Window) -> WindowStats:
     """Rows and time range of ``window`` (the table's existence was checked by the preflight)."""
     query = sql.SQL(
         # ::timestamptz: a naive column's values are wall-clock time in the session's zone
         "SELECT count(*), min(event_timestamp)::timestamptz, max(event_timestamp)::timestamptz "
         "FROM {t} WHERE {w}"
-    ).format(t=table_sql(qualified), w=sql.SQL(window.where_sql()))
+    ).format(t=sql.SQL(source.sql), w=sql.SQL(window.where_sql()))
     rows, lo, hi = one_row(conn.execute(query, window.params()))
     # a plain table's pages and rows: a window holding much of the table is read in page ranges
     # (pipeline.extract.partitions.page_ranges), each page once, not by time over an index
     pages, estimate = one_row(conn.execute(
         "SELECT CASE WHEN c.relkind = 'r' THEN pg_relation_size(c.oid) / current_setting('block_size')::int "
         "ELSE 0 END, greatest(c.reltuples, 0)::bigint FROM pg_class c WHERE c.oid = %s::regclass",
-        (qualified,)))
+        (source.qualified,)))
     return WindowStats(rows=rows, min_ts=lo, max_ts=hi, table_pages=int(pages), table_rows=int(estimate))

@@ -81,6 +81,10 @@ class Manifest:
     # one lake transaction or not at all; ``group`` names the plan
     group: str | None = None
     group_batches: dict[str, str] | None = None
+    # the lake table's own columns that the staged event_id and event_timestamp go to (pipeline.columns)
+    id_column: str = "event_id"
+    time_column: str = "event_timestamp"
+    absent: list[str] | None = None  # optional columns the source table lacks (staged as NULL, not loaded)
 
     @property
     def window(self) -> Window:

@@ -18,7 +18,7 @@ from pipeline.settings.resolve import resolve
 from tests.conftest import run_cli, run_main
 from tests.helpers import Proc, assert_lake_equals_source, lake_query, torn_images
 
-TWO = "public.sessions,public.events"
+TWO = "public.sessions:started_at:session_id,public.events"
 THREE = f"{TWO},public.clicks"
 EVENTS_EACH = 3  # generators.events.EVENTS_PER_SESSION
 
@@ -91,7 +91,9 @@ def test_every_snapshot_is_one_image_of_linked_tables_through_a_kill_and_a_table
 def test_a_group_torn_by_a_kill_between_its_tables_is_read_again_whole(lake_env):
     """SIGKILL once the first table's batch is staged: the group never completed, so its staged
     batch is dropped by the next run (promoting it alone would tear the image) and read again."""
-    env = {**lake_env, "SOURCE_TABLES": TWO}
+    # events first: its batch is staged zero-copy (Spark's files in the lake's folder) before the kill;
+    # the sessions table, with its own columns, is promoted by copy
+    env = {**lake_env, "SOURCE_TABLES": "public.events,public.sessions:started_at:session_id"}
     written = run_cli("insert_event_data_loop.py", "--sessions", "public.sessions", "--rows", "40",
                       "--quiet", env=lake_env)
     assert written.returncode == 0, written.stdout + written.stderr
@@ -99,8 +101,8 @@ def test_a_group_torn_by_a_kill_between_its_tables_is_read_again_whole(lake_env)
     assert crashed.returncode == -9, crashed.stdout + crashed.stderr
     settings = resolve(load_settings(env))
     staged = {t.name: staging.complete_batches(staging.table_dir(settings.for_table(t))) for t in settings.tables}
-    assert [len(batches) for batches in staged.values()] == [1, 0], staged  # sessions staged, events not
-    assert staged["sessions"][0].lake_files  # zero-copy: Spark wrote its files into the lake's folder
+    assert [len(batches) for batches in staged.values()] == [1, 0], staged  # events staged, sessions not
+    assert staged["events"][0].lake_files  # zero-copy: Spark wrote its files into the lake's folder
     rerun = run_main("--run", "--engine", "dlt", env=env)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert "its group" in rerun.stderr and "reads those rows again" in rerun.stderr
@@ -110,6 +112,6 @@ def test_a_group_torn_by_a_kill_between_its_tables_is_read_again_whole(lake_env)
                                                                                  else EVENTS_EACH))
     # the dropped batch's files went with it: every Parquet file under the table is the lake's
     registered = {uri for (uri,) in lake_query(settings, "SELECT data_file FROM ducklake_list_files(?, ?)",
-                                               [settings.lake_name, "sessions"])}
-    on_disk = {str(p) for p in (Path(settings.data_path) / "main" / "sessions").rglob("*.parquet")}
+                                               [settings.lake_name, "events"])}
+    on_disk = {str(p) for p in (Path(settings.data_path) / "main" / "events").rglob("*.parquet")}
     assert on_disk == registered

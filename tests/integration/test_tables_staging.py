@@ -24,7 +24,9 @@ from pipeline.source.connect import connect
 from tests.conftest import run_cli
 from tests.helpers import assert_lake_equals_source, lake_query, run, torn_images
 
-SESSIONS, EVENTS = SourceTable("public.sessions"), SourceTable("public.events")
+# the generator's sessions table names its own id and time columns (sql/source_sessions.sql)
+SESSIONS, EVENTS = SourceTable("public.sessions", "started_at", "session_id"), SourceTable("public.events")
+BOTH = "public.sessions:started_at:session_id,public.events"
 
 
 def _linked(settings, sessions: int, seed: int, now: datetime | None = None) -> None:
@@ -33,7 +35,7 @@ def _linked(settings, sessions: int, seed: int, now: datetime | None = None) -> 
 
 def _session_ids(settings) -> list[object]:
     with connect(settings.source_dsn) as conn:
-        return [row[0] for row in conn.execute("SELECT event_id FROM public.sessions ORDER BY 1").fetchall()]
+        return [row[0] for row in conn.execute("SELECT session_id FROM public.sessions ORDER BY 1").fetchall()]
 
 
 def _staged(settings) -> dict[str, list[staging.StagedBatch]]:
@@ -89,7 +91,7 @@ def test_a_quiet_table_does_not_cut_its_partners_look_back(lake_env):
     """Adversary: the events table's watermark ran ahead on rows of its own, and a session with its
     events dated 3 min ago (look-back 1 min) loaded the session and never the events: each table's
     window began at its own watermark. One floor for every table: both or neither."""
-    env = {**lake_env, "SOURCE_TABLES": f"{SESSIONS.qualified},{EVENTS.qualified}", "LOOKBACK": "1m"}
+    env = {**lake_env, "SOURCE_TABLES": BOTH, "LOOKBACK": "1m"}
     both = resolve(load_settings(env))
     now = datetime.now(UTC)
     _linked(both, 10, seed=3)  # makes the tables
@@ -111,7 +113,7 @@ def test_a_quiet_table_does_not_cut_its_partners_look_back(lake_env):
 
 
 def test_a_one_table_run_of_a_table_in_an_image_is_refused_and_listing_it_alone_is_on_purpose(lake_env):
-    env = {**lake_env, "SOURCE_TABLES": f"{SESSIONS.qualified},{EVENTS.qualified}"}
+    env = {**lake_env, "SOURCE_TABLES": BOTH}
     both = resolve(load_settings(env))
     _linked(both, 10, seed=7)
     run(both, engine="dlt")
@@ -129,7 +131,7 @@ def test_a_group_set_aside_comes_back_whole_from_either_table(lake_env):
     """Adversary: --retry-failed of one table restored its batch alone, and the next pass dropped it
     as 'lost in a crash'. Restoring one batch of a group restores the group; a group with one batch
     set aside keeps the others with it."""
-    env = {**lake_env, "SOURCE_TABLES": f"{SESSIONS.qualified},{EVENTS.qualified}"}
+    env = {**lake_env, "SOURCE_TABLES": BOTH}
     both = resolve(load_settings(env))
     _linked(both, 15, seed=9)
     run(both, "extract", engine="dlt")
@@ -148,7 +150,7 @@ def test_a_group_set_aside_comes_back_whole_from_either_table(lake_env):
 
 
 def test_the_generator_writes_the_table_it_is_given_whatever_source_tables_says(lake_env):
-    env = {**lake_env, "SOURCE_TABLES": f"{SESSIONS.qualified},{EVENTS.qualified}"}
+    env = {**lake_env, "SOURCE_TABLES": BOTH}
     unnamed = run_cli("insert_event_data_loop.py", "--rows", "10", "--quiet", env=env)
     assert unnamed.returncode == 1 and "SOURCE_TABLES is set" in unnamed.stderr + unnamed.stdout
     named = run_cli("insert_event_data_loop.py", "--table", "public.clicks", "--rows", "10", "--quiet", env=env)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from pipeline.lake.ownership import deletable_orphans
 from pipeline.promote import zero_copy
@@ -18,7 +19,8 @@ def test_zero_copy_is_used_only_when_each_premise_holds():
                                 "SPARK_READER": "jdbc"})
     text = {"event_id": "VARCHAR", "details": "VARCHAR"}
     typed = {"event_id": "UUID", "details": "JSON"}
-    typed_source = {"event_id": "uuid", "details": "jsonb"}
+    typed_source = {"event_id": "uuid", "event_type": "text", "event_timestamp": "timestamptz",
+                    "details": "jsonb", "created_at": "timestamptz"}
     for ok in (settings, jdbc, on_s3):
         assert zero_copy.blocker(ok, "spark", text, typed_source, True, {}) is None
     assert zero_copy.blocker(settings, "spark", typed, typed_source, True, {}) is None  # arrow writes UUID/JSON
@@ -30,6 +32,11 @@ def test_zero_copy_is_used_only_when_each_premise_holds():
         "text ids": zero_copy.blocker(settings, "spark", text, {**typed_source, "event_id": "text"}, True, {}),
         "no unique": zero_copy.blocker(settings, "spark", text, typed_source, False, {}),
         "drift": zero_copy.blocker(settings, "spark", text, typed_source, True, {"region": "VARCHAR"}),
+        # Spark's files hold the events shape: a table with its own columns is promoted by copy
+        "own columns": zero_copy.blocker(replace(settings, id_column="session_id", time_column="started_at"),
+                                         "spark", text, typed_source, True, {}),
+        "no details": zero_copy.blocker(settings, "spark", text,
+                                        {k: v for k, v in typed_source.items() if k != "details"}, True, {}),
     }
     assert "dlt engine" in cases["dlt engine"]
     assert "event_id UUID" in cases["UUID lake"] and "SPARK_READER=arrow" in cases["UUID lake"]
@@ -37,6 +44,8 @@ def test_zero_copy_is_used_only_when_each_premise_holds():
     assert "event_id is text" in cases["text ids"]
     assert "unique index on event_id" in cases["no unique"]
     assert "region" in cases["drift"]
+    assert "names its own session_id, started_at" in cases["own columns"]
+    assert "lacks details" in cases["no details"]
 
 
 def test_deletable_orphans_is_limited_to_own_folders_outside_foreign_markers():

@@ -19,6 +19,17 @@ def test_tables_are_read_in_order_with_their_default_columns_and_schema():
     assert (one.source_table, one.lake_table, one.tables) == ("app.events", "events", (SourceTable("app.events"),))
 
 
+def test_a_table_names_its_own_time_and_id_columns():
+    settings = load_settings({"SOURCE_TABLES": "public.sessions:started_at:session_id,public.events:occurred_at"})
+    sessions, events = settings.tables
+    assert (sessions.time_column, sessions.id_column) == ("started_at", "session_id")
+    assert (events.time_column, events.id_column) == ("occurred_at", "event_id")
+    # the first table's columns are the settings' own, and each table's are its settings'
+    assert (settings.time_column, settings.id_column) == ("started_at", "session_id")
+    one = settings.for_table(events)
+    assert (one.time_column, one.id_column, one.tables) == ("occurred_at", "event_id", (events,))
+
+
 def test_source_table_alone_means_one_table():
     settings = load_settings({"SOURCE_TABLE": "app.clicks"})
     assert settings.source_tables == () and settings.tables == (SourceTable("app.clicks"),)
@@ -34,7 +45,7 @@ def test_the_flag_overrides_the_environment():
     ("public.sessions:a:b:c", "'public.sessions:a:b:c' is not schema.table"),
     ("public.events; DROP TABLE x", "is not a table name"),
     ("public.events,tenant.events", "two tables would land as main.events"),
-    ("public.sessions:started_at:session_id", "names its own time or id column"),
+    ("public.sessions:started at", "is not schema.table"),
 ])
 def test_malformed_lists_are_refused_naming_the_entry(value, words):
     with pytest.raises(ConfigError) as err:
