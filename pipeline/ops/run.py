@@ -234,6 +234,8 @@ class Loader:
             one: _Run | _TablesRun = (_TablesRun(settings, lake, report, tables=checking)
                                       if settings.source_tables else _Run(settings, lake, report))
             if ready is None:
+                if isinstance(one, _Run) and mode.extracts:  # one table of SOURCE_TABLES alone
+                    make_own_tables([one])
                 if mode.extracts:
                     one.refuse_another_source()
                     if isinstance(one, _Run):  # SOURCE_TABLE: one table, maybe one of an image
@@ -494,6 +496,19 @@ class _Run:
             return None
 
 
+def make_own_tables(runs: list[_Run]) -> None:
+    """The lake tables of tables with their own id and time columns, made from their source's
+    columns, all at once (:func:`pipeline.lake.schema.ensure_tables`)."""
+    own = [run for run in runs if run.settings.names_own_columns]
+    if not own:
+        return
+    with connect(own[0].settings.source_dsn) as conn:
+        for run in own:
+            source = shape.SourceRelation.of(conn, run.settings)
+            ensure_tables(run.lake, column_types(run.settings.promotion, run.settings.spark.reader),
+                          own_columns=shape.own_table_columns(conn, source, run.settings.schema_drift))
+
+
 class _TablesRun:
     """SOURCE_TABLES: every table's run planned under one exported snapshot (one instant: the
     planner transaction's ``now()``), extracted table by table with one engine, and committed in
@@ -505,14 +520,9 @@ class _TablesRun:
                           RunReport()) for t in settings.tables]
         report.tables = {run.lake.table: run.report for run in self.runs}
         if tables:  # each table's lake table (the session made the one its settings name)
-            own = [run for run in self.runs if run.settings.names_own_columns]
-            with contextlib.ExitStack() as opened:
-                conn = opened.enter_context(connect(settings.source_dsn)) if own else None
-                for run in self.runs:
-                    columns = shape.own_table_columns(conn, shape.SourceRelation.of(conn, run.settings),
-                                                      settings.schema_drift) if conn and run in own else None
-                    ensure_tables(run.lake, column_types(settings.promotion, settings.spark.reader),
-                                  own_columns=columns)
+            for run in self.runs:
+                ensure_tables(run.lake, column_types(settings.promotion, settings.spark.reader))
+            make_own_tables(self.runs)
 
     def refuse_another_source(self) -> None:
         for run in self.runs:

@@ -1,0 +1,95 @@
+"""SOURCE_TABLES entries with their own id and time columns (``schema.table:time_column:id_column``)
+and none of the event columns: the lake table keeps the table's own columns and types, and a
+row the source deletes or moves after loading is found by id, never loaded twice."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from pipeline.errors import TerminalError
+from pipeline.ops.pipeline import Pipeline
+from pipeline.settings.model import SourceTable
+from pipeline.settings.resolve import resolve
+from pipeline.source.connect import connect
+from tests.helpers import assert_lake_equals_source, lake_query, run
+
+ORDERS = SourceTable("public.orders", "placed_at", "order_id")
+
+
+def _orders(settings, rows: int, start: int = 0) -> None:
+    """An application's table: a uuid key, its own time column, no event_type, details or
+    created_at (so no arrival column: read by its window), and columns of several types."""
+    with connect(settings.source_dsn) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS public.orders (order_id uuid PRIMARY KEY, "
+                     "placed_at timestamptz NOT NULL, amount numeric(10,2), tags text[], payload jsonb, "
+                     "paid boolean)")
+        conn.execute("CREATE INDEX IF NOT EXISTS orders_placed_at ON public.orders (placed_at)")
+        conn.execute("INSERT INTO public.orders SELECT gen_random_uuid(), now() - make_interval(secs => i), "
+                     "i * 1.25, ARRAY['a', 'b' || i], jsonb_build_object('n', i), i %% 2 = 0 "
+                     "FROM generate_series(%s::int, %s::int) i", (start + 1, start + rows))
+
+
+def _loaded(settings) -> dict[str, object]:
+    [row] = lake_query(settings, f"SELECT count(*), count(DISTINCT order_id), sum(amount), count(*) FILTER "
+                                 f"(WHERE payload->>'n' IS NOT NULL) FROM {settings.lake_name}.main.orders")
+    return dict(zip(("rows", "ids", "amount", "payloads"), row, strict=True))
+
+
+@pytest.fixture
+def orders(settings):
+    return resolve(replace(settings, source_tables=(ORDERS,))).for_table(ORDERS)
+
+
+def test_a_table_lands_with_its_own_columns_and_types(orders):
+    _orders(orders, 40)
+    report = run(orders, engine="dlt")
+    assert report.rows_inserted == 40
+    types = dict(lake_query(orders, "SELECT column_name, data_type FROM duckdb_columns() WHERE "
+                                    f"database_name = '{orders.lake_name}' AND table_name = 'orders'"))
+    assert types == {"order_id": "UUID", "placed_at": "TIMESTAMP WITH TIME ZONE", "amount": "DOUBLE",
+                     "tags": "VARCHAR", "payload": "JSON", "paid": "BOOLEAN"}, types
+    assert _loaded(orders) == {"rows": 40, "ids": 40, "amount": sum(i * 1.25 for i in range(1, 41)),
+                               "payloads": 40}
+    assert_lake_equals_source(orders, expected_rows=40)
+    # the lake table is partitioned by the day of its own time column
+    [(partitioned,)] = lake_query(orders, f"SELECT count(*) FROM ducklake_list_files('{orders.lake_name}', "
+                                          "'orders') WHERE data_file LIKE '%year=%'")
+    assert partitioned >= 1
+
+
+def test_a_row_the_source_deletes_or_moves_is_found_by_id_and_not_loaded_twice(orders):
+    _orders(orders, 30)
+    run(orders, engine="dlt")
+    with connect(orders.source_dsn) as conn:
+        [(deleted,)] = conn.execute("DELETE FROM public.orders WHERE order_id = (SELECT order_id FROM "
+                                    "public.orders ORDER BY placed_at LIMIT 1) RETURNING order_id").fetchall()
+        # into the next window (read again: must not load twice), and hours back (another bucket)
+        conn.execute("UPDATE public.orders SET placed_at = now() WHERE order_id = (SELECT order_id FROM "
+                     "public.orders ORDER BY placed_at DESC LIMIT 1)")
+        [(moved,)] = conn.execute("UPDATE public.orders SET placed_at = now() - interval '3 hours' WHERE "
+                                  "order_id = (SELECT order_id FROM public.orders ORDER BY placed_at LIMIT 1) "
+                                  "RETURNING order_id").fetchall()
+    _orders(orders, 5, start=100)
+    report = run(orders, engine="dlt")
+    assert report.rows_inserted == 5  # the moved row is held already: not loaded again
+    assert _loaded(orders)["ids"] == _loaded(orders)["rows"] == 35
+    with Pipeline(orders, engine="dlt") as pipeline:
+        check = pipeline.prove(None)
+    assert deleted in check.extra and moved in check.moved, check.describe()
+    assert not check.missing, check.describe()
+
+
+def test_an_id_that_is_not_a_uuid_and_a_clashing_column_are_refused_naming_them(settings):
+    with connect(settings.source_dsn) as conn:
+        conn.execute("CREATE TABLE public.accounts (account_id bigint PRIMARY KEY, opened_at timestamptz)")
+        conn.execute("CREATE TABLE public.visits (visit_id uuid, seen_at timestamptz, event_timestamp text)")
+    accounts = SourceTable("public.accounts", "opened_at", "account_id")
+    with pytest.raises(TerminalError) as refused:
+        run(resolve(replace(settings, source_tables=(accounts,))).for_table(accounts), engine="dlt")
+    assert "public.accounts.account_id is int8" in str(refused.value) and "uuid" in refused.value.hint
+    visits = SourceTable("public.visits", "seen_at", "visit_id")
+    with pytest.raises(TerminalError) as clash:
+        run(resolve(replace(settings, source_tables=(visits,))).for_table(visits), engine="dlt")
+    assert "has a column event_timestamp besides its seen_at" in str(clash.value)
