@@ -15,6 +15,7 @@ import logging
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from pipeline import actions, id_checksum, staging
 from pipeline.extract.batch import STAGED_COLUMNS
@@ -25,14 +26,15 @@ from pipeline.lake.connect import lake_session
 from pipeline.lake.identity import lake_id, table_names
 from pipeline.lake.schema import column_types, ensure_tables
 from pipeline.lake.session import Lake
-from pipeline.promote.promotion import RECONCILE_ENGINE, promote
+from pipeline.promote.promotion import RECONCILE_ENGINE, PromotionResult, promote, promote_together
 from pipeline.settings import ResolvedSettings
 from pipeline.settings.durations import format_duration
-from pipeline.source import stats
+from pipeline.source import shape, stats
 from pipeline.source.connect import connect as connect_source
 from pipeline.source.shape import IdShape, SourceRelation
 from pipeline.source.window import Window, iso
-from pipeline.sqltext import one_row, quote_literal
+from pipeline.sqltext import one_row, quote_ident, quote_literal
+from pipeline.staging import StagedBatch
 from pipeline.storage.folder import Folder
 
 log = logging.getLogger(__name__)
@@ -53,11 +55,15 @@ class ReconcileReport:
     lake_ids_doubled: int = 0  # lake rows beyond one per id in the compared hours: reported, never deleted
     snapshot_id: int | None = None
     seconds: float = 0.0
+    tables: dict[str, ReconcileReport] = field(default_factory=dict)  # SOURCE_TABLES: each table's
 
     def as_dict(self) -> dict:
         return asdict(self)
 
     def summary(self) -> str:
+        if self.tables:
+            one = f" (one image, snapshot {self.snapshot_id})" if self.snapshot_id is not None else ""
+            return "; ".join(f"{name}: {part.summary()}" for name, part in self.tables.items()) + one
         if self.upper is None:
             return "nothing loaded yet: nothing to reconcile"
         text = (f"compared {self.hours_compared} hour(s) in ({self.low or '-inf'}, {self.upper}]; "
@@ -84,7 +90,8 @@ def reconcile(resolved: ResolvedSettings, since: timedelta | str | None = None) 
     lacks. The look-back itself is every load's business: each one re-reads it (or checks it is
     complete), so a reconcile there would race the next load for rows still arriving and report
     them as late events beyond the look-back. A lake table dropped by hand is created again here
-    (only here: a run stops instead), so ``--since all`` reloads it."""
+    (only here: a run stops instead), so ``--since all`` reloads it. With SOURCE_TABLES every
+    table is compared and their backfills are promoted in one commit (one image)."""
     if since is None:
         since = resolved.intervals.reconcile_since or ALL
     if isinstance(since, str) and since != ALL:
@@ -92,32 +99,91 @@ def reconcile(resolved: ResolvedSettings, since: timedelta | str | None = None) 
     report = ReconcileReport(since=format_duration(since) if isinstance(since, timedelta) else ALL)
     started = time.monotonic()
     with lake_session(resolved, source=True) as lake:  # the source attached as src, for backfills
-        # a table dropped by hand is made again empty: then the look-back is reloaded here too
-        dropped = ("main", lake.table) not in table_names(lake)
-        ensure_tables(lake, column_types(resolved.promotion, resolved.spark.reader), recreate_dropped=True)
-        watermark = batches.watermark(lake)
-        if watermark is None:
-            return report
-        upper = watermark if dropped else watermark - resolved.lookback
-        low = watermark - since if isinstance(since, timedelta) else None
-        if low is not None and low >= upper:
-            return report  # RECONCILE_SINCE within the look-back: the loads cover it all
-        report.low, report.upper = iso(low) if low else None, iso(upper)
-        source_ids = _source_hours(resolved, low, upper)
-        lake_ids = batches.id_sums(lake, low, upper, HOUR_SECONDS)
-        report.hours_compared = len(source_ids.keys() | lake_ids.keys())
-        report.lake_ids_doubled = _doubled(lake, low, upper)
-        hours = [id_checksum.bucket_start(h, HOUR_SECONDS)
-                 for h in id_checksum.differing(source_ids, lake_ids)]
-        report.hours_differing = [iso(h) for h in hours]
-        if hours:
-            with connect_source(resolved.source_dsn) as conn:
-                source = Source(SourceRelation.of(conn, resolved), resolved.source_name)
-            _backfill(lake, source, staging.table_dir(resolved), hours,
-                      Window(low=low, upper=upper, nulls=False), report)
+        if resolved.source_tables:
+            _reconcile_tables(lake, resolved, since, report)
+        else:
+            backfill = _compare_and_write(lake, resolved, since, report)
+            if backfill is not None:
+                _settled(report, promote(lake, backfill.seal()))
     report.seconds = round(time.monotonic() - started, 3)
     log.info("reconcile: %s", report.summary())
     return report
+
+
+def _settled(report: ReconcileReport, result: PromotionResult) -> None:
+    report.rows_backfilled, report.rows_quarantined = result.rows_inserted, result.rows_quarantined
+    report.snapshot_id = result.snapshot_id
+
+
+def _reconcile_tables(lake: Lake, resolved: ResolvedSettings, since: timedelta | str,
+                      report: ReconcileReport) -> None:
+    """Each SOURCE_TABLES table compared and its backfill written; the backfills sealed as one group
+    and promoted in one commit (a late session and its late events land together), the group
+    claimed in every table's folder meanwhile (a load's leftover pass leaves it alone)."""
+    group = staging.new_batch_id()
+    dirs = [staging.table_dir(resolved.for_table(t)) for t in resolved.tables]
+    for folder in dirs:
+        staging.claim_batch(folder, group)
+    try:
+        written: list[_Backfill] = []
+        for table in resolved.tables:
+            part = report.tables[table.name] = ReconcileReport(since=report.since)
+            one = lake.for_table(table.name, table.id_column, table.time_column)
+            backfill = _compare_and_write(one, resolved.for_table(table), since, part)
+            if backfill is not None:
+                written.append(backfill)
+        members = {b.lake.table: b.batch_id for b in written}
+        staged = [(b.lake, b.seal(group=group, group_batches=members)) for b in written]
+        results = promote_together(group, staged) if staged else []
+        for (member, _), result in zip(staged, results, strict=True):
+            _settled(report.tables[member.table], result)
+    finally:
+        for folder in dirs:
+            staging.release_batch(folder, group)
+    parts = list(report.tables.values())
+    report.low, report.upper = min((p.low or "" for p in parts), default=None) or None, max(
+        (p.upper or "" for p in parts), default="") or None
+    report.hours_compared = sum(p.hours_compared for p in parts)
+    report.hours_differing = sorted({h for p in parts for h in p.hours_differing})
+    report.rows_backfilled = sum(p.rows_backfilled for p in parts)
+    report.rows_quarantined = sum(p.rows_quarantined for p in parts)
+    report.lake_rows_not_in_source = sum(p.lake_rows_not_in_source for p in parts)
+    report.lake_ids_doubled = sum(p.lake_ids_doubled for p in parts)
+    report.snapshot_id = max((p.snapshot_id for p in parts if p.snapshot_id is not None), default=None)
+
+
+def _compare_and_write(lake: Lake, resolved: ResolvedSettings, since: timedelta | str,
+                       report: ReconcileReport) -> _Backfill | None:
+    """Compare one table's hours over ``since`` and write the rows the lake lacks (unsealed)."""
+    # a table dropped by hand is made again empty: then the look-back is reloaded here too
+    dropped = ("main", lake.table) not in table_names(lake)
+    with connect_source(resolved.source_dsn) as conn:
+        stats.require_table(conn, resolved.source_table)
+        relation = SourceRelation.of(conn, resolved)
+        extra = shape.check_shape(conn, relation, resolved.schema_drift)
+        source = Source(relation, resolved.source_name, extra)
+        own = shape.own_table_columns(conn, relation, resolved.schema_drift)
+    ensure_tables(lake, column_types(resolved.promotion, resolved.spark.reader), recreate_dropped=True,
+                  own_columns=own)
+    watermark = batches.watermark(lake)
+    if watermark is None:
+        return None
+    upper = watermark if dropped else watermark - resolved.lookback
+    low = watermark - since if isinstance(since, timedelta) else None
+    if low is not None and low >= upper:
+        return None  # RECONCILE_SINCE within the look-back: the loads cover it all
+    report.low, report.upper = iso(low) if low else None, iso(upper)
+    source_ids = _source_hours(resolved, low, upper)
+    lake_ids = batches.id_sums(lake, low, upper, HOUR_SECONDS)
+    report.hours_compared = len(source_ids.keys() | lake_ids.keys())
+    report.lake_ids_doubled = _doubled(lake, low, upper)
+    hours = [id_checksum.bucket_start(h, HOUR_SECONDS)
+             for h in id_checksum.differing(source_ids, lake_ids)]
+    report.hours_differing = [iso(h) for h in hours]
+    if not hours:
+        return None
+    window = Window(low=low, upper=upper, nulls=False)
+    return _backfill(lake, source, staging.table_dir(resolved), hours, window, report)
 
 
 @dataclass(frozen=True)
@@ -126,6 +192,7 @@ class Source:
 
     table: SourceRelation
     name: str  # database.schema.table (no credentials)
+    extra_columns: dict[str, str]  # its columns beyond the pipeline's (shape.check_shape) -> lake types
 
 
 def _source_hours(settings: ResolvedSettings, low: datetime | None, upper: datetime) -> dict[int, IdSum]:
@@ -147,19 +214,47 @@ def _doubled(lake: Lake, low: datetime | None,
         {"low": low, "upper": upper}))[0])
 
 
+@dataclass(frozen=True)
+class _Backfill:
+    """A backfill batch's rows, written and not yet sealed (a folder without a manifest is
+    never promoted: :mod:`pipeline.staging`)."""
+
+    lake: Lake
+    source: Source
+    folder: Folder
+    batch_id: str
+    window: Window
+    rows: int
+    files: list[str]
+
+    def seal(self, **group: Any) -> StagedBatch:
+        lake, source = self.lake, self.source
+        return staging.seal(self.folder, batch_id=self.batch_id, table=lake.table, engine=RECONCILE_ENGINE,
+                            window=self.window, row_count=self.rows, files=self.files,
+                            lake_id=lake_id(lake), source=source.name, id_column=lake.id_column,
+                            time_column=lake.time_column, absent=list(source.table.absent) or None,
+                            extra_columns=source.extra_columns or None,
+                            # checked against every lake row: a source without a unique id may hold,
+                            # in these hours, an id the lake has under another time (reconcile is rare)
+                            ids_unique=False, **group)
+
+
 def _backfill(lake: Lake, source: Source, staged: Folder, hours: list[datetime], window: Window,
-              report: ReconcileReport) -> None:
-    """Stage the rows of ``hours`` the lake lacks as one batch in ``staged``, and promote it."""
+              report: ReconcileReport) -> _Backfill | None:
+    """Write the rows of ``hours`` the lake lacks as one batch's file in ``staged`` (sealed by
+    the caller, alone or with the other tables' backfills)."""
     ranges = " OR ".join(f"(event_timestamp >= '{iso(h)}'::timestamptz AND event_timestamp < "
                          f"'{iso(h + HOUR)}'::timestamptz)" for h in hours)
-    columns = ", ".join(f"{expr} AS {name}" for name, expr in STAGED_COLUMNS.items())
+    extra = [quote_ident(name) for name in source.extra_columns]
+    columns = ", ".join([f"{expr} AS {name}" for name, expr in STAGED_COLUMNS.items()]
+                        + [f"{name}::text AS {name}" for name in extra])
     # the query runs in Postgres (index range scans over the differing hours only); its rows
     # are held once in DuckDB for both comparisons
     source_query = (f"SELECT {columns} FROM {source.table.sql} "
                     f"WHERE ({ranges}) AND {window.literal_sql()}")
     con = lake.con
     con.execute("CREATE OR REPLACE TEMP TABLE reconcile_source AS " + validate.validated_sql(
-        f"postgres_query('{SOURCE_ALIAS}', {quote_literal(source_query)})"))
+        f"postgres_query('{SOURCE_ALIAS}', {quote_literal(source_query)})", source.extra_columns))
     hour_list = ", ".join(f"{quote_literal(iso(h))}::TIMESTAMPTZ" for h in hours)
     # a zero-copy lake holds ids as text: compared as UUIDs like the validated source rows
     lake_ids = (f"SELECT TRY_CAST(event_id AS UUID) AS event_id FROM {lake.rows} "
@@ -174,19 +269,10 @@ def _backfill(lake: Lake, source: Source, staged: Folder, hours: list[datetime],
     name = "part-00000.parquet"
     missing = one_row(con.execute(
         "COPY (SELECT raw_event_id AS event_id, event_type, event_timestamp, raw_details AS details, "
-        f"created_at FROM reconcile_source WHERE reason IS NULL AND event_id NOT IN ({lake_ids})) "
-        f"TO {quote_literal(folder.uri(name))} (FORMAT parquet)"))[0]
+        f"created_at{''.join(', ' + e for e in extra)} FROM reconcile_source WHERE reason IS NULL AND "
+        f"event_id NOT IN ({lake_ids})) TO {quote_literal(folder.uri(name))} (FORMAT parquet)"))[0]
     con.execute("DROP TABLE reconcile_source")
     if missing == 0:
         staging.remove_batch(folder)
-        return
-    batch = staging.seal(folder, batch_id=batch_id, table=lake.table, engine=RECONCILE_ENGINE,
-                         window=window, row_count=missing, files=[name],
-                         lake_id=lake_id(lake), source=source.name, id_column=lake.id_column,
-                         time_column=lake.time_column, absent=list(source.table.absent) or None,
-                         # checked against every lake row: a source without a unique event_id may
-                         # hold, in these hours, an id the lake has under another time (reconcile is rare)
-                         ids_unique=False)
-    result = promote(lake, batch)
-    report.rows_backfilled, report.rows_quarantined = result.rows_inserted, result.rows_quarantined
-    report.snapshot_id = result.snapshot_id
+        return None
+    return _Backfill(lake, source, folder, batch_id, window, int(missing), [name])

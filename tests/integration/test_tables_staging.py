@@ -159,3 +159,27 @@ def test_the_generator_writes_the_table_it_is_given_whatever_source_tables_says(
         [(clicks, sessions)] = conn.execute("SELECT (SELECT count(*) FROM public.clicks), "
                                             "to_regclass('public.sessions') IS NOT NULL").fetchall()
     assert (clicks, sessions) == (10, False)
+
+
+def test_late_linked_rows_beyond_the_look_back_are_reconciled_in_one_commit(lake_env):
+    """--reconcile compares every table and backfills them in one commit: a session and its events
+    that reached the source hours late land together, with every column of the session's own."""
+    env = {**lake_env, "SOURCE_TABLES": BOTH, "LOOKBACK": "1m"}
+    both = resolve(load_settings(env))
+    _linked(both, 10, seed=11)
+    run(both, engine="dlt")
+    _linked(both, 5, seed=12, now=datetime.now(UTC) - timedelta(hours=3))  # late, beyond the look-back
+    assert run(both, engine="dlt").rows_inserted == 0  # no window holds them
+    with Pipeline(both, engine="dlt") as pipeline:
+        report = pipeline.reconcile()
+    assert {name: part.rows_backfilled for name, part in report.tables.items()} == {"sessions": 5, "events": 15}
+    assert report.rows_backfilled == 20 and report.snapshot_id is not None, report.summary()
+    [(message,)] = lake_query(both, f"SELECT commit_message FROM {both.lake_name}.snapshots() "
+                                    f"WHERE snapshot_id = {report.snapshot_id}")
+    assert "sessions 5 row(s)" in message and "events 15 row(s)" in message
+    assert torn_images(env) == []
+    for table in both.tables:
+        assert_lake_equals_source(both.for_table(table))
+    [(without_user,)] = lake_query(both, f"SELECT count(*) FROM {both.lake_name}.main.sessions WHERE user_id IS NULL")
+    assert without_user == 0
+    assert _staged(both) == {"sessions": [], "events": []}
