@@ -5,6 +5,7 @@ the job history, ``snapshots()`` and DuckLake's own file table, never from the s
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 import duckdb
 
@@ -16,16 +17,17 @@ from pipeline.sqltext import one_row, quote_ident, quote_literal
 POINTS = 200  # per series: enough to see a trend, small enough for one page and one scrape
 
 
-def batches(lake: Lake, limit: int = POINTS) -> Rows:
-    """The last ``limit`` promoted batches, oldest first (every column of ``ops.batches``: a lake
-    made before ``freshness_p95`` lacks it until its next load); ``lag_seconds``: how old the
-    newest event of a batch was when it became queryable (the lake's freshness at that moment)."""
+def batches(lake: Lake, tables: Sequence[str], limit: int = POINTS) -> Rows:
+    """The last ``limit`` promoted batches of ``tables`` (the pipeline's: SOURCE_TABLES' or the one),
+    oldest first (every column of ``ops.batches``: a lake made before ``freshness_p95`` lacks it
+    until its next load); ``lag_seconds``: how old the newest event of a batch was when it became
+    queryable (the lake's freshness at that moment)."""
     return fetch_dicts(lake.con, f"""
         SELECT * FROM (
             SELECT *, epoch(promoted_at) - epoch(max_event_timestamp) AS lag_seconds
-            FROM {lake.batches_table} WHERE table_name = ?
+            FROM {lake.batches_table} WHERE list_contains(?, table_name)
             ORDER BY promoted_at DESC LIMIT ?)
-        ORDER BY promoted_at""", [lake.table, limit])
+        ORDER BY promoted_at""", [list(tables), limit])
 
 
 def snapshots(lake: Lake, limit: int = POINTS) -> Rows:
@@ -90,12 +92,12 @@ def job_totals(lake: Lake) -> Rows:
         FROM {jobs.source(lake)} GROUP BY job ORDER BY job""")
 
 
-def rows_loaded(lake: Lake) -> tuple[int, int]:
-    """Rows inserted by every batch ever promoted, and the number of batches."""
-    inserted, count = one_row(lake.execute(
-        f"SELECT coalesce(sum(rows_inserted), 0), count(*) FROM {lake.batches_table} "
-        "WHERE table_name = ?", [lake.table]))
-    return int(inserted), int(count)
+def rows_loaded(lake: Lake, tables: Sequence[str]) -> dict[str, tuple[int, int]]:
+    """Per table of ``tables``: rows inserted by every batch ever promoted, and the number of batches."""
+    found = {table: (int(rows), int(count)) for table, rows, count in lake.execute(
+        f"SELECT table_name, coalesce(sum(rows_inserted), 0), count(*) FROM {lake.batches_table} "
+        "WHERE list_contains(?, table_name) GROUP BY table_name", [list(tables)]).fetchall()}
+    return {table: found.get(table, (0, 0)) for table in tables}
 
 
 # how ``--snapshots`` names the kinds of change DuckLake records per snapshot (others: the key's words)

@@ -67,7 +67,8 @@ def families(obs: Observation) -> Iterator[Metric]:
                      len(status.integrity.damaged))
     yield _gauge("set_aside_batches", f"Batches set aside (fix, then {actions.RETRY_FAILED}).",
                  len(status.set_aside_batches))
-    yield CounterMetricFamily(PREFIX + "rows_loaded", "Rows inserted into the lake by all batches.",
+    yield CounterMetricFamily(PREFIX + "rows_loaded", "Rows inserted into the lake by all batches (of "
+                              "every SOURCE_TABLES table).",
                               value=obs.series.rows_loaded)
     yield CounterMetricFamily(PREFIX + "batches_promoted", "Batches promoted into the lake.",
                               value=obs.series.batches_loaded)
@@ -83,6 +84,11 @@ def families(obs: Observation) -> Iterator[Metric]:
             yield _gauge(key, text, float(str(value)))  # a DuckDB aggregate may be a Decimal
     if status.tables:
         yield from _table_families(status.tables)
+        loaded = CounterMetricFamily(PREFIX + "table_rows_loaded", "Rows inserted into the table's lake "
+                                     "table by all batches.", labels=["table"])
+        for table, (rows, _) in obs.series.by_table.items():
+            loaded.add_metric([table], rows)
+        yield loaded
     if obs.series.batches:
         yield _gauge("last_batch_lag_seconds", "Age of the newest event of the last batch when it "
                      "became queryable.", obs.series.batches[-1]["lag_seconds"] or 0)

@@ -8,6 +8,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
@@ -36,13 +37,18 @@ class Series:
     job_totals: Rows = field(default_factory=list)
     rows_loaded: int = 0
     batches_loaded: int = 0
+    # SOURCE_TABLES: each table's (rows inserted, batches promoted) — the totals above are their sums
+    by_table: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @classmethod
-    def read(cls, lake: Lake) -> Series:
+    def read(cls, lake: Lake, tables: Sequence[str]) -> Series:
+        """The history of the pipeline's ``tables`` (SOURCE_TABLES', or its one)."""
         series = cls(snapshots=history.snapshots(lake))
         if (lake.ops_schema, "batches") in table_names(lake):
-            series.batches = history.batches(lake)
-            series.rows_loaded, series.batches_loaded = history.rows_loaded(lake)
+            series.batches = history.batches(lake, tables)
+            series.by_table = history.rows_loaded(lake, tables)
+            series.rows_loaded = sum(rows for rows, _ in series.by_table.values())
+            series.batches_loaded = sum(count for _, count in series.by_table.values())
         if jobs.source(lake):
             series.expiries = history.expiries(lake)
             series.job_runs = history.job_runs(lake)
@@ -106,7 +112,7 @@ class Observer:
             if status.lake_exists:
                 # (a lake created between the two reads: nothing to chart yet)
                 with contextlib.suppress(LakeNotCreated), lake_session(self.settings, read_only=True) as lake:
-                    series = Series.read(lake)
+                    series = Series.read(lake, [table.name for table in self.settings.tables])
         except Exception as exc:  # noqa: BLE001  a down catalog or source is something to show, not to crash on
             log.warning("could not observe the pipeline: %s", first_line(exc))
             return Observation(now, error=scrub_secrets(first_line(exc)) or type(exc).__name__,

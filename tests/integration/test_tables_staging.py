@@ -16,6 +16,8 @@ from generators.events import EventFactory
 from generators.writer import add_sessions, write_batch
 from pipeline import staging
 from pipeline.errors import ConfigError
+from pipeline.ops.metrics import families
+from pipeline.ops.observe import Observer
 from pipeline.ops.pipeline import Pipeline
 from pipeline.settings import load_settings
 from pipeline.settings.model import SourceTable
@@ -58,6 +60,13 @@ def test_a_group_staged_by_one_run_is_promoted_by_another_in_one_commit(settings
                                           f".snapshots() WHERE snapshot_id = {report.snapshots[0]}")
     assert "sessions 30 row(s)" in message and "events 90 row(s)" in message
     assert json.loads(extra)["group"] == group
+    # /metrics counts every table's rows, and each table's by its label
+    observed = Observer(both, ttl=0).observe()
+    samples = {(s.name, tuple(s.labels.values())): s.value for f in families(observed) for s in f.samples}
+    assert samples[("event_lake_rows_loaded_total", ())] == 120
+    assert samples[("event_lake_table_rows_loaded_total", ("sessions",))] == 30
+    assert samples[("event_lake_table_rows_loaded_total", ("events",))] == 90
+    assert samples[("event_lake_table_lake_rows", ("events",))] == 90
     assert _staged(both) == {"sessions": [], "events": []}
     for table in both.tables:
         assert_lake_equals_source(both.for_table(table))
