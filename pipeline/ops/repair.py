@@ -10,20 +10,25 @@ many of each. Time travel keeps the state before: ``--at-version`` the snapshot 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
+from uuid import UUID
+
+import psycopg
 
 from pipeline import id_checksum
-from pipeline.lake import locks, validate
+from pipeline.lake import validate
 from pipeline.lake.attach_sql import SOURCE_ALIAS
 from pipeline.lake.connect import lake_session
-from pipeline.lake.schema import insert_columns_sql
+from pipeline.lake.schema import events_column_types, insert_columns_sql
+from pipeline.lake.session import Lake
 from pipeline.lake.transaction import transaction
 from pipeline.ops import proof
 from pipeline.settings import ResolvedSettings
-from pipeline.source.shape import STAGED_COLUMNS, IdShape, SourceRelation
+from pipeline.source.shape import EVENT_COLUMNS, STAGED_COLUMNS, IdShape, SourceRelation
 from pipeline.source.snapshot import exported_snapshot
 from pipeline.source.window import iso
 from pipeline.sqltext import one_row, quote_ident, quote_literal
@@ -37,12 +42,19 @@ class RepairReport:
     rows_removed: int = 0
     rows_loaded: int = 0
     snapshot_id: int | None = None
+    tables: dict[str, RepairReport] = field(default_factory=dict)  # SOURCE_TABLES: each table's
 
     def as_dict(self) -> dict[str, object]:
+        if self.tables:
+            return {"tables": {name: part.as_dict() for name, part in self.tables.items()},
+                    "rows_removed": self.rows_removed, "rows_loaded": self.rows_loaded,
+                    "snapshot_id": self.snapshot_id}
         return {"before": self.check.as_dict(), "rows_removed": self.rows_removed,
                 "rows_loaded": self.rows_loaded, "snapshot_id": self.snapshot_id}
 
     def summary(self) -> str:
+        if self.tables:
+            return "; ".join(f"{name}: {part.summary()}" for name, part in self.tables.items())
         if self.check.exact:
             return f"nothing to repair: {self.check.describe()}"
         return (f"repaired {self.check.describe()}: removed {self.rows_removed} lake row(s), loaded "
@@ -52,35 +64,90 @@ class RepairReport:
 
 def repair(settings: ResolvedSettings, since: timedelta | None) -> RepairReport:
     """Compare over ``since`` before the watermark (None: everything up to it) and, where lake and
-    source differ by id, replace the lake's rows of those ids with the source's, in one snapshot."""
-    with locks.hold(settings, "promote"), lake_session(settings, source=True) as lake:
-        con = lake.con
+    source differ by id, replace the lake's rows of those ids with the source's, in one snapshot.
+    With SOURCE_TABLES every table is compared in one source snapshot and repaired in that one
+    commit (the image stays one instant), each table's promote lock held, in table order."""
+    tables = [settings.for_table(table) for table in settings.tables]
+    with contextlib.ExitStack() as held, lake_session(settings, source=True) as lake:
+        lakes = [lake.for_table(one.lake_table, one.id_column, one.time_column) for one in tables]
+        for one in sorted(lakes, key=lambda member: member.table):
+            held.enter_context(one.lock("promote"))
         with exported_snapshot(settings.source_dsn, arrivals=False) as snapshot:
-            source = SourceRelation.of(snapshot.conn, settings)
-            check = proof.prove_in(snapshot.conn, lake, source, since)
-            how = IdShape.read(snapshot.conn, source)
-        if check.exact:
-            return RepairReport(check)
-        ids = sorted({*check.missing, *check.extra, *check.moved})
-        id_list = ", ".join(f"{quote_literal(str(i))}::UUID" for i in ids)
-        columns = ", ".join(f"{expr} AS {name}" for name, expr in STAGED_COLUMNS.items())
-        # as the source holds them now, up to the compared range's end: a row it moved into the
-        # future is loaded when due, by a load, never ahead of the source's clock
-        source_query = (f"SELECT {columns} FROM {source.sql} WHERE "
-                        f"{id_checksum.postgres_id('event_id', how.uuid_typed)} IN "
-                        f"({', '.join(quote_literal(str(i)) + '::uuid' for i in ids)}) "
-                        f"AND event_timestamp <= {quote_literal(iso(check.upper))}::timestamptz")
-        rows = validate.loadable_sql(True, f"postgres_query('{SOURCE_ALIAS}', {quote_literal(source_query)})")
-        message = (f"repair {iso(check.low) if check.low else '-inf'} .. {iso(check.upper)}: the lake's rows "
-                   f"of {len(ids)} id(s) replaced by the source's")
-        info = json.dumps({"repair": check.as_dict()})
+            plans = [_plan(snapshot.conn, member, one, since)
+                     for member, one in zip(lakes, tables, strict=True)]
+        todo = [plan for plan in plans if not plan.check.exact]
+        if not todo:
+            return _report(plans, {})
+        named = len(plans) > 1  # SOURCE_TABLES: each table's part named
+        message = "; ".join((f"{plan.lake.table} " if named else "") + plan.describe() for plan in todo)
+        info = json.dumps({"repair": plans[0].check.as_dict()} if len(plans) == 1 else
+                          {"repair": {plan.lake.table: plan.check.as_dict() for plan in plans}})
+        done = {}
         with transaction(lake, message, info):
-            own_id = quote_ident(lake.own("event_id"))
-            removed = one_row(con.execute(f"DELETE FROM {lake.events_table} "
-                                          f"WHERE TRY_CAST({own_id} AS UUID) IN ({id_list})"))[0]
-            loaded = one_row(con.execute(insert_columns_sql(lake, f"({rows})")))[0]
-        snapshot_id = one_row(con.execute(
-            f"SELECT max(snapshot_id) FROM {settings.lake_name}.snapshots()"))[0]
-    report = RepairReport(check, int(removed), int(loaded), snapshot_id)
+            for plan in todo:
+                done[plan.lake.table] = plan.apply()
+        snapshot_id = one_row(lake.execute(f"SELECT max(snapshot_id) FROM {lake.name}.snapshots()"))[0]
+    report = _report(plans, done, snapshot_id)
     log.info("%s", report.summary())
     return report
+
+
+def _report(plans: list[_Plan], done: dict[str, tuple[int, int]],
+            snapshot_id: int | None = None) -> RepairReport:
+    reports = {plan.lake.table: RepairReport(plan.check, *done.get(plan.lake.table, (0, 0)),
+                                             snapshot_id if plan.lake.table in done else None)
+               for plan in plans}
+    if len(plans) == 1:
+        return next(iter(reports.values()))
+    first = reports[plans[0].lake.table]
+    return RepairReport(first.check, sum(r.rows_removed for r in reports.values()),
+                        sum(r.rows_loaded for r in reports.values()), snapshot_id if done else None,
+                        tables=reports)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """One table's repair: what differs, and the source's rows of those ids."""
+
+    lake: Lake
+    check: proof.RangeCheck
+    ids: list[UUID]
+    rows: str  # the source's loadable rows of ``ids`` (a DuckDB relation over postgres_query)
+
+    def describe(self) -> str:
+        low = iso(self.check.low) if self.check.low else "-inf"
+        return (f"repair {low} .. {iso(self.check.upper)}: the lake's rows of {len(self.ids)} id(s) replaced "
+                "by the source's")
+
+    def apply(self) -> tuple[int, int]:
+        """Inside the repair's transaction: the lake's rows of the ids out, the source's in."""
+        lake = self.lake
+        id_list = ", ".join(f"{quote_literal(str(i))}::UUID" for i in self.ids)
+        own_id = quote_ident(lake.own("event_id"))
+        removed = one_row(lake.execute(f"DELETE FROM {lake.events_table} "
+                                       f"WHERE TRY_CAST({own_id} AS UUID) IN ({id_list})"))[0]
+        extra = [name for name in events_column_types(lake)
+                 if name not in {lake.own(column) for column in EVENT_COLUMNS}]
+        loaded = one_row(lake.execute(insert_columns_sql(lake, f"({self.rows})", extra)))[0]
+        return int(removed), int(loaded)
+
+
+def _plan(conn: psycopg.Connection, lake: Lake, settings: ResolvedSettings, since: timedelta | None) -> _Plan:
+    source = SourceRelation.of(conn, settings)
+    check = proof.prove_in(conn, lake, source, since)
+    how = IdShape.read(conn, source)
+    ids = sorted({*check.missing, *check.extra, *check.moved})
+    # every column the lake table has beyond the pipeline's, as the source holds it (cast as a load casts)
+    have = events_column_types(lake)
+    extra = {name: kind for name, kind in have.items() if name not in {lake.own(c) for c in EVENT_COLUMNS}}
+    columns = ", ".join([f"{expr} AS {name}" for name, expr in STAGED_COLUMNS.items()]
+                        + [f"{quote_ident(name)}::text AS {quote_ident(name)}" for name in extra])
+    # as the source holds them now, up to the compared range's end: a row it moved into the
+    # future is loaded when due, by a load, never ahead of the source's clock
+    source_query = (f"SELECT {columns} FROM {source.sql} WHERE "
+                    f"{id_checksum.postgres_id('event_id', how.uuid_typed)} IN "
+                    f"({', '.join(quote_literal(str(i)) + '::uuid' for i in ids) or 'NULL'}) "
+                    f"AND event_timestamp <= {quote_literal(iso(check.upper))}::timestamptz")
+    rows = validate.loadable_sql(True, f"postgres_query('{SOURCE_ALIAS}', {quote_literal(source_query)})",
+                                 extra_columns=extra)
+    return _Plan(lake, check, ids, rows)

@@ -79,6 +79,13 @@ def test_a_row_the_source_deletes_or_moves_is_found_by_id_and_not_loaded_twice(o
         check = pipeline.prove(None)
     assert deleted in check.extra and moved in check.moved, check.describe()
     assert not check.missing, check.describe()
+    with Pipeline(orders, engine="dlt") as pipeline:  # --repair: the lake holds the source's rows again
+        repaired = pipeline.repair(None)
+        assert pipeline.prove(None).exact
+    assert (repaired.rows_removed, repaired.rows_loaded) == (2, 1), repaired.summary()
+    [(amounts, payloads)] = lake_query(orders, f"SELECT count(amount), count(payload) FROM "
+                                               f"{orders.lake_name}.main.orders WHERE order_id = '{moved}'")
+    assert (amounts, payloads) == (1, 1)  # the repaired row with its own columns, not just the id and time
 
 
 def test_an_id_that_is_not_a_uuid_and_a_clashing_column_are_refused_naming_them(settings):

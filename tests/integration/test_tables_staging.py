@@ -192,3 +192,24 @@ def test_late_linked_rows_beyond_the_look_back_are_reconciled_in_one_commit(lake
     [(without_user,)] = lake_query(both, f"SELECT count(*) FROM {both.lake_name}.main.sessions WHERE user_id IS NULL")
     assert without_user == 0
     assert _staged(both) == {"sessions": [], "events": []}
+
+
+def test_a_repair_of_several_tables_is_one_commit(lake_env):
+    """--repair compares every table in one source snapshot and replaces their rows in one commit."""
+    env = {**lake_env, "SOURCE_TABLES": BOTH}
+    both = resolve(load_settings(env))
+    _linked(both, 10, seed=21)
+    run(both, engine="dlt")
+    session = _session_ids(both)[0]
+    with connect(both.source_dsn) as conn:  # a session and its events deleted after loading
+        conn.execute("DELETE FROM public.events WHERE details->>'session_id' = %s", (str(session),))
+        conn.execute("DELETE FROM public.sessions WHERE session_id = %s", (session,))
+    with Pipeline(both, engine="dlt") as pipeline:
+        report = pipeline.repair(None)
+    assert {name: part.rows_removed for name, part in report.tables.items()} == {"sessions": 1, "events": 3}
+    [(message,)] = lake_query(both, f"SELECT commit_message FROM {both.lake_name}.snapshots() "
+                                    f"WHERE snapshot_id = {report.snapshot_id}")
+    assert message.startswith("sessions repair") and "; events repair" in message, message
+    assert torn_images(env) == []
+    for table in both.tables:
+        assert_lake_equals_source(both.for_table(table))
