@@ -133,13 +133,16 @@ def _table_line(name: str, table: Status) -> str:
     doc = table.table_dict()
     state = "" if table.health.code == 0 else f" {table.health.state.upper()}"
     if table.watermark is None:
-        where = "not loaded yet: its first load reads everything before the others' instant"
+        where = ("not loaded yet: its next load starts its history (in batches of BACKFILL_BATCH_ROWS rows "
+                 "on a loaded lake)")
     else:
         lag = f"{table.lag_seconds:.0f}s" if table.lag_seconds is not None else "-"
         where = (f"watermark {doc['watermark']}, lag {lag}, "
                  f"{table.source_rows_after_watermark if table.source_up else '?'} source rows after it")
     proof = f"; by identity {_identity_line(table)}" if table.identity else ""
-    return f"table {name:<9} {table.lake_rows} rows{state}; {where}{proof}"
+    catching = ("; CATCHING UP: its history is read in batches of BACKFILL_BATCH_ROWS rows, one per run, "
+                "outside the image until read" if table.catching_up else "")
+    return f"table {name:<9} {table.lake_rows} rows{state}; {where}{catching}{proof}"
 
 
 def render_status(status: Status) -> str:

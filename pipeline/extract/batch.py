@@ -220,6 +220,7 @@ def _extract_claimed(extractor: Extractor, request: ExtractRequest, folder: Fold
         id_column=request.settings.id_column,
         time_column=request.settings.time_column,
         absent=list(request.plan.source.absent) or None,
+        backfill=request.plan.backfill,
         ids_unique=request.plan.unique_ids,
         source_ids=request.plan.source_ids.count if request.plan.source_ids else None,
         source_id_checksum=request.plan.source_ids.checksum if request.plan.source_ids else None,

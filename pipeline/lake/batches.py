@@ -47,6 +47,8 @@ class BatchRecord:
     source_ids: int | None = None
     source_id_checksum: str | None = None
     snapshot_xmin: int | None = None  # its plan snapshot's xmin: the next plan reads newer transactions' rows
+    # SOURCE_TABLES: a part of a table's catch-up (its window bounded by rows, behind the image's instant)
+    backfill: bool | None = None
 
 
 def watermark(lake: Lake) -> datetime | None:
@@ -83,6 +85,13 @@ def is_recorded(lake: Lake, batch_id: str) -> bool:
     return bool(one_row(lake.execute(
         f"SELECT count(*) FROM {lake.batches_table} WHERE batch_id = ?", [batch_id]
     ))[0])
+
+
+def catching_up(lake: Lake) -> bool:
+    """Was the table's latest batch a part of its catch-up (a bounded backfill behind the image)?"""
+    row = lake.execute(f"SELECT backfill FROM {lake.batches_table} WHERE table_name = ? "
+                       "ORDER BY promoted_at DESC LIMIT 1", [lake.table]).fetchone()
+    return bool(row and row[0])
 
 
 def last_arrivals(lake: Lake

@@ -19,7 +19,7 @@ OPS_TABLES = ("batches", "lake_identity", "quarantine")  # job history is not a 
 # ops.batches columns added after lakes existed: a lake made before gets them on its next write session
 ADDED_BATCH_COLUMNS = {"arrival_mark": "TIMESTAMPTZ", "freshness_p50": "DOUBLE", "freshness_p95": "DOUBLE",
                        "rows_behind_mark": "BIGINT", "source": "VARCHAR", "source_ids": "BIGINT",
-                       "source_id_checksum": "VARCHAR", "snapshot_xmin": "BIGINT"}
+                       "source_id_checksum": "VARCHAR", "snapshot_xmin": "BIGINT", "backfill": "BOOLEAN"}
 
 
 def partition_by(time_column: str = TIME) -> str:

@@ -22,13 +22,14 @@ log = logging.getLogger(__name__)
 
 
 def plan_batch(snapshot: PlannerSnapshot, lake: Lake, settings: ResolvedSettings,
-               watermark: datetime | None, *, rows_behind: int = 0) -> BatchPlan:
+               watermark: datetime | None, *, rows_behind: int = 0, bound_rows: int = 0) -> BatchPlan:
     """The next window after ``watermark`` (read in the lake session ``lake``), counted in the
     planner's ``snapshot``. With an arrival column and an earlier batch's mark, the window holds
     only what arrived or became due since (see :mod:`pipeline.source.window`), and the completeness
     check (:mod:`pipeline.source.completeness`) decides whether that is enough. ``rows_behind``:
     a run's second pass, after its first one's promotion came up that many rows short: the whole
-    look-back is read."""
+    look-back is read. ``bound_rows``: a table catching up (SOURCE_TABLES) reads about that many
+    rows, its window ending at the time of the last of them (``backfill``) when it has more."""
     conn = snapshot.conn
     source = shape.SourceRelation.of(conn, settings)
     # the columns this snapshot has: a column added while a follower runs is loaded from its next plan
@@ -40,6 +41,12 @@ def plan_batch(snapshot: PlannerSnapshot, lake: Lake, settings: ResolvedSettings
     ids = shape.IdShape.read(conn, source)
     since = None if rows_behind else _arrivals(snapshot, lake, source, arrival_column, ids.unique)
     window = plan_window(watermark, settings.lookback, upper, since)
+    backfill = False
+    if bound_rows:
+        # the rows after the watermark: the look-back before it was read by the last part
+        bounded = stats.time_of_row(conn, source, watermark, upper, bound_rows)
+        if bounded is not None and bounded < upper:
+            window, backfill = plan_window(watermark, settings.lookback, bounded, since), True
     in_future = stats.rows_after(conn, source, upper)
     if in_future:
         log.warning("%d events are dated after the source's clock (%s); they are loaded when "
@@ -68,7 +75,7 @@ def plan_batch(snapshot: PlannerSnapshot, lake: Lake, settings: ResolvedSettings
                      snapshot_xmin=snapshot.xmin,
                      completeness=check if window.arrivals is not None else None, rows_behind=rows_behind,
                      ids=ids, source_ids=source_ids, lake_ids=lake_ids, extra_columns=extra_columns,
-                     lake_was_empty=watermark is None and batches.holds_no_row(lake))
+                     lake_was_empty=watermark is None and batches.holds_no_row(lake), backfill=backfill)
 
 
 def _arrivals(snapshot: PlannerSnapshot, lake: Lake, table: shape.SourceRelation, column: str | None,

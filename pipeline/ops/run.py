@@ -99,6 +99,7 @@ class RunReport:
     seconds: dict[str, float] = field(default_factory=dict)
     # SOURCE_TABLES: each table's own report (this one then holds every promotion, all tables' rows)
     tables: dict[str, RunReport] = field(default_factory=dict)
+    catching_up: bool = False  # SOURCE_TABLES: this table reads its history in bounded batches
 
     @property
     def rows_inserted(self) -> int:
@@ -161,6 +162,9 @@ class RunReport:
                             if self.snapshots else ", no new snapshot"))
         if self.watermark:
             parts.append(f"watermark {self.watermark.isoformat()}")
+        if self.catching_up:
+            parts.append("catching up: its history is read in batches of BACKFILL_BATCH_ROWS rows, one per "
+                         "run, and it joins the image once read")
         if self.rows_behind_mark:
             parts.append(f"{self.rows_behind_mark} row(s) had arrived behind the last load's arrival mark "
                          "and were read with the whole look-back")
@@ -580,21 +584,27 @@ class _TablesRun:
             plans: list[BatchPlan] = []
             with one_read(self.lake):  # every table's lake reads in one lake snapshot too
                 marks = {run.lake.table: batches.watermark(run.lake) for run in self.runs}
+                catching = self._catching_up(marks)
                 # one floor for every table's window: the oldest watermark. A transaction that wrote a
                 # session and its events is then read in both tables or in neither, even when one table
                 # is quieter and its watermark behind (each table from its own watermark cut the look-back
                 # at two places, and an image held the session without its events). A table never
-                # loaded reads its whole history.
-                floor = min((mark for mark in marks.values() if mark is not None), default=None)
+                # loaded reads its whole history; one added to a loaded lake catches up from its own
+                # watermark in bounded batches, outside the floor (it would hold the others back).
+                floor = min((mark for table, mark in marks.items()
+                             if mark is not None and table not in catching), default=None)
                 for run in self.runs:
-                    behind = rows_behind.get(run.lake.table, 0)
+                    table = run.lake.table
+                    behind = rows_behind.get(table, 0)
+                    start = marks[table] if table in catching else floor
                     if not rows_behind:  # a first image
-                        run.report.watermark, run.planned_from = marks[run.lake.table], floor
+                        run.report.watermark, run.planned_from = marks[table], start
                     # a second image: a short table's whole look-back again, the others' next window
-                    after = run.planned_from if behind or not rows_behind else floor
+                    after = run.planned_from if behind or not rows_behind else start
                     plans.append(plan_batch(snapshot, run.lake, run.settings,
-                                            after if marks[run.lake.table] is not None else None,
-                                            rows_behind=behind))
+                                            after if marks[table] is not None else None, rows_behind=behind,
+                                            bound_rows=settings.backfill_rows if table in catching else 0))
+                    run.report.catching_up = plans[-1].backfill
             for run, plan in zip(self.runs, plans, strict=True):
                 run.report.planned(plan)
             self.report.seconds["plan"] = self.report.seconds.get("plan", 0.0) + time.monotonic() - t0
@@ -614,6 +624,14 @@ class _TablesRun:
                     short[run.lake.table] = missing
             self.report.seconds["check"] = sum(run.report.seconds.get("check", 0.0) for run in self.runs)
             return short
+
+    def _catching_up(self, marks: dict[str, datetime | None]) -> set[str]:
+        """The tables catching up: added to a lake whose other tables are loaded (no watermark yet),
+        or whose last batch was a bounded part of that (BACKFILL_BATCH_ROWS; 0: none ever is)."""
+        if not self.settings.backfill_rows or all(mark is None for mark in marks.values()):
+            return set()
+        return {run.lake.table for run in self.runs
+                if marks[run.lake.table] is None or batches.catching_up(run.lake)}
 
     def _extract_and_promote(self, lake_identity: str, engines: Engines, snapshot: PlannerSnapshot,
                              loading: list[tuple[_Run, BatchPlan]],

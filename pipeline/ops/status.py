@@ -78,6 +78,7 @@ class Status:
     last_hour: batch_table.SteadyState | None = None
     # SOURCE_TABLES: each table's own status (this one is the whole: the worst health, every reason)
     tables: dict[str, Status] = field(default_factory=dict)
+    catching_up: bool = False  # SOURCE_TABLES: the table reads its history in bounded batches
 
     @property
     def source_up(self) -> bool:
@@ -115,7 +116,7 @@ class Status:
                 "source_rows_after_watermark": self.source_rows_after_watermark,
                 "rows_quarantined": self.rows_quarantined,
                 "identity_check": self.identity.as_dict() if self.identity else None,
-                "staged_batches_waiting": self.staged_batches_waiting}
+                "staged_batches_waiting": self.staged_batches_waiting, "catching_up": self.catching_up}
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -141,6 +142,7 @@ class LakeFacts:
     last_load_success: datetime | None = None
     last_hour: batch_table.SteadyState | None = None
     integrity: integrity.Integrity | None = None
+    catching_up: bool = False  # SOURCE_TABLES: the table's last batch was a bounded part of its history
 
     @classmethod
     def read(cls, lake: Lake, *, checked: Integrity | None = None) -> LakeFacts:
@@ -152,7 +154,9 @@ class LakeFacts:
             facts.watermark = batch_table.watermark(lake)
             facts.batches = batch_table.recent_batches(lake, 5)
             facts.last_hour = batch_table.steady_state(lake, datetime.now(UTC) - HOUR)
-            facts.lake_rows = one_row(lake.execute(f"SELECT count(*) FROM {lake.events_table}"))[0]
+            facts.catching_up = batch_table.catching_up(lake)
+            if ("main", lake.table) in tables:  # (a table added to SOURCE_TABLES: made by its first load)
+                facts.lake_rows = one_row(lake.execute(f"SELECT count(*) FROM {lake.events_table}"))[0]
         facts.snapshots, facts.latest = one_row(lake.execute(
             f"SELECT count(*), max(snapshot_id) FROM {lake.name}.snapshots()"))
         files, size = one_row(lake.execute(
@@ -326,4 +330,5 @@ def _collect(settings: ResolvedSettings, *, checked: Integrity | None = None) ->
         set_aside_batches=set_aside,
         jobs={r["job"]: {"status": r["status"], "started_at": iso(r["started_at"]),
                          "finished_at": iso(r["finished_at"]), "error": r["error"]} for r in job_runs},
-        scheduler=SchedulerStates(settings.home).read(), last_batches=batches, last_hour=facts.last_hour)
+        scheduler=SchedulerStates(settings.home).read(), last_batches=batches, last_hour=facts.last_hour,
+        catching_up=facts.catching_up)

@@ -70,6 +70,10 @@ ENV_KEYS: dict[str, EnvKey] = {
     "SOURCE_TIMEZONE": EnvKey("time zone of naive (timestamp without time zone) source columns, e.g. "
                               "Asia/Tokyo (unset: the source database's own TimeZone setting)"),
     "LOOKBACK": EnvKey("tolerance for late events, e.g. 15m", "15m"),
+    "BACKFILL_BATCH_ROWS": EnvKey("SOURCE_TABLES: a table added to a loaded lake reads its history in "
+                                  "batches of about this many rows, one per run, without holding the "
+                                  "other tables back (--status says it is catching up); 0: all at once",
+                                  "1000000"),
     "SOURCE_ARRIVAL_COLUMN": EnvKey("the source's arrival time (a timestamp the database sets as a row "
                                     "is written, best indexed): a run reads only the rows that arrived "
                                     "since the last load instead of the whole look-back; none turns that "

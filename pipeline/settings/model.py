@@ -129,6 +129,7 @@ class Settings:
     promotion: Promotion = Promotion.ZERO_COPY
     schema_drift: str = "add"  # "add" or "ignore": what a column added to the source does
     lookback: timedelta
+    backfill_rows: int = 1_000_000  # a table added to a loaded lake catches up in batches this size
     arrival_column: str | None = "created_at"  # read only rows that arrived since (None: the look-back)
     source_timezone: str | None = None  # naive source columns are wall-clock time there
     spark: SparkOptions

@@ -34,6 +34,7 @@ class BatchPlan:
     source_ids: IdSum | None = None
     lake_was_empty: bool = False  # a first load into an events table holding no row
     lake_ids: IdSum | None = None  # the lake's side of the range as the plan read it (arrival-aware plans)
+    backfill: bool = False  # a catch-up part: its upper bounded by rows, before the snapshot's instant
 
     @property
     def unique_ids(self) -> bool:

@@ -76,6 +76,16 @@ def rows_after(conn: psycopg.Connection, source: SourceRelation, upper: datetime
     return one_row(conn.execute(query, {"upper": upper}))[0]
 
 
+def time_of_row(conn: psycopg.Connection, source: SourceRelation, low: datetime | None, upper: datetime,
+                rows: int) -> datetime | None:
+    """The time of the ``rows``-th oldest row dated in ``(low, upper]`` (a walk of the time column's
+    index), or None when the range holds fewer: where a bounded backfill's window ends."""
+    query = sql.SQL(f"SELECT event_timestamp::timestamptz FROM {{t}} WHERE {_range_sql(low)} "
+                    "ORDER BY event_timestamp OFFSET %(skip)s LIMIT 1").format(t=sql.SQL(source.sql))
+    row = conn.execute(query, {"low": low, "upper": upper, "skip": rows - 1}).fetchone()
+    return row[0] if row else None
+
+
 def _range_sql(low: datetime | None) -> str:
     return ("event_timestamp > %(low)s AND " if low is not None else "") + "event_timestamp <= %(upper)s"
 

@@ -85,6 +85,7 @@ class Manifest:
     id_column: str = "event_id"
     time_column: str = "event_timestamp"
     absent: list[str] | None = None  # optional columns the source table lacks (staged as NULL, not loaded)
+    backfill: bool = False  # a part of a table's catch-up: its window bounded by BACKFILL_BATCH_ROWS
 
     @property
     def window(self) -> Window:

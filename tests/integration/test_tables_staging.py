@@ -13,8 +13,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from generators.events import EventFactory
+from generators.writer import add_events as add_events_to
 from generators.writer import add_sessions, write_batch
 from pipeline import staging
+from pipeline.cli.output import render_status
 from pipeline.errors import ConfigError
 from pipeline.ops.metrics import families
 from pipeline.ops.observe import Observer
@@ -211,5 +213,32 @@ def test_a_repair_of_several_tables_is_one_commit(lake_env):
                                     f"WHERE snapshot_id = {report.snapshot_id}")
     assert message.startswith("sessions repair") and "; events repair" in message, message
     assert torn_images(env) == []
+    for table in both.tables:
+        assert_lake_equals_source(both.for_table(table))
+
+
+def test_a_table_added_to_a_loaded_lake_catches_up_in_bounded_batches_without_holding_the_others_back(lake_env):
+    """A table added to SOURCE_TABLES on a loaded lake reads its history BACKFILL_BATCH_ROWS at a
+    time, one part per run, while the other tables load what arrived as before; --status says so."""
+    env = {**lake_env, "SOURCE_TABLES": "public.events", "BACKFILL_BATCH_ROWS": "100"}
+    alone = resolve(load_settings(env))
+    add_events_to(alone.source_dsn, "public.events", 30, seed=31)
+    run(alone, engine="dlt")
+    add_events_to(alone.source_dsn, "public.clicks", 250, seed=32)  # its history, before it is listed
+    both = resolve(load_settings({**env, "SOURCE_TABLES": "public.events,public.clicks"}))
+    parts = []
+    for seed in range(33, 37):
+        add_events_to(both.source_dsn, "public.events", 5, seed=seed)
+        report = run(both, engine="dlt")
+        events, clicks = report.tables["events"], report.tables["clicks"]
+        assert events.rows_inserted == 5, events.summary()  # not held back, nor reading clicks' history
+        parts.append((clicks.rows_in_window, clicks.catching_up))
+        if seed == 33:
+            with Pipeline(both, engine="dlt") as pipeline:
+                status = pipeline.status()
+            assert status.tables["clicks"].catching_up and not status.tables["events"].catching_up
+            assert "CATCHING UP" in render_status(status)
+    assert [caught for _, caught in parts] == [True, True, False, False], parts
+    assert parts[0][0] == parts[1][0] == 100 and parts[2][0] == 50, parts
     for table in both.tables:
         assert_lake_equals_source(both.for_table(table))
