@@ -27,6 +27,7 @@ def test_the_arrow_readers_tasks_get_the_password_outside_plans_properties_and_c
     from pipeline.extract.slice_task import RESULT_SCHEMA
     from pipeline.settings.resolve import resolve
     from pipeline.source.plan import BatchPlan
+    from pipeline.source.shape import SourceRelation
     from pipeline.source.stats import WindowStats
     from pipeline.source.window import Window
 
@@ -40,7 +41,9 @@ def test_the_arrow_readers_tasks_get_the_password_outside_plans_properties_and_c
     with connect(settings.source_dsn) as conn:  # the earlier test's rows are there too
         rows = conn.execute(f"SELECT count(*) FROM {settings.source_table}").fetchone()[0]
     window = Window(None, datetime.now(UTC))
-    request = ExtractRequest(settings, BatchPlan(window, WindowStats(rows, None, None), None), "secret-test")
+    source = SourceRelation(settings.source_table)  # the events shape: read as it is
+    request = ExtractRequest(settings, BatchPlan(source, window, WindowStats(rows, None, None), None),
+                             "secret-test")
     folder = tmp_path / "staging" / "out"
     folder.mkdir(parents=True)
     from pipeline.storage.folder import folder_of
