@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import psycopg
 
 from pipeline import actions, invocation
-from pipeline.errors import LakeNotCreated, PipelineError, SourceAccessDenied, first_line, scrub_secrets
+from pipeline.errors import LakeNotCreated, PipelineError, first_line, scrub_secrets
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.settings.model import Reader, SparkOptions
 from pipeline.sqltext import one_row
@@ -100,30 +100,42 @@ class Doctor:
                      "pinned wheels")
 
     def source(self) -> Check:
-        from pipeline.source import arrivals, stats
+        """The source: reachable, and each table of the run (SOURCE_TABLES: every one) there, readable,
+        shaped as read (its own id and time columns), its arrival column stamped by the database."""
+        from pipeline.source import arrivals, shape, stats
         from pipeline.source.connect import connect
 
-        table = self.settings.source_table
+        notes: list[tuple[str, str]] = []  # (what, the fix)
         with connect(self.settings.source_dsn) as conn:
             version = one_row(conn.execute("SHOW server_version"))[0]
-            if not stats.table_exists(conn, table):
-                made_by = f"The generator creates it ({invocation.generator_command()})"
-                return Check("source", WARN, f"Postgres {version} reachable; table {table} does not exist "
-                             "yet",
-                             made_by + ("." if invocation.installed()
-                                        else ", or create it from sql/source_events.sql."))
-            try:
-                stats.require_select(conn, table)
-            except SourceAccessDenied as exc:
-                return Check("source", FAIL, f"Postgres {version}; {first_line(exc)}", exc.hint)
-            column = self.settings.arrival_column
-            stamped = arrivals.stamped_by_database(conn, table, column) if column else None
-            note = arrivals.arrival_note(column, stamped, 0) if column else None
-        if note:
-            return Check("source", WARN, f"Postgres {version}, table {table}; {note}",
-                         f"ALTER TABLE {table} ALTER {column} SET DEFAULT now(), or set "
-                         "SOURCE_ARRIVAL_COLUMN=none to read the whole look-back every run without the check")
-        return Check("source", OK, f"Postgres {version}, table {table}")
+            for one in (self.settings.for_table(t) for t in self.settings.tables):
+                table = one.source_table
+                if not stats.table_exists(conn, table):
+                    made_by = f"The generator creates it ({invocation.generator_command()})"
+                    return Check("source", WARN, f"Postgres {version} reachable; table {table} does not "
+                                 "exist yet", made_by + ("." if invocation.installed()
+                                                         else ", or create it from sql/source_events.sql."))
+                try:
+                    stats.require_select(conn, table)
+                    relation = shape.SourceRelation.of(conn, one)
+                    shape.check_shape(conn, relation, one.schema_drift, one.arrival_column)
+                except PipelineError as exc:  # no SELECT, a missing or retyped column: named, with the fix
+                    return Check("source", FAIL, f"Postgres {version}; {first_line(exc)}", exc.hint)
+                columns = shape.source_columns(conn, table)
+                column = shape.arrival_column_of(relation, columns, one.arrival_column)
+                stamped = arrivals.stamped_by_database(conn, table, column) if column else None
+                note = arrivals.arrival_note(column, stamped, 0) if column else None
+                if note:
+                    notes.append((f"table {table}; {note}",
+                                  f"ALTER TABLE {table} ALTER {column} SET DEFAULT now(), or set "
+                                  "SOURCE_ARRIVAL_COLUMN=none to read the whole look-back every run without "
+                                  "the check"))
+        tables = ", ".join(t.qualified for t in self.settings.tables)
+        if notes:
+            return Check("source", WARN, f"Postgres {version}, " + "; ".join(what for what, _ in notes),
+                         "; ".join(fix for _, fix in notes))
+        return Check("source", OK, f"Postgres {version}, table{'s' if len(self.settings.tables) > 1 else ''} "
+                     f"{tables}")
 
     def catalog(self) -> Check:
         from pipeline.lake.connect import lake_session

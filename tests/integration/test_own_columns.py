@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from generators.writer import add_events as add_events_to
 from pipeline.errors import TerminalError
 from pipeline.ops.pipeline import Pipeline
 from pipeline.settings.model import SourceTable
@@ -100,3 +101,21 @@ def test_an_id_that_is_not_a_uuid_and_a_clashing_column_are_refused_naming_them(
     with pytest.raises(TerminalError) as clash:
         run(resolve(replace(settings, source_tables=(visits,))).for_table(visits), engine="dlt")
     assert "has a column event_timestamp besides its seen_at" in str(clash.value)
+
+
+def test_doctor_checks_every_table_by_its_own_columns(settings):
+    """doctor looks at each SOURCE_TABLES table as a load reads it: a table without an arrival
+    column is fine (read by its window), a bigint id fails naming the column and the fix."""
+    from pipeline.ops.doctor import FAIL, OK, Doctor
+
+    _orders(settings, 3)
+    fine = resolve(replace(settings, source_tables=(ORDERS, SourceTable("public.events"))))
+    add_events_to(settings.source_dsn, "public.events", 3, seed=41)
+    check = Doctor(fine).source()
+    assert check.status == OK and "public.orders, public.events" in check.detail, check
+    with connect(settings.source_dsn) as conn:
+        conn.execute("CREATE TABLE public.accounts (account_id bigint PRIMARY KEY, opened_at timestamptz)")
+    accounts = SourceTable("public.accounts", "opened_at", "account_id")
+    check = Doctor(resolve(replace(settings, source_tables=(ORDERS, accounts)))).source()
+    assert check.status == FAIL and "public.accounts.account_id is int8" in check.detail, check
+    assert "uuid" in check.hint, check
