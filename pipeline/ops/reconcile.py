@@ -126,10 +126,16 @@ def _reconcile_tables(lake: Lake, resolved: ResolvedSettings, since: timedelta |
         staging.claim_batch(folder, group)
     try:
         written: list[_Backfill] = []
+        lakes = {table.name: lake.for_table(table.name, table.id_column, table.time_column)
+                 for table in resolved.tables}
+        # one range for every table: up to the oldest watermark's look-back (each table's own bound
+        # backfilled a late session and left its events, dated alike, to a later load: a torn image)
+        marks = [mark for one in lakes.values() if ("main", one.table) in table_names(one)
+                 and (mark := batches.watermark(one)) is not None]
+        common = min(marks) if marks else None
         for table in resolved.tables:
             part = report.tables[table.name] = ReconcileReport(since=report.since)
-            one = lake.for_table(table.name, table.id_column, table.time_column)
-            backfill = _compare_and_write(one, resolved.for_table(table), since, part)
+            backfill = _compare_and_write(lakes[table.name], resolved.for_table(table), since, part, common)
             if backfill is not None:
                 written.append(backfill)
         members = {b.lake.table: b.batch_id for b in written}
@@ -153,8 +159,9 @@ def _reconcile_tables(lake: Lake, resolved: ResolvedSettings, since: timedelta |
 
 
 def _compare_and_write(lake: Lake, resolved: ResolvedSettings, since: timedelta | str,
-                       report: ReconcileReport) -> _Backfill | None:
-    """Compare one table's hours over ``since`` and write the rows the lake lacks (unsealed)."""
+                       report: ReconcileReport, common: datetime | None = None) -> _Backfill | None:
+    """Compare one table's hours over ``since`` and write the rows the lake lacks (unsealed).
+    ``common``: SOURCE_TABLES' watermark every table's range is bounded by (the oldest)."""
     # a table dropped by hand is made again empty: then the look-back is reloaded here too
     dropped = ("main", lake.table) not in table_names(lake)
     with connect_source(resolved.source_dsn) as conn:
@@ -168,6 +175,8 @@ def _compare_and_write(lake: Lake, resolved: ResolvedSettings, since: timedelta 
     watermark = batches.watermark(lake)
     if watermark is None:
         return None
+    if common is not None:
+        watermark = min(watermark, common)
     upper = watermark if dropped else watermark - resolved.lookback
     low = watermark - since if isinstance(since, timedelta) else None
     if low is not None and low >= upper:

@@ -242,3 +242,29 @@ def test_a_table_added_to_a_loaded_lake_catches_up_in_bounded_batches_without_ho
     assert parts[0][0] == parts[1][0] == 100 and parts[2][0] == 50, parts
     for table in both.tables:
         assert_lake_equals_source(both.for_table(table))
+
+
+def test_a_reconcile_of_tables_with_different_watermarks_backfills_them_over_one_range(lake_env):
+    """Found by the adversary: each table's range ended at its own watermark's look-back, so a late
+    session and its events dated between the two bounds were backfilled in one table only (a torn
+    snapshot until the next load). One range for the group: the oldest watermark's."""
+    env = {**lake_env, "SOURCE_TABLES": BOTH, "LOOKBACK": "1m"}
+    both = resolve(load_settings(env))
+    now = datetime.now(UTC)
+    _linked(both, 5, seed=51, now=now - timedelta(minutes=10))
+    run(both, engine="dlt")
+    with connect(both.source_dsn, autocommit=False) as conn:  # events alone move on: watermarks differ
+        lone = EventFactory(52).batch(3, now)
+        for event in lone:
+            event.details["session_id"] = str(_session_ids(both)[0])
+        write_batch(conn, EVENTS.qualified, lone)
+    run(both, engine="dlt")
+    _linked(both, 2, seed=53, now=now - timedelta(minutes=5))  # inside events' range only, before
+    with Pipeline(both, engine="dlt") as pipeline:
+        report = pipeline.reconcile()
+    assert report.rows_backfilled == 0, report.summary()  # neither: the next load reads both
+    assert torn_images(env) == []
+    assert run(both, engine="dlt").rows_inserted == 2 + 6
+    assert torn_images(env) == []
+    for table in both.tables:
+        assert_lake_equals_source(both.for_table(table))
