@@ -50,8 +50,21 @@ STAGED = "read_parquet($files, hive_partitioning = false)"  # zero-copy's files 
 VALIDATED = validated_sql(STAGED)
 _WINNER_FIRST = ("ORDER BY created_at DESC NULLS LAST, event_timestamp DESC, event_type DESC NULLS LAST, "
                  "raw_details DESC NULLS LAST")
-_CONTENT = "md5(concat_ws('|', event_type, CAST(event_timestamp AS VARCHAR), raw_details, " \
-           "CAST(created_at AS VARCHAR)))"
+
+
+def _content(extra_columns: dict[str, str] | None) -> str:
+    """A row's contents as one hash: its event columns and the table's other columns (two rows of one
+    id that differ only there are a conflict too: a table with its own columns has little else)."""
+    others = "".join(f", CAST({quote_ident(name)} AS VARCHAR)" for name in extra_columns or {})
+    return (f"md5(concat_ws('|', event_type, CAST(event_timestamp AS VARCHAR), raw_details, "
+            f"CAST(created_at AS VARCHAR){others}))")
+
+
+def _winner_first(extra_columns: dict[str, str] | None) -> str:
+    """Which of one id's rows is loaded: the newest created_at, then the latest time, then the
+    larger contents — the last tie broken by every column, so the choice never depends on order."""
+    return f"{_WINNER_FIRST}" + (f", {_content(extra_columns)} DESC" if extra_columns else "")
+
 
 # What one scan tells about a batch: rows, loadable rows, their distinct ids and time range,
 # and how many cannot be loaded.
@@ -73,21 +86,25 @@ def loadable_sql(has_duplicates: bool, relation: str | None = None,
     rows = f"SELECT * FROM ({validated}) WHERE reason IS NULL"
     if not has_duplicates:
         return rows
-    return f"{rows} QUALIFY row_number() OVER (PARTITION BY event_id {_WINNER_FIRST}) = 1"
+    return f"{rows} QUALIFY row_number() OVER (PARTITION BY event_id {_winner_first(extra_columns)}) = 1"
 
 
-def rejected_sql(has_invalid: bool, has_duplicates: bool) -> str | None:
-    """The rows to quarantine (with ``reason``): invalid ones, and conflict losers."""
+def rejected_sql(has_invalid: bool, has_duplicates: bool,
+                 extra_columns: dict[str, str] | None = None) -> str | None:
+    """The rows to quarantine (with ``reason``): invalid ones, and conflict losers (rows of one id
+    whose contents, the table's other columns included, differ from the one loaded)."""
     parts = []
+    validated = validated_sql(STAGED, extra_columns)
     if has_invalid:
-        parts.append(f"SELECT * FROM ({VALIDATED}) WHERE reason IS NOT NULL")
+        parts.append(f"SELECT * FROM ({validated}) WHERE reason IS NOT NULL")
     if has_duplicates:
+        content = _content(extra_columns)
         parts.append(f"""
             SELECT * EXCLUDE (rank, content, winner) REPLACE ('{REASON_CONFLICT}' AS reason)
-            FROM (SELECT *, row_number() OVER w AS rank, {_CONTENT} AS content,
-                         first_value({_CONTENT}) OVER w AS winner
-                  FROM ({VALIDATED}) WHERE reason IS NULL
-                  WINDOW w AS (PARTITION BY event_id {_WINNER_FIRST}))
+            FROM (SELECT *, row_number() OVER w AS rank, {content} AS content,
+                         first_value({content}) OVER w AS winner
+                  FROM ({validated}) WHERE reason IS NULL
+                  WINDOW w AS (PARTITION BY event_id {_winner_first(extra_columns)}))
             WHERE rank > 1 AND content <> winner""")
     return " UNION ALL ".join(parts) if parts else None
 

@@ -331,17 +331,17 @@ def _write(lake: Lake, batch: StagedBatch,
     """Inside the batch's transaction: quarantine, add drifted columns, insert, register.
     Returns (rows inserted or registered, rows newly quarantined)."""
     files, quarantined, inserted = contents.files, 0, 0
-    rejected = validate.rejected_sql(contents.invalid > 0, contents.has_duplicates)
-    if rejected is not None:
-        meter.step("quarantining rows that cannot load")
-        quarantined = one_row(lake.execute(validate.quarantine_sql(lake.quarantine_table, rejected),
-                                          {"files": files, "batch_id": batch.batch_id,
-                                           "table_name": lake.table}))[0]
     # a table with its own columns starts with its id and time (pipeline.lake.schema): the optional
     # columns it has join with their first rows, like the columns a source adds
     absent = batch.manifest.absent or ()
     add_columns(lake, {name: kind for name, kind in OPTIONAL_LAKE_TYPES.items() if name not in absent})
     lake_extra = add_columns(lake, batch.manifest.extra_columns or {})
+    rejected = validate.rejected_sql(contents.invalid > 0, contents.has_duplicates, lake_extra)
+    if rejected is not None:
+        meter.step("quarantining rows that cannot load")
+        quarantined = one_row(lake.execute(validate.quarantine_sql(lake.quarantine_table, rejected),
+                                          {"files": files, "batch_id": batch.batch_id,
+                                           "table_name": lake.table}))[0]
     if contents.loadable:
         meter.step("inserting new rows" + (" (dropping duplicates)" if contents.has_duplicates else ""))
         inserted = one_row(lake.execute(insert_sql(lake, contents.has_duplicates, lake_extra),

@@ -119,3 +119,22 @@ def test_doctor_checks_every_table_by_its_own_columns(settings):
     check = Doctor(resolve(replace(settings, source_tables=(ORDERS, accounts)))).source()
     assert check.status == FAIL and "public.accounts.account_id is int8" in check.detail, check
     assert "uuid" in check.hint, check
+
+
+def test_two_rows_of_one_id_differing_only_in_their_own_columns_are_a_conflict(settings):
+    """Found by the adversary: a conflict was told by the event columns only, so of two rows of one
+    id that differ in a column of the table's own, one vanished (neither loaded nor quarantined)."""
+    with connect(settings.source_dsn) as conn:  # no key: an id may come twice
+        conn.execute("CREATE TABLE public.readings (reading_id uuid, taken_at timestamptz, value int)")
+        conn.execute("INSERT INTO public.readings SELECT 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', "
+                     "'2026-11-26 10:00:00+00', v FROM (VALUES (1), (2)) t(v)")
+        conn.execute("INSERT INTO public.readings SELECT gen_random_uuid(), '2026-11-26 10:00:00+00', 3")
+    readings = SourceTable("public.readings", "taken_at", "reading_id")
+    one = resolve(replace(settings, source_tables=(readings,))).for_table(readings)
+    report = run(one, engine="dlt")
+    assert (report.rows_inserted, report.rows_quarantined) == (2, 1), report.summary()
+    [(kept,)] = lake_query(one, f"SELECT value FROM {one.lake_name}.main.readings "
+                                "WHERE reading_id = 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'")
+    assert kept in (1, 2)  # one of them, chosen by contents (not by the order the rows were read in)
+    [(reason,)] = lake_query(one, f"SELECT reason FROM {one.lake_name}.ops.quarantine")
+    assert "staged twice with different contents" in reason
