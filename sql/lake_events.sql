@@ -42,7 +42,8 @@ CREATE TABLE IF NOT EXISTS {lake}.{ops}.batches (
     -- held dated in (window_low, window_upper]: what the lake holds there once the batch is in
     source_ids          BIGINT,
     source_id_checksum  VARCHAR,  -- 32 hex digits: the sums of the ids' high and low halves
-    snapshot_xmin       BIGINT   -- its plan snapshot's xmin: the next plan reads rows of newer transactions
+    snapshot_xmin       BIGINT,  -- its plan snapshot's xmin: the next plan reads rows of newer transactions
+    backfill            BOOLEAN  -- SOURCE_TABLES: a part of a table's catch-up (BACKFILL_BATCH_ROWS)
 );
 
 -- Who this lake is: one random id, made when the lake's tables are first created. Staged
