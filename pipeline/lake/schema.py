@@ -81,6 +81,8 @@ def ensure_tables(lake: Lake, new_types: Mapping[str, str], *, recreate_dropped:
     """
 
     events_exists, ops_exists = _tables_exist(lake)
+    if events_exists:
+        _refuse_other_columns(lake)
     makes_events = (lake.id_column, lake.time_column) == (ID, TIME) or own_columns is not None
     if not ops_exists or (makes_events and not events_exists):
         ownership.claim(lake)  # a lake is never created on another lake's data folder
@@ -89,6 +91,20 @@ def ensure_tables(lake: Lake, new_types: Mapping[str, str], *, recreate_dropped:
         _create_tables(lake, new_types, own_columns if makes_events else None, makes_events)
     ownership.claim(lake)  # the folder is this lake's before anything is written to it
     _add_batch_columns(lake)
+
+
+def _refuse_other_columns(lake: Lake) -> None:
+    """A lake table loaded by other id or time columns than the settings name (SOURCE_TABLES'
+    ``schema.table:time:id`` changed) is refused: its watermark and partitions are the old column's."""
+    have = events_column_types(lake)
+    missing = [column for column in (lake.id_column, lake.time_column) if column not in have]
+    if missing:
+        raise TerminalError(
+            f"The lake table {lake.events_table} has no column {', '.join(missing)}: it was loaded naming "
+            f"and dating rows by other columns (it has {', '.join(have)}). Nothing was read or written.",
+            "Name the table's columns as it was loaded (SOURCE_TABLES=schema.table:time_column:id_column), "
+            "or load it under another name: a lake table keeps the columns its watermark and partitions "
+            "follow.")
 
 
 def _missing_batch_columns(lake: Lake) -> list[str]:

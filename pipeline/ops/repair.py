@@ -28,7 +28,7 @@ from pipeline.lake.session import Lake
 from pipeline.lake.transaction import transaction
 from pipeline.ops import proof
 from pipeline.settings import ResolvedSettings
-from pipeline.source.shape import EVENT_COLUMNS, STAGED_COLUMNS, IdShape, SourceRelation
+from pipeline.source.shape import EVENT_COLUMNS, STAGED_COLUMNS, IdShape, SourceRelation, source_columns
 from pipeline.source.snapshot import exported_snapshot
 from pipeline.source.window import iso
 from pipeline.sqltext import one_row, quote_ident, quote_literal
@@ -113,6 +113,7 @@ class _Plan:
     check: proof.RangeCheck
     ids: list[UUID]
     rows: str  # the source's loadable rows of ``ids`` (a DuckDB relation over postgres_query)
+    extra: list[str]  # the table's other columns those rows carry
 
     def describe(self) -> str:
         low = iso(self.check.low) if self.check.low else "-inf"
@@ -126,9 +127,7 @@ class _Plan:
         own_id = quote_ident(lake.own("event_id"))
         removed = one_row(lake.execute(f"DELETE FROM {lake.events_table} "
                                        f"WHERE TRY_CAST({own_id} AS UUID) IN ({id_list})"))[0]
-        extra = [name for name in events_column_types(lake)
-                 if name not in {lake.own(column) for column in EVENT_COLUMNS}]
-        loaded = one_row(lake.execute(insert_columns_sql(lake, f"({self.rows})", extra)))[0]
+        loaded = one_row(lake.execute(insert_columns_sql(lake, f"({self.rows})", self.extra)))[0]
         return int(removed), int(loaded)
 
 
@@ -137,9 +136,11 @@ def _plan(conn: psycopg.Connection, lake: Lake, settings: ResolvedSettings, sinc
     check = proof.prove_in(conn, lake, source, since)
     how = IdShape.read(conn, source)
     ids = sorted({*check.missing, *check.extra, *check.moved})
-    # every column the lake table has beyond the pipeline's, as the source holds it (cast as a load casts)
-    have = events_column_types(lake)
-    extra = {name: kind for name, kind in have.items() if name not in {lake.own(c) for c in EVENT_COLUMNS}}
+    # every column the lake table has beyond the pipeline's that the source still has, as the source
+    # holds it (cast as a load casts); one the source dropped stays NULL in the repaired rows
+    have, there = events_column_types(lake), source_columns(conn, source.qualified)
+    extra = {name: kind for name, kind in have.items()
+             if name not in {lake.own(c) for c in EVENT_COLUMNS} and name in there}
     columns = ", ".join([f"{expr} AS {name}" for name, expr in STAGED_COLUMNS.items()]
                         + [f"{quote_ident(name)}::text AS {quote_ident(name)}" for name in extra])
     # as the source holds them now, up to the compared range's end: a row it moved into the
@@ -150,4 +151,4 @@ def _plan(conn: psycopg.Connection, lake: Lake, settings: ResolvedSettings, sinc
                     f"AND event_timestamp <= {quote_literal(iso(check.upper))}::timestamptz")
     rows = validate.loadable_sql(True, f"postgres_query('{SOURCE_ALIAS}', {quote_literal(source_query)})",
                                  extra_columns=extra)
-    return _Plan(lake, check, ids, rows)
+    return _Plan(lake, check, ids, rows, list(extra))

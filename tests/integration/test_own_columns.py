@@ -138,3 +138,24 @@ def test_two_rows_of_one_id_differing_only_in_their_own_columns_are_a_conflict(s
     assert kept in (1, 2)  # one of them, chosen by contents (not by the order the rows were read in)
     [(reason,)] = lake_query(one, f"SELECT reason FROM {one.lake_name}.ops.quarantine")
     assert "staged twice with different contents" in reason
+
+
+def test_a_changed_time_column_is_refused_and_a_repair_survives_a_dropped_column(orders):
+    """Found by the adversary: naming another time column for a loaded table reused the old one's
+    watermark and partitions silently; --repair failed on a column the source dropped."""
+    _orders(orders, 10)
+    run(orders, engine="dlt")
+    with connect(orders.source_dsn) as conn:
+        conn.execute("ALTER TABLE public.orders ADD COLUMN shipped_at timestamptz DEFAULT now()")
+    other = replace(orders, time_column="shipped_at")
+    with pytest.raises(TerminalError) as refused:
+        run(other, engine="dlt")
+    assert "has no column shipped_at" in str(refused.value) and "placed_at" in str(refused.value)
+    with connect(orders.source_dsn) as conn:
+        conn.execute("ALTER TABLE public.orders DROP COLUMN tags")
+        conn.execute("DELETE FROM public.orders WHERE order_id = (SELECT min(order_id::text)::uuid "
+                     "FROM public.orders)")
+    with Pipeline(orders, engine="dlt") as pipeline:
+        repaired = pipeline.repair(None)
+        assert pipeline.prove(None).exact
+    assert repaired.rows_removed == 1, repaired.summary()
