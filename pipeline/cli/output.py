@@ -177,7 +177,8 @@ def render_status(status: Status) -> str:
         "last batches:",
     ]
     for b in doc["last_batches"]:
-        lines.append(f"  {b['batch_id']}  {b['engine']:5}  staged {b['rows_staged']:>8}  "
+        table = f"{b.get('table_name')!s:9}  " if status.tables else ""  # SOURCE_TABLES: whose batch
+        lines.append(f"  {table}{b['batch_id']}  {b['engine']:5}  staged {b['rows_staged']:>8}  "
                      f"inserted {b['rows_inserted']:>8}  dup {b['rows_duplicate']:>6}  "
                      f"at {b['promoted_at']}")
     if not status.last_batches:

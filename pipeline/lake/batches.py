@@ -211,6 +211,20 @@ def steady_state(lake: Lake, since: datetime) -> SteadyState:
                        rows_behind_mark=int(behind or 0))
 
 
+def combined(states: list[SteadyState]) -> SteadyState:
+    """SOURCE_TABLES: the tables' loads since an instant as one (each load commits a batch per table
+    with rows, so the loads are the busiest table's; freshness the slowest table's)."""
+    read, inserted = sum(s["rows_read"] for s in states), sum(s["rows_inserted"] for s in states)
+    p50s = [s["freshness_p50_seconds"] for s in states if s["freshness_p50_seconds"] is not None]
+    p95s = [s["freshness_p95_seconds"] for s in states if s["freshness_p95_seconds"] is not None]
+    return SteadyState(loads=max((s["loads"] for s in states), default=0), rows_read=read,
+                       rows_inserted=inserted,
+                       rows_read_per_inserted=round(read / inserted, 3) if inserted else None,
+                       freshness_p50_seconds=max(p50s, default=None),
+                       freshness_p95_seconds=max(p95s, default=None),
+                       rows_behind_mark=sum(s["rows_behind_mark"] for s in states))
+
+
 def recent_batches(lake: Lake, limit: int = 5) -> list[dict]:
     return fetch_dicts(lake.con, f"SELECT * FROM {lake.batches_table} WHERE table_name = ? "
                        "ORDER BY promoted_at DESC LIMIT ?", [lake.table, limit])

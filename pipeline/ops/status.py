@@ -247,7 +247,12 @@ def collect(settings: ResolvedSettings) -> Status:
                    lag_seconds=max((s.lag_seconds for s in each.values() if s.lag_seconds is not None),
                                    default=None),
                    rows_quarantined=sum(status.rows_quarantined for status in each.values()),
-                   staged_batches_waiting=sum(status.staged_batches_waiting for status in each.values()))
+                   staged_batches_waiting=sum(status.staged_batches_waiting for status in each.values()),
+                   # every table's loads and batches (they were the first table's: found by the adversary)
+                   last_hour=batch_table.combined(hours) if (hours := [s.last_hour for s in each.values()
+                                                                        if s.last_hour]) else None,
+                   last_batches=sorted((b for s in each.values() for b in s.last_batches),
+                                       key=lambda b: str(b.get("promoted_at")), reverse=True)[:5])
 
 
 def _collect(settings: ResolvedSettings, *, checked: Integrity | None = None) -> Status:

@@ -69,6 +69,11 @@ def test_a_group_staged_by_one_run_is_promoted_by_another_in_one_commit(settings
     assert samples[("event_lake_table_rows_loaded_total", ("sessions",))] == 30
     assert samples[("event_lake_table_rows_loaded_total", ("events",))] == 90
     assert samples[("event_lake_table_lake_rows", ("events",))] == 90
+    # --status: the last hour and the last batches are every table's (were the first table's)
+    status = observed.status
+    assert status is not None and status.last_hour is not None
+    assert (status.last_hour["rows_read"], status.last_hour["rows_inserted"]) == (120, 120)
+    assert {b["table_name"] for b in status.last_batches} == {"sessions", "events"}
     assert _staged(both) == {"sessions": [], "events": []}
     for table in both.tables:
         assert_lake_equals_source(both.for_table(table))
