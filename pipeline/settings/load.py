@@ -183,7 +183,9 @@ def _source_tables(read: _Reader) -> tuple[SourceTable, ...]:
         if not entry or len(columns) > 2 or not all(_IDENT.match(c) for c in columns):
             raise ConfigError(f"{what}: {entry!r} is not schema.table[:time_column[:id_column]].",
                               "Separate tables with commas, e.g. "
-                              "SOURCE_TABLES=public.sessions:started_at:session_id,public.events.")
+                              "SOURCE_TABLES=public.sessions:started_at:session_id,public.events; column "
+                              "names are plain identifiers (letters, digits, _): a column whose name needs "
+                              "quotes is read through a view that renames it.")
         table = SourceTable(_table_name(name, what), *columns)
         tables.append(table)
     lake_tables = [t.name for t in tables]

@@ -134,8 +134,10 @@ def arrival_column_of(source: SourceRelation, columns: dict[str, str], configure
     """The arrival column this table is read by: ``configured`` where the table has it. The default
     (``created_at``) applies where it exists — a table without one is read by its window — while a
     column named on purpose must exist (a typo is not silently the slow path)."""
-    if configured is None or (configured == DEFAULT_ARRIVAL_COLUMN and configured not in columns):
+    if configured is None:
         return None
+    if configured == DEFAULT_ARRIVAL_COLUMN and columns.get(configured) not in TIME_TYPES:
+        return None  # (a created_at of another type is refused as the column it is: check_shape)
     if columns.get(configured) not in TIME_TYPES:
         found = f"is {columns[configured]}" if configured in columns else "does not exist"
         raise ConfigError(
