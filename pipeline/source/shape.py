@@ -126,6 +126,16 @@ def lake_type(udt: str) -> str:
     return LAKE_TYPES.get(udt, "VARCHAR")
 
 
+def decimal_types(conn: psycopg.Connection, qualified: str) -> dict[str, str]:
+    """The table's ``numeric(p, s)`` columns as DuckDB decimals, exact (p up to 38, DuckDB's most); an
+    unconstrained ``numeric`` stays DOUBLE, as DuckDB's own Postgres reader takes it."""
+    schema, table = qualified.split(".")
+    return {name: f"DECIMAL({precision}, {scale})" for name, precision, scale in conn.execute(
+        "SELECT column_name, numeric_precision, numeric_scale FROM information_schema.columns WHERE "
+        "table_schema = %s AND table_name = %s AND udt_name = 'numeric' AND numeric_precision <= 38",
+        (schema, table)).fetchall()}
+
+
 ID_TYPES = ("uuid", "text", "varchar", "bpchar")  # an id is a UUID, or text spelling one
 TIME_TYPES = ("timestamptz", "timestamp")
 
@@ -187,6 +197,8 @@ def check_shape(conn: psycopg.Connection, source: SourceRelation, drift: str = "
                 f"Name {name} as the table's column in {where}, or point it at a view without the other.")
     core = {source.id_column, source.time_column, *OPTIONAL}
     extra_columns = {name: lake_type(udt) for name, udt in columns.items() if name not in core}
+    exact = decimal_types(conn, qualified)
+    extra_columns.update({name: kind for name, kind in exact.items() if name in extra_columns})
     if extra_columns and drift == "ignore":
         log.warning("source columns %s are not loaded (SCHEMA_DRIFT=ignore)", ", ".join(extra_columns))
         return {}

@@ -5,6 +5,7 @@ row the source deletes or moves after loading is found by id, never loaded twice
 from __future__ import annotations
 
 from dataclasses import replace
+from decimal import Decimal
 
 import pytest
 
@@ -49,10 +50,9 @@ def test_a_table_lands_with_its_own_columns_and_types(orders):
     assert report.rows_inserted == 40
     types = dict(lake_query(orders, "SELECT column_name, data_type FROM duckdb_columns() WHERE "
                                     f"database_name = '{orders.lake_name}' AND table_name = 'orders'"))
-    assert types == {"order_id": "UUID", "placed_at": "TIMESTAMP WITH TIME ZONE", "amount": "DOUBLE",
+    assert types == {"order_id": "UUID", "placed_at": "TIMESTAMP WITH TIME ZONE", "amount": "DECIMAL(10,2)",
                      "tags": "VARCHAR", "payload": "JSON", "paid": "BOOLEAN"}, types
-    assert _loaded(orders) == {"rows": 40, "ids": 40, "amount": sum(i * 1.25 for i in range(1, 41)),
-                               "payloads": 40}
+    assert _loaded(orders) == {"rows": 40, "ids": 40, "amount": Decimal("1025.00"), "payloads": 40}
     assert_lake_equals_source(orders, expected_rows=40)
     # the lake table is partitioned by the day of its own time column
     [(partitioned,)] = lake_query(orders, f"SELECT count(*) FROM ducklake_list_files('{orders.lake_name}', "
