@@ -14,7 +14,7 @@ import contextlib
 import json
 import logging
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
 import psycopg
@@ -28,12 +28,14 @@ from pipeline.lake.session import Lake
 from pipeline.lake.transaction import transaction
 from pipeline.ops import proof
 from pipeline.settings import ResolvedSettings
+from pipeline.source import stats
 from pipeline.source.shape import EVENT_COLUMNS, STAGED_COLUMNS, IdShape, SourceRelation, source_columns
 from pipeline.source.snapshot import exported_snapshot
 from pipeline.source.window import iso
 from pipeline.sqltext import one_row, quote_ident, quote_literal
 
 log = logging.getLogger(__name__)
+FOREVER = datetime(9999, 12, 31, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,9 @@ class RepairReport:
             return "; ".join(f"{name}: {part.summary()}" for name, part in self.tables.items())
         if self.check.exact:
             return f"nothing to repair: {self.check.describe()}"
+        if self.snapshot_id is None:
+            return (f"nothing repaired: {self.check.describe()}; the rows the source moved past the compared "
+                    "range stay as loaded until a load reaches them")
         return (f"repaired {self.check.describe()}: removed {self.rows_removed} lake row(s), loaded "
                 f"{self.rows_loaded} as the source holds them, in snapshot {self.snapshot_id} (the "
                 f"snapshot before it keeps the old state)")
@@ -75,7 +80,7 @@ def repair(settings: ResolvedSettings, since: timedelta | None) -> RepairReport:
         with exported_snapshot(settings.source_dsn, arrivals=False) as snapshot:
             plans = [_plan(snapshot.conn, member, one, since)
                      for member, one in zip(lakes, tables, strict=True)]
-        todo = [plan for plan in plans if not plan.check.exact]
+        todo = [plan for plan in plans if plan.ids]
         if not todo:
             return _report(plans, {})
         named = len(plans) > 1  # SOURCE_TABLES: each table's part named
@@ -135,7 +140,11 @@ def _plan(conn: psycopg.Connection, lake: Lake, settings: ResolvedSettings, sinc
     source = SourceRelation.of(conn, settings)
     check = proof.prove_in(conn, lake, source, since)
     how = IdShape.read(conn, source)
-    ids = sorted({*check.missing, *check.extra, *check.moved})
+    # a row the source moved past the compared range stays as loaded until a load or a repair's range
+    # reaches it: taken out now, the lake would lack it meanwhile (and an image its session's events)
+    ahead = stats.ids_in_range(conn, source, check.upper, FOREVER, {*check.extra, *check.moved},
+                               uuid_typed=how.uuid_typed)
+    ids = sorted({*check.missing, *check.extra, *check.moved} - ahead)
     # every column the lake table has beyond the pipeline's that the source still has, as the source
     # holds it (cast as a load casts); one the source dropped stays NULL in the repaired rows
     have, there = events_column_types(lake), source_columns(conn, source.qualified)

@@ -273,3 +273,22 @@ def test_a_reconcile_of_tables_with_different_watermarks_backfills_them_over_one
     assert torn_images(env) == []
     for table in both.tables:
         assert_lake_equals_source(both.for_table(table))
+
+
+def test_a_repair_leaves_a_session_moved_past_the_range_until_its_range_reaches_it(lake_env):
+    """Found by the adversary: --repair took out a session the source moved past the watermark (it
+    inserts rows up to the range's end only), and its snapshot held the session's events alone."""
+    env = {**lake_env, "SOURCE_TABLES": BOTH}
+    both = resolve(load_settings(env))
+    _linked(both, 10, seed=61, now=datetime.now(UTC) - timedelta(minutes=1))
+    run(both, engine="dlt")
+    session = _session_ids(both)[0]
+    with connect(both.source_dsn) as conn:
+        conn.execute("UPDATE public.sessions SET started_at = now() + interval '1 hour' WHERE session_id = %s",
+                     (session,))
+    with Pipeline(both, engine="dlt") as pipeline:
+        pipeline.repair(None)
+    assert torn_images(env) == []
+    [(kept,)] = lake_query(both, f"SELECT count(*) FROM {both.lake_name}.main.sessions "
+                                 f"WHERE session_id = '{session}'")
+    assert kept == 1
