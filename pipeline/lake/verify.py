@@ -92,7 +92,8 @@ def compare(settings: ResolvedSettings, upper: datetime | None = None) -> Compar
         source = fingerprint(con, source_relation, upper)
         if lake != source:
             meter.step("finding the rows that differ")
-        differences = () if lake == source else sample_differences(con, lake_relation, source_relation, upper)
+        differences = () if lake == source else sample_differences(con, lake_relation, source_relation, upper,
+                                                                   settings.id_column)
     meter.finish(lake.rows, "done")
     return Comparison(lake=lake, source=source, quarantined=quarantined, differences=differences)
 
@@ -109,9 +110,10 @@ def _as_read(con: duckdb.DuckDBPyConnection, relation: str, where: tuple[str, st
 
 
 def sample_differences(con: duckdb.DuckDBPyConnection, lake: str, source: str, upper: datetime,
-                       limit: int = 5) -> tuple[str, ...]:
+                       id_column: str = "event_id", limit: int = 5) -> tuple[str, ...]:
     """Up to ``limit`` rows of each kind of difference: in the source only, in the lake only,
-    and present on both sides with different contents (by id)."""
+    and present on both sides with different contents (by id); ``id_column``: the table's own, as the
+    lines name it."""
     columns = ", ".join("details::VARCHAR AS details" if name == "details" else name
                         for name in EVENT_COLUMNS)
     rows = con.execute(f"""
@@ -127,4 +129,4 @@ def sample_differences(con: duckdb.DuckDBPyConnection, lake: str, source: str, u
          WHERE s.event_type IS DISTINCT FROM l.event_type OR s.event_timestamp <> l.event_timestamp
             OR s.details IS DISTINCT FROM l.details OR s.created_at IS DISTINCT FROM l.created_at
          ORDER BY 3 LIMIT {limit})""", {"upper": upper}).fetchall()
-    return tuple(f"{kind}: event_id {event_id} at {ts}" for kind, event_id, ts in rows)
+    return tuple(f"{kind}: {id_column} {row_id} at {ts}" for kind, row_id, ts in rows)
