@@ -87,11 +87,13 @@ def is_recorded(lake: Lake, batch_id: str) -> bool:
     ))[0])
 
 
-def catching_up(lake: Lake) -> bool:
-    """Was the table's latest batch a part of its catch-up (a bounded backfill behind the image)?"""
-    row = lake.execute(f"SELECT backfill FROM {lake.batches_table} WHERE table_name = ? "
+def catching_up(lake: Lake) -> datetime | None:
+    """Where the table's catch-up stands: the upper of its latest batch when that was a part of it
+    (a bounded backfill behind the image), else None. The next part starts there, whether the last
+    one inserted rows or only quarantined them (its watermark then did not move)."""
+    row = lake.execute(f"SELECT backfill, window_upper FROM {lake.batches_table} WHERE table_name = ? "
                        "ORDER BY promoted_at DESC LIMIT 1", [lake.table]).fetchone()
-    return bool(row and row[0])
+    return row[1] if row and row[0] else None
 
 
 def last_arrivals(lake: Lake

@@ -191,13 +191,14 @@ def newer_than_snapshot(source_dsn: PgDsn, table: SourceRelation, check: RangeCh
 
 
 def prove_in(conn: psycopg.Connection, lake: Lake, table: SourceRelation,
-             since: timedelta | None) -> RangeCheck:
-    """:func:`prove` on a source connection (its snapshot) and a lake session the caller holds."""
+             since: timedelta | None, common: datetime | None = None) -> RangeCheck:
+    """:func:`prove` on a source connection (its snapshot) and a lake session the caller holds;
+    ``common``: SOURCE_TABLES' watermark every table's range ends at (the oldest)."""
     watermark = batches.watermark(lake)
     if watermark is None:
         raise ConfigError("Nothing has been loaded yet: there is no range to prove.",
                           f"Load first ({actions.RUN}).")
-    upper = min(watermark, stats.server_now(conn))
+    upper = min(watermark, stats.server_now(conn), *([common] if common else []))
     low = upper - since if since is not None else None
     bucket = HOUR if since is None or since > timedelta(days=1) else MINUTE
     return compare(conn, lake, table, low, upper, IdShape.read(conn, table),

@@ -596,13 +596,17 @@ class _TablesRun:
                 for run in self.runs:
                     table = run.lake.table
                     behind = rows_behind.get(table, 0)
-                    start = marks[table] if table in catching else floor
+                    if table in catching:  # its next part starts where the last one ended (whose rows
+                        # may all have been quarantined: the watermark did not move); None: the beginning
+                        start = max((m for m in (marks[table], catching[table]) if m is not None),
+                                    default=None)
+                    else:  # the floor; a table never loaded reads its whole history
+                        start = floor if marks[table] is not None else None
                     if not rows_behind:  # a first image
                         run.report.watermark, run.planned_from = marks[table], start
                     # a second image: a short table's whole look-back again, the others' next window
                     after = run.planned_from if behind or not rows_behind else start
-                    plans.append(plan_batch(snapshot, run.lake, run.settings,
-                                            after if marks[table] is not None else None, rows_behind=behind,
+                    plans.append(plan_batch(snapshot, run.lake, run.settings, after, rows_behind=behind,
                                             bound_rows=settings.backfill_rows if table in catching else 0))
                     run.report.catching_up = plans[-1].backfill
             for run, plan in zip(self.runs, plans, strict=True):
@@ -625,13 +629,14 @@ class _TablesRun:
             self.report.seconds["check"] = sum(run.report.seconds.get("check", 0.0) for run in self.runs)
             return short
 
-    def _catching_up(self, marks: dict[str, datetime | None]) -> set[str]:
-        """The tables catching up: added to a lake whose other tables are loaded (no watermark yet),
-        or whose last batch was a bounded part of that (BACKFILL_BATCH_ROWS; 0: none ever is)."""
+    def _catching_up(self, marks: dict[str, datetime | None]) -> dict[str, datetime | None]:
+        """The tables catching up, each with where its last part ended (None: no part yet): added to a
+        lake whose other tables are loaded (no watermark yet), or whose last batch was a bounded part
+        of that (BACKFILL_BATCH_ROWS; 0: none ever is)."""
         if not self.settings.backfill_rows or all(mark is None for mark in marks.values()):
-            return set()
-        return {run.lake.table for run in self.runs
-                if marks[run.lake.table] is None or batches.catching_up(run.lake)}
+            return {}
+        found = {run.lake.table: batches.catching_up(run.lake) for run in self.runs}
+        return {table: upper for table, upper in found.items() if marks[table] is None or upper is not None}
 
     def _extract_and_promote(self, lake_identity: str, engines: Engines, snapshot: PlannerSnapshot,
                              loading: list[tuple[_Run, BatchPlan]],

@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 
 from pipeline import actions, staging
-from pipeline.errors import LakeNotCreated, SourceAccessDenied, SourceUnavailable, first_line
+from pipeline.errors import LakeNotCreated, PipelineError, SourceAccessDenied, SourceUnavailable, first_line
 from pipeline.lake import batches as batch_table
 from pipeline.lake import integrity, jobs
 from pipeline.lake.connect import lake_session
@@ -25,7 +25,7 @@ from pipeline.ops.scheduler_state import SchedulerState, SchedulerStates
 from pipeline.settings import ResolvedSettings
 from pipeline.source import arrivals, stats
 from pipeline.source.connect import connect as connect_source
-from pipeline.source.shape import IdShape, SourceRelation, source_columns
+from pipeline.source.shape import IdShape, SourceRelation, check_shape, source_columns
 from pipeline.source.window import iso
 from pipeline.sqltext import one_row
 
@@ -154,7 +154,7 @@ class LakeFacts:
             facts.watermark = batch_table.watermark(lake)
             facts.batches = batch_table.recent_batches(lake, 5)
             facts.last_hour = batch_table.steady_state(lake, datetime.now(UTC) - HOUR)
-            facts.catching_up = batch_table.catching_up(lake)
+            facts.catching_up = batch_table.catching_up(lake) is not None
             if ("main", lake.table) in tables:  # (a table added to SOURCE_TABLES: made by its first load)
                 facts.lake_rows = one_row(lake.execute(f"SELECT count(*) FROM {lake.events_table}"))[0]
         facts.snapshots, facts.latest = one_row(lake.execute(
@@ -211,6 +211,15 @@ def _identity(conn: psycopg.Connection, settings: ResolvedSettings, watermark: d
     return replace(check, missed=sorted(missed))
 
 
+def _misshaped(conn: psycopg.Connection, settings: ResolvedSettings) -> str | None:
+    """Why the table cannot be read as named (a missing or retyped id or time column), or None."""
+    try:
+        check_shape(conn, SourceRelation.of(conn, settings), settings.schema_drift, settings.arrival_column)
+    except PipelineError as exc:
+        return f"{first_line(exc)} {exc.hint}"
+    return None
+
+
 def _denied(conn: psycopg.Connection, table: str) -> str | None:
     """Why the source role may not read ``table`` (with the GRANT), or None when it may."""
     try:
@@ -236,7 +245,9 @@ def collect(settings: ResolvedSettings) -> Status:
     marks = [status.watermark for status in each.values()]
     # the whole: the image's watermark (the oldest table's), each table's identity check in its own line
     return replace(first, health=replace(worst.health, reasons=reasons), tables=each,
-                   watermark=None if None in marks else min(m for m in marks if m is not None),
+                   # (a table added and not loaded yet, or catching up, is said on its own line)
+                   watermark=min((m for m, s in zip(marks, each.values(), strict=True)
+                                  if m is not None and not s.catching_up), default=None),
                    identity=None,
                    lake_rows_not_in_source=sum(s.lake_rows_not_in_source for s in each.values()),
                    lake=", ".join(status.lake for status in each.values()),
@@ -276,6 +287,8 @@ def _collect(settings: ResolvedSettings, *, checked: Integrity | None = None) ->
                                 "(the generator creates it; or set SOURCE_TABLE)")
             elif denied := _denied(conn, settings.source_table):  # no SELECT: said, with the GRANT
                 source_error, exists = denied, False
+            elif misread := _misshaped(conn, settings):  # a misnamed or retyped column: said, with the fix
+                source_error, exists = misread, False
             if exists:
                 source = SourceRelation.of(conn, settings)
                 table = source.sql

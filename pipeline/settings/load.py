@@ -131,7 +131,8 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
         promotion=Promotion(_one_of(read.value("PROMOTION"), read.name("PROMOTION"), tuple(Promotion))),
         schema_drift=_one_of(read.value("SCHEMA_DRIFT"), read.name("SCHEMA_DRIFT"), ("add", "ignore")),
         lookback=read.duration("LOOKBACK"),
-        backfill_rows=_whole_number(read.value("BACKFILL_BATCH_ROWS"), read.name("BACKFILL_BATCH_ROWS")),
+        backfill_rows=_whole_number(read.value("BACKFILL_BATCH_ROWS"), read.name("BACKFILL_BATCH_ROWS"),
+                                    most=10**12),
         arrival_column=_arrival_column(read.value("SOURCE_ARRIVAL_COLUMN"),
                                        read.name("SOURCE_ARRIVAL_COLUMN")),
         source_timezone=_time_zone(read.raw("SOURCE_TIMEZONE"), read.name("SOURCE_TIMEZONE")),
@@ -362,10 +363,13 @@ def _positive_int(text: str | None, what: str) -> int | None:
     return int(text)
 
 
-def _whole_number(text: str, what: str) -> int:
+def _whole_number(text: str, what: str, most: int | None = None) -> int:
     if not text.isdigit():
         raise ConfigError(f"{what} {text!r} is not a whole number of 0 or more.",
                           f"Set {what} to e.g. 500, or 0 for none.")
+    if most is not None and int(text) > most:
+        raise ConfigError(f"{what} {text!r} is more than {most:,}.",
+                          f"Set {what} to at most {most:,}, or 0 for none.")
     return int(text)
 
 

@@ -292,3 +292,44 @@ def test_a_repair_leaves_a_session_moved_past_the_range_until_its_range_reaches_
     [(kept,)] = lake_query(both, f"SELECT count(*) FROM {both.lake_name}.main.sessions "
                                  f"WHERE session_id = '{session}'")
     assert kept == 1
+
+
+def test_a_repair_of_tables_with_different_watermarks_compares_them_over_one_range(lake_env):
+    """Found by the adversary: each table's range ended at its own watermark, so a session and its
+    events dated between the two were repaired in one table only (a torn snapshot)."""
+    env = {**lake_env, "SOURCE_TABLES": BOTH}
+    both = resolve(load_settings(env))
+    now = datetime.now(UTC)
+    _linked(both, 5, seed=71, now=now - timedelta(minutes=10))
+    run(both, engine="dlt")
+    with connect(both.source_dsn, autocommit=False) as conn:  # events alone move on: watermarks differ
+        lone = EventFactory(72).batch(3, now)
+        for event in lone:
+            event.details["session_id"] = str(_session_ids(both)[0])
+        write_batch(conn, EVENTS.qualified, lone)
+    run(both, engine="dlt")
+    _linked(both, 2, seed=73, now=now - timedelta(minutes=5))  # between the two watermarks
+    with Pipeline(both, engine="dlt") as pipeline:
+        pipeline.repair(None)
+    assert torn_images(env) == []
+    assert run(both, engine="dlt").rows_inserted == 2 + 6
+    assert torn_images(env) == []
+
+
+def test_a_catch_up_part_whose_rows_are_all_quarantined_does_not_stall_it(lake_env):
+    """Found by the adversary: the next part started at the table's watermark, which a part of
+    quarantined rows does not move, so the same part was read again on every run, forever."""
+    env = {**lake_env, "SOURCE_TABLES": "public.events", "BACKFILL_BATCH_ROWS": "50"}
+    alone = resolve(load_settings(env))
+    add_events_to(alone.source_dsn, "public.events", 10, seed=81)
+    run(alone, engine="dlt")
+    with connect(alone.source_dsn) as conn:
+        conn.execute("CREATE TABLE public.tq (id text PRIMARY KEY, ts timestamptz NOT NULL)")
+        conn.execute("INSERT INTO public.tq SELECT 'bad-' || g, now() - interval '2 days' + g * interval '1 s' "
+                     "FROM generate_series(1, 100) g")
+        conn.execute("INSERT INTO public.tq SELECT gen_random_uuid()::text, now() - interval '1 day' + "
+                     "g * interval '1 s' FROM generate_series(1, 100) g")
+    both = resolve(load_settings({**env, "SOURCE_TABLES": "public.events,public.tq:ts:id"}))
+    parts = [run(both, engine="dlt").tables["tq"] for _ in range(5)]
+    assert [p.catching_up for p in parts] == [True, True, True, True, False], [p.summary() for p in parts]
+    assert sum(p.rows_inserted for p in parts) == 100 and sum(p.rows_quarantined for p in parts) == 100
