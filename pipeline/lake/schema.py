@@ -98,6 +98,13 @@ def _refuse_other_columns(lake: Lake) -> None:
     ``schema.table:time:id`` changed) is refused: its watermark and partitions are the old column's."""
     have = events_column_types(lake)
     missing = [column for column in (lake.id_column, lake.time_column) if column not in have]
+    dated_by = _partition_column(lake)
+    if not missing and dated_by is not None and dated_by != lake.time_column:
+        raise TerminalError(
+            f"The lake table {lake.events_table} was loaded dating rows by {dated_by} (its watermark and "
+            f"day partitions follow it), not by {lake.time_column}. Nothing was read or written.",
+            f"Name {dated_by} as the table's time column in SOURCE_TABLES (schema.table:{dated_by}:"
+            f"{lake.id_column}), or load it under another name.")
     if missing:
         raise TerminalError(
             f"The lake table {lake.events_table} has no column {', '.join(missing)}: it was loaded naming "
@@ -105,6 +112,21 @@ def _refuse_other_columns(lake: Lake) -> None:
             "Name the table's columns as it was loaded (SOURCE_TABLES=schema.table:time_column:id_column), "
             "or load it under another name: a lake table keeps the columns its watermark and partitions "
             "follow.")
+
+
+def _partition_column(lake: Lake) -> str | None:
+    """The column the events table's day partitions follow (its time column when it was made)."""
+    metadata = one_row(lake.execute("SELECT getvariable('lake_metadata')"))[0]
+    row = lake.execute(
+        f"SELECT c.column_name FROM {metadata}.ducklake_table t "
+        f"JOIN {metadata}.ducklake_schema s USING (schema_id) "
+        f"JOIN {metadata}.ducklake_partition_info p ON p.table_id = t.table_id AND p.end_snapshot IS NULL "
+        f"JOIN {metadata}.ducklake_partition_column pc ON pc.partition_id = p.partition_id "
+        "AND pc.table_id = t.table_id "
+        f"JOIN {metadata}.ducklake_column c ON c.column_id = pc.column_id AND c.table_id = t.table_id "
+        "AND c.end_snapshot IS NULL WHERE s.schema_name = 'main' AND t.table_name = ? "
+        "AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL LIMIT 1", [lake.table]).fetchone()
+    return row[0] if row else None
 
 
 def _missing_batch_columns(lake: Lake) -> list[str]:
