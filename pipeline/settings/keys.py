@@ -105,6 +105,11 @@ ENV_KEYS: dict[str, EnvKey] = {
     "S3_ACCESS_KEY_ID": EnvKey("object storage key id (unset: the AWS credential chain)"),
     "S3_SECRET_ACCESS_KEY": EnvKey("object storage secret key (never printed)"),
     "S3_URL_STYLE": EnvKey("path (MinIO) or vhost"),
+    # a secret from a file (a Docker or Kubernetes secret mounted there) instead of the environment
+    **{f"{key}_FILE": EnvKey(f"a file holding {key} (a mounted Docker or Kubernetes secret; instead of "
+                             f"{key})")
+       for key in ("SOURCE_PG_DSN", "DUCKLAKE_CATALOG", "DUCKLAKE_CATALOG_READER", "S3_SECRET_ACCESS_KEY",
+                   "METRICS_TOKEN")},
     "S3_USE_SSL": EnvKey("talk https to the endpoint (true/false)"),
     "R2_ACCOUNT_ID": EnvKey("Cloudflare R2 account id, for r2:// data paths"),
 }

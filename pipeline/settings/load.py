@@ -57,7 +57,17 @@ class _Reader:
         if key not in ENV_KEYS:
             raise KeyError(f"{key} is read but not declared in pipeline/settings/keys.py")
         flag = self._flag(key)
-        return flag[1] if flag else (self.env.get(key) or "").strip() or None
+        if flag:
+            return flag[1]
+        given = (self.env.get(key) or "").strip() or None
+        file_key = f"{key}_FILE"  # a secret mounted as a file (Docker, Kubernetes) instead
+        path = (self.env.get(file_key) or "").strip() if file_key in ENV_KEYS else ""
+        if not path:
+            return given
+        if given is not None:
+            raise ConfigError(f"{key} and {file_key} are both set.",
+                              f"Set one of them: {file_key} names a file holding the value.")
+        return _secret_file(path, file_key, key)
 
     def name(self, key: str) -> str:
         """What to call the setting in an error: the flag when one was given, else the key."""
@@ -80,6 +90,24 @@ class _Reader:
         if text.lower() in _TRUE + _FALSE:
             return text.lower() in _TRUE
         raise ConfigError(f"{self.name(key)} {text!r} is not true or false.", "Write true or false.")
+
+
+def _secret_file(path: str, file_key: str, key: str) -> str:
+    """The value a ``*_FILE`` key's file holds (a trailing newline dropped); errors name the key and
+    the path, never what the file holds."""
+    try:
+        text = Path(path).read_text().strip()
+    except FileNotFoundError:
+        raise ConfigError(f"{file_key} {path!r}: no such file.",
+                          f"Mount the secret there, or set {key} instead.") from None
+    except OSError as exc:
+        raise ConfigError(f"{file_key} {path!r} cannot be read ({exc.strerror}).",
+                          "Let the user the pipeline runs as read it (e.g. chmod 0400, owned by that "
+                          "user).") from None
+    if not text:
+        raise ConfigError(f"{file_key} {path!r} is empty.",
+                          f"Write {key}'s value into it, or unset {file_key}.")
+    return text
 
 
 DEFAULT_LOAD_TIMEOUT = timedelta(hours=1)
