@@ -121,8 +121,7 @@ class Doctor:
                     shape.check_shape(conn, relation, one.schema_drift, one.arrival_column)
                 except PipelineError as exc:  # no SELECT, a missing or retyped column: named, with the fix
                     return Check("source", FAIL, f"Postgres {version}; {first_line(exc)}", exc.hint)
-                columns = shape.source_columns(conn, table)
-                column = shape.arrival_column_of(relation, columns, one.arrival_column)
+                column = shape.arrival_column_of(relation, one.arrival_column)
                 stamped = arrivals.stamped_by_database(conn, table, column) if column else None
                 note = arrivals.arrival_note(column, stamped, 0) if column else None
                 if note:

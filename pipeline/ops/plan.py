@@ -34,8 +34,7 @@ def plan_batch(snapshot: PlannerSnapshot, lake: Lake, settings: ResolvedSettings
     source = shape.SourceRelation.of(conn, settings)
     # the columns this snapshot has: a column added while a follower runs is loaded from its next plan
     extra_columns = shape.check_shape(conn, source, settings.schema_drift, settings.arrival_column)
-    arrival_column = shape.arrival_column_of(source, shape.source_columns(conn, source.qualified),
-                                             settings.arrival_column)
+    arrival_column = shape.arrival_column_of(source, settings.arrival_column)
     upper = stats.server_now(conn)
     mark = snapshot.arrival_mark  # None without an arrival column
     ids = shape.IdShape.read(conn, source)

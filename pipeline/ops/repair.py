@@ -35,7 +35,6 @@ from pipeline.source.shape import (
     IdShape,
     SourceRelation,
     check_shape,
-    source_columns,
 )
 from pipeline.source.snapshot import exported_snapshot
 from pipeline.source.window import iso
@@ -160,7 +159,7 @@ def _plan(conn: psycopg.Connection, lake: Lake, settings: ResolvedSettings, sinc
     ids = sorted({*check.missing, *check.extra, *check.moved} - ahead)
     # every column the lake table has beyond the pipeline's that the source still has, as the source
     # holds it (cast as a load casts); one the source dropped stays NULL in the repaired rows
-    have, there = events_column_types(lake), source_columns(conn, source.qualified)
+    have, there = events_column_types(lake), source.types
     extra = {name: kind for name, kind in have.items()
              if name not in {lake.own(c) for c in EVENT_COLUMNS} and name in there}
     columns = ", ".join([f"{expr} AS {name}" for name, expr in STAGED_COLUMNS.items()]

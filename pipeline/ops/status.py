@@ -25,7 +25,7 @@ from pipeline.ops.scheduler_state import SchedulerState, SchedulerStates
 from pipeline.settings import ResolvedSettings
 from pipeline.source import arrivals, stats
 from pipeline.source.connect import connect as connect_source
-from pipeline.source.shape import IdShape, SourceRelation, check_shape, source_columns
+from pipeline.source.shape import IdShape, SourceRelation, check_shape
 from pipeline.source.window import iso
 from pipeline.sqltext import one_row
 
@@ -189,11 +189,11 @@ def _cadence(load_every: timedelta, last_load: jobs.JobRun | None) -> health.Cad
     return health.Cadence(timedelta(seconds=float(every)) if every else load_every)
 
 
-def _identity(conn: psycopg.Connection, settings: ResolvedSettings, watermark: datetime) -> proof.RangeCheck:
+def _identity(conn: psycopg.Connection, settings: ResolvedSettings, source: SourceRelation,
+              watermark: datetime) -> proof.RangeCheck:
     """The lake against the source over the look-back behind the watermark, by id. Ids the lake
     lacks there are rows the next load reads (late arrivals); rows the source deleted or moved
     after loading are a divergence no load repairs."""
-    source = SourceRelation.of(conn, settings)
     how = IdShape.read(conn, source)
     # the lake's reads in one snapshot of it: the last batch's mark is the one of the rows it counted
     with lake_session(settings, read_only=True) as lake, one_read(lake):
@@ -211,10 +211,10 @@ def _identity(conn: psycopg.Connection, settings: ResolvedSettings, watermark: d
     return replace(check, missed=sorted(missed))
 
 
-def _misshaped(conn: psycopg.Connection, settings: ResolvedSettings) -> str | None:
+def _misshaped(conn: psycopg.Connection, settings: ResolvedSettings, source: SourceRelation) -> str | None:
     """Why the table cannot be read as named (a missing or retyped id or time column), or None."""
     try:
-        check_shape(conn, SourceRelation.of(conn, settings), settings.schema_drift, settings.arrival_column)
+        check_shape(conn, source, settings.schema_drift, settings.arrival_column)
     except PipelineError as exc:
         return f"{first_line(exc)} {exc.hint}"
     return None
@@ -287,10 +287,11 @@ def _collect(settings: ResolvedSettings, *, checked: Integrity | None = None) ->
                                 "(the generator creates it; or set SOURCE_TABLE)")
             elif denied := _denied(conn, settings.source_table):  # no SELECT: said, with the GRANT
                 source_error, exists = denied, False
-            elif misread := _misshaped(conn, settings):  # a misnamed or retyped column: said, with the fix
-                source_error, exists = misread, False
-            if exists:
+            else:  # the table as every stage reads it; a misnamed or retyped column: said, with the fix
                 source = SourceRelation.of(conn, settings)
+                if misread := _misshaped(conn, settings, source):
+                    source_error, exists = misread, False
+            if exists:
                 table = source.sql
                 future = stats.rows_after(conn, source, now)
                 far_future = stats.rows_after(conn, source, now + health.FUTURE_TOLERANCE) \
@@ -304,10 +305,10 @@ def _collect(settings: ResolvedSettings, *, checked: Integrity | None = None) ->
                 damaged = facts.integrity is not None and facts.integrity.problems
                 if watermark is not None and not damaged:  # the look-back, id by id (a damaged file
                     # fails every read of the ids, and is the finding already)
-                    identity = _identity(conn, settings, watermark)
+                    identity = _identity(conn, settings, source, watermark)
                     surplus = identity.diverged
                 # a table without the arrival column is read by its window (pipeline.source.shape)
-                if column not in source_columns(conn, settings.source_table):
+                if column not in source.types:
                     column = None
                 if column:
                     stamped = arrivals.stamped_by_database(conn, settings.source_table, column)

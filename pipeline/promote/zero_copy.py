@@ -37,7 +37,6 @@ from pipeline.lake.session import Lake
 from pipeline.lake.session import table_folder as lake_table_folder
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.settings.model import Engine, Promotion, Reader, StagingWriter
-from pipeline.source import shape
 from pipeline.source.plan import BatchPlan
 from pipeline.sqltext import one_row, quote_literal
 from pipeline.staging import LakeFile
@@ -100,7 +99,7 @@ def choose(settings: ResolvedSettings, lake: Lake, source: psycopg.Connection,
     if settings.promotion is not Promotion.ZERO_COPY:
         return PromotionChoice(reason=f"PROMOTION={settings.promotion}")
     lake_types = events_column_types(lake)
-    reason = blocker(settings, engine, lake_types, shape.source_columns(source, settings.source_table),
+    reason = blocker(settings, engine, lake_types, plan.source.types,
                      plan.unique_ids, plan.extra_columns)
     rows = plan.stats.rows
     if reason is None:

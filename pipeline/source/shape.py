@@ -5,11 +5,12 @@ stack trace after the lake was set up."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import psycopg
 
-from pipeline.columns import ID, OPTIONAL, OPTIONAL_LAKE_TYPES, TIME, canonical_relation, own_name
+from pipeline.columns import ID, OPTIONAL, OPTIONAL_LAKE_TYPES, TIME, canonical_relation
 from pipeline.errors import ConfigError, TerminalError
 from pipeline.settings.model import Settings
 from pipeline.sqltext import one_row, quote_qualified
@@ -61,13 +62,16 @@ class SourceRelation:
     time_column: str = TIME
     absent: tuple[str, ...] = ()  # of OPTIONAL, the columns the table lacks
     row_versions: bool = True  # a table (xmin, ctid), not a view or a foreign table
+    # its columns and their Postgres types (udt names), as read with it: what the checks of its shape,
+    # its ids and its arrival column look at (read once, in the reader's snapshot)
+    types: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @classmethod
     def read(cls, conn: psycopg.Connection, qualified: str, id_column: str = ID,
              time_column: str = TIME) -> SourceRelation:
         columns = source_columns(conn, qualified)
         return cls(qualified, id_column, time_column, tuple(name for name in OPTIONAL if name not in columns),
-                   bool(columns) and has_row_versions(conn, qualified))
+                   bool(columns) and has_row_versions(conn, qualified), columns)
 
     @classmethod
     def of(cls, conn: psycopg.Connection, settings: Settings) -> SourceRelation:
@@ -79,10 +83,6 @@ class SourceRelation:
         return canonical_relation(quote_qualified(self.qualified), self.id_column, self.time_column,
                                   self.absent, system_columns=self.row_versions)
 
-    def own(self, name: str) -> str:
-        """The table's own name of the canonical column ``name``."""
-        return own_name(name, self.id_column, self.time_column)
-
 
 @dataclass(frozen=True)
 class IdShape:
@@ -93,7 +93,7 @@ class IdShape:
 
     @classmethod
     def read(cls, conn: psycopg.Connection, source: SourceRelation) -> IdShape:
-        return cls(uuid_typed=source_columns(conn, source.qualified).get(source.id_column) == "uuid",
+        return cls(uuid_typed=source.types.get(source.id_column) == "uuid",
                    unique=has_unique_index(conn, source.qualified, source.id_column))
 
 
@@ -140,16 +140,16 @@ ID_TYPES = ("uuid", "text", "varchar", "bpchar")  # an id is a UUID, or text spe
 TIME_TYPES = ("timestamptz", "timestamp")
 
 
-def arrival_column_of(source: SourceRelation, columns: dict[str, str], configured: str | None) -> str | None:
+def arrival_column_of(source: SourceRelation, configured: str | None) -> str | None:
     """The arrival column this table is read by: ``configured`` where the table has it. The default
     (``created_at``) applies where it exists — a table without one is read by its window — while a
     column named on purpose must exist (a typo is not silently the slow path)."""
     if configured is None:
         return None
-    if configured == DEFAULT_ARRIVAL_COLUMN and columns.get(configured) not in TIME_TYPES:
+    if configured == DEFAULT_ARRIVAL_COLUMN and source.types.get(configured) not in TIME_TYPES:
         return None  # (a created_at of another type is refused as the column it is: check_shape)
-    if columns.get(configured) not in TIME_TYPES:
-        found = f"is {columns[configured]}" if configured in columns else "does not exist"
+    if source.types.get(configured) not in TIME_TYPES:
+        found = f"is {source.types[configured]}" if configured in source.types else "does not exist"
         raise ConfigError(
             f"SOURCE_ARRIVAL_COLUMN {configured!r}: the column {source.qualified}.{configured} {found}, "
             "not a timestamp. Nothing was read, staged or created.",
@@ -164,8 +164,8 @@ def check_shape(conn: psycopg.Connection, source: SourceRelation, drift: str = "
     column); return the table's columns beyond the id, the time and the optional ones
     (:data:`pipeline.columns.OPTIONAL`), with their lake types (``drift="add"``: they are loaded
     too; ``"ignore"``: logged and not loaded, so the result is empty)."""
-    qualified, columns = source.qualified, source_columns(conn, source.qualified)
-    arrival_column_of(source, columns, arrival_column)
+    qualified, columns = source.qualified, source.types
+    arrival_column_of(source, arrival_column)
     where = "SOURCE_TABLES" if (source.id_column, source.time_column) != (ID, TIME) else "SOURCE_TABLE"
     missing = [name for name in (source.id_column, source.time_column) if name not in columns]
     if missing:
