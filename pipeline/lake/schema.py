@@ -48,10 +48,11 @@ def events_column_types(lake: Lake) -> dict[str, str]:
         "AND schema_name = 'main' AND table_name = ?", [lake.name, lake.table]).fetchall())
 
 
-def insert_columns_sql(lake: Lake, rows: str, extra_columns: Iterable[str] = ()) -> str:
+def insert_columns_sql(lake: Lake, have: Mapping[str, str], rows: str,
+                       extra_columns: Iterable[str] = ()) -> str:
     """``INSERT INTO`` the events table from ``rows`` (a relation of staged column names): each of
-    the five the table holds, under its own name (:mod:`pipeline.columns`), then ``extra_columns``."""
-    have = events_column_types(lake)
+    the five the table holds (``have``: its columns), under its own name (:mod:`pipeline.columns`),
+    then ``extra_columns``."""
     pairs = [(quote_ident(lake.own(name)), name) for name in EVENT_COLUMNS if lake.own(name) in have]
     pairs += [(quote_ident(name), quote_ident(name)) for name in extra_columns]
     return (f"INSERT INTO {lake.events_table} ({', '.join(own for own, _ in pairs)}) "

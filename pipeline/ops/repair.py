@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
@@ -129,6 +130,7 @@ class _Plan:
     ids: list[UUID]
     rows: str  # the source's loadable rows of ``ids`` (a DuckDB relation over postgres_query)
     extra: list[str]  # the table's other columns those rows carry
+    have: Mapping[str, str]  # the lake table's columns
 
     def describe(self) -> str:
         low = iso(self.check.low) if self.check.low else "-inf"
@@ -142,7 +144,7 @@ class _Plan:
         own_id = quote_ident(lake.own("event_id"))
         removed = one_row(lake.execute(f"DELETE FROM {lake.events_table} "
                                        f"WHERE TRY_CAST({own_id} AS UUID) IN ({id_list})"))[0]
-        loaded = one_row(lake.execute(insert_columns_sql(lake, f"({self.rows})", self.extra)))[0]
+        loaded = one_row(lake.execute(insert_columns_sql(lake, self.have, f"({self.rows})", self.extra)))[0]
         return int(removed), int(loaded)
 
 
@@ -172,4 +174,4 @@ def _plan(conn: psycopg.Connection, lake: Lake, settings: ResolvedSettings, sinc
                     f"AND event_timestamp <= {quote_literal(iso(check.upper))}::timestamptz")
     rows = validate.loadable_sql(True, f"postgres_query('{SOURCE_ALIAS}', {quote_literal(source_query)})",
                                  extra_columns=extra)
-    return _Plan(lake, check, ids, rows, list(extra))
+    return _Plan(lake, check, ids, rows, list(extra), have)

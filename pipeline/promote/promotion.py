@@ -14,7 +14,7 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 RECONCILE_ENGINE = "reconcile"  # the manifest engine of backfill batches (pipeline.ops.reconcile)
 
 
-def insert_sql(lake: Lake, batch_has_duplicates: bool = True,
+def insert_sql(lake: Lake, have: Mapping[str, str], batch_has_duplicates: bool = True,
                extra_columns: dict[str, str] | None = None) -> str:
     """Insert the batch's new loadable rows: one per id (only when the batch repeats ids: the
     window function costs a sort), anti-joined with every lake row, wherever it is dated. An id
@@ -51,7 +51,7 @@ def insert_sql(lake: Lake, batch_has_duplicates: bool = True,
     SELECT * FROM ({validate.loadable_sql(batch_has_duplicates, extra_columns=extra_columns)}) s
     ANTI JOIN (SELECT TRY_CAST(event_id AS UUID) AS event_id FROM {lake.rows}) existing
            ON existing.event_id = s.event_id)"""
-    return insert_columns_sql(lake, new_rows, extra_columns or {})
+    return insert_columns_sql(lake, have, new_rows, extra_columns or {})
 
 
 class Outcome(StrEnum):
@@ -331,11 +331,12 @@ def _write(lake: Lake, batch: StagedBatch,
     """Inside the batch's transaction: quarantine, add drifted columns, insert, register.
     Returns (rows inserted or registered, rows newly quarantined)."""
     files, quarantined, inserted = contents.files, 0, 0
-    # a table with its own columns starts with its id and time (pipeline.lake.schema): the optional
-    # columns it has join with their first rows, like the columns a source adds
-    absent = batch.manifest.absent or ()
-    add_columns(lake, {name: kind for name, kind in OPTIONAL_LAKE_TYPES.items() if name not in absent})
-    lake_extra = add_columns(lake, batch.manifest.extra_columns or {})
+    # the optional columns the source has (one it gained since the lake table was made) and the
+    # columns it added join with their first rows; one read of the lake table's columns serves all
+    absent, extra = batch.manifest.absent or (), batch.manifest.extra_columns or {}
+    optional = {name: kind for name, kind in OPTIONAL_LAKE_TYPES.items() if name not in absent}
+    have = add_columns(lake, {**optional, **extra})
+    lake_extra = {name: have[name] for name in extra}
     rejected = validate.rejected_sql(contents.invalid > 0, contents.has_duplicates, lake_extra)
     if rejected is not None:
         meter.step("quarantining rows that cannot load")
@@ -344,7 +345,7 @@ def _write(lake: Lake, batch: StagedBatch,
                                            "table_name": lake.table}))[0]
     if contents.loadable:
         meter.step("inserting new rows" + (" (dropping duplicates)" if contents.has_duplicates else ""))
-        inserted = one_row(lake.execute(insert_sql(lake, contents.has_duplicates, lake_extra),
+        inserted = one_row(lake.execute(insert_sql(lake, have, contents.has_duplicates, lake_extra),
                                        {"files": files}))[0]
     if contents.lake_files:
         meter.step(f"registering {len(contents.lake_files)} file(s)")
@@ -394,12 +395,11 @@ def add_columns(lake: Lake,
                 extra_columns: dict[str, str]) -> dict[str, str]:
     """Schema drift: add the columns the source gained to the lake table, inside the batch's
     transaction (the new columns and the first rows carrying them are one snapshot). Returns
-    each column with the type the lake holds it in (an existing column keeps its type)."""
-    if not extra_columns:
-        return {}
+    the lake table's columns with their types, the added ones included (an existing column keeps
+    its type)."""
     existing = events_column_types(lake)
     for name, kind in extra_columns.items():
         if name not in existing:
             log.info("schema drift: adding column %s %s to %s", name, kind, lake.events_table)
             lake.execute(f"ALTER TABLE {lake.events_table} ADD COLUMN {quote_ident(name)} {kind}")
-    return {name: existing.get(name, kind) for name, kind in extra_columns.items()}
+    return {**extra_columns, **existing}
