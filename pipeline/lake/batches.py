@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import TypedDict
@@ -57,6 +58,12 @@ def watermark(lake: Lake) -> datetime | None:
         f"SELECT max(max_event_timestamp) FROM {lake.batches_table} WHERE table_name = ?",
         [lake.table],
     ))[0]
+
+
+def oldest_watermark(lakes: Iterable[Lake]) -> datetime | None:
+    """SOURCE_TABLES: the oldest watermark of the tables loaded so far (None: none is) — where the
+    one range every table of an image is compared over ends (reconcile, repair)."""
+    return min((mark for lake in lakes if (mark := watermark(lake)) is not None), default=None)
 
 
 def bound_source(lake: Lake) -> str | None:

@@ -19,7 +19,6 @@ from typing import Any
 
 from pipeline import actions, id_checksum, staging
 from pipeline.extract.batch import STAGED_COLUMNS
-from pipeline.id_checksum import IdSum
 from pipeline.lake import batches, validate
 from pipeline.lake.attach_sql import SOURCE_ALIAS
 from pipeline.lake.connect import lake_session
@@ -130,9 +129,8 @@ def _reconcile_tables(lake: Lake, resolved: ResolvedSettings, since: timedelta |
                  for table in resolved.tables}
         # one range for every table: up to the oldest watermark's look-back (each table's own bound
         # backfilled a late session and left its events, dated alike, to a later load: a torn image)
-        marks = [mark for one in lakes.values() if ("main", one.table) in table_names(one)
-                 and (mark := batches.watermark(one)) is not None]
-        common = min(marks) if marks else None
+        loaded = (lake.ops_schema, "batches") in table_names(lake)  # (a lake made by this reconcile: none)
+        common = batches.oldest_watermark(lakes.values()) if loaded else None
         for table in resolved.tables:
             part = report.tables[table.name] = ReconcileReport(since=report.since)
             backfill = _compare_and_write(lakes[table.name], resolved.for_table(table), since, part, common)
@@ -169,20 +167,21 @@ def _compare_and_write(lake: Lake, resolved: ResolvedSettings, since: timedelta 
         relation = SourceRelation.of(conn, resolved)
         extra = shape.check_shape(conn, relation, resolved.schema_drift)
         source = Source(relation, resolved.source_name, extra)
-        own = shape.own_table_columns(conn, relation, resolved.schema_drift)
-    ensure_tables(lake, column_types(resolved.promotion, resolved.spark.reader), recreate_dropped=True,
-                  own_columns=own)
-    watermark = batches.watermark(lake)
-    if watermark is None:
-        return None
-    if common is not None:
-        watermark = min(watermark, common)
-    upper = watermark if dropped else watermark - resolved.lookback
-    low = watermark - since if isinstance(since, timedelta) else None
-    if low is not None and low >= upper:
-        return None  # RECONCILE_SINCE within the look-back: the loads cover it all
-    report.low, report.upper = iso(low) if low else None, iso(upper)
-    source_ids = _source_hours(resolved, low, upper)
+        ensure_tables(lake, column_types(resolved.promotion, resolved.spark.reader), recreate_dropped=True,
+                      own_columns=shape.own_table_columns(relation, source.extra_columns))
+        watermark = batches.watermark(lake)
+        if watermark is None:
+            return None
+        if common is not None:
+            watermark = min(watermark, common)
+        upper = watermark if dropped else watermark - resolved.lookback
+        low = watermark - since if isinstance(since, timedelta) else None
+        if low is not None and low >= upper:
+            return None  # RECONCILE_SINCE within the look-back: the loads cover it all
+        report.low, report.upper = iso(low) if low else None, iso(upper)
+        how = IdShape.read(conn, relation)  # which ids it holds per UTC hour: an index-bounded aggregate
+        source_ids = stats.id_sums(conn, relation, low, upper, uuid_typed=how.uuid_typed, unique=how.unique,
+                                   bucket_seconds=HOUR_SECONDS)
     lake_ids = batches.id_sums(lake, low, upper, HOUR_SECONDS)
     report.hours_compared = len(source_ids.keys() | lake_ids.keys())
     report.lake_ids_doubled = _doubled(lake, low, upper)
@@ -202,16 +201,6 @@ class Source:
     table: SourceRelation
     name: str  # database.schema.table (no credentials)
     extra_columns: dict[str, str]  # its columns beyond the pipeline's (shape.check_shape) -> lake types
-
-
-def _source_hours(settings: ResolvedSettings, low: datetime | None, upper: datetime) -> dict[int, IdSum]:
-    """Which ids the source table holds per UTC hour (an index-bounded aggregate in Postgres)."""
-    with connect_source(settings.source_dsn) as conn:
-        stats.require_table(conn, settings.source_table)
-        table = SourceRelation.of(conn, settings)
-        how = IdShape.read(conn, table)
-        return stats.id_sums(conn, table, low, upper, uuid_typed=how.uuid_typed,
-                             unique=how.unique, bucket_seconds=HOUR_SECONDS)
 
 
 def _doubled(lake: Lake, low: datetime | None,

@@ -86,8 +86,7 @@ def repair(settings: ResolvedSettings, since: timedelta | None) -> RepairReport:
             held.enter_context(one.lock("promote"))
         # one range for every table, up to the oldest watermark (each table to its own replaced a
         # session's events without it when the watermarks differed: found by the adversary)
-        marks = [mark for member in lakes if (mark := batches.watermark(member)) is not None]
-        common = min(marks) if len(lakes) > 1 and marks else None
+        common = batches.oldest_watermark(lakes) if len(lakes) > 1 else None
         with exported_snapshot(settings.source_dsn, arrivals=False) as snapshot:
             plans = [_plan(snapshot.conn, member, one, since, common)
                      for member, one in zip(lakes, tables, strict=True)]

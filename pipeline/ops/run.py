@@ -509,8 +509,9 @@ def make_own_tables(runs: list[_Run]) -> None:
     with connect(own[0].settings.source_dsn) as conn:
         for run in own:
             source = shape.SourceRelation.of(conn, run.settings)
+            extra = shape.check_shape(conn, source, run.settings.schema_drift)
             ensure_tables(run.lake, column_types(run.settings.promotion, run.settings.spark.reader),
-                          own_columns=shape.own_table_columns(conn, source, run.settings.schema_drift))
+                          own_columns=shape.own_table_columns(source, extra))
 
 
 class _TablesRun:

@@ -205,13 +205,11 @@ def check_shape(conn: psycopg.Connection, source: SourceRelation, drift: str = "
     return extra_columns
 
 
-def own_table_columns(conn: psycopg.Connection, source: SourceRelation,
-                      drift: str = "add") -> dict[str, str] | None:
+def own_table_columns(source: SourceRelation, extra_columns: Mapping[str, str]) -> dict[str, str] | None:
     """A table with its own id and time columns, as its lake table is made: every column the lake
-    takes, besides the id, with its lake type (None for a table of the events shape: the lake
-    makes that one from ``sql/lake_events.sql``)."""
+    takes, besides the id, with its lake type (``extra_columns``: :func:`check_shape`'s); None for
+    a table of the events shape: the lake makes that one from ``sql/lake_events.sql``."""
     if (source.id_column, source.time_column) == (ID, TIME):
         return None
-    extra_columns = check_shape(conn, source, drift)
     present = {name: kind for name, kind in OPTIONAL_LAKE_TYPES.items() if name not in source.absent}
     return {source.time_column: "TIMESTAMPTZ", **present, **extra_columns}

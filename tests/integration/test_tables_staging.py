@@ -42,6 +42,15 @@ def _session_ids(settings) -> list[object]:
         return [row[0] for row in conn.execute("SELECT session_id FROM public.sessions ORDER BY 1").fetchall()]
 
 
+def _events_move_on(settings, now: datetime, seed: int) -> None:
+    """Three events of a loaded session dated ``now``: the events table's watermark moves on alone."""
+    with connect(settings.source_dsn, autocommit=False) as conn:
+        lone = EventFactory(seed).batch(3, now)
+        for event in lone:
+            event.details["session_id"] = str(_session_ids(settings)[0])
+        write_batch(conn, EVENTS.qualified, lone)
+
+
 def _staged(settings) -> dict[str, list[staging.StagedBatch]]:
     return {t.name: staging.complete_batches(staging.table_dir(settings.for_table(t))) for t in settings.tables}
 
@@ -258,11 +267,7 @@ def test_a_reconcile_of_tables_with_different_watermarks_backfills_them_over_one
     now = datetime.now(UTC)
     _linked(both, 5, seed=51, now=now - timedelta(minutes=10))
     run(both, engine="dlt")
-    with connect(both.source_dsn, autocommit=False) as conn:  # events alone move on: watermarks differ
-        lone = EventFactory(52).batch(3, now)
-        for event in lone:
-            event.details["session_id"] = str(_session_ids(both)[0])
-        write_batch(conn, EVENTS.qualified, lone)
+    _events_move_on(both, now, seed=52)
     run(both, engine="dlt")
     _linked(both, 2, seed=53, now=now - timedelta(minutes=5))  # inside events' range only, before
     with Pipeline(both, engine="dlt") as pipeline:
@@ -302,11 +307,7 @@ def test_a_repair_of_tables_with_different_watermarks_compares_them_over_one_ran
     now = datetime.now(UTC)
     _linked(both, 5, seed=71, now=now - timedelta(minutes=10))
     run(both, engine="dlt")
-    with connect(both.source_dsn, autocommit=False) as conn:  # events alone move on: watermarks differ
-        lone = EventFactory(72).batch(3, now)
-        for event in lone:
-            event.details["session_id"] = str(_session_ids(both)[0])
-        write_batch(conn, EVENTS.qualified, lone)
+    _events_move_on(both, now, seed=72)
     run(both, engine="dlt")
     _linked(both, 2, seed=73, now=now - timedelta(minutes=5))  # between the two watermarks
     with Pipeline(both, engine="dlt") as pipeline:
