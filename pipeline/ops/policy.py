@@ -9,6 +9,9 @@ and how long shutdown may take.
   same way and fill the history with noise, but the fix is made outside the process — a table
   created, a grant given — and a scheduler that waited its 6-h cap after a fresh stack's first
   load found no source table yet went on not loading for hours after the table came.
+* :class:`~pipeline.errors.SourceTableMissing` backs off like a service down, up to
+  :data:`FIX_RETRY`: in a stack started at once the application creates its table moments after the
+  pipeline's first load, which then waited the whole 10 minutes.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from datetime import timedelta
 
 import duckdb
 
-from pipeline.errors import TerminalError
+from pipeline.errors import SourceTableMissing, TerminalError
 
 # SQL that DuckDB cannot parse or bind: a bug, or a lake table changed by hand. No retry outlives it,
 # and the log must not call it temporary (a ParserError was)
@@ -40,6 +43,8 @@ def backoff_delay(every: timedelta, failures: int, cap: timedelta = MAX_BACKOFF)
 def retry_delay(every: timedelta, failures: int, error: BaseException,
                 cap: timedelta = MAX_BACKOFF) -> timedelta:
     """Extra wait before the next attempt after ``error`` ended the ``failures``-th run in a row."""
+    if isinstance(error, SourceTableMissing):
+        return backoff_delay(every, failures, min(cap, FIX_RETRY))
     if needs_a_fix(error):
         return max(min(cap, FIX_RETRY), every)
     return backoff_delay(every, failures, cap)

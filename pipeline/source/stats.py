@@ -10,7 +10,7 @@ import psycopg
 from psycopg import sql
 
 from pipeline import id_checksum, invocation
-from pipeline.errors import SourceAccessDenied, TerminalError
+from pipeline.errors import SourceAccessDenied, SourceTableMissing
 from pipeline.id_checksum import IdSum
 from pipeline.source.shape import SourceRelation
 from pipeline.source.window import XID_SPAN, Window
@@ -44,7 +44,7 @@ def table_exists(conn: psycopg.Connection, qualified: str) -> bool:
 
 def require_table(conn: psycopg.Connection, qualified: str) -> None:
     if not table_exists(conn, qualified):
-        raise TerminalError(
+        raise SourceTableMissing(
             f"The source table {qualified} does not exist.",
             f"Create it by running the generator once ({invocation.generator_command()}), "
             "or point SOURCE_TABLE at the right table.",

@@ -1,6 +1,8 @@
 #!/bin/sh
-# The public postgres image's start, as far as the stack relies on it.
+# The public postgres image's start, as far as the stack relies on it (POSTGRES_PASSWORD or
+# POSTGRES_PASSWORD_FILE, the scripts in /docker-entrypoint-initdb.d).
 set -eu
+if [ -n "${POSTGRES_PASSWORD_FILE:-}" ]; then POSTGRES_PASSWORD=$(cat "$POSTGRES_PASSWORD_FILE"); fi
 as_postgres() { setpriv --reuid=postgres --regid=postgres --init-groups -- "$@"; }
 mkdir -p "$PGDATA" /run/postgresql
 chown postgres:postgres "$PGDATA" /run/postgresql

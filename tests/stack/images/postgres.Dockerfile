@@ -1,5 +1,5 @@
 # Test stand-in for the public postgres image (no registry here): Debian's PostgreSQL 15 with the
-# parts of that image's contract the stack uses — POSTGRES_USER/POSTGRES_PASSWORD, PGDATA at
+# parts of that image's contract the stack uses — POSTGRES_USER/POSTGRES_PASSWORD(_FILE), PGDATA at
 # /var/lib/postgresql/data and the scripts in /docker-entrypoint-initdb.d run once, on a new
 # data folder.
 ARG BASE_IMAGE

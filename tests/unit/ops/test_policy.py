@@ -34,3 +34,18 @@ def test_a_service_away_is_temporary_and_an_unclassified_error_backs_off_too():
     for error in (CatalogUnavailable("catalog away", "wait"), RuntimeError("who knows")):
         assert not needs_a_fix(error)
         assert retry_delay(MINUTE, 3, error) == 3 * MINUTE
+
+
+def test_a_missing_source_table_is_looked_for_again_soon_then_every_ten_minutes():
+    """A stack started at once: the pipeline's first load comes moments before the application
+    creates its table, and then waited 10 minutes for it; a table that never comes (a misspelled
+    SOURCE_TABLE) is still looked for only every 10 minutes, and said to need a fix."""
+    from pipeline.errors import SourceTableMissing
+    from pipeline.ops.policy import MAX_BACKOFF
+
+    missing = SourceTableMissing("The source table public.events does not exist.")
+    every = timedelta(seconds=10)
+    assert [retry_delay(every, n, missing, MAX_BACKOFF).total_seconds() for n in (1, 2, 3, 4)] == [0, 10, 30, 70]
+    assert retry_delay(every, 40, missing, MAX_BACKOFF) == FIX_RETRY
+    assert retry_delay(timedelta(hours=1), 3, missing, MAX_BACKOFF) == timedelta(hours=1)  # one interval
+    assert needs_a_fix(missing)
