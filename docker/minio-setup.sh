@@ -8,16 +8,8 @@ root_password=$(cat /run/secrets/minio_root_password)
 export MC_HOST_local="http://minio:${root_password}@minio:9000"
 until mc ready local >/dev/null 2>&1; do echo "waiting for minio:9000"; sleep 1; done
 mc mb --ignore-existing local/lake
-cat > /tmp/lake-bucket.json <<'JSON'
-{"Version": "2012-10-17",
- "Statement": [
-  {"Effect": "Allow", "Action": ["s3:GetBucketLocation", "s3:ListBucket", "s3:ListBucketMultipartUploads"],
-   "Resource": ["arn:aws:s3:::lake"]},
-  {"Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload",
-                                 "s3:ListMultipartUploadParts"],
-   "Resource": ["arn:aws:s3:::lake/*"]}]}
-JSON
-mc admin policy create local lake-bucket /tmp/lake-bucket.json
+# the policy is docker/lake-bucket-policy.json (the stack tests' S3 stand-in enforces the same)
+mc admin policy create local lake-bucket /opt/lake-bucket-policy.json
 mc admin user add local lake-pipeline "$(cat /run/secrets/s3_lake_secret)"
 mc admin policy attach local lake-bucket --user lake-pipeline 2>/dev/null || true  # attached before
 echo "bucket lake ready; user lake-pipeline limited to it"

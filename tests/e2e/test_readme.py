@@ -7,6 +7,7 @@ import os
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 from pipeline.settings import ENV_KEYS
 from tests.conftest import ROOT
@@ -61,29 +62,33 @@ def test_demo_runs_on_the_embedded_default_with_no_configuration_and_no_jdbc_jar
                        capture_output=True, timeout=120)
 
 
-COMPOSE_SECRETS = {"POSTGRES_PASSWORD": "pg-pw", "EVENTS_PASSWORD": "ev-pw", "LAKE_PASSWORD": "lk-pw",
-                   "MINIO_ROOT_PASSWORD": "mn-pw"}
-
-
-def _compose_config(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def _compose_config(secrets_dir: Path) -> subprocess.CompletedProcess[str]:
     import shutil
 
     import pytest
 
     if shutil.which("docker-compose") is None:
         pytest.skip("docker-compose (v1) not installed; .ci/run installs it")
-    clean = {k: v for k, v in os.environ.items() if k not in COMPOSE_SECRETS}
     return subprocess.run(["docker-compose", "-f", str(ROOT / "docker-compose.yml"), "--profile", "spark",
-                           "--profile", "pipeline", "config"], capture_output=True, text=True, timeout=60,
-                          env={**clean, **env}, cwd="/")
+                           "--profile", "pipeline", "--profile", "tools", "config"], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "SECRETS_DIR": str(secrets_dir)}, cwd="/")
 
 
-def test_docker_compose_stack_is_valid_pinned_and_wired():
+def _make_secrets(folder: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["sh", str(ROOT / "docker" / "make-secrets.sh"), str(folder)], capture_output=True,
+                          text=True, timeout=60, check=True)
+
+
+def test_docker_compose_stack_is_valid_pinned_and_wired(tmp_path):
     import yaml
 
-    result = _compose_config(COMPOSE_SECRETS)
+    from pipeline.ops.policy import SHUTDOWN_SECONDS
+
+    _make_secrets(tmp_path / "secrets")
+    result = _compose_config(tmp_path / "secrets")
     assert result.returncode == 0, result.stderr
-    services = yaml.safe_load(result.stdout)["services"]
+    config = yaml.safe_load(result.stdout)
+    services = config["services"]
     # Spark and the pipeline are one build (uv.lock): the Connect server's Python workers run the
     # arrow reader, so the Spark image carries the pipeline's environment, pyspark included
     spark = [services[name]["build"] for name in ("spark-master", "spark-worker", "spark-connect")]
@@ -96,16 +101,47 @@ def test_docker_compose_stack_is_valid_pinned_and_wired():
         assert "image" in service and not service["image"].endswith(":latest"), name
         for port in service.get("ports", []):
             assert str(port).startswith("127.0.0.1:"), f"{name} publishes {port} beyond loopback"
+        # no secret in a setting: secrets are mounted files, named by *_FILE keys
+        for key, value in (service.get("environment") or {}).items():
+            assert not any(word in key for word in ("PASSWORD", "SECRET", "TOKEN", "DSN", "CATALOG")) \
+                or key.endswith("_FILE"), f"{name}: {key}={value}"
     # one staging location, at the same path for the driver and every executor
     for name in ("pipeline", "spark-connect", "spark-worker"):
         assert "staging:/staging:rw" in services[name]["volumes"], name
-    assert services["pipeline"]["environment"]["STAGING_PATH"] == "/staging"
     env = services["pipeline"]["environment"]
-    assert "@postgres:5432/" in env["SOURCE_PG_DSN"] and "127.0.0.1" not in env["SOURCE_PG_DSN"]
-    assert env["SPARK_REMOTE"] == "sc://spark-connect:15002"
+    assert env["STAGING_PATH"] == "/staging" and env["SPARK_REMOTE"] == "sc://spark-connect:15002"
+    assert env["SOURCE_PG_DSN_FILE"] == "/run/secrets/source_dsn"
+    assert "@postgres:5432/" in (tmp_path / "secrets" / "source_dsn").read_text()
+    # started in order, kept running, stopped without a kill mid-job
+    for name in ("postgres", "minio", "spark-master", "spark-worker", "spark-connect", "pipeline"):
+        assert services[name].get("healthcheck", {}).get("test"), name
+        assert services[name]["restart"] == "unless-stopped", name
+        assert "cpus" in services[name] and "mem_limit" in services[name], name
+    assert services["pipeline"]["depends_on"] == {
+        "postgres": {"condition": "service_healthy"}, "minio-bucket": {"condition": "service_completed_successfully"},
+        "spark-connect": {"condition": "service_healthy"}}
+    grace = services["pipeline"]["stop_grace_period"]
+    assert grace.endswith("s") and int(grace[:-1]) >= SHUTDOWN_SECONDS + 10
+    assert services["generator"]["healthcheck"] == {"test": ["NONE"]}  # compose's word for disable: true
 
 
-def test_docker_compose_requires_every_password_from_env():
-    for missing in COMPOSE_SECRETS:
-        result = _compose_config({k: v for k, v in COMPOSE_SECRETS.items() if k != missing})
-        assert result.returncode != 0 and missing in result.stderr, (missing, result.stderr)
+def test_make_secrets_makes_every_file_compose_mounts_once(tmp_path):
+    import yaml
+
+    folder = tmp_path / "secrets"
+    first = _make_secrets(folder)
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    mounted = {Path(secret["file"]).name for secret in compose["secrets"].values()}
+    assert {p.name for p in folder.iterdir()} == mounted
+    values = {p.name: p.read_text() for p in folder.iterdir()}
+    assert not any(value in first.stdout for value in values.values())  # said made, never shown
+    assert folder.stat().st_mode & 0o777 == 0o700
+    # the connection strings carry the passwords Postgres' init gives the roles
+    assert values["source_dsn"] == f"postgresql://event_reader:{values['event_reader_password']}@postgres:5432/events"
+    assert values["catalog_reader_dsn"].startswith(f"postgresql://lake_reader:{values['lake_reader_password']}@")
+    # run again: nothing replaced; a file removed is made again, alone
+    (folder / "metrics_token").unlink()
+    again = _make_secrets(folder)
+    assert again.stdout.strip() == f"made {folder}/metrics_token"
+    assert {k: v for k, v in values.items() if k != "metrics_token"} == \
+        {p.name: p.read_text() for p in folder.iterdir() if p.name != "metrics_token"}

@@ -140,12 +140,13 @@ class Stack:
         assert result.returncode == 0, f"{' '.join(args)}: {result.stderr.decode()[-3000:]}"
         return result.stdout
 
-    def s3(self):
+    def s3(self, key: tuple[str, str] | None = None):
+        """A client of the stack's S3 server, as its root user unless ``key`` (id, secret) is given."""
         import boto3
 
+        key_id, secret = key or ("minio", self.secret("minio_root_password"))
         return boto3.client("s3", endpoint_url=f"http://127.0.0.1:{self.ports['S3_PORT']}",
-                            aws_access_key_id="minio", aws_secret_access_key=self.secret("minio_root_password"),
-                            region_name="us-east-1")
+                            aws_access_key_id=key_id, aws_secret_access_key=secret, region_name="us-east-1")
 
     def count_at(self, version: int) -> int:
         result = self.cli("--sql", f"SELECT count(*) AS n FROM lake.main.events AT (VERSION => {version})",
@@ -314,6 +315,17 @@ def test_each_part_runs_unprivileged_with_only_what_it_needs(stack):
     sql = stack.cli("--sql", "SELECT count(*) AS n FROM events", "--json")
     assert sql.returncode == 0, sql.stderr
     assert "can write it" not in sql.stderr, sql.stderr  # no fallback to the writing role
+    # the pipeline's S3 key reaches the lake's bucket and nothing else
+    from botocore.exceptions import ClientError
+
+    stack.s3().create_bucket(Bucket="not-the-lake")
+    pipeline_key = stack.s3(key=("lake-pipeline", stack.secret("s3_lake_secret")))
+    assert pipeline_key.list_objects_v2(Bucket="lake", Prefix="events/")["KeyCount"] > 0
+    for refused in (lambda: pipeline_key.list_objects_v2(Bucket="not-the-lake"),
+                    lambda: pipeline_key.put_object(Bucket="not-the-lake", Key="x", Body=b"x"),
+                    lambda: pipeline_key.create_bucket(Bucket="another")):
+        with pytest.raises(ClientError, match="AccessDenied"):
+            refused()
     # /metrics and the dashboard need the token; /healthz does not
     assert stack.web("/metrics", token=False)[0] == 401
     assert stack.web("/", token=False)[0] == 401
