@@ -24,6 +24,7 @@ CREATE DATABASE ducklake_catalog OWNER lake;
 -- no role reaches a database it has no business in
 REVOKE ALL ON DATABASE events FROM PUBLIC;
 REVOKE ALL ON DATABASE ducklake_catalog FROM PUBLIC;
+REVOKE CONNECT ON DATABASE postgres FROM PUBLIC;  -- the superuser's alone
 GRANT CONNECT ON DATABASE events TO event_reader;
 GRANT CONNECT ON DATABASE ducklake_catalog TO lake_reader;
 GRANT pg_read_all_stats TO event_reader;

@@ -157,8 +157,11 @@ def held_ids(lake: Lake, ids: set[UUID]) -> set[UUID]:
     """Which of ``ids`` the events table holds, however dated."""
     if not ids:
         return set()
+    # a semi join on the ids (hashed once): list_contains scanned the whole list for every row,
+    # and --status took 440 s for 31,000 ids missing from a 2.65M-row lake
     rows = lake.execute(f"SELECT DISTINCT TRY_CAST(event_id AS UUID) FROM {lake.rows} "
-                       "WHERE list_contains($ids, TRY_CAST(event_id AS UUID))", {"ids": list(ids)}).fetchall()
+                       "WHERE TRY_CAST(event_id AS UUID) IN (SELECT unnest($ids))",
+                       {"ids": list(ids)}).fetchall()
     return {row[0] for row in rows}
 
 

@@ -76,6 +76,7 @@ def through_outage(last: Observation, failed: Observation) -> Observation:
 
 
 OVERDUE_INTERVALS = 3  # an observation the timer could not renew for this many intervals is no answer
+CLOSE_WAIT_SECONDS = 5.0  # how long close() lets a refresh in flight finish before leaving it
 
 
 class Observer:
@@ -88,8 +89,9 @@ class Observer:
     request waits for a read. The time since the last successful load is counted to the moment
     of the answer, and an observation the timer could not renew for :data:`OVERDUE_INTERVALS`
     intervals is answered as failing, saying how old it is. One refresh runs at a time;
-    :meth:`close` waits for it, so a stopping process never exits while a thread is inside DuckDB
-    or libpq."""
+    :meth:`close` waits for it up to :data:`CLOSE_WAIT_SECONDS` (a refresh takes seconds), so a
+    stopping process rarely exits while a thread is inside DuckDB or libpq, and never waits past
+    its stop bound for one."""
 
     def __init__(self, settings: ResolvedSettings, ttl: float = 10.0) -> None:
         self.settings, self.ttl = settings, ttl
@@ -134,7 +136,8 @@ class Observer:
         """Start a refresh unless one runs (or the observer closed); the refresh in flight."""
         with self._lock:
             if self._refreshing is None and not self._closed:
-                self._refreshing = threading.Thread(target=self._refresh, name="observe")
+                # a daemon: a refresh still reading when the process exits must not hold it
+                self._refreshing = threading.Thread(target=self._refresh, name="observe", daemon=True)
                 self._refreshing.start()
             return self._refreshing
 
@@ -187,8 +190,13 @@ class Observer:
             self.refreshes += 1
 
     def close(self) -> None:
+        """Stop refreshing; a refresh in flight gets :data:`CLOSE_WAIT_SECONDS` to finish and is
+        then left to end on its own (it only reads): a stop that waited for it waited as long as
+        the slowest reading of the lake, past the scheduler's stop bound (exit 1 after 60 s)."""
         self._stopped.set()
         with self._lock:
             self._closed, pending = True, self._refreshing
         if pending is not None:
-            pending.join()
+            pending.join(CLOSE_WAIT_SECONDS)
+            if pending.is_alive():
+                log.info("left a status refresh still reading the lake (read-only) to end with the process")
