@@ -51,6 +51,19 @@ def _events_move_on(settings, now: datetime, seed: int) -> None:
         write_batch(conn, EVENTS.qualified, lone)
 
 
+def _watermarks_apart(env: dict[str, str], seed: int):
+    """Both tables loaded with 5 sessions 10 min ago, then the events table's watermark moved on
+    alone to now, then 2 more linked sessions dated 5 min ago, not loaded: the settings."""
+    both = resolve(load_settings(env))
+    now = datetime.now(UTC)
+    _linked(both, 5, seed=seed, now=now - timedelta(minutes=10))
+    run(both, engine="dlt")
+    _events_move_on(both, now, seed=seed + 1)
+    run(both, engine="dlt")
+    _linked(both, 2, seed=seed + 2, now=now - timedelta(minutes=5))
+    return both
+
+
 def _staged(settings) -> dict[str, list[staging.StagedBatch]]:
     return {t.name: staging.complete_batches(staging.table_dir(settings.for_table(t))) for t in settings.tables}
 
@@ -263,13 +276,7 @@ def test_a_reconcile_of_tables_with_different_watermarks_backfills_them_over_one
     session and its events dated between the two bounds were backfilled in one table only (a torn
     snapshot until the next load). One range for the group: the oldest watermark's."""
     env = {**lake_env, "SOURCE_TABLES": BOTH, "LOOKBACK": "1m"}
-    both = resolve(load_settings(env))
-    now = datetime.now(UTC)
-    _linked(both, 5, seed=51, now=now - timedelta(minutes=10))
-    run(both, engine="dlt")
-    _events_move_on(both, now, seed=52)
-    run(both, engine="dlt")
-    _linked(both, 2, seed=53, now=now - timedelta(minutes=5))  # inside events' range only, before
+    both = _watermarks_apart(env, seed=51)  # the two new sessions: inside events' range only, before
     with Pipeline(both, engine="dlt") as pipeline:
         report = pipeline.reconcile()
     assert report.rows_backfilled == 0, report.summary()  # neither: the next load reads both
@@ -303,13 +310,7 @@ def test_a_repair_of_tables_with_different_watermarks_compares_them_over_one_ran
     """Found by the adversary: each table's range ended at its own watermark, so a session and its
     events dated between the two were repaired in one table only (a torn snapshot)."""
     env = {**lake_env, "SOURCE_TABLES": BOTH}
-    both = resolve(load_settings(env))
-    now = datetime.now(UTC)
-    _linked(both, 5, seed=71, now=now - timedelta(minutes=10))
-    run(both, engine="dlt")
-    _events_move_on(both, now, seed=72)
-    run(both, engine="dlt")
-    _linked(both, 2, seed=73, now=now - timedelta(minutes=5))  # between the two watermarks
+    both = _watermarks_apart(env, seed=71)  # the two new sessions: between the two watermarks
     with Pipeline(both, engine="dlt") as pipeline:
         pipeline.repair(None)
     assert torn_images(env) == []

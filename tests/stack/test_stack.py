@@ -25,9 +25,10 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import quote
 
 import pytest
@@ -42,6 +43,7 @@ COMPOSE_FILES = [ROOT / "docker-compose.yml", ROOT / "tests" / "stack" / "compos
 PROJECT = "event-lake-stack"
 LONG_RUNNING = ("postgres", "minio", "spark-master", "spark-worker", "spark-connect", "pipeline")
 UNPRIVILEGED_UID = 10001  # docker/Dockerfile's user `lake`
+T = TypeVar("T")
 
 
 class Engine:
@@ -114,6 +116,16 @@ class HealthDriver:
                 continue  # a container went away between the list and the check: next round
 
 
+def until(found: Callable[[], T], timeout: float, why: Callable[[], str], every: float = 3) -> T:
+    """Asks ``found`` every ``every`` seconds until it answers something true (returned); fails
+    with ``why()`` when ``timeout`` seconds passed first."""
+    deadline = time.monotonic() + timeout
+    while not (answer := found()):
+        assert time.monotonic() < deadline, why()
+        time.sleep(every)
+    return answer
+
+
 @dataclass
 class Stack:
     env_file: Path
@@ -121,22 +133,23 @@ class Stack:
     secrets_dir: Path
     engine: Engine
 
+    def _command(self, *args: str, profiles: tuple[str, ...] = ()) -> list[str]:
+        files = [part for path in COMPOSE_FILES for part in ("-f", str(path))]
+        chosen = [part for profile in profiles for part in ("--profile", profile)]
+        return ["docker-compose", "-p", PROJECT, *files, "--env-file", str(self.env_file), *chosen, *args]
+
     def compose(self, *args: str, timeout: float = 600, check: bool = True,
                 profiles: tuple[str, ...] = ("spark", "pipeline")) -> subprocess.CompletedProcess[str]:
         """docker-compose with the stack's files and settings, as README runs it."""
-        files = [part for path in COMPOSE_FILES for part in ("-f", str(path))]
-        chosen = [part for profile in profiles for part in ("--profile", profile)]
-        command = ["docker-compose", "-p", PROJECT, *files, "--env-file", str(self.env_file), *chosen, *args]
-        result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+        result = subprocess.run(self._command(*args, profiles=profiles), cwd=ROOT, capture_output=True, text=True,
+                                timeout=timeout)
         if check:
             assert result.returncode == 0, f"{' '.join(args)}: {result.stdout[-3000:]}{result.stderr[-3000:]}"
         return result
 
     def compose_bytes(self, *args: str, stdin: bytes | None = None, timeout: float = 600) -> bytes:
         """docker-compose whose output (or input) is bytes: a dump piped in or out, as a shell would."""
-        files = [part for path in COMPOSE_FILES for part in ("-f", str(path))]
-        command = ["docker-compose", "-p", PROJECT, *files, "--env-file", str(self.env_file), *args]
-        result = subprocess.run(command, cwd=ROOT, input=stdin, capture_output=True, timeout=timeout)
+        result = subprocess.run(self._command(*args), cwd=ROOT, input=stdin, capture_output=True, timeout=timeout)
         assert result.returncode == 0, f"{' '.join(args)}: {result.stderr.decode()[-3000:]}"
         return result.stdout
 
@@ -181,10 +194,7 @@ class Stack:
             return 0.0  # the pipeline is starting
 
     def wait_for_rows(self, rows: int, timeout: float = 600) -> None:
-        deadline = time.monotonic() + timeout
-        while self.lake_rows() < rows:
-            assert time.monotonic() < deadline, self.logs("pipeline")[-4000:]
-            time.sleep(3)
+        until(lambda: self.lake_rows() >= rows, timeout, lambda: self.logs("pipeline")[-4000:])
         assert self.lake_rows() == rows
 
     def logs(self, service: str) -> str:
@@ -201,22 +211,21 @@ class Stack:
         return {c["Config"]["Labels"]["com.docker.compose.service"]: c for c in self.engine.containers()}
 
     def wait_until_healthy(self, services: tuple[str, ...], timeout: float = 600) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
+        def states() -> dict[str, str | None]:
             found = self.containers()
-            states = {name: (found[name]["State"].get("Health") or {}).get("Status") if name in found else None
-                      for name in services}
-            if all(state == "healthy" for state in states.values()):
-                return
-            assert time.monotonic() < deadline, f"not healthy: {states}\n{self.logs('pipeline')[-3000:]}"
-            time.sleep(3)
+            return {name: (found[name]["State"].get("Health") or {}).get("Status") if name in found else None
+                    for name in services}
+
+        until(lambda: all(state == "healthy" for state in states().values()), timeout,
+              lambda: f"not healthy: {states()}\n{self.logs('pipeline')[-3000:]}")
 
     def wait_until_done(self, service: str, timeout: float = 300) -> None:
         """Until a one-shot service has exited 0."""
-        deadline = time.monotonic() + timeout
-        while (state := self.containers()[service]["State"])["Running"] or state["Status"] != "exited":
-            assert time.monotonic() < deadline, f"{service}: {state}"
-            time.sleep(2)
+        def exited() -> dict | None:
+            state = self.containers()[service]["State"]
+            return state if state["Status"] == "exited" and not state["Running"] else None
+
+        state = until(exited, timeout, lambda: f"{service}: {self.containers()[service]['State']}", every=2)
         assert state["ExitCode"] == 0, self.logs(service)[-2000:]
 
 
@@ -354,16 +363,18 @@ def test_a_stopped_connect_server_fails_a_load_plainly_and_is_recovered_from(sta
     seen = len(stack.logs("pipeline").splitlines())
     stack.compose("stop", "spark-connect", timeout=120)
     stack.generate(500)
-    deadline = time.monotonic() + 300
     spark_said = ("Lost the Spark Connect server at SPARK_REMOTE=sc://spark-connect:15002",
                   "Cannot reach Spark at SPARK_REMOTE=sc://spark-connect:15002")
-    while True:
-        lines = stack.logs("pipeline").splitlines()[seen:]  # what it logged since the stop
+
+    def since_the_stop() -> list[str]:
+        return stack.logs("pipeline").splitlines()[seen:]
+
+    def spark_failure_said() -> tuple[list[str], list[str]] | None:
+        lines = since_the_stop()
         failed = [line for line in lines if "job load failed" in line]
-        if any(said in line for line in failed for said in spark_said):
-            break
-        assert time.monotonic() < deadline, "\n".join(lines[-40:])
-        time.sleep(3)
+        return (lines, failed) if any(said in line for line in failed for said in spark_said) else None
+
+    lines, failed = until(spark_failure_said, 300, lambda: "\n".join(since_the_stop()[-40:]))
     # every failure meanwhile is temporary (podman's network DNS may fail once as a container
     # stops: that is retried too), and none is a crash
     assert all("(temporary;" in line for line in failed), failed
@@ -380,14 +391,16 @@ def test_a_crashed_pipeline_is_restarted_by_its_policy_and_loads_on(stack):
     before = stack.containers()["pipeline"]
     os.kill(before["State"]["Pid"], signal.SIGKILL)
     stack.generate(300)
-    deadline = time.monotonic() + 300
-    while (now := stack.containers()["pipeline"])["State"]["StartedAt"] == before["State"]["StartedAt"] \
-            or not now["State"]["Running"]:
-        assert time.monotonic() < deadline, now["State"]
-        time.sleep(2)
+
+    def restarted() -> bool:
+        now = stack.containers()["pipeline"]["State"]
+        return now["Running"] and now["StartedAt"] != before["State"]["StartedAt"]
+
+    until(restarted, 300, lambda: str(stack.containers()["pipeline"]["State"]), every=2)
     stack.wait_for_rows(rows + 300)
     verify = stack.cli("--verify")
     assert verify.returncode == 0 and "lake == source" in verify.stdout + verify.stderr, verify.stderr
+
 
 def test_a_backup_restored_into_new_volumes_has_every_snapshot_and_loads_on(stack, tmp_path):
     """docs/compose.md's backup, online (the pipeline loads between the dump and the copy), and its
