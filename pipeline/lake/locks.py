@@ -1,11 +1,17 @@
 """Cross-process locks: a Postgres advisory lock on the catalog database, or a file lock.
 
-Every lock the product takes is named here, per lake and table:
+Every lock the product takes is named here. A table's (:func:`table_lock`):
 
 * ``promote`` — promoters of one table are serialized, so two runs never insert one event twice;
-* ``attach`` / ``setup`` — the first ATTACH and the first table creation of a lake;
-* ``job:<name>`` — each scheduled job (load, expire, compact), taken with ``timeout=0`` so a
-  second scheduler skips a job another process is running.
+* ``setup`` — the first creation of a table.
+
+The lake's (:func:`lake_lock`, :func:`hold`), whatever tables a process lists, in whatever order:
+
+* ``attach`` — the first ATTACH of a lake;
+* ``job:<name>`` — each scheduled job (load, expire, compact, reconcile), taken with ``timeout=0``
+  so a second scheduler skips a job another process is running. A job of the lake, never of the
+  table a process lists first: two schedulers listing the same tables in another order ran loads
+  at once when it was.
 
 Two processes, even on two machines sharing a Postgres catalog, never do the same work at
 once. The lock dies with its holder: a killed process can never leave the lake locked.
@@ -60,9 +66,14 @@ def lock_key(name: str) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
-def named(lake_name: str, table: str, job: str) -> str:
+def table_lock(lake_name: str, table: str, job: str) -> str:
     """The lock for ``job`` on one table of one lake."""
     return f"event-lake:{lake_name}:{table}:{job}"
+
+
+def lake_lock(lake_name: str, job: str) -> str:
+    """The lock for ``job`` on the whole lake (its tables are in no name: one lake, one lock)."""
+    return f"event-lake:{lake_name}:*:{job}"
 
 
 class Lease:
@@ -87,18 +98,18 @@ class Lease:
 
 @contextmanager
 def hold(settings: ResolvedSettings, job: str, *, timeout: float | None = None) -> Iterator[Lease]:
-    """Hold the lock for ``job`` on this lake; wait up to ``timeout`` s (None = forever).
+    """Hold the lake's lock for ``job`` (:func:`lake_lock`); wait up to ``timeout`` s (None = forever).
 
     Raises :class:`LockBusy` when the wait runs out.
     """
-    with hold_named(settings.catalog, named(settings.lake_name, settings.lake_table, job), job,
-                    timeout=timeout) as lease:
+    with hold_named(settings.catalog, lake_lock(settings.lake_name, job), job, timeout=timeout) as lease:
         yield lease
 
 
 @contextmanager
 def hold_named(catalog: CatalogSpec, name: str, job: str, *, timeout: float | None = None) -> Iterator[Lease]:
-    """Hold lock ``name`` (see :func:`named`) in ``catalog``: its Postgres, or a lock file beside it."""
+    """Hold lock ``name`` (:func:`table_lock`, :func:`lake_lock`) in ``catalog``: its Postgres, or a
+    lock file beside it."""
     if catalog.pg is not None:
         with _advisory(catalog.pg.conninfo(), name, timeout, catalog.describe()) as lease:
             yield lease

@@ -49,8 +49,9 @@ class Lake:
                    settings.time_column)
 
     def lock(self, job: str, *, timeout: float | None = None) -> AbstractContextManager[locks.Lease]:
-        """This table's lock for ``job`` (as :func:`.locks.hold` takes it from the settings)."""
-        return locks.hold_named(self.catalog, locks.named(self.name, self.table, job), job, timeout=timeout)
+        """This table's lock for ``job`` (:func:`.locks.table_lock`; the lake's are :func:`.locks.hold`)."""
+        name = locks.table_lock(self.name, self.table, job)
+        return locks.hold_named(self.catalog, name, job, timeout=timeout)
 
     def for_table(self, table: str, id_column: str = ID, time_column: str = TIME) -> Lake:
         """The same session, speaking of another table of the lake (one of SOURCE_TABLES)."""

@@ -10,8 +10,6 @@ many of each. Time travel keeps the state before: ``--at-version`` the snapshot 
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,8 +24,8 @@ from pipeline.lake.attach_sql import SOURCE_ALIAS
 from pipeline.lake.connect import lake_session
 from pipeline.lake.schema import events_column_types, insert_columns_sql
 from pipeline.lake.session import Lake
-from pipeline.lake.transaction import transaction
 from pipeline.ops import proof
+from pipeline.promote.commit import LakeCommit
 from pipeline.settings import ResolvedSettings
 from pipeline.source import stats
 from pipeline.source.shape import (
@@ -80,28 +78,27 @@ def repair(settings: ResolvedSettings, since: timedelta | None) -> RepairReport:
     With SOURCE_TABLES every table is compared in one source snapshot and repaired in that one
     commit (the image stays one instant), each table's promote lock held, in table order."""
     tables = [settings.for_table(table) for table in settings.tables]
-    with contextlib.ExitStack() as held, lake_session(settings, source=True) as lake:
+    with lake_session(settings, source=True) as lake:
         lakes = [lake.for_table(one.lake_table, one.id_column, one.time_column) for one in tables]
-        for one in sorted(lakes, key=lambda member: member.table):
-            held.enter_context(one.lock("promote"))
-        # one range for every table, up to the oldest watermark (each table to its own replaced a
-        # session's events without it when the watermarks differed: found by the adversary)
-        common = batches.oldest_watermark(lakes) if len(lakes) > 1 else None
-        with exported_snapshot(settings.source_dsn, arrivals=False) as snapshot:
-            plans = [_plan(snapshot.conn, member, one, since, common)
-                     for member, one in zip(lakes, tables, strict=True)]
-        todo = [plan for plan in plans if plan.ids]
-        if not todo:
-            return _report(plans, {})
-        named = len(plans) > 1  # SOURCE_TABLES: each table's part named
-        message = "; ".join((f"{plan.lake.table} " if named else "") + plan.describe() for plan in todo)
-        info = json.dumps({"repair": plans[0].check.as_dict()} if len(plans) == 1 else
-                          {"repair": {plan.lake.table: plan.check.as_dict() for plan in plans}})
-        done = {}
-        with transaction(lake, message, info):
-            for plan in todo:
-                done[plan.lake.table] = plan.apply()
-        snapshot_id = one_row(lake.execute(f"SELECT max(snapshot_id) FROM {lake.name}.snapshots()"))[0]
+        with LakeCommit(lakes) as commit:  # every table's promote lock, held from compare to commit
+            # one range for every table, up to the oldest watermark (each table to its own replaced a
+            # session's events without it when the watermarks differed: found by the adversary)
+            common = batches.oldest_watermark(lakes) if len(lakes) > 1 else None
+            with exported_snapshot(settings.source_dsn, arrivals=False) as snapshot:
+                plans = [_plan(snapshot.conn, member, one, since, common)
+                         for member, one in zip(lakes, tables, strict=True)]
+            todo = [plan for plan in plans if plan.ids]
+            if not todo:
+                return _report(plans, {})
+            named = len(plans) > 1  # SOURCE_TABLES: each table's part named
+            message = "; ".join((f"{plan.lake.table} " if named else "") + plan.describe() for plan in todo)
+            info: dict[str, object] = ({"repair": plans[0].check.as_dict()} if len(plans) == 1 else
+                                       {"repair": {plan.lake.table: plan.check.as_dict() for plan in plans}})
+            done = {}
+            with commit.transaction(message, info):
+                for plan in todo:
+                    done[plan.lake.table] = plan.apply()
+            snapshot_id = commit.snapshot_id
     report = _report(plans, done, snapshot_id)
     log.info("%s", report.summary())
     return report

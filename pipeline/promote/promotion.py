@@ -9,12 +9,10 @@ Promoters of one table are serialized by the ``promote`` lock (:mod:`.locks`).
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import json
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -23,13 +21,12 @@ import duckdb
 
 from pipeline import staging
 from pipeline.columns import OPTIONAL_LAKE_TYPES
-from pipeline.errors import disk_full, is_disk_full
-from pipeline.lake import batches, locks, validate
+from pipeline.lake import batches, validate
 from pipeline.lake.schema import events_column_types, insert_columns_sql
 from pipeline.lake.session import Lake
-from pipeline.lake.transaction import transaction
 from pipeline.progress import Progress
 from pipeline.promote import zero_copy
+from pipeline.promote.commit import LakeCommit
 from pipeline.source.window import parse_iso
 from pipeline.sqltext import one_row, quote_ident
 from pipeline.staging import LakeFile, StagedBatch
@@ -91,32 +88,27 @@ class PromotionResult:
         return f"batch {self.batch_id}: {self.outcome} ({self.rows_staged} staged), no snapshot"
 
 
-def promote(lake: Lake,
-            batch: StagedBatch) -> PromotionResult:
+def promote(lake: Lake, batch: StagedBatch) -> PromotionResult:
     """Promote one complete staged batch in the caller's lake session (the lake attached, its
     tables created); remove its staging folder once it is settled."""
-    started = time.monotonic()
-    with lake.lock("promote") as lease, _disk_full_cleaned([lake]):
-        result = _promote_locked(lake, batch, started, lease)
-    _settle(lake, batch, result)
-    log.info("%s", result.describe())
+    [result] = promote_together(None, [(lake, batch)])
     return result
 
 
-@contextlib.contextmanager
-def _disk_full_cleaned(lakes: list[Lake]) -> Iterator[None]:
-    """A disk full in the block is raised named, and the insert's half-written files in the
-    ``lakes``' table folders go now, not in an hour (they keep the disk full)."""
-    began = time.time()
-    try:
-        yield
-    except duckdb.Error as exc:
-        if not is_disk_full(exc):
-            raise
-        for lake in lakes:
-            with contextlib.suppress(Exception):
-                _remove_partial_files(lake, began)
-        raise disk_full(exc, lakes[0].data_path, "DUCKLAKE_DATA_PATH") from None
+def promote_together(group: str | None, members: list[tuple[Lake, StagedBatch]]) -> list[PromotionResult]:
+    """Staged batches (each with its table's view of one lake session) in **one** lake transaction
+    — one snapshot — or none of them: a batch alone (``group`` None), or a SOURCE_TABLES plan's
+    batches across tables (one image of the source at the plan's instant). Through the lake's one
+    commit (:class:`~pipeline.promote.commit.LakeCommit`: each table's promote lock in table order,
+    fencing, the snapshot found by its own commit). Results in the members' order; their staging
+    folders are removed once settled."""
+    started = time.monotonic()
+    with LakeCommit([lake for lake, _ in members]) as commit:
+        results = _promote_locked(commit, group, members, started)
+    for (lake, batch), result in zip(members, results, strict=True):
+        _settle(lake, batch, result)
+        log.info("%s", f"{lake.table}: {result.describe()}" if group else result.describe())
+    return results
 
 
 def _settle(lake: Lake, batch: StagedBatch, result: PromotionResult) -> None:
@@ -135,26 +127,8 @@ def _result(started: float, batch_id: str, outcome: Outcome, staged: int = 0, in
                            time.monotonic() - started, outcome, max_ts, quarantined, registered)
 
 
-def promote_together(group: str, members: list[tuple[Lake, StagedBatch]]) -> list[PromotionResult]:
-    """SOURCE_TABLES: one plan's batches across tables (each with its table's session) in **one**
-    lake transaction — one snapshot, one image of the source at the plan's instant — or none of
-    them. Each table's promote lock is held, taken in table order (two groups never deadlock, and a
-    one-table promoter of any of them waits). Results in the members' order; their staging folders
-    are removed once settled."""
-    started = time.monotonic()
-    order = sorted(range(len(members)), key=lambda i: members[i][0].table)
-    with contextlib.ExitStack() as held:
-        leases = [held.enter_context(members[i][0].lock("promote")) for i in order]
-        with _disk_full_cleaned([lake for lake, _ in members]):
-            results = _promote_together_locked(group, members, started, leases)
-    for (lake, batch), result in zip(members, results, strict=True):
-        _settle(lake, batch, result)
-        log.info("%s: %s", lake.table, result.describe())
-    return results
-
-
-def _promote_together_locked(group: str, members: list[tuple[Lake, StagedBatch]], started: float,
-                             leases: list[locks.Lease]) -> list[PromotionResult]:
+def _promote_locked(commit: LakeCommit, group: str | None, members: list[tuple[Lake, StagedBatch]],
+                    started: float) -> list[PromotionResult]:
     result = functools.partial(_result, started)
 
     # all or none: a group's batches are recorded in one transaction, so one recorded means all were
@@ -168,15 +142,13 @@ def _promote_together_locked(group: str, members: list[tuple[Lake, StagedBatch]]
                 for lake, batch in members]
     staged = [c.staged if c else batch.manifest.rows_seen
               for c, (_, batch) in zip(contents, members, strict=True)]
-    message = f"promote group {group}: " + ", ".join(
-        f"{lake.table} {rows} row(s) window {batch.manifest.window.brief()}"
-        for (lake, batch), rows in zip(members, staged, strict=True))
-    info = json.dumps({"group": group, "batches": {lake.table: batch.batch_id for lake, batch in members},
-                       "rows_staged": {lake.table: rows
-                                       for (lake, _), rows in zip(members, staged, strict=True)}})
+    if not any(c is not None and c.staged for c in contents):  # no transaction, no snapshot
+        return [result(batch.batch_id, Outcome.NO_NEW_ROWS if rows else Outcome.EMPTY, rows)
+                for (_, batch), rows in zip(members, staged, strict=True)]
+    message, info = _commit_text(group, members, contents, staged)
     written: list[tuple[int, int]] = []
-    meter = Progress(f"promoting group {group}")
-    with meter.ticking(), transaction(members[0][0], message, info) as tx:
+    meter = Progress(f"promoting group {group}" if group else f"promoting {members[0][1].batch_id}")
+    with meter.ticking(), commit.transaction(message, info) as tx:
         for (lake, batch), content in zip(members, contents, strict=True):
             if content is None or content.staged == 0:
                 written.append((0, 0))
@@ -190,38 +162,18 @@ def _promote_together_locked(group: str, members: list[tuple[Lake, StagedBatch]]
         if not changed:
             tx.rollback()  # leave the lake (and its snapshot list) alone
         else:
-            for lease in leases:
-                lease.check()  # fencing: commit only while still holding every promote lock
             meter.step("committing")
     meter.finish(sum(staged), f"{sum(i for i, _ in written):,} new" if changed else "nothing new")
-    snapshot = one_row(members[0][0].execute(
-        f"SELECT max(snapshot_id) FROM {members[0][0].name}.snapshots() "
-        "WHERE json_extract_string(commit_extra_info, '$.group') = ?", [group]))[0] if changed else None
     results = []
     for (_, batch), content, rows, (inserted, quarantined) in zip(members, contents, staged, written,
                                                                    strict=True):
         if inserted or quarantined:
             assert content is not None
-            results.append(result(batch.batch_id, Outcome.COMMITTED, rows, inserted, snapshot, content.max_ts,
-                                  quarantined, len(content.lake_files)))
+            results.append(result(batch.batch_id, Outcome.COMMITTED, rows, inserted, commit.snapshot_id,
+                                  content.max_ts, quarantined, len(content.lake_files)))
         else:
             results.append(result(batch.batch_id, Outcome.NO_NEW_ROWS if rows else Outcome.EMPTY, rows))
     return results
-
-
-def _remove_partial_files(lake: Lake, since: float) -> None:
-    """DuckLake's own files in the table folder written since ``since`` that its catalog does not
-    list: the failed insert's (a disk full for this promotion is full for every writer, so no
-    other insert can be completing one of them)."""
-    folder = lake.table_folder
-    listed = {r[0] for r in lake.execute("SELECT data_file FROM ducklake_list_files(?, ?)",
-                                        [lake.name, lake.table]).fetchall()}
-    for info in folder.files_below():
-        uri = f"{folder.scheme}://{info.path}" if folder.scheme else info.path
-        if (info.base_name.startswith("ducklake-")
-                and info.mtime is not None and info.mtime.timestamp() >= since - 1 and uri not in listed):
-            log.info("removing %s, left by the failed insert", uri)
-            folder.fs.delete_file(info.path)
 
 
 @dataclass(frozen=True)
@@ -274,56 +226,31 @@ def _contents(lake: Lake, batch: StagedBatch) -> _Contents:
                      distinct_ids < loadable, min_ts, max_ts)
 
 
-def _promote_locked(lake: Lake, batch: StagedBatch,
-                    started: float, lease: locks.Lease) -> PromotionResult:
-    manifest = batch.manifest
-
-    result = functools.partial(_result, started, batch.batch_id)
-
-    if batches.is_recorded(lake, batch.batch_id):
-        return result(Outcome.ALREADY_PROMOTED, manifest.row_count)
-    if not staging.is_complete(batch.folder):
-        return result(Outcome.SETTLED_ELSEWHERE, manifest.row_count)
-    if not batch.file_uris() and not batch.lake_files:
-        return result(Outcome.NO_NEW_ROWS if manifest.rows_seen else Outcome.EMPTY, manifest.rows_seen)
-    contents = _contents(lake, batch)
-    if contents.staged == 0:
-        return result(Outcome.EMPTY)
-    meter = Progress(f"promoting {batch.batch_id}")  # one statement at a time: steps, then the count
-    with meter.ticking(), transaction(lake, *_commit_text(batch, contents)) as tx:
-        inserted, quarantined = _write(lake, batch, contents, meter)
-        nothing_new = inserted == 0 and quarantined == 0
-        if nothing_new:
-            tx.rollback()  # leave the lake (and its snapshot list) alone
-        else:
-            fresh = _freshness(lake.con, contents.uris(), manifest.arrived_after)
-            _record(lake, batch, contents, inserted, quarantined, started, fresh)
-            lease.check()  # fencing: commit only while still holding the promote lock
-            meter.step("committing")
-    meter.finish(contents.staged, f"{inserted:,} new" if not nothing_new else "nothing new")
-    if nothing_new:
-        return result(Outcome.NO_NEW_ROWS, contents.staged)
-    snapshot = one_row(lake.execute(
-        f"SELECT max(snapshot_id) FROM {lake.name}.snapshots() "
-        "WHERE json_extract_string(commit_extra_info, '$.batch_id') = ?", [batch.batch_id]
-    ))[0]
-    return result(Outcome.COMMITTED, contents.staged, inserted, snapshot, contents.max_ts, quarantined,
-                  len(contents.lake_files))
-
-
-def _commit_text(batch: StagedBatch, contents: _Contents) -> tuple[str, str]:
-    """The snapshot's commit message and its extra info (JSON: what ``--status`` and tests read)."""
+def _commit_text(group: str | None, members: list[tuple[Lake, StagedBatch]],
+                 contents: list[_Contents | None], staged: list[int]) -> tuple[str, dict[str, object]]:
+    """The snapshot's commit message and its extra info (what ``--status`` and tests read): a
+    batch's own, or a group's naming each table's batch."""
+    if group is not None:
+        message = f"promote group {group}: " + ", ".join(
+            f"{lake.table} {rows} row(s) window {batch.manifest.window.brief()}"
+            for (lake, batch), rows in zip(members, staged, strict=True))
+        return message, {"group": group,
+                         "batches": {lake.table: batch.batch_id for lake, batch in members},
+                         "rows_staged": {lake.table: rows
+                                         for (lake, _), rows in zip(members, staged, strict=True)}}
+    [(_, batch)], [content] = members, contents
+    assert content is not None
     manifest = batch.manifest
     message = (f"reconcile batch {batch.batch_id}: backfill late events in {manifest.window.brief()}"
                if manifest.engine == RECONCILE_ENGINE else
                f"promote batch {batch.batch_id} window {manifest.window.brief()}")
-    return message, json.dumps({"batch_id": batch.batch_id, "engine": manifest.engine,
-                                "window_low": manifest.window_low, "window_upper": manifest.window_upper,
-                                "rows_staged": contents.staged, "files_registered": len(contents.lake_files),
-                                **({"proof": {"source_ids": manifest.source_ids,
-                                              "source_id_checksum": manifest.source_id_checksum}}
-                                   if manifest.source_ids is not None else {}),
-                                **({"copy_reason": contents.copy_reason} if contents.copy_reason else {})})
+    return message, {"batch_id": batch.batch_id, "engine": manifest.engine,
+                     "window_low": manifest.window_low, "window_upper": manifest.window_upper,
+                     "rows_staged": content.staged, "files_registered": len(content.lake_files),
+                     **({"proof": {"source_ids": manifest.source_ids,
+                                   "source_id_checksum": manifest.source_id_checksum}}
+                        if manifest.source_ids is not None else {}),
+                     **({"copy_reason": content.copy_reason} if content.copy_reason else {})}
 
 
 def _write(lake: Lake, batch: StagedBatch,

@@ -119,6 +119,45 @@ def test_a_second_scheduler_does_no_duplicate_work(settings, lake_env):
     assert_lake_equals_source(settings, expected_rows=4_000)
 
 
+def _ended_a_load(proc: Proc, after: int, timeout: float = 120) -> None:
+    """Until ``proc`` says a load job of its succeeded or was skipped (after line ``after``)."""
+    deadline = time.monotonic() + timeout
+    while not any(re.search(r"job load (success|skipped) in", line) for line in proc.lines[after:]):
+        assert time.monotonic() < deadline and proc.popen.poll() is None, proc.output[-3000:]
+        time.sleep(0.2)
+
+
+def test_two_schedulers_listing_the_tables_in_either_order_never_load_at_once(settings, lake_env):
+    """A job's lock is the lake's, never the table a process lists first: two schedulers whose
+    SOURCE_TABLES list the same two tables in opposite orders ran loads at once when it was."""
+    from generators.writer import add_events as write_events
+
+    dsn = resolve(settings).source_dsn
+    args = ("--schedule", "--engine", "dlt", "--load-every", "1s", "--expire-every", "1h",
+            "--compact-every", "1h")
+    for table in ("public.events", "public.clicks"):
+        write_events(dsn, table, 300, seed=31)
+    orders = ("public.events,public.clicks", "public.clicks,public.events")
+    procs = [Proc("events_pipeline.py", *args, env={**lake_env, "SOURCE_TABLES": tables}) for tables in orders]
+    try:
+        for i in range(3):
+            for table in ("public.events", "public.clicks"):
+                write_events(dsn, table, 200, seed=40 + i)
+            for proc in procs:  # each scheduler has loaded (or skipped a load the other ran) since
+                _ended_a_load(proc, after=len(proc.lines))
+    finally:
+        assert all(proc.terminate() == 0 for proc in procs)
+    loads = sorted((s, e) for job, status, s, e, _ in _jobs(settings) if job == "load" and status == "success")
+    assert len(loads) >= 2
+    for (_s1, e1), (s2, _e2) in zip(loads, loads[1:], strict=False):
+        assert e1 <= s2, f"two load jobs overlapped: {loads}"
+    env = {**lake_env, "SOURCE_TABLES": orders[0]}
+    assert run_main("--run", "--engine", "dlt", env=env).returncode == 0
+    for table in ("events", "clicks"):
+        [(rows,)] = lake_query(settings, f"SELECT count(*) FROM lake.main.{table}")
+        assert rows == 900, (table, rows)
+
+
 def test_a_failing_job_is_retried_and_the_process_survives(settings, lake_env):
     catalog = PgDsn.parse(lake_env["DUCKLAKE_CATALOG"])
     proxy = TcpProxy(catalog.host, catalog.port)

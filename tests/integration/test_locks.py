@@ -24,7 +24,7 @@ from tests.conftest import ROOT
 def _held_on_the_server(direct_dsn: str, settings, job: str) -> int:
     """Sessions the catalog server itself says hold ``job``'s lock: in this catalog database only,
     as advisory locks are per database and tests on other workers hold the same key in theirs."""
-    key = locks.lock_key(locks.named(settings.lake_name, settings.lake_table, job)) & 0xFFFF_FFFF_FFFF_FFFF
+    key = locks.lock_key(locks.lake_lock(settings.lake_name, job)) & 0xFFFF_FFFF_FFFF_FFFF
     with psycopg.connect(direct_dsn) as conn:
         return conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
                             "AND classid = %s::oid AND objid = %s::oid "
@@ -38,7 +38,7 @@ def test_a_lock_connection_cut_by_the_network_does_not_lock_its_own_process_out(
     Made directly: a proxy that cuts connections closes them properly, which the network does not."""
     settings = resolve(load_settings(lake_env))
     dsn = settings.catalog.pg.conninfo()
-    key = locks.lock_key(locks.named(settings.lake_name, settings.lake_table, "attach"))
+    key = locks.lock_key(locks.lake_lock(settings.lake_name, "attach"))
     ghost = psycopg.connect(dsn, autocommit=True, application_name=locks.application_name())
     try:
         assert ghost.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]
@@ -99,5 +99,5 @@ def test_a_wait_says_which_process_holds_the_lock(lake_env, caplog, monkeypatch)
     finally:
         other.kill()
         other.wait()
-    assert f"waiting for the {locks.named(settings.lake_name, settings.lake_table, 'promote')} lock, held by event-lake " in caplog.text
+    assert f"waiting for the {locks.lake_lock(settings.lake_name, 'promote')} lock, held by event-lake " in caplog.text
     assert f" {other.pid} (server pid " in caplog.text

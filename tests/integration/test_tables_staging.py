@@ -244,6 +244,41 @@ def test_a_repair_of_several_tables_is_one_commit(lake_env):
         assert_lake_equals_source(both.for_table(table))
 
 
+def test_a_repair_whose_lock_was_lost_commits_nothing(lake_env, monkeypatch):
+    """Repair commits through the lake's one commit: fenced as a promotion is. A repair whose promote
+    lock's connection died before COMMIT (another process may hold the lock now) rolls back; the
+    next repair does the work, its snapshot found by its own commit."""
+    from pipeline.errors import CatalogUnavailable
+    from tests import faults
+
+    env = {**lake_env, "SOURCE_TABLES": "public.events,public.sessions:started_at:session_id"}
+    both = resolve(load_settings(env))
+    _linked(both, 4, seed=23)
+    run(both, engine="dlt")
+    session = _session_ids(both)[0]
+    with connect(both.source_dsn) as conn:
+        conn.execute("DELETE FROM public.events WHERE details->>'session_id' = %s", (str(session),))
+        conn.execute("DELETE FROM public.sessions WHERE session_id = %s", (session,))
+    snapshots = f"SELECT count(*) FROM {both.lake_name}.snapshots()"
+    [(before,)] = lake_query(both, snapshots)
+    with monkeypatch.context() as patch:
+        faults.install("lose-lock", patch.setattr)
+        with Pipeline(both, engine="dlt") as pipeline, pytest.raises(CatalogUnavailable, match="Lost the"):
+            pipeline.repair(None)
+    assert lake_query(both, snapshots) == [(before,)]  # nothing committed
+    [(sessions, events)] = lake_query(both, f"SELECT (SELECT count(*) FROM {both.lake_name}.main.sessions), "
+                                            f"(SELECT count(*) FROM {both.lake_name}.main.events)")
+    assert (sessions, events) == (4, 12)  # the lake as it was: the deleted session's rows kept
+    with Pipeline(both, engine="dlt") as pipeline:
+        report = pipeline.repair(None)
+    assert {name: part.rows_removed for name, part in report.tables.items()} == {"events": 3, "sessions": 1}
+    [(info,)] = lake_query(both, f"SELECT commit_extra_info FROM {both.lake_name}.snapshots() "
+                                 f"WHERE snapshot_id = {report.snapshot_id}")
+    assert "repair" in json.loads(info)
+    for table in both.tables:
+        assert_lake_equals_source(both.for_table(table))
+
+
 def test_a_table_added_to_a_loaded_lake_catches_up_in_bounded_batches_without_holding_the_others_back(lake_env):
     """A table added to SOURCE_TABLES on a loaded lake reads its history BACKFILL_BATCH_ROWS at a
     time, one part per run, while the other tables load what arrived as before; --status says so."""
