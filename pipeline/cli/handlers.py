@@ -110,20 +110,12 @@ def status(cmd: Command) -> Outcome:
 def verify(cmd: Command) -> Outcome:
     from pipeline.ops.pipeline import Pipeline
 
-    tables = cmd.settings.tables
-    verdicts: list[tuple[bool, str]] = []
-    for table in tables:  # SOURCE_TABLES: each table against its source
-        with Pipeline(cmd.settings.for_table(table)) as lake:
-            if cmd.args.since:  # by identity, bucket by bucket: no row read where the buckets agree
-                check = lake.prove(_since(cmd.args))
-                verdicts.append((check.exact, check.describe()))
-            else:
-                comparison = lake.verify()
-                verdicts.append((comparison.equal, comparison.describe()))
-    if len(tables) == 1:
-        return verdicts[0]
-    return (all(ok for ok, _ in verdicts),
-            "\n".join(f"{table.name}: {text}" for table, (_, text) in zip(tables, verdicts, strict=True)))
+    with Pipeline(cmd.settings) as lake:  # every table of the image against its source
+        if cmd.args.since:  # by identity, bucket by bucket: no row read where the buckets agree
+            check = lake.prove(_since(cmd.args))
+            return check.exact, check.describe()
+        comparison = lake.verify()
+        return comparison.equal, comparison.describe()
 
 
 def print_attach(cmd: Command) -> Outcome:

@@ -56,6 +56,27 @@ class Comparison:
                 + "".join(f"\n  {line}" for line in self.differences))
 
 
+@dataclass(frozen=True)
+class ImageComparison:
+    """Every table of the image against its source (``Pipeline.verify()``): equal only when each is."""
+
+    tables: dict[str, Comparison]  # by lake table, in SOURCE_TABLES' order
+
+    @property
+    def equal(self) -> bool:
+        return all(comparison.equal for comparison in self.tables.values())
+
+    def describe(self) -> str:
+        return per_table({name: comparison.describe() for name, comparison in self.tables.items()})
+
+
+def per_table(texts: dict[str, str]) -> str:
+    """Each table's words: a lone table's alone (as a one-table lake always said), else each named."""
+    if len(texts) == 1:
+        return next(iter(texts.values()))
+    return "\n".join(f"{name}: {text}" for name, text in texts.items())
+
+
 def fingerprint(con: duckdb.DuckDBPyConnection, relation: str,
                 upper: datetime | None = None) -> Fingerprint:
     where = "WHERE event_timestamp <= $upper" if upper else ""

@@ -17,7 +17,7 @@ from pipeline import logs
 from pipeline.errors import PipelineError
 from pipeline.extract.engines import engine_of
 from pipeline.lake.connect import lake_session
-from pipeline.lake.verify import Comparison
+from pipeline.lake.verify import ImageComparison
 from pipeline.ops.pipeline import Pipeline
 from pipeline.ops.run import RunReport
 from pipeline.settings import Settings
@@ -37,7 +37,7 @@ class DemoResult:
     before_version: int  # the snapshot before the late events
     counts_before: dict[str, int]  # events by type AT (VERSION => before_version)
     counts_now: dict[str, int]
-    comparison: Comparison
+    comparison: ImageComparison
     # SOURCE_TABLES: sessions and their events loaded as one image, then checked at every version
     # since: (version, events without their session, sessions without all their events)
     joins: list[tuple[int, int, int]] = field(default_factory=list)

@@ -39,8 +39,8 @@ if TYPE_CHECKING:
 
     from pipeline.extract.spark_lease import SparkLease
     from pipeline.lake.maintain import MaintenanceReport
-    from pipeline.lake.verify import Comparison
-    from pipeline.ops.proof import RangeCheck
+    from pipeline.lake.verify import ImageComparison
+    from pipeline.ops.proof import ImageCheck
     from pipeline.ops.reconcile import ReconcileReport
     from pipeline.ops.repair import RepairReport
     from pipeline.ops.status import Status
@@ -252,24 +252,35 @@ class Pipeline:
             details.update(report.as_dict())
         return report
 
-    def verify(self) -> Comparison:
-        """The lake against the source: counts, distinct ids, checksum (:mod:`pipeline.lake.verify`)."""
-        from pipeline.lake.verify import compare
+    def verify(self) -> ImageComparison:
+        """Every table against its source: counts, distinct ids, checksum (:mod:`pipeline.lake.verify`);
+        equal only when each table is."""
+        from pipeline.lake.verify import ImageComparison, compare
 
         with self._own():
-            return compare(self.settings)
+            return ImageComparison({table.name: compare(self.settings.for_table(table))
+                                    for table in self.settings.tables})
 
-    def prove(self, since: timedelta | None) -> RangeCheck:
-        """The lake against the source by id over ``since`` before the watermark (None: all), bucket
+    def prove(self, since: timedelta | None) -> ImageCheck:
+        """Every table against its source by id over ``since`` before the watermark (None: all), bucket
         by bucket (:func:`pipeline.ops.proof.prove_in`), in one source snapshot: no row is read
-        where the buckets agree."""
-        from pipeline.ops.proof import prove_in
+        where the buckets agree. Tables of an image are proven over one range, up to the oldest
+        watermark (as reconcile and repair compare them); exact only when each table is."""
+        from pipeline.lake import batches
+        from pipeline.ops.proof import ImageCheck, prove_in
         from pipeline.source.shape import SourceRelation
         from pipeline.source.snapshot import exported_snapshot
 
-        with self._own(), lake_session(self.settings, read_only=True) as lake, \
-                exported_snapshot(self.settings.source_dsn, arrivals=False) as snapshot:
-            return prove_in(snapshot.conn, lake, SourceRelation.of(snapshot.conn, self.settings), since)
+        settings = self.settings
+        with self._own(), lake_session(settings, read_only=True) as lake, \
+                exported_snapshot(settings.source_dsn, arrivals=False) as snapshot:
+            tables = {table: lake.for_table(table.name, table.id_column, table.time_column)
+                      for table in settings.tables}
+            common = batches.oldest_watermark(tables.values()) if len(tables) > 1 else None
+            relations = {table: SourceRelation.of(snapshot.conn, settings.for_table(table))
+                         for table in tables}
+            return ImageCheck({table.name: prove_in(snapshot.conn, member, relations[table], since, common)
+                               for table, member in tables.items()})
 
     def repair(self, since: timedelta | None) -> RepairReport:
         """Replace the lake's rows of every id that differs from the source over ``since`` (None:

@@ -26,6 +26,7 @@ from pipeline.errors import ConfigError
 from pipeline.id_checksum import IdSum
 from pipeline.lake import batches
 from pipeline.lake.session import Lake
+from pipeline.lake.verify import per_table
 from pipeline.settings.pgdsn import PgDsn
 from pipeline.source import stats
 from pipeline.source.shape import IdShape, SourceRelation
@@ -188,6 +189,32 @@ def newer_than_snapshot(source_dsn: PgDsn, table: SourceRelation, check: RangeCh
                                  uuid_typed=how.uuid_typed)
     extra = [i for i in check.extra if i not in now]
     return replace(check, extra=extra)
+
+
+@dataclass(frozen=True)
+class ImageCheck:
+    """Every table of the image proven by id (``Pipeline.prove()``): exact only when each is."""
+
+    tables: dict[str, RangeCheck]  # by lake table, in SOURCE_TABLES' order
+
+    @property
+    def exact(self) -> bool:
+        return all(check.exact for check in self.tables.values())
+
+    @property
+    def missing(self) -> list[UUID]:
+        return [i for check in self.tables.values() for i in check.missing]
+
+    @property
+    def extra(self) -> list[UUID]:
+        return [i for check in self.tables.values() for i in check.extra]
+
+    @property
+    def moved(self) -> list[UUID]:
+        return [i for check in self.tables.values() for i in check.moved]
+
+    def describe(self) -> str:
+        return per_table({name: check.describe() for name, check in self.tables.items()})
 
 
 def prove_in(conn: psycopg.Connection, lake: Lake, table: SourceRelation,

@@ -244,6 +244,26 @@ def test_a_repair_of_several_tables_is_one_commit(lake_env):
         assert_lake_equals_source(both.for_table(table))
 
 
+def test_verify_and_prove_from_python_see_every_table_not_the_first_alone(lake_env):
+    """Pipeline.verify() and prove() speak of the image: a row deleted from the second table's
+    source after loading makes both differ, named by that table (they checked the first alone)."""
+    env = {**lake_env, "SOURCE_TABLES": BOTH}  # sessions listed first, events second
+    both = resolve(load_settings(env))
+    _linked(both, 3, seed=25)
+    run(both, engine="dlt")
+    with Pipeline(both, engine="dlt") as pipeline:
+        assert pipeline.verify().equal and pipeline.prove(None).exact
+        with connect(both.source_dsn) as conn:
+            [(gone,)] = conn.execute("DELETE FROM public.events WHERE event_id = "
+                                     "(SELECT event_id FROM public.events ORDER BY 1 LIMIT 1) RETURNING event_id").fetchall()
+        comparison, check = pipeline.verify(), pipeline.prove(None)
+    assert not comparison.equal and list(comparison.tables) == ["sessions", "events"]
+    assert comparison.tables["sessions"].equal and not comparison.tables["events"].equal
+    assert "events: LAKE DIFFERS FROM SOURCE" in comparison.describe(), comparison.describe()
+    assert not check.exact and check.tables["sessions"].exact, check.describe()
+    assert check.extra == [gone] and check.tables["events"].extra == [gone], check.describe()
+
+
 def test_a_repair_whose_lock_was_lost_commits_nothing(lake_env, monkeypatch):
     """Repair commits through the lake's one commit: fenced as a promotion is. A repair whose promote
     lock's connection died before COMMIT (another process may hold the lock now) rolls back; the
