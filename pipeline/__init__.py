@@ -18,11 +18,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-__version__ = "0.1.0"  # kept equal to pyproject.toml's version (a test checks)
+from pipeline.version import __version__
 
 _PUBLIC = {
     "Pipeline": "pipeline.ops.pipeline",
-    "Settings": ("pipeline.settings.load", "settings_of"),
+    "Settings": "pipeline.settings.model",
     "load_settings": "pipeline.settings.load",
     "RunReport": "pipeline.ops.run",
     "MaintenanceReport": "pipeline.lake.maintain",
@@ -33,7 +33,7 @@ _PUBLIC = {
     "TransientError": "pipeline.errors",
 }
 __all__ = ["ConfigError", "MaintenanceReport", "Pipeline", "PipelineError", "ReconcileReport", "RunReport",
-           "Settings", "Status", "TransientError", "load_settings"]
+           "Settings", "Status", "TransientError", "__version__", "load_settings"]
 
 if TYPE_CHECKING:
     from pipeline.errors import ConfigError, PipelineError, TransientError
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from pipeline.ops.run import RunReport
     from pipeline.ops.status import Status
     from pipeline.settings.load import load_settings
-    from pipeline.settings.load import settings_of as Settings
+    from pipeline.settings.model import Settings
 
 
 def __getattr__(name: str) -> object:

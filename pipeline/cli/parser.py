@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import argparse
 
-from pipeline import __version__, invocation
+from pipeline import invocation
 from pipeline.cli import docs_links
 from pipeline.cli.handlers import ACTIONS, action_word, dest
 from pipeline.extract.engines import ENGINES
 from pipeline.settings.keys import default
 from pipeline.settings.platform import default_home
+from pipeline.version import __version__
 
 # flag -> the environment key it overrides (read by pipeline.settings.load_settings)
 SETTING_FLAGS = {"--lookback": "LOOKBACK", "--load-every": "LOAD_EVERY", "--every": "FOLLOW_EVERY",

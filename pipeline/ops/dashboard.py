@@ -12,10 +12,10 @@ from datetime import UTC, datetime
 from html import escape
 from typing import Any
 
-from pipeline import __version__
 from pipeline.ops.observe import Observation
 from pipeline.ops.scheduler_state import SchedulerState
 from pipeline.source.window import iso
+from pipeline.version import __version__
 
 WIDTH, HEIGHT = 560, 210
 LEFT, RIGHT, TOP, BOTTOM = 58, 14, 12, 30  # plot margins: room for the axis labels

@@ -24,6 +24,7 @@ from pipeline.settings.model import (
     Promotion,
     Reader,
     Settings,
+    SettingsFields,
     SourceTable,
     SparkOptions,
     StagingWriter,
@@ -145,7 +146,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
     chosen_embedded = (catalog or "").lower() == EMBEDDED
     catalog = None if chosen_embedded else catalog
     secret = read.raw("S3_SECRET_ACCESS_KEY")
-    return Settings(
+    return Settings.holding(SettingsFields(
         home=home,
         source_dsn=PgDsn.parse(dsn, read.name("SOURCE_PG_DSN")) if dsn else None,
         source_table=source_table,
@@ -198,7 +199,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
         source_tables=source_tables,
         id_column=(source_tables or (SourceTable(source_table),))[0].id_column,
         time_column=(source_tables or (SourceTable(source_table),))[0].time_column,
-    )
+    ))
 
 
 def _source_tables(read: _Reader) -> tuple[SourceTable, ...]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import Self
+from typing import Any, Self, TypedDict, Unpack, cast
 
 from pipeline.errors import ConfigError
 from pipeline.settings.catalog import CatalogSpec
@@ -112,9 +112,69 @@ class Intervals:
     reconcile_since: timedelta | None  # how far back reconcile compares; None: all of history
 
 
+SettingValue = str | int | float | bool | timedelta | Path | None
+
+
+class SettingsKeywords(TypedDict, total=False):
+    """``Settings(...)``'s keywords: the environment keys in lower case (a test keeps them equal)."""
+
+    backfill_batch_rows: SettingValue
+    compact_every: SettingValue
+    compact_files: SettingValue
+    ducklake_catalog: SettingValue
+    ducklake_catalog_file: SettingValue
+    ducklake_catalog_reader: SettingValue
+    ducklake_catalog_reader_file: SettingValue
+    ducklake_data_path: SettingValue
+    ducklake_name: SettingValue
+    event_lake_home: SettingValue
+    expire_every: SettingValue
+    follow_every: SettingValue
+    load_every: SettingValue
+    load_timeout: SettingValue
+    lookback: SettingValue
+    metrics_host: SettingValue
+    metrics_port: SettingValue
+    metrics_token: SettingValue
+    metrics_token_file: SettingValue
+    promotion: SettingValue
+    r2_account_id: SettingValue
+    reconcile_every: SettingValue
+    reconcile_since: SettingValue
+    retention: SettingValue
+    s3_access_key_id: SettingValue
+    s3_endpoint: SettingValue
+    s3_region: SettingValue
+    s3_secret_access_key: SettingValue
+    s3_secret_access_key_file: SettingValue
+    s3_url_style: SettingValue
+    s3_use_ssl: SettingValue
+    schema_drift: SettingValue
+    source_arrival_column: SettingValue
+    source_pg_dsn: SettingValue
+    source_pg_dsn_file: SettingValue
+    source_table: SettingValue
+    source_tables: SettingValue
+    source_timezone: SettingValue
+    spark_class_archive: SettingValue
+    spark_conf: SettingValue
+    spark_driver_memory: SettingValue
+    spark_executor_wait: SettingValue
+    spark_jdbc_jar: SettingValue
+    spark_master: SettingValue
+    spark_partitions: SettingValue
+    spark_reader: SettingValue
+    spark_remote: SettingValue
+    spark_ui: SettingValue
+    spark_verbose: SettingValue
+    sql_memory: SettingValue
+    staging_path: SettingValue
+    staging_writer: SettingValue
+
+
 @dataclass(frozen=True, kw_only=True)
-class Settings:
-    """Everything a command needs to know; built once by :func:`load_settings`."""
+class SettingsFields:
+    """What :class:`Settings` holds (its dataclass fields, set by :func:`load_settings`)."""
 
     home: Path
     source_dsn: PgDsn | None
@@ -150,6 +210,33 @@ class Settings:
     # the source table's columns that name and date a row (SOURCE_TABLES' own; see pipeline.columns)
     id_column: str = DEFAULT_ID_COLUMN
     time_column: str = DEFAULT_TIME_COLUMN
+
+
+@dataclass(frozen=True, kw_only=True, init=False)
+class Settings(SettingsFields):
+    """Everything a command needs to know. From Python::
+
+        Settings(source_pg_dsn="postgresql://app@db/app", lookback=timedelta(minutes=5))
+
+    takes the environment keys in lower case (:class:`SettingsKeywords`: a misspelled one is a type
+    error, and at run time a :class:`~pipeline.errors.ConfigError` naming the nearest), the rest from
+    their defaults — not from the environment or ``.env``: what a program passes is all there is.
+    Commands build it once with :func:`~pipeline.settings.load.load_settings`."""
+
+    def __init__(self, **values: Unpack[SettingsKeywords]) -> None:
+        if "home" in values:  # every field, as load_settings and dataclasses.replace give them
+            SettingsFields.__init__(self, **cast("dict[str, Any]", values))
+            return
+        from pipeline.settings.load import settings_of
+
+        _fill(self, settings_of(**values))
+
+    @classmethod
+    def holding(cls, fields: SettingsFields) -> Settings:
+        """The settings holding ``fields`` (what :func:`load_settings` read and checked)."""
+        settings = cls.__new__(cls)
+        _fill(settings, fields)
+        return settings
 
     @property
     def tables(self) -> tuple[SourceTable, ...]:
@@ -196,6 +283,11 @@ class Settings:
     @property
     def quarantine_table(self) -> str:
         return f"{self.lake_name}.{self.ops_schema}.quarantine"
+
+
+def _fill(settings: SettingsFields, fields: SettingsFields) -> None:
+    names = SettingsFields.__dataclass_fields__
+    SettingsFields.__init__(settings, **{name: getattr(fields, name) for name in names})
 
 
 @dataclass(frozen=True, kw_only=True)
