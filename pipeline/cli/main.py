@@ -12,7 +12,7 @@ from pipeline import logs
 from pipeline.cli import analysis, output, voice
 from pipeline.cli.command import Command
 from pipeline.cli.handlers import ACTIONS, Outcome, action_word
-from pipeline.cli.parser import SETTING_FLAGS, build_parser, setting_flags
+from pipeline.cli.parser import SETTING_FLAGS, build_parser, refuse_foreign_options, setting_flags
 from pipeline.errors import ConfigError, PipelineError, ShutdownRequested
 from pipeline.process import exit_quietly_on_broken_pipe, interrupt_command, on_stop, stop_signal
 from pipeline.settings import Settings, load_settings
@@ -45,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if clash:
             raise ConfigError(f"--json and --format {args.format} ask for two formats.", "Give one of them.")
+        refuse_foreign_options(args, parser)
         settings = load_settings(flags=setting_flags(args), spark_conf=args.spark_conf)
         ok, message = dispatch(args, settings)
     except PipelineError as exc:

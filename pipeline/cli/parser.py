@@ -27,6 +27,19 @@ SETTING_FLAGS = {"--lookback": "LOOKBACK", "--load-every": "LOAD_EVERY", "--ever
 
 SQL_TIMEOUT = "10m"
 
+# an option that belongs to some commands -> those commands; given with another, it is refused before
+# anything runs (`--run --at-version 3` ran a load and ignored the version). Setting flags (--lookback,
+# --retention, --metrics-port, …) are settings: every command reads them.
+_SQL_SESSION = ("--sql", "--sql-file", "--snapshots", "--changes")
+_LONG_RUNNING = ("--schedule", "--follow")
+OPTION_OWNERS: dict[str, tuple[str, ...]] = {
+    "--at-version": _SQL_SESSION, "--at-time": _SQL_SESSION, "--limit": _SQL_SESSION,
+    "--timeout": _SQL_SESSION, "--memory": _SQL_SESSION, "--param": ("--sql", "--sql-file"),
+    "--write": ("--sql", "--sql-file", "--print-attach"), "--show-secrets": ("--print-attach",),
+    "--table": ("--changes",), "--dry-run": ("--maintain",), "--run-now": ("--schedule",),
+    "--every": ("--follow",), "--since": ("--verify", "--repair", "--reconcile", *_LONG_RUNNING),
+}
+
 
 def build_parser() -> argparse.ArgumentParser:
     prog = invocation.pipeline_command()
@@ -108,6 +121,25 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--verbose", action="store_true", help="Debug logging.")
     parser.add_argument("--version", action="version", version=f"event-lake {__version__}")
     return parser
+
+
+def refuse_foreign_options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """An option given with a command it does not belong to is a ConfigError naming both (before
+    anything runs: it would be ignored, and the command would do what was not asked)."""
+    from pipeline.errors import ConfigError
+
+    commands = [action.flag for action in ACTIONS if getattr(args, action.dest)]
+    commands += [flag for flag in ("--sql", "--sql-file") if getattr(args, dest(flag))]
+    if not commands:
+        return  # nothing asked: the dispatcher says so
+    for option, owners in OPTION_OWNERS.items():
+        name = dest(option)
+        if getattr(args, name) == parser.get_default(name):
+            continue
+        foreign = [command for command in commands if command not in owners]
+        if foreign:
+            raise ConfigError(f"{option} belongs to {', '.join(owners)}, not {foreign[0]}: nothing was run.",
+                              f"Drop {option}, or give it with {owners[0]}.")
 
 
 def setting_flags(args: argparse.Namespace) -> dict[str, tuple[str, str | None]]:
