@@ -55,8 +55,15 @@ def _flags(parser: argparse.ArgumentParser) -> list[str]:
 def cli_page() -> str:
     """Both command lines, flag by flag, as their ``--help`` says."""
     from generators.cli import build_parser as generator_parser
+    from pipeline.cli.parser import OPTION_OWNERS
     from pipeline.cli.parser import build_parser as pipeline_parser
 
+    owned = ["", "### Options that belong to commands", "",
+             "Given with any other command, each is refused before anything runs, naming both (the "
+             "setting flags above, such as `--lookback` or `--retention`, are settings: every command "
+             "reads them).", "", "| option | belongs to |", "|---|---|",
+             *(f"| `{option}` | {', '.join(f'`{owner}`' for owner in owners)} |"
+               for option, owners in OPTION_OWNERS.items())]
     return "\n".join([
         GENERATED, "", "# Command-line reference", "",
         "Two commands: the pipeline (`uv run events_pipeline.py`, installed as `event-lake`) and the "
@@ -64,7 +71,7 @@ def cli_page() -> str:
         "action of the pipeline also works as a word: `event-lake status --json` is "
         "`event-lake --status --json`. Exit status is non-zero whenever anything failed; with `--json`, "
         "stdout holds exactly one JSON document.", "",
-        "## The pipeline: `events_pipeline.py`", *_flags(pipeline_parser()), "",
+        "## The pipeline: `events_pipeline.py`", *_flags(pipeline_parser()), *owned, "",
         "## The generator: `insert_event_data_loop.py`", *_flags(generator_parser()), ""])
 
 
