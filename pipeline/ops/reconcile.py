@@ -25,7 +25,7 @@ from pipeline.lake.connect import lake_session
 from pipeline.lake.identity import lake_id, table_names
 from pipeline.lake.schema import column_types, ensure_tables
 from pipeline.lake.session import Lake
-from pipeline.promote.promotion import RECONCILE_ENGINE, PromotionResult, promote, promote_together
+from pipeline.promote.promotion import RECONCILE_ENGINE, PromotionResult, promote_together
 from pipeline.settings import ResolvedSettings
 from pipeline.settings.durations import format_duration
 from pipeline.source import shape, stats
@@ -98,12 +98,7 @@ def reconcile(resolved: ResolvedSettings, since: timedelta | str | None = None) 
     report = ReconcileReport(since=format_duration(since) if isinstance(since, timedelta) else ALL)
     started = time.monotonic()
     with lake_session(resolved, source=True) as lake:  # the source attached as src, for backfills
-        if resolved.source_tables:
-            _reconcile_tables(lake, resolved, since, report)
-        else:
-            backfill = _compare_and_write(lake, resolved, since, report)
-            if backfill is not None:
-                _settled(report, promote(lake, backfill.seal()))
+        _reconcile_image(lake, resolved, since, report)
     report.seconds = round(time.monotonic() - started, 3)
     log.info("reconcile: %s", report.summary())
     return report
@@ -114,15 +109,18 @@ def _settled(report: ReconcileReport, result: PromotionResult) -> None:
     report.snapshot_id = result.snapshot_id
 
 
-def _reconcile_tables(lake: Lake, resolved: ResolvedSettings, since: timedelta | str,
-                      report: ReconcileReport) -> None:
-    """Each SOURCE_TABLES table compared and its backfill written; the backfills sealed as one group
-    and promoted in one commit (a late session and its late events land together), the group
-    claimed in every table's folder meanwhile (a load's leftover pass leaves it alone)."""
-    group = staging.new_batch_id()
-    dirs = [staging.table_dir(resolved.for_table(t)) for t in resolved.tables]
-    for folder in dirs:
-        staging.claim_batch(folder, group)
+def _reconcile_image(lake: Lake, resolved: ResolvedSettings, since: timedelta | str,
+                     report: ReconcileReport) -> None:
+    """Every table of the image compared over one range and its backfill written; the backfills
+    promoted in one commit (a late session and its late events land together). Tables listed in
+    SOURCE_TABLES are sealed as one group, claimed in every table's folder meanwhile (a load's
+    leftover pass leaves it alone), each with its part of the report; SOURCE_TABLE's one table's
+    backfill is a batch of its own, its part the report."""
+    grouped = bool(resolved.source_tables)
+    group = staging.new_batch_id() if grouped else None
+    claims = [(staging.table_dir(resolved.for_table(t)), group) for t in resolved.tables] if group else []
+    for folder, claim in claims:
+        staging.claim_batch(folder, claim)
     try:
         written: list[_Backfill] = []
         lakes = {table.name: lake.for_table(table.name, table.id_column, table.time_column)
@@ -131,29 +129,38 @@ def _reconcile_tables(lake: Lake, resolved: ResolvedSettings, since: timedelta |
         # backfilled a late session and left its events, dated alike, to a later load: a torn image)
         loaded = (lake.ops_schema, "batches") in table_names(lake)  # (a lake made by this reconcile: none)
         common = batches.oldest_watermark(lakes.values()) if loaded else None
+        parts = {}
         for table in resolved.tables:
-            part = report.tables[table.name] = ReconcileReport(since=report.since)
+            part = parts[table.name] = ReconcileReport(since=report.since) if grouped else report
             backfill = _compare_and_write(lakes[table.name], resolved.for_table(table), since, part, common)
             if backfill is not None:
                 written.append(backfill)
         members = {b.lake.table: b.batch_id for b in written}
-        staged = [(b.lake, b.seal(group=group, group_batches=members)) for b in written]
+        staged = [(b.lake, b.seal(group=group, group_batches=members) if group else b.seal())
+                  for b in written]
         results = promote_together(group, staged) if staged else []
         for (member, _), result in zip(staged, results, strict=True):
-            _settled(report.tables[member.table], result)
+            _settled(parts[member.table], result)
     finally:
-        for folder in dirs:
-            staging.release_batch(folder, group)
-    parts = list(report.tables.values())
-    report.low, report.upper = min((p.low or "" for p in parts), default=None) or None, max(
-        (p.upper or "" for p in parts), default="") or None
-    report.hours_compared = sum(p.hours_compared for p in parts)
-    report.hours_differing = sorted({h for p in parts for h in p.hours_differing})
-    report.rows_backfilled = sum(p.rows_backfilled for p in parts)
-    report.rows_quarantined = sum(p.rows_quarantined for p in parts)
-    report.lake_rows_not_in_source = sum(p.lake_rows_not_in_source for p in parts)
-    report.lake_ids_doubled = sum(p.lake_ids_doubled for p in parts)
-    report.snapshot_id = max((p.snapshot_id for p in parts if p.snapshot_id is not None), default=None)
+        for folder, claim in claims:
+            staging.release_batch(folder, claim)
+    if grouped:
+        _sum_parts(report, parts)
+
+
+def _sum_parts(report: ReconcileReport, parts: dict[str, ReconcileReport]) -> None:
+    """The image's report: every table's part, and their range, counts and snapshot."""
+    report.tables = parts
+    every = list(parts.values())
+    report.low, report.upper = min((p.low or "" for p in every), default=None) or None, max(
+        (p.upper or "" for p in every), default="") or None
+    report.hours_compared = sum(p.hours_compared for p in every)
+    report.hours_differing = sorted({h for p in every for h in p.hours_differing})
+    report.rows_backfilled = sum(p.rows_backfilled for p in every)
+    report.rows_quarantined = sum(p.rows_quarantined for p in every)
+    report.lake_rows_not_in_source = sum(p.lake_rows_not_in_source for p in every)
+    report.lake_ids_doubled = sum(p.lake_ids_doubled for p in every)
+    report.snapshot_id = max((p.snapshot_id for p in every if p.snapshot_id is not None), default=None)
 
 
 def _compare_and_write(lake: Lake, resolved: ResolvedSettings, since: timedelta | str,

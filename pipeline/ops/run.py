@@ -233,37 +233,20 @@ class Loader:
         to a session of its own if the run's failed); the readiness it checked or was given."""
         settings, engines = self.settings, self.engines
         checking = ready is None
-        with lake_session(settings, tables=checking) as lake, \
+        with lake_session(settings) as lake, \
                 jobs.JobHistory(settings).recorded(record_as, lake) as details:
-            one: _Run | _TablesRun = (_TablesRun(settings, lake, report, tables=checking)
-                                      if settings.source_tables else _Run(settings, lake, report))
+            image = _ImageLoad(settings, lake, report)
             if ready is None:
-                if isinstance(one, _Run) and mode.extracts:  # one table of SOURCE_TABLES alone
-                    make_own_tables([one])
-                if mode.extracts:
-                    one.refuse_another_source()
-                    if isinstance(one, _Run):  # SOURCE_TABLE: one table, maybe one of an image
-                        refuse_tearing_an_image(lake)
-                one.clean_staging()
+                image.check(extracts=mode.extracts)
                 ready = Readiness(lake_id(lake))
             if mode.promotes and checking:  # a load's own batches are promoted as it goes
-                one.promote_leftovers(ready.lake_identity)
-            if isinstance(one, _TablesRun):
-                if mode.extracts:
-                    one.load(ready.lake_identity, engines, promote_now=mode.promotes)
-                else:
-                    one.read_watermarks()
-            elif mode.extracts:
-                # the watermark is read with the plan's other lake reads, in one lake transaction
-                # (after leftovers: their commits move it)
-                short = one.extract_and_promote(ready.lake_identity, engines, promote_now=mode.promotes)
-                # ids the window did not read: read the same look-back whole, now
-                if short and one.extract_and_promote(ready.lake_identity, engines, promote_now=True,
-                                                     rows_behind=short):
-                    log.warning("%s after reading the whole look-back: the next run reads them again",
-                                report.check and report.check.describe())
+                image.promote_leftovers(ready.lake_identity)
+            if mode.extracts:
+                # the watermarks are read with the plan's other lake reads, in one lake transaction
+                # (after leftovers: their commits move them)
+                image.load(ready.lake_identity, engines, promote_now=mode.promotes)
             else:
-                report.watermark = batches.watermark(lake)
+                image.read_watermarks()
             if report.rows_inserted and count_unmerged:  # in this session: no attach of its own
                 report.files_to_merge = unmerged_files(lake)
             report.seconds["total"] = time.monotonic() - started
@@ -321,16 +304,14 @@ class Engines:
 
 
 @dataclass
-class _Run:
-    """One run's parts that stay the same throughout: its settings, its lake session and its report."""
+class _TableLoad:
+    """One table's part of an image load: its settings and lake table, its report, where its first
+    plan started."""
 
     settings: ResolvedSettings
     lake: Lake
     report: RunReport
-    planned_from: datetime | None = None  # the watermark the run's first plan started after
-
-    def refuse_another_source(self) -> None:
-        refuse_another_source(self.lake, self.settings.source_name)
+    planned_from: datetime | None = None  # the watermark the load's first plan started after
 
     def clean_staging(self) -> None:
         try:
@@ -355,64 +336,10 @@ class _Run:
             staging.release_batch(table_dir, batch_id)
             log.info("removed the leftovers of batch %s, whose extraction died with its process", batch_id)
 
-    def promote_leftovers(self, lake_identity: str) -> None:
-        """Batches an earlier run staged but did not promote (a crash, --extract-only); a batch of a
-        SOURCE_TABLES plan goes with its group's, all in one commit or none."""
-        for batch in staging.complete_batches(staging.table_dir(self.settings), lake_identity):
-            if batch.manifest.group is not None:
-                if staging.is_complete(batch.folder):  # an earlier group of this pass took it
-                    self.promote_group(batch.manifest.group, batch.manifest.group_batches or {})
-                continue
-            log.info("promoting staged batch %s (%d rows)", batch.batch_id, batch.manifest.row_count)
-            self.promote_or_set_aside(batch)
-
-    def promote_group(self, group: str, members: dict[str, str]) -> list[tuple[str, PromotionResult]]:
-        """A SOURCE_TABLES plan's batches (see :func:`promote_staged_group`), recorded in this run's
-        report; the results by table."""
-        results, set_aside = promote_staged_group(self.settings, self.lake, group, members)
-        for _, result in results:
-            self.report.advance(result)
-        self.report.set_aside.extend(set_aside)
-        return results
-
-    def extract_and_promote(self, lake_identity: str, engines: Engines, promote_now: bool,
-                            rows_behind: int = 0) -> int:
-        """Plan the window after the watermark, extract and (``promote_now``) promote it, then check by
-        identity that the lake holds every id the planner's snapshot holds in the window's range.
-        Returns how many of those ids the lake still lacks (0: none); ``rows_behind``: that count
-        from a first pass, whose second pass reads the whole look-back after the first pass's
-        watermark. A first pass reads the watermark with the plan's other lake reads, in one lake
-        transaction (:attr:`planned_from` keeps it)."""
-        settings, report = self.settings, self.report
-        t0 = time.monotonic()
-        # the planner's transaction stays open until the engine has read and the batch is checked:
-        # its snapshot is shared, and it is what the lake is compared with
-        with exported_snapshot(settings.source_dsn, arrivals=settings.arrival_column is not None) as snapshot:
-            with one_read(self.lake):  # the plan's lake reads see one lake snapshot
-                if not rows_behind:
-                    report.watermark = self.planned_from = batches.watermark(self.lake)
-                plan = plan_batch(snapshot, self.lake, settings, self.planned_from, rows_behind=rows_behind)
-            report.planned(plan)
-            report.seconds["plan"] = report.seconds.get("plan", 0.0) + time.monotonic() - t0
-            if plan.stats.rows == 0:
-                log.info("no new events in window %s", plan.window.describe())
-                if self.held_as_planned(plan):
-                    return 0
-                return self.check_identity(snapshot, plan) if promote_now else 0
-            batch = self.extract(lake_identity, engines, snapshot, plan)
-            if not promote_now:
-                return 0
-            t0 = time.monotonic()
-            result = self.promote_or_set_aside(batch)
-            report.seconds["promote"] = report.seconds.get("promote", 0.0) + time.monotonic() - t0
-            if result is None or not result.outcome.moves_the_watermark:
-                return 0
-            return self.check_identity(snapshot, plan, result.rows_inserted)
-
     def extract(self, lake_identity: str, engines: Engines, snapshot: PlannerSnapshot,
                 plan: BatchPlan, group: tuple[str, dict[str, str]] | None = None) -> StagedBatch:
         """Stage the plan's rows as a batch, read in the planner's snapshot (``group``: a
-        SOURCE_TABLES plan's name and batch ids, this table's among them)."""
+        SOURCE_TABLES plan's name and batch ids, this table's among them, claimed by the image)."""
         settings, report = self.settings, self.report
         log.info("extracting %d rows in window %s with %s", plan.stats.rows, plan.window.describe(),
                  engines.name)
@@ -484,88 +411,97 @@ class _Run:
         """Promote ``batch``; if the batch itself cannot be read or loaded (a corrupt or foreign
         file, not an outage), move it aside with the error so the batches after it still load
         (and return None)."""
-        settings = self.settings
         try:
-            result = promote(self.lake, batch)
-            self.report.advance(result)
-            return result
+            return promote(self.lake, batch)
         except duckdb.Error as exc:
             if is_transient(exc):  # the catalog or object store is away: the batch is fine, retry later
-                raise promotion_outage(settings, exc) from None
-            folder = staging.set_aside(staging.table_dir(settings), batch, first_line(exc))
-            self.report.set_aside.append(batch.batch_id)
+                raise promotion_outage(self.settings, exc) from None
+            folder = staging.set_aside(staging.table_dir(self.settings), batch, first_line(exc))
             log.error("batch %s cannot be promoted (%s); set aside in %s, kept whole, so later batches "
                       "load. Fix the cause, then run: %s", batch.batch_id, first_line(exc), folder.uri(),
                       actions.RETRY_FAILED.command())
             return None
 
 
-def make_own_tables(runs: list[_Run]) -> None:
+def make_own_tables(loads: list[_TableLoad]) -> None:
     """The lake tables of tables with their own id and time columns, made from their source's
     columns, all at once (:func:`pipeline.lake.schema.ensure_tables`)."""
-    own = [run for run in runs if run.settings.names_own_columns]
+    own = [load for load in loads if load.settings.names_own_columns]
     if not own:
         return
     with connect(own[0].settings.source_dsn) as conn:
-        for run in own:
-            source = shape.SourceRelation.of(conn, run.settings)
-            extra = shape.check_shape(conn, source, run.settings.schema_drift)
-            ensure_tables(run.lake, column_types(run.settings.promotion, run.settings.spark.reader),
+        for load in own:
+            source = shape.SourceRelation.of(conn, load.settings)
+            extra = shape.check_shape(conn, source, load.settings.schema_drift)
+            ensure_tables(load.lake, column_types(load.settings.promotion, load.settings.spark.reader),
                           own_columns=shape.own_table_columns(source, extra))
 
 
-class _TablesRun:
-    """SOURCE_TABLES: every table's run planned under one exported snapshot (one instant: the
-    planner transaction's ``now()``), extracted table by table with one engine, and committed in
-    one lake transaction: each lake snapshot is one image of the source across the tables."""
+class _ImageLoad:
+    """One load of the image: every table the settings list (SOURCE_TABLES; SOURCE_TABLE is an image
+    of one) planned under one exported snapshot (one instant: the planner transaction's ``now()``),
+    extracted table by table with one engine, and committed in one lake transaction: each lake
+    snapshot is one image of the source across the tables. Tables listed in SOURCE_TABLES commit as
+    a group (each batch names it, and each table has its own report); SOURCE_TABLE's one table
+    commits its batch alone, its report the load's."""
 
-    def __init__(self, settings: ResolvedSettings, lake: Lake, report: RunReport, *, tables: bool) -> None:
+    def __init__(self, settings: ResolvedSettings, lake: Lake, report: RunReport) -> None:
         self.settings, self.lake, self.report = settings, lake, report
-        self.runs = [_Run(settings.for_table(t), lake.for_table(t.name, t.id_column, t.time_column),
-                          RunReport()) for t in settings.tables]
-        report.tables = {run.lake.table: run.report for run in self.runs}
-        if tables:  # each table's lake table (the session made the one its settings name)
-            for run in self.runs:
-                ensure_tables(run.lake, column_types(settings.promotion, settings.spark.reader))
-            make_own_tables(self.runs)
+        self.grouped = bool(settings.source_tables)
+        self.loads = [_TableLoad(settings.for_table(t), lake.for_table(t.name, t.id_column, t.time_column),
+                                 RunReport() if self.grouped else report) for t in settings.tables]
+        if self.grouped:
+            report.tables = {load.lake.table: load.report for load in self.loads}
 
-    def refuse_another_source(self) -> None:
-        for run in self.runs:
-            run.refuse_another_source()
+    def check(self, extracts: bool) -> None:
+        """What a load checks before its first plan: every table's lake table made, none loaded from
+        another source nor torn from an image it belongs to, stale staging cleaned."""
+        for load in self.loads:
+            ensure_tables(load.lake, column_types(self.settings.promotion, self.settings.spark.reader))
+        if extracts:
+            make_own_tables(self.loads)
+            for load in self.loads:
+                refuse_another_source(load.lake, load.settings.source_name)
+            if not self.grouped:  # SOURCE_TABLE names one table, maybe one of an image
+                refuse_tearing_an_image(self.lake)
+        for load in self.loads:
+            load.clean_staging()
 
-    def clean_staging(self) -> None:
-        for run in self.runs:
-            run.clean_staging()
+    def _advance(self, load: _TableLoad, result: PromotionResult | None, batch_id: str) -> None:
+        """A promotion (None: its batch set aside) in its table's report and the load's."""
+        for report in {id(r): r for r in (load.report, self.report)}.values():
+            if result is None:
+                report.set_aside.append(batch_id)
+            else:
+                report.advance(result)
 
     def promote_leftovers(self, lake_identity: str) -> None:
-        """Every table's leftover batches; a group's with its group, once, in one commit."""
-        for run in self.runs:
-            for batch in staging.complete_batches(staging.table_dir(run.settings), lake_identity):
+        """Every table's leftover batches (a crash, --extract-only); a group's with its group, once,
+        in one commit."""
+        for load in self.loads:
+            for batch in staging.complete_batches(staging.table_dir(load.settings), lake_identity):
                 if batch.manifest.group is None:
-                    log.info("promoting staged batch %s of %s (%d rows)", batch.batch_id, run.lake.table,
+                    log.info("promoting staged batch %s of %s (%d rows)", batch.batch_id, load.lake.table,
                              batch.manifest.row_count)
-                    result = run.promote_or_set_aside(batch)
-                    if result is not None:
-                        self.report.advance(result)
-                    else:
-                        self.report.set_aside.append(batch.batch_id)
+                    self._advance(load, load.promote_or_set_aside(batch), batch.batch_id)
                 elif staging.is_complete(batch.folder):  # an earlier group of this pass took it
                     self._promote_group(batch.manifest.group, batch.manifest.group_batches or {})
 
     def _promote_group(self, group: str, members: dict[str, str]) -> dict[str, PromotionResult]:
-        """A group's batches promoted together, each result in its table's report and the total."""
+        """A group's batches promoted together, each result in its table's report and the load's."""
         results, set_aside = promote_staged_group(self.settings, self.lake, group, members)
-        reports = {run.lake.table: run.report for run in self.runs}
+        loads = {load.lake.table: load for load in self.loads}
         for table, result in results:
-            if table in reports:
-                reports[table].advance(result)
-            self.report.advance(result)
+            if table in loads:
+                self._advance(loads[table], result, result.batch_id)
+            else:  # a table no longer listed: the load's report alone
+                self.report.advance(result)
         self.report.set_aside.extend(set_aside)
         return dict(results)
 
     def read_watermarks(self) -> None:
-        for run in self.runs:
-            run.report.watermark = batches.watermark(run.lake)
+        for load in self.loads:
+            load.report.watermark = batches.watermark(load.lake)
 
     def load(self, lake_identity: str, engines: Engines, *, promote_now: bool) -> None:
         """One image: plan, extract and promote every table; a table whose identity check came up
@@ -581,10 +517,12 @@ class _TablesRun:
         """Plan every table in one planner snapshot, extract those with rows, promote them in one
         commit, then check each table by identity; the ids each table still lacks."""
         settings, t0 = self.settings, time.monotonic()
+        # the planner's transaction stays open until the engine has read and the batch is checked:
+        # its snapshot is shared, and it is what the lake is compared with
         with exported_snapshot(settings.source_dsn, arrivals=settings.arrival_column is not None) as snapshot:
             plans: list[BatchPlan] = []
             with one_read(self.lake):  # every table's lake reads in one lake snapshot too
-                marks = {run.lake.table: batches.watermark(run.lake) for run in self.runs}
+                marks = {load.lake.table: batches.watermark(load.lake) for load in self.loads}
                 catching = self._catching_up(marks)
                 # one floor for every table's window: the oldest watermark. A transaction that wrote a
                 # session and its events is then read in both tables or in neither, even when one table
@@ -594,8 +532,8 @@ class _TablesRun:
                 # watermark in bounded batches, outside the floor (it would hold the others back).
                 floor = min((mark for table, mark in marks.items()
                              if mark is not None and table not in catching), default=None)
-                for run in self.runs:
-                    table = run.lake.table
+                for load in self.loads:
+                    table = load.lake.table
                     behind = rows_behind.get(table, 0)
                     if table in catching:  # its next part starts where the last one ended (whose rows
                         # may all have been quarantined: the watermark did not move); None: the beginning
@@ -604,30 +542,32 @@ class _TablesRun:
                     else:  # the floor; a table never loaded reads its whole history
                         start = floor if marks[table] is not None else None
                     if not rows_behind:  # a first image
-                        run.report.watermark, run.planned_from = marks[table], start
+                        load.report.watermark, load.planned_from = marks[table], start
                     # a second image: a short table's whole look-back again, the others' next window
-                    after = run.planned_from if behind or not rows_behind else start
-                    plans.append(plan_batch(snapshot, run.lake, run.settings, after, rows_behind=behind,
+                    after = load.planned_from if behind or not rows_behind else start
+                    plans.append(plan_batch(snapshot, load.lake, load.settings, after, rows_behind=behind,
                                             bound_rows=settings.backfill_rows if table in catching else 0))
-                    run.report.catching_up = plans[-1].backfill
-            for run, plan in zip(self.runs, plans, strict=True):
-                run.report.planned(plan)
+                    load.report.catching_up = plans[-1].backfill
+            for load, plan in zip(self.loads, plans, strict=True):
+                load.report.planned(plan)
             self.report.seconds["plan"] = self.report.seconds.get("plan", 0.0) + time.monotonic() - t0
-            loading = [(run, plan) for run, plan in zip(self.runs, plans, strict=True) if plan.stats.rows]
+            loading = [(load, plan) for load, plan in zip(self.loads, plans, strict=True) if plan.stats.rows]
             results = self._extract_and_promote(lake_identity, engines, snapshot, loading, promote_now)
             if not promote_now:
                 return {}
             short = {}
-            for run, plan in zip(self.runs, plans, strict=True):
-                result = results.get(run.lake.table)
-                if plan.stats.rows == 0 and run.held_as_planned(plan):
+            for load, plan in zip(self.loads, plans, strict=True):
+                result = results.get(load.lake.table)
+                if plan.stats.rows == 0:
+                    log.info("no new events in window %s of %s", plan.window.describe(), load.lake.table)
+                    if load.held_as_planned(plan):
+                        continue
+                elif result is None or not result.outcome.moves_the_watermark:
                     continue
-                if plan.stats.rows and (result is None or not result.outcome.moves_the_watermark):
-                    continue
-                missing = run.check_identity(snapshot, plan, result.rows_inserted if result else 0)
+                missing = load.check_identity(snapshot, plan, result.rows_inserted if result else 0)
                 if missing:
-                    short[run.lake.table] = missing
-            self.report.seconds["check"] = sum(run.report.seconds.get("check", 0.0) for run in self.runs)
+                    short[load.lake.table] = missing
+            self.report.seconds["check"] = sum(load.report.seconds.get("check", 0.0) for load in self.loads)
             return short
 
     def _catching_up(self, marks: dict[str, datetime | None]) -> dict[str, datetime | None]:
@@ -636,42 +576,52 @@ class _TablesRun:
         of that (BACKFILL_BATCH_ROWS; 0: none ever is)."""
         if not self.settings.backfill_rows or all(mark is None for mark in marks.values()):
             return {}
-        found = {run.lake.table: batches.catching_up(run.lake) for run in self.runs}
+        found = {load.lake.table: batches.catching_up(load.lake) for load in self.loads}
         return {table: upper for table, upper in found.items() if marks[table] is None or upper is not None}
 
     def _extract_and_promote(self, lake_identity: str, engines: Engines, snapshot: PlannerSnapshot,
-                             loading: list[tuple[_Run, BatchPlan]],
+                             loading: list[tuple[_TableLoad, BatchPlan]],
                              promote_now: bool) -> dict[str, PromotionResult]:
-        """Stage each table's rows as one group of batches, then promote the group in one commit."""
+        """Stage each table's rows (a group of batches when grouped), then promote them in one commit."""
         if not loading:
             return {}
-        group = staging.new_batch_id()
-        ids = {run.lake.table: staging.new_batch_id() for run, _ in loading}
-        # the group is claimed in every table's folder until it is promoted: another process's
-        # leftover pass leaves a group alone while any of its batches may still be written
-        claimed = []
+        group = staging.new_batch_id() if self.grouped else None
+        ids = {load.lake.table: staging.new_batch_id() for load, _ in loading}
+        # a group is claimed in every table's folder until it is promoted: another process's leftover
+        # pass leaves a group alone while any of its batches may still be written (a batch alone is
+        # claimed by its extraction)
+        claimed: list[tuple[_TableLoad, str]] = []
         try:
-            for run, _ in loading:
+            for load, _ in loading:
+                if group is None:
+                    break
                 try:
-                    staging.claim_batch(staging.table_dir(run.settings), group)
+                    staging.claim_batch(staging.table_dir(load.settings), group)
                 except OSError as exc:
                     raise store_outage(self.settings, exc) or exc from None
-                claimed.append(run)
-            staged = [(run, run.extract(lake_identity, engines, snapshot, plan, group=(group, ids)))
-                      for run, plan in loading]
-            self.report.staged_batch = group
+                claimed.append((load, group))
+            staged = [(load, load.extract(lake_identity, engines, snapshot, plan,
+                                          group=(group, ids) if group else None))
+                      for load, plan in loading]
+            self.report.staged_batch = group or staged[0][1].batch_id
             self.report.rows_in_window = sum(batch.manifest.row_count for _, batch in staged)
             if not promote_now:
                 return {}
             t0 = time.monotonic()
-            results = self._promote_group(group, ids)
+            if group:
+                results = self._promote_group(group, ids)
+            else:
+                [(load, batch)] = staged
+                result = load.promote_or_set_aside(batch)
+                self._advance(load, result, batch.batch_id)
+                results = {load.lake.table: result} if result else {}
             self.report.seconds["promote"] = self.report.seconds.get("promote", 0.0) + time.monotonic() - t0
         finally:
             for step in ("engine_start", "extract"):  # each table's, in the whole's seconds
-                self.report.seconds[step] = sum(run.report.seconds.get(step, 0.0) for run, _ in loading)
-            for run in claimed:
+                self.report.seconds[step] = sum(load.report.seconds.get(step, 0.0) for load, _ in loading)
+            for load, claim in claimed:
                 with contextlib.suppress(OSError):
-                    staging.release_batch(staging.table_dir(run.settings), group)
+                    staging.release_batch(staging.table_dir(load.settings), claim)
         return results
 
 

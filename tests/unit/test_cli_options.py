@@ -8,8 +8,16 @@ import json
 
 import pytest
 
+from pipeline import actions
 from pipeline.cli.main import main
 from pipeline.cli.parser import OPTION_OWNERS
+
+
+@pytest.fixture(autouse=True)
+def _library_voice_after():
+    """main() makes library messages name flags for the process: back to the library's words after."""
+    yield
+    actions.speak(actions.LibraryVoice())
 
 
 @pytest.mark.parametrize(("argv", "option", "command"), [
