@@ -12,6 +12,7 @@ from datetime import datetime
 import duckdb
 
 from pipeline.columns import OPTIONAL, canonical_relation
+from pipeline.image import PerTable
 from pipeline.lake import validate
 from pipeline.lake.attach_sql import SOURCE_ALIAS
 from pipeline.lake.connect import lake_session
@@ -57,24 +58,12 @@ class Comparison:
 
 
 @dataclass(frozen=True)
-class ImageComparison:
+class ImageComparison(PerTable[Comparison]):
     """Every table of the image against its source (``Pipeline.verify()``): equal only when each is."""
-
-    tables: dict[str, Comparison]  # by lake table, in SOURCE_TABLES' order
 
     @property
     def equal(self) -> bool:
         return all(comparison.equal for comparison in self.tables.values())
-
-    def describe(self) -> str:
-        return per_table({name: comparison.describe() for name, comparison in self.tables.items()})
-
-
-def per_table(texts: dict[str, str]) -> str:
-    """Each table's words: a lone table's alone (as a one-table lake always said), else each named."""
-    if len(texts) == 1:
-        return next(iter(texts.values()))
-    return "\n".join(f"{name}: {text}" for name, text in texts.items())
 
 
 def fingerprint(con: duckdb.DuckDBPyConnection, relation: str,

@@ -24,9 +24,9 @@ import psycopg
 from pipeline import actions, id_checksum
 from pipeline.errors import ConfigError
 from pipeline.id_checksum import IdSum
+from pipeline.image import PerTable
 from pipeline.lake import batches
 from pipeline.lake.session import Lake
-from pipeline.lake.verify import per_table
 from pipeline.settings.pgdsn import PgDsn
 from pipeline.source import stats
 from pipeline.source.shape import IdShape, SourceRelation
@@ -192,10 +192,8 @@ def newer_than_snapshot(source_dsn: PgDsn, table: SourceRelation, check: RangeCh
 
 
 @dataclass(frozen=True)
-class ImageCheck:
+class ImageCheck(PerTable[RangeCheck]):
     """Every table of the image proven by id (``Pipeline.prove()``): exact only when each is."""
-
-    tables: dict[str, RangeCheck]  # by lake table, in SOURCE_TABLES' order
 
     @property
     def exact(self) -> bool:
@@ -212,9 +210,6 @@ class ImageCheck:
     @property
     def moved(self) -> list[UUID]:
         return [i for check in self.tables.values() for i in check.moved]
-
-    def describe(self) -> str:
-        return per_table({name: check.describe() for name, check in self.tables.items()})
 
 
 def prove_in(conn: psycopg.Connection, lake: Lake, table: SourceRelation,

@@ -73,7 +73,8 @@ def test_catalog_lost_as_promotion_begins_is_a_temporary_error_naming_it(lake_en
     try:
         proxy.stop(admit=1)  # the promotion's lock gets through, the lake's reconnect does not
         with pytest.raises(CatalogUnavailable) as lost:
-            running._Run(settings, Lake.of(con, settings), running.RunReport()).promote_or_set_aside(batch)
+            load = running._TableLoad(settings, Lake.of(con, settings), running.RunReport())
+            load.promote_or_set_aside(batch)
     finally:
         con.close()
     assert f"Lost the lake catalog (DUCKLAKE_CATALOG={settings.catalog.describe()}) during promotion" \
