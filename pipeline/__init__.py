@@ -22,7 +22,7 @@ from pipeline.version import __version__
 
 _PUBLIC = {
     "Pipeline": "pipeline.ops.pipeline",
-    "Settings": "pipeline.settings.model",
+    "Settings": "pipeline.settings.load",
     "load_settings": "pipeline.settings.load",
     "RunReport": "pipeline.ops.run",
     "MaintenanceReport": "pipeline.lake.maintain",
@@ -42,8 +42,7 @@ if TYPE_CHECKING:
     from pipeline.ops.reconcile import ReconcileReport
     from pipeline.ops.run import RunReport
     from pipeline.ops.status import Status
-    from pipeline.settings.load import load_settings
-    from pipeline.settings.model import Settings
+    from pipeline.settings.load import Settings, load_settings
 
 
 def __getattr__(name: str) -> object:

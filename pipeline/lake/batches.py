@@ -94,13 +94,28 @@ def is_recorded(lake: Lake, batch_id: str) -> bool:
     ))[0])
 
 
+@dataclass(frozen=True)
+class Standing:
+    """Where a table stands, read in one query (what a plan reads of every table, each tick)."""
+
+    watermark: datetime | None  # the largest event_timestamp promoted (None before any)
+    # the upper of its latest batch when that was a part of a catch-up (a bounded backfill behind
+    # the image), else None: the next part starts there, whether the last one inserted rows or only
+    # quarantined them (its watermark then did not move)
+    catching_up: datetime | None
+
+
+def standing(lake: Lake) -> Standing:
+    """The table's watermark and catch-up (:class:`Standing`), in one read of ``ops.batches``."""
+    mark, latest = one_row(lake.execute(
+        "SELECT max(max_event_timestamp), arg_max(struct_pack(part := backfill, upper := window_upper), "
+        f"promoted_at) FROM {lake.batches_table} WHERE table_name = ?", [lake.table]))
+    return Standing(mark, latest["upper"] if latest and latest["part"] else None)
+
+
 def catching_up(lake: Lake) -> datetime | None:
-    """Where the table's catch-up stands: the upper of its latest batch when that was a part of it
-    (a bounded backfill behind the image), else None. The next part starts there, whether the last
-    one inserted rows or only quarantined them (its watermark then did not move)."""
-    row = lake.execute(f"SELECT backfill, window_upper FROM {lake.batches_table} WHERE table_name = ? "
-                       "ORDER BY promoted_at DESC LIMIT 1", [lake.table]).fetchone()
-    return row[1] if row and row[0] else None
+    """Where the table's catch-up stands (:attr:`Standing.catching_up`)."""
+    return standing(lake).catching_up
 
 
 def last_arrivals(lake: Lake

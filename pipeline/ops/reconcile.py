@@ -116,7 +116,7 @@ def _reconcile_image(lake: Lake, resolved: ResolvedSettings, since: timedelta | 
     SOURCE_TABLES are sealed as one group, claimed in every table's folder meanwhile (a load's
     leftover pass leaves it alone), each with its part of the report; SOURCE_TABLE's one table's
     backfill is a batch of its own, its part the report."""
-    grouped = bool(resolved.source_tables)
+    grouped = resolved.grouped
     group = staging.new_batch_id() if grouped else None
     claims = [(staging.table_dir(resolved.for_table(t)), group) for t in resolved.tables] if group else []
     for folder, claim in claims:

@@ -447,7 +447,7 @@ class _ImageLoad:
 
     def __init__(self, settings: ResolvedSettings, lake: Lake, report: RunReport) -> None:
         self.settings, self.lake, self.report = settings, lake, report
-        self.grouped = bool(settings.source_tables)
+        self.grouped = settings.grouped
         self.loads = [_TableLoad(settings.for_table(t), lake.for_table(t.name, t.id_column, t.time_column),
                                  RunReport() if self.grouped else report) for t in settings.tables]
         if self.grouped:
@@ -522,8 +522,9 @@ class _ImageLoad:
         with exported_snapshot(settings.source_dsn, arrivals=settings.arrival_column is not None) as snapshot:
             plans: list[BatchPlan] = []
             with one_read(self.lake):  # every table's lake reads in one lake snapshot too
-                marks = {load.lake.table: batches.watermark(load.lake) for load in self.loads}
-                catching = self._catching_up(marks)
+                standing = {load.lake.table: batches.standing(load.lake) for load in self.loads}
+                marks = {table: where.watermark for table, where in standing.items()}
+                catching = self._catching_up(standing)
                 # one floor for every table's window: the oldest watermark. A transaction that wrote a
                 # session and its events is then read in both tables or in neither, even when one table
                 # is quieter and its watermark behind (each table from its own watermark cut the look-back
@@ -570,14 +571,14 @@ class _ImageLoad:
             self.report.seconds["check"] = sum(load.report.seconds.get("check", 0.0) for load in self.loads)
             return short
 
-    def _catching_up(self, marks: dict[str, datetime | None]) -> dict[str, datetime | None]:
+    def _catching_up(self, standing: dict[str, batches.Standing]) -> dict[str, datetime | None]:
         """The tables catching up, each with where its last part ended (None: no part yet): added to a
         lake whose other tables are loaded (no watermark yet), or whose last batch was a bounded part
         of that (BACKFILL_BATCH_ROWS; 0: none ever is)."""
-        if not self.settings.backfill_rows or all(mark is None for mark in marks.values()):
+        if not self.settings.backfill_rows or all(where.watermark is None for where in standing.values()):
             return {}
-        found = {load.lake.table: batches.catching_up(load.lake) for load in self.loads}
-        return {table: upper for table, upper in found.items() if marks[table] is None or upper is not None}
+        return {table: where.catching_up for table, where in standing.items()
+                if where.watermark is None or where.catching_up is not None}
 
     def _extract_and_promote(self, lake_identity: str, engines: Engines, snapshot: PlannerSnapshot,
                              loading: list[tuple[_TableLoad, BatchPlan]],

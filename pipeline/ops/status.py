@@ -232,7 +232,7 @@ def _denied(conn: psycopg.Connection, table: str) -> str | None:
 def collect(settings: ResolvedSettings) -> Status:
     """Read where the pipeline stands: the lake (read-only), the source, staging, the scheduler's
     state; with SOURCE_TABLES, each table's, and the whole judged by the worst of them."""
-    if not settings.source_tables:
+    if not settings.grouped:
         return _collect(settings)
     # the data folder is listed once, with the first table: its files are the whole lake's
     first_table, *others = settings.tables

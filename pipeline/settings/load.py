@@ -11,8 +11,10 @@ import logging
 import os
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import Any, Unpack, cast
 
 from pipeline import actions
 from pipeline.errors import ConfigError
@@ -23,8 +25,8 @@ from pipeline.settings.model import (
     Intervals,
     Promotion,
     Reader,
-    Settings,
     SettingsFields,
+    SettingsKeywords,
     SourceTable,
     SparkOptions,
     StagingWriter,
@@ -119,6 +121,36 @@ def _load_timeout(read: _Reader) -> timedelta:
     if read.raw("LOAD_TIMEOUT") is not None:
         return read.duration("LOAD_TIMEOUT")
     return max(DEFAULT_LOAD_TIMEOUT, read.duration("LOAD_EVERY"))
+
+
+@dataclass(frozen=True, kw_only=True, init=False)
+class Settings(SettingsFields):
+    """Everything a command needs to know. From Python::
+
+        Settings(source_pg_dsn="postgresql://app@db/app", lookback=timedelta(minutes=5))
+
+    takes the environment keys in lower case (:class:`~pipeline.settings.model.SettingsKeywords`: a
+    misspelled one is a type error, and at run time a :class:`~pipeline.errors.ConfigError` naming the
+    nearest), the rest from their defaults — not from the environment or ``.env``: what a program
+    passes is all there is. Commands build it once with :func:`load_settings`."""
+
+    def __init__(self, **values: Unpack[SettingsKeywords]) -> None:
+        if "home" in values:  # every field, as load_settings and dataclasses.replace give them
+            SettingsFields.__init__(self, **cast("dict[str, Any]", values))
+            return
+        _fill(self, settings_of(**values))
+
+    @classmethod
+    def holding(cls, fields: SettingsFields) -> Settings:
+        """The settings holding ``fields`` (what :func:`load_settings` read and checked)."""
+        settings = cls.__new__(cls)
+        _fill(settings, fields)
+        return settings
+
+
+def _fill(settings: SettingsFields, fields: SettingsFields) -> None:
+    names = SettingsFields.__dataclass_fields__
+    SettingsFields.__init__(settings, **{name: getattr(fields, name) for name in names})
 
 
 def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,

@@ -1,9 +1,11 @@
-"""The settings types: what every command knows, before and after the embedded default.
+"""The settings' parts: what every command knows, before and after the embedded default.
 
-:class:`Settings` is what the environment, ``.env`` and flags say (service locations may be
-unset); :class:`ResolvedSettings` is the same after :func:`pipeline.settings.resolve.resolve`
-filled them in, so code past resolution never has to ask whether a location exists.
-Secrets are wrapped (:class:`~pipeline.settings.secret.Secret`) and never printed.
+:class:`SettingsFields` holds what the environment, ``.env`` and flags say (service locations may be
+unset) and what follows from it; :class:`~pipeline.settings.load.Settings` is that, built from them
+(or from keywords), and :class:`~pipeline.settings.resolve.ResolvedSettings` the same after
+:func:`~pipeline.settings.resolve.resolve` filled the locations in, so code past resolution never
+has to ask whether a location exists. Secrets are wrapped (:class:`~pipeline.settings.secret.Secret`)
+and never printed.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Self, TypedDict, Unpack, cast
+from typing import Self, TypedDict
 
 from pipeline.errors import ConfigError
 from pipeline.settings.catalog import CatalogSpec
@@ -174,7 +176,8 @@ class SettingsKeywords(TypedDict, total=False):
 
 @dataclass(frozen=True, kw_only=True)
 class SettingsFields:
-    """What :class:`Settings` holds (its dataclass fields, set by :func:`load_settings`)."""
+    """Everything a command needs to know, as :class:`~pipeline.settings.load.Settings` holds it (its
+    fields, read and checked by :func:`~pipeline.settings.load.load_settings`, and what they say)."""
 
     home: Path
     source_dsn: PgDsn | None
@@ -211,33 +214,6 @@ class SettingsFields:
     id_column: str = DEFAULT_ID_COLUMN
     time_column: str = DEFAULT_TIME_COLUMN
 
-
-@dataclass(frozen=True, kw_only=True, init=False)
-class Settings(SettingsFields):
-    """Everything a command needs to know. From Python::
-
-        Settings(source_pg_dsn="postgresql://app@db/app", lookback=timedelta(minutes=5))
-
-    takes the environment keys in lower case (:class:`SettingsKeywords`: a misspelled one is a type
-    error, and at run time a :class:`~pipeline.errors.ConfigError` naming the nearest), the rest from
-    their defaults — not from the environment or ``.env``: what a program passes is all there is.
-    Commands build it once with :func:`~pipeline.settings.load.load_settings`."""
-
-    def __init__(self, **values: Unpack[SettingsKeywords]) -> None:
-        if "home" in values:  # every field, as load_settings and dataclasses.replace give them
-            SettingsFields.__init__(self, **cast("dict[str, Any]", values))
-            return
-        from pipeline.settings.load import settings_of
-
-        _fill(self, settings_of(**values))
-
-    @classmethod
-    def holding(cls, fields: SettingsFields) -> Settings:
-        """The settings holding ``fields`` (what :func:`load_settings` read and checked)."""
-        settings = cls.__new__(cls)
-        _fill(settings, fields)
-        return settings
-
     @property
     def tables(self) -> tuple[SourceTable, ...]:
         """The tables a run loads: SOURCE_TABLES, or SOURCE_TABLE alone."""
@@ -247,6 +223,12 @@ class Settings(SettingsFields):
         """The same settings speaking of one of its tables alone (what a one-table run reads)."""
         return dataclasses.replace(self, source_table=table.qualified, lake_table=table.name,
                                    source_tables=(), id_column=table.id_column, time_column=table.time_column)
+
+    @property
+    def grouped(self) -> bool:
+        """Are the tables listed (SOURCE_TABLES)? Then each commit names its group of batches and each
+        table has its own part of every report; SOURCE_TABLE's one table commits its batches alone."""
+        return bool(self.source_tables)
 
     @property
     def names_own_columns(self) -> bool:
@@ -283,27 +265,3 @@ class Settings(SettingsFields):
     @property
     def quarantine_table(self) -> str:
         return f"{self.lake_name}.{self.ops_schema}.quarantine"
-
-
-def _fill(settings: SettingsFields, fields: SettingsFields) -> None:
-    names = SettingsFields.__dataclass_fields__
-    SettingsFields.__init__(settings, **{name: getattr(fields, name) for name in names})
-
-
-@dataclass(frozen=True, kw_only=True)
-class ResolvedSettings(Settings):
-    """Settings whose source, catalog and data path are concrete (embedded default filled in)."""
-
-    source_dsn: PgDsn
-    catalog: CatalogSpec
-    data_path: str
-
-    @property
-    def source_name(self) -> str:
-        """Where batches are read from, for manifests: database and table, no credentials."""
-        return f"{self.source_dsn.dbname}.{self.source_table}"
-
-    @classmethod
-    def of(cls, settings: Settings, **changes: object) -> ResolvedSettings:
-        values = {name: getattr(settings, name) for name in settings.__dataclass_fields__}
-        return cls(**{**values, **changes})

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pipeline.errors import ConfigError
 from pipeline.settings.catalog import CatalogSpec
-from pipeline.settings.model import ResolvedSettings, Settings
+from pipeline.settings.load import Settings
 from pipeline.settings.pgdsn import PgDsn
 
 
@@ -24,6 +24,24 @@ class EmbeddedDefault:
     source_dsn: PgDsn | None = None
     catalog_dsn: PgDsn | None = None
 
+
+@dataclass(frozen=True, kw_only=True)
+class ResolvedSettings(Settings):
+    """Settings whose source, catalog and data path are concrete (embedded default filled in)."""
+
+    source_dsn: PgDsn
+    catalog: CatalogSpec
+    data_path: str
+
+    @property
+    def source_name(self) -> str:
+        """Where batches are read from, for manifests: database and table, no credentials."""
+        return f"{self.source_dsn.dbname}.{self.source_table}"
+
+    @classmethod
+    def of(cls, settings: Settings, **changes: object) -> ResolvedSettings:
+        values = {name: getattr(settings, name) for name in settings.__dataclass_fields__}
+        return cls(**{**values, **changes})
 
 def needs_embedded(settings: Settings) -> bool:
     """No source or no catalog configured: the embedded default serves it."""

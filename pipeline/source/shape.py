@@ -12,7 +12,7 @@ import psycopg
 
 from pipeline.columns import ID, OPTIONAL, OPTIONAL_LAKE_TYPES, TIME, canonical_relation
 from pipeline.errors import ConfigError, TerminalError
-from pipeline.settings.model import Settings
+from pipeline.settings import Settings
 from pipeline.sqltext import one_row, quote_qualified
 
 log = logging.getLogger(__name__)

@@ -468,7 +468,7 @@ def test_the_embedded_default_reads_its_catalog_as_its_own_reader(lake_env, data
     """The embedded default makes its reader itself; shown on a server this test owns the
     catalog of, through the same code path (CatalogSpec.embedded_default)."""
     from pipeline.settings.catalog import EMBEDDED_READER, CatalogSpec
-    from pipeline.settings.model import ResolvedSettings
+    from pipeline.settings.resolve import ResolvedSettings
 
     settings = load_settings(lake_env)
     add_events(settings, 50, seed=4)
