@@ -18,6 +18,8 @@ from pipeline.settings.durations import parse_duration
 Outcome = tuple[bool, str]
 
 
+SQL_TIMEOUT = "10m"  # a --sql session stops after this (--timeout; 0: no limit)
+
 def sql_texts(args: argparse.Namespace) -> list[str]:
     texts = list(args.sql or [])
     for name in args.sql_file or []:
@@ -59,7 +61,7 @@ def run_texts(cmd: Command, texts: list[str] | Callable[[duckdb.DuckDBPyConnecti
 
     args = cmd.args  # the session's flags: --param, --timeout, --limit, --write, --at-*, --format
     params = parse_params(args.param or [])
-    timeout = parse_duration(args.timeout, voice.FLAGS[actions.TIMEOUT]).total_seconds()
+    timeout = parse_duration(args.timeout or SQL_TIMEOUT, voice.FLAGS[actions.TIMEOUT]).total_seconds()
     if args.limit is not None and args.limit < 0:
         raise ConfigError(f"{voice.LIMIT} {args.limit} is negative.",
                           f"Give the rows to show per command, e.g. {voice.LIMIT} 20.")
@@ -111,7 +113,7 @@ def changes(cmd: Command) -> Outcome:
     from pipeline.sqltext import quote_literal
 
     start, end = cmd.args.changes
-    schema, _, table = (cmd.args.table or f"main.{cmd.settings.lake_table}").rpartition(".")
+    schema, _, table = (cmd.args.table or cmd.settings.one_table("--table")).rpartition(".")
     schema = schema or "main"
 
     def bound(value: str) -> str:

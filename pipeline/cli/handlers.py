@@ -283,6 +283,7 @@ ACTIONS: tuple[Action, ...] = (
            "only report what would happen).", maintain),
     Action("--snapshots", "List the lake's snapshots.", analysis.snapshots),
     Action("--changes", "Change feed (inserts, deletes, updates) between two snapshot ids or "
-           "timestamps; --table picks the table (default main.events).", analysis.changes,
+           "timestamps; --table picks the table (default: the one table loaded; with several, required).",
+           analysis.changes,
            metavar=("FROM", "TO")),
 )

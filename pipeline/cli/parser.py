@@ -10,6 +10,7 @@ import argparse
 
 from pipeline import invocation
 from pipeline.cli import docs_links
+from pipeline.cli.analysis import SQL_TIMEOUT
 from pipeline.cli.handlers import ACTIONS, action_word, dest
 from pipeline.extract.engines import ENGINES
 from pipeline.settings.keys import default
@@ -25,7 +26,6 @@ SETTING_FLAGS = {"--lookback": "LOOKBACK", "--load-every": "LOAD_EVERY", "--ever
                  "--tables": "SOURCE_TABLES"}
 
 
-SQL_TIMEOUT = "10m"
 
 # an option that belongs to some commands -> those commands; given with another, it is refused before
 # anything runs (`--run --at-version 3` ran a load and ignored the version). Setting flags (--lookback,
@@ -71,10 +71,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="Read the whole session at snapshot N (time travel).")
     sql.add_argument("--at-time", metavar="TS",
                      help="Read the whole session as of timestamp TS, e.g. '2026-11-21 10:00:00+00'.")
-    sql.add_argument("--table", help="With --changes: schema.table (default main.events).")
+    sql.add_argument("--table", help="With --changes: schema.table (default: the one table loaded; with "
+                     "several tables, required).")
     sql.add_argument("--limit", type=int, help="Rows shown per command (default 100 as text, "
                      "all as JSON); row_count is always the true count, counted without keeping the rest.")
-    sql.add_argument("--timeout", default=SQL_TIMEOUT, metavar="DURATION",
+    sql.add_argument("--timeout", metavar="DURATION",
                      help=f"Stop the session when it runs longer (default {SQL_TIMEOUT}; 0 for no limit).")
     sql.add_argument("--memory", metavar="SIZE",
                      help=f"Memory the session may use before it spills to a private temp folder (env "

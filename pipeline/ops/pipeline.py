@@ -274,13 +274,18 @@ class Pipeline:
         settings = self.settings
         with self._own(), lake_session(settings, read_only=True) as lake, \
                 exported_snapshot(settings.source_dsn, arrivals=False) as snapshot:
-            tables = {table: lake.for_table(table.name, table.id_column, table.time_column)
-                      for table in settings.tables}
-            common = batches.oldest_watermark(tables.values()) if len(tables) > 1 else None
+            every = {table: lake.for_table(table.name, table.id_column, table.time_column)
+                     for table in settings.tables}
+            # a table nothing was loaded into yet has no range: the others are proven without it (it
+            # stopped them all); with none loaded, prove_in says so
+            tables = {table: member for table, member in every.items()
+                      if batches.watermark(member) is not None} or every
+            common = batches.oldest_watermark(tables.values()) if len(every) > 1 else None
             relations = {table: SourceRelation.of(snapshot.conn, settings.for_table(table))
                          for table in tables}
             return ImageCheck({table.name: prove_in(snapshot.conn, member, relations[table], since, common)
-                               for table, member in tables.items()})
+                               for table, member in tables.items()},
+                              not_loaded=tuple(table.name for table in every if table not in tables))
 
     def repair(self, since: timedelta | None) -> RepairReport:
         """Replace the lake's rows of every id that differs from the source over ``since`` (None:
@@ -310,11 +315,11 @@ class Pipeline:
         return self.sql("SELECT * FROM snapshots() ORDER BY snapshot_id")
 
     def changes(self, start: int | str, end: int | str, *, table: str | None = None) -> pa.Table:
-        """The change feed of ``table`` (default the events table) from snapshot (or time) ``start``
-        to ``end``, both included."""
+        """The change feed of ``table`` (default: the one table loaded; with several, name it) from
+        snapshot (or time) ``start`` to ``end``, both included."""
         from pipeline.sqltext import quote_literal
 
-        schema, _, name = (table or f"main.{self.settings.lake_table}").rpartition(".")
+        schema, _, name = (table or self.settings.one_table("table=")).rpartition(".")
         bounds = [str(b) if isinstance(b, int) else f"TIMESTAMPTZ {quote_literal(b)}" for b in (start, end)]
         return self.sql(f"SELECT * FROM ducklake_table_changes({quote_literal(self.settings.lake_name)}, "
                         f"{quote_literal(schema or 'main')}, {quote_literal(name)}, {bounds[0]}, "

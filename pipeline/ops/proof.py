@@ -193,7 +193,10 @@ def newer_than_snapshot(source_dsn: PgDsn, table: SourceRelation, check: RangeCh
 
 @dataclass(frozen=True)
 class ImageCheck(PerTable[RangeCheck]):
-    """Every table of the image proven by id (``Pipeline.prove()``): exact only when each is."""
+    """Every table of the image proven by id (``Pipeline.prove()``): exact only when each is;
+    ``not_loaded``: tables nothing was loaded into yet (no range to prove: said, not proven)."""
+
+    not_loaded: tuple[str, ...] = ()
 
     @property
     def exact(self) -> bool:
@@ -210,6 +213,10 @@ class ImageCheck(PerTable[RangeCheck]):
     @property
     def moved(self) -> list[UUID]:
         return [i for check in self.tables.values() for i in check.moved]
+
+    def describe(self) -> str:
+        return "\n".join([super().describe(), *(f"{name}: nothing loaded yet: no range to prove"
+                                                for name in self.not_loaded)])
 
 
 def prove_in(conn: psycopg.Connection, lake: Lake, table: SourceRelation,

@@ -77,39 +77,44 @@ def repair(settings: ResolvedSettings, since: timedelta | None) -> RepairReport:
     source differ by id, replace the lake's rows of those ids with the source's, in one snapshot.
     With SOURCE_TABLES every table is compared in one source snapshot and repaired in that one
     commit (the image stays one instant), each table's promote lock held, in table order."""
-    tables = [settings.for_table(table) for table in settings.tables]
     with lake_session(settings, source=True) as lake:
-        lakes = [lake.for_table(one.lake_table, one.id_column, one.time_column) for one in tables]
+        every = [(settings.for_table(table), lake.for_table(table.name, table.id_column, table.time_column))
+                 for table in settings.tables]
+        # a table nothing was loaded into yet has nothing to repair: the others are repaired without it
+        # (it stopped them all); with none loaded, the comparison says so
+        loaded = [(one, member) for one, member in every if batches.watermark(member) is not None] or every
+        tables, lakes = [one for one, _ in loaded], [member for _, member in loaded]
         with LakeCommit(lakes) as commit:  # every table's promote lock, held from compare to commit
             # one range for every table, up to the oldest watermark (each table to its own replaced a
             # session's events without it when the watermarks differed: found by the adversary)
-            common = batches.oldest_watermark(lakes) if len(lakes) > 1 else None
+            common = batches.oldest_watermark(lakes) if len(every) > 1 else None
             with exported_snapshot(settings.source_dsn, arrivals=False) as snapshot:
                 plans = [_plan(snapshot.conn, member, one, since, common)
                          for member, one in zip(lakes, tables, strict=True)]
             todo = [plan for plan in plans if plan.ids]
             if not todo:
-                return _report(plans, {})
-            named = len(plans) > 1  # SOURCE_TABLES: each table's part named
+                return _report(plans, {}, grouped=settings.grouped)
+            named = settings.grouped  # SOURCE_TABLES: each table's part named
             message = "; ".join((f"{plan.lake.table} " if named else "") + plan.describe() for plan in todo)
-            info: dict[str, object] = ({"repair": plans[0].check.as_dict()} if len(plans) == 1 else
-                                       {"repair": {plan.lake.table: plan.check.as_dict() for plan in plans}})
+            info: dict[str, object] = ({"repair": {plan.lake.table: plan.check.as_dict() for plan in plans}}
+                                       if named else {"repair": plans[0].check.as_dict()})
             done = {}
             with commit.transaction(message, info):
                 for plan in todo:
                     done[plan.lake.table] = plan.apply()
             snapshot_id = commit.snapshot_id
-    report = _report(plans, done, snapshot_id)
+    report = _report(plans, done, snapshot_id, grouped=settings.grouped)
     log.info("%s", report.summary())
     return report
 
 
-def _report(plans: list[_Plan], done: dict[str, tuple[int, int]],
-            snapshot_id: int | None = None) -> RepairReport:
+def _report(plans: list[_Plan], done: dict[str, tuple[int, int]], snapshot_id: int | None = None, *,
+            grouped: bool) -> RepairReport:
+    """The repair's report: SOURCE_TABLE's one table's, or each listed table's part and their sums."""
     reports = {plan.lake.table: RepairReport(plan.check, *done.get(plan.lake.table, (0, 0)),
                                              snapshot_id if plan.lake.table in done else None)
                for plan in plans}
-    if len(plans) == 1:
+    if not grouped:
         return next(iter(reports.values()))
     first = reports[plans[0].lake.table]
     return RepairReport(first.check, sum(r.rows_removed for r in reports.values()),

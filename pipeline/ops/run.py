@@ -111,7 +111,8 @@ class RunReport:
 
     @property
     def snapshots(self) -> list[int]:
-        return [p.snapshot_id for p in self.promotions if p.snapshot_id is not None]
+        """The snapshots committed, each once (a group's batches share one)."""
+        return list(dict.fromkeys(p.snapshot_id for p in self.promotions if p.snapshot_id is not None))
 
     def planned(self, plan: BatchPlan) -> None:
         """Record a plan: its window and what it counted there."""
@@ -551,6 +552,7 @@ class _ImageLoad:
                     load.report.catching_up = plans[-1].backfill
             for load, plan in zip(self.loads, plans, strict=True):
                 load.report.planned(plan)
+            self.report.rows_in_future = sum(load.report.rows_in_future for load in self.loads)
             self.report.seconds["plan"] = self.report.seconds.get("plan", 0.0) + time.monotonic() - t0
             loading = [(load, plan) for load, plan in zip(self.loads, plans, strict=True) if plan.stats.rows]
             results = self._extract_and_promote(lake_identity, engines, snapshot, loading, promote_now)

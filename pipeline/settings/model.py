@@ -224,6 +224,16 @@ class SettingsFields:
         return dataclasses.replace(self, source_table=table.qualified, lake_table=table.name,
                                    source_tables=(), id_column=table.id_column, time_column=table.time_column)
 
+    def one_table(self, flag: str) -> str:
+        """The lake table (``main.<name>``) a one-table operation speaks of when ``flag`` (how the caller
+        names a table) is not given: the only one; with several, a ConfigError naming them (the first
+        listed is not the image)."""
+        names = [f"main.{table.name}" for table in self.tables]
+        if len(names) > 1:
+            raise ConfigError(f"The lake holds {len(names)} tables ({', '.join(names)}): say which one.",
+                              f"Give {flag} with one of them, e.g. {flag} {names[0]}.")
+        return names[0]
+
     @property
     def grouped(self) -> bool:
         """Are the tables listed (SOURCE_TABLES)? Then each commit names its group of batches and each

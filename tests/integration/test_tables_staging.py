@@ -264,6 +264,39 @@ def test_verify_and_prove_from_python_see_every_table_not_the_first_alone(lake_e
     assert check.extra == [gone] and check.tables["events"].extra == [gone], check.describe()
 
 
+def test_a_table_with_nothing_loaded_yet_holds_no_other_table_back(lake_env):
+    """Found by the adversary: a listed table whose source has no rows yet stopped --verify --since,
+    --repair and prove() for every table ("Nothing has been loaded yet"); --changes without --table
+    read the first table listed. The loaded tables are proven and repaired, the empty one said; a
+    one-table operation on several tables asks which; one commit is one snapshot in the report."""
+    env = {**lake_env, "SOURCE_TABLES": "public.events,public.clicks"}
+    both = resolve(load_settings(env))
+    add_events_to(both.source_dsn, "public.events", 20, seed=41)
+    with connect(both.source_dsn) as conn:  # clicks exists, empty
+        conn.execute("CREATE TABLE public.clicks (LIKE public.events INCLUDING ALL)")
+    report = run(both, engine="dlt")
+    assert report.tables["events"].rows_inserted == 20 and report.tables["clicks"].rows_inserted == 0
+    assert len(report.snapshots) == len(set(report.snapshots)) == 1, report.as_dict()
+    [loaded] = report.snapshots
+    with connect(both.source_dsn) as conn:
+        conn.execute("DELETE FROM public.events WHERE event_id = (SELECT event_id FROM public.events LIMIT 1)")
+    with Pipeline(both, engine="dlt") as pipeline:
+        check = pipeline.prove(None)
+        assert list(check.tables) == ["events"] and check.not_loaded == ("clicks",)
+        assert len(check.extra) == 1 and "clicks: nothing loaded yet" in check.describe(), check.describe()
+        assert pipeline.repair(None).tables["events"].rows_removed == 1
+        assert pipeline.prove(None).exact
+        with pytest.raises(ConfigError, match=r"2 tables \(main.events, main.clicks\): say which one"):
+            pipeline.changes(loaded, loaded)
+        assert pipeline.changes(loaded, loaded, table="main.events").num_rows == 20
+    add_events_to(both.source_dsn, "public.clicks", 5, seed=42)
+    add_events_to(both.source_dsn, "public.events", 5, seed=43, now=datetime.now(UTC) + timedelta(hours=2))
+    report = run(both, engine="dlt")
+    assert report.rows_in_future == report.tables["events"].rows_in_future == 5, report.as_dict()
+    for table in both.tables:
+        assert_lake_equals_source(both.for_table(table))
+
+
 def test_a_repair_whose_lock_was_lost_commits_nothing(lake_env, monkeypatch):
     """Repair commits through the lake's one commit: fenced as a promotion is. A repair whose promote
     lock's connection died before COMMIT (another process may hold the lock now) rolls back; the
