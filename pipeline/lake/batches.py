@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import TypedDict
+from typing import TypedDict, TypeVar
 from uuid import UUID
 
 import duckdb
@@ -18,6 +18,8 @@ from pipeline.lake.session import Lake
 from pipeline.lake.validate import REASON_BAD_JSON
 from pipeline.logs import process_name
 from pipeline.sqltext import one_row
+
+K = TypeVar("K")
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,14 @@ def oldest_watermark(lakes: Iterable[Lake]) -> datetime | None:
     """SOURCE_TABLES: the oldest watermark of the tables loaded so far (None: none is) — where the
     one range every table of an image is compared over ends (reconcile, repair)."""
     return min((mark for lake in lakes if (mark := watermark(lake)) is not None), default=None)
+
+
+def loaded(tables: Mapping[K, Lake]) -> dict[K, Lake]:
+    """The tables something was loaded into (a watermark), for a comparison over an image: a table
+    nothing was loaded into yet has no range and must not stop the others; none loaded, all of them
+    (the comparison then says nothing was loaded)."""
+    found = {key: lake for key, lake in tables.items() if watermark(lake) is not None}
+    return found or dict(tables)
 
 
 def bound_source(lake: Lake) -> str | None:

@@ -276,10 +276,7 @@ class Pipeline:
                 exported_snapshot(settings.source_dsn, arrivals=False) as snapshot:
             every = {table: lake.for_table(table.name, table.id_column, table.time_column)
                      for table in settings.tables}
-            # a table nothing was loaded into yet has no range: the others are proven without it (it
-            # stopped them all); with none loaded, prove_in says so
-            tables = {table: member for table, member in every.items()
-                      if batches.watermark(member) is not None} or every
+            tables = batches.loaded(every)  # none loaded: prove_in says so
             common = batches.oldest_watermark(tables.values()) if len(every) > 1 else None
             relations = {table: SourceRelation.of(snapshot.conn, settings.for_table(table))
                          for table in tables}

@@ -78,12 +78,10 @@ def repair(settings: ResolvedSettings, since: timedelta | None) -> RepairReport:
     With SOURCE_TABLES every table is compared in one source snapshot and repaired in that one
     commit (the image stays one instant), each table's promote lock held, in table order."""
     with lake_session(settings, source=True) as lake:
-        every = [(settings.for_table(table), lake.for_table(table.name, table.id_column, table.time_column))
-                 for table in settings.tables]
-        # a table nothing was loaded into yet has nothing to repair: the others are repaired without it
-        # (it stopped them all); with none loaded, the comparison says so
-        loaded = [(one, member) for one, member in every if batches.watermark(member) is not None] or every
-        tables, lakes = [one for one, _ in loaded], [member for _, member in loaded]
+        every = {table: lake.for_table(table.name, table.id_column, table.time_column)
+                 for table in settings.tables}
+        loaded = batches.loaded(every)  # none loaded: the comparison says so
+        tables, lakes = [settings.for_table(table) for table in loaded], list(loaded.values())
         with LakeCommit(lakes) as commit:  # every table's promote lock, held from compare to commit
             # one range for every table, up to the oldest watermark (each table to its own replaced a
             # session's events without it when the watermarks differed: found by the adversary)

@@ -470,7 +470,8 @@ class _ImageLoad:
 
     def _advance(self, load: _TableLoad, result: PromotionResult | None, batch_id: str) -> None:
         """A promotion (None: its batch set aside) in its table's report and the load's."""
-        for report in {id(r): r for r in (load.report, self.report)}.values():
+        # SOURCE_TABLE's one table's report is the load's: advanced once
+        for report in [load.report] if load.report is self.report else [load.report, self.report]:
             if result is None:
                 report.set_aside.append(batch_id)
             else:
@@ -595,14 +596,13 @@ class _ImageLoad:
         # claimed by its extraction)
         claimed: list[tuple[_TableLoad, str]] = []
         try:
-            for load, _ in loading:
-                if group is None:
-                    break
-                try:
-                    staging.claim_batch(staging.table_dir(load.settings), group)
-                except OSError as exc:
-                    raise store_outage(self.settings, exc) or exc from None
-                claimed.append((load, group))
+            if group is not None:
+                for load, _ in loading:
+                    try:
+                        staging.claim_batch(staging.table_dir(load.settings), group)
+                    except OSError as exc:
+                        raise store_outage(self.settings, exc) or exc from None
+                    claimed.append((load, group))
             staged = [(load, load.extract(lake_identity, engines, snapshot, plan,
                                           group=(group, ids) if group else None))
                       for load, plan in loading]
