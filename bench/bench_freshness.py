@@ -54,7 +54,7 @@ def lake_facts(settings) -> dict[str, object]:
     """Latencies of the steady phase, rows read/inserted after the first load, files, snapshots."""
     from pipeline.lake.connect import lake_session
 
-    lake, table = settings.lake_name, settings.lake_table
+    lake, table = settings.lake_name, settings.tables[0].name
     with lake_session(embedded.resolved(settings), read_only=True) as con:
         latest = con.execute(f"SELECT max(snapshot_id) FROM {lake}.snapshots()").fetchone()[0]
         first_batch = con.execute(f"SELECT min(promoted_at) FROM {settings.batches_table}").fetchone()[0]
@@ -161,7 +161,7 @@ def one_rate(args: argparse.Namespace, rate: int) -> list[tuple[str, str]]:
                 ("Postgres CPU, share of all cores (incl. the writes)", f"{pg / wall / cores:.1%}"),
                 ("live data files / data files on disk", f"{facts['live files']} / {facts['files on disk']}"),
                 ("snapshots", f"{facts['snapshots']}"),
-                ("lake == source (count, ids, checksum)", "yes" if same.equal else f"NO: {same.differences}"),
+                ("lake == source (count, ids, checksum)", "yes" if same.equal else f"NO: {same.describe()}"),
                 ("pipeline exit status after SIGTERM", f"{code}"),
             ]
         finally:

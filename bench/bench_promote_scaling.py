@@ -32,7 +32,7 @@ SYNTHETIC = """
 
 
 def fill_lake(con, settings, rows: int, now: datetime) -> None:
-    con.execute(f"INSERT INTO {settings.events_table} {SYNTHETIC}",
+    con.execute(f"INSERT INTO {settings.lake_table(settings.tables[0])} {SYNTHETIC}",
                 {"now": now, "span": 30 * 86400, "n": rows})
 
 

@@ -127,11 +127,11 @@ def stage_synthetic_batch(opened, settings: Settings, rows: int, now, *, overlap
 
     con = opened.con
     batch_id = staging.new_batch_id()
-    path = staging.batch_dir(staging.table_dir(settings), batch_id)
+    path = staging.batch_dir(staging.table_dir(settings, settings.tables[0]), batch_id)
     path.make(exist_ok=False)
     types = "['user_login','api_request','payment_processed','error_occurred','feature_usage']"
     seen = f"""SELECT event_id::VARCHAR AS event_id, event_type, event_timestamp, details::VARCHAR AS details,
-               created_at FROM {settings.events_table}
+               created_at FROM {settings.lake_table(settings.tables[0])}
                WHERE event_timestamp > $now::TIMESTAMPTZ - INTERVAL 1 HOUR LIMIT {overlap}"""
     new = f"""SELECT uuid()::VARCHAR AS event_id, {types}[1 + i % 5] AS event_type,
                $now::TIMESTAMPTZ - to_seconds(CAST(i % {spread_seconds} AS BIGINT)) AS event_timestamp,
@@ -145,7 +145,7 @@ def stage_synthetic_batch(opened, settings: Settings, rows: int, now, *, overlap
         files, lake, snapshot, rows_seen = ["part-00000.parquet"], [], None, 0
     else:
         snapshot = con.execute(f"SELECT max(snapshot_id) FROM {settings.lake_name}.snapshots()").fetchone()[0]
-        target = zero_copy.LakeTarget(zero_copy.table_folder(settings), None, 0, snapshot)
+        target = zero_copy.LakeTarget(zero_copy.table_folder(settings, settings.tables[0]), None, 0, snapshot)
         incoming = lake_files.incoming_dir(target, batch_id)
         incoming.child("_dest=seen").make(exist_ok=True)  # the overlap: counted by Spark, not staged
         con.execute(f"COPY ({seen}) TO '{incoming.child('_dest=seen').uri('part-0.parquet')}' "
@@ -158,7 +158,7 @@ def stage_synthetic_batch(opened, settings: Settings, rows: int, now, *, overlap
         settled = lake_files.settle(target, batch_id, path)
         lake, rows_seen = settled.lake_files, settled.rows_seen
         files = staging.parquet_files(path)
-    return staging.seal(path, batch_id=batch_id, table=settings.lake_table, engine="bench",
+    return staging.seal(path, batch_id=batch_id, table=settings.tables[0].name, engine="bench",
                         window=Window(None, now), row_count=rows, files=files, lake_files=lake or None,
                         lake_snapshot=snapshot, rows_seen=rows_seen)
 
@@ -175,8 +175,8 @@ settings = embedded.resolved(load_settings())
 con = lake.connect(settings, source=True)
 schema.ensure_tables(Lake.of(con, settings), schema.column_types(settings.promotion, settings.spark.reader))
 t0 = time.monotonic()
-con.execute(f"INSERT INTO {settings.events_table} SELECT event_id, event_type, event_timestamp, "
-            "details::JSON, created_at FROM src.public.events")
+con.execute(f"INSERT INTO {settings.lake_table(settings.tables[0])} SELECT event_id, event_type, "
+            "event_timestamp, details::JSON, created_at FROM src.public.events")
 print(time.monotonic() - t0)
 """
 

@@ -103,7 +103,7 @@ def run(args: argparse.Namespace, env: dict[str, str], settings) -> None:
         log.close()
     catch_up = subprocess.run([py, str(ROOT / "events_pipeline.py"), "--run", "--engine", args.engine],
                               env=env, cwd=ROOT, capture_output=True, text=True)
-    comparison = compare(embedded.resolved(settings))
+    [comparison] = compare(embedded.resolved(settings)).tables.values()  # the soak's one table
     print_table(f"Soak: {args.minutes:g} min, ~{args.rate} events/s, engine {args.engine}"
                 f"{', --follow every 2s' if args.follow else ''}", [
         *samples,

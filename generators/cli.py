@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
             args.sessions = f"public.{args.sessions}"
         settings = load_settings(flags={"SOURCE_PG_DSN": ("--dsn", args.dsn),
                                         "SOURCE_TABLE": ("--table", args.table)})
-        if settings.source_tables:  # the generator writes one table (and --sessions' table)
+        if settings.grouped:  # the generator writes one table (and --sessions' table)
             raise ConfigError(f"SOURCE_TABLES is set ({', '.join(t.qualified for t in settings.tables)}): "
                               "the generator writes one table and would not know which.",
                               "Name it with --table, e.g. --table public.events (with --sessions "
@@ -160,19 +160,21 @@ class Tally:
 def _produce(args: argparse.Namespace, settings: Settings, source_dsn: PgDsn, late_by: timedelta,
              stop: StopFlag, tally: Tally) -> None:
     """Write loops until done or stopped, on one connection (and its workers')."""
+    [table] = settings.tables  # (SOURCE_TABLES is refused: the generator writes one table)
+    events = table.qualified
     with connect(source_dsn, autocommit=False) as conn:
-        ensure_table(conn, settings.source_table)
+        ensure_table(conn, events)
         if args.sessions:
             ensure_table(conn, args.sessions, SESSIONS)
         conn.commit()
         if args.truncate:
             with conn.transaction():
-                for table in [settings.source_table, *([args.sessions] if args.sessions else [])]:
+                for table in [events, *([args.sessions] if args.sessions else [])]:
                     truncate(conn, table)
                     print(f"Truncated {table}.", flush=True)
         batches_per_loop = -(-args.rows // args.batch_size)
         workers = max(1, min(args.workers, batches_per_loop))
-        producer = Producer(conn, source_dsn.conninfo(), settings.source_table, workers)
+        producer = Producer(conn, source_dsn.conninfo(), events, workers)
         batch_no = itertools.count(tally.loop * batches_per_loop)
         try:
             while not stop.event.is_set() and (args.continuous or tally.loop < args.loops):
@@ -198,8 +200,8 @@ def _produce(args: argparse.Namespace, settings: Settings, source_dsn: PgDsn, la
                 progress.clear_line()  # the loop's line below says it all
                 if not args.quiet:
                     rate = loop_rows / max(time.monotonic() - t0, 1e-9)
-                    into = (f"{args.sessions} and {settings.source_table}" if args.sessions
-                            else settings.source_table)
+                    into = (f"{args.sessions} and {events}" if args.sessions
+                            else events)
                     print(f"loop {loop}: committed {loop_rows} events to "
                           f"{into} ({rate:,.0f} events/s; total {tally.written})",
                           flush=True)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from generators.writer import add_events as write_events
 from pipeline.lake import connect as lake
 from pipeline.lake import verify
-from pipeline.settings import Settings
+from pipeline.settings import Settings, TableSpec
 from pipeline.settings.model import Promotion
 from pipeline.settings.resolve import resolve
 from pipeline.source.arrivals import SKEW_MARGIN
@@ -29,6 +29,30 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from pipeline.ops.run import RunMode, RunReport
+    from pipeline.storage.folder import Folder
+
+
+def only_table(settings: Settings) -> TableSpec:
+    """The one table of a one-table lake (a test of several names each)."""
+    [table] = settings.tables
+    return table
+
+
+def source_table(settings: Settings) -> str:
+    """The one table's source name, ``schema.table``."""
+    return only_table(settings).qualified
+
+
+def events_table(settings: Settings) -> str:
+    """The one table's lake name, ``lake.main.<table>``."""
+    return settings.lake_table(only_table(settings))
+
+
+def staging_folder(settings: Settings) -> Folder:
+    """Where the one table's batches are staged."""
+    from pipeline import staging
+
+    return staging.table_dir(settings, only_table(settings))
 
 
 def run(settings: Settings, mode: RunMode | str = "run", engine: str = "spark", spark: SparkSession | None = None,
@@ -49,10 +73,11 @@ def add_events(settings: Settings, rows: int, seed: int, *, late_by: timedelta |
     (deduplicated), which made tests' exact read counts depend on how soon the run after them
     started: a flake that came with faster runs."""
     settings = resolve(settings)
-    written = write_events(settings.source_dsn, settings.source_table, rows, seed, late_by=late_by, now=now)
+    table = source_table(settings)
+    written = write_events(settings.source_dsn, table, rows, seed, late_by=late_by, now=now)
     with source_connection(settings.source_dsn) as conn:
         [[age]] = conn.execute("SELECT extract(epoch FROM clock_timestamp() - max(created_at)) "
-                               f"FROM {settings.source_table}").fetchall()
+                               f"FROM {table}").fetchall()
     time.sleep(max(0.0, SKEW_MARGIN.total_seconds() - float(age or 0)))
     return written
 
@@ -89,11 +114,15 @@ def data_snapshots(settings: Settings) -> list[int]:
                                                "WHERE changes['tables_inserted_into'] IS NOT NULL ORDER BY 1")]
 
 
-def assert_lake_equals_source(settings: Settings, expected_rows: int | None = None) -> None:
+def assert_lake_equals_source(settings: Settings, expected_rows: int | dict[str, int] | None = None) -> None:
+    """Every table of the lake equals its source; ``expected_rows``: the one table's rows, or each
+    table's by name."""
     comparison = verify.compare(resolve(settings))
     assert comparison.equal, comparison.describe()
     if expected_rows is not None:
-        assert comparison.lake.rows == expected_rows, comparison.describe()
+        expected = (expected_rows if isinstance(expected_rows, dict)
+                    else {only_table(settings).name: expected_rows})
+        assert {name: c.lake.rows for name, c in comparison.tables.items()} == expected, comparison.describe()
 
 
 class TcpProxy:

@@ -31,7 +31,7 @@ from pipeline.extract import lake_files
 from pipeline.progress import Progress
 from pipeline.promote import zero_copy
 from pipeline.promote.zero_copy import LakeTarget, PromotionChoice
-from pipeline.settings import ResolvedSettings
+from pipeline.settings import ResolvedSettings, TableSpec
 from pipeline.settings.model import Engine, StagingWriter
 from pipeline.source.plan import BatchPlan
 from pipeline.source.shape import STAGED_COLUMNS
@@ -62,6 +62,7 @@ class ExtractRequest:
     """One extraction: the window, what the source said it holds, and where to write."""
 
     settings: ResolvedSettings
+    table: TableSpec  # the table of the image this batch is of
     plan: BatchPlan  # the run's, made once: every engine reads its window in its snapshot and zone
     batch_id: str
     lake_id: str | None = None  # the lake the batch is for (recorded in its manifest)
@@ -102,7 +103,7 @@ class ExtractRequest:
 
     @property
     def folder(self) -> Folder:
-        return staging.batch_dir(staging.table_dir(self.settings), self.batch_id)
+        return staging.batch_dir(staging.table_dir(self.settings, self.table), self.batch_id)
 
 
 class Extractor(Protocol):
@@ -125,7 +126,7 @@ def extract(extractor: Extractor, request: ExtractRequest) -> StagedBatch:
     started = time.monotonic()
     folder = request.folder
     meter = Progress(f"extracting with {extractor.engine}", total=request.stats.rows)
-    table_dir = staging.table_dir(request.settings)
+    table_dir = staging.table_dir(request.settings, request.table)
     try:
         batch = _extract_claimed(extractor, request, folder, meter, started)
     except BaseException:
@@ -190,14 +191,14 @@ def _extract_claimed(extractor: Extractor, request: ExtractRequest, folder: Fold
             + sum(f["rows"] for f in lake) + settled.rows_seen)
     if rows != request.stats.rows:
         if target:
-            zero_copy.remove_files(lake, zero_copy.table_folder(request.settings))
+            zero_copy.remove_files(lake, zero_copy.table_folder(request.settings, request.table))
         staging.remove_batch(folder)
         raise short_batch_error(request, extractor.engine, rows, len(files) + len(lake))
     schema = _parquet_metadata(folder, files[0]).schema.to_arrow_schema() if files else settled.schema
     batch = staging.seal(
         folder,
         batch_id=request.batch_id,
-        table=request.settings.lake_table,
+        table=request.table.name,
         engine=extractor.engine,
         window=request.window,
         row_count=rows,
@@ -206,7 +207,7 @@ def _extract_claimed(extractor: Extractor, request: ExtractRequest, folder: Fold
         extract_seconds=round(time.monotonic() - started, 3),
         lake_id=request.lake_id,
         extra_columns=request.extra_columns or None,
-        source=request.settings.source_name,
+        source=request.settings.source_name(request.table),
         lake_files=lake or None,
         lake_snapshot=target.snapshot_id if target else None,
         rows_seen=settled.rows_seen,
@@ -217,8 +218,8 @@ def _extract_claimed(extractor: Extractor, request: ExtractRequest, folder: Fold
         rows_behind_mark=request.plan.rows_behind,
         group=request.group[0] if request.group else None,
         group_batches=request.group[1] if request.group else None,
-        id_column=request.settings.id_column,
-        time_column=request.settings.time_column,
+        id_column=request.table.id_column,
+        time_column=request.table.time_column,
         absent=list(request.plan.source.absent) or None,
         backfill=request.plan.backfill,
         ids_unique=request.plan.unique_ids,

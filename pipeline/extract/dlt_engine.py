@@ -31,8 +31,8 @@ class DltExtractor:
             _read_in_snapshot(engine, request.snapshot_id)
         resource = sql_table(
             credentials=engine,
-            table=settings.source_table_name,
-            schema=settings.source_schema_name,
+            table=request.table.name,
+            schema=request.table.schema,
             backend="pyarrow",
             chunk_size=CHUNK_ROWS,
             reflection_level="minimal",

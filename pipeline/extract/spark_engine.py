@@ -177,9 +177,11 @@ class SparkExtractor:
     def _warm_up_jdbc(self, settings: ResolvedSettings, rows: int) -> None:
         """Run the extraction's read and write paths once over up to ``rows`` source rows, into a
         scratch folder that is removed after, so the JVM compiles them before the first real load
-        (a long-lived scheduler pays the JIT once, at start)."""
+        (a long-lived scheduler pays the JIT once, at start). Any table of the image compiles the same
+        paths: the one listed first is read."""
+        table = settings.tables[0]
         with connect(settings.source_dsn) as conn:
-            source = SourceRelation.of(conn, settings)
+            source = SourceRelation.of(conn, table)
         query = f"{select_sql(source.sql, Window(None, datetime.now(UTC)))} LIMIT {rows}"
         frame = self.spark.read.format("jdbc").options(
             **connection_options(settings), dbtable=f"({query}) AS src",
@@ -189,8 +191,8 @@ class SparkExtractor:
             return
         # where the real writes go: the lake's table folder (zero-copy) or the staging folder
         zero = settings.promotion is Promotion.ZERO_COPY
-        folder = (zero_copy.table_folder(settings).child(zero_copy.INCOMING) if zero
-                  else staging.table_dir(settings))
+        folder = (zero_copy.table_folder(settings, table).child(zero_copy.INCOMING) if zero
+                  else staging.table_dir(settings, table))
         scratch = folder.child(f"_warmup-{secrets.token_hex(4)}")
         try:
             writer = self._lake_writer(frame, LakeTarget(scratch, None, 0, 0)) if zero else frame.write

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from enum import StrEnum
@@ -74,13 +74,13 @@ def data_file_count(lake: Lake) -> int:
 SMALL_FILE_BYTES = 16 * 2**20  # a file smaller than this is one merging would fold into its neighbours
 
 
-def unmerged_files(lake: Lake) -> int:
-    """Small data files beyond one per partition folder: about what merging folds away (a group-by
-    over 10k unmerged files ran 26x slower than over the same rows merged)."""
-    return one_row(lake.execute(
+def unmerged_files(lake: Lake, tables: Iterable[str]) -> int:
+    """Small data files beyond one per partition folder, over ``tables``: about what merging folds
+    away (a group-by over 10k unmerged files ran 26x slower than over the same rows merged)."""
+    return sum(one_row(lake.execute(
         "SELECT count(*) - count(DISTINCT regexp_replace(data_file, '/[^/]*$', '')) "
         "FROM ducklake_list_files(?, ?) WHERE data_file_size_bytes < ?",
-        [lake.name, lake.table, SMALL_FILE_BYTES]))[0]
+        [lake.name, table, SMALL_FILE_BYTES]))[0] for table in tables)
 
 
 def compaction_due(files_to_merge: int, limit: int) -> bool:
@@ -117,18 +117,20 @@ def expire(lake: Lake, retention: timedelta,
 
 
 def _planned_merge(lake: Lake) -> int:
-    """Files after merging, estimated as one file per partition folder (for --dry-run)."""
-    files = [r[0] for r in lake.execute(
-        "SELECT data_file FROM ducklake_list_files(?, ?)",
-        [lake.name, lake.table]).fetchall()]
+    """Files after merging, estimated as one file per partition folder of every table (for --dry-run)."""
+    tables = [name for (name,) in lake.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = ? AND schema_name = 'main'",
+        [lake.name]).fetchall()]
+    files = [r[0] for table in tables for r in lake.execute(
+        "SELECT data_file FROM ducklake_list_files(?, ?)", [lake.name, table]).fetchall()]
     folders = Counter(path.rsplit("/", 1)[0] for path in files)
     return len(folders)
 
 
-def compact(lake: Lake, staged: Folder, dry_run: bool, report: MaintenanceReport,
+def compact(lake: Lake, staged: Iterable[Folder], dry_run: bool, report: MaintenanceReport,
             delete_grace: timedelta = DELETE_GRACE, step: Callable[[str], None] = lambda _: None) -> None:
     """Flush inlined rows, merge adjacent small files, delete unreferenced and orphaned files
-    (never a file a batch staged in ``staged`` will register).
+    (never a file a batch staged in one of the tables' ``staged`` folders will register).
 
     Needs no retention of its own: only files of already-expired snapshots are unreferenced."""
     if dry_run:
@@ -147,7 +149,7 @@ def compact(lake: Lake, staged: Folder, dry_run: bool, report: MaintenanceReport
             lake.execute("CALL ducklake_merge_adjacent_files(?)", [lake.name]).fetchall()
         report.files_after = data_file_count(lake)
     # zero-copy files a staged batch will register are not in the catalog yet, but not orphans
-    pending = staging.pending_lake_files(staged)
+    pending = {uri for folder in staged for uri in staging.pending_lake_files(folder)}
     folder = lake.data_folder
     step("finding unreferenced files")
     unreferenced = _planned(lake, "ducklake_cleanup_old_files", _older_than(delete_grace))
@@ -221,7 +223,8 @@ def run_maintenance(settings: ResolvedSettings, retention: timedelta, *, dry_run
             meter.step(f"expiring snapshots older than {format_duration(retention)}")
             expire(lake, retention, dry_run, report)
         if Step.COMPACT in steps:
-            compact(lake, staging.table_dir(settings), dry_run, report, delete_grace, meter.step)
+            staged = [staging.table_dir(settings, table) for table in settings.tables]
+            compact(lake, staged, dry_run, report, delete_grace, meter.step)
         else:
             report.files_before = report.files_after = data_file_count(lake)
     report.seconds = time.monotonic() - started

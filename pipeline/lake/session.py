@@ -44,9 +44,9 @@ class Lake:
 
     @classmethod
     def of(cls, con: duckdb.DuckDBPyConnection, settings: ResolvedSettings) -> Lake:
-        return cls(con, settings.lake_name, settings.lake_table, settings.ops_schema,
-                   settings.data_path, settings.storage, settings.catalog, settings.id_column,
-                   settings.time_column)
+        first = settings.tables[0]
+        return cls(con, settings.lake_name, first.name, settings.ops_schema,
+                   settings.data_path, settings.storage, settings.catalog, first.id_column, first.time_column)
 
     def lock(self, job: str, *, timeout: float | None = None) -> AbstractContextManager[locks.Lease]:
         """This table's lock for ``job`` (:func:`.locks.table_lock`; the lake's are :func:`.locks.hold`)."""

@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING
 from generators.events import EVENTS_PER_SESSION
 from generators.writer import add_events, add_sessions
 from pipeline import logs
-from pipeline.errors import PipelineError
+from pipeline.errors import ConfigError, PipelineError
 from pipeline.extract.engines import engine_of
 from pipeline.lake.connect import lake_session
 from pipeline.lake.verify import ImageComparison
 from pipeline.ops.pipeline import Pipeline
 from pipeline.ops.run import RunReport
 from pipeline.settings import Settings
-from pipeline.settings.model import Engine, SourceTable
+from pipeline.settings.model import Engine, TableSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -51,6 +51,7 @@ class DemoResult:
 
 def demo(settings: Settings, engine: str = "spark", spark: SparkSession | None = None) -> DemoResult:
     """Run the demo and collect what it shows."""
+    _events_table(settings)  # before anything starts
     with Pipeline(settings, engine=engine, spark=spark) as lake:
         if engine_of(engine) is not Engine.SPARK or spark is not None:
             return _demo(lake)
@@ -64,6 +65,7 @@ def demo(settings: Settings, engine: str = "spark", spark: SparkSession | None =
 
 def _demo(lake: Pipeline) -> DemoResult:
     settings = lake.settings
+    table = _events_table(settings)
     seed = int(datetime.now(UTC).timestamp())
 
     def load(step: str) -> RunReport:
@@ -73,13 +75,13 @@ def _demo(lake: Pipeline) -> DemoResult:
         log.info("    %s", report.summary())
         return report
 
-    log.info("1/6 generating 10,000 events into %s", settings.source_table)
-    log.info("    committed %d events", add_events(settings.source_dsn, settings.source_table, 10_000, seed))
+    log.info("1/6 generating 10,000 events into %s", table.qualified)
+    log.info("    committed %d events", add_events(settings.source_dsn, table.qualified, 10_000, seed))
     first = load("2/6 loading them")  # a first run, or not: the demo may run again in a folder
     second = load("3/6 second run (expect 0 new rows, no new snapshot)")
     late_by = min(settings.lookback / 2, timedelta(minutes=5))
     log.info("4/6 adding 500 late events (%s old, inside the %s look-back)", late_by, settings.lookback)
-    add_events(settings.source_dsn, settings.source_table, 500, seed + 1, late_by=late_by)
+    add_events(settings.source_dsn, table.qualified, 500, seed + 1, late_by=late_by)
     third = load("    running")
 
     log.info("5/6 snapshots and time travel")
@@ -90,12 +92,13 @@ def _demo(lake: Pipeline) -> DemoResult:
         snapshots = con.execute(
             f"SELECT snapshot_id, snapshot_time, commit_message FROM {settings.lake_name}.snapshots() "
             "ORDER BY snapshot_id DESC LIMIT 8").fetchall()
-        query = f"SELECT event_type, count(*) FROM {settings.events_table} {{at}} GROUP BY ALL ORDER BY 1"
+        query = (f"SELECT event_type, count(*) FROM {settings.lake_table(table)} {{at}} "
+                 "GROUP BY ALL ORDER BY 1")
         counts_before = dict(con.execute(query.format(at=f"AT (VERSION => {before})")).fetchall())
         counts_now = dict(con.execute(query.format(at="")).fetchall())
     comparison = lake.verify()
     log.info("%s", comparison.describe())
-    joins = _one_image(lake, seed + 2)
+    joins = _one_image(lake, table.schema, seed + 2)
     with lake_session(settings, read_only=True) as con:
         snapshots = con.execute(
             f"SELECT snapshot_id, snapshot_time, commit_message FROM {settings.lake_name}.snapshots() "
@@ -104,19 +107,29 @@ def _demo(lake: Pipeline) -> DemoResult:
                       counts_now, comparison, joins)
 
 
-def _one_image(lake: Pipeline, seed: int) -> list[tuple[int, int, int]]:
-    """Sessions and their events, written in one transaction each, loaded with SOURCE_TABLES in one
-    commit; then, at every version since, the join checked both ways."""
+def _events_table(settings: Settings) -> TableSpec:
+    """The table the demo writes its events into: SOURCE_TABLE's (listed tables are the user's own
+    image, which the demo does not write into)."""
+    if settings.grouped:
+        listed = ", ".join(table.qualified for table in settings.tables)
+        raise ConfigError(f"The demo writes its own events into one table; SOURCE_TABLES lists {listed}.",
+                          "Run the demo with SOURCE_TABLE alone (unset SOURCE_TABLES), e.g. in an empty "
+                          "folder; it shows a two-table image with tables of its own.")
+    return settings.tables[0]
+
+
+def _one_image(lake: Pipeline, schema: str, seed: int) -> list[tuple[int, int, int]]:
+    """Sessions and their events, written in one transaction each into ``schema``, loaded with
+    SOURCE_TABLES in one commit; then, at every version since, the join checked both ways."""
     settings = lake.settings
-    schema = settings.source_schema_name
     # the sessions table has its own id and time columns (generators' sql/source_sessions.sql)
-    sessions = SourceTable(f"{schema}.demo_sessions", "started_at", "session_id")
-    events = SourceTable(f"{schema}.demo_session_events")
+    sessions = TableSpec(f"{schema}.demo_sessions", "started_at", "session_id")
+    events = TableSpec(f"{schema}.demo_session_events")
     log.info("6/6 %d sessions with %d events each into %s and %s, committed together; loading both as "
              "one image (SOURCE_TABLES)", DEMO_SESSIONS, EVENTS_PER_SESSION, sessions.qualified,
              events.qualified)
     add_sessions(settings.source_dsn, sessions.qualified, events.qualified, DEMO_SESSIONS, seed)
-    both = replace(settings.for_table(sessions), source_tables=(sessions, events))
+    both = replace(settings, tables=(sessions, events), grouped=True)
     with lake.sibling(both) as tables, logs.routine():
         report = tables.run()
     log.info("    %s", report.summary())

@@ -112,8 +112,9 @@ class Doctor:
         notes: list[tuple[str, str]] = []  # (what, the fix)
         with connect(self.settings.source_dsn) as conn:
             version = one_row(conn.execute("SHOW server_version"))[0]
-            for one in (self.settings.for_table(t) for t in self.settings.tables):
-                table = one.source_table
+            settings = self.settings
+            for spec in settings.tables:
+                table = spec.qualified
                 if not stats.table_exists(conn, table):
                     made_by = f"The generator creates it ({invocation.generator_command()})"
                     return Check("source", WARN, f"Postgres {version} reachable; table {table} does not "
@@ -121,11 +122,11 @@ class Doctor:
                                                          else ", or create it from sql/source_events.sql."))
                 try:
                     stats.require_select(conn, table)
-                    relation = shape.SourceRelation.of(conn, one)
-                    shape.check_shape(conn, relation, one.schema_drift, one.arrival_column)
+                    relation = shape.SourceRelation.of(conn, spec)
+                    shape.check_shape(conn, relation, settings.schema_drift, settings.arrival_column)
                 except PipelineError as exc:  # no SELECT, a missing or retyped column: named, with the fix
                     return Check("source", FAIL, f"Postgres {version}; {first_line(exc)}", exc.hint)
-                column = shape.arrival_column_of(relation, one.arrival_column)
+                column = shape.arrival_column_of(relation, settings.arrival_column)
                 stamped = arrivals.stamped_by_database(conn, table, column) if column else None
                 note = arrivals.arrival_note(column, stamped, 0) if column else None
                 if note:

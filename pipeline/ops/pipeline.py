@@ -194,7 +194,7 @@ class Pipeline:
         from pipeline import staging
 
         restored = [batch for table in self.settings.tables
-                    for batch in staging.restore_failed(staging.table_dir(self.settings.for_table(table)))]
+                    for batch in staging.restore_failed(staging.table_dir(self.settings, table))]
         log.info("retrying %d set-aside batch(es): %s", len(restored), ", ".join(restored) or "none")
         return self.run("promote", record_as="promote")
 
@@ -255,11 +255,10 @@ class Pipeline:
     def verify(self) -> ImageComparison:
         """Every table against its source: counts, distinct ids, checksum (:mod:`pipeline.lake.verify`);
         equal only when each table is."""
-        from pipeline.lake.verify import ImageComparison, compare
+        from pipeline.lake.verify import compare
 
         with self._own():
-            return ImageComparison({table.name: compare(self.settings.for_table(table))
-                                    for table in self.settings.tables})
+            return compare(self.settings)
 
     def prove(self, since: timedelta | None) -> ImageCheck:
         """Every table against its source by id over ``since`` before the watermark (None: all), bucket
@@ -278,7 +277,7 @@ class Pipeline:
                      for table in settings.tables}
             tables = batches.loaded(every)  # none loaded: prove_in says so
             common = batches.oldest_watermark(tables.values()) if len(every) > 1 else None
-            relations = {table: SourceRelation.of(snapshot.conn, settings.for_table(table))
+            relations = {table: SourceRelation.of(snapshot.conn, table)
                          for table in tables}
             return ImageCheck({table.name: prove_in(snapshot.conn, member, relations[table], since, common)
                                for table, member in tables.items()},

@@ -11,7 +11,7 @@ from datetime import datetime
 from pipeline.lake import batches
 from pipeline.lake.session import Lake
 from pipeline.ops import proof
-from pipeline.settings import ResolvedSettings
+from pipeline.settings import ResolvedSettings, TableSpec
 from pipeline.source import arrivals, shape, stats
 from pipeline.source.completeness import Completeness
 from pipeline.source.plan import BatchPlan
@@ -21,9 +21,9 @@ from pipeline.source.window import XID_SPAN, Arrivals, Window, plan_window
 log = logging.getLogger(__name__)
 
 
-def plan_batch(snapshot: PlannerSnapshot, lake: Lake, settings: ResolvedSettings,
+def plan_batch(snapshot: PlannerSnapshot, lake: Lake, settings: ResolvedSettings, table: TableSpec,
                watermark: datetime | None, *, rows_behind: int = 0, bound_rows: int = 0) -> BatchPlan:
-    """The next window after ``watermark`` (read in the lake session ``lake``), counted in the
+    """``table``'s next window after ``watermark`` (read in the lake session ``lake``), counted in the
     planner's ``snapshot``. With an arrival column and an earlier batch's mark, the window holds
     only what arrived or became due since (see :mod:`pipeline.source.window`), and the completeness
     check (:mod:`pipeline.source.completeness`) decides whether that is enough. ``rows_behind``:
@@ -31,7 +31,7 @@ def plan_batch(snapshot: PlannerSnapshot, lake: Lake, settings: ResolvedSettings
     look-back is read. ``bound_rows``: a table catching up (SOURCE_TABLES) reads about that many
     rows, its window ending at the time of the last of them (``backfill``) when it has more."""
     conn = snapshot.conn
-    source = shape.SourceRelation.of(conn, settings)
+    source = shape.SourceRelation.of(conn, table)
     # the columns this snapshot has: a column added while a follower runs is loaded from its next plan
     extra_columns = shape.check_shape(conn, source, settings.schema_drift, settings.arrival_column)
     arrival_column = shape.arrival_column_of(source, settings.arrival_column)

@@ -19,19 +19,18 @@ from pipeline.storage.folder import Folder, is_object_store
 def preflight(settings: ResolvedSettings, *, reads_source: bool) -> None:
     """Raise on what would fail later. The plan reads the source's shape again in its snapshot
     (the columns a load extracts are the ones that snapshot has)."""
-    tables = [settings.for_table(table) for table in settings.tables]  # SOURCE_TABLES: each of them
     if reads_source:
         with connect_source(settings.source_dsn) as conn:
-            for one in tables:
-                stats.require_table(conn, one.source_table)
-                stats.require_select(conn, one.source_table)
+            for table in settings.tables:
+                stats.require_table(conn, table.qualified)
+                stats.require_select(conn, table.qualified)
                 # raises on a missing or retyped column
-                shape.check_shape(conn, shape.SourceRelation.of(conn, one), settings.schema_drift,
+                shape.check_shape(conn, shape.SourceRelation.of(conn, table), settings.schema_drift,
                                   settings.arrival_column)
     if not is_object_store(settings.data_path):  # object storage is checked by its first write
         _writable_folder(Path(settings.data_path), "DUCKLAKE_DATA_PATH")
-    for one in tables:
-        _writable_staging(staging.table_dir(one), settings.staging_path)
+    for table in settings.tables:
+        _writable_staging(staging.table_dir(settings, table), settings.staging_path)
 
 
 def _writable_folder(path: Path, key: str) -> None:

@@ -26,7 +26,7 @@ from pipeline.lake.identity import lake_id, table_names
 from pipeline.lake.schema import column_types, ensure_tables
 from pipeline.lake.session import Lake
 from pipeline.promote.promotion import RECONCILE_ENGINE, PromotionResult, promote_together
-from pipeline.settings import ResolvedSettings
+from pipeline.settings import ResolvedSettings, TableSpec
 from pipeline.settings.durations import format_duration
 from pipeline.source import shape, stats
 from pipeline.source.connect import connect as connect_source
@@ -118,7 +118,7 @@ def _reconcile_image(lake: Lake, resolved: ResolvedSettings, since: timedelta | 
     backfill is a batch of its own, its part the report."""
     grouped = resolved.grouped
     group = staging.new_batch_id() if grouped else None
-    claims = [(staging.table_dir(resolved.for_table(t)), group) for t in resolved.tables] if group else []
+    claims = [(staging.table_dir(resolved, t), group) for t in resolved.tables] if group else []
     for folder, claim in claims:
         staging.claim_batch(folder, claim)
     try:
@@ -132,7 +132,7 @@ def _reconcile_image(lake: Lake, resolved: ResolvedSettings, since: timedelta | 
         parts = {}
         for table in resolved.tables:
             part = parts[table.name] = ReconcileReport(since=report.since) if grouped else report
-            backfill = _compare_and_write(lakes[table.name], resolved.for_table(table), since, part, common)
+            backfill = _compare_and_write(lakes[table.name], resolved, table, since, part, common)
             if backfill is not None:
                 written.append(backfill)
         members = {b.lake.table: b.batch_id for b in written}
@@ -163,17 +163,17 @@ def _sum_parts(report: ReconcileReport, parts: dict[str, ReconcileReport]) -> No
     report.snapshot_id = max((p.snapshot_id for p in every if p.snapshot_id is not None), default=None)
 
 
-def _compare_and_write(lake: Lake, resolved: ResolvedSettings, since: timedelta | str,
+def _compare_and_write(lake: Lake, resolved: ResolvedSettings, table: TableSpec, since: timedelta | str,
                        report: ReconcileReport, common: datetime | None = None) -> _Backfill | None:
-    """Compare one table's hours over ``since`` and write the rows the lake lacks (unsealed).
+    """Compare ``table``'s hours over ``since`` and write the rows the lake lacks (unsealed).
     ``common``: SOURCE_TABLES' watermark every table's range is bounded by (the oldest)."""
     # a table dropped by hand is made again empty: then the look-back is reloaded here too
     dropped = ("main", lake.table) not in table_names(lake)
     with connect_source(resolved.source_dsn) as conn:
-        stats.require_table(conn, resolved.source_table)
-        relation = SourceRelation.of(conn, resolved)
+        stats.require_table(conn, table.qualified)
+        relation = SourceRelation.of(conn, table)
         extra = shape.check_shape(conn, relation, resolved.schema_drift)
-        source = Source(relation, resolved.source_name, extra)
+        source = Source(relation, resolved.source_name(table), extra)
         ensure_tables(lake, column_types(resolved.promotion, resolved.spark.reader), recreate_dropped=True,
                       own_columns=shape.own_table_columns(relation, source.extra_columns))
         watermark = batches.watermark(lake)
@@ -198,7 +198,7 @@ def _compare_and_write(lake: Lake, resolved: ResolvedSettings, since: timedelta 
     if not hours:
         return None
     window = Window(low=low, upper=upper, nulls=False)
-    return _backfill(lake, source, staging.table_dir(resolved), hours, window, report)
+    return _backfill(lake, source, staging.table_dir(resolved, table), hours, window, report)
 
 
 @dataclass(frozen=True)

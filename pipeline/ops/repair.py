@@ -26,7 +26,7 @@ from pipeline.lake.schema import events_column_types, insert_columns_sql
 from pipeline.lake.session import Lake
 from pipeline.ops import proof
 from pipeline.promote.commit import LakeCommit
-from pipeline.settings import ResolvedSettings
+from pipeline.settings import ResolvedSettings, TableSpec
 from pipeline.source import stats
 from pipeline.source.shape import (
     EVENT_COLUMNS,
@@ -81,14 +81,14 @@ def repair(settings: ResolvedSettings, since: timedelta | None) -> RepairReport:
         every = {table: lake.for_table(table.name, table.id_column, table.time_column)
                  for table in settings.tables}
         loaded = batches.loaded(every)  # none loaded: the comparison says so
-        tables, lakes = [settings.for_table(table) for table in loaded], list(loaded.values())
+        tables, lakes = list(loaded), list(loaded.values())
         with LakeCommit(lakes) as commit:  # every table's promote lock, held from compare to commit
             # one range for every table, up to the oldest watermark (each table to its own replaced a
             # session's events without it when the watermarks differed: found by the adversary)
             common = batches.oldest_watermark(lakes) if len(every) > 1 else None
             with exported_snapshot(settings.source_dsn, arrivals=False) as snapshot:
-                plans = [_plan(snapshot.conn, member, one, since, common)
-                         for member, one in zip(lakes, tables, strict=True)]
+                plans = [_plan(snapshot.conn, member, settings, table, since, common)
+                         for member, table in zip(lakes, tables, strict=True)]
             todo = [plan for plan in plans if plan.ids]
             if not todo:
                 return _report(plans, {}, grouped=settings.grouped)
@@ -147,9 +147,9 @@ class _Plan:
         return int(removed), int(loaded)
 
 
-def _plan(conn: psycopg.Connection, lake: Lake, settings: ResolvedSettings, since: timedelta | None,
-          common: datetime | None) -> _Plan:
-    source = SourceRelation.of(conn, settings)
+def _plan(conn: psycopg.Connection, lake: Lake, settings: ResolvedSettings, table: TableSpec,
+          since: timedelta | None, common: datetime | None) -> _Plan:
+    source = SourceRelation.of(conn, table)
     check_shape(conn, source, settings.schema_drift)  # a misnamed column: said, not a Binder error
     check = proof.prove_in(conn, lake, source, since, common)
     how = IdShape.read(conn, source)

@@ -40,7 +40,7 @@ from pipeline.ops.plan import plan_batch
 from pipeline.ops.preflight import preflight
 from pipeline.promote import zero_copy
 from pipeline.promote.promotion import Outcome, PromotionResult, promote, promote_together
-from pipeline.settings import ResolvedSettings
+from pipeline.settings import ResolvedSettings, TableSpec
 from pipeline.settings.model import Engine
 from pipeline.source import shape
 from pipeline.source.connect import connect
@@ -52,6 +52,8 @@ from pipeline.storage.outage import store_outage
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from pipeline.storage.folder import Folder
 
 log = logging.getLogger(__name__)
 
@@ -249,7 +251,7 @@ class Loader:
             else:
                 image.read_watermarks()
             if report.rows_inserted and count_unmerged:  # in this session: no attach of its own
-                report.files_to_merge = unmerged_files(lake)
+                report.files_to_merge = unmerged_files(lake, [load.lake.table for load in image.loads])
             report.seconds["total"] = time.monotonic() - started
             details.update(rows_inserted=report.rows_inserted, summary=report.summary())
             if report.set_aside:  # the command exits 1: the record says failed too
@@ -306,17 +308,23 @@ class Engines:
 
 @dataclass
 class _TableLoad:
-    """One table's part of an image load: its settings and lake table, its report, where its first
+    """One table's part of an image load: the table, its lake table, its report, where its first
     plan started."""
 
-    settings: ResolvedSettings
+    settings: ResolvedSettings  # the image's
+    table: TableSpec
     lake: Lake
     report: RunReport
     planned_from: datetime | None = None  # the watermark the load's first plan started after
 
+    @property
+    def staged(self) -> Folder:
+        """Where the table's batches are staged."""
+        return staging.table_dir(self.settings, self.table)
+
     def clean_staging(self) -> None:
         try:
-            for path in staging.clean_stale(staging.table_dir(self.settings)):
+            for path in staging.clean_stale(self.staged):
                 log.info("removed stale incomplete batch %s", path.uri())
             self.remove_abandoned()
         except OSError as exc:  # the first touch of an object-store staging area
@@ -326,7 +334,7 @@ class _TableLoad:
         """The partial files of extractions whose process died on this host (Spark's _temporary
         parts, zero-copy files not yet settled): a batch never gets a manifest after its process is
         gone, so they go now rather than in an hour."""
-        table_dir = staging.table_dir(self.settings)
+        table_dir = self.staged
         incoming = self.lake.table_folder.child(zero_copy.INCOMING)
         for batch_id in staging.abandoned_batches(table_dir):
             folder = staging.batch_dir(table_dir, batch_id)
@@ -352,15 +360,16 @@ class _TableLoad:
         # claimed before its first file (the lake ids zero-copy writes into the data path): a kill
         # from here on leaves a record the next run cleans up after, not an hour later
         try:
-            staging.claim_batch(staging.table_dir(settings), batch_id)
+            staging.claim_batch(self.staged, batch_id)
         except OSError as exc:  # an object store that went away: named, temporary (was "unexpected")
             raise store_outage(settings, exc) or exc from None
         try:
             choice = zero_copy.choose(settings, self.lake, snapshot.conn, engines.name, plan, batch_id)
         except BaseException:
-            staging.release_batch(staging.table_dir(settings), batch_id)
+            staging.release_batch(self.staged, batch_id)
             raise
-        request = ExtractRequest(settings, plan, batch_id, lake_identity, promotion=choice, group=group)
+        request = ExtractRequest(settings, self.table, plan, batch_id, lake_identity, promotion=choice,
+                                 group=group)
         batch = extract(extractor, request)
         report.seconds["extract"] = time.monotonic() - t0
         report.staged_batch, report.rows_in_window = batch.batch_id, batch.manifest.row_count
@@ -417,7 +426,7 @@ class _TableLoad:
         except duckdb.Error as exc:
             if is_transient(exc):  # the catalog or object store is away: the batch is fine, retry later
                 raise promotion_outage(self.settings, exc) from None
-            folder = staging.set_aside(staging.table_dir(self.settings), batch, first_line(exc))
+            folder = staging.set_aside(self.staged, batch, first_line(exc))
             log.error("batch %s cannot be promoted (%s); set aside in %s, kept whole, so later batches "
                       "load. Fix the cause, then run: %s", batch.batch_id, first_line(exc), folder.uri(),
                       actions.RETRY_FAILED.command())
@@ -427,12 +436,12 @@ class _TableLoad:
 def make_own_tables(loads: list[_TableLoad]) -> None:
     """The lake tables of tables with their own id and time columns, made from their source's
     columns, all at once (:func:`pipeline.lake.schema.ensure_tables`)."""
-    own = [load for load in loads if load.settings.names_own_columns]
+    own = [load for load in loads if load.table.names_own_columns]
     if not own:
         return
     with connect(own[0].settings.source_dsn) as conn:
         for load in own:
-            source = shape.SourceRelation.of(conn, load.settings)
+            source = shape.SourceRelation.of(conn, load.table)
             extra = shape.check_shape(conn, source, load.settings.schema_drift)
             ensure_tables(load.lake, column_types(load.settings.promotion, load.settings.spark.reader),
                           own_columns=shape.own_table_columns(source, extra))
@@ -449,7 +458,7 @@ class _ImageLoad:
     def __init__(self, settings: ResolvedSettings, lake: Lake, report: RunReport) -> None:
         self.settings, self.lake, self.report = settings, lake, report
         self.grouped = settings.grouped
-        self.loads = [_TableLoad(settings.for_table(t), lake.for_table(t.name, t.id_column, t.time_column),
+        self.loads = [_TableLoad(settings, t, lake.for_table(t.name, t.id_column, t.time_column),
                                  RunReport() if self.grouped else report) for t in settings.tables]
         if self.grouped:
             report.tables = {load.lake.table: load.report for load in self.loads}
@@ -462,7 +471,7 @@ class _ImageLoad:
         if extracts:
             make_own_tables(self.loads)
             for load in self.loads:
-                refuse_another_source(load.lake, load.settings.source_name)
+                refuse_another_source(load.lake, load.settings.source_name(load.table))
             if not self.grouped:  # SOURCE_TABLE names one table, maybe one of an image
                 refuse_tearing_an_image(self.lake)
         for load in self.loads:
@@ -481,7 +490,7 @@ class _ImageLoad:
         """Every table's leftover batches (a crash, --extract-only); a group's with its group, once,
         in one commit."""
         for load in self.loads:
-            for batch in staging.complete_batches(staging.table_dir(load.settings), lake_identity):
+            for batch in staging.complete_batches(load.staged, lake_identity):
                 if batch.manifest.group is None:
                     log.info("promoting staged batch %s of %s (%d rows)", batch.batch_id, load.lake.table,
                              batch.manifest.row_count)
@@ -548,7 +557,8 @@ class _ImageLoad:
                         load.report.watermark, load.planned_from = marks[table], start
                     # a second image: a short table's whole look-back again, the others' next window
                     after = load.planned_from if behind or not rows_behind else start
-                    plans.append(plan_batch(snapshot, load.lake, load.settings, after, rows_behind=behind,
+                    plans.append(plan_batch(snapshot, load.lake, settings, load.table, after,
+                                            rows_behind=behind,
                                             bound_rows=settings.backfill_rows if table in catching else 0))
                     load.report.catching_up = plans[-1].backfill
             for load, plan in zip(self.loads, plans, strict=True):
@@ -599,7 +609,7 @@ class _ImageLoad:
             if group is not None:
                 for load, _ in loading:
                     try:
-                        staging.claim_batch(staging.table_dir(load.settings), group)
+                        staging.claim_batch(load.staged, group)
                     except OSError as exc:
                         raise store_outage(self.settings, exc) or exc from None
                     claimed.append((load, group))
@@ -624,7 +634,7 @@ class _ImageLoad:
                 self.report.seconds[step] = sum(load.report.seconds.get(step, 0.0) for load, _ in loading)
             for load, claim in claimed:
                 with contextlib.suppress(OSError):
-                    staging.release_batch(staging.table_dir(load.settings), claim)
+                    staging.release_batch(load.staged, claim)
         return results
 
 

@@ -22,7 +22,7 @@ from pipeline.lake.session import Lake
 from pipeline.lake.transaction import one_read
 from pipeline.ops import health, proof
 from pipeline.ops.scheduler_state import SchedulerState, SchedulerStates
-from pipeline.settings import ResolvedSettings
+from pipeline.settings import ResolvedSettings, TableSpec
 from pipeline.source import arrivals, stats
 from pipeline.source.connect import connect as connect_source
 from pipeline.source.shape import IdShape, SourceRelation, check_shape
@@ -189,14 +189,15 @@ def _cadence(load_every: timedelta, last_load: jobs.JobRun | None) -> health.Cad
     return health.Cadence(timedelta(seconds=float(every)) if every else load_every)
 
 
-def _identity(conn: psycopg.Connection, settings: ResolvedSettings, source: SourceRelation,
+def _identity(conn: psycopg.Connection, settings: ResolvedSettings, table: TableSpec, source: SourceRelation,
               watermark: datetime) -> proof.RangeCheck:
     """The lake against the source over the look-back behind the watermark, by id. Ids the lake
     lacks there are rows the next load reads (late arrivals); rows the source deleted or moved
     after loading are a divergence no load repairs."""
     how = IdShape.read(conn, source)
     # the lake's reads in one snapshot of it: the last batch's mark is the one of the rows it counted
-    with lake_session(settings, read_only=True) as lake, one_read(lake):
+    with lake_session(settings, read_only=True) as opened, one_read(opened):
+        lake = opened.for_table(table.name, table.id_column, table.time_column)
         check = proof.compare(conn, lake, source, watermark - settings.lookback,
                               watermark, how)
         earlier = batch_table.last_arrivals(lake) if check.missing else None
@@ -233,12 +234,13 @@ def collect(settings: ResolvedSettings) -> Status:
     """Read where the pipeline stands: the lake (read-only), the source, staging, the scheduler's
     state; with SOURCE_TABLES, each table's, and the whole judged by the worst of them."""
     if not settings.grouped:
-        return _collect(settings)
+        [table] = settings.tables
+        return _collect(settings, table)
     # the data folder is listed once, with the first table: its files are the whole lake's
     first_table, *others = settings.tables
-    each = {first_table.name: _collect(settings.for_table(first_table))}
+    each = {first_table.name: _collect(settings, first_table)}
     checked = each[first_table.name].integrity
-    each.update({table.name: _collect(settings.for_table(table), checked=checked) for table in others})
+    each.update({table.name: _collect(settings, table, checked=checked) for table in others})
     worst = max(each.values(), key=lambda status: status.health.code)
     reasons = [f"{name}: {reason}" for name, status in each.items() for reason in status.health.reasons]
     first = next(iter(each.values()))
@@ -266,11 +268,12 @@ def collect(settings: ResolvedSettings) -> Status:
                                        key=lambda b: str(b.get("promoted_at")), reverse=True)[:5])
 
 
-def _collect(settings: ResolvedSettings, *, checked: Integrity | None = None) -> Status:
-    """One table's status (``checked``: the lake's file integrity, when known: :meth:`LakeFacts.read`)."""
+def _collect(settings: ResolvedSettings, table: TableSpec, *, checked: Integrity | None = None) -> Status:
+    """``table``'s status (``checked``: the lake's file integrity, when known: :meth:`LakeFacts.read`)."""
     try:
         with lake_session(settings, read_only=True) as lake:
-            facts = LakeFacts.read(lake, checked=checked)
+            facts = LakeFacts.read(lake.for_table(table.name, table.id_column, table.time_column),
+                                   checked=checked)
     except LakeNotCreated:
         facts = LakeFacts()
     watermark, batches, job_runs = facts.watermark, facts.batches, facts.job_runs
@@ -280,43 +283,44 @@ def _collect(settings: ResolvedSettings, *, checked: Integrity | None = None) ->
     stamped: bool | None = True
     try:
         with connect_source(settings.source_dsn) as conn:
-            exists = stats.table_exists(conn, settings.source_table)
+            exists = stats.table_exists(conn, table.qualified)
             pending, future, now = 0, 0, stats.server_now(conn)
             if not exists:
-                source_error = (f"the table {settings.source_table} does not exist in {settings.source_dsn} "
+                source_error = (f"the table {table.qualified} does not exist in {settings.source_dsn} "
                                 "(the generator creates it; or set SOURCE_TABLE)")
-            elif denied := _denied(conn, settings.source_table):  # no SELECT: said, with the GRANT
+            elif denied := _denied(conn, table.qualified):  # no SELECT: said, with the GRANT
                 source_error, exists = denied, False
             else:  # the table as every stage reads it; a misnamed or retyped column: said, with the fix
-                source = SourceRelation.of(conn, settings)
+                source = SourceRelation.of(conn, table)
                 if misread := _misshaped(conn, settings, source):
                     source_error, exists = misread, False
             if exists:
-                table = source.sql
+                relation = source.sql
                 future = stats.rows_after(conn, source, now)
                 far_future = stats.rows_after(conn, source, now + health.FUTURE_TOLERANCE) \
                     if future else 0
                 # bounded by the event_timestamp index: the newest loadable row (future-dated rows
                 # wait, so they are no lag), and the rows past the watermark
-                newest = one_row(conn.execute(f"SELECT max(event_timestamp)::timestamptz FROM {table} "
+                newest = one_row(conn.execute(f"SELECT max(event_timestamp)::timestamptz FROM {relation} "
                                               "WHERE event_timestamp <= %(now)s", {"now": now}))[0]
-                pending = one_row(conn.execute(f"SELECT count(*) FROM {table} WHERE %(wm)s::timestamptz IS "
-                                               "NULL OR event_timestamp > %(wm)s", {"wm": watermark}))[0]
+                pending = one_row(conn.execute(f"SELECT count(*) FROM {relation} WHERE %(wm)s::timestamptz "
+                                               "IS NULL OR event_timestamp > %(wm)s", {"wm": watermark}))[0]
                 damaged = facts.integrity is not None and facts.integrity.problems
                 if watermark is not None and not damaged:  # the look-back, id by id (a damaged file
                     # fails every read of the ids, and is the finding already)
-                    identity = _identity(conn, settings, source, watermark)
+                    identity = _identity(conn, settings, table, source, watermark)
                     surplus = identity.diverged
                 # a table without the arrival column is read by its window (pipeline.source.shape)
                 if column not in source.types:
                     column = None
                 if column:
-                    stamped = arrivals.stamped_by_database(conn, settings.source_table, column)
+                    stamped = arrivals.stamped_by_database(conn, table.qualified, column)
     except SourceUnavailable as exc:
         # the lake is still readable: report what it holds, and the source as down (failing)
         source_error = first_line(exc)
     lag = (newest - watermark).total_seconds() if newest and watermark else None
-    set_aside = staging.failed_batches(staging.table_dir(settings))
+    staged = staging.table_dir(settings, table)
+    set_aside = staging.failed_batches(staged)
     last_load = next((r for r in job_runs if r["job"] == "load"), None)
     promoted = [b["promoted_at"] for b in batches if b.get("promoted_at")]
     successes = [t for t in (facts.last_load_success, *promoted) if isinstance(t, datetime)]
@@ -335,7 +339,7 @@ def _collect(settings: ResolvedSettings, *, checked: Integrity | None = None) ->
                                         *missed])
     behind = facts.last_hour["rows_behind_mark"] if facts.last_hour else 0
     return Status(
-        health=judged, lake=settings.events_table, lake_exists=facts.exists,
+        health=judged, lake=settings.lake_table(table), lake_exists=facts.exists,
         catalog=settings.catalog.describe(), data_path=settings.data_path, watermark=watermark,
         source_error=source_error, source_newest_event=newest, lag_seconds=lag,
         source_rows_after_watermark=pending, source_rows_in_future=future, rows_quarantined=facts.quarantined,
@@ -344,7 +348,7 @@ def _collect(settings: ResolvedSettings, *, checked: Integrity | None = None) ->
         lake_rows_not_in_source=surplus, identity=identity, lake_rows=facts.lake_rows,
         snapshot_count=facts.snapshots, latest_snapshot=facts.latest, data_files=facts.files,
         data_bytes=facts.size, integrity=facts.integrity,
-        staged_batches_waiting=len(staging.complete_batches(staging.table_dir(settings), facts.lake_id))
+        staged_batches_waiting=len(staging.complete_batches(staged, facts.lake_id))
         if facts.lake_id else 0,
         set_aside_batches=set_aside,
         jobs={r["job"]: {"status": r["status"], "started_at": iso(r["started_at"]),

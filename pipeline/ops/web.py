@@ -95,7 +95,9 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/healthz":
             self._healthz()
         elif path in ("/", "/index.html"):
-            page = dashboard.render(self.web.observer.latest(), self.web.settings.events_table)
+            settings = self.web.settings
+            page = dashboard.render(self.web.observer.latest(),
+                                    ", ".join(settings.lake_table(table) for table in settings.tables))
             self._send(HTTPStatus.OK, "text/html; charset=utf-8", page.encode())
         else:
             self._send(HTTPStatus.NOT_FOUND, "text/plain; charset=utf-8",

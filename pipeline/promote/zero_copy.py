@@ -35,7 +35,7 @@ from pipeline.columns import ID, OPTIONAL, TIME
 from pipeline.lake.schema import events_column_types
 from pipeline.lake.session import Lake
 from pipeline.lake.session import table_folder as lake_table_folder
-from pipeline.settings import ResolvedSettings, Settings
+from pipeline.settings import ResolvedSettings, Settings, TableSpec
 from pipeline.settings.model import Engine, Promotion, Reader, StagingWriter
 from pipeline.source.plan import BatchPlan
 from pipeline.sqltext import one_row, quote_literal
@@ -99,8 +99,8 @@ def choose(settings: ResolvedSettings, lake: Lake, source: psycopg.Connection,
     if settings.promotion is not Promotion.ZERO_COPY:
         return PromotionChoice(reason=f"PROMOTION={settings.promotion}")
     lake_types = events_column_types(lake)
-    reason = blocker(settings, engine, lake_types, plan.source.types,
-                     plan.unique_ids, plan.extra_columns)
+    reason = blocker(settings, engine, lake_types, plan.source.types, plan.unique_ids, plan.extra_columns,
+                     named_by=(plan.source.id_column, plan.source.time_column))
     rows = plan.stats.rows
     if reason is None:
         span = ((plan.stats.min_ts, plan.stats.max_ts) if plan.stats.max_ts is not None
@@ -117,9 +117,10 @@ def choose(settings: ResolvedSettings, lake: Lake, source: psycopg.Connection,
 
 
 def blocker(settings: Settings, engine: str, lake_types: Mapping[str, str], source_types: Mapping[str, str],
-            unique_ids: bool, extra_columns: Mapping[str, str]) -> str | None:
+            unique_ids: bool, extra_columns: Mapping[str, str], *, named_by: tuple[str, str] = (ID, TIME)
+            ) -> str | None:
     """Why this run cannot write the lake's files directly (None: it can). Pure: the caller
-    gathers the facts."""
+    gathers the facts (``named_by``: the table's id and time columns)."""
     if engine != Engine.SPARK:
         return f"the {engine} engine stages rows for copy promotion"
     if settings.staging_writer is StagingWriter.DRIVER:
@@ -129,7 +130,7 @@ def blocker(settings: Settings, engine: str, lake_types: Mapping[str, str], sour
         return (f"DUCKLAKE_DATA_PATH={settings.data_path} is object storage, which Spark's own writer "
                 "reaches only through hadoop-aws (the arrow reader, SPARK_READER=arrow, writes it with "
                 "pyarrow)")
-    own = [name for name in (settings.id_column, settings.time_column) if name not in (ID, TIME)]
+    own = [name for name in named_by if name not in (ID, TIME)]
     lacking = [name for name in OPTIONAL if name not in source_types]
     if own or lacking:
         # Spark's files hold the events shape, which DuckLake registers only into a table of that shape
@@ -211,6 +212,6 @@ def remove_files(lake_files: list[LakeFile], folder: Folder) -> None:
         folder.delete_uri(str(entry["uri"]))
 
 
-def table_folder(settings: ResolvedSettings) -> Folder:
-    """The events table's folder in the data path: where DuckLake writes its own files."""
-    return lake_table_folder(folder_of(settings.data_path, settings.storage), settings.lake_table)
+def table_folder(settings: ResolvedSettings, table: TableSpec) -> Folder:
+    """``table``'s folder in the data path: where DuckLake writes its own files."""
+    return lake_table_folder(folder_of(settings.data_path, settings.storage), table.name)

@@ -10,8 +10,9 @@ from pipeline.settings.model import (
     SparkOptions,
     StagingWriter,
     StorageOptions,
+    TableSpec,
 )
 from pipeline.settings.resolve import ResolvedSettings
 
 __all__ = ["ENV_KEYS", "Engine", "Intervals", "Promotion", "Reader", "ResolvedSettings", "Settings",
-           "SparkOptions", "StagingWriter", "StorageOptions", "load_settings"]
+           "SparkOptions", "StagingWriter", "StorageOptions", "TableSpec", "load_settings"]

@@ -27,10 +27,10 @@ from pipeline.settings.model import (
     Reader,
     SettingsFields,
     SettingsKeywords,
-    SourceTable,
     SparkOptions,
     StagingWriter,
     StorageOptions,
+    TableSpec,
 )
 from pipeline.settings.pgdsn import PgDsn
 from pipeline.settings.platform import default_home, user_cache
@@ -167,9 +167,8 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
     _warn_zero(read)
 
     home = Path(read.raw("EVENT_LAKE_HOME") or default_home()).expanduser().absolute()
-    source_tables = _source_tables(read)
-    source_table = (source_tables[0].qualified if source_tables else
-                    _table_name(read.value("SOURCE_TABLE"), read.name("SOURCE_TABLE")))
+    listed = _source_tables(read)
+    tables = listed or (TableSpec(_table_name(read.value("SOURCE_TABLE"), read.name("SOURCE_TABLE"))),)
     lake_name = read.value("DUCKLAKE_NAME")
     if not _IDENT.match(lake_name):
         raise ConfigError(f"{read.name('DUCKLAKE_NAME')} {lake_name!r} is not a valid name.",
@@ -181,7 +180,8 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
     return Settings.holding(SettingsFields(
         home=home,
         source_dsn=PgDsn.parse(dsn, read.name("SOURCE_PG_DSN")) if dsn else None,
-        source_table=source_table,
+        tables=tables,
+        grouped=bool(listed),
         catalog=_catalog(catalog, read.raw("DUCKLAKE_CATALOG_READER"), read.name("DUCKLAKE_CATALOG_READER")),
         embedded_catalog_chosen=chosen_embedded,
         data_path=read.raw("DUCKLAKE_DATA_PATH"),
@@ -227,14 +227,10 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
         metrics_host=read.value("METRICS_HOST"),
         metrics_port_text=read.value("METRICS_PORT"), metrics_port_name=read.name("METRICS_PORT"),
         metrics_token=Secret(token) if (token := read.raw("METRICS_TOKEN")) else None,
-        lake_table=source_table.split(".")[-1],
-        source_tables=source_tables,
-        id_column=(source_tables or (SourceTable(source_table),))[0].id_column,
-        time_column=(source_tables or (SourceTable(source_table),))[0].time_column,
     ))
 
 
-def _source_tables(read: _Reader) -> tuple[SourceTable, ...]:
+def _source_tables(read: _Reader) -> tuple[TableSpec, ...]:
     """SOURCE_TABLES: ``schema.table[:time_column[:id_column]]``, comma-separated; () when unset."""
     text, what = read.raw("SOURCE_TABLES"), read.name("SOURCE_TABLES")
     if text is None or read.name("SOURCE_TABLE") != "SOURCE_TABLE":
@@ -248,7 +244,7 @@ def _source_tables(read: _Reader) -> tuple[SourceTable, ...]:
                               "SOURCE_TABLES=public.sessions:started_at:session_id,public.events; column "
                               "names are plain identifiers (letters, digits, _): a column whose name needs "
                               "quotes is read through a view that renames it.")
-        table = SourceTable(_table_name(name, what), *columns)
+        table = TableSpec(_table_name(name, what), *columns)
         tables.append(table)
     lake_tables = [t.name for t in tables]
     twice = sorted({n for n in lake_tables if lake_tables.count(n) > 1})

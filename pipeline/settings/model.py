@@ -10,12 +10,11 @@ and never printed.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import Self, TypedDict
+from typing import TypedDict
 
 from pipeline.errors import ConfigError
 from pipeline.settings.catalog import CatalogSpec
@@ -54,11 +53,12 @@ DEFAULT_TIME_COLUMN, DEFAULT_ID_COLUMN = "event_timestamp", "event_id"
 
 
 @dataclass(frozen=True)
-class SourceTable:
-    """One table of ``SOURCE_TABLES`` (``schema.table[:time_column[:id_column]]``): where it is read,
-    which column dates a row and which names it; it lands as ``main.<name>`` in the lake."""
+class TableSpec:
+    """One table of the image, the only home of a table's options: where it is read (``SOURCE_TABLE``,
+    or one entry ``schema.table[:time_column[:id_column]]`` of ``SOURCE_TABLES``), which column dates
+    a row and which names it. It lands as ``main.<name>`` in the lake."""
 
-    qualified: str  # schema.table
+    qualified: str  # schema.table in the source
     time_column: str = DEFAULT_TIME_COLUMN
     id_column: str = DEFAULT_ID_COLUMN
 
@@ -66,6 +66,16 @@ class SourceTable:
     def name(self) -> str:
         """The lake table it lands in (in the lake's main schema)."""
         return self.qualified.split(".")[-1]
+
+    @property
+    def schema(self) -> str:
+        """The source schema it is read from."""
+        return self.qualified.split(".")[0]
+
+    @property
+    def names_own_columns(self) -> bool:
+        """Does the table name and date a row by columns of its own (``schema.table:time:id``)?"""
+        return (self.id_column, self.time_column) != (DEFAULT_ID_COLUMN, DEFAULT_TIME_COLUMN)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -181,7 +191,11 @@ class SettingsFields:
 
     home: Path
     source_dsn: PgDsn | None
-    source_table: str
+    # every table one run reads under one snapshot: SOURCE_TABLES, or SOURCE_TABLE alone; never empty
+    tables: tuple[TableSpec, ...]
+    # the tables were listed (SOURCE_TABLES): each commit names its group of batches and each table has
+    # its own part of every report; SOURCE_TABLE's one table commits its batches alone
+    grouped: bool = False
     catalog: CatalogSpec | None
     # DUCKLAKE_CATALOG=embedded: the embedded catalog chosen beside a source of one's own (never silently)
     embedded_catalog_chosen: bool = False
@@ -205,24 +219,11 @@ class SettingsFields:
     metrics_port_text: str = "8900"
     metrics_port_name: str = "METRICS_PORT"  # the key or flag that gave it, for the error
     metrics_token: Secret | None = None  # bearer token for every path but /healthz
-    lake_table: str = "events"
     ops_schema: str = "ops"
-    # SOURCE_TABLES: every table one run reads under one snapshot and commits in one transaction
-    # (empty: SOURCE_TABLE alone)
-    source_tables: tuple[SourceTable, ...] = ()
-    # the source table's columns that name and date a row (SOURCE_TABLES' own; see pipeline.columns)
-    id_column: str = DEFAULT_ID_COLUMN
-    time_column: str = DEFAULT_TIME_COLUMN
 
-    @property
-    def tables(self) -> tuple[SourceTable, ...]:
-        """The tables a run loads: SOURCE_TABLES, or SOURCE_TABLE alone."""
-        return self.source_tables or (SourceTable(self.source_table, self.time_column, self.id_column),)
-
-    def for_table(self, table: SourceTable) -> Self:
-        """The same settings speaking of one of its tables alone (what a one-table run reads)."""
-        return dataclasses.replace(self, source_table=table.qualified, lake_table=table.name,
-                                   source_tables=(), id_column=table.id_column, time_column=table.time_column)
+    def __post_init__(self) -> None:
+        if not self.tables:  # a caller's mistake: every path that builds settings names a table
+            raise ValueError("settings name no table: tables holds SOURCE_TABLES or SOURCE_TABLE")
 
     def one_table(self, flag: str) -> str:
         """The lake table (``main.<name>``) a one-table operation speaks of when ``flag`` (how the caller
@@ -235,17 +236,6 @@ class SettingsFields:
         return names[0]
 
     @property
-    def grouped(self) -> bool:
-        """Are the tables listed (SOURCE_TABLES)? Then each commit names its group of batches and each
-        table has its own part of every report; SOURCE_TABLE's one table commits its batches alone."""
-        return bool(self.source_tables)
-
-    @property
-    def names_own_columns(self) -> bool:
-        """Does the table name and date a row by columns of its own (``schema.table:time:id``)?"""
-        return (self.id_column, self.time_column) != (DEFAULT_ID_COLUMN, DEFAULT_TIME_COLUMN)
-
-    @property
     def metrics_port(self) -> int:
         """The web server's port; 0: the scheduler serves nothing."""
         text = self.metrics_port_text
@@ -255,18 +245,9 @@ class SettingsFields:
                               "(0 turns the scheduler's server off).")
         return int(text)
 
-    @property
-    def source_schema_name(self) -> str:
-        return self.source_table.split(".")[0]
-
-    @property
-    def source_table_name(self) -> str:
-        return self.source_table.split(".")[-1]
-
-    @property
-    def events_table(self) -> str:
-        """Fully qualified lake table, e.g. ``lake.main.events``."""
-        return f"{self.lake_name}.main.{self.lake_table}"
+    def lake_table(self, table: TableSpec) -> str:
+        """Where ``table`` lands, fully qualified, e.g. ``lake.main.events``."""
+        return f"{self.lake_name}.main.{table.name}"
 
     @property
     def batches_table(self) -> str:

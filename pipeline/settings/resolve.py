@@ -14,6 +14,7 @@ from pathlib import Path
 from pipeline.errors import ConfigError
 from pipeline.settings.catalog import CatalogSpec
 from pipeline.settings.load import Settings
+from pipeline.settings.model import TableSpec
 from pipeline.settings.pgdsn import PgDsn
 
 
@@ -33,10 +34,9 @@ class ResolvedSettings(Settings):
     catalog: CatalogSpec
     data_path: str
 
-    @property
-    def source_name(self) -> str:
-        """Where batches are read from, for manifests: database and table, no credentials."""
-        return f"{self.source_dsn.dbname}.{self.source_table}"
+    def source_name(self, table: TableSpec) -> str:
+        """Where ``table``'s batches are read from, for manifests: database and table, no credentials."""
+        return f"{self.source_dsn.dbname}.{table.qualified}"
 
     @classmethod
     def of(cls, settings: Settings, **changes: object) -> ResolvedSettings:

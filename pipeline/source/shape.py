@@ -12,7 +12,7 @@ import psycopg
 
 from pipeline.columns import ID, OPTIONAL, OPTIONAL_LAKE_TYPES, TIME, canonical_relation
 from pipeline.errors import ConfigError, TerminalError
-from pipeline.settings import Settings
+from pipeline.settings import TableSpec
 from pipeline.sqltext import one_row, quote_qualified
 
 log = logging.getLogger(__name__)
@@ -74,9 +74,9 @@ class SourceRelation:
                    bool(columns) and has_row_versions(conn, qualified), columns)
 
     @classmethod
-    def of(cls, conn: psycopg.Connection, settings: Settings) -> SourceRelation:
-        """The settings' source table (SOURCE_TABLE, or one of SOURCE_TABLES through ``for_table``)."""
-        return cls.read(conn, settings.source_table, settings.id_column, settings.time_column)
+    def of(cls, conn: psycopg.Connection, table: TableSpec) -> SourceRelation:
+        """``table`` as the source holds it."""
+        return cls.read(conn, table.qualified, table.id_column, table.time_column)
 
     @property
     def sql(self) -> str:

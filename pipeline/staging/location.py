@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from pipeline.storage.folder import Folder, folder_of
 
 if TYPE_CHECKING:
-    from pipeline.settings import Settings
+    from pipeline.settings import Settings, TableSpec
 
 
 def staging_root(settings: Settings) -> Folder:
@@ -16,6 +16,6 @@ def staging_root(settings: Settings) -> Folder:
     return folder_of(settings.staging_path, settings.storage)
 
 
-def table_dir(settings: Settings) -> Folder:
-    """``STAGING_PATH/<table>``: where this table's batches are staged."""
-    return staging_root(settings).child(settings.lake_table)
+def table_dir(settings: Settings, table: TableSpec) -> Folder:
+    """``STAGING_PATH/<table>``: where ``table``'s batches are staged."""
+    return staging_root(settings).child(table.name)

@@ -18,6 +18,8 @@ from tests.helpers import (
     assert_promoted_by_mode,
     data_snapshots,
     lake_query,
+    only_table,
+    staging_folder,
     wait_for_slow_reads,
 )
 
@@ -28,12 +30,12 @@ def test_kill_after_staging_then_rerun_loses_and_doubles_nothing(settings, lake_
     crashed = run_cli("tests/faulty_cli.py", "--run", env={**lake_env, "EVENT_LAKE_TEST_FAULT": "after-stage"})
     assert crashed.returncode == -9, crashed.stdout + crashed.stderr
     resolved = resolve(settings)
-    assert len(staging.complete_batches(staging.table_dir(resolved))) == 1
+    assert len(staging.complete_batches(staging_folder(resolved))) == 1
     assert data_snapshots(settings) == []
     add_events(settings, 500, seed=11)
     rerun = run_main("--run", env=lake_env)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
-    assert staging.complete_batches(staging.table_dir(resolved)) == []
+    assert staging.complete_batches(staging_folder(resolved)) == []
     assert_lake_equals_source(settings, expected_rows=2_500)
     assert_promoted_by_mode(settings)
 
@@ -94,7 +96,7 @@ def test_a_run_killed_mid_extraction_leaves_partials_the_next_run_removes_at_onc
                                                         "SPARK_PARTITIONS": "2"})
     run_proc.wait_for("extracting 800 rows")
     resolved = resolve(settings)
-    table_dir = staging.table_dir(resolved)
+    table_dir = staging_folder(resolved)
     running = Path(table_dir.uri()) / staging.RUNNING
     deadline = time.monotonic() + 120
     while not list(running.glob("*.json")) and time.monotonic() < deadline:
@@ -104,7 +106,7 @@ def test_a_run_killed_mid_extraction_leaves_partials_the_next_run_removes_at_onc
     run_proc.popen.send_signal(signal.SIGKILL)
     run_proc.popen.wait(30)
     [abandoned] = staging.abandoned_batches(table_dir)
-    incoming = zero_copy.table_folder(resolved).child(zero_copy.INCOMING)
+    incoming = zero_copy.table_folder(resolved, only_table(resolved)).child(zero_copy.INCOMING)
     leftovers = [p for p in (Path(incoming.uri()), Path(table_dir.uri())) if p.exists()
                  for p in p.rglob(f"*{abandoned}*")]
     assert leftovers, "the killed extraction left files behind"
@@ -135,7 +137,7 @@ def test_a_run_killed_as_it_writes_the_lake_ids_leaves_nothing_the_next_run_keep
     # span, so the run writes a lake-ids file
     add_events(settings, 300, seed=79, now=now)
     resolved = resolve(settings)
-    incoming = Path(zero_copy.table_folder(resolved).child(zero_copy.INCOMING).uri())
+    incoming = Path(zero_copy.table_folder(resolved, only_table(resolved)).child(zero_copy.INCOMING).uri())
     run_proc = Proc("events_pipeline.py", "--run", env=lake_env)
     deadline = time.monotonic() + 180
     while not list(incoming.glob(f"*{zero_copy.LAKE_IDS_SUFFIX}")):
@@ -145,7 +147,7 @@ def test_a_run_killed_as_it_writes_the_lake_ids_leaves_nothing_the_next_run_keep
     run_proc.popen.wait(30)
     [ids_file] = incoming.glob(f"*{zero_copy.LAKE_IDS_SUFFIX}")
     batch_id = ids_file.name.removesuffix(zero_copy.LAKE_IDS_SUFFIX)
-    assert staging.abandoned_batches(staging.table_dir(resolved)) == [batch_id]  # claimed first
+    assert staging.abandoned_batches(staging_folder(resolved)) == [batch_id]  # claimed first
     rerun = run_main("--run", env=lake_env)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert f"removed the leftovers of batch {batch_id}" in rerun.stderr

@@ -21,6 +21,7 @@ from tests.helpers import (
     full_cycle,
     lake_query,
     run,
+    staging_folder,
 )
 
 
@@ -60,7 +61,7 @@ def test_s3_staging_survives_extract_only_and_a_crash_then_promotes_everything(s
     crashed = run_cli("tests/faulty_cli.py", "--extract-only", "--engine", "dlt",
                       env={**env, "EVENT_LAKE_TEST_FAULT": "after-stage"})
     assert crashed.returncode == -9, crashed.stdout + crashed.stderr
-    assert len(staging.complete_batches(staging.table_dir(settings))) == 2
+    assert len(staging.complete_batches(staging_folder(settings))) == 2
     assert data_snapshots(settings) == []
 
     report = run(settings, engine="dlt")
@@ -132,14 +133,14 @@ def test_spark_executors_without_hadoop_aws_fail_clearly_and_lose_nothing(s3_env
     with pytest.raises(ConfigError, match="cannot write s3a://") as err:
         run(settings, spark=spark)
     assert HADOOP_AWS in err.value.hint and "STAGING_WRITER=driver" in err.value.hint
-    assert data_snapshots(settings) == [] and staging.complete_batches(staging.table_dir(settings)) == []
+    assert data_snapshots(settings) == [] and staging.complete_batches(staging_folder(settings)) == []
     report = run(load_settings({**env, "STAGING_WRITER": "driver"}), spark=spark)
     assert report.rows_inserted == 200
 
 
 def test_incomplete_s3_batches_are_cleaned_and_complete_ones_kept(s3_env):
     env, keys = s3_env
-    table = staging.table_dir(load_settings(env))
+    table = staging_folder(load_settings(env))
     incomplete, complete = table.child("batch_id=1-incomplete"), table.child("batch_id=2-complete")
     for folder in (incomplete, complete):
         folder.make(exist_ok=False)

@@ -11,7 +11,14 @@ import pytest
 
 from pipeline.settings import load_settings
 from tests.conftest import run_cli, run_main
-from tests.helpers import Proc, add_events, assert_lake_equals_source, data_snapshots, wait_for_slow_reads
+from tests.helpers import (
+    Proc,
+    add_events,
+    assert_lake_equals_source,
+    data_snapshots,
+    staging_folder,
+    wait_for_slow_reads,
+)
 from tests.private_pg import PrivatePostgres
 
 
@@ -68,7 +75,7 @@ def test_catalog_lost_as_promotion_begins_is_a_temporary_error_naming_it(lake_en
     settings = resolve(load_settings(env))
     add_events(settings, 300, seed=92)
     run_once(settings, mode="extract", engine="dlt")
-    [batch] = staging.complete_batches(staging.table_dir(settings))
+    [batch] = staging.complete_batches(staging_folder(settings))
     con = connect(settings)
     try:
         proxy.stop(admit=1)  # the promotion's lock gets through, the lake's reconnect does not
@@ -79,7 +86,7 @@ def test_catalog_lost_as_promotion_begins_is_a_temporary_error_naming_it(lake_en
         con.close()
     assert f"Lost the lake catalog (DUCKLAKE_CATALOG={settings.catalog.describe()}) during promotion" \
         in str(lost.value)
-    assert staging.failed_batches(staging.table_dir(settings)) == []  # not set aside as poison
+    assert staging.failed_batches(staging_folder(settings)) == []  # not set aside as poison
     proxy.start()
     rerun = run_main("--run", "--engine", "dlt", env=env)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr

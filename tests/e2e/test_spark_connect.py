@@ -14,7 +14,14 @@ import pytest
 from pipeline.extract.spark_session import build_session, default_cores
 from pipeline.settings import load_settings
 from tests.conftest import run_cli
-from tests.helpers import Proc, add_events, assert_lake_equals_source, lake_query, wait_for_slow_reads
+from tests.helpers import (
+    Proc,
+    add_events,
+    assert_lake_equals_source,
+    lake_query,
+    only_table,
+    wait_for_slow_reads,
+)
 from tests.spark_services import ConnectServer
 
 
@@ -56,7 +63,7 @@ def test_a_run_through_spark_connect_loads_everything(settings, lake_env, connec
     env = {**lake_env, "SPARK_REMOTE": connect_server.url}
     staged = run_cli("events_pipeline.py", "--extract-only", env=env)
     assert staged.returncode == 0, staged.stdout + staged.stderr
-    [manifest] = list((Path(settings.staging_path) / settings.lake_table).glob("batch_id=*/_manifest.json"))
+    [manifest] = list((Path(settings.staging_path) / only_table(settings).name).glob("batch_id=*/_manifest.json"))
     schema = {f["name"]: f["type"] for f in json.loads(manifest.read_text())["schema"]}
     assert schema["event_timestamp"] == "timestamp[us, tz=UTC]", schema
     loaded = run_cli("events_pipeline.py", "--run", env=env)
@@ -79,7 +86,7 @@ def test_sigterm_cancels_a_running_connect_extraction(settings, lake_env, connec
     assert time.monotonic() - started < 20, scheduler.output  # the read alone takes 30 s
     assert "job load cancelled" in scheduler.output and "OPERATION_CANCELED" in scheduler.output
     assert lake_query(settings, "SELECT count(*) FROM lake.main.events")[0][0] == 0
-    assert not list((Path(settings.staging_path) / settings.lake_table).glob("batch_id=*/_manifest.json"))
+    assert not list((Path(settings.staging_path) / only_table(settings).name).glob("batch_id=*/_manifest.json"))
     rerun = run_cli("events_pipeline.py", "--run", env=env)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert_lake_equals_source(settings, expected_rows=2_000)
@@ -128,7 +135,7 @@ def test_a_connect_server_killed_mid_extraction_is_named_and_the_process_exits_p
     # a pyspark UserWarning
     assert "_MultiThreadedRendezvous" not in run.output and "UserWarning" not in run.output
     assert "Failed (temporary" in run.output and "source Postgres" not in run.output
-    assert not list((Path(settings.staging_path) / settings.lake_table).rglob("*.parquet"))
+    assert not list((Path(settings.staging_path) / only_table(settings).name).rglob("*.parquet"))
     connect_server.start()
     rerun = run_cli("events_pipeline.py", "--run", env=env)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr

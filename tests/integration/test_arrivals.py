@@ -24,6 +24,7 @@ from tests.helpers import (
     files_registered,
     lake_query,
     run,
+    source_table,
 )
 
 
@@ -51,7 +52,7 @@ def test_a_transaction_open_across_two_loads_is_loaded_exactly_once(settings, sp
     in reach. A mark of "now" would skip them for good."""
     add_events(settings, 500, seed=205)
     run(settings, spark=spark)
-    table = resolve(settings).source_table
+    table = source_table(settings)
     with _source(settings) as held:  # not autocommit: the first statement opens the transaction
         held.execute("SELECT now()")  # ...and fixes its rows' created_at here
         _copy_uncommitted(held, table, EventFactory(206).batch(120, datetime.now(UTC)))
@@ -99,7 +100,7 @@ def test_rows_dated_ahead_are_loaded_once_due_although_they_arrived_long_before(
 def test_a_writer_clock_ahead_of_the_database_is_reported_and_its_rows_load(settings, spark, caplog):
     add_events(settings, 100, seed=212)
     run(settings, spark=spark)
-    table = resolve(settings).source_table
+    table = source_table(settings)
     with _source(settings) as conn:
         conn.execute(f"INSERT INTO {table} (event_id, event_type, event_timestamp, details, created_at) "
                      "SELECT gen_random_uuid(), 'click', now() - interval '1 minute', '{}', "
@@ -117,7 +118,7 @@ def _role_blind_to_an_open_transaction(settings) -> Iterator[str]:
     transaction open in the source database; yields a conninfo that logs in as the role."""
     dsn = resolve(settings).source_dsn
     role = f"nostats_{uuid.uuid4().hex[:8]}"
-    table = resolve(settings).source_table
+    table = source_table(settings)
     with psycopg.connect(dsn.conninfo(), autocommit=True) as admin:
         admin.execute(f"CREATE ROLE {role} LOGIN")
         admin.execute(f"GRANT SELECT ON {table} TO {role}")

@@ -13,7 +13,7 @@ import pytest
 from pipeline.lake import validate
 from pipeline.settings import load_settings
 from pipeline.settings.resolve import resolve
-from tests.helpers import assert_lake_equals_source, data_snapshots, lake_query, run
+from tests.helpers import assert_lake_equals_source, data_snapshots, lake_query, run, staging_folder
 
 LOOSE_TABLE = """
 CREATE TABLE public.loose_events (event_id text, event_type text, event_timestamp timestamptz,
@@ -90,7 +90,7 @@ def test_a_batch_that_cannot_be_promoted_is_set_aside_and_retried_after_the_fix(
 
     add_events(settings, 300, seed=81)
     assert cli("--extract-only", "--engine", "dlt", env=lake_env).returncode == 0
-    [batch] = staging.complete_batches(staging.table_dir(settings))
+    [batch] = staging.complete_batches(staging_folder(settings))
     part = Path(batch.folder.path) / batch.manifest.files[0]
     shutil.copy(part, tmp_path / "good.parquet")
     part.write_bytes(b"PAR1 this is not parquet")
@@ -104,13 +104,13 @@ def test_a_batch_that_cannot_be_promoted_is_set_aside_and_retried_after_the_fix(
     status = cli("--status", env=lake_env)
     assert f"SET ASIDE       batch {batch.batch_id}" in status.stdout, status.stdout + status.stderr
 
-    aside = Path(staging.table_dir(settings).path) / staging.FAILED / batch.folder.name
+    aside = Path(staging_folder(settings).path) / staging.FAILED / batch.folder.name
     assert json.loads((aside / staging.FAILURE).read_text())["batch_id"] == batch.batch_id
     shutil.copy(tmp_path / "good.parquet", aside / part.name)  # the operator's fix
     retried = cli("--retry-failed", "--engine", "dlt", env=lake_env)
     assert retried.returncode == 0, retried.stdout + retried.stderr
     assert "already" in retried.stdout + retried.stderr or "no new rows" in retried.stdout + retried.stderr
-    assert staging.failed_batches(staging.table_dir(settings)) == []
+    assert staging.failed_batches(staging_folder(settings)) == []
     assert_lake_equals_source(settings, expected_rows=350)
 
 

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from pipeline.settings.resolve import resolve
-from tests.helpers import add_events, assert_lake_equals_source, lake_query, run
+from tests.helpers import add_events, assert_lake_equals_source, events_table, lake_query, run, source_table
 
 
 def _source(settings, autocommit: bool = True) -> psycopg.Connection:
@@ -46,7 +46,7 @@ def test_rows_of_a_writer_with_its_own_clock_are_read_once_by_the_fast_path(sett
     run(settings, spark=spark)
     add_events(settings, 20, seed=312)
     run(settings, spark=spark)
-    table = resolve(settings).source_table
+    table = source_table(settings)
     for _ in range(2):
         with _source(settings) as conn:
             _insert(conn, table, 50, SKEWED_CLOCKS[writer])
@@ -63,7 +63,7 @@ def test_rows_whose_created_at_is_behind_the_mark_reach_the_lake_on_the_next_run
     run(settings, spark=spark)
     add_events(settings, 20, seed=302)
     run(settings, spark=spark)  # the second load recorded an arrival mark: the fast path is on
-    table = resolve(settings).source_table
+    table = source_table(settings)
     with _source(settings) as conn:
         _insert(conn, table, 50, WRITERS[writer])
     with caplog.at_level("WARNING"):
@@ -85,7 +85,7 @@ def test_rows_stamped_far_ahead_are_read_once_and_a_backfill_after_them_is_loade
     after them are found by the count before extraction and read with the whole look-back."""
     add_events(settings, 200, seed=304)
     run(settings, spark=spark)
-    table = resolve(settings).source_table
+    table = source_table(settings)
     with _source(settings) as conn:
         _insert(conn, table, 30, "now() + interval '1 hour'")  # a writer clock an hour ahead
     assert run(settings, spark=spark).rows_inserted == 30
@@ -104,7 +104,7 @@ def test_a_writer_session_with_track_activities_off_is_not_lost(settings, spark)
     mark moves past its rows while it is open; the count after it commits finds them."""
     add_events(settings, 200, seed=305)
     run(settings, spark=spark)
-    table = resolve(settings).source_table
+    table = source_table(settings)
     with _source(settings, autocommit=False) as hidden:
         hidden.execute("SET track_activities = off")
         _insert(hidden, table, 40, "now()")  # created_at: this transaction's start
@@ -123,7 +123,7 @@ def test_naive_created_at_written_in_another_zone_is_not_lost(settings, spark):
     """A naive ``created_at`` means wall-clock time in the zone the pipeline reads in (Tokyo,
     the database's); a writer session in UTC stamps its rows nine hours behind."""
     dsn = resolve(settings).source_dsn
-    table = resolve(settings).source_table
+    table = source_table(settings)
     add_events(settings, 100, seed=308)
     with _source(settings) as conn:
         conn.execute(f"ALTER DATABASE {dsn.dbname} SET timezone = 'Asia/Tokyo'")
@@ -147,7 +147,7 @@ def test_status_and_doctor_name_an_arrival_column_the_database_does_not_set(sett
     from pipeline.ops.status import collect
 
     resolved = resolve(settings)
-    table = resolved.source_table
+    table = source_table(resolved)
     add_events(settings, 100, seed=310)
     with _source(settings) as conn:
         conn.execute(f"ALTER TABLE {table} ALTER created_at DROP DEFAULT, ALTER created_at SET NOT NULL")
@@ -178,8 +178,8 @@ def test_rows_deleted_or_moved_in_the_source_after_loading_make_status_failing(s
     run(settings, spark=spark)
     assert collect(resolved).health.state == "healthy"
     with _source(settings) as conn:
-        conn.execute(f"DELETE FROM {resolved.source_table} WHERE event_id IN "
-                     f"(SELECT event_id FROM {resolved.source_table} ORDER BY event_id LIMIT 3)")
+        conn.execute(f"DELETE FROM {source_table(resolved)} WHERE event_id IN "
+                     f"(SELECT event_id FROM {source_table(resolved)} ORDER BY event_id LIMIT 3)")
     status = collect(resolved)
     assert status.lake_rows_not_in_source == 3
     assert status.health.state == "failing"
@@ -197,7 +197,7 @@ def test_reconcile_finds_a_missing_row_that_a_doubled_id_hides_from_hourly_count
     add_events(settings, 300, seed=312, now=datetime.now(UTC) - timedelta(hours=3))  # before the look-back
     add_events(settings, 10, seed=313)
     run(settings, spark=spark)
-    events = resolved.events_table
+    events = events_table(resolved)
     with lake_session(resolved) as con:
         [[hour]] = con.execute(f"SELECT date_trunc('hour', event_timestamp) FROM {events} GROUP BY 1 "
                                "ORDER BY count(*) DESC LIMIT 1").fetchall()
@@ -219,7 +219,7 @@ def test_a_source_without_a_primary_key_resending_an_id_later_keeps_one_row_per_
     """README supports sources without a primary key: the same event_id sent again with a new
     event_timestamp, in a later batch, is not loaded twice (the batch's time range alone would
     not find the first copy, dated before the look-back)."""
-    table = settings.source_table
+    table = source_table(settings)
     add_events(settings, 10, seed=21)  # creates the table
     with _source(settings) as conn:
         conn.execute(f"ALTER TABLE {table} DROP CONSTRAINT events_pkey")

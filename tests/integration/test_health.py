@@ -11,7 +11,7 @@ from pipeline.ops.health import FAILING, HEALTHY, STALE, assess
 from pipeline.settings.resolve import resolve
 from pipeline.source.window import Window
 from tests.conftest import run_main
-from tests.helpers import add_events, age_load_history, jobs_table, lake_query
+from tests.helpers import add_events, age_load_history, jobs_table, lake_query, staging_folder
 
 NOW = datetime(2026, 11, 22, 12, tzinfo=UTC)
 HOUR = timedelta(hours=1)
@@ -36,11 +36,11 @@ def test_status_exit_codes_follow_manual_runs_and_set_aside_batches(settings, la
     code, status = _status(env)
     assert code == STALE and "ago (LOAD_EVERY 10s)" in status["health"]["reasons"][0]
     resolved = resolve(settings)
-    folder = staging.batch_dir(staging.table_dir(resolved), staging.new_batch_id())
+    folder = staging.batch_dir(staging_folder(resolved), staging.new_batch_id())
     folder.make(exist_ok=False)
     batch = staging.seal(folder, batch_id=folder.name.removeprefix(staging.PREFIX), table="events", engine="dlt",
                          window=Window(None, NOW), row_count=0, files=[])
-    staging.set_aside(staging.table_dir(resolved), batch, "unreadable file")
+    staging.set_aside(staging_folder(resolved), batch, "unreadable file")
     text = cli("--status", env=env)
     assert text.returncode == FAILING, text.stdout + text.stderr
     assert text.stdout.startswith("health          FAILING: 1 batch(es) set aside")

@@ -15,7 +15,7 @@ from pipeline.ops.pipeline import Pipeline
 from pipeline.ops.status import collect
 from pipeline.settings.resolve import resolve
 from tests.conftest import BOTH_MODES, load_settings
-from tests.helpers import add_events, assert_lake_equals_source, lake_query, run
+from tests.helpers import add_events, assert_lake_equals_source, events_table, lake_query, run, source_table
 
 
 def _source(settings) -> psycopg.Connection:
@@ -23,7 +23,7 @@ def _source(settings) -> psycopg.Connection:
 
 
 def _lake_ids(settings) -> tuple[int, int]:
-    table = resolve(settings).events_table
+    table = events_table(settings)
     [(rows, ids)] = lake_query(settings, f"SELECT count(*), count(DISTINCT event_id) FROM {table}")
     return rows, ids
 
@@ -56,14 +56,14 @@ def test_a_row_deleted_beside_a_backfill_hides_neither(settings, lake_env, spark
     _loaded_and_fast(settings, spark)
     proven = cli("--verify", "--since", "all", env=lake_env)
     assert proven.returncode == 0 and "lake == source by id in" in proven.stdout + proven.stderr
-    table = resolve(settings).source_table
+    table = source_table(settings)
     with _source(settings) as conn:
         gone = _one_loaded_id(conn, table)
         conn.execute(f"DELETE FROM {table} WHERE event_id = %s", (gone,))
         came = _backfill(conn, table)
     report = run(settings, spark=spark)
     assert report.rows_inserted == 1
-    assert lake_query(settings, f"SELECT count(*) FROM {resolve(settings).events_table} "
+    assert lake_query(settings, f"SELECT count(*) FROM {events_table(settings)} "
                                 f"WHERE event_id = '{came}'") == [(1,)]
     assert report.check is not None and report.check.extra == [gone]
     status = collect(resolve(settings))
@@ -98,7 +98,7 @@ def test_a_row_deleted_beside_a_backfill_hides_neither(settings, lake_env, spark
 
 def test_a_row_moved_out_of_the_look_back_beside_a_backfill_hides_neither(settings, spark):
     _loaded_and_fast(settings, spark)
-    table = resolve(settings).source_table
+    table = source_table(settings)
     with _source(settings) as conn:
         moved = _one_loaded_id(conn, table)
         conn.execute(f"UPDATE {table} SET event_timestamp = now() - interval '2 days' WHERE event_id = %s",
@@ -118,7 +118,7 @@ def test_a_loaded_row_moved_into_the_look_back_is_not_loaded_again(settings, spa
     add_events(settings, 100, seed=403, late_by=timedelta(days=2))
     add_events(settings, 20, seed=404)
     run(settings, spark=spark)
-    table = resolve(settings).source_table
+    table = source_table(settings)
     with _source(settings) as conn:
         [[moved]] = conn.execute(f"SELECT event_id FROM {table} WHERE event_timestamp < now() - interval '1 day' "
                                  "LIMIT 1").fetchall()
@@ -177,7 +177,7 @@ def test_a_quarantined_row_fixed_in_the_source_is_loaded(lake_env, spark):
 @pytest.mark.parametrize("writer", ["now() - interval '1 day'", "timestamptz '2019-06-01 12:00:00+00'"])
 def test_a_backfill_alone_is_loaded_by_the_next_run(settings, spark, writer):
     _loaded_and_fast(settings, spark)
-    table = resolve(settings).source_table
+    table = source_table(settings)
     with _source(settings) as conn:
         conn.execute(f"INSERT INTO {table} VALUES (gen_random_uuid(), 'x', now() - interval '3 minutes', "
                      f"'{{}}', {writer})")
@@ -195,7 +195,7 @@ def test_ids_a_one_value_checksum_confused_are_told_apart(settings, spark, repla
     the same id with its halves swapped, or the nil UUID by the max: run, status, --verify --since
     and --repair all said the lake was exact. The halves are summed apart."""
     _loaded_and_fast(settings, spark)
-    table = resolve(settings).source_table
+    table = source_table(settings)
     with _source(settings) as conn:
         if replacement == "nil for max":
             conn.execute(f"INSERT INTO {table} VALUES ('00000000-0000-0000-0000-000000000000', 'nil', "
@@ -242,7 +242,7 @@ def test_status_tells_a_late_arrival_from_a_row_the_lake_lost(settings, lake_env
     """Ids missing from the look-back are late arrivals when written after the last load's snapshot
     (healthy, said), and a loss when that snapshot held them (failing, named)."""
     _loaded_and_fast(settings, spark)
-    table = resolve(settings).source_table
+    table = source_table(settings)
     with _source(settings) as conn:
         late = _backfill(conn, table)
     status = collect(resolve(settings))

@@ -15,16 +15,16 @@ from pipeline.lake import instances
 from pipeline.settings import load_settings
 from pipeline.settings.pgdsn import PgDsn
 from pipeline.settings.resolve import resolve
-from tests.helpers import TcpProxy
+from tests.helpers import TcpProxy, events_table
 
 
 def _count(settings) -> int:
     with lake.lake_session(settings, read_only=True) as con:
-        return con.execute(f"SELECT count(*) FROM {settings.events_table}").fetchone()[0]
+        return con.execute(f"SELECT count(*) FROM {events_table(settings)}").fetchone()[0]
 
 
 def _insert(con, settings, rows: int) -> None:
-    con.execute(f"INSERT INTO {settings.events_table} (event_id, event_type, event_timestamp, details, "
+    con.execute(f"INSERT INTO {events_table(settings)} (event_id, event_type, event_timestamp, details, "
                 f"created_at) SELECT uuid(), 't', now(), '{{}}', now() FROM range({rows})")
 
 
@@ -69,7 +69,7 @@ def test_a_session_that_fails_leaves_no_attach_behind_and_rolls_back(made, monke
         _insert(con, made, 3)
         raise RuntimeError("the block failed mid-transaction")
     with lake.lake_session(made) as con:
-        assert con.execute(f"SELECT count(*) FROM {made.events_table}").fetchone()[0] == 0
+        assert con.execute(f"SELECT count(*) FROM {events_table(made)}").fetchone()[0] == 0
         assert con.execute("SELECT current_setting('TimeZone')").fetchone()[0] == "UTC"
     assert attaches == ["attach", "attach"]
 
@@ -153,7 +153,7 @@ def test_extension_signatures_are_checked_once_per_process_and_always_for_sql_se
     instances.drop_all()
     with lake.lake_session(made, read_only=True) as con:
         assert unchecked_loads_allowed(con)  # the same libraries, already mapped and checked
-        assert con.execute(f"SELECT count(*) FROM {made.events_table}").fetchone()[0] == 0
+        assert con.execute(f"SELECT count(*) FROM {events_table(made)}").fetchone()[0] == 0
     with lake.lake_session(made, read_only=True, source=True) as con:  # postgres_scanner: checked too
         assert unchecked_loads_allowed(con)
     sql = open_session(made)

@@ -12,12 +12,12 @@ import pytest
 from generators.writer import add_events as add_events_to
 from pipeline.errors import TerminalError
 from pipeline.ops.pipeline import Pipeline
-from pipeline.settings.model import SourceTable
+from pipeline.settings.model import TableSpec
 from pipeline.settings.resolve import resolve
 from pipeline.source.connect import connect
 from tests.helpers import assert_lake_equals_source, lake_query, run
 
-ORDERS = SourceTable("public.orders", "placed_at", "order_id")
+ORDERS = TableSpec("public.orders", "placed_at", "order_id")
 
 
 def _orders(settings, rows: int, start: int = 0) -> None:
@@ -41,7 +41,7 @@ def _loaded(settings) -> dict[str, object]:
 
 @pytest.fixture
 def orders(settings):
-    return resolve(replace(settings, source_tables=(ORDERS,))).for_table(ORDERS)
+    return resolve(replace(settings, tables=(ORDERS,)))
 
 
 def test_a_table_lands_with_its_own_columns_and_types(orders):
@@ -93,13 +93,13 @@ def test_an_id_that_is_not_a_uuid_and_a_clashing_column_are_refused_naming_them(
     with connect(settings.source_dsn) as conn:
         conn.execute("CREATE TABLE public.accounts (account_id bigint PRIMARY KEY, opened_at timestamptz)")
         conn.execute("CREATE TABLE public.visits (visit_id uuid, seen_at timestamptz, event_timestamp text)")
-    accounts = SourceTable("public.accounts", "opened_at", "account_id")
+    accounts = TableSpec("public.accounts", "opened_at", "account_id")
     with pytest.raises(TerminalError) as refused:
-        run(resolve(replace(settings, source_tables=(accounts,))).for_table(accounts), engine="dlt")
+        run(resolve(replace(settings, tables=(accounts,))), engine="dlt")
     assert "public.accounts.account_id is int8" in str(refused.value) and "uuid" in refused.value.hint
-    visits = SourceTable("public.visits", "seen_at", "visit_id")
+    visits = TableSpec("public.visits", "seen_at", "visit_id")
     with pytest.raises(TerminalError) as clash:
-        run(resolve(replace(settings, source_tables=(visits,))).for_table(visits), engine="dlt")
+        run(resolve(replace(settings, tables=(visits,))), engine="dlt")
     assert "has a column event_timestamp besides its seen_at" in str(clash.value)
 
 
@@ -109,14 +109,14 @@ def test_doctor_checks_every_table_by_its_own_columns(settings):
     from pipeline.ops.doctor import FAIL, OK, Doctor
 
     _orders(settings, 3)
-    fine = resolve(replace(settings, source_tables=(ORDERS, SourceTable("public.events"))))
+    fine = resolve(replace(settings, tables=(ORDERS, TableSpec("public.events")), grouped=True))
     add_events_to(settings.source_dsn, "public.events", 3, seed=41)
     check = Doctor(fine).source()
     assert check.status == OK and "public.orders, public.events" in check.detail, check
     with connect(settings.source_dsn) as conn:
         conn.execute("CREATE TABLE public.accounts (account_id bigint PRIMARY KEY, opened_at timestamptz)")
-    accounts = SourceTable("public.accounts", "opened_at", "account_id")
-    check = Doctor(resolve(replace(settings, source_tables=(ORDERS, accounts)))).source()
+    accounts = TableSpec("public.accounts", "opened_at", "account_id")
+    check = Doctor(resolve(replace(settings, tables=(ORDERS, accounts), grouped=True))).source()
     assert check.status == FAIL and "public.accounts.account_id is int8" in check.detail, check
     assert "uuid" in check.hint, check
 
@@ -129,8 +129,8 @@ def test_two_rows_of_one_id_differing_only_in_their_own_columns_are_a_conflict(s
         conn.execute("INSERT INTO public.readings SELECT 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', "
                      "'2026-11-26 10:00:00+00', v FROM (VALUES (1), (2)) t(v)")
         conn.execute("INSERT INTO public.readings SELECT gen_random_uuid(), '2026-11-26 10:00:00+00', 3")
-    readings = SourceTable("public.readings", "taken_at", "reading_id")
-    one = resolve(replace(settings, source_tables=(readings,))).for_table(readings)
+    readings = TableSpec("public.readings", "taken_at", "reading_id")
+    one = resolve(replace(settings, tables=(readings,)))
     report = run(one, engine="dlt")
     assert (report.rows_inserted, report.rows_quarantined) == (2, 1), report.summary()
     [(kept,)] = lake_query(one, f"SELECT value FROM {one.lake_name}.main.readings "
@@ -147,7 +147,7 @@ def test_a_changed_time_column_is_refused_and_a_repair_survives_a_dropped_column
     run(orders, engine="dlt")
     with connect(orders.source_dsn) as conn:
         conn.execute("ALTER TABLE public.orders ADD COLUMN shipped_at timestamptz DEFAULT now()")
-    other = replace(orders, time_column="shipped_at")
+    other = replace(orders, tables=(replace(ORDERS, time_column="shipped_at"),))
     with pytest.raises(TerminalError) as refused:
         run(other, engine="dlt")
     assert "has no column shipped_at" in str(refused.value) and "placed_at" in str(refused.value)

@@ -27,6 +27,7 @@ from tests.helpers import (
     promote_batch,
     run,
     snapshot_ids,
+    staging_folder,
 )
 
 
@@ -72,7 +73,7 @@ def test_events_later_than_lookback_are_missed_by_runs_and_backfilled_by_reconci
     run(settings, spark=spark)
     add_events(settings, 10, seed=6, late_by=timedelta(hours=2))
     assert run(settings, spark=spark).rows_inserted == 0
-    missing = verify.compare(resolve(settings))  # --verify names rows that differ
+    [missing] = verify.compare(resolve(settings)).tables.values()  # --verify names rows that differ
     assert not missing.equal and len(missing.differences) == 5, missing.describe()
     assert all(line.startswith("only in the source: event_id ") for line in missing.differences)
 
@@ -108,7 +109,7 @@ def _stage_one_batch(settings, spark, rows: int, seed: int):
     add_events(settings, rows, seed=seed)
     run(settings, mode="extract", spark=spark)
     resolved = resolve(settings)
-    [batch] = staging.complete_batches(staging.table_dir(resolved))
+    [batch] = staging.complete_batches(staging_folder(resolved))
     return resolved, batch
 
 
@@ -162,7 +163,7 @@ def test_spark_partitions_overrides_the_planned_split(settings, lake_env, spark)
     add_events(settings, 2_000, seed=15)
     three = load_settings({**lake_env, "SPARK_PARTITIONS": "3"})
     report = run(three, mode="extract", spark=spark)
-    [batch] = staging.complete_batches(staging.table_dir(resolve(three)))
+    [batch] = staging.complete_batches(staging_folder(three))
     assert batch.batch_id == report.staged_batch
     assert len(batch.manifest.files) + len(batch.lake_files) == 3, batch.manifest
 
@@ -179,7 +180,7 @@ def test_lakes_sharing_a_staging_folder_promote_only_their_own_batches(lake_env,
     report = run(b, engine="dlt")
     assert report.rows_inserted == 200 and len(report.promotions) == 1
     assert_lake_equals_source(b, expected_rows=200)
-    [waiting] = staging.complete_batches(staging.table_dir(a))
+    [waiting] = staging.complete_batches(staging_folder(a))
     assert waiting.manifest.lake_id and waiting.manifest.source.endswith(".public.events")
     assert run(a, mode="promote").rows_inserted == 300
     assert_lake_equals_source(a, expected_rows=300)

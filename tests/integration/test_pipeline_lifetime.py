@@ -14,7 +14,7 @@ from pipeline.ops.pipeline import Pipeline
 from pipeline.settings import load_settings
 from pipeline.settings.pgdsn import PgDsn
 from pipeline.settings.resolve import resolve
-from tests.helpers import TcpProxy, add_events, assert_lake_equals_source, lake_query
+from tests.helpers import TcpProxy, add_events, assert_lake_equals_source, lake_query, staging_folder
 
 
 @pytest.fixture
@@ -64,8 +64,8 @@ def test_after_a_failure_the_next_load_checks_everything_again(lake_env):
         for _ in range(2):
             with pytest.raises(PipelineError, match="dropped"):
                 lake.load()
-    assert staging.complete_batches(staging.table_dir(lake.settings)) == []
-    assert staging.failed_batches(staging.table_dir(lake.settings)) == []
+    assert staging.complete_batches(staging_folder(lake.settings)) == []
+    assert staging.failed_batches(staging_folder(lake.settings)) == []
 
 
 def test_a_load_that_fails_midway_says_which_step_and_what_it_had_done(lake_env, monkeypatch):
@@ -80,7 +80,7 @@ def test_a_load_that_fails_midway_says_which_step_and_what_it_had_done(lake_env,
     add_events(settings, 120, seed=21)
     with Pipeline(settings, engine="dlt") as lake:
         staged = lake.run(RunMode.EXTRACT)
-        assert staged.rows_inserted == 0 and len(staging.complete_batches(staging.table_dir(lake.settings))) == 1
+        assert staged.rows_inserted == 0 and len(staging.complete_batches(staging_folder(lake.settings))) == 1
 
         def lost(*_args, **_kwargs):
             raise SourceUnavailable("Lost the source Postgres (test).", "Check it.")

@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 from pipeline.settings import load_settings
 from tests.conftest import PASSWORD
-from tests.helpers import add_events, wait_for_slow_reads
+from tests.helpers import add_events, only_table, source_table, wait_for_slow_reads
 
 
 def test_the_arrow_readers_tasks_get_the_password_outside_plans_properties_and_command_lines(
@@ -39,10 +39,10 @@ def test_the_arrow_readers_tasks_get_the_password_outside_plans_properties_and_c
     from pipeline.source.connect import connect
 
     with connect(settings.source_dsn) as conn:  # the earlier test's rows are there too
-        rows = conn.execute(f"SELECT count(*) FROM {settings.source_table}").fetchone()[0]
+        rows = conn.execute(f"SELECT count(*) FROM {source_table(settings)}").fetchone()[0]
     window = Window(None, datetime.now(UTC))
-    source = SourceRelation(settings.source_table)  # the events shape: read as it is
-    request = ExtractRequest(settings, BatchPlan(source, window, WindowStats(rows, None, None), None),
+    source = SourceRelation(source_table(settings))  # the events shape: read as it is
+    request = ExtractRequest(settings, only_table(settings), BatchPlan(source, window, WindowStats(rows, None, None), None),
                              "secret-test")
     folder = tmp_path / "staging" / "out"
     folder.mkdir(parents=True)

@@ -22,7 +22,7 @@ from pipeline.source.shape import SourceRelation
 from pipeline.source.snapshot import exported_snapshot
 from pipeline.source.window import Window
 from pipeline.storage.folder import folder_of
-from tests.helpers import add_events
+from tests.helpers import add_events, only_table, source_table
 
 
 def _until(condition, timeout: float = 5) -> None:
@@ -43,14 +43,14 @@ def test_each_slice_reads_the_planners_snapshot_not_rows_committed_after_the_pla
     settings = resolve(settings)
     add_events(settings, 400, seed=101)
     with exported_snapshot(settings.source_dsn) as (conn, snapshot_id, _, _):
-        source = SourceRelation.of(conn, settings)
+        source = SourceRelation.of(conn, only_table(settings))
         planned = stats.window_stats(conn, source, Window(None, stats.server_now(conn))).rows
         add_events(settings, 250, seed=102)  # commits while the plan's transaction is open
         pinned = SliceSource(settings.source_dsn.conninfo(), snapshot_id, "UTC")
         live = SliceSource(settings.source_dsn.conninfo(), None, "UTC")
         assert planned == 400
-        assert _slice_rows(pinned, settings.source_table) == 400
-        assert _slice_rows(live, settings.source_table) == 650
+        assert _slice_rows(pinned, source_table(settings)) == 400
+        assert _slice_rows(live, source_table(settings)) == 650
 
 
 def test_slice_tasks_split_a_window_by_pages_or_time_and_stage_every_row_once(settings, tmp_path):
@@ -59,14 +59,14 @@ def test_slice_tasks_split_a_window_by_pages_or_time_and_stage_every_row_once(se
     settings = resolve(settings)
     add_events(settings, 3_000, seed=103)
     with exported_snapshot(settings.source_dsn) as (conn, snapshot_id, _, _):
-        conn.execute(f"ANALYZE {settings.source_table}")  # the page count and row estimate the planner reads
-        upper, source = stats.server_now(conn), SourceRelation.of(conn, settings)
+        conn.execute(f"ANALYZE {source_table(settings)}")  # the page count and row estimate the planner reads
+        upper, source = stats.server_now(conn), SourceRelation.of(conn, only_table(settings))
         for name, window in (("pages", Window(None, upper)),
                              ("times", Window(datetime(2000, 1, 1, tzinfo=UTC), upper))):
             window_stats = stats.window_stats(conn, source, window)
             if name == "times":  # as for a small incremental window: by time, over the index
                 window_stats = dataclasses.replace(window_stats, table_pages=0)
-            request = ExtractRequest(settings, BatchPlan(source, window, window_stats, snapshot_id, "UTC"),
+            request = ExtractRequest(settings, only_table(settings), BatchPlan(source, window, window_stats, snapshot_id, "UTC"),
                                      f"b-{name}")
             parts = spark_arrow.slices(request, 4)
             if name == "pages":

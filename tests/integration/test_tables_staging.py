@@ -22,14 +22,14 @@ from pipeline.ops.metrics import families
 from pipeline.ops.observe import Observer
 from pipeline.ops.pipeline import Pipeline
 from pipeline.settings import load_settings
-from pipeline.settings.model import SourceTable
+from pipeline.settings.model import TableSpec
 from pipeline.settings.resolve import resolve
 from pipeline.source.connect import connect
 from tests.conftest import run_cli
 from tests.helpers import assert_lake_equals_source, lake_query, run, torn_images
 
 # the generator's sessions table names its own id and time columns (sql/source_sessions.sql)
-SESSIONS, EVENTS = SourceTable("public.sessions", "started_at", "session_id"), SourceTable("public.events")
+SESSIONS, EVENTS = TableSpec("public.sessions", "started_at", "session_id"), TableSpec("public.events")
 BOTH = "public.sessions:started_at:session_id,public.events"
 
 
@@ -65,11 +65,11 @@ def _watermarks_apart(env: dict[str, str], seed: int):
 
 
 def _staged(settings) -> dict[str, list[staging.StagedBatch]]:
-    return {t.name: staging.complete_batches(staging.table_dir(settings.for_table(t))) for t in settings.tables}
+    return {t.name: staging.complete_batches(staging.table_dir(settings, t)) for t in settings.tables}
 
 
 def test_a_group_staged_by_one_run_is_promoted_by_another_in_one_commit(settings):
-    both = resolve(replace(settings, source_tables=(SESSIONS, EVENTS)))
+    both = resolve(replace(settings, tables=(SESSIONS, EVENTS), grouped=True))
     _linked(both, 30, seed=1)
     run(both, "extract", engine="dlt")
     staged = _staged(both)
@@ -97,19 +97,18 @@ def test_a_group_staged_by_one_run_is_promoted_by_another_in_one_commit(settings
     assert (status.last_hour["rows_read"], status.last_hour["rows_inserted"]) == (120, 120)
     assert {b["table_name"] for b in status.last_batches} == {"sessions", "events"}
     assert _staged(both) == {"sessions": [], "events": []}
-    for table in both.tables:
-        assert_lake_equals_source(both.for_table(table))
+    assert_lake_equals_source(both)
 
 
 def test_a_group_missing_a_batch_waits_for_its_live_process_then_is_dropped_and_read_again(settings):
-    both = resolve(replace(settings, source_tables=(SESSIONS, EVENTS)))
+    both = resolve(replace(settings, tables=(SESSIONS, EVENTS), grouped=True))
     _linked(both, 20, seed=2)
     run(both, "extract", engine="dlt")
     staged = _staged(both)
     group = staged["sessions"][0].manifest.group
     staging.remove_batch(staged["events"][0].folder)  # as if its extraction had not finished
     # the group's process still runs (its claim names a live process of this host: this one)
-    sessions_dir = staging.table_dir(both.for_table(SESSIONS))
+    sessions_dir = staging.table_dir(both, SESSIONS)
     sessions_dir.child(staging.RUNNING).make(exist_ok=True)
     with open(f"/proc/{os.getpid()}/stat") as stat:
         started = stat.read().rsplit(")", 1)[1].split()[19]
@@ -121,8 +120,7 @@ def test_a_group_missing_a_batch_waits_for_its_live_process_then_is_dropped_and_
     report = run(both, engine="dlt")
     assert _staged(both) == {"sessions": [], "events": []}
     assert report.rows_inserted == 20 + 60 and len(set(report.snapshots)) == 1  # read again, whole
-    for table in both.tables:
-        assert_lake_equals_source(both.for_table(table))
+    assert_lake_equals_source(both)
 
 
 def test_a_quiet_table_does_not_cut_its_partners_look_back(lake_env):
@@ -146,8 +144,7 @@ def test_a_quiet_table_does_not_cut_its_partners_look_back(lake_env):
     _linked(both, 10, seed=6, now=now - timedelta(minutes=3))  # behind events' own look-back
     run(both, engine="dlt")
     assert torn_images(env) == []
-    for table in both.tables:
-        assert_lake_equals_source(both.for_table(table))
+    assert_lake_equals_source(both)
 
 
 def test_a_one_table_run_of_a_table_in_an_image_is_refused_and_listing_it_alone_is_on_purpose(lake_env):
@@ -174,17 +171,16 @@ def test_a_group_set_aside_comes_back_whole_from_either_table(lake_env):
     _linked(both, 15, seed=9)
     run(both, "extract", engine="dlt")
     staged = _staged(both)
-    events_dir = staging.table_dir(both.for_table(EVENTS))
+    events_dir = staging.table_dir(both, EVENTS)
     staging.set_aside(events_dir, staged["events"][0], "a cause, since fixed")
     kept = run(both, "promote", engine="dlt")  # the sessions batch joins its group aside
     assert kept.rows_inserted == 0 and _staged(both) == {"sessions": [], "events": []}
-    assert len(staging.failed_batches(staging.table_dir(both.for_table(SESSIONS)))) == 1
+    assert len(staging.failed_batches(staging.table_dir(both, SESSIONS))) == 1
     with Pipeline(load_settings({**lake_env, "SOURCE_TABLE": EVENTS.qualified}), engine="dlt") as one:
         report = one.retry_failed()  # from the events table alone: the whole group comes back
     assert report.rows_inserted == 15 + 45 and len(set(report.snapshots)) == 1
     assert torn_images(env) == []
-    for table in both.tables:
-        assert_lake_equals_source(both.for_table(table))
+    assert_lake_equals_source(both)
 
 
 def test_the_generator_writes_the_table_it_is_given_whatever_source_tables_says(lake_env):
@@ -216,8 +212,7 @@ def test_late_linked_rows_beyond_the_look_back_are_reconciled_in_one_commit(lake
                                     f"WHERE snapshot_id = {report.snapshot_id}")
     assert "sessions 5 row(s)" in message and "events 15 row(s)" in message
     assert torn_images(env) == []
-    for table in both.tables:
-        assert_lake_equals_source(both.for_table(table))
+    assert_lake_equals_source(both)
     [(without_user,)] = lake_query(both, f"SELECT count(*) FROM {both.lake_name}.main.sessions WHERE user_id IS NULL")
     assert without_user == 0
     assert _staged(both) == {"sessions": [], "events": []}
@@ -240,8 +235,7 @@ def test_a_repair_of_several_tables_is_one_commit(lake_env):
                                     f"WHERE snapshot_id = {report.snapshot_id}")
     assert message.startswith("sessions repair") and "; events repair" in message, message
     assert torn_images(env) == []
-    for table in both.tables:
-        assert_lake_equals_source(both.for_table(table))
+    assert_lake_equals_source(both)
 
 
 def test_verify_and_prove_from_python_see_every_table_not_the_first_alone(lake_env):
@@ -293,8 +287,7 @@ def test_a_table_with_nothing_loaded_yet_holds_no_other_table_back(lake_env):
     add_events_to(both.source_dsn, "public.events", 5, seed=43, now=datetime.now(UTC) + timedelta(hours=2))
     report = run(both, engine="dlt")
     assert report.rows_in_future == report.tables["events"].rows_in_future == 5, report.as_dict()
-    for table in both.tables:
-        assert_lake_equals_source(both.for_table(table))
+    assert_lake_equals_source(both)
 
 
 def test_a_repair_whose_lock_was_lost_commits_nothing(lake_env, monkeypatch):
@@ -328,8 +321,7 @@ def test_a_repair_whose_lock_was_lost_commits_nothing(lake_env, monkeypatch):
     [(info,)] = lake_query(both, f"SELECT commit_extra_info FROM {both.lake_name}.snapshots() "
                                  f"WHERE snapshot_id = {report.snapshot_id}")
     assert "repair" in json.loads(info)
-    for table in both.tables:
-        assert_lake_equals_source(both.for_table(table))
+    assert_lake_equals_source(both)
 
 
 def test_a_table_added_to_a_loaded_lake_catches_up_in_bounded_batches_without_holding_the_others_back(lake_env):
@@ -355,8 +347,7 @@ def test_a_table_added_to_a_loaded_lake_catches_up_in_bounded_batches_without_ho
             assert "CATCHING UP" in render_status(status)
     assert [caught for _, caught in parts] == [True, True, False, False], parts
     assert parts[0][0] == parts[1][0] == 100 and parts[2][0] == 50, parts
-    for table in both.tables:
-        assert_lake_equals_source(both.for_table(table))
+    assert_lake_equals_source(both)
 
 
 def test_a_reconcile_of_tables_with_different_watermarks_backfills_them_over_one_range(lake_env):
@@ -371,8 +362,7 @@ def test_a_reconcile_of_tables_with_different_watermarks_backfills_them_over_one
     assert torn_images(env) == []
     assert run(both, engine="dlt").rows_inserted == 2 + 6
     assert torn_images(env) == []
-    for table in both.tables:
-        assert_lake_equals_source(both.for_table(table))
+    assert_lake_equals_source(both)
 
 
 def test_a_repair_leaves_a_session_moved_past_the_range_until_its_range_reaches_it(lake_env):

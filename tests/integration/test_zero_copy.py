@@ -20,6 +20,7 @@ from tests.helpers import (
     lake_query,
     promote_batch,
     run,
+    staging_folder,
 )
 
 DAY = timedelta(days=1)
@@ -66,11 +67,11 @@ def test_a_batch_whose_ids_the_lake_took_meanwhile_is_promoted_by_copy(settings,
     add_events(settings, 1_000, seed=5)
     run(settings, mode="extract", spark=spark)
     resolved = resolve(settings)
-    [batch] = staging.complete_batches(staging.table_dir(resolved))
+    [batch] = staging.complete_batches(staging_folder(resolved))
     assert batch.lake_files
     paths = [Path(str(f["uri"])) for f in batch.lake_files]
     run(load_settings(lake_env), engine="dlt", mode="extract")  # B stages the same window...
-    [_, other] = staging.complete_batches(staging.table_dir(resolved))
+    [_, other] = staging.complete_batches(staging_folder(resolved))
     promote_batch(resolved, other)  # ...and commits first
     result = promote_batch(resolved, batch)
     assert (result.rows_inserted, result.rows_duplicate) == (0, 1_000)
@@ -83,7 +84,7 @@ def test_orphans_of_a_crash_are_removed_and_files_a_staged_batch_waits_for_are_k
     add_events(settings, 800, seed=6)
     run(settings, mode="extract", spark=spark)  # staged, not promoted: its lake files wait
     resolved = resolve(settings)
-    [batch] = staging.complete_batches(staging.table_dir(resolved))
+    [batch] = staging.complete_batches(staging_folder(resolved))
     waiting = [Path(str(f["uri"])) for f in batch.lake_files]
     orphan = waiting[0].with_name("20200101T000000000000Z-deadbeef-00000.parquet")  # a crash's leftover
     orphan.write_bytes(waiting[0].read_bytes())

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 from pipeline.lake.ownership import deletable_orphans
 from pipeline.promote import zero_copy
@@ -33,8 +32,8 @@ def test_zero_copy_is_used_only_when_each_premise_holds():
         "no unique": zero_copy.blocker(settings, "spark", text, typed_source, False, {}),
         "drift": zero_copy.blocker(settings, "spark", text, typed_source, True, {"region": "VARCHAR"}),
         # Spark's files hold the events shape: a table with its own columns is promoted by copy
-        "own columns": zero_copy.blocker(replace(settings, id_column="session_id", time_column="started_at"),
-                                         "spark", text, typed_source, True, {}),
+        "own columns": zero_copy.blocker(settings, "spark", text, typed_source, True, {},
+                                         named_by=("session_id", "started_at")),
         "no details": zero_copy.blocker(settings, "spark", text,
                                         {k: v for k, v in typed_source.items() if k != "details"}, True, {}),
     }

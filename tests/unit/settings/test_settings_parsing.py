@@ -66,7 +66,8 @@ def test_settings_defaults_use_the_embedded_home(tmp_path):
     settings = load_settings({"EVENT_LAKE_HOME": str(tmp_path)})
     assert settings.source_dsn is None and settings.catalog is None
     assert settings.staging_path == str(tmp_path / "staging")
-    assert settings.events_table == "lake.main.events" and settings.lookback == timedelta(minutes=15)
+    [table] = settings.tables
+    assert settings.lake_table(table) == "lake.main.events" and settings.lookback == timedelta(minutes=15)
 
 
 def test_resolving_starts_nothing_it_fills_in_what_the_caller_started(tmp_path):

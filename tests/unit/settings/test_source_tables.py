@@ -7,16 +7,18 @@ import pytest
 
 from pipeline.errors import ConfigError
 from pipeline.settings import load_settings
-from pipeline.settings.model import SourceTable
+from pipeline.settings.model import TableSpec
 
 
 def test_tables_are_read_in_order_with_their_default_columns_and_schema():
     settings = load_settings({"SOURCE_TABLES": "sessions, app.events:event_timestamp:event_id"})
-    assert settings.tables == (SourceTable("public.sessions"), SourceTable("app.events"))
+    assert settings.tables == (TableSpec("public.sessions"), TableSpec("app.events"))
     assert [t.name for t in settings.tables] == ["sessions", "events"]
-    assert settings.source_table == "public.sessions" and settings.lake_table == "sessions"
-    one = settings.for_table(settings.tables[1])
-    assert (one.source_table, one.lake_table, one.tables) == ("app.events", "events", (SourceTable("app.events"),))
+    assert settings.grouped and [settings.lake_table(t) for t in settings.tables] == [
+        "lake.main.sessions", "lake.main.events"]
+    # a table's options live in its TableSpec alone: the settings hold no table of their own
+    assert not any(hasattr(settings, name) for name in
+                   ("source_table", "source_tables", "id_column", "time_column", "for_table", "events_table"))
 
 
 def test_a_table_names_its_own_time_and_id_columns():
@@ -24,15 +26,13 @@ def test_a_table_names_its_own_time_and_id_columns():
     sessions, events = settings.tables
     assert (sessions.time_column, sessions.id_column) == ("started_at", "session_id")
     assert (events.time_column, events.id_column) == ("occurred_at", "event_id")
-    # the first table's columns are the settings' own, and each table's are its settings'
-    assert (settings.time_column, settings.id_column) == ("started_at", "session_id")
-    one = settings.for_table(events)
-    assert (one.time_column, one.id_column, one.tables) == ("occurred_at", "event_id", (events,))
+    assert sessions.names_own_columns and events.names_own_columns
+    assert (events.schema, events.name) == ("public", "events")
 
 
 def test_source_table_alone_means_one_table():
     settings = load_settings({"SOURCE_TABLE": "app.clicks"})
-    assert settings.source_tables == () and settings.tables == (SourceTable("app.clicks"),)
+    assert not settings.grouped and settings.tables == (TableSpec("app.clicks"),)
 
 
 def test_the_flag_overrides_the_environment():
