@@ -98,6 +98,30 @@ def test_orphans_of_a_crash_are_removed_and_files_a_staged_batch_waits_for_are_k
     assert_lake_equals_source(settings, expected_rows=800)
 
 
+def test_compaction_keeps_the_files_a_second_tables_staged_batch_waits_for(settings, spark):
+    """A table listed second is no less the lake's: compaction kept from orphan cleanup only the files
+    the first listed table's staged batches wait for, and would delete the second's."""
+    from dataclasses import replace
+
+    from generators.writer import add_sessions
+    from pipeline.settings import TableSpec
+
+    sessions, events = TableSpec("public.sessions", "started_at", "session_id"), TableSpec("public.events")
+    both = resolve(replace(settings, tables=(sessions, events), grouped=True))
+    add_sessions(both.source_dsn, sessions.qualified, events.qualified, 20, seed=9)
+    run(both, mode="extract", spark=spark)  # the group staged; the events' files wait in the lake's folder
+    [batch] = staging.complete_batches(staging.table_dir(both, events))
+    waiting = [Path(str(f["uri"])) for f in batch.lake_files]
+    assert waiting  # zero-copy: Spark wrote the events table's own files
+    old = time.time() - 2 * maintain.ORPHAN_GRACE.total_seconds()
+    for path in waiting:
+        os.utime(path, (old, old))
+    maintain.run_maintenance(both, timedelta(0), steps=(maintain.Step.COMPACT,))
+    assert all(p.exists() for p in waiting)
+    assert run(both, mode="promote").rows_inserted == 20 + 60
+    assert_lake_equals_source(both, expected_rows={"sessions": 20, "events": 60})
+
+
 @COPY_MODE
 def test_a_lake_made_in_copy_mode_takes_the_arrow_readers_files_as_they_are(settings, lake_env, spark, caplog):
     """A copy lake holds UUID/JSON; the arrow reader's files carry those types, so zero-copy
