@@ -179,7 +179,7 @@ def ensure_table(lake: Lake) -> str:
     table = _metadata_table(lake.con)
     if _exists(lake.con, table):
         return table
-    with lake.lock("setup"):  # two first records at once: one creates, one waits
+    with lake.lock_lake("setup"):  # two first records at once: one creates, one waits
         if not _exists(lake.con, table):
             lake.execute(f"CREATE TABLE {table} ({COLUMNS})")
             legacy = lake.ops("jobs")

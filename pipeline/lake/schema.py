@@ -141,7 +141,7 @@ def _add_batch_columns(lake: Lake) -> None:
     """Give a lake made by an older version the ``ops.batches`` columns it lacks (one snapshot)."""
     if not _missing_batch_columns(lake):
         return
-    with lake.lock("setup"):
+    with lake.lock_lake("setup"):
         missing = _missing_batch_columns(lake)
         if not missing:
             return
@@ -153,7 +153,7 @@ def _add_batch_columns(lake: Lake) -> None:
 
 def _create_tables(lake: Lake, new_types: Mapping[str, str], own_columns: Mapping[str, str] | None,
                    makes_events: bool) -> None:
-    with lake.lock("setup"):
+    with lake.lock_lake("setup"):
         events_exists, ops_exists = _tables_exist(lake)
         if (events_exists or not makes_events) and ops_exists:
             return

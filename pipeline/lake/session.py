@@ -49,9 +49,14 @@ class Lake:
                    settings.data_path, settings.storage, settings.catalog, first.id_column, first.time_column)
 
     def lock(self, job: str, *, timeout: float | None = None) -> AbstractContextManager[locks.Lease]:
-        """This table's lock for ``job`` (:func:`.locks.table_lock`; the lake's are :func:`.locks.hold`)."""
+        """This table's lock for ``job`` (:func:`.locks.table_lock`; the lake's: :meth:`lock_lake`)."""
         name = locks.table_lock(self.name, self.table, job)
         return locks.hold_named(self.catalog, name, job, timeout=timeout)
+
+    def lock_lake(self, job: str, *, timeout: float | None = None) -> AbstractContextManager[locks.Lease]:
+        """The whole lake's lock for ``job`` (:func:`.locks.lake_lock`): what every table shares, such as
+        the ops tables made once (two processes listing the tables in other orders take the same one)."""
+        return locks.hold_named(self.catalog, locks.lake_lock(self.name, job), job, timeout=timeout)
 
     def for_table(self, table: str, id_column: str = ID, time_column: str = TIME) -> Lake:
         """The same session, speaking of another table of the lake (one of SOURCE_TABLES)."""

@@ -101,3 +101,25 @@ def test_a_wait_says_which_process_holds_the_lock(lake_env, caplog, monkeypatch)
         other.wait()
     assert f"waiting for the {locks.lake_lock(settings.lake_name, 'promote')} lock, held by event-lake " in caplog.text
     assert f" {other.pid} (server pid " in caplog.text
+
+
+def test_the_lake_is_set_up_under_the_whole_lakes_lock_whichever_table_is_listed_first(lake_env, monkeypatch):
+    """Its ops tables and job history are the lake's, not a table's: made under a lock named after the
+    first table listed, two processes listing the tables in other orders made them at once."""
+    from generators.writer import add_sessions
+    from tests.helpers import run
+
+    taken: list[str] = []
+    hold_named = locks.hold_named
+
+    def recording(catalog, name, job, **kwargs):
+        taken.append(name)
+        return hold_named(catalog, name, job, **kwargs)
+
+    monkeypatch.setattr(locks, "hold_named", recording)
+    settings = resolve(load_settings({**lake_env, "SOURCE_TABLES": "public.events,"
+                                                                    "public.sessions:started_at:session_id"}))
+    add_sessions(settings.source_dsn, "public.sessions", "public.events", 3, seed=1)
+    assert run(settings, engine="dlt").rows_inserted == 3 + 9
+    setup = [name for name in taken if name.endswith(":setup")]
+    assert setup and set(setup) == {locks.lake_lock(settings.lake_name, "setup")}, taken
