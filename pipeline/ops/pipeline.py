@@ -276,7 +276,7 @@ class Pipeline:
             every = {table: lake.for_table(table.name, table.id_column, table.time_column)
                      for table in settings.tables}
             tables = batches.loaded(every)  # none loaded: prove_in says so
-            common = batches.oldest_watermark(tables.values()) if len(every) > 1 else None
+            common = batches.oldest_watermark(tables.values())  # (one table: its own watermark)
             relations = {table: SourceRelation.of(snapshot.conn, table)
                          for table in tables}
             return ImageCheck({table.name: prove_in(snapshot.conn, member, relations[table], since, common)
