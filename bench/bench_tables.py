@@ -43,7 +43,7 @@ from pipeline.settings import load_settings
 from pipeline import embedded
 settings = embedded.resolved(load_settings())
 con = lake.connect(settings, source=True)
-lakes = [Lake.of(con, settings).for_table(t.name, t.id_column, t.time_column) for t in settings.tables]
+lakes = [Lake.of(con, settings).table_named(t.name, t.id_column, t.time_column) for t in settings.tables]
 for one in lakes:
     schema.ensure_tables(one, schema.column_types(settings.promotion, settings.spark.reader))
 t0 = time.monotonic()

@@ -379,7 +379,8 @@ def promote_batch(resolved, batch):
     from pipeline.promote.promotion import promote
 
     with lake_session(resolved, tables=True) as lake:
-        return promote(lake, batch)
+        return promote(lake.table_named(batch.manifest.table, batch.manifest.id_column,
+                                        batch.manifest.time_column), batch)
 
 
 def torn_images(env: dict[str, str]) -> list[str]:

@@ -14,7 +14,7 @@ import duckdb
 from pipeline import id_checksum
 from pipeline.id_checksum import IdSum
 from pipeline.lake.rows import fetch_dicts
-from pipeline.lake.session import Lake
+from pipeline.lake.session import Lake, LakeTable
 from pipeline.lake.validate import REASON_BAD_JSON
 from pipeline.logs import process_name
 from pipeline.sqltext import one_row
@@ -54,7 +54,7 @@ class BatchRecord:
     backfill: bool | None = None
 
 
-def watermark(lake: Lake) -> datetime | None:
+def watermark(lake: LakeTable) -> datetime | None:
     """The largest ``event_timestamp`` already promoted for this table (None before any)."""
     return one_row(lake.execute(
         f"SELECT max(max_event_timestamp) FROM {lake.batches_table} WHERE table_name = ?",
@@ -62,13 +62,13 @@ def watermark(lake: Lake) -> datetime | None:
     ))[0]
 
 
-def oldest_watermark(lakes: Iterable[Lake]) -> datetime | None:
+def oldest_watermark(lakes: Iterable[LakeTable]) -> datetime | None:
     """SOURCE_TABLES: the oldest watermark of the tables loaded so far (None: none is) — where the
     one range every table of an image is compared over ends (reconcile, repair)."""
     return min((mark for lake in lakes if (mark := watermark(lake)) is not None), default=None)
 
 
-def loaded(tables: Mapping[K, Lake]) -> dict[K, Lake]:
+def loaded(tables: Mapping[K, LakeTable]) -> dict[K, LakeTable]:
     """The tables something was loaded into (a watermark), for a comparison over an image: a table
     nothing was loaded into yet has no range and must not stop the others; none loaded, all of them
     (the comparison then says nothing was loaded)."""
@@ -76,7 +76,7 @@ def loaded(tables: Mapping[K, Lake]) -> dict[K, Lake]:
     return found or dict(tables)
 
 
-def bound_source(lake: Lake) -> str | None:
+def bound_source(lake: LakeTable) -> str | None:
     """The source this lake table was last loaded from (None before its first recorded batch)."""
     row = lake.execute(
         f"SELECT source FROM {lake.batches_table} WHERE table_name = ? AND source IS NOT NULL "
@@ -84,7 +84,7 @@ def bound_source(lake: Lake) -> str | None:
     return row[0] if row else None
 
 
-def loaded_with(lake: Lake) -> list[str]:
+def loaded_with(lake: LakeTable) -> list[str]:
     """The lake tables this table's last batch was committed with as one image (SOURCE_TABLES:
     its group's tables, itself included); [] when its last batch was committed alone (or none was)."""
     last = lake.execute(f"SELECT batch_id FROM {lake.batches_table} WHERE table_name = ? "
@@ -115,7 +115,7 @@ class Standing:
     catching_up: datetime | None
 
 
-def standing(lake: Lake) -> Standing:
+def standing(lake: LakeTable) -> Standing:
     """The table's watermark and catch-up (:class:`Standing`), in one read of ``ops.batches``."""
     mark, latest = one_row(lake.execute(
         "SELECT max(max_event_timestamp), arg_max(struct_pack(part := backfill, upper := window_upper), "
@@ -123,12 +123,12 @@ def standing(lake: Lake) -> Standing:
     return Standing(mark, latest["upper"] if latest and latest["part"] else None)
 
 
-def catching_up(lake: Lake) -> datetime | None:
+def catching_up(lake: LakeTable) -> datetime | None:
     """Where the table's catch-up stands (:attr:`Standing.catching_up`)."""
     return standing(lake).catching_up
 
 
-def last_arrivals(lake: Lake
+def last_arrivals(lake: LakeTable
                   ) -> tuple[datetime, datetime, int | None] | None:
     """The latest arrival mark a promoted batch's plan recorded, with that plan's ``upper`` and
     snapshot xmin (None: no batch recorded one — a first load, or a lake loaded without an
@@ -144,7 +144,7 @@ def _range_sql(low: datetime | None) -> str:
     return ("event_timestamp > $low AND " if low is not None else "") + "event_timestamp <= $upper"
 
 
-def id_sums(lake: Lake, low: datetime | None, upper: datetime,
+def id_sums(lake: LakeTable, low: datetime | None, upper: datetime,
             bucket_seconds: int | None = None) -> dict[int, IdSum]:
     """Which ids the events table holds dated in ``(low, upper]``, as (count, checksum) per bucket
     (the lake side of :mod:`pipeline.ops.proof`). Every row counts: an id held twice differs."""
@@ -158,7 +158,7 @@ def id_sums(lake: Lake, low: datetime | None, upper: datetime,
     return {int(bucket): IdSum.of(count, high, low_sum) for bucket, count, high, low_sum in rows}
 
 
-def ids_in_buckets(lake: Lake, low: datetime | None, upper: datetime,
+def ids_in_buckets(lake: LakeTable, low: datetime | None, upper: datetime,
                    buckets: list[int], bucket_seconds: int) -> dict[int, Counter[UUID]]:
     """The ids the events table holds dated in ``(low, upper]`` in each of ``buckets``, with how often."""
     bucket = id_checksum.duckdb_bucket(bucket_seconds)
@@ -173,12 +173,12 @@ def ids_in_buckets(lake: Lake, low: datetime | None, upper: datetime,
     return found
 
 
-def holds_no_row(lake: Lake) -> bool:
+def holds_no_row(lake: LakeTable) -> bool:
     """Is the events table empty (a first load's lake)?"""
     return one_row(lake.execute(f"SELECT count(*) FROM {lake.events_table}"))[0] == 0
 
 
-def held_ids(lake: Lake, ids: set[UUID]) -> set[UUID]:
+def held_ids(lake: LakeTable, ids: set[UUID]) -> set[UUID]:
     """Which of ``ids`` the events table holds, however dated."""
     if not ids:
         return set()
@@ -190,7 +190,7 @@ def held_ids(lake: Lake, ids: set[UUID]) -> set[UUID]:
     return {row[0] for row in rows}
 
 
-def quarantined_in_range(lake: Lake, low: datetime | None,
+def quarantined_in_range(lake: LakeTable, low: datetime | None,
                          upper: datetime) -> dict[UUID, str | None]:
     """Rows set aside for their details (a valid id and time) dated in ``(low, upper]`` that the
     events table does not hold: id -> md5 of the details as set aside (the latest record). The
@@ -227,7 +227,7 @@ class SteadyState(TypedDict):
     rows_behind_mark: int
 
 
-def steady_state(lake: Lake, since: datetime) -> SteadyState:
+def steady_state(lake: LakeTable, since: datetime) -> SteadyState:
     """Loads since ``since``: rows read (staged) per row inserted — about 1 when loads read only
     what arrived, the look-back's multiple when they re-read it — and freshness (seconds from a
     row's arrival to its commit: the median of the loads' p50s, the highest of their p95s)."""
@@ -262,6 +262,6 @@ def combined(states: list[SteadyState]) -> SteadyState:
                        rows_behind_mark=sum(s["rows_behind_mark"] for s in states))
 
 
-def recent_batches(lake: Lake, limit: int = 5) -> list[dict]:
+def recent_batches(lake: LakeTable, limit: int = 5) -> list[dict]:
     return fetch_dicts(lake.con, f"SELECT * FROM {lake.batches_table} WHERE table_name = ? "
                        "ORDER BY promoted_at DESC LIMIT ?", [lake.table, limit])

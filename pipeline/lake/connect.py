@@ -93,8 +93,9 @@ def lake_session(settings: ResolvedSettings, *, read_only: bool = False, tables:
     # a stop request ends a one-shot command's query now (a transaction in flight rolls back)
     with opened as con, cancellable(con.interrupt):
         lake = Lake.of(con, settings)
-        if tables:
-            ensure_tables(lake, column_types(settings.promotion, settings.spark.reader))
+        if tables:  # every table of the image
+            for table in lake.tables(settings.tables).values():
+                ensure_tables(table, column_types(settings.promotion, settings.spark.reader))
         yield lake
 
 

@@ -9,7 +9,7 @@ from pipeline.columns import ID, TIME
 from pipeline.errors import TerminalError
 from pipeline.lake import ownership
 from pipeline.lake.identity import table_names
-from pipeline.lake.session import Lake
+from pipeline.lake.session import Lake, LakeTable
 from pipeline.lake.transaction import transaction
 from pipeline.settings.model import Promotion, Reader
 from pipeline.source.shape import EVENT_COLUMNS
@@ -41,14 +41,14 @@ def column_types(promotion: Promotion, reader: Reader = Reader.ARROW) -> dict[st
     return {"id_type": "UUID", "details_type": "JSON"}
 
 
-def events_column_types(lake: Lake) -> dict[str, str]:
+def events_column_types(lake: LakeTable) -> dict[str, str]:
     """The events table's columns and their types as the lake holds them."""
     return dict(lake.execute(
         "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = ? "
         "AND schema_name = 'main' AND table_name = ?", [lake.name, lake.table]).fetchall())
 
 
-def insert_columns_sql(lake: Lake, have: Mapping[str, str], rows: str,
+def insert_columns_sql(lake: LakeTable, have: Mapping[str, str], rows: str,
                        extra_columns: Iterable[str] = ()) -> str:
     """``INSERT INTO`` the events table from ``rows`` (a relation of staged column names): each of
     the five the table holds (``have``: its columns), under its own name (:mod:`pipeline.columns`),
@@ -59,14 +59,14 @@ def insert_columns_sql(lake: Lake, have: Mapping[str, str], rows: str,
             f"SELECT {', '.join(f's.{staged}' for _, staged in pairs)} FROM {rows} s")
 
 
-def _tables_exist(lake: Lake) -> tuple[bool, bool]:
+def _tables_exist(lake: LakeTable) -> tuple[bool, bool]:
     """(events table exists, every ops table exists)."""
     found = table_names(lake)
     ops = all((lake.ops_schema, t) in found for t in OPS_TABLES)
     return ("main", lake.table) in found, ops
 
 
-def ensure_tables(lake: Lake, new_types: Mapping[str, str], *, recreate_dropped: bool = False,
+def ensure_tables(lake: LakeTable, new_types: Mapping[str, str], *, recreate_dropped: bool = False,
                   own_columns: Mapping[str, str] | None = None) -> None:
     """Create schemas, the events table (partitioned by event day; ``new_types``: its id and
     details types, :func:`column_types`) and the ops tables, and claim the data folder for this
@@ -94,7 +94,7 @@ def ensure_tables(lake: Lake, new_types: Mapping[str, str], *, recreate_dropped:
     _add_batch_columns(lake)
 
 
-def _refuse_other_columns(lake: Lake) -> None:
+def _refuse_other_columns(lake: LakeTable) -> None:
     """A lake table loaded by other id or time columns than the settings name (SOURCE_TABLES'
     ``schema.table:time:id`` changed) is refused: its watermark and partitions are the old column's."""
     have = events_column_types(lake)
@@ -115,7 +115,7 @@ def _refuse_other_columns(lake: Lake) -> None:
             "follow.")
 
 
-def _partition_column(lake: Lake) -> str | None:
+def _partition_column(lake: LakeTable) -> str | None:
     """The column the events table's day partitions follow (its time column when it was made)."""
     metadata = one_row(lake.execute("SELECT getvariable('lake_metadata')"))[0]
     row = lake.execute(
@@ -151,7 +151,7 @@ def _add_batch_columns(lake: Lake) -> None:
                             f"{ADDED_BATCH_COLUMNS[name]}")
 
 
-def _create_tables(lake: Lake, new_types: Mapping[str, str], own_columns: Mapping[str, str] | None,
+def _create_tables(lake: LakeTable, new_types: Mapping[str, str], own_columns: Mapping[str, str] | None,
                    makes_events: bool) -> None:
     with lake.lock_lake("setup"):
         events_exists, ops_exists = _tables_exist(lake)
@@ -174,7 +174,7 @@ def _create_tables(lake: Lake, new_types: Mapping[str, str], own_columns: Mappin
                              f"({partition_by(lake.time_column)})")
 
 
-def _stop_if_dropped(lake: Lake) -> None:
+def _stop_if_dropped(lake: LakeTable) -> None:
     [[batches, watermark]] = lake.execute(
         f"SELECT count(*), max(max_event_timestamp) FROM {lake.batches_table} WHERE table_name = ?",
         [lake.table]).fetchall()
@@ -198,7 +198,7 @@ def _stop_if_dropped(lake: Lake) -> None:
         "again and backfills every row the source still has).")
 
 
-def quarantined_rows(lake: Lake) -> int:
+def quarantined_rows(lake: LakeTable) -> int:
     """Rows of this table in ``ops.quarantine`` (0 before the table exists)."""
     if (lake.ops_schema, "quarantine") not in table_names(lake):
         return 0

@@ -7,7 +7,6 @@ anything else they need is an argument of its own."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -19,63 +18,45 @@ from pipeline.lake import locks
 from pipeline.storage.folder import Folder, folder_of
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from contextlib import AbstractContextManager
 
-    from pipeline.settings import ResolvedSettings
+    from pipeline.settings import ResolvedSettings, TableSpec
     from pipeline.settings.catalog import CatalogSpec
     from pipeline.settings.model import StorageOptions
 
 
 @dataclass(frozen=True)
 class Lake:
-    """One attached lake, as one session sees it. It owns no connection: the session that opened
-    ``con`` closes it."""
+    """One attached lake, as one session sees it: the connection, the catalog alias, the ops tables,
+    the data folder. It speaks of no table: :meth:`tables` gives the image's, :meth:`table_named`
+    one by its name. It owns no connection: the session that opened ``con`` closes it."""
 
     con: duckdb.DuckDBPyConnection
     name: str  # the catalog alias the lake is attached under (DUCKLAKE_NAME)
-    table: str  # the events table, in the lake's main schema
     ops_schema: str  # where the pipeline keeps its own tables (batches, quarantine, jobs)
     data_path: str  # the lake's data folder (DUCKLAKE_DATA_PATH, resolved)
     storage: StorageOptions  # how to reach it when it is object storage
     catalog: CatalogSpec  # where the lake's catalog is: its advisory locks are taken there
-    # the table's own columns that name and date a row (SOURCE_TABLES: pipeline.columns)
-    id_column: str = ID
-    time_column: str = TIME
 
     @classmethod
     def of(cls, con: duckdb.DuckDBPyConnection, settings: ResolvedSettings) -> Lake:
-        first = settings.tables[0]
-        return cls(con, settings.lake_name, first.name, settings.ops_schema,
-                   settings.data_path, settings.storage, settings.catalog, first.id_column, first.time_column)
+        return cls(con, settings.lake_name, settings.ops_schema, settings.data_path, settings.storage,
+                   settings.catalog)
 
-    def lock(self, job: str, *, timeout: float | None = None) -> AbstractContextManager[locks.Lease]:
-        """This table's lock for ``job`` (:func:`.locks.table_lock`; the lake's: :meth:`lock_lake`)."""
-        name = locks.table_lock(self.name, self.table, job)
-        return locks.hold_named(self.catalog, name, job, timeout=timeout)
+    def table_named(self, name: str, id_column: str = ID, time_column: str = TIME) -> LakeTable:
+        """The lake table ``main.<name>``, whose rows ``id_column`` names and ``time_column`` dates."""
+        return LakeTable(self.con, self.name, self.ops_schema, self.data_path, self.storage, self.catalog,
+                         name, id_column, time_column)
+
+    def tables(self, specs: Iterable[TableSpec]) -> dict[TableSpec, LakeTable]:
+        """Each table of the image, as this session sees it."""
+        return {spec: self.table_named(spec.name, spec.id_column, spec.time_column) for spec in specs}
 
     def lock_lake(self, job: str, *, timeout: float | None = None) -> AbstractContextManager[locks.Lease]:
         """The whole lake's lock for ``job`` (:func:`.locks.lake_lock`): what every table shares, such as
         the ops tables made once (two processes listing the tables in other orders take the same one)."""
         return locks.hold_named(self.catalog, locks.lake_lock(self.name, job), job, timeout=timeout)
-
-    def for_table(self, table: str, id_column: str = ID, time_column: str = TIME) -> Lake:
-        """The same session, speaking of another table of the lake (one of SOURCE_TABLES)."""
-        return dataclasses.replace(self, table=table, id_column=id_column, time_column=time_column)
-
-    @property
-    def rows(self) -> str:
-        """The events table as the stages read it: its own columns, its id and time columns also as
-        ``event_id`` and ``event_timestamp`` (:mod:`pipeline.columns`)."""
-        return canonical_relation(self.events_table, self.id_column, self.time_column)
-
-    def own(self, name: str) -> str:
-        """The table's own name of the canonical column ``name``."""
-        return own_name(name, self.id_column, self.time_column)
-
-    @property
-    def events_table(self) -> str:
-        """Fully qualified events table, e.g. ``lake.main.events``."""
-        return f"{self.name}.main.{self.table}"
 
     def ops(self, table: str) -> str:
         """Fully qualified ops table, e.g. ``lake.ops.batches``."""
@@ -94,12 +75,45 @@ class Lake:
         """The data folder on its filesystem (zero-copy writes the lake's files there)."""
         return folder_of(self.data_path, self.storage)
 
+    def execute(self, sql: str, params: Any = None) -> duckdb.DuckDBPyConnection:
+        return self.con.execute(sql, params)
+
+
+@dataclass(frozen=True)
+class LakeTable(Lake):
+    """One table of the lake, in a session (:meth:`Lake.tables`, :meth:`Lake.table_named`): the
+    lake's session and names, and the table's own — its name, the columns that name and date a row
+    (SOURCE_TABLES' own: :mod:`pipeline.columns`), its folder and its lock. What needs a table takes
+    one of these; what is the lake's takes a :class:`Lake` (a table reads and writes through its
+    lake's session)."""
+
+    table: str  # in the lake's main schema
+    id_column: str = ID
+    time_column: str = TIME
+
+    def lock(self, job: str, *, timeout: float | None = None) -> AbstractContextManager[locks.Lease]:
+        """This table's lock for ``job`` (:func:`.locks.table_lock`; the lake's: :meth:`Lake.lock_lake`)."""
+        name = locks.table_lock(self.name, self.table, job)
+        return locks.hold_named(self.catalog, name, job, timeout=timeout)
+
+    @property
+    def rows(self) -> str:
+        """The table as the stages read it: its own columns, its id and time columns also as
+        ``event_id`` and ``event_timestamp`` (:mod:`pipeline.columns`)."""
+        return canonical_relation(self.events_table, self.id_column, self.time_column)
+
+    def own(self, name: str) -> str:
+        """The table's own name of the canonical column ``name``."""
+        return own_name(name, self.id_column, self.time_column)
+
+    @property
+    def events_table(self) -> str:
+        """Fully qualified, e.g. ``lake.main.events``."""
+        return f"{self.name}.main.{self.table}"
+
     @property
     def table_folder(self) -> Folder:
         return table_folder(self.data_folder, self.table)
-
-    def execute(self, sql: str, params: Any = None) -> duckdb.DuckDBPyConnection:
-        return self.con.execute(sql, params)
 
 
 def table_folder(data: Folder, table: str) -> Folder:

@@ -17,7 +17,7 @@ from pipeline.lake import validate
 from pipeline.lake.attach_sql import SOURCE_ALIAS
 from pipeline.lake.connect import lake_session
 from pipeline.lake.schema import quarantined_rows
-from pipeline.lake.session import Lake
+from pipeline.lake.session import LakeTable
 from pipeline.progress import Progress
 from pipeline.settings import ResolvedSettings, TableSpec
 from pipeline.source.shape import EVENT_COLUMNS
@@ -89,14 +89,13 @@ def compare(settings: ResolvedSettings, upper: datetime | None = None) -> ImageC
         # instant in its session zone, so the session takes the source's (instants compare the same)
         con.execute(f"SET TimeZone = {quote_literal(zone)}")
         image = ImageComparison({
-            table.name: _compare_table(opened.for_table(table.name, table.id_column, table.time_column),
-                                       table, upper or now, meter)
-            for table in settings.tables})
+            spec.name: _compare_table(table, spec, upper or now, meter)
+            for spec, table in opened.tables(settings.tables).items()})
     meter.finish(sum(comparison.lake.rows for comparison in image.tables.values()), "done")
     return image
 
 
-def _compare_table(lake: Lake, table: TableSpec, upper: datetime, meter: Progress) -> Comparison:
+def _compare_table(lake: LakeTable, table: TableSpec, upper: datetime, meter: Progress) -> Comparison:
     """``table`` in the lake against its source: the source as the lake should hold it, the rows
     that can be loaded, one per id."""
     con, named = lake.con, f" of {table.name}"

@@ -273,8 +273,7 @@ class Pipeline:
         settings = self.settings
         with self._own(), lake_session(settings, read_only=True) as lake, \
                 exported_snapshot(settings.source_dsn, arrivals=False) as snapshot:
-            every = {table: lake.for_table(table.name, table.id_column, table.time_column)
-                     for table in settings.tables}
+            every = lake.tables(settings.tables)
             tables = batches.loaded(every)  # none loaded: prove_in says so
             common = batches.oldest_watermark(tables.values())  # (one table: its own watermark)
             relations = {table: SourceRelation.of(snapshot.conn, table)

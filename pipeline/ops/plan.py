@@ -9,7 +9,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from pipeline.lake import batches
-from pipeline.lake.session import Lake
+from pipeline.lake.session import LakeTable
 from pipeline.ops import proof
 from pipeline.settings import ResolvedSettings, TableSpec
 from pipeline.source import arrivals, shape, stats
@@ -21,7 +21,7 @@ from pipeline.source.window import XID_SPAN, Arrivals, Window, plan_window
 log = logging.getLogger(__name__)
 
 
-def plan_batch(snapshot: PlannerSnapshot, lake: Lake, settings: ResolvedSettings, table: TableSpec,
+def plan_batch(snapshot: PlannerSnapshot, lake: LakeTable, settings: ResolvedSettings, table: TableSpec,
                watermark: datetime | None, *, rows_behind: int = 0, bound_rows: int = 0) -> BatchPlan:
     """``table``'s next window after ``watermark`` (read in the lake session ``lake``), counted in the
     planner's ``snapshot``. With an arrival column and an earlier batch's mark, the window holds
@@ -77,7 +77,7 @@ def plan_batch(snapshot: PlannerSnapshot, lake: Lake, settings: ResolvedSettings
                      lake_was_empty=watermark is None and batches.holds_no_row(lake), backfill=backfill)
 
 
-def _arrivals(snapshot: PlannerSnapshot, lake: Lake, table: shape.SourceRelation, column: str | None,
+def _arrivals(snapshot: PlannerSnapshot, lake: LakeTable, table: shape.SourceRelation, column: str | None,
               unique_ids: bool) -> Arrivals | None:
     """What the last plan saw, for a window that reads only what arrived since; None where the
     fast path cannot be used: no arrival column or mark, no earlier mark, or a source whose

@@ -26,7 +26,7 @@ from pipeline.errors import ConfigError
 from pipeline.id_checksum import IdSum
 from pipeline.image import PerTable
 from pipeline.lake import batches
-from pipeline.lake.session import Lake
+from pipeline.lake.session import LakeTable
 from pipeline.settings.pgdsn import PgDsn
 from pipeline.source import stats
 from pipeline.source.shape import IdShape, SourceRelation
@@ -118,7 +118,7 @@ class LakeSide:
         return self.events + id_checksum.of_ids(self.kept)
 
 
-def lake_side(conn: psycopg.Connection, lake: Lake, table: SourceRelation,
+def lake_side(conn: psycopg.Connection, lake: LakeTable, table: SourceRelation,
               low: datetime | None, upper: datetime, how: IdShape) -> LakeSide:
     """The lake's side of ``(low, upper]`` (``conn``: the source, asked which set-aside rows it kept)."""
     events = batches.id_sums(lake, low, upper).get(0, IdSum())
@@ -127,7 +127,7 @@ def lake_side(conn: psycopg.Connection, lake: Lake, table: SourceRelation,
     return LakeSide(events, len(set_aside), kept)
 
 
-def compare(conn: psycopg.Connection, lake: Lake, table: SourceRelation,
+def compare(conn: psycopg.Connection, lake: LakeTable, table: SourceRelation,
             low: datetime | None, upper: datetime, how: IdShape, *, source: IdSum | None = None,
             bucket_seconds: int = MINUTE, every_bucket: bool = False) -> RangeCheck:
     """Compare the lake (``lake``) with the source (``conn``, whose snapshot ``source`` was read in
@@ -219,7 +219,7 @@ class ImageCheck(PerTable[RangeCheck]):
                                                 for name in self.not_loaded)])
 
 
-def prove_in(conn: psycopg.Connection, lake: Lake, table: SourceRelation,
+def prove_in(conn: psycopg.Connection, lake: LakeTable, table: SourceRelation,
              since: timedelta | None, common: datetime | None = None) -> RangeCheck:
     """:func:`prove` on a source connection (its snapshot) and a lake session the caller holds;
     ``common``: SOURCE_TABLES' watermark every table's range ends at (the oldest)."""

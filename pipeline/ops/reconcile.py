@@ -24,7 +24,7 @@ from pipeline.lake.attach_sql import SOURCE_ALIAS
 from pipeline.lake.connect import lake_session
 from pipeline.lake.identity import lake_id, table_names
 from pipeline.lake.schema import column_types, ensure_tables
-from pipeline.lake.session import Lake
+from pipeline.lake.session import Lake, LakeTable
 from pipeline.promote.promotion import RECONCILE_ENGINE, PromotionResult, promote_together
 from pipeline.settings import ResolvedSettings, TableSpec
 from pipeline.settings.durations import format_duration
@@ -123,16 +123,15 @@ def _reconcile_image(lake: Lake, resolved: ResolvedSettings, since: timedelta | 
         staging.claim_batch(folder, claim)
     try:
         written: list[_Backfill] = []
-        lakes = {table.name: lake.for_table(table.name, table.id_column, table.time_column)
-                 for table in resolved.tables}
+        lakes = lake.tables(resolved.tables)
         # one range for every table: up to the oldest watermark's look-back (each table's own bound
         # backfilled a late session and left its events, dated alike, to a later load: a torn image)
         loaded = (lake.ops_schema, "batches") in table_names(lake)  # (a lake made by this reconcile: none)
         common = batches.oldest_watermark(lakes.values()) if loaded else None
         parts = {}
-        for table in resolved.tables:
+        for table, member in lakes.items():
             part = parts[table.name] = ReconcileReport(since=report.since) if grouped else report
-            backfill = _compare_and_write(lakes[table.name], resolved, table, since, part, common)
+            backfill = _compare_and_write(member, resolved, table, since, part, common)
             if backfill is not None:
                 written.append(backfill)
         members = {b.lake.table: b.batch_id for b in written}
@@ -163,7 +162,7 @@ def _sum_parts(report: ReconcileReport, parts: dict[str, ReconcileReport]) -> No
     report.snapshot_id = max((p.snapshot_id for p in every if p.snapshot_id is not None), default=None)
 
 
-def _compare_and_write(lake: Lake, resolved: ResolvedSettings, table: TableSpec, since: timedelta | str,
+def _compare_and_write(lake: LakeTable, resolved: ResolvedSettings, table: TableSpec, since: timedelta | str,
                        report: ReconcileReport, common: datetime | None = None) -> _Backfill | None:
     """Compare ``table``'s hours over ``since`` and write the rows the lake lacks (unsealed).
     ``common``: SOURCE_TABLES' watermark every table's range is bounded by (the oldest)."""
@@ -210,7 +209,7 @@ class Source:
     extra_columns: dict[str, str]  # its columns beyond the pipeline's (shape.check_shape) -> lake types
 
 
-def _doubled(lake: Lake, low: datetime | None,
+def _doubled(lake: LakeTable, low: datetime | None,
              upper: datetime) -> int:
     """Lake rows beyond one per id in the compared range (a hour holding them differs by id too)."""
     return int(one_row(lake.execute(
@@ -224,7 +223,7 @@ class _Backfill:
     """A backfill batch's rows, written and not yet sealed (a folder without a manifest is
     never promoted: :mod:`pipeline.staging`)."""
 
-    lake: Lake
+    lake: LakeTable
     source: Source
     folder: Folder
     batch_id: str
@@ -244,7 +243,7 @@ class _Backfill:
                             ids_unique=False, **group)
 
 
-def _backfill(lake: Lake, source: Source, staged: Folder, hours: list[datetime], window: Window,
+def _backfill(lake: LakeTable, source: Source, staged: Folder, hours: list[datetime], window: Window,
               report: ReconcileReport) -> _Backfill | None:
     """Write the rows of ``hours`` the lake lacks as one batch's file in ``staged`` (sealed by
     the caller, alone or with the other tables' backfills)."""

@@ -23,7 +23,7 @@ from pipeline.lake import batches, validate
 from pipeline.lake.attach_sql import SOURCE_ALIAS
 from pipeline.lake.connect import lake_session
 from pipeline.lake.schema import events_column_types, insert_columns_sql
-from pipeline.lake.session import Lake
+from pipeline.lake.session import LakeTable
 from pipeline.ops import proof
 from pipeline.promote.commit import LakeCommit
 from pipeline.settings import ResolvedSettings, TableSpec
@@ -78,8 +78,7 @@ def repair(settings: ResolvedSettings, since: timedelta | None) -> RepairReport:
     With SOURCE_TABLES every table is compared in one source snapshot and repaired in that one
     commit (the image stays one instant), each table's promote lock held, in table order."""
     with lake_session(settings, source=True) as lake:
-        every = {table: lake.for_table(table.name, table.id_column, table.time_column)
-                 for table in settings.tables}
+        every = lake.tables(settings.tables)
         loaded = batches.loaded(every)  # none loaded: the comparison says so
         tables, lakes = list(loaded), list(loaded.values())
         with LakeCommit(lakes) as commit:  # every table's promote lock, held from compare to commit
@@ -124,7 +123,7 @@ def _report(plans: list[_Plan], done: dict[str, tuple[int, int]], snapshot_id: i
 class _Plan:
     """One table's repair: what differs, and the source's rows of those ids."""
 
-    lake: Lake
+    lake: LakeTable
     check: proof.RangeCheck
     ids: list[UUID]
     rows: str  # the source's loadable rows of ``ids`` (a DuckDB relation over postgres_query)
@@ -147,7 +146,7 @@ class _Plan:
         return int(removed), int(loaded)
 
 
-def _plan(conn: psycopg.Connection, lake: Lake, settings: ResolvedSettings, table: TableSpec,
+def _plan(conn: psycopg.Connection, lake: LakeTable, settings: ResolvedSettings, table: TableSpec,
           since: timedelta | None, common: datetime | None) -> _Plan:
     source = SourceRelation.of(conn, table)
     check_shape(conn, source, settings.schema_drift)  # a misnamed column: said, not a Binder error

@@ -33,7 +33,7 @@ from pipeline.lake.connect import lake_session
 from pipeline.lake.identity import lake_id
 from pipeline.lake.maintain import unmerged_files
 from pipeline.lake.schema import column_types, ensure_tables
-from pipeline.lake.session import Lake
+from pipeline.lake.session import Lake, LakeTable
 from pipeline.lake.transaction import one_read
 from pipeline.ops import proof
 from pipeline.ops.plan import plan_batch
@@ -259,7 +259,7 @@ class Loader:
         return ready
 
 
-def refuse_another_source(lake: Lake, source_name: str) -> None:
+def refuse_another_source(lake: LakeTable, source_name: str) -> None:
     """A lake table holds one source's events, under one watermark: a second source whose table
     has the same name (tenant_b.events after tenant_a.events) would be read from the first one's
     watermark on and lose everything older, so it is refused before anything is read."""
@@ -275,7 +275,7 @@ def refuse_another_source(lake: Lake, source_name: str) -> None:
         f"ops.batches SET source = '{source_name}' WHERE table_name = '{lake.table}'\".")
 
 
-def refuse_tearing_an_image(lake: Lake) -> None:
+def refuse_tearing_an_image(lake: LakeTable) -> None:
     """A table last loaded as one image with others (SOURCE_TABLES) is not loaded alone by a
     one-table run (SOURCE_TABLE, maybe a cron job that lost its environment): its snapshot would
     hold rows whose linked rows in the other tables are not there. Listing it alone in
@@ -313,7 +313,7 @@ class _TableLoad:
 
     settings: ResolvedSettings  # the image's
     table: TableSpec
-    lake: Lake
+    lake: LakeTable
     report: RunReport
     planned_from: datetime | None = None  # the watermark the load's first plan started after
 
@@ -458,8 +458,8 @@ class _ImageLoad:
     def __init__(self, settings: ResolvedSettings, lake: Lake, report: RunReport) -> None:
         self.settings, self.lake, self.report = settings, lake, report
         self.grouped = settings.grouped
-        self.loads = [_TableLoad(settings, t, lake.for_table(t.name, t.id_column, t.time_column),
-                                 RunReport() if self.grouped else report) for t in settings.tables]
+        self.loads = [_TableLoad(settings, spec, table, RunReport() if self.grouped else report)
+                      for spec, table in lake.tables(settings.tables).items()]
         if self.grouped:
             report.tables = {load.lake.table: load.report for load in self.loads}
 
@@ -473,7 +473,8 @@ class _ImageLoad:
             for load in self.loads:
                 refuse_another_source(load.lake, load.settings.source_name(load.table))
             if not self.grouped:  # SOURCE_TABLE names one table, maybe one of an image
-                refuse_tearing_an_image(self.lake)
+                [load] = self.loads
+                refuse_tearing_an_image(load.lake)
         for load in self.loads:
             load.clean_staging()
 
@@ -670,9 +671,9 @@ def promote_staged_group(settings: ResolvedSettings, lake: Lake, group: str,
             manifest = staging.read_manifest(folder)
             staging.remove_batch(folder)  # the manifest first: a crash here leaves it incomplete
             if manifest is not None and manifest.lake_files:  # zero-copy files it would have registered
-                zero_copy.remove_files(manifest.lake_files, lake.for_table(table).table_folder)
+                zero_copy.remove_files(manifest.lake_files, lake.table_named(table).table_folder)
         return [], []
-    staged = [(lake.for_table(table, manifest.id_column, manifest.time_column),
+    staged = [(lake.table_named(table, manifest.id_column, manifest.time_column),
                staging.StagedBatch(folder, manifest))
               for table, folder in complete.items() if (manifest := staging.read_manifest(folder))]
     log.info("promoting group %s (%s)", group,

@@ -18,7 +18,7 @@ from pipeline.lake.connect import lake_session
 from pipeline.lake.identity import lake_id, table_names
 from pipeline.lake.integrity import Integrity
 from pipeline.lake.schema import quarantined_rows
-from pipeline.lake.session import Lake
+from pipeline.lake.session import LakeTable
 from pipeline.lake.transaction import one_read
 from pipeline.ops import health, proof
 from pipeline.ops.scheduler_state import SchedulerState, SchedulerStates
@@ -145,7 +145,7 @@ class LakeFacts:
     catching_up: bool = False  # SOURCE_TABLES: the table's last batch was a bounded part of its history
 
     @classmethod
-    def read(cls, lake: Lake, *, checked: Integrity | None = None) -> LakeFacts:
+    def read(cls, lake: LakeTable, *, checked: Integrity | None = None) -> LakeFacts:
         """``checked``: the lake's file integrity when known already (it is lake-wide: a status of
         several tables lists the data folder once, with its first table)."""
         tables = table_names(lake)
@@ -197,7 +197,7 @@ def _identity(conn: psycopg.Connection, settings: ResolvedSettings, table: Table
     how = IdShape.read(conn, source)
     # the lake's reads in one snapshot of it: the last batch's mark is the one of the rows it counted
     with lake_session(settings, read_only=True) as opened, one_read(opened):
-        lake = opened.for_table(table.name, table.id_column, table.time_column)
+        lake = opened.tables([table])[table]
         check = proof.compare(conn, lake, source, watermark - settings.lookback,
                               watermark, how)
         earlier = batch_table.last_arrivals(lake) if check.missing else None
@@ -272,8 +272,7 @@ def _collect(settings: ResolvedSettings, table: TableSpec, *, checked: Integrity
     """``table``'s status (``checked``: the lake's file integrity, when known: :meth:`LakeFacts.read`)."""
     try:
         with lake_session(settings, read_only=True) as lake:
-            facts = LakeFacts.read(lake.for_table(table.name, table.id_column, table.time_column),
-                                   checked=checked)
+            facts = LakeFacts.read(lake.tables([table])[table], checked=checked)
     except LakeNotCreated:
         facts = LakeFacts()
     watermark, batches, job_runs = facts.watermark, facts.batches, facts.job_runs

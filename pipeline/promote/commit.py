@@ -24,7 +24,7 @@ import duckdb
 
 from pipeline.errors import disk_full, is_disk_full
 from pipeline.lake import locks
-from pipeline.lake.session import Lake
+from pipeline.lake.session import LakeTable
 from pipeline.lake.transaction import Transaction, transaction
 from pipeline.sqltext import one_row
 
@@ -36,7 +36,7 @@ class LakeCommit:
     """The promote locks of ``tables`` (the same session's views of the lake's tables), held from
     ``with`` to its end; :meth:`transaction` is the one commit made under them."""
 
-    def __init__(self, tables: Sequence[Lake]) -> None:
+    def __init__(self, tables: Sequence[LakeTable]) -> None:
         if not tables:
             raise ValueError("a commit writes at least one table")
         self.tables = sorted(tables, key=lambda lake: lake.table)
@@ -81,7 +81,7 @@ class LakeCommit:
                 f"WHERE json_extract_string(commit_extra_info, '$.{COMMIT_ID}') = ?", [commit_id]))[0]
 
 
-def remove_partial_files(lake: Lake, since: float) -> None:
+def remove_partial_files(lake: LakeTable, since: float) -> None:
     """DuckLake's own files in the table folder written since ``since`` that its catalog does not
     list: the failed insert's (a disk full for this commit is full for every writer, so no other
     insert can be completing one of them)."""

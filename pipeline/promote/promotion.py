@@ -23,7 +23,7 @@ from pipeline import staging
 from pipeline.columns import OPTIONAL_LAKE_TYPES
 from pipeline.lake import batches, validate
 from pipeline.lake.schema import events_column_types, insert_columns_sql
-from pipeline.lake.session import Lake
+from pipeline.lake.session import LakeTable
 from pipeline.progress import Progress
 from pipeline.promote import zero_copy
 from pipeline.promote.commit import LakeCommit
@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 RECONCILE_ENGINE = "reconcile"  # the manifest engine of backfill batches (pipeline.ops.reconcile)
 
 
-def insert_sql(lake: Lake, have: Mapping[str, str], batch_has_duplicates: bool = True,
+def insert_sql(lake: LakeTable, have: Mapping[str, str], batch_has_duplicates: bool = True,
                extra_columns: dict[str, str] | None = None) -> str:
     """Insert the batch's new loadable rows: one per id (only when the batch repeats ids: the
     window function costs a sort), anti-joined with every lake row, wherever it is dated. An id
@@ -88,14 +88,15 @@ class PromotionResult:
         return f"batch {self.batch_id}: {self.outcome} ({self.rows_staged} staged), no snapshot"
 
 
-def promote(lake: Lake, batch: StagedBatch) -> PromotionResult:
+def promote(lake: LakeTable, batch: StagedBatch) -> PromotionResult:
     """Promote one complete staged batch in the caller's lake session (the lake attached, its
     tables created); remove its staging folder once it is settled."""
     [result] = promote_together(None, [(lake, batch)])
     return result
 
 
-def promote_together(group: str | None, members: list[tuple[Lake, StagedBatch]]) -> list[PromotionResult]:
+def promote_together(group: str | None,
+                     members: list[tuple[LakeTable, StagedBatch]]) -> list[PromotionResult]:
     """Staged batches (each with its table's view of one lake session) in **one** lake transaction
     — one snapshot — or none of them: a batch alone (``group`` None), or a SOURCE_TABLES plan's
     batches across tables (one image of the source at the plan's instant). Through the lake's one
@@ -111,7 +112,7 @@ def promote_together(group: str | None, members: list[tuple[Lake, StagedBatch]])
     return results
 
 
-def _settle(lake: Lake, batch: StagedBatch, result: PromotionResult) -> None:
+def _settle(lake: LakeTable, batch: StagedBatch, result: PromotionResult) -> None:
     """A settled batch's staging folder goes, and Spark's files of one promoted by copy."""
     staging.remove_batch(batch.folder)
     if batch.lake_files and result.outcome.moves_the_watermark and not result.files_registered:
@@ -127,7 +128,7 @@ def _result(started: float, batch_id: str, outcome: Outcome, staged: int = 0, in
                            time.monotonic() - started, outcome, max_ts, quarantined, registered)
 
 
-def _promote_locked(commit: LakeCommit, group: str | None, members: list[tuple[Lake, StagedBatch]],
+def _promote_locked(commit: LakeCommit, group: str | None, members: list[tuple[LakeTable, StagedBatch]],
                     started: float) -> list[PromotionResult]:
     result = functools.partial(_result, started)
 
@@ -200,7 +201,7 @@ class _Contents:
         return self.files + self.lake_uris
 
 
-def _contents(lake: Lake, batch: StagedBatch) -> _Contents:
+def _contents(lake: LakeTable, batch: StagedBatch) -> _Contents:
     """Count the batch's rows. Spark's files go through the copy path instead when another run
     committed rows after this batch's ids were checked, or when the lake holds one of their ids
     outside the time range Spark checked (they would repeat it); they are deleted after, like
@@ -226,7 +227,7 @@ def _contents(lake: Lake, batch: StagedBatch) -> _Contents:
                      distinct_ids < loadable, min_ts, max_ts)
 
 
-def _commit_text(group: str | None, members: list[tuple[Lake, StagedBatch]],
+def _commit_text(group: str | None, members: list[tuple[LakeTable, StagedBatch]],
                  contents: list[_Contents | None], staged: list[int]) -> tuple[str, dict[str, object]]:
     """The snapshot's commit message and its extra info (what ``--status`` and tests read): a
     batch's own, or a group's naming each table's batch."""
@@ -253,7 +254,7 @@ def _commit_text(group: str | None, members: list[tuple[Lake, StagedBatch]],
                      **({"copy_reason": content.copy_reason} if content.copy_reason else {})}
 
 
-def _write(lake: Lake, batch: StagedBatch,
+def _write(lake: LakeTable, batch: StagedBatch,
            contents: _Contents, meter: Progress) -> tuple[int, int]:
     """Inside the batch's transaction: quarantine, add drifted columns, insert, register.
     Returns (rows inserted or registered, rows newly quarantined)."""
@@ -294,7 +295,7 @@ def _freshness(con: duckdb.DuckDBPyConnection, files: list[str],
     return (float(row[0]), float(row[1])) if row and row[0] is not None else (None, None)
 
 
-def _record(lake: Lake, batch: StagedBatch,
+def _record(lake: LakeTable, batch: StagedBatch,
             contents: _Contents, inserted: int, quarantined: int, started: float,
             freshness: tuple[float | None, float | None]) -> None:
     """The batch's state row, in its transaction: the watermark moves with the data."""
@@ -318,7 +319,7 @@ def _span(values: list[datetime | None]) -> tuple[datetime | None, datetime | No
     return (min(present), max(present)) if present else (None, None)
 
 
-def add_columns(lake: Lake,
+def add_columns(lake: LakeTable,
                 extra_columns: dict[str, str]) -> dict[str, str]:
     """Schema drift: add the columns the source gained to the lake table, inside the batch's
     transaction (the new columns and the first rows carrying them are one snapshot). Returns

@@ -33,7 +33,7 @@ import psycopg
 
 from pipeline.columns import ID, OPTIONAL, TIME
 from pipeline.lake.schema import events_column_types
-from pipeline.lake.session import Lake
+from pipeline.lake.session import LakeTable
 from pipeline.lake.session import table_folder as lake_table_folder
 from pipeline.settings import ResolvedSettings, Settings, TableSpec
 from pipeline.settings.model import Engine, Promotion, Reader, StagingWriter
@@ -91,7 +91,7 @@ class PromotionChoice:
     reason: str | None = None  # why by copy (None: zero-copy, or nothing decided yet)
 
 
-def choose(settings: ResolvedSettings, lake: Lake, source: psycopg.Connection,
+def choose(settings: ResolvedSettings, lake: LakeTable, source: psycopg.Connection,
            engine: str, plan: BatchPlan, batch_id: str) -> PromotionChoice:
     """How this batch is promoted, decided once, with its plan and before its first file:
     zero-copy, with where Spark writes the lake's files (the lake's ids in the window written for
@@ -151,7 +151,7 @@ def blocker(settings: Settings, engine: str, lake_types: Mapping[str, str], sour
     return None
 
 
-def write_lake_ids(lake: Lake, span: TimeSpan,
+def write_lake_ids(lake: LakeTable, span: TimeSpan,
                    batch_id: str, *, typed: bool) -> LakeTarget:
     """Write the ids the lake holds in ``span`` (the time range of the rows the batch reads: an
     event keeps its time, so only there can the lake hold one of them) to a Parquet file beside
@@ -173,7 +173,7 @@ def write_lake_ids(lake: Lake, span: TimeSpan,
     return replace(target, lake_id_count=int(count))
 
 
-def inserted_since(lake: Lake, snapshot_id: int) -> bool:
+def inserted_since(lake: LakeTable, snapshot_id: int) -> bool:
     """Did a snapshot after ``snapshot_id`` insert into the events table? (Then a batch whose ids
     were checked at ``snapshot_id`` may hold rows the lake took meanwhile.)"""
     metadata = one_row(lake.execute("SELECT getvariable('lake_metadata')"))[0]
@@ -188,7 +188,7 @@ def inserted_since(lake: Lake, snapshot_id: int) -> bool:
     return changed > 0
 
 
-def held_elsewhere(lake: Lake, paths: list[str]) -> bool:
+def held_elsewhere(lake: LakeTable, paths: list[str]) -> bool:
     """Does the lake hold any id of Spark's files ``paths``? Spark left out the ids the lake holds in
     the batch's time range; one found now is dated elsewhere in the lake (the source moved the row
     after it was loaded), and registering the file would hold it twice."""
@@ -199,7 +199,7 @@ def held_elsewhere(lake: Lake, paths: list[str]) -> bool:
         "ON lake.event_id = f.event_id", {"files": paths}))[0])
 
 
-def register(lake: Lake, paths: list[str]) -> None:
+def register(lake: LakeTable, paths: list[str]) -> None:
     """Add ``paths`` (in the table's day folders) to the events table, inside the open transaction."""
     lake.execute("CALL ducklake_add_data_files(?, ?, ?, hive_partitioning => true)",
                 [lake.name, lake.table, paths])

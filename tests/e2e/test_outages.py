@@ -80,7 +80,8 @@ def test_catalog_lost_as_promotion_begins_is_a_temporary_error_naming_it(lake_en
     try:
         proxy.stop(admit=1)  # the promotion's lock gets through, the lake's reconnect does not
         with pytest.raises(CatalogUnavailable) as lost:
-            load = running._TableLoad(settings, Lake.of(con, settings), running.RunReport())
+            [(table, events)] = Lake.of(con, settings).tables(settings.tables).items()
+            load = running._TableLoad(settings, table, events, running.RunReport())
             load.promote_or_set_aside(batch)
     finally:
         con.close()

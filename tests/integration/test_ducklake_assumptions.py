@@ -20,7 +20,8 @@ def con(lake_env):
 
     resolved = resolve(load_settings({**lake_env, "SPARK_READER": "jdbc"}))
     connection = lake.connect(resolved)
-    schema.ensure_tables(Lake.of(connection, resolved), schema.column_types(resolved.promotion, resolved.spark.reader))
+    schema.ensure_tables(Lake.of(connection, resolved).table_named("events"),
+                         schema.column_types(resolved.promotion, resolved.spark.reader))
     yield connection
     connection.close()
 
