@@ -42,7 +42,9 @@ HOUR_SECONDS = 3600
 
 
 @dataclass
-class ReconcileReport:
+class TableReconcile:
+    """What reconcile found and backfilled in one table (for SOURCE_TABLE's one table, the whole)."""
+
     since: str
     low: str | None = None
     upper: str | None = None
@@ -54,15 +56,11 @@ class ReconcileReport:
     lake_ids_doubled: int = 0  # lake rows beyond one per id in the compared hours: reported, never deleted
     snapshot_id: int | None = None
     seconds: float = 0.0
-    tables: dict[str, ReconcileReport] = field(default_factory=dict)  # SOURCE_TABLES: each table's
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, object]:
         return asdict(self)
 
     def summary(self) -> str:
-        if self.tables:
-            one = f" (one image, snapshot {self.snapshot_id})" if self.snapshot_id is not None else ""
-            return "; ".join(f"{name}: {part.summary()}" for name, part in self.tables.items()) + one
         if self.upper is None:
             return "nothing loaded yet: nothing to reconcile"
         text = (f"compared {self.hours_compared} hour(s) in ({self.low or '-inf'}, {self.upper}]; "
@@ -78,6 +76,20 @@ class ReconcileReport:
             text += (f"; {self.lake_ids_doubled} lake row(s) repeat an id another row holds (the source "
                      f"updated its event_timestamp after loading; kept, see {actions.VERIFY})")
         return text
+
+
+@dataclass
+class ReconcileReport(TableReconcile):
+    """What a reconcile did over every table: the figures of the whole and, for tables listed in
+    SOURCE_TABLES, each table's."""
+
+    tables: dict[str, TableReconcile] = field(default_factory=dict)  # SOURCE_TABLES: each table's
+
+    def summary(self) -> str:
+        if self.tables:
+            one = f" (one image, snapshot {self.snapshot_id})" if self.snapshot_id is not None else ""
+            return "; ".join(f"{name}: {part.summary()}" for name, part in self.tables.items()) + one
+        return super().summary()
 
 
 ALL = "all"  # --since all: every row the source ever held, however old (0001-01-01 included)
@@ -104,7 +116,7 @@ def reconcile(resolved: ResolvedSettings, since: timedelta | str | None = None) 
     return report
 
 
-def _settled(report: ReconcileReport, result: PromotionResult) -> None:
+def _settled(report: TableReconcile, result: PromotionResult) -> None:
     report.rows_backfilled, report.rows_quarantined = result.rows_inserted, result.rows_quarantined
     report.snapshot_id = result.snapshot_id
 
@@ -128,9 +140,9 @@ def _reconcile_image(lake: Lake, resolved: ResolvedSettings, since: timedelta | 
         # backfilled a late session and left its events, dated alike, to a later load: a torn image)
         loaded = (lake.ops_schema, "batches") in table_names(lake)  # (a lake made by this reconcile: none)
         common = batches.oldest_watermark(lakes.values()) if loaded else None
-        parts = {}
+        parts: dict[str, TableReconcile] = {}
         for table, member in lakes.items():
-            part = parts[table.name] = ReconcileReport(since=report.since) if grouped else report
+            part = parts[table.name] = TableReconcile(since=report.since) if grouped else report
             backfill = _compare_and_write(member, resolved, table, since, part, common)
             if backfill is not None:
                 written.append(backfill)
@@ -147,7 +159,7 @@ def _reconcile_image(lake: Lake, resolved: ResolvedSettings, since: timedelta | 
         _sum_parts(report, parts)
 
 
-def _sum_parts(report: ReconcileReport, parts: dict[str, ReconcileReport]) -> None:
+def _sum_parts(report: ReconcileReport, parts: dict[str, TableReconcile]) -> None:
     """The image's report: every table's part, and their range, counts and snapshot."""
     report.tables = parts
     every = list(parts.values())
@@ -163,7 +175,7 @@ def _sum_parts(report: ReconcileReport, parts: dict[str, ReconcileReport]) -> No
 
 
 def _compare_and_write(lake: LakeTable, resolved: ResolvedSettings, table: TableSpec, since: timedelta | str,
-                       report: ReconcileReport, common: datetime | None = None) -> _Backfill | None:
+                       report: TableReconcile, common: datetime | None = None) -> _Backfill | None:
     """Compare ``table``'s hours over ``since`` and write the rows the lake lacks (unsealed).
     ``common``: SOURCE_TABLES' watermark every table's range is bounded by (the oldest)."""
     # a table dropped by hand is made again empty: then the look-back is reloaded here too
@@ -244,7 +256,7 @@ class _Backfill:
 
 
 def _backfill(lake: LakeTable, source: Source, staged: Folder, hours: list[datetime], window: Window,
-              report: ReconcileReport) -> _Backfill | None:
+              report: TableReconcile) -> _Backfill | None:
     """Write the rows of ``hours`` the lake lacks as one batch's file in ``staged`` (sealed by
     the caller, alone or with the other tables' backfills)."""
     ranges = " OR ".join(f"(event_timestamp >= '{iso(h)}'::timestamptz AND event_timestamp < "

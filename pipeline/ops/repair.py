@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
@@ -44,24 +44,19 @@ FOREVER = datetime(9999, 12, 31, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
-class RepairReport:
+class TableRepair:
+    """One table's repair: what differed before it, and what it replaced."""
+
     check: proof.RangeCheck  # what differed before the repair
     rows_removed: int = 0
     rows_loaded: int = 0
     snapshot_id: int | None = None
-    tables: dict[str, RepairReport] = field(default_factory=dict)  # SOURCE_TABLES: each table's
 
     def as_dict(self) -> dict[str, object]:
-        if self.tables:
-            return {"tables": {name: part.as_dict() for name, part in self.tables.items()},
-                    "rows_removed": self.rows_removed, "rows_loaded": self.rows_loaded,
-                    "snapshot_id": self.snapshot_id}
         return {"before": self.check.as_dict(), "rows_removed": self.rows_removed,
                 "rows_loaded": self.rows_loaded, "snapshot_id": self.snapshot_id}
 
     def summary(self) -> str:
-        if self.tables:
-            return "; ".join(f"{name}: {part.summary()}" for name, part in self.tables.items())
         if self.check.exact:
             return f"nothing to repair: {self.check.describe()}"
         if self.snapshot_id is None:
@@ -70,6 +65,47 @@ class RepairReport:
         return (f"repaired {self.check.describe()}: removed {self.rows_removed} lake row(s), loaded "
                 f"{self.rows_loaded} as the source holds them, in snapshot {self.snapshot_id} (the "
                 f"snapshot before it keeps the old state)")
+
+
+@dataclass(frozen=True)
+class RepairReport:
+    """A repair of the image: each table's, committed in one snapshot. Tables listed in SOURCE_TABLES
+    are named in its words and its document; SOURCE_TABLE's one table's are the repair's own."""
+
+    tables: dict[str, TableRepair]
+    grouped: bool = False
+
+    @property
+    def exact(self) -> bool:
+        """Did lake and source agree everywhere before the repair (nothing to repair)?"""
+        return all(part.check.exact for part in self.tables.values())
+
+    @property
+    def rows_removed(self) -> int:
+        return sum(part.rows_removed for part in self.tables.values())
+
+    @property
+    def rows_loaded(self) -> int:
+        return sum(part.rows_loaded for part in self.tables.values())
+
+    @property
+    def snapshot_id(self) -> int | None:
+        """The one snapshot the repair committed (None: nothing was replaced)."""
+        return max((p.snapshot_id for p in self.tables.values() if p.snapshot_id is not None), default=None)
+
+    def as_dict(self) -> dict[str, object]:
+        if not self.grouped:
+            [part] = self.tables.values()
+            return part.as_dict()
+        return {"tables": {name: part.as_dict() for name, part in self.tables.items()},
+                "rows_removed": self.rows_removed, "rows_loaded": self.rows_loaded,
+                "snapshot_id": self.snapshot_id}
+
+    def summary(self) -> str:
+        if not self.grouped:
+            [part] = self.tables.values()
+            return part.summary()
+        return "; ".join(f"{name}: {part.summary()}" for name, part in self.tables.items())
 
 
 def repair(settings: ResolvedSettings, since: timedelta | None) -> RepairReport:
@@ -107,16 +143,11 @@ def repair(settings: ResolvedSettings, since: timedelta | None) -> RepairReport:
 
 def _report(plans: list[_Plan], done: dict[str, tuple[int, int]], snapshot_id: int | None = None, *,
             grouped: bool) -> RepairReport:
-    """The repair's report: SOURCE_TABLE's one table's, or each listed table's part and their sums."""
-    reports = {plan.lake.table: RepairReport(plan.check, *done.get(plan.lake.table, (0, 0)),
-                                             snapshot_id if plan.lake.table in done else None)
-               for plan in plans}
-    if not grouped:
-        return next(iter(reports.values()))
-    first = reports[plans[0].lake.table]
-    return RepairReport(first.check, sum(r.rows_removed for r in reports.values()),
-                        sum(r.rows_loaded for r in reports.values()), snapshot_id if done else None,
-                        tables=reports)
+    """The repair's report: each table's part (the words and document of SOURCE_TABLE's one table's
+    are the repair's)."""
+    return RepairReport({plan.lake.table: TableRepair(plan.check, *done.get(plan.lake.table, (0, 0)),
+                                                      snapshot_id if plan.lake.table in done else None)
+                         for plan in plans}, grouped=grouped)
 
 
 @dataclass(frozen=True)

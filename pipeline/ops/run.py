@@ -85,8 +85,8 @@ def run_mode(mode: RunMode | str) -> RunMode:
 
 
 @dataclass
-class RunReport:
-    """What a run did, for the last line of output and for tests."""
+class TableRun:
+    """What a load did to one table (for SOURCE_TABLE's one table, the load's own report)."""
 
     window: Window | None = None
     rows_in_window: int = 0
@@ -97,10 +97,7 @@ class RunReport:
     set_aside: list[str] = field(default_factory=list)  # batches that could not be promoted
     rows_behind_mark: int = 0  # rows the completeness check found had arrived behind the last mark
     check: proof.RangeCheck | None = None  # the last identity check of the window's range, after promotion
-    files_to_merge: int = 0  # small data files waiting to be merged after this load (when it inserted)
     seconds: dict[str, float] = field(default_factory=dict)
-    # SOURCE_TABLES: each table's own report (this one then holds every promotion, all tables' rows)
-    tables: dict[str, RunReport] = field(default_factory=dict)
     catching_up: bool = False  # SOURCE_TABLES: this table reads its history in bounded batches
 
     @property
@@ -137,19 +134,9 @@ class RunReport:
             "staged_batch": self.staged_batch,
             "watermark": self.watermark.isoformat() if self.watermark else None,
             "set_aside": self.set_aside, "seconds": self.seconds}
-        if self.tables:
-            document["tables"] = {name: table.as_dict() for name, table in self.tables.items()}
         return document
 
     def summary(self) -> str:
-        if self.tables:  # SOURCE_TABLES: each table's words, then the commits they shared
-            snapshots = sorted(set(self.snapshots))
-            return "; ".join([f"{name}: {table.summary()}" for name, table in self.tables.items()]
-                             + [f"one image committed as snapshot(s) {', '.join(map(str, snapshots))}"
-                                if snapshots else "no new snapshot"])
-        return self._summary()
-
-    def _summary(self) -> str:
         parts = []
         if self.staged_batch:
             parts.append(f"staged {self.rows_in_window} rows as batch {self.staged_batch}")
@@ -179,6 +166,30 @@ class RunReport:
             parts.append(f"{len(self.set_aside)} batch(es) SET ASIDE, not loaded: "
                          f"{', '.join(self.set_aside)} (see the error above; then {actions.RETRY_FAILED})")
         return "; ".join(parts) or "nothing to do"
+
+
+@dataclass
+class RunReport(TableRun):
+    """What a load did, for the last line of output and for tests: its figures over every table
+    (every promotion, all tables' rows) and, for tables listed in SOURCE_TABLES, each table's."""
+
+    files_to_merge: int = 0  # small data files waiting to be merged after this load (when it inserted)
+    tables: dict[str, TableRun] = field(default_factory=dict)  # SOURCE_TABLES: each table's part
+
+    def as_dict(self) -> dict[str, object]:
+        """The report as ``--run --json`` prints it (after ``"status"``)."""
+        document = super().as_dict()
+        if self.tables:
+            document["tables"] = {name: table.as_dict() for name, table in self.tables.items()}
+        return document
+
+    def summary(self) -> str:
+        if self.tables:  # SOURCE_TABLES: each table's words, then the commits they shared
+            snapshots = sorted(set(self.snapshots))
+            return "; ".join([f"{name}: {table.summary()}" for name, table in self.tables.items()]
+                             + [f"one image committed as snapshot(s) {', '.join(map(str, snapshots))}"
+                                if snapshots else "no new snapshot"])
+        return super().summary()
 
 
 @dataclass(frozen=True)
@@ -314,7 +325,7 @@ class _TableLoad:
     settings: ResolvedSettings  # the image's
     table: TableSpec
     lake: LakeTable
-    report: RunReport
+    report: TableRun  # the load's own report when the image is one SOURCE_TABLE
     planned_from: datetime | None = None  # the watermark the load's first plan started after
 
     @property
@@ -458,7 +469,7 @@ class _ImageLoad:
     def __init__(self, settings: ResolvedSettings, lake: Lake, report: RunReport) -> None:
         self.settings, self.lake, self.report = settings, lake, report
         self.grouped = settings.grouped
-        self.loads = [_TableLoad(settings, spec, table, RunReport() if self.grouped else report)
+        self.loads = [_TableLoad(settings, spec, table, TableRun() if self.grouped else report)
                       for spec, table in lake.tables(settings.tables).items()]
         if self.grouped:
             report.tables = {load.lake.table: load.report for load in self.loads}

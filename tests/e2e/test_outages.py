@@ -81,7 +81,7 @@ def test_catalog_lost_as_promotion_begins_is_a_temporary_error_naming_it(lake_en
         proxy.stop(admit=1)  # the promotion's lock gets through, the lake's reconnect does not
         with pytest.raises(CatalogUnavailable) as lost:
             [(table, events)] = Lake.of(con, settings).tables(settings.tables).items()
-            load = running._TableLoad(settings, table, events, running.RunReport())
+            load = running._TableLoad(settings, table, events, running.TableRun())
             load.promote_or_set_aside(batch)
     finally:
         con.close()

@@ -279,4 +279,4 @@ def test_an_id_a_keyless_source_repeats_in_two_minutes_is_not_called_moved(lake_
         check = pipeline.prove(None)
         assert not check.moved and len(check.extra) == 1 and not check.missing
         assert pipeline.repair(None).rows_removed == 1
-        assert pipeline.prove(None).exact and pipeline.repair(None).check.exact
+        assert pipeline.prove(None).exact and pipeline.repair(None).exact
