@@ -19,7 +19,8 @@ from pipeline.source.window import iso
 if TYPE_CHECKING:  # the lake's modules import duckdb: not needed to print --help
     from pipeline.lake.batches import SteadyState
     from pipeline.lake.query import SessionResult
-    from pipeline.ops.status import Status
+    from pipeline.ops.proof import RangeCheck
+    from pipeline.ops.status import Status, TableStatus
 
 HUMAN_ROW_LIMIT = 100
 
@@ -114,10 +115,8 @@ def _steady_line(hour: SteadyState | None) -> str:
             f"{hour['rows_inserted']:,}" + (f" ({ratio:.2f} read per inserted)" if ratio else "") + fresh)
 
 
-def _identity_line(status: Status) -> str:
+def _identity_line(check: RangeCheck) -> str:
     """The look-back compared id by id: proven up to the watermark, and how long ago that is."""
-    check = status.identity
-    assert check is not None
     if not check.exact:
         waiting = len(check.missing) - len(check.missed)
         late = f"; {waiting} of the missing id(s) arrived after the last load and wait for the next" \
@@ -128,7 +127,7 @@ def _identity_line(status: Status) -> str:
             f"proven through {iso(check.upper)}, {age:.0f}s ago)")
 
 
-def _table_line(name: str, table: Status) -> str:
+def _table_line(name: str, table: TableStatus) -> str:
     """A SOURCE_TABLES table: its rows, watermark and lag (a table added later says it is catching up)."""
     doc = table.table_dict()
     state = "" if table.health.code == 0 else f" {table.health.state.upper()}"
@@ -139,7 +138,7 @@ def _table_line(name: str, table: Status) -> str:
         lag = f"{table.lag_seconds:.0f}s" if table.lag_seconds is not None else "-"
         where = (f"watermark {doc['watermark']}, lag {lag}, "
                  f"{table.source_rows_after_watermark if table.source_up else '?'} source rows after it")
-    proof = f"; by identity {_identity_line(table)}" if table.identity else ""
+    proof = f"; by identity {_identity_line(table.identity)}" if table.identity else ""
     catching = ("; CATCHING UP: its history is read in batches of BACKFILL_BATCH_ROWS rows, one per run, "
                 "outside the image until read" if table.catching_up else "")
     return f"table {name:<9} {table.lake_rows} rows{state}; {where}{catching}{proof}"
@@ -163,7 +162,7 @@ def render_status(status: Status) -> str:
         f"source          DOWN: {status.source_error}",
         f"lag             {f'{lag:.0f}s' if lag is not None else '-'}; "
         f"{status.source_rows_after_watermark if up else '?'} source rows after the watermark",
-        *([f"by identity     {_identity_line(status)}"] if status.identity else []),
+        *([f"by identity     {_identity_line(status.identity)}"] if status.identity else []),
         f"data files      {status.data_files} ({status.data_bytes:,} bytes)",
         f"staged, waiting {status.staged_batches_waiting} batch(es)",
         f"quarantined     {status.rows_quarantined} row(s) that cannot be loaded"

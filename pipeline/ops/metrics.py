@@ -16,7 +16,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from pipeline import actions
 from pipeline.ops.observe import Observation, Observer
-from pipeline.ops.status import Status
+from pipeline.ops.status import TableStatus
 
 PREFIX = "event_lake_"
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -95,7 +95,7 @@ def families(obs: Observation) -> Iterator[Metric]:
     yield from _job_families(obs)
 
 
-def _table_families(tables: Mapping[str, Status]) -> Iterator[Metric]:
+def _table_families(tables: Mapping[str, TableStatus]) -> Iterator[Metric]:
     """SOURCE_TABLES: each table's rows, lag, pending rows and health, by a ``table`` label."""
     for attribute, name, text in (("lake_rows", "table_lake_rows", "Rows in the table's lake table."),
                                   ("lag_seconds", "table_lag_seconds", "Newest source row minus the "

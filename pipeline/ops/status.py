@@ -43,6 +43,36 @@ class ArrivalFacts:
 
 
 @dataclass(frozen=True)
+class TableStatus:
+    """One table's part of the status of an image of several tables (SOURCE_TABLES)."""
+
+    lake: str  # the lake table, qualified
+    health: health.Health
+    watermark: datetime | None
+    lag_seconds: float | None
+    lake_rows: int
+    source_rows_after_watermark: int | None
+    source_error: str | None  # why the table's source could not be read (None: it could)
+    rows_quarantined: int
+    identity: proof.RangeCheck | None  # the look-back compared id by id (None: not compared)
+    staged_batches_waiting: int
+    catching_up: bool  # the table reads its history in bounded batches
+
+    @property
+    def source_up(self) -> bool:
+        return self.source_error is None
+
+    def table_dict(self) -> dict[str, Any]:
+        """Its part of the status document."""
+        return {"lake": self.lake, "health": self.health.as_dict(), "watermark": _iso(self.watermark),
+                "lag_seconds": self.lag_seconds, "lake_rows": self.lake_rows,
+                "source_rows_after_watermark": self.source_rows_after_watermark,
+                "rows_quarantined": self.rows_quarantined,
+                "identity_check": self.identity.as_dict() if self.identity else None,
+                "staged_batches_waiting": self.staged_batches_waiting, "catching_up": self.catching_up}
+
+
+@dataclass(frozen=True)
 class Status:
     """Where one pipeline stands. Timestamps are instants; :meth:`as_dict` is ``--status --json``."""
 
@@ -76,9 +106,9 @@ class Status:
     last_batches: list[dict[str, object]] = field(default_factory=list)
     # loads of the last hour: rows read per row inserted, arrival -> commit seconds
     last_hour: batch_table.SteadyState | None = None
-    # SOURCE_TABLES: each table's own status (this one is the whole: the worst health, every reason)
-    tables: dict[str, Status] = field(default_factory=dict)
-    catching_up: bool = False  # SOURCE_TABLES: the table reads its history in bounded batches
+    # SOURCE_TABLES: each table's own part (this one is the whole: the worst health, every reason)
+    tables: dict[str, TableStatus] = field(default_factory=dict)
+    catching_up: bool = False  # a table's status: it reads its history in bounded batches
 
     @property
     def source_up(self) -> bool:
@@ -109,14 +139,11 @@ class Status:
                if self.tables else {}),
         }
 
-    def table_dict(self) -> dict[str, Any]:
-        """One table's part of a SOURCE_TABLES status document."""
-        return {"lake": self.lake, "health": self.health.as_dict(), "watermark": _iso(self.watermark),
-                "lag_seconds": self.lag_seconds, "lake_rows": self.lake_rows,
-                "source_rows_after_watermark": self.source_rows_after_watermark,
-                "rows_quarantined": self.rows_quarantined,
-                "identity_check": self.identity.as_dict() if self.identity else None,
-                "staged_batches_waiting": self.staged_batches_waiting, "catching_up": self.catching_up}
+    def part(self) -> TableStatus:
+        """A table's status as its part of an image's."""
+        return TableStatus(self.lake, self.health, self.watermark, self.lag_seconds, self.lake_rows,
+                           self.source_rows_after_watermark, self.source_error, self.rows_quarantined,
+                           self.identity, self.staged_batches_waiting, self.catching_up)
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -246,7 +273,8 @@ def collect(settings: ResolvedSettings) -> Status:
     first = next(iter(each.values()))
     marks = [status.watermark for status in each.values()]
     # the whole: the image's watermark (the oldest table's), each table's identity check in its own line
-    return replace(first, health=replace(worst.health, reasons=reasons), tables=each,
+    return replace(first, health=replace(worst.health, reasons=reasons),
+                   tables={name: status.part() for name, status in each.items()},
                    # (a table added and not loaded yet, or catching up, is said on its own line)
                    watermark=min((m for m, s in zip(marks, each.values(), strict=True)
                                   if m is not None and not s.catching_up), default=None),
