@@ -13,13 +13,11 @@ from datetime import timedelta
 
 from pipeline import actions, invocation
 from pipeline.cli import analysis, output, voice
-from pipeline.cli.command import Command
+from pipeline.cli.command import Command, CommandResult
 from pipeline.ops.policy import SHUTDOWN_SECONDS
 
-Outcome = tuple[bool | int, str]  # ok (exit 0/1), or an exit code; and the last line
 
-
-def run(cmd: Command) -> Outcome:
+def run(cmd: Command) -> CommandResult:
     from pipeline.ops.pipeline import Pipeline
     from pipeline.ops.run import RunMode
 
@@ -38,7 +36,7 @@ def run(cmd: Command) -> Outcome:
     return True, f"Done: {report.summary()}."
 
 
-def reconcile(cmd: Command) -> Outcome:
+def reconcile(cmd: Command) -> CommandResult:
     from pipeline.ops.pipeline import Pipeline
 
     with Pipeline(cmd.settings) as lake:
@@ -56,7 +54,7 @@ def _since(args: argparse.Namespace) -> timedelta | None:
     return None if since is None or since.lower() == "all" else parse_duration(since, "--since")
 
 
-def repair(cmd: Command) -> Outcome:
+def repair(cmd: Command) -> CommandResult:
     from pipeline.ops.pipeline import Pipeline
 
     with Pipeline(cmd.settings) as lake:
@@ -66,7 +64,7 @@ def repair(cmd: Command) -> Outcome:
     return True, f"Repair: {report.summary()}."
 
 
-def demo(cmd: Command) -> Outcome:
+def demo(cmd: Command) -> CommandResult:
     from pipeline.ops.demo import demo as run_demo
 
     result = run_demo(cmd.settings, engine=cmd.args.engine)
@@ -81,7 +79,7 @@ def demo(cmd: Command) -> Outcome:
                        else "Demo finished, but the lake does NOT match the source (see above).")
 
 
-def status(cmd: Command) -> Outcome:
+def status(cmd: Command) -> CommandResult:
     from pipeline.errors import TransientError
     from pipeline.ops.health import unreadable
     from pipeline.ops.pipeline import Pipeline
@@ -107,7 +105,7 @@ def status(cmd: Command) -> Outcome:
     return health.code, f"Status: {health.state}" + (f" ({reasons})." if reasons else ".")
 
 
-def verify(cmd: Command) -> Outcome:
+def verify(cmd: Command) -> CommandResult:
     from pipeline.ops.pipeline import Pipeline
 
     with Pipeline(cmd.settings) as lake:  # every table of the image against its source
@@ -118,7 +116,7 @@ def verify(cmd: Command) -> Outcome:
         return comparison.equal, comparison.describe()
 
 
-def print_attach(cmd: Command) -> Outcome:
+def print_attach(cmd: Command) -> CommandResult:
     import duckdb
 
     from pipeline.lake import extensions
@@ -145,14 +143,14 @@ def print_attach(cmd: Command) -> Outcome:
     return True, f"-- Paste the statements above into the duckdb CLI (same version) to open the lake ({how})."
 
 
-def stop_embedded(cmd: Command) -> Outcome:
+def stop_embedded(cmd: Command) -> CommandResult:
     from pipeline import embedded
 
     stopped = embedded.stop(cmd.settings.home)
     return True, "Embedded Postgres stopped." if stopped else "Embedded Postgres was not running."
 
 
-def schedule(cmd: Command) -> Outcome:
+def schedule(cmd: Command) -> CommandResult:
     from pipeline.ops.pipeline import Pipeline
 
     with Pipeline(cmd.settings, engine=cmd.args.engine, long_lived=True) as lake:
@@ -160,7 +158,7 @@ def schedule(cmd: Command) -> Outcome:
     return True, "Scheduler stopped cleanly."
 
 
-def follow(cmd: Command) -> Outcome:
+def follow(cmd: Command) -> CommandResult:
     from pipeline.ops.pipeline import Pipeline
 
     with Pipeline(cmd.settings, engine=cmd.args.engine, long_lived=True) as lake:
@@ -168,7 +166,7 @@ def follow(cmd: Command) -> Outcome:
     return True, "Stopped following cleanly."
 
 
-def serve(cmd: Command) -> Outcome:
+def serve(cmd: Command) -> CommandResult:
     import threading
 
     from pipeline.errors import ConfigError
@@ -194,7 +192,7 @@ def serve(cmd: Command) -> Outcome:
     return True, "Server stopped."
 
 
-def maintain(cmd: Command) -> Outcome:
+def maintain(cmd: Command) -> CommandResult:
     from pipeline.ops.pipeline import Pipeline
 
     with Pipeline(cmd.settings) as lake:
@@ -204,7 +202,7 @@ def maintain(cmd: Command) -> Outcome:
     return True, f"Maintenance {'dry run ' if cmd.args.dry_run else ''}done: {report.describe()}."
 
 
-def doctor(cmd: Command) -> Outcome:
+def doctor(cmd: Command) -> CommandResult:
     from pipeline.ops.doctor import FAIL, run_checks
 
     checks = run_checks(cmd.settings)
@@ -230,12 +228,12 @@ def action_word(flag: str) -> str:
 
 
 @dataclass(frozen=True)
-class Action:
+class FlagAction:
     """One mutually exclusive action flag and the handler that runs it."""
 
     flag: str
     help: str
-    handler: Callable[[Command], Outcome]
+    handler: Callable[[Command], CommandResult]
     metavar: tuple[str, ...] | None = None
 
     @property
@@ -243,46 +241,46 @@ class Action:
         return dest(self.flag)
 
 
-ACTIONS: tuple[Action, ...] = (
-    Action("--run", "Promote waiting staged batches, then extract and promote new events.", run),
-    Action("--extract-only", "Extract new events into a staged batch without promoting it.", run),
-    Action("--promote-only", "Promote every complete staged batch, oldest first.", run),
-    Action("--reconcile", "Load events that reached the source later than the look-back: compare "
+ACTIONS: tuple[FlagAction, ...] = (
+    FlagAction("--run", "Promote waiting staged batches, then extract and promote new events.", run),
+    FlagAction("--extract-only", "Extract new events into a staged batch without promoting it.", run),
+    FlagAction("--promote-only", "Promote every complete staged batch, oldest first.", run),
+    FlagAction("--reconcile", "Load events that reached the source later than the look-back: compare "
            "source and lake hour by hour over --since (default RECONCILE_SINCE) and backfill what is "
            "missing in one snapshot.", reconcile),
-    Action("--retry-failed", "Put batches that were set aside (they could not be promoted) back in line "
+    FlagAction("--retry-failed", "Put batches that were set aside (they could not be promoted) back in line "
            "and promote them, after fixing the cause.", run),
-    Action("--demo", "Generate 10,000 events, run, rerun, add late events, run, and show snapshots "
+    FlagAction("--demo", "Generate 10,000 events, run, rerun, add late events, run, and show snapshots "
            "and time travel.", demo),
-    Action("--status", "Show watermark, lag, last batches and snapshot count.", status),
-    Action("--print-attach", "Print the SQL that opens this lake in the duckdb CLI (secrets masked "
+    FlagAction("--status", "Show watermark, lag, last batches and snapshot count.", status),
+    FlagAction("--print-attach", "Print the SQL that opens this lake in the duckdb CLI (secrets masked "
            "unless --show-secrets).", print_attach),
-    Action("--verify", "Compare the lake with the source (counts, distinct ids, checksum); with --since "
+    FlagAction("--verify", "Compare the lake with the source (counts, distinct ids, checksum); with --since "
            "DURATION (or all): by id, bucket by bucket, up to the watermark, naming the first bucket that "
            "differs.", verify),
-    Action("--repair", "Make the lake hold exactly the source's ids over --since before the watermark "
+    FlagAction("--repair", "Make the lake hold exactly the source's ids over --since before the watermark "
            "(default: all): the lake's rows of every id the source deleted or moved after loading are "
            "replaced by the source's, in one snapshot whose commit message says so (time travel keeps "
            "the state before).", repair),
-    Action("--doctor", "Check the setup: Java (and the JDBC driver when SPARK_READER=jdbc), the DuckDB "
+    FlagAction("--doctor", "Check the setup: Java (and the JDBC driver when SPARK_READER=jdbc), the DuckDB "
            "extension wheels, source and catalog connectivity, the read-only SQL reader role, the data "
            "and staging locations, and a Spark start whose executors read the source; each failure "
            "with its fix (exit 1 if any fails).", doctor),
-    Action("--stop-embedded", "Stop the embedded Postgres under EVENT_LAKE_HOME.", stop_embedded),
-    Action("--schedule", "Run forever: load every --load-every, expire snapshots every --expire-every, "
+    FlagAction("--stop-embedded", "Stop the embedded Postgres under EVENT_LAKE_HOME.", stop_embedded),
+    FlagAction("--schedule", "Run forever: load every --load-every, expire snapshots every --expire-every, "
            "compact every --compact-every. SIGTERM/SIGINT stop it: no new jobs start, a running "
            "promotion commits or rolls back, and the process exits 0 within "
            f"{SHUTDOWN_SECONDS} seconds.", schedule),
-    Action("--follow", "Load continuously: a load starts every --every (default FOLLOW_EVERY, 2s) in one "
+    FlagAction("--follow", "Load continuously: a load starts every --every (default FOLLOW_EVERY, 2s) in one "
            "Spark session and one lake session, reading only what arrived; small files are merged every "
            "5 minutes, snapshots expire as with --schedule. SIGTERM/SIGINT let the micro-batch in flight "
            f"finish, then exit 0 (within {SHUTDOWN_SECONDS} seconds).", follow),
-    Action("--serve", "Serve the dashboard (/), Prometheus /metrics and /healthz on METRICS_HOST:"
+    FlagAction("--serve", "Serve the dashboard (/), Prometheus /metrics and /healthz on METRICS_HOST:"
            "METRICS_PORT without running the scheduler (--schedule serves them too).", serve),
-    Action("--maintain", "Expire snapshots older than --retention and compact now (with --dry-run: "
+    FlagAction("--maintain", "Expire snapshots older than --retention and compact now (with --dry-run: "
            "only report what would happen).", maintain),
-    Action("--snapshots", "List the lake's snapshots.", analysis.snapshots),
-    Action("--changes", "Change feed (inserts, deletes, updates) between two snapshot ids or "
+    FlagAction("--snapshots", "List the lake's snapshots.", analysis.snapshots),
+    FlagAction("--changes", "Change feed (inserts, deletes, updates) between two snapshot ids or "
            "timestamps; --table picks the table (default: the one table loaded; with several, required).",
            analysis.changes,
            metavar=("FROM", "TO")),
