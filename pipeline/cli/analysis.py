@@ -10,7 +10,7 @@ import duckdb
 
 from pipeline import actions
 from pipeline.cli import output, voice
-from pipeline.cli.command import Command, CommandResult
+from pipeline.cli.command import Command, HandlerResult
 from pipeline.errors import ConfigError
 from pipeline.process import cancellable
 from pipeline.settings.durations import parse_duration
@@ -48,7 +48,7 @@ def _sql_file(name: str) -> Path:
 
 
 def run_texts(cmd: Command, texts: list[str] | Callable[[duckdb.DuckDBPyConnection], list[str]],
-              cell_width: int | None = None) -> CommandResult:
+              cell_width: int | None = None) -> HandlerResult:
     """Run ``texts`` in one session as the flags say, print the result, and say how it went
     (``texts`` may be written from the session: a command's query that needs the lake's facts;
     ``cell_width``: a table's values are cut to it)."""
@@ -86,11 +86,11 @@ def run_texts(cmd: Command, texts: list[str] | Callable[[duckdb.DuckDBPyConnecti
     return True, f"Ran {len(result.commands)} command(s){at}" + ("" if args.write else " (read-only).")
 
 
-def sql(cmd: Command) -> CommandResult:
+def sql(cmd: Command) -> HandlerResult:
     return run_texts(cmd, sql_texts(cmd.args))
 
 
-def snapshots(cmd: Command) -> CommandResult:
+def snapshots(cmd: Command) -> HandlerResult:
     from pipeline.lake.history import snapshot_listing, table_names
 
     def listing(con: duckdb.DuckDBPyConnection) -> list[str]:
@@ -103,7 +103,7 @@ def snapshots(cmd: Command) -> CommandResult:
 CHANGE_CELL_WIDTH = 40  # a human table of changes: one row fits a terminal; other formats keep all
 
 
-def changes(cmd: Command) -> CommandResult:
+def changes(cmd: Command) -> HandlerResult:
     """The change feed of a table between two snapshots (or times), both included: in a table, a
     count per snapshot and kind of change first, then the rows with wide values cut (a row of
     the events table printed ~550 characters: the whole JSON of its details)."""

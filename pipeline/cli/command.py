@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pipeline.settings import Settings
 
 # what a command's handler returns: ok (exit 0/1) or an exit code, and the last line it says
-CommandResult = tuple[bool | int, str]
+HandlerResult = tuple[bool | int, str]
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,11 @@ from datetime import timedelta
 
 from pipeline import actions, invocation
 from pipeline.cli import analysis, output, voice
-from pipeline.cli.command import Command, CommandResult
+from pipeline.cli.command import Command, HandlerResult
 from pipeline.ops.policy import SHUTDOWN_SECONDS
 
 
-def run(cmd: Command) -> CommandResult:
+def run(cmd: Command) -> HandlerResult:
     from pipeline.ops.pipeline import Pipeline
     from pipeline.ops.run import RunMode
 
@@ -36,7 +36,7 @@ def run(cmd: Command) -> CommandResult:
     return True, f"Done: {report.summary()}."
 
 
-def reconcile(cmd: Command) -> CommandResult:
+def reconcile(cmd: Command) -> HandlerResult:
     from pipeline.ops.pipeline import Pipeline
 
     with Pipeline(cmd.settings) as lake:
@@ -54,7 +54,7 @@ def _since(args: argparse.Namespace) -> timedelta | None:
     return None if since is None or since.lower() == "all" else parse_duration(since, "--since")
 
 
-def repair(cmd: Command) -> CommandResult:
+def repair(cmd: Command) -> HandlerResult:
     from pipeline.ops.pipeline import Pipeline
 
     with Pipeline(cmd.settings) as lake:
@@ -64,7 +64,7 @@ def repair(cmd: Command) -> CommandResult:
     return True, f"Repair: {report.summary()}."
 
 
-def demo(cmd: Command) -> CommandResult:
+def demo(cmd: Command) -> HandlerResult:
     from pipeline.ops.demo import demo as run_demo
 
     result = run_demo(cmd.settings, engine=cmd.args.engine)
@@ -79,7 +79,7 @@ def demo(cmd: Command) -> CommandResult:
                        else "Demo finished, but the lake does NOT match the source (see above).")
 
 
-def status(cmd: Command) -> CommandResult:
+def status(cmd: Command) -> HandlerResult:
     from pipeline.errors import TransientError
     from pipeline.ops.health import unreadable
     from pipeline.ops.pipeline import Pipeline
@@ -105,7 +105,7 @@ def status(cmd: Command) -> CommandResult:
     return health.code, f"Status: {health.state}" + (f" ({reasons})." if reasons else ".")
 
 
-def verify(cmd: Command) -> CommandResult:
+def verify(cmd: Command) -> HandlerResult:
     from pipeline.ops.pipeline import Pipeline
 
     with Pipeline(cmd.settings) as lake:  # every table of the image against its source
@@ -116,7 +116,7 @@ def verify(cmd: Command) -> CommandResult:
         return comparison.equal, comparison.describe()
 
 
-def print_attach(cmd: Command) -> CommandResult:
+def print_attach(cmd: Command) -> HandlerResult:
     import duckdb
 
     from pipeline.lake import extensions
@@ -143,14 +143,14 @@ def print_attach(cmd: Command) -> CommandResult:
     return True, f"-- Paste the statements above into the duckdb CLI (same version) to open the lake ({how})."
 
 
-def stop_embedded(cmd: Command) -> CommandResult:
+def stop_embedded(cmd: Command) -> HandlerResult:
     from pipeline import embedded
 
     stopped = embedded.stop(cmd.settings.home)
     return True, "Embedded Postgres stopped." if stopped else "Embedded Postgres was not running."
 
 
-def schedule(cmd: Command) -> CommandResult:
+def schedule(cmd: Command) -> HandlerResult:
     from pipeline.ops.pipeline import Pipeline
 
     with Pipeline(cmd.settings, engine=cmd.args.engine, long_lived=True) as lake:
@@ -158,7 +158,7 @@ def schedule(cmd: Command) -> CommandResult:
     return True, "Scheduler stopped cleanly."
 
 
-def follow(cmd: Command) -> CommandResult:
+def follow(cmd: Command) -> HandlerResult:
     from pipeline.ops.pipeline import Pipeline
 
     with Pipeline(cmd.settings, engine=cmd.args.engine, long_lived=True) as lake:
@@ -166,7 +166,7 @@ def follow(cmd: Command) -> CommandResult:
     return True, "Stopped following cleanly."
 
 
-def serve(cmd: Command) -> CommandResult:
+def serve(cmd: Command) -> HandlerResult:
     import threading
 
     from pipeline.errors import ConfigError
@@ -192,7 +192,7 @@ def serve(cmd: Command) -> CommandResult:
     return True, "Server stopped."
 
 
-def maintain(cmd: Command) -> CommandResult:
+def maintain(cmd: Command) -> HandlerResult:
     from pipeline.ops.pipeline import Pipeline
 
     with Pipeline(cmd.settings) as lake:
@@ -202,7 +202,7 @@ def maintain(cmd: Command) -> CommandResult:
     return True, f"Maintenance {'dry run ' if cmd.args.dry_run else ''}done: {report.describe()}."
 
 
-def doctor(cmd: Command) -> CommandResult:
+def doctor(cmd: Command) -> HandlerResult:
     from pipeline.ops.doctor import FAIL, run_checks
 
     checks = run_checks(cmd.settings)
@@ -233,7 +233,7 @@ class FlagAction:
 
     flag: str
     help: str
-    handler: Callable[[Command], CommandResult]
+    handler: Callable[[Command], HandlerResult]
     metavar: tuple[str, ...] | None = None
 
     @property

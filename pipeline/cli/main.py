@@ -10,7 +10,7 @@ import sys
 
 from pipeline import logs
 from pipeline.cli import analysis, output, voice
-from pipeline.cli.command import Command, CommandResult
+from pipeline.cli.command import Command, HandlerResult
 from pipeline.cli.handlers import ACTIONS, action_word
 from pipeline.cli.parser import SETTING_FLAGS, build_parser, refuse_foreign_options, setting_flags
 from pipeline.errors import ConfigError, PipelineError, ShutdownRequested
@@ -124,7 +124,7 @@ def action_words(argv: list[str], parser: argparse.ArgumentParser | None = None)
     return argv
 
 
-def dispatch(args: argparse.Namespace, settings: Settings) -> CommandResult:
+def dispatch(args: argparse.Namespace, settings: Settings) -> HandlerResult:
     chosen = [action for action in ACTIONS if getattr(args, action.dest)]
     rows_out = args.sql or args.sql_file or (chosen and chosen[0].handler in analysis.ROW_COMMANDS)
     if args.format in ("csv", "jsonl") and not rows_out:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import duckdb
 
-from pipeline.lake.query import json_safe
-from pipeline.lake.rows import fetch_dicts
+from pipeline.lake.rows import fetch_dicts, json_safe
 from pipeline.sqltext import one_row
 
 

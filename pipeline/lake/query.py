@@ -7,21 +7,16 @@ function that executes; the CLI (:mod:`pipeline.cli.analysis`) only parses and p
 from __future__ import annotations
 
 import atexit
-import base64
-import datetime as dt
 import functools
 import json
 import logging
-import math
 import random
 import re
 import shutil
 import tempfile
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -30,6 +25,7 @@ from pipeline import actions
 from pipeline.errors import CatalogUnavailable, ConfigError, PipelineError, first_line, is_transient
 from pipeline.lake import catalog_reader, ownership, statement_judge
 from pipeline.lake.connect import connect, not_created
+from pipeline.lake.rows import json_safe
 from pipeline.lake.sandbox import refused_hint, refused_message, sandbox_statements
 from pipeline.lake.session import Lake
 from pipeline.settings import ResolvedSettings
@@ -45,34 +41,6 @@ DML = {"INSERT", "UPDATE", "DELETE"}
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 CONFLICT_MARKERS = ("conflict", "Transaction conflict", "could not serialize", "concurrent")
 MAX_CONFLICT_RETRIES = 20
-
-
-def json_safe(value: Any, type_name: str = "") -> Any:
-    """A value JSON can carry without loss: ISO timestamps, exact decimals, JSON as objects."""
-    if value is None or isinstance(value, bool | int | str) and not type_name.startswith("JSON"):
-        return value
-    if type_name.startswith("JSON") and isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Decimal):
-        return value  # written as an exact JSON number by simplejson(use_decimal=True)
-    if isinstance(value, dt.datetime | dt.date | dt.time):
-        return value.isoformat()
-    if isinstance(value, dt.timedelta):
-        return value.total_seconds()
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    if isinstance(value, bytes | bytearray | memoryview):
-        return base64.b64encode(bytes(value)).decode()
-    if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [json_safe(v) for v in value]
-    return str(value)
 
 
 def parse_params(pairs: list[str]) -> dict[str, object]:
