@@ -64,7 +64,7 @@ def scratch_lake(prefix: str, promotion: str = "zero-copy"):
             settings = embedded.resolved(settings)
             con = lake.connect(settings)
             try:
-                opened = Lake.of(con, settings)
+                [opened] = Lake.of(con, settings).tables(settings.tables).values()  # the one table
                 schema.ensure_tables(opened, schema.column_types(settings.promotion, settings.spark.reader))
                 yield settings, opened
             finally:
@@ -173,7 +173,8 @@ from pipeline.settings import load_settings
 from pipeline import embedded
 settings = embedded.resolved(load_settings())
 con = lake.connect(settings, source=True)
-schema.ensure_tables(Lake.of(con, settings), schema.column_types(settings.promotion, settings.spark.reader))
+[events] = Lake.of(con, settings).tables(settings.tables).values()
+schema.ensure_tables(events, schema.column_types(settings.promotion, settings.spark.reader))
 t0 = time.monotonic()
 con.execute(f"INSERT INTO {settings.lake_table(settings.tables[0])} SELECT event_id, event_type, "
             "event_timestamp, details::JSON, created_at FROM src.public.events")

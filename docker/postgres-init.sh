@@ -39,7 +39,7 @@ ALTER DEFAULT PRIVILEGES FOR ROLE events IN SCHEMA public GRANT SELECT ON TABLES
 ALTER DEFAULT PRIVILEGES FOR ROLE lake GRANT USAGE ON SCHEMAS TO lake_reader;
 ALTER DEFAULT PRIVILEGES FOR ROLE lake GRANT SELECT ON TABLES TO lake_reader;
 -- the promotion lock is an advisory lock: the writer's alone (each taking function, both
--- signatures: what pipeline/lake/catalog_reader.py revokes for an own catalog)
+-- signatures: what pipeline/sql_session/catalog_reader.py revokes for an own catalog)
 DO $$
 DECLARE f regprocedure;
 BEGIN

@@ -24,9 +24,9 @@ _PUBLIC = {
     "Pipeline": "pipeline.ops.pipeline",
     "Settings": "pipeline.settings.load",
     "load_settings": "pipeline.settings.load",
-    "RunReport": "pipeline.ops.run",
+    "RunReport": "pipeline.load.run",
     "MaintenanceReport": "pipeline.lake.maintain",
-    "ReconcileReport": "pipeline.ops.reconcile",
+    "ReconcileReport": "pipeline.load.reconcile",
     "Status": "pipeline.ops.status",
     "PipelineError": "pipeline.errors",
     "ConfigError": "pipeline.errors",
@@ -38,9 +38,9 @@ __all__ = ["ConfigError", "MaintenanceReport", "Pipeline", "PipelineError", "Rec
 if TYPE_CHECKING:
     from pipeline.errors import ConfigError, PipelineError, TransientError
     from pipeline.lake.maintain import MaintenanceReport
+    from pipeline.load.reconcile import ReconcileReport
+    from pipeline.load.run import RunReport
     from pipeline.ops.pipeline import Pipeline
-    from pipeline.ops.reconcile import ReconcileReport
-    from pipeline.ops.run import RunReport
     from pipeline.ops.status import Status
     from pipeline.settings.load import Settings, load_settings
 

@@ -4,7 +4,7 @@ the process under test. A test that breaks a real CLI process runs it through
 ``tests/faulty_cli.py`` with ``EVENT_LAKE_TEST_FAULT=<point>`` (read there, never by the product):
 
 - ``after-stage``: SIGKILL once a batch is staged with its manifest, nothing promoted
-  (``pipeline.ops.run.extract`` returns);
+  (``pipeline.load.run.extract`` returns);
 - ``before-commit``: SIGKILL inside the open DuckLake transaction, rows and state inserted, COMMIT
   not yet sent (the promote lock's fencing check is the last step before it);
 - ``lose-lock``: the promote lock's connection dies just before that check (a catalog network
@@ -35,7 +35,7 @@ def install(point: str, patch: Callable[[object, str, Any], None] | None = None)
         raise ValueError(f"{ENV}={point!r}: one of {', '.join(POINTS)}")
     setter = patch or setattr
     if point == "after-stage":
-        from pipeline.ops import run
+        from pipeline.load import run
 
         setter(run, "extract", _then_kill(run.extract, point))
     elif point in ("before-commit", "lose-lock"):

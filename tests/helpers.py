@@ -28,7 +28,7 @@ from tests.conftest import ROOT
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from pipeline.ops.run import RunMode, RunReport
+    from pipeline.load.run import RunMode, RunReport
     from pipeline.storage.folder import Folder
 
 

@@ -53,8 +53,8 @@ def run_texts(cmd: Command, texts: list[str] | Callable[[duckdb.DuckDBPyConnecti
     (``texts`` may be written from the session: a command's query that needs the lake's facts;
     ``cell_width``: a table's values are cut to it)."""
     from pipeline.lake.info import catalog_info
-    from pipeline.lake.query import describe_at, open_session, parse_params, run_session
     from pipeline.ops.pipeline import Pipeline
+    from pipeline.sql_session.query import describe_at, open_session, parse_params, run_session
 
     args = cmd.args  # the session's flags: --param, --timeout, --limit, --write, --at-*, --format
     params = parse_params(args.param or [])

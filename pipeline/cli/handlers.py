@@ -18,8 +18,8 @@ from pipeline.ops.policy import SHUTDOWN_SECONDS
 
 
 def run(cmd: Command) -> HandlerResult:
+    from pipeline.load.run import RunMode
     from pipeline.ops.pipeline import Pipeline
-    from pipeline.ops.run import RunMode
 
     flags = cmd.args
     promote_only = flags.promote_only or flags.retry_failed

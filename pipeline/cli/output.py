@@ -18,9 +18,9 @@ from pipeline.source.window import iso
 
 if TYPE_CHECKING:  # the lake's modules import duckdb: not needed to print --help
     from pipeline.lake.batches import SteadyState
-    from pipeline.lake.query import SessionResult
-    from pipeline.ops.proof import RangeCheck
+    from pipeline.load.proof import RangeCheck
     from pipeline.ops.status import Status, TableStatus
+    from pipeline.sql_session.query import SessionResult
 
 HUMAN_ROW_LIMIT = 100
 

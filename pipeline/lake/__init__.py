@@ -1,1 +1,2 @@
-"""The lake: ATTACH SQL, connecting, tables, locks, promotion, ops tables, maintenance, queries."""
+"""The lake's catalog side: ATTACH SQL, connecting, tables, locks, ops tables, transactions,
+maintenance, verification. The read-only SQL session is pipeline.sql_session."""

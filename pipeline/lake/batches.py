@@ -147,7 +147,7 @@ def _range_sql(low: datetime | None) -> str:
 def id_sums(lake: LakeTable, low: datetime | None, upper: datetime,
             bucket_seconds: int | None = None) -> dict[int, IdSum]:
     """Which ids the events table holds dated in ``(low, upper]``, as (count, checksum) per bucket
-    (the lake side of :mod:`pipeline.ops.proof`). Every row counts: an id held twice differs."""
+    (the lake side of :mod:`pipeline.load.proof`). Every row counts: an id held twice differs."""
     bucket = id_checksum.duckdb_bucket(bucket_seconds) if bucket_seconds else "0"
     rows = lake.execute(
         f"SELECT bucket, count(*), {id_checksum.duckdb_sums('id')} FROM (SELECT "

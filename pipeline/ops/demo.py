@@ -18,8 +18,8 @@ from pipeline.errors import ConfigError, PipelineError
 from pipeline.extract.engines import engine_of
 from pipeline.lake.connect import lake_session
 from pipeline.lake.verify import ImageComparison
+from pipeline.load.run import RunReport
 from pipeline.ops.pipeline import Pipeline
-from pipeline.ops.run import RunReport
 from pipeline.settings import Settings
 from pipeline.settings.model import Engine, TableSpec
 

@@ -154,7 +154,7 @@ class Doctor:
 
     def reader(self) -> Check:
         """Whether a read-only --sql session reaches the catalog as a role that can only read it."""
-        from pipeline.lake import catalog_reader
+        from pipeline.sql_session import catalog_reader
 
         catalog, schema = self.settings.catalog, self.settings.lake_name
         if catalog.pg is None:
@@ -180,7 +180,7 @@ class Doctor:
                      "which can only read it")
 
     def locations(self) -> Check:
-        from pipeline.ops.preflight import preflight
+        from pipeline.load.preflight import preflight
 
         preflight(self.settings, reads_source=False)  # raises, naming the location and the fix
         return Check("locations", OK, f"data {self.settings.data_path} and staging "

@@ -3,7 +3,7 @@
 A :class:`Pipeline` is built once from settings and resolves them once (the embedded Postgres
 started, locations made absolute). It owns what lives as long as it does: the engine and the Spark
 session it builds, the lake's pooled attach (:mod:`pipeline.lake.instances`), and the checks a load
-needs only once (:class:`pipeline.ops.run.Readiness`). Its methods are the operations: ``run`` (one
+needs only once (:class:`pipeline.load.run.Readiness`). Its methods are the operations: ``run`` (one
 load with every check), ``load`` (a load that keeps the last one's readiness: a ``--follow`` tick
 plans, extracts and promotes, nothing else), ``reconcile``, ``maintain`` and ``status``. Closing it
 stops the Spark session it built and lets go of the lake's catalog connections::
@@ -27,7 +27,7 @@ from pipeline.extract.engines import engine_of
 from pipeline.lake import instances, jobs, locks
 from pipeline.lake.connect import lake_session
 from pipeline.lake.maintain import BOTH, Step, compaction_due, run_maintenance
-from pipeline.ops.run import Engines, Loader, Readiness, RunMode, RunReport, run_mode
+from pipeline.load.run import Engines, Loader, Readiness, RunMode, RunReport, run_mode
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.settings.model import Engine
 
@@ -40,9 +40,9 @@ if TYPE_CHECKING:
     from pipeline.extract.spark_lease import SparkLease
     from pipeline.lake.maintain import MaintenanceReport
     from pipeline.lake.verify import ImageComparison
-    from pipeline.ops.proof import ImageCheck
-    from pipeline.ops.reconcile import ReconcileReport
-    from pipeline.ops.repair import RepairReport
+    from pipeline.load.proof import ImageCheck
+    from pipeline.load.reconcile import ReconcileReport
+    from pipeline.load.repair import RepairReport
     from pipeline.ops.status import Status
 
 
@@ -56,7 +56,7 @@ class LakeAt:
         self.pipeline, self.version, self.time = pipeline, version, time
 
     def sql(self, query: str, params: list[object] | dict[str, object] | None = None) -> pa.Table:
-        from pipeline.lake.query import arrow_query
+        from pipeline.sql_session.query import arrow_query
 
         return arrow_query(self.pipeline.settings, query, params, at_version=self.version, at_time=self.time)
 
@@ -199,8 +199,8 @@ class Pipeline:
         return self.run("promote", record_as="promote")
 
     def reconcile(self) -> ReconcileReport:
-        """Backfill what reached the source behind the look-back (:mod:`pipeline.ops.reconcile`)."""
-        from pipeline.ops.reconcile import reconcile
+        """Backfill what reached the source behind the look-back (:mod:`pipeline.load.reconcile`)."""
+        from pipeline.load.reconcile import reconcile
 
         with self._own():
             return reconcile(self.settings)
@@ -262,11 +262,11 @@ class Pipeline:
 
     def prove(self, since: timedelta | None) -> ImageCheck:
         """Every table against its source by id over ``since`` before the watermark (None: all), bucket
-        by bucket (:func:`pipeline.ops.proof.prove_in`), in one source snapshot: no row is read
+        by bucket (:func:`pipeline.load.proof.prove_in`), in one source snapshot: no row is read
         where the buckets agree. Tables of an image are proven over one range, up to the oldest
         watermark (as reconcile and repair compare them); exact only when each table is."""
         from pipeline.lake import batches
-        from pipeline.ops.proof import ImageCheck, prove_in
+        from pipeline.load.proof import ImageCheck, prove_in
         from pipeline.source.shape import SourceRelation
         from pipeline.source.snapshot import exported_snapshot
 
@@ -284,8 +284,8 @@ class Pipeline:
 
     def repair(self, since: timedelta | None) -> RepairReport:
         """Replace the lake's rows of every id that differs from the source over ``since`` (None:
-        all) by the source's, in one snapshot (:mod:`pipeline.ops.repair`)."""
-        from pipeline.ops.repair import repair
+        all) by the source's, in one snapshot (:mod:`pipeline.load.repair`)."""
+        from pipeline.load.repair import repair
 
         with self._own():
             return repair(self.settings, since)
@@ -295,7 +295,7 @@ class Pipeline:
             write: bool = False) -> pa.Table:
         """One SQL statement against the lake (its default catalog: ``FROM events``), as an Arrow
         table; read-only and judged as ``--sql`` is unless ``write``."""
-        from pipeline.lake.query import arrow_query
+        from pipeline.sql_session.query import arrow_query
 
         return arrow_query(self.settings, query, params, write=write)
 

@@ -61,8 +61,8 @@ from pipeline.settings.model import Engine
 
 if TYPE_CHECKING:
     from pipeline.lake.maintain import MaintenanceReport
-    from pipeline.ops.reconcile import ReconcileReport
-    from pipeline.ops.run import RunReport
+    from pipeline.load.reconcile import ReconcileReport
+    from pipeline.load.run import RunReport
     from pipeline.ops.web import WebServer
     from pipeline.settings import ResolvedSettings
 
@@ -326,7 +326,7 @@ class Scheduler:
         import duckdb
 
         if isinstance(exc, duckdb.Error) and is_transient(exc):
-            from pipeline.ops.run import promotion_outage
+            from pipeline.load.run import promotion_outage
 
             return promotion_outage(self.settings, exc)
         return exc

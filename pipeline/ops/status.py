@@ -20,7 +20,8 @@ from pipeline.lake.integrity import Integrity
 from pipeline.lake.schema import quarantined_rows
 from pipeline.lake.session import LakeTable
 from pipeline.lake.transaction import one_read
-from pipeline.ops import health, proof
+from pipeline.load import proof
+from pipeline.ops import health
 from pipeline.ops.scheduler_state import SchedulerState, SchedulerStates
 from pipeline.settings import ResolvedSettings, TableSpec
 from pipeline.source import arrivals, stats

@@ -32,7 +32,7 @@ from pipeline.sqltext import one_row, quote_ident
 from pipeline.staging import LakeFile, StagedBatch
 
 log = logging.getLogger(__name__)
-RECONCILE_ENGINE = "reconcile"  # the manifest engine of backfill batches (pipeline.ops.reconcile)
+RECONCILE_ENGINE = "reconcile"  # the manifest engine of backfill batches (pipeline.load.reconcile)
 
 
 def insert_sql(lake: LakeTable, have: Mapping[str, str], batch_has_duplicates: bool = True,

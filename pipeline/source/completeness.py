@@ -5,7 +5,7 @@ arrived after the last plan's mark. That is an optimisation, never a decision: a
 stamps ``created_at`` from a clock behind the database's, a backfill or replay carrying old
 times, a business column named ``created_at``, a session with ``track_activities`` off, a
 subscriber or a foreign table all put rows in the look-back whose arrival time is behind the
-mark. What decides is the identity check after promotion (:mod:`pipeline.ops.proof`): the ids
+mark. What decides is the identity check after promotion (:mod:`pipeline.load.proof`): the ids
 the lake holds in the window's range against the ids the planner's snapshot holds there; rows
 still missing are read at once with the whole look-back.
 

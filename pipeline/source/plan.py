@@ -1,4 +1,4 @@
-"""What a run's plan is (made once, in the planner's snapshot, by :mod:`pipeline.ops.plan`):
+"""What a run's plan is (made once, in the planner's snapshot, by :mod:`pipeline.load.plan`):
 the window, what the source holds in it, and the marks the next plan starts from. Extraction
 reads with it and the manifest carries it; nothing after the plan decides these again."""
 
@@ -30,7 +30,7 @@ class BatchPlan:
     # the source's ids: uuid or text, unique or not (promotion checks every id against the whole lake)
     ids: IdShape = IdShape(uuid_typed=True, unique=True)
     # which ids the source holds dated in the window's range, in the planner's snapshot: what the
-    # lake must hold there once the batch is promoted (pipeline.ops.proof); the commit records it
+    # lake must hold there once the batch is promoted (pipeline.load.proof); the commit records it
     source_ids: IdSum | None = None
     lake_was_empty: bool = False  # a first load into an events table holding no row
     lake_ids: IdSum | None = None  # the lake's side of the range as the plan read it (arrival-aware plans)

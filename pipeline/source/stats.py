@@ -94,7 +94,7 @@ def id_sums(conn: psycopg.Connection, source: SourceRelation, low: datetime | No
             uuid_typed: bool, unique: bool, bucket_seconds: int | None = None) -> dict[int, IdSum]:
     """Which ids the source holds dated in ``(low, upper]``, whatever their arrival time, as
     (count, checksum) per bucket of ``bucket_seconds`` (one bucket 0 without): the source side of
-    the identity check (:mod:`pipeline.ops.proof`). A range scan of the ``event_timestamp`` index,
+    the identity check (:mod:`pipeline.load.proof`). A range scan of the ``event_timestamp`` index,
     index-only when it includes ``event_id`` (the generator's table has ``INCLUDE (event_id)``)."""
     uuid_sql = id_checksum.postgres_id("event_id", uuid_typed)
     bucket = id_checksum.postgres_bucket(bucket_seconds) if bucket_seconds else "0"

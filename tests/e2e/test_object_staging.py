@@ -263,7 +263,7 @@ def test_the_store_lost_as_a_batch_is_claimed_is_named_and_temporary(lake_env, m
     """S3 gone between the plan and the batch's claim (the claim was outside the store's error
     naming): "Failed with an unexpected error … please report it", classed as needs-a-fix."""
     from pipeline.errors import StorageUnavailable, is_transient
-    from pipeline.ops import run as one_run
+    from pipeline.load import run as one_run
 
     server, _, env = _staging_on_a_store_of_its_own(lake_env, "claim-bucket", "claim-secret-value")
     settings = load_settings(env)

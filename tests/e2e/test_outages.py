@@ -66,7 +66,7 @@ def test_catalog_lost_as_promotion_begins_is_a_temporary_error_naming_it(lake_en
     from pipeline.errors import CatalogUnavailable
     from pipeline.lake.connect import connect
     from pipeline.lake.session import Lake
-    from pipeline.ops import run as running
+    from pipeline.load import run as running
     from pipeline.settings.resolve import resolve
     from tests.helpers import catalog_through_proxy
     from tests.helpers import run as run_once

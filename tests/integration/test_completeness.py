@@ -191,7 +191,7 @@ def test_reconcile_finds_a_missing_row_that_a_doubled_id_hides_from_hourly_count
     from datetime import UTC, datetime, timedelta
 
     from pipeline.lake.connect import lake_session
-    from pipeline.ops.reconcile import reconcile
+    from pipeline.load.reconcile import reconcile
 
     resolved = resolve(settings)
     add_events(settings, 300, seed=312, now=datetime.now(UTC) - timedelta(hours=3))  # before the look-back
@@ -233,7 +233,7 @@ def test_a_source_without_a_primary_key_resending_an_id_later_keeps_one_row_per_
     assert report.rows_inserted == 0
     [(rows, ids)] = lake_query(settings, "SELECT count(*), count(DISTINCT event_id) FROM lake.main.events")
     assert rows == ids == 100
-    from pipeline.ops.reconcile import reconcile
+    from pipeline.load.reconcile import reconcile
 
     reconcile(resolve(settings), "all")  # the re-sent rows' hour differs by count; their ids are in the lake
     [(rows, ids)] = lake_query(settings, "SELECT count(*), count(DISTINCT event_id) FROM lake.main.events")
@@ -270,7 +270,7 @@ def test_reconcile_leaves_the_look_back_to_the_loads(settings):
     between the two (a follower's first one) neither backfills them nor calls them late."""
     from datetime import timedelta
 
-    from pipeline.ops.reconcile import reconcile
+    from pipeline.load.reconcile import reconcile
 
     add_events(settings, 100, seed=41)
     run(settings, engine="dlt")

@@ -139,7 +139,7 @@ def test_extension_signatures_are_checked_once_per_process_and_always_for_sql_se
     """DuckDB checks an extension's signature at each load (hashing ~40 MB); a lake session loads
     again only what this process has checked, and a --sql session (a user's SQL) checks every time."""
     from pipeline.lake import extensions
-    from pipeline.lake.query import open_session
+    from pipeline.sql_session.query import open_session
 
     def unchecked_loads_allowed(con) -> bool:
         return con.execute("SELECT current_setting('allow_unsigned_extensions')").fetchone()[0]

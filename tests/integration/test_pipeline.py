@@ -190,7 +190,7 @@ def test_one_cli_run_plans_once_and_attaches_the_lake_once(lake_env, settings, s
     """The shape of a run, traced: one plan, one lake attach — for the load and its job record."""
     from pipeline.lake import connect as lake_connect
     from pipeline.lake import instances
-    from pipeline.ops import run as run_module
+    from pipeline.load import run as run_module
 
     add_events(settings, 500, seed=40)
     assert cli("--run", env=lake_env).returncode == 0  # creates the lake

@@ -73,8 +73,8 @@ def test_a_load_that_fails_midway_says_which_step_and_what_it_had_done(lake_env,
     window fails (the source lost): the error is the source's, and it carries the load's report
     so far (the promoted batch, its snapshot), so a notebook sees what did land."""
     from pipeline.errors import SourceUnavailable
-    from pipeline.ops import run as run_module
-    from pipeline.ops.run import RunMode
+    from pipeline.load import run as run_module
+    from pipeline.load.run import RunMode
 
     settings = load_settings(lake_env)
     add_events(settings, 120, seed=21)

@@ -10,9 +10,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from pipeline.lake.query import open_session
 from pipeline.settings import load_settings
 from pipeline.settings.resolve import resolve
+from pipeline.sql_session.query import open_session
 from tests.conftest import ROOT
 from tests.helpers import add_events, assert_lake_equals_source, lake_query, run
 
@@ -325,7 +325,7 @@ BACK_DOORS = {
 
 @pytest.mark.parametrize("door", list(BACK_DOORS))
 def test_read_only_session_has_no_back_door(loaded, door):
-    from pipeline.lake.query import run_session
+    from pipeline.sql_session.query import run_session
 
     settings = resolve(loaded["settings"])
     before = digest(loaded["file"])
@@ -340,7 +340,7 @@ def test_read_only_session_has_no_back_door(loaded, door):
 
 
 def test_read_only_session_runs_reads_of_every_kind(loaded):
-    from pipeline.lake.query import run_session
+    from pipeline.sql_session.query import run_session
 
     reads = ["SELECT count(*) FROM events", "FROM events LIMIT 1", "DESCRIBE events", "SHOW TABLES",
              "SUMMARIZE SELECT event_type FROM events", "PRAGMA table_info('events')",
@@ -379,7 +379,7 @@ REFUSED_BY_POSTGRES = "permission denied|read-only transaction|must be superuser
 def _drop_reader(server, catalog_db: str, role: str) -> None:
     import psycopg
 
-    from pipeline.lake.catalog_reader import _LOCK_FUNCTIONS
+    from pipeline.sql_session.catalog_reader import _LOCK_FUNCTIONS
 
     with psycopg.connect(server.with_dbname(catalog_db).conninfo(), autocommit=True) as conn:
         conn.execute(f"GRANT EXECUTE ON FUNCTION {', '.join(_LOCK_FUNCTIONS)} TO PUBLIC")
@@ -394,7 +394,7 @@ def read_as_reader(loaded, databases):
     GRANTs ``doctor`` prints (DUCKLAKE_CATALOG_READER)."""
     import psycopg
 
-    from pipeline.lake.catalog_reader import grants
+    from pipeline.sql_session.catalog_reader import grants
 
     catalog = resolve(loaded["settings"]).catalog.pg
     role = f"{catalog.dbname}_reader"

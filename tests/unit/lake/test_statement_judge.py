@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.lake.statement_judge import Verdict, classify, refusal, use_refusal, use_target
+from pipeline.sql_session.statement_judge import Verdict, classify, refusal, use_refusal, use_target
 
 CATALOGS = frozenset({"lake", "__ducklake_metadata_lake", "system", "temp", "memory"})
 LAKE_SCHEMAS = frozenset({"main", "ops"})

@@ -35,9 +35,9 @@ from pipeline.lake.maintain import unmerged_files
 from pipeline.lake.schema import column_types, ensure_tables
 from pipeline.lake.session import Lake, LakeTable
 from pipeline.lake.transaction import one_read
-from pipeline.ops import proof
-from pipeline.ops.plan import plan_batch
-from pipeline.ops.preflight import preflight
+from pipeline.load import proof
+from pipeline.load.plan import plan_batch
+from pipeline.load.preflight import preflight
 from pipeline.promote import zero_copy
 from pipeline.promote.promotion import Outcome, PromotionResult, promote, promote_together
 from pipeline.settings import ResolvedSettings, TableSpec

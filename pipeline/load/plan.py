@@ -10,7 +10,7 @@ from datetime import datetime
 
 from pipeline.lake import batches
 from pipeline.lake.session import LakeTable
-from pipeline.ops import proof
+from pipeline.load import proof
 from pipeline.settings import ResolvedSettings, TableSpec
 from pipeline.source import arrivals, shape, stats
 from pipeline.source.completeness import Completeness

@@ -23,14 +23,15 @@ import duckdb
 
 from pipeline import actions
 from pipeline.errors import CatalogUnavailable, ConfigError, PipelineError, first_line, is_transient
-from pipeline.lake import catalog_reader, ownership, statement_judge
+from pipeline.lake import ownership
 from pipeline.lake.connect import connect, not_created
 from pipeline.lake.rows import json_safe
-from pipeline.lake.sandbox import refused_hint, refused_message, sandbox_statements
 from pipeline.lake.session import Lake
 from pipeline.settings import ResolvedSettings
 from pipeline.settings.catalog import CatalogSpec
 from pipeline.settings.pgdsn import PgDsn
+from pipeline.sql_session import catalog_reader, statement_judge
+from pipeline.sql_session.sandbox import refused_hint, refused_message, sandbox_statements
 from pipeline.sqltext import quote_ident
 
 if TYPE_CHECKING:
@@ -256,7 +257,7 @@ def _names(con: duckdb.DuckDBPyConnection, lake: str) -> tuple[frozenset[str], f
 
 def judge(con: duckdb.DuckDBPyConnection, statement: duckdb.Statement, lake: str) -> str | None:
     """Why ``statement`` may not run in a read-only session (the message), or None: judged on
-    the tree DuckDB itself parses (:mod:`pipeline.lake.statement_judge`)."""
+    the tree DuckDB itself parses (:mod:`pipeline.sql_session.statement_judge`)."""
     verdict = statement_judge.classify(statement.type.name, statement.query)
     if verdict.refused:
         return refused_message(statement.query, verdict.refused)

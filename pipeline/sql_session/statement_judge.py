@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 # table functions a query may read from: the lake's read functions, series, DuckDB's metadata and
-# the Parquet readers (files are reachable only under the lake's data path: lake/sandbox.py)
+# the Parquet readers (files are reachable only under the lake's data path: sql_session/sandbox.py)
 TABLE_FUNCTIONS = frozenset({
     "range", "generate_series", "unnest", "repeat", "repeat_row", "json_each", "json_tree", "summary",
     "snapshots", "current_snapshot", "last_committed_snapshot", "table_changes", "table_insertions",

@@ -1,6 +1,6 @@
 """``--repair``: make the lake hold exactly the source's ids over a range again, in one snapshot.
 
-The identity check (:mod:`pipeline.ops.proof`) reports rows the source deleted or moved (an
+The identity check (:mod:`pipeline.load.proof`) reports rows the source deleted or moved (an
 ``UPDATE`` of ``event_timestamp``) after they were loaded; loads never change what the lake holds
 (an id is loaded once). Repair is the one command that does: in one DuckLake transaction, under
 the promote lock, it deletes the lake's rows of every id that differs and inserts those ids as
@@ -24,7 +24,7 @@ from pipeline.lake.attach_sql import SOURCE_ALIAS
 from pipeline.lake.connect import lake_session
 from pipeline.lake.schema import events_column_types, insert_columns_sql
 from pipeline.lake.session import LakeTable
-from pipeline.ops import proof
+from pipeline.load import proof
 from pipeline.promote.commit import LakeCommit
 from pipeline.settings import ResolvedSettings, TableSpec
 from pipeline.source import stats
