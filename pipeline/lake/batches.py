@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import TypedDict, TypeVar
@@ -62,10 +62,16 @@ def watermark(lake: LakeTable) -> datetime | None:
     ))[0]
 
 
-def oldest_watermark(lakes: Iterable[LakeTable]) -> datetime | None:
-    """SOURCE_TABLES: the oldest watermark of the tables loaded so far (None: none is) — where the
-    one range every table of an image is compared over ends (reconcile, repair)."""
-    return min((mark for lake in lakes if (mark := watermark(lake)) is not None), default=None)
+def image_bounds(tables: Mapping[K, LakeTable]) -> dict[K, datetime | None]:
+    """Where each table's comparison over an image ends (prove, repair, reconcile), beyond its own
+    watermark: the oldest watermark of the tables that are not catching up — one range for them, as
+    a load's floor — and none for a table still catching up (BACKFILL_BATCH_ROWS: its history is
+    days behind; bounding the others by it hid their differences, found by the adversary). One
+    table: its own watermark, the range it has alone."""
+    standings = {key: standing(lake) for key, lake in tables.items()}
+    common = min((where.watermark for where in standings.values()
+                  if where.watermark is not None and where.catching_up is None), default=None)
+    return {key: None if where.catching_up is not None else common for key, where in standings.items()}
 
 
 def loaded(tables: Mapping[K, LakeTable]) -> dict[K, LakeTable]:

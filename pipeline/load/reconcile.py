@@ -139,11 +139,11 @@ def _reconcile_image(lake: Lake, resolved: ResolvedSettings, since: timedelta | 
         # one range for every table: up to the oldest watermark's look-back (each table's own bound
         # backfilled a late session and left its events, dated alike, to a later load: a torn image)
         loaded = (lake.ops_schema, "batches") in table_names(lake)  # (a lake made by this reconcile: none)
-        common = batches.oldest_watermark(lakes.values()) if loaded else None
+        bounds = batches.image_bounds(lakes) if loaded else {}  # a table catching up: its own range
         parts: dict[str, TableReconcile] = {}
         for table, member in lakes.items():
             part = parts[table.name] = TableReconcile(since=report.since) if grouped else report
-            backfill = _compare_and_write(member, resolved, table, since, part, common)
+            backfill = _compare_and_write(member, resolved, table, since, part, bounds.get(table))
             if backfill is not None:
                 written.append(backfill)
         members = {b.lake.table: b.batch_id for b in written}

@@ -120,9 +120,9 @@ def repair(settings: ResolvedSettings, since: timedelta | None) -> RepairReport:
         with LakeCommit(lakes) as commit:  # every table's promote lock, held from compare to commit
             # one range for every table, up to the oldest watermark (each table to its own replaced a
             # session's events without it when the watermarks differed: found by the adversary)
-            common = batches.oldest_watermark(lakes)  # (one table: its own, the range it had alone)
+            bounds = batches.image_bounds(loaded)
             with exported_snapshot(settings.source_dsn, arrivals=False) as snapshot:
-                plans = [_plan(snapshot.conn, member, settings, table, since, common)
+                plans = [_plan(snapshot.conn, member, settings, table, since, bounds[table])
                          for member, table in zip(lakes, tables, strict=True)]
             todo = [plan for plan in plans if plan.ids]
             if not todo:

@@ -275,10 +275,11 @@ class Pipeline:
                 exported_snapshot(settings.source_dsn, arrivals=False) as snapshot:
             every = lake.tables(settings.tables)
             tables = batches.loaded(every)  # none loaded: prove_in says so
-            common = batches.oldest_watermark(tables.values())  # (one table: its own watermark)
+            bounds = batches.image_bounds(tables)  # one range, a table catching up its own
             relations = {table: SourceRelation.of(snapshot.conn, table)
                          for table in tables}
-            return ImageCheck({table.name: prove_in(snapshot.conn, member, relations[table], since, common)
+            return ImageCheck({table.name: prove_in(snapshot.conn, member, relations[table], since,
+                                                    bounds[table])
                                for table, member in tables.items()},
                               not_loaded=tuple(table.name for table in every if table not in tables))
 

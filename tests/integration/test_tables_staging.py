@@ -413,3 +413,27 @@ def test_a_catch_up_part_whose_rows_are_all_quarantined_does_not_stall_it(lake_e
     parts = [run(both, engine="dlt").tables["tq"] for _ in range(5)]
     assert [p.catching_up for p in parts] == [True, True, True, True, False], [p.summary() for p in parts]
     assert sum(p.rows_inserted for p in parts) == 100 and sum(p.rows_quarantined for p in parts) == 100
+
+
+def test_a_table_catching_up_does_not_hide_the_others_differences_from_prove_and_repair(lake_env):
+    """Found by the adversary: prove, repair and reconcile bounded every table by the oldest
+    watermark, a catching-up table's (days behind) included, so the others were compared over an
+    empty range and a row deleted from the source went unseen. Listed first, on purpose."""
+    env = {**lake_env, "SOURCE_TABLES": "public.events", "BACKFILL_BATCH_ROWS": "5"}
+    alone = resolve(load_settings(env))
+    add_events_to(alone.source_dsn, "public.events", 30, seed=91)
+    run(alone, engine="dlt")
+    add_events_to(alone.source_dsn, "public.clicks", 40, seed=92, now=datetime.now(UTC) - timedelta(days=10))
+    both = resolve(load_settings({**env, "SOURCE_TABLES": "public.clicks,public.events"}))
+    assert run(both, engine="dlt").tables["clicks"].catching_up
+    with connect(both.source_dsn) as conn:  # two loaded events deleted in the source
+        gone = [row[0] for row in conn.execute(
+            "DELETE FROM public.events WHERE event_id IN (SELECT event_id FROM public.events ORDER BY 1 "
+            "LIMIT 2) RETURNING event_id").fetchall()]
+    with Pipeline(both, engine="dlt") as pipeline:
+        check = pipeline.prove(timedelta(days=1))
+        assert sorted(map(str, check.tables["events"].extra)) == sorted(map(str, gone)), check.describe()
+        assert check.tables["clicks"].exact, check.describe()  # over its own range, behind
+        repaired = pipeline.repair(timedelta(days=1))
+        assert repaired.tables["events"].rows_removed == 2, repaired.summary()
+        assert pipeline.prove(timedelta(days=1)).exact
