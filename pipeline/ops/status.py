@@ -271,10 +271,19 @@ def collect(settings: ResolvedSettings) -> Status:
     each.update({table.name: _collect(settings, table, checked=checked) for table in others})
     worst = max(each.values(), key=lambda status: status.health.code)
     reasons = [f"{name}: {reason}" for name, status in each.items() for reason in status.health.reasons]
-    first = next(iter(each.values()))
+    first = next(iter(each.values()))  # what is the lake's (catalog, files, snapshots, jobs) is in each
     marks = [status.watermark for status in each.values()]
-    # the whole: the image's watermark (the oldest table's), each table's identity check in its own line
+    errors = [f"{name}: {status.source_error}" for name, status in each.items() if status.source_error]
+    future = [s.source_rows_in_future for s in each.values() if s.source_rows_in_future is not None]
+    # the whole: the image's watermark (the oldest table's), each table's identity check in its own line;
+    # what the source says is every table's (it was the first listed table's: found by the adversary)
     return replace(first, health=replace(worst.health, reasons=reasons),
+                   source_error="; ".join(errors) or None,
+                   source_newest_event=max((s.source_newest_event for s in each.values()
+                                            if s.source_newest_event is not None), default=None),
+                   source_rows_in_future=sum(future) if future else None,
+                   arrivals=_arrivals_of(each),
+                   set_aside_batches=[batch for s in each.values() for batch in s.set_aside_batches],
                    tables={name: status.part() for name, status in each.items()},
                    # (a table added and not loaded yet, or catching up, is said on its own line)
                    watermark=min((m for m, s in zip(marks, each.values(), strict=True)
@@ -297,6 +306,18 @@ def collect(settings: ResolvedSettings) -> Status:
                                        key=lambda b: str(b.get("promoted_at")), reverse=True)[:5])
 
 
+def _arrivals_of(each: dict[str, Status]) -> ArrivalFacts:
+    """The arrival facts of every table: the column, set by the database only if it is in every table
+    that has it, the rows found behind the mark summed, each table's note named."""
+    facts = [status.arrivals for status in each.values()]
+    columns = [fact for fact in facts if fact.column]
+    stamped = [fact.set_by_database for fact in columns]
+    notes = [f"{name}: {status.arrivals.note}" for name, status in each.items() if status.arrivals.note]
+    return ArrivalFacts(columns[0].column if columns else None,
+                        None if not stamped or None in stamped else all(stamped),
+                        sum(fact.rows_behind_mark_last_hour for fact in facts), "; ".join(notes) or None)
+
+
 def _collect(settings: ResolvedSettings, table: TableSpec, *, checked: Integrity | None = None) -> Status:
     """``table``'s status (``checked``: the lake's file integrity, when known: :meth:`LakeFacts.read`)."""
     try:
@@ -315,7 +336,8 @@ def _collect(settings: ResolvedSettings, table: TableSpec, *, checked: Integrity
             pending, future, now = 0, 0, stats.server_now(conn)
             if not exists:
                 source_error = (f"the table {table.qualified} does not exist in {settings.source_dsn} "
-                                "(the generator creates it; or set SOURCE_TABLE)")
+                                "(the generator creates it; or set "
+                                f"{'SOURCE_TABLES' if settings.grouped else 'SOURCE_TABLE'})")
             elif denied := _denied(conn, table.qualified):  # no SELECT: said, with the GRANT
                 source_error, exists = denied, False
             else:  # the table as every stage reads it; a misnamed or retyped column: said, with the fix

@@ -437,3 +437,30 @@ def test_a_table_catching_up_does_not_hide_the_others_differences_from_prove_and
         repaired = pipeline.repair(timedelta(days=1))
         assert repaired.tables["events"].rows_removed == 2, repaired.summary()
         assert pipeline.prove(timedelta(days=1)).exact
+
+
+def test_the_status_of_an_image_says_every_tables_source_whichever_is_listed_first(lake_env):
+    """Found by the adversary: --status's source fields (the newest event, rows dated in the future,
+    the source up or down) and /metrics' source_up were the first listed table's."""
+    both = resolve(load_settings({**lake_env, "SOURCE_TABLES": BOTH}))
+    _linked(both, 5, seed=95, now=datetime.now(UTC) - timedelta(minutes=1))
+    run(both, engine="dlt")
+    with connect(both.source_dsn) as conn:  # one event dated tomorrow: the events table's alone
+        conn.execute("INSERT INTO public.events VALUES (gen_random_uuid(), 'click', now() + interval '1 day', "
+                     "'{}')")
+    orders = [both, replace(both, tables=(EVENTS, SESSIONS))]
+
+    def whole(settings):
+        with Pipeline(settings, engine="dlt") as pipeline:
+            status = pipeline.status()
+        samples = {s.name: s.value for f in families(Observer(settings, ttl=0).observe()) for s in f.samples}
+        return (status.source_rows_in_future, status.source_newest_event, status.source_up,
+                samples["event_lake_source_up"])
+
+    assert [whole(settings) for settings in orders] == [whole(orders[0])] * 2
+    assert whole(orders[0])[0] == 1 and whole(orders[0])[2] is True
+    with connect(both.source_dsn) as conn:
+        conn.execute("ALTER TABLE public.events RENAME TO events_gone")
+    for settings in orders:
+        rows_in_future, _, up, up_sample = whole(settings)
+        assert not up and up_sample == 0, settings.tables
