@@ -134,6 +134,10 @@ class Databases:
         with self._changed:
             self._changed.wait_for(lambda: self._to_drop or self._to_empty or self._closing or (
                 len(self._ready) < self.AHEAD and self._failure is None))
+            if self._closing:  # a database made while closing began (it left one per worker behind)
+                self._to_drop += self._ready + self._to_empty
+                self._ready.clear()
+                self._to_empty.clear()
             if self._to_drop:
                 return "drop", self._to_drop.pop(0)
             if self._to_empty:
