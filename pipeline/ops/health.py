@@ -8,7 +8,7 @@ rows, or never loaded), 2 failing (the last load failed, or batches are set asid
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from pipeline import actions
@@ -28,6 +28,8 @@ class Health:
     reasons: list[str] = field(default_factory=list)
     last_success: datetime | None = None
     seconds_since_success: float | None = None
+    # how long after the last success the pipeline is stale (None: never by age: nothing to load)
+    stale_after: float | None = None
 
     @property
     def state(self) -> str:
@@ -94,7 +96,18 @@ def assess(now: datetime, load_every: timedelta | Cadence, last_success: datetim
                      "source's clock and wait until then; if they are naive timestamps written in another "
                      "time zone, set SOURCE_TIMEZONE to it")
     code = FAILING if failing else STALE if stale else HEALTHY
-    return Health(code, failing + stale, last_success, since)
+    return Health(code, failing + stale, last_success, since,
+                  cadence.stale_after.total_seconds() if source_rows else None)
+
+
+def aged(judged: Health, note: str) -> Health:
+    """``judged``, as an answer older than it should be says it: stale when the time since the last
+    success, counted to now, passed the cadence's bound (``note`` says as of what)."""
+    since, bound = judged.seconds_since_success, judged.stale_after
+    if judged.code != HEALTHY or since is None or bound is None or since <= bound:
+        return judged
+    return replace(judged, code=STALE,
+                   reasons=[*judged.reasons, f"the last successful load was {_ago(since)} ago ({note})"])
 
 
 def unreadable(error: object, now: datetime | None = None, last_success: datetime | None = None) -> Health:

@@ -63,6 +63,8 @@ class Observation:
     series: Series = field(default_factory=Series)
     error: str | None = None  # why status or history could not be read (catalog or source down)
     seconds: float = 0.0  # how long collecting took
+    age_seconds: float = 0.0  # how old the answer is (set when it is given)
+    slow: str | None = None  # reading the lake and the source is overdue: said, not judged failing
 
 
 def through_outage(last: Observation, failed: Observation) -> Observation:
@@ -75,7 +77,10 @@ def through_outage(last: Observation, failed: Observation) -> Observation:
                    seconds=failed.seconds)
 
 
-OVERDUE_INTERVALS = 3  # an observation the timer could not renew for this many intervals is no answer
+OVERDUE_INTERVALS = 3  # an observation the timer could not renew for this many intervals is slow
+# a reading of the lake and the source that has not finished in this long is evidence that the
+# catalog, the object store or the source does not answer (a slow one, on a busy host, took 52 s)
+HUNG_AFTER_SECONDS = 600.0
 CLOSE_WAIT_SECONDS = 5.0  # how long close() lets a refresh in flight finish before leaving it
 
 
@@ -87,8 +92,11 @@ class Observer:
     A request is answered from the cache at once, however long a lake read takes on a busy
     machine (one took 5.2 s, past Prometheus's 5 s scrape timeout); only the very first
     request waits for a read. The time since the last successful load is counted to the moment
-    of the answer, and an observation the timer could not renew for :data:`OVERDUE_INTERVALS`
-    intervals is answered as failing, saying how old it is. One refresh runs at a time;
+    of the answer. An observation the timer could not renew for :data:`OVERDUE_INTERVALS`
+    intervals is slow, not a failure of the pipeline: it stands, saying how old it is (stale once the
+    time since the last success passes the cadence's bound), and fails only after
+    :data:`HUNG_AFTER_SECONDS` (a host under CPU pressure failed a healthy pipeline's readiness probe
+    at 52 s). One refresh runs at a time;
     :meth:`close` waits for it up to :data:`CLOSE_WAIT_SECONDS` (a refresh takes seconds), so a
     stopping process rarely exits while a thread is inside DuckDB or libpq, and never waits past
     its stop bound for one."""
@@ -172,13 +180,18 @@ class Observer:
             judged = replace(judged, code=max(judged.code, health.STALE), reasons=[*judged.reasons, *waits])
         if gave_up := waiting.gave_up_after(taken):  # its failure is news this answer predates
             judged = replace(judged, code=health.FAILING, reasons=[*judged.reasons, gave_up])
-        age = time.monotonic() - taken
+        age, slow = time.monotonic() - taken, None
         if self._timer is not None and self.ttl and age > OVERDUE_INTERVALS * self.ttl:
-            judged = replace(judged, code=health.FAILING, reasons=[
-                *judged.reasons, f"this answer is {age:.0f}s old: reading the lake and the source has "
-                f"not finished since (refreshed every {self.ttl:g}s); the catalog, the object store or "
-                "the source may not answer"])
-        return replace(observation, status=replace(status, health=judged))
+            if age > HUNG_AFTER_SECONDS:
+                judged = replace(judged, code=health.FAILING, reasons=[
+                    *judged.reasons, f"this answer is {age:.0f}s old: reading the lake and the source has "
+                    f"not finished in {HUNG_AFTER_SECONDS:.0f}s (refreshed every {self.ttl:g}s); the "
+                    "catalog, the object store or the source does not answer"])
+            else:
+                slow = (f"this answer is {age:.0f}s old: reading the lake and the source is slow (refreshed "
+                        f"every {self.ttl:g}s); it stands until a reading finishes")
+                judged = health.aged(judged, f"as an answer {age:.0f}s old knows")
+        return replace(observation, status=replace(status, health=judged), age_seconds=age, slow=slow)
 
     def _refresh(self) -> None:
         began = time.monotonic()  # what the observation can know of: the lake as of its start

@@ -106,8 +106,12 @@ class _Handler(BaseHTTPRequestHandler):
     def _healthz(self) -> None:
         """200 when healthy; 503 when stale, failing or unreadable (the --status judgement)."""
         obs = self.web.observer.latest()
-        body = ({"state": "unknown", "exit_code": None, "reasons": [obs.error]} if obs.status is None
-                else obs.status.health.as_dict())
+        body: dict[str, object] = ({"state": "unknown", "exit_code": None, "reasons": [obs.error]}
+                                   if obs.status is None else obs.status.health.as_dict())
+        # the answer's age, and when reading is slow, that it is (a slow reading is no failure)
+        body["answer_age_seconds"] = round(obs.age_seconds, 1)
+        if obs.slow:
+            body["slow"] = obs.slow
         code = HTTPStatus.OK if body["state"] == "healthy" else HTTPStatus.SERVICE_UNAVAILABLE
         self._send(code, "application/json", json.dumps(body).encode())
 

@@ -150,3 +150,43 @@ def test_a_probe_asked_rarely_gets_a_fresh_answer(settings, lake_env):
         assert answer is not None and answer.health.seconds_since_success >= 200, answer.health
     finally:
         observer.close()
+
+
+def test_a_slow_reading_of_the_lake_keeps_healthz_200_with_the_answers_age(settings, lake_env):
+    """A host under load: the stack's readiness probe failed a healthy pipeline with "this answer is
+    52s old" while --verify said lake == source. The catalog held by a lock the observer's reading
+    waits on: /healthz stays 200, saying the answer's age and that reading is slow."""
+    import time
+    import urllib.request
+    from dataclasses import replace
+
+    import psycopg
+
+    from pipeline.ops.observe import OVERDUE_INTERVALS, Observer
+    from pipeline.ops.web import WebServer
+
+    add_events(settings, 30, seed=99)
+    assert run_main("--run", "--engine", "dlt", env=lake_env).returncode == 0
+    resolved = resolve(settings)
+    served = replace(resolved, metrics_host="127.0.0.1", metrics_port_text="0")
+    observer = Observer(resolved, ttl=0.5).start()
+    web = WebServer(served, observer).start()
+    try:
+        assert observer.latest().status.health.code == HEALTHY
+        with psycopg.connect(lake_env["DUCKLAKE_CATALOG"]) as catalog:  # held until the block ends
+            catalog.execute(f"LOCK TABLE {resolved.lake_name}.ducklake_snapshot IN ACCESS EXCLUSIVE MODE")
+            taken, deadline = observer.refreshes, time.monotonic() + 60
+            answer = observer.latest()
+            while answer.age_seconds <= OVERDUE_INTERVALS * 0.5 + 1 and time.monotonic() < deadline:
+                time.sleep(0.1)
+                answer = observer.latest()
+            assert observer.refreshes == taken  # the reading waits on the lock: no new answer
+            with urllib.request.urlopen(web.url + "healthz", timeout=30) as response:
+                body = json.loads(response.read())
+                assert response.status == 200, body
+            assert body["state"] == "healthy" and body["answer_age_seconds"] > OVERDUE_INTERVALS * 0.5, body
+            assert "reading the lake and the source is slow" in body["slow"], body
+            catalog.rollback()
+    finally:
+        web.stop()
+        observer.close()

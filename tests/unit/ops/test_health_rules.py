@@ -8,6 +8,7 @@ from pipeline.ops.health import FAILING, HEALTHY, STALE, assess
 
 NOW = datetime(2026, 11, 22, 12, tzinfo=UTC)
 HOUR = timedelta(hours=1)
+MINUTE = timedelta(minutes=1)
 
 
 def test_health_is_judged_from_the_last_success_failures_and_set_aside_batches():
@@ -97,3 +98,18 @@ def test_a_follower_is_judged_by_its_own_interval_and_record_cadence():
     dead = assess(NOW, follower, NOW - timedelta(seconds=70), "success", None, 0, 1)
     assert dead.code == STALE
     assert "(FOLLOW_EVERY 2s, recorded every 1m)" in dead.reasons[0] and "LOAD_EVERY" not in dead.reasons[0]
+
+
+def test_an_old_answer_turns_stale_only_once_the_time_since_the_last_success_passes_the_bound():
+    """A slow reading is no failure: the last answer stands, counted to now, stale by age alone."""
+    from dataclasses import replace
+
+    from pipeline.ops.health import aged
+
+    judged = assess(NOW, HOUR, NOW - 10 * MINUTE, "success", None, 0, 5)
+    assert judged.code == HEALTHY and judged.stale_after == 2 * HOUR.total_seconds()
+    assert aged(replace(judged, seconds_since_success=HOUR.total_seconds()), "as of 40s").code == HEALTHY
+    old = aged(replace(judged, seconds_since_success=3 * HOUR.total_seconds()), "as an answer 40s old knows")
+    assert old.code == STALE and "3h ago (as an answer 40s old knows)" in old.reasons[-1]
+    nothing_to_load = assess(NOW, HOUR, NOW - 10 * MINUTE, "success", None, 0, 0)
+    assert aged(replace(nothing_to_load, seconds_since_success=9e9), "as of 40s").code == HEALTHY
