@@ -50,5 +50,14 @@ def retry_delay(every: timedelta, failures: int, error: BaseException,
     return backoff_delay(every, failures, cap)
 
 
+def sooner_than_the_interval(every: timedelta, error: BaseException) -> timedelta | None:
+    """When the next attempt after ``error`` comes before the job's next interval, how long after
+    the failure (None: at a tick of the interval, as :func:`retry_delay` says). A source table the
+    application has not made yet is looked for again at most :data:`FIX_RETRY` later, however long
+    the interval: with LOAD_EVERY=1h a stack's first load, run before the table existed, was tried
+    again only an hour later."""
+    return FIX_RETRY if isinstance(error, SourceTableMissing) and every > FIX_RETRY else None
+
+
 def needs_a_fix(error: BaseException) -> bool:
     return isinstance(error, (TerminalError, *CODE_ERRORS))

@@ -53,6 +53,7 @@ from pipeline.ops.policy import (
     SHUTDOWN_SECONDS,
     needs_a_fix,
     retry_delay,
+    sooner_than_the_interval,
 )
 from pipeline.ops.scheduler_state import PlannedJob, SchedulerState
 from pipeline.process import on_stop
@@ -168,6 +169,7 @@ class Job:
     last_status: str | None = None
     last_finished: str | None = None
     service_down: bool = False  # its last failure was a service away (a probe may end the backoff)
+    retry_in: timedelta | None = None  # the next attempt this long after a failure, before the interval
 
 
 class Scheduler:
@@ -302,15 +304,18 @@ class Scheduler:
             # retried within a second of each "retry in 32s")
             job.service_down = isinstance(failure, (SourceUnavailable, CatalogUnavailable)) or (
                 not isinstance(failure, PipelineError) and is_transient(failure))
-            delay = retry_delay(job.every, job.failures, failure,
-                                FOLLOW_MAX_BACKOFF if following else MAX_BACKOFF)
-            # the next attempt is the first tick at least delay + one interval from now, as logged
-            job.not_before = time.monotonic() + (delay + job.every).total_seconds() - TICK_SLACK_SECONDS \
-                if delay else 0.0
+            cap = FOLLOW_MAX_BACKOFF if following else MAX_BACKOFF
+            delay = retry_delay(job.every, job.failures, failure, cap)
+            # the next attempt is the first tick at least delay + one interval from now, as logged;
+            # a table not made yet is looked for sooner than a long interval (_run_pending moves it)
+            job.retry_in = sooner_than_the_interval(job.every, failure)
+            wait = job.retry_in or delay + job.every
+            job.not_before = time.monotonic() + wait.total_seconds() - TICK_SLACK_SECONDS \
+                if delay or job.retry_in else 0.0
             kind = "needs a fix" if needs_a_fix(failure) else "temporary"
+            when = f"in {format_duration(wait)}" if delay or job.retry_in else "at next tick"
             log.error("job %s failed after %.1fs (%s; %d in a row; retry %s): %s", job.name, seconds, kind,
-                      job.failures, f"in {format_duration(delay + job.every)}" if delay else "at next tick",
-                      error)
+                      job.failures, when, error)
         else:
             job.failures, job.not_before = 0, 0.0
             quiet = self.follow and job.name == "load"  # a summary a minute instead (see _follow)
@@ -420,6 +425,10 @@ class Scheduler:
         sets them after a job returns, later than the job's own record wrote the state)."""
         ran = any(entry.should_run for entry in self.scheduler.jobs)
         self.scheduler.run_pending()
+        for entry in self.scheduler.jobs:  # a retry sooner than the interval the schedule just set
+            job = _job_of(entry)
+            if job.retry_in is not None:
+                entry.next_run, job.retry_in = datetime.now() + job.retry_in, None
         if ran:
             self.write_state()
 

@@ -242,6 +242,29 @@ def test_on_a_new_lake_every_job_is_due_at_once(settings):
         assert all(when <= datetime.now() + timedelta(seconds=1) for when in due.values()), due
 
 
+def test_with_an_hourly_load_a_table_not_made_yet_is_looked_for_again_within_ten_minutes(settings):
+    """A stack started at once: the first load runs before the application made its table. With
+    LOAD_EVERY=1h it was tried again an hour later; the docs say at most every 10 minutes."""
+    from dataclasses import replace
+    from datetime import datetime, timedelta
+
+    from pipeline.ops.pipeline import Pipeline
+    from pipeline.ops.policy import FIX_RETRY
+    from pipeline.ops.scheduler import Scheduler
+    from pipeline.settings import TableSpec
+
+    not_yet = replace(settings, tables=(TableSpec("public.not_made_yet"),),
+                      intervals=replace(settings.intervals, load=timedelta(hours=1)))
+    with Pipeline(not_yet, engine="dlt", long_lived=True) as pipeline:
+        scheduler = Scheduler(pipeline)
+        scheduler.resume_from_history()  # a new lake: every job due now
+        scheduler._run_pending()
+        load = scheduler.jobs["load"]
+        [entry] = [e for e in scheduler.scheduler.jobs if e.job_func.args[0] is load]
+        assert load.failures == 1 and load.last_status == "failed"
+        assert entry.next_run <= datetime.now() + FIX_RETRY, entry.next_run
+
+
 def test_a_stop_that_hangs_leaves_where_each_thread_was(settings):
     """A follower stuck for 60 s at shutdown was twice left unexplained: the forced exit now
     writes every thread's stack to a file the log line names."""

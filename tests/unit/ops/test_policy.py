@@ -49,3 +49,15 @@ def test_a_missing_source_table_is_looked_for_again_soon_then_every_ten_minutes(
     assert retry_delay(every, 40, missing, MAX_BACKOFF) == FIX_RETRY
     assert retry_delay(timedelta(hours=1), 3, missing, MAX_BACKOFF) == timedelta(hours=1)  # one interval
     assert needs_a_fix(missing)
+
+
+def test_a_table_not_made_yet_is_looked_for_within_ten_minutes_however_long_the_interval():
+    """LOAD_EVERY=1h: a stack's first load, run before the application made its table, was tried
+    again an hour later (the docs say at most every 10 minutes); a short interval keeps its backoff."""
+    from pipeline.errors import SourceTableMissing
+    from pipeline.ops.policy import sooner_than_the_interval
+
+    missing = SourceTableMissing("The source table public.events does not exist.")
+    assert sooner_than_the_interval(timedelta(hours=1), missing) == FIX_RETRY
+    assert sooner_than_the_interval(timedelta(seconds=10), missing) is None  # 10 s, 30 s, … as before
+    assert sooner_than_the_interval(timedelta(hours=1), ConfigError("bad")) is None
