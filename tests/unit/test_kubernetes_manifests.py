@@ -100,3 +100,49 @@ def test_the_pipeline_is_ready_on_healthz_and_alive_whatever_its_sources_state()
     assert "httpGet" not in container["livenessProbe"] and container["livenessProbe"]["tcpSocket"]
     assert pod["terminationGracePeriodSeconds"] >= SHUTDOWN_SECONDS + 10
     assert _by_kind("Deployment")["event-lake"]["spec"]["strategy"] == {"type": "Recreate"}
+
+
+# what a readiness probe of docker/probe.py waits for: another workload (by what it runs) having
+# reached this one (the master is ready once a worker registered with it)
+PROBE_WAITS_FOR = {"spark-master": "org.apache.spark.deploy.worker.Worker"}
+
+
+def test_no_workload_waits_to_be_ready_for_another_that_can_reach_it_only_once_it_is_ready():
+    """The Spark cluster never formed: the master is ready only once a worker registered, workers
+    reach it through its Service, and a Service routes only to ready pods — unless it publishes
+    the addresses of pods not ready yet. Derived from the manifests: every such wait is a cycle."""
+    deployments, services = _by_kind("Deployment"), _by_kind("Service")
+
+    def runs(deployment: dict) -> str:
+        return " ".join(" ".join(c.get("args", [])) for c in deployment["spec"]["template"]["spec"]["containers"])
+
+    def serving(name: str) -> list[dict]:
+        labels = deployments[name]["spec"]["template"]["metadata"]["labels"]
+        return [s for s in services.values() if s["spec"]["selector"].items() <= labels.items()]
+
+    cycles = []
+    for name, deployment in deployments.items():
+        for container in deployment["spec"]["template"]["spec"]["containers"]:
+            command = container.get("readinessProbe", {}).get("exec", {}).get("command", [])
+            if command[:1] != ["event-lake-probe"] or command[1] not in PROBE_WAITS_FOR:
+                continue
+            waited = [other for other, d in deployments.items() if PROBE_WAITS_FOR[command[1]] in runs(d)]
+            assert waited, (name, command)
+            for other in waited:
+                routes = [s for s in serving(name) if s["metadata"]["name"] in runs(deployments[other])]
+                assert routes, f"{other} does not reach {name} by any Service"
+                cycles += [(name, other, s["metadata"]["name"]) for s in routes
+                           if not s["spec"].get("publishNotReadyAddresses")]
+    assert not cycles, f"ready only once reached, reachable only once ready: {cycles}"
+
+
+def test_the_images_are_named_in_one_place_the_kustomization():
+    kustomization = yaml.safe_load((FOLDER / "kustomization.yaml").read_text())
+    named = {image["name"]: image for image in kustomization["images"]}
+    used = {c["image"].split(":")[0] for d in _by_kind("Deployment").values()
+            for c in d["spec"]["template"]["spec"]["containers"]}
+    assert used <= set(named), (used, named)
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    for image in (compose["x-spark"]["image"], compose["x-pipeline"]["image"]):
+        name, tag = image.split(":")
+        assert named[name]["newTag"] == tag, named[name]  # the tag the compose build makes
