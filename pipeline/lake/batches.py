@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import TypedDict, TypeVar
@@ -69,9 +69,17 @@ def image_bounds(tables: Mapping[K, LakeTable]) -> dict[K, datetime | None]:
     days behind; bounding the others by it hid their differences, found by the adversary). One
     table: its own watermark, the range it has alone."""
     standings = {key: standing(lake) for key, lake in tables.items()}
-    common = min((where.watermark for where in standings.values()
-                  if where.watermark is not None and where.catching_up is None), default=None)
-    return {key: None if where.catching_up is not None else common for key, where in standings.items()}
+    catching = {key for key, where in standings.items() if where.catching_up is not None}
+    common = image_floor(standings, catching)
+    return {key: None if key in catching else common for key in standings}
+
+
+def image_floor(standings: Mapping[K, Standing], catching: Container[K]) -> datetime | None:
+    """The oldest watermark of the tables loaded and not ``catching`` up: where one range over the
+    image starts (a load's windows) or ends (prove, repair, reconcile). A table catching up is days
+    behind: counted, it would hold the others back, or hide their differences."""
+    return min((where.watermark for key, where in standings.items()
+                if where.watermark is not None and key not in catching), default=None)
 
 
 def loaded(tables: Mapping[K, LakeTable]) -> dict[K, LakeTable]:

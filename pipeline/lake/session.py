@@ -49,9 +49,13 @@ class Lake:
         return LakeTable(self.con, self.name, self.ops_schema, self.data_path, self.storage, self.catalog,
                          name, id_column, time_column)
 
+    def table_of(self, spec: TableSpec) -> LakeTable:
+        """The lake table ``spec`` lands in, as this session sees it."""
+        return self.table_named(spec.name, spec.id_column, spec.time_column)
+
     def tables(self, specs: Iterable[TableSpec]) -> dict[TableSpec, LakeTable]:
         """Each table of the image, as this session sees it."""
-        return {spec: self.table_named(spec.name, spec.id_column, spec.time_column) for spec in specs}
+        return {spec: self.table_of(spec) for spec in specs}
 
     def lock_lake(self, job: str, *, timeout: float | None = None) -> AbstractContextManager[locks.Lease]:
         """The whole lake's lock for ``job`` (:func:`.locks.lake_lock`): what every table shares, such as

@@ -177,7 +177,8 @@ def _sum_parts(report: ReconcileReport, parts: dict[str, TableReconcile]) -> Non
 def _compare_and_write(lake: LakeTable, resolved: ResolvedSettings, table: TableSpec, since: timedelta | str,
                        report: TableReconcile, common: datetime | None = None) -> _Backfill | None:
     """Compare ``table``'s hours over ``since`` and write the rows the lake lacks (unsealed).
-    ``common``: SOURCE_TABLES' watermark every table's range is bounded by (the oldest)."""
+    ``common``: the image's bound of its range (:func:`pipeline.lake.batches.image_bounds`; None:
+    its own watermark)."""
     # a table dropped by hand is made again empty: then the look-back is reloaded here too
     dropped = ("main", lake.table) not in table_names(lake)
     with connect_source(resolved.source_dsn) as conn:

@@ -554,8 +554,7 @@ class _ImageLoad:
                 # at two places, and an image held the session without its events). A table never
                 # loaded reads its whole history; one added to a loaded lake catches up from its own
                 # watermark in bounded batches, outside the floor (it would hold the others back).
-                floor = min((mark for table, mark in marks.items()
-                             if mark is not None and table not in catching), default=None)
+                floor = batches.image_floor(standing, catching)
                 for load in self.loads:
                     table = load.lake.table
                     behind = rows_behind.get(table, 0)

@@ -51,21 +51,20 @@ class DemoResult:
 
 def demo(settings: Settings, engine: str = "spark", spark: SparkSession | None = None) -> DemoResult:
     """Run the demo and collect what it shows."""
-    _events_table(settings)  # before anything starts
+    table = _events_table(settings)  # refused before anything starts
     with Pipeline(settings, engine=engine, spark=spark) as lake:
         if engine_of(engine) is not Engine.SPARK or spark is not None:
-            return _demo(lake)
+            return _demo(lake, table)
         from pipeline.extract.spark_session import build_session
 
         # one session for the demo's three loads (a one-shot run would start its own each time)
         log.info("starting Spark (%s)…", lake.settings.spark.master)
         with Pipeline(lake.settings, engine=engine, spark=build_session(lake.settings)) as started:
-            return _demo(started)
+            return _demo(started, table)
 
 
-def _demo(lake: Pipeline) -> DemoResult:
+def _demo(lake: Pipeline, table: TableSpec) -> DemoResult:
     settings = lake.settings
-    table = _events_table(settings)
     seed = int(datetime.now(UTC).timestamp())
 
     def load(step: str) -> RunReport:

@@ -225,7 +225,7 @@ def _identity(conn: psycopg.Connection, settings: ResolvedSettings, table: Table
     how = IdShape.read(conn, source)
     # the lake's reads in one snapshot of it: the last batch's mark is the one of the rows it counted
     with lake_session(settings, read_only=True) as opened, one_read(opened):
-        lake = opened.tables([table])[table]
+        lake = opened.table_of(table)
         check = proof.compare(conn, lake, source, watermark - settings.lookback,
                               watermark, how)
         earlier = batch_table.last_arrivals(lake) if check.missing else None
@@ -322,7 +322,7 @@ def _collect(settings: ResolvedSettings, table: TableSpec, *, checked: Integrity
     """``table``'s status (``checked``: the lake's file integrity, when known: :meth:`LakeFacts.read`)."""
     try:
         with lake_session(settings, read_only=True) as lake:
-            facts = LakeFacts.read(lake.tables([table])[table], checked=checked)
+            facts = LakeFacts.read(lake.table_of(table), checked=checked)
     except LakeNotCreated:
         facts = LakeFacts()
     watermark, batches, job_runs = facts.watermark, facts.batches, facts.job_runs
