@@ -117,6 +117,7 @@ class ConnectServer:
 
     work: Path
     cores: int = 3
+    master: str = ""  # a cluster's (spark://…); empty: local[cores]
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen | None = None
 
@@ -134,7 +135,7 @@ class ConnectServer:
         jars = ["--jars", JDBC_JAR] if os.path.exists(JDBC_JAR) else []  # for SPARK_READER=jdbc only
         with open(log, "ab") as out:
             self.proc = subprocess.Popen(
-                [SPARK_SUBMIT, "--master", f"local[{self.cores}]",
+                [SPARK_SUBMIT, "--master", self.master or f"local[{self.cores}]",
                  "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
                  *jars, "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
                  "--conf", f"spark.connect.grpc.binding.port={self.port}", "--conf", "spark.ui.enabled=false",

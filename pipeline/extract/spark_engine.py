@@ -99,7 +99,7 @@ class SparkExtractor:
         """Write the window's rows; a Spark Connect server lost on the way is said as such (the
         caller removes what was written, whatever the error)."""
         spark_options = request.settings.spark
-        watch = ExtractionWatch(self.spark, spark_options.remote or spark_options.master,
+        watch = ExtractionWatch(self.spark, spark_options.master, spark_options.remote or "",
                                 spark_options.executor_wait, spark_options.load_timeout)
         try:
             # a stop request of a one-shot command cancels the job; so do a cluster without executors

@@ -321,7 +321,7 @@ def connect_lost_error(remote: str, exc: BaseException, during: str) -> EngineUn
     """The one message for a Connect server that went away: named, temporary, nothing lost."""
     gone = "" if _listening(remote) else "; nothing listens there now"
     return EngineUnavailable(
-        f"Lost the Spark Connect server at SPARK_REMOTE={remote} {during} "
+        f"Lost the Spark Connect server at SPARK_REMOTE={scrub_secrets(remote)} {during} "
         f"({_rpc_reason(exc)}{gone}). Nothing was staged or promoted.",
         "Check that the Connect server runs (it was stopped or restarted); the next run reads "
         "the same window again, so nothing is lost.")
@@ -398,12 +398,13 @@ def _connect_session(remote: str, app_name: str, conf: dict[str, str], fresh: bo
             session.conf.set(key, value)
         wrong = {k: session.conf.get(k) for k in SESSION_CONF if session.conf.get(k) != SESSION_CONF[k]}
     except Exception as exc:  # noqa: BLE001  down or restarting: the next attempt may reach it
-        raise EngineUnavailable(f"Cannot reach Spark Connect at SPARK_REMOTE={remote}: {exc}",
-                            "Check SPARK_REMOTE and that the Connect server runs, or unset it to run "
-                            "Spark locally.") from None
+        raise EngineUnavailable(f"Cannot reach Spark Connect at SPARK_REMOTE={scrub_secrets(remote)}: "
+                                f"{scrub_secrets(str(exc))}",
+                                "Check SPARK_REMOTE and that the Connect server runs, or unset it to run "
+                                "Spark locally.") from None
     if wrong:
-        raise TerminalError(f"The Spark Connect server at {remote} refused the session settings the "
-                            f"extractor needs: {wrong} (wanted {SESSION_CONF}).",
+        raise TerminalError(f"The Spark Connect server at {scrub_secrets(remote)} refused the session "
+                            f"settings the extractor needs: {wrong} (wanted {SESSION_CONF}).",
                             "Start the Connect server without fixing these settings, or set them to "
                             "the wanted values in its spark-defaults.conf.")
     return cast("SparkSession", session)  # the Connect client's session: the same API

@@ -53,9 +53,9 @@ ENV_KEYS: dict[str, EnvKey] = {
                          "spark.cores.max=8); --spark-conf adds or overrides one"),
     "SPARK_PARTITIONS": EnvKey("read slices (tasks) per extraction (default: from the rows in the window "
                                "and the cluster's task slots)"),
-    "SPARK_EXECUTOR_WAIT": EnvKey("on a cluster (spark://, k8s://), how long a load waits while no executor "
-                                  "is registered before it is cancelled and fails as temporary, naming the "
-                                  "master (0: wait for ever)", "60s"),
+    "SPARK_EXECUTOR_WAIT": EnvKey("on a cluster (spark://, k8s://, or behind SPARK_REMOTE), how long a load "
+                                  "waits while no executor can run its tasks before it is cancelled and "
+                                  "fails as temporary, naming the master (0: wait for ever)", "60s"),
     "LOAD_TIMEOUT": EnvKey("how long one Spark extraction may run before it is cancelled and fails as "
                            "temporary, naming this bound (a read stuck behind a lock, a task that never "
                            "returns); a first load of a very large table may need more (0: no bound)",
