@@ -120,6 +120,10 @@ def test_docker_compose_stack_is_valid_pinned_and_wired(tmp_path):
     assert services["pipeline"]["depends_on"] == {
         "postgres": {"condition": "service_healthy"}, "minio-bucket": {"condition": "service_completed_successfully"},
         "spark-connect": {"condition": "service_healthy"}}
+    # the object store runs unprivileged, its volume's folder made its user's in its image
+    assert services["minio"]["user"] == "10002:10002"
+    assert services["minio"]["build"]["dockerfile"] == "minio.Dockerfile"
+    assert "chown 10002:10002 /data" in (ROOT / "docker" / "minio.Dockerfile").read_text()
     grace = services["pipeline"]["stop_grace_period"]
     assert grace.endswith("s") and int(grace[:-1]) >= SHUTDOWN_SECONDS + 10
     assert services["generator"]["healthcheck"] == {"test": ["NONE"]}  # compose's word for disable: true

@@ -43,6 +43,7 @@ COMPOSE_FILES = [ROOT / "docker-compose.yml", ROOT / "tests" / "stack" / "compos
 PROJECT = "event-lake-stack"
 LONG_RUNNING = ("postgres", "minio", "spark-master", "spark-worker", "spark-connect", "pipeline")
 UNPRIVILEGED_UID = 10001  # docker/Dockerfile's user `lake`
+OBJECT_STORE_UID = 10002  # docker-compose.yml's user for MinIO (and its stand-in here)
 T = TypeVar("T")
 
 
@@ -305,10 +306,12 @@ def test_no_secret_is_in_any_containers_settings(stack):
 
 
 def test_each_part_runs_unprivileged_with_only_what_it_needs(stack):
-    for service in ("pipeline", "spark-master", "spark-worker", "spark-connect"):
+    for service, uid in [("pipeline", UNPRIVILEGED_UID), ("spark-master", UNPRIVILEGED_UID),
+                         ("spark-worker", UNPRIVILEGED_UID), ("spark-connect", UNPRIVILEGED_UID),
+                         ("minio", OBJECT_STORE_UID)]:
         status = stack.compose("exec", "-T", service, "cat", "/proc/1/status").stdout
         uids = next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1:]
-        assert uids == [str(UNPRIVILEGED_UID)] * 4, f"{service}: {uids}"
+        assert uids == [str(uid)] * 4, f"{service}: {uids}"
     # the runtime image holds the installed package and the two entry scripts: no tests, docs,
     # build tools or embedded Postgres
     listed = stack.compose("exec", "-T", "pipeline", "ls", "-A", "/app").stdout.split()
