@@ -284,9 +284,10 @@ def _backfill(lake: LakeTable, source: Source, staged: Folder, hours: list[datet
     folder = staging.batch_dir(staged, batch_id)
     folder.make(exist_ok=False)
     name = "part-00000.parquet"
+    h = validate.Helpers.beside(source.extra_columns)
     missing = one_row(con.execute(
-        "COPY (SELECT raw_event_id AS event_id, event_type, event_timestamp, raw_details AS details, "
-        f"created_at{''.join(', ' + e for e in extra)} FROM reconcile_source WHERE reason IS NULL AND "
+        f"COPY (SELECT {h.raw_id} AS event_id, event_type, event_timestamp, {h.raw_details} AS details, "
+        f"created_at{''.join(', ' + e for e in extra)} FROM reconcile_source WHERE {h.reason} IS NULL AND "
         f"event_id NOT IN ({lake_ids})) TO {quote_literal(folder.uri(name))} (FORMAT parquet)"))[0]
     con.execute("DROP TABLE reconcile_source")
     if missing == 0:

@@ -268,7 +268,8 @@ def _write(lake: LakeTable, batch: StagedBatch,
     rejected = validate.rejected_sql(contents.invalid > 0, contents.has_duplicates, lake_extra)
     if rejected is not None:
         meter.step("quarantining rows that cannot load")
-        quarantined = one_row(lake.execute(validate.quarantine_sql(lake.quarantine_table, rejected),
+        into_quarantine = validate.quarantine_sql(lake.quarantine_table, rejected, lake_extra)
+        quarantined = one_row(lake.execute(into_quarantine,
                                           {"files": files, "batch_id": batch.batch_id,
                                            "table_name": lake.table}))[0]
     if contents.loadable:
