@@ -25,12 +25,20 @@ MODULUS = 2 ** 64
 
 # an id's halves in Postgres, from a uuid-typed expression: its 8-byte halves as bigints
 _PG_HALF = "('x' || encode(substring(uuid_send({id}) from {start} for 8), 'hex'))::bit(64)::bigint"
-# a text id is a UUID in any spelling the lake's validation takes (see pipeline.lake.validate)
+# A text id is a UUID when it is one in Postgres's spelling (uuid_in: 32 hex digits in any case, a
+# hyphen allowed after any group of four, braces both or neither), with ASCII blanks around it
+# ignored; both sides read it by this one rule (postgres_id, duckdb_id). DuckDB's own cast takes
+# more (a hyphen anywhere), Postgres's regex \s may take more (a no-break space) and its trim()
+# strips spaces only: ids the lake loaded were "deleted" in the source for status, and --repair
+# removed them; an id led by a tab stopped every load (uuid_in refused it after the regex took it).
 # (braces as \x7b and \x7d: the text goes into psycopg's sql.SQL templates, where braces are fields;
 # the counts are written out for the same reason)
-# Postgres's uuid_in: 32 hex digits, a hyphen allowed after any group of four (DuckDB takes those too)
 _PG_HEX = ("(?:" + "[0-9a-f]" * 4 + "-?)") * 7 + "[0-9a-f]" * 4
-_PG_UUID_TEXT = rf"'^\s*(\x7b{_PG_HEX}\x7d|{_PG_HEX})\s*$'"  # braces both or neither, as uuid_in
+_BLANK = r"[ \t\n\r\f\v]"  # as both regex engines read these escapes (Postgres ARE, RE2)
+_UUID_TEXT = rf"^{_BLANK}*(\x7b{_PG_HEX}\x7d|{_PG_HEX}){_BLANK}*$"
+_PG_UUID_TEXT = f"'{_UUID_TEXT}'"
+_PG_BLANKS = r"E' \t\n\r\f\x0b'"
+_DUCK_BLANKS = "' ' || chr(9) || chr(10) || chr(11) || chr(12) || chr(13)"
 # the same halves in DuckDB, from a UUID-typed expression (its text is 32 hex digits and 4 hyphens)
 _DUCK_HALF = "('0x' || substr(replace(CAST({id} AS VARCHAR), '-', ''), {start}, 16))::UBIGINT::HUGEINT"
 
@@ -71,7 +79,17 @@ def postgres_id(column: str, uuid_typed: bool) -> str:
     """``column`` as a uuid in Postgres: itself, or a text spelling of one (NULL when it spells none)."""
     if uuid_typed:
         return column
-    return f"(CASE WHEN {column}::text ~* {_PG_UUID_TEXT} THEN trim({column}::text)::uuid END)"
+    return f"(CASE WHEN {column}::text ~* {_PG_UUID_TEXT} THEN btrim({column}::text, {_PG_BLANKS})::uuid END)"
+
+
+def duckdb_id(text: str) -> str:
+    """``text`` (an id as text) as a UUID in DuckDB by the same rule as :func:`postgres_id`: NULL
+    when it spells none. The canonical spelling (36 characters, hyphens in place) is taken on
+    its length and hyphens alone, without a regular expression: nearly every id is spelled so."""
+    return (f"(CASE WHEN length({text}) = 36 AND {text}[9] = '-' AND {text}[14] = '-' AND {text}[19] = '-' "
+            f"AND {text}[24] = '-' THEN TRY_CAST({text} AS UUID) "
+            f"WHEN regexp_full_match({text}, '{_UUID_TEXT}', 'i') "
+            f"THEN TRY_CAST(trim({text}, {_DUCK_BLANKS}) AS UUID) END)")
 
 
 def postgres_sums(uuid_sql: str) -> str:

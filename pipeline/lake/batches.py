@@ -212,7 +212,7 @@ def quarantined_in_range(lake: LakeTable, low: datetime | None,
     a row the source fixed is read and loaded again."""
     rows = lake.execute(f"""
         SELECT id, arg_max(md5(details), quarantined_at) FROM (
-            SELECT coalesce(TRY_CAST(event_id AS UUID), TRY_CAST(trim(event_id) AS UUID)) AS id,
+            SELECT {id_checksum.duckdb_id("event_id")} AS id,
                    TRY_CAST(event_timestamp AS TIMESTAMPTZ) AS event_timestamp, details, quarantined_at
             FROM {lake.quarantine_table} WHERE table_name = $table AND reason = $reason)
         WHERE id IS NOT NULL AND {_range_sql(low)}

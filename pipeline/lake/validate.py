@@ -1,8 +1,9 @@
 """Which staged rows can be loaded, and where the others go (pure SQL text).
 
-A row is loaded when its ``event_id`` is a UUID (any case, with or without braces or hyphens,
-surrounding blanks ignored: all spell the same id), its ``event_timestamp`` is set, and its
-``details`` are valid JSON or NULL. Anything else goes to ``ops.quarantine`` with the raw
+A row is loaded when its ``event_id`` is a UUID as Postgres spells one (any case, braces or not,
+a hyphen after any group of four digits, ASCII blanks around it ignored:
+:func:`pipeline.id_checksum.duckdb_id`), its ``event_timestamp`` is set, and its ``details`` are
+valid JSON or NULL. Anything else goes to ``ops.quarantine`` with the raw
 values as text and the reason — never dropped, never crashing the batch. Among rows staged
 with the same id and different contents the winner is the newest ``created_at`` (then the
 latest ``event_timestamp``, then the larger ``event_type`` and ``details``, so the choice is
@@ -19,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from pipeline.id_checksum import duckdb_id
 from pipeline.sqltext import quote_ident
 
 REASON_NULL_ID = "event_id is NULL"
@@ -88,9 +90,8 @@ def validated_sql(relation: str, extra_columns: dict[str, str] | None = None) ->
         WHEN {h.raw_details} IS NOT NULL AND details IS NULL THEN '{REASON_BAD_JSON}'
     END AS {h.reason}
     FROM (SELECT CAST(event_id AS VARCHAR) AS {h.raw_id}, CAST(details AS VARCHAR) AS {h.raw_details},
-                 -- trim only when the plain cast fails: it halves the cost of the common case
-                 coalesce(TRY_CAST(CAST(event_id AS VARCHAR) AS UUID),
-                          TRY_CAST(trim(CAST(event_id AS VARCHAR)) AS UUID)) AS event_id,
+                 -- the id by Postgres's rule, so both sides name a row alike (id_checksum)
+                 {duckdb_id("CAST(event_id AS VARCHAR)")} AS event_id,
                  CAST(event_type AS VARCHAR) AS event_type,
                  CAST(event_timestamp AS TIMESTAMPTZ) AS event_timestamp,
                  TRY_CAST(CAST(details AS VARCHAR) AS JSON) AS details,  -- NULL when not JSON

@@ -238,6 +238,56 @@ def test_one_id_spelled_twice_in_a_text_key_is_one_id(lake_env, spark):
         assert pipeline.prove(None).exact
 
 
+# spellings of one id each, as an application may write them into a text key: (text, a UUID to Postgres)
+SPELLINGS = [
+    ("a0000000-0000-4000-8000-000000000001", True),
+    ("A0000000-0000-4000-8000-000000000002", True),
+    ("{a0000000-0000-4000-8000-000000000003}", True),
+    ("a00000000000400080000000000000004", False),  # 33 digits
+    ("a0000000000040008000000000000005", True),
+    ("a000-0000-0000-4000-8000-0000-0000-0006", True),  # a hyphen after any group of four
+    ("\ta0000000-0000-4000-8000-000000000007\n", True),  # led by a tab: stopped every load
+    ("  a0000000-0000-4000-8000-000000000008  ", True),
+    ("a0000000--0000-4000-8000-000000000009", False),  # a double hyphen: DuckDB's cast took it
+    ("a-0-0-00000-0000-4000-8000-00000000000a", False),  # hyphens anywhere: DuckDB's cast took it
+    ("\u00a0a0000000-0000-4000-8000-00000000000b", False),  # a leading no-break space
+    ("a0000000-0000-4000-8000-00000000000c}", False),
+]
+
+
+def test_every_spelling_of_an_id_is_read_alike_by_both_sides_and_repair_never_removes_one(lake_env, spark):
+    """An id Postgres does not read as a UUID that DuckDB did (a double hyphen, hyphens anywhere)
+    was loaded, then called deleted by --status (the source side had no id for it), and the
+    advised --repair removed it: source 2, lake 0, HEALTHY. An id led by a tab stopped every
+    load ("invalid input syntax for type uuid"). One rule now reads a text id on both sides:
+    the UUIDs load, the rest are quarantined, status is healthy, and repair removes nothing."""
+    settings = load_settings({**lake_env, "SOURCE_TABLE": "public.loose_events"})
+    with _source(settings) as conn:
+        conn.execute(LOOSE_TABLE)
+        for text, _ in SPELLINGS:
+            conn.execute("INSERT INTO public.loose_events (event_id, event_type, event_timestamp, details) "
+                         "VALUES (%s, 'odd', now() - interval '1 minute', '{}')", (text,))
+        conn.execute("INSERT INTO public.loose_events (event_id, event_type, event_timestamp, details) "
+                     "SELECT gen_random_uuid()::text, 'click', now() - interval '1 minute', '{}' "
+                     "FROM generate_series(1, 20)")
+    uuids = [uuid.UUID(text.strip().strip("{}")) for text, valid in SPELLINGS if valid]
+    report = run(settings, spark=spark)
+    invalid = sum(not valid for _, valid in SPELLINGS)
+    assert (report.rows_inserted, report.rows_quarantined) == (20 + len(uuids), invalid)
+    assert report.check is not None and report.check.exact
+    loaded = {row[0] for row in lake_query(settings, "SELECT event_id FROM lake.main.loose_events "
+                                                     "WHERE event_type = 'odd'")}
+    assert loaded == set(uuids)
+    assert collect(resolve(settings)).health.state == "healthy"
+    with Pipeline(settings) as pipeline:
+        repaired = pipeline.repair(None)
+    assert (repaired.rows_removed, repaired.rows_loaded) == (0, 0)
+    assert _lake_ids(settings) == (20 + len(uuids), 20 + len(uuids))
+    assert_lake_equals_source(settings, expected_rows=20 + len(uuids))
+    again = run(settings, spark=spark)  # and the next load goes on
+    assert (again.rows_inserted, again.rows_quarantined) == (0, 0)
+
+
 def test_status_tells_a_late_arrival_from_a_row_the_lake_lost(settings, lake_env, spark, cli):
     """Ids missing from the look-back are late arrivals when written after the last load's snapshot
     (healthy, said), and a loss when that snapshot held them (failing, named)."""
