@@ -25,7 +25,7 @@ from pipeline.sqltext import quote_ident
 
 REASON_NULL_ID = "event_id is NULL"
 REASON_BAD_ID = "event_id is not a UUID"
-REASON_NULL_TS = "event_timestamp is NULL"
+REASON_NULL_TS = "event_timestamp is NULL or infinite"
 REASON_BAD_JSON = "details is not valid JSON"
 REASON_CONFLICT = "event_id staged twice with different contents; kept the newest created_at"
 
@@ -86,7 +86,7 @@ def validated_sql(relation: str, extra_columns: dict[str, str] | None = None) ->
     SELECT *, CASE
         WHEN {h.raw_id} IS NULL THEN '{REASON_NULL_ID}'
         WHEN event_id IS NULL THEN '{REASON_BAD_ID}'
-        WHEN event_timestamp IS NULL THEN '{REASON_NULL_TS}'
+        WHEN event_timestamp IS NULL OR NOT isfinite(event_timestamp) THEN '{REASON_NULL_TS}'
         WHEN {h.raw_details} IS NOT NULL AND details IS NULL THEN '{REASON_BAD_JSON}'
     END AS {h.reason}
     FROM (SELECT CAST(event_id AS VARCHAR) AS {h.raw_id}, CAST(details AS VARCHAR) AS {h.raw_details},

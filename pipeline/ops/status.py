@@ -27,7 +27,7 @@ from pipeline.settings import ResolvedSettings, TableSpec
 from pipeline.source import arrivals, stats
 from pipeline.source.connect import connect as connect_source
 from pipeline.source.shape import IdShape, SourceRelation, check_shape
-from pipeline.source.window import iso
+from pipeline.source.window import FINITE_FLOOR, iso
 from pipeline.sqltext import one_row
 
 HOUR = timedelta(hours=1)  # --status and /metrics report the loads of the last hour
@@ -352,7 +352,8 @@ def _collect(settings: ResolvedSettings, table: TableSpec, *, checked: Integrity
                 # bounded by the event_timestamp index: the newest loadable row (future-dated rows
                 # wait, so they are no lag), and the rows past the watermark
                 newest = one_row(conn.execute(f"SELECT max(event_timestamp)::timestamptz FROM {relation} "
-                                              "WHERE event_timestamp <= %(now)s", {"now": now}))[0]
+                                              f"WHERE event_timestamp <= %(now)s AND {FINITE_FLOOR}",
+                                              {"now": now}))[0]
                 pending = one_row(conn.execute(f"SELECT count(*) FROM {relation} WHERE %(wm)s::timestamptz "
                                                "IS NULL OR event_timestamp > %(wm)s", {"wm": watermark}))[0]
                 damaged = facts.integrity is not None and facts.integrity.problems

@@ -28,7 +28,8 @@ EVENT_COLUMNS = ("event_id", "event_type", "event_timestamp", "details", "create
 STAGED_COLUMNS = {  # in EVENT_COLUMNS' order (checked below)
     "event_id": "event_id::text",
     "event_type": "event_type",
-    "event_timestamp": "event_timestamp::timestamptz",
+    # ±infinity is no time (pipeline.source.window.UNDATED): staged as none, and quarantined
+    "event_timestamp": "CASE WHEN isfinite(event_timestamp) THEN event_timestamp::timestamptz END",
     "details": "details::text",
     "created_at": "created_at::timestamptz",
 }

@@ -13,7 +13,7 @@ from pipeline import id_checksum, invocation
 from pipeline.errors import SourceAccessDenied, SourceTableMissing
 from pipeline.id_checksum import IdSum
 from pipeline.source.shape import SourceRelation
-from pipeline.source.window import XID_SPAN, Window
+from pipeline.source.window import FINITE_FLOOR, XID_SPAN, Window
 from pipeline.sqltext import one_row
 
 
@@ -71,7 +71,8 @@ def require_select(conn: psycopg.Connection, qualified: str) -> None:
 
 def rows_after(conn: psycopg.Connection, source: SourceRelation, upper: datetime) -> int:
     """Rows dated after ``upper`` (the source's clock): future-dated events, which wait."""
-    query = sql.SQL("SELECT count(*) FROM {t} WHERE event_timestamp > %(upper)s").format(
+    query = sql.SQL("SELECT count(*) FROM {t} WHERE event_timestamp > %(upper)s "
+                    "AND event_timestamp <> 'infinity'").format(
         t=sql.SQL(source.sql))
     return one_row(conn.execute(query, {"upper": upper}))[0]
 
@@ -87,7 +88,8 @@ def time_of_row(conn: psycopg.Connection, source: SourceRelation, low: datetime 
 
 
 def _range_sql(low: datetime | None) -> str:
-    return ("event_timestamp > %(low)s AND " if low is not None else "") + "event_timestamp <= %(upper)s"
+    floor = "event_timestamp > %(low)s" if low is not None else FINITE_FLOOR
+    return f"{floor} AND event_timestamp <= %(upper)s"
 
 
 def id_sums(conn: psycopg.Connection, source: SourceRelation, low: datetime | None, upper: datetime, *,
@@ -160,7 +162,8 @@ def window_stats(conn: psycopg.Connection, source: SourceRelation, window: Windo
     """Rows and time range of ``window`` (the table's existence was checked by the preflight)."""
     query = sql.SQL(
         # ::timestamptz: a naive column's values are wall-clock time in the session's zone
-        "SELECT count(*), min(event_timestamp)::timestamptz, max(event_timestamp)::timestamptz "
+        "SELECT count(*), (min(event_timestamp) FILTER (WHERE isfinite(event_timestamp)))::timestamptz, "
+        "(max(event_timestamp) FILTER (WHERE isfinite(event_timestamp)))::timestamptz "
         "FROM {t} WHERE {w}"
     ).format(t=sql.SQL(source.sql), w=sql.SQL(window.where_sql()))
     rows, lo, hi = one_row(conn.execute(query, window.params()))

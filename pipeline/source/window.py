@@ -17,6 +17,11 @@ from datetime import UTC, datetime, timedelta
 from pipeline.sqltext import quote_ident
 
 XID_SPAN = 2 ** 32
+# A time column may hold ±infinity, which is in no time range and no datetime: such a row is read
+# with the undated ones (NULL) and quarantined. A -infinity stopped every run ("timestamp too
+# small": the first load's range took it, and its min), an infinity waited as future-dated for ever.
+FINITE_FLOOR = "event_timestamp > '-infinity'"  # what a range without a low bound starts after
+UNDATED = "(event_timestamp IS NULL OR event_timestamp IN ('infinity', '-infinity'))"
 # A row written by a writer whose clock is up to this far behind the database's is still found
 # through the arrival column's index; the transaction id then says whether it is new. A row
 # further behind (a backfill) is left to the identity check, which reads the whole look-back.
@@ -70,9 +75,9 @@ class Arrivals:
 class Window:
     """Half-open window on ``event_timestamp``: ``low < ts <= upper``; ``low=None`` means all.
 
-    Rows without an ``event_timestamp`` belong to no time range; a window with ``nulls`` reads
-    them too, so they reach promotion and are quarantined rather than never read. (Every run's
-    window has it; of the time chunks a window is split into, only the first.)
+    Rows without a finite ``event_timestamp`` (NULL, ±infinity) belong to no time range; a window
+    with ``nulls`` reads them too, so they reach promotion and are quarantined rather than never
+    read. (Every run's window has it; of the time chunks a window is split into, only the first.)
     """
 
     low: datetime | None
@@ -83,9 +88,9 @@ class Window:
     def where_sql(self) -> str:
         """Predicate with psycopg placeholders (see :meth:`params`)."""
         range_sql = "event_timestamp <= %(upper)s"
-        if self.low is not None:
-            range_sql = f"event_timestamp > %(low)s AND {range_sql}"
-        range_sql = f"({range_sql} OR event_timestamp IS NULL)" if self.nulls else range_sql
+        floor = "event_timestamp > %(low)s" if self.low is not None else FINITE_FLOOR
+        range_sql = f"{floor} AND {range_sql}"
+        range_sql = f"({range_sql} OR {UNDATED})" if self.nulls else range_sql
         return f"{range_sql} AND {self.arrivals.where_sql()}" if self.arrivals else range_sql
 
     def params(self) -> dict[str, object]:
@@ -99,9 +104,9 @@ class Window:
     def literal_sql(self) -> str:
         """The same predicate with timestamp literals, for JDBC subqueries that take no params."""
         range_sql = f"event_timestamp <= '{iso(self.upper)}'::timestamptz"
-        if self.low is not None:
-            range_sql = f"event_timestamp > '{iso(self.low)}'::timestamptz AND {range_sql}"
-        range_sql = f"({range_sql} OR event_timestamp IS NULL)" if self.nulls else range_sql
+        floor = f"event_timestamp > '{iso(self.low)}'::timestamptz" if self.low is not None else FINITE_FLOOR
+        range_sql = f"{floor} AND {range_sql}"
+        range_sql = f"({range_sql} OR {UNDATED})" if self.nulls else range_sql
         return f"{range_sql} AND {self.arrivals.literal_sql()}" if self.arrivals else range_sql
 
     def split(self, low: datetime | None, upper: datetime, nulls: bool) -> Window:

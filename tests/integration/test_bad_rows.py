@@ -32,6 +32,8 @@ def _loose_rows(now: datetime) -> tuple[list[tuple], dict[str, int]]:
         (None, "user_login", ts, "{}", ts),                                 # NULL id
         ("not-a-uuid", "user_login", ts, "{}", ts),                         # not a UUID
         (str(uuid.uuid4()), "user_login", None, "{}", ts),                  # NULL timestamp
+        (str(uuid.uuid4()), "user_login", "-infinity", "{}", ts),           # no time: stopped every run
+        (str(uuid.uuid4()), "user_login", "infinity", "{}", ts),            # no time: waited for ever
         (str(uuid.uuid4()), "user_login", ts, "{bad", ts),                  # invalid JSON
         (str(uuid.uuid4()), "user_login", ts, "", ts),                      # empty JSON
         (str(uuid.uuid4()), None, ts, None, ts),                            # NULL type/details: loads
@@ -42,7 +44,7 @@ def _loose_rows(now: datetime) -> tuple[list[tuple], dict[str, int]]:
         (str(conflict), "payment_processed", ts, '{"v": 2}', ts),           # newest created_at wins
         (str(uuid.uuid4()), "user_login", datetime(2099, 1, 1, tzinfo=UTC), "{}", ts),  # future
     ]
-    reasons = {validate.REASON_NULL_ID: 1, validate.REASON_BAD_ID: 1, validate.REASON_NULL_TS: 1,
+    reasons = {validate.REASON_NULL_ID: 1, validate.REASON_BAD_ID: 1, validate.REASON_NULL_TS: 3,
                validate.REASON_BAD_JSON: 2, validate.REASON_CONFLICT: 1}
     return rows, reasons
 

@@ -17,10 +17,10 @@ def test_first_window_takes_everything_up_to_upper():
 def test_next_window_rereads_the_lookback():
     window = plan_window(T - timedelta(hours=1), timedelta(minutes=15), T)
     assert window.low == T - timedelta(hours=1, minutes=15) and window.upper == T
-    # rows without a timestamp are read by every window, so they reach the quarantine
+    # rows without a finite timestamp are read by every window, so they reach the quarantine
     assert window.literal_sql() == ("(event_timestamp > '2026-11-21T10:45:00.000000+00:00'::timestamptz "
                                     "AND event_timestamp <= '2026-11-21T12:00:00.000000+00:00'::timestamptz "
-                                    "OR event_timestamp IS NULL)")
+                                    "OR (event_timestamp IS NULL OR event_timestamp IN ('infinity', '-infinity')))")
 
 
 def test_an_arrival_rule_narrows_the_window_to_what_arrived_or_became_due():
@@ -57,6 +57,8 @@ def test_a_part_of_a_window_keeps_its_arrival_rule_and_says_its_bounds_to_the_se
 
 def test_a_first_window_has_no_lower_bound_and_still_reads_rows_without_a_time():
     window = plan_window(None, timedelta(minutes=15), T)
-    assert "low" not in window.params() and window.where_sql() == \
-        "(event_timestamp <= %(upper)s OR event_timestamp IS NULL)"
+    # -infinity is below every time, yet in no range: it is read with the undated rows
+    assert "low" not in window.params() and window.where_sql() == (
+        "(event_timestamp > '-infinity' AND event_timestamp <= %(upper)s "
+        "OR (event_timestamp IS NULL OR event_timestamp IN ('infinity', '-infinity')))")
     assert window.describe().startswith("(-inf, ")
