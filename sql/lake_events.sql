@@ -70,5 +70,6 @@ CREATE TABLE IF NOT EXISTS {lake}.{ops}.quarantine (
     details         VARCHAR,
     created_at      VARCHAR,
     raw_hash        VARCHAR,
-    quarantined_at  TIMESTAMP WITH TIME ZONE
+    quarantined_at  TIMESTAMP WITH TIME ZONE,
+    source_columns  JSON  -- the table's other columns, as the source sent them (text), by name
 );

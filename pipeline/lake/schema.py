@@ -17,9 +17,13 @@ from pipeline.sqltext import one_row, quote_ident, read_sql, split_statements
 
 OPS_TABLES = ("batches", "lake_identity", "quarantine")  # job history is not a lake table: see jobs.py
 # ops.batches columns added after lakes existed: a lake made before gets them on its next write session
-ADDED_BATCH_COLUMNS = {"arrival_mark": "TIMESTAMPTZ", "freshness_p50": "DOUBLE", "freshness_p95": "DOUBLE",
-                       "rows_behind_mark": "BIGINT", "source": "VARCHAR", "source_ids": "BIGINT",
-                       "source_id_checksum": "VARCHAR", "snapshot_xmin": "BIGINT", "backfill": "BOOLEAN"}
+# the ops tables' columns a lake made by an older version may lack (sql/lake_events.sql makes them)
+ADDED_OPS_COLUMNS = {
+    "batches": {"arrival_mark": "TIMESTAMPTZ", "freshness_p50": "DOUBLE", "freshness_p95": "DOUBLE",
+                "rows_behind_mark": "BIGINT", "source": "VARCHAR", "source_ids": "BIGINT",
+                "source_id_checksum": "VARCHAR", "snapshot_xmin": "BIGINT", "backfill": "BOOLEAN"},
+    "quarantine": {"source_columns": "JSON"},
+}
 
 
 def partition_by(time_column: str = TIME) -> str:
@@ -91,7 +95,7 @@ def ensure_tables(lake: LakeTable, new_types: Mapping[str, str], *, recreate_dro
             _stop_if_dropped(lake)
         _create_tables(lake, new_types, own_columns if makes_events else None, makes_events)
     ownership.claim(lake)  # the folder is this lake's before anything is written to it
-    _add_batch_columns(lake)
+    _add_ops_columns(lake)
 
 
 def _refuse_other_columns(lake: LakeTable) -> None:
@@ -130,25 +134,27 @@ def _partition_column(lake: LakeTable) -> str | None:
     return row[0] if row else None
 
 
-def _missing_batch_columns(lake: Lake) -> list[str]:
-    have = {name for (name,) in lake.execute(
-        "SELECT column_name FROM duckdb_columns() WHERE database_name = ? AND schema_name = ? "
-        "AND table_name = 'batches'", [lake.name, lake.ops_schema]).fetchall()}
-    return [name for name in ADDED_BATCH_COLUMNS if name not in have]
+def _missing_ops_columns(lake: Lake) -> list[tuple[str, str]]:
+    """(ops table, column) pairs of :data:`ADDED_OPS_COLUMNS` the lake lacks."""
+    have = set(lake.execute(
+        "SELECT table_name, column_name FROM duckdb_columns() WHERE database_name = ? AND schema_name = ?",
+        [lake.name, lake.ops_schema]).fetchall())
+    return [(table, name) for table, columns in ADDED_OPS_COLUMNS.items() for name in columns
+            if (table, name) not in have]
 
 
-def _add_batch_columns(lake: Lake) -> None:
-    """Give a lake made by an older version the ``ops.batches`` columns it lacks (one snapshot)."""
-    if not _missing_batch_columns(lake):
+def _add_ops_columns(lake: Lake) -> None:
+    """Give a lake made by an older version the ops tables' columns it lacks (one snapshot)."""
+    if not _missing_ops_columns(lake):
         return
     with lake.lock_lake("setup"):
-        missing = _missing_batch_columns(lake)
+        missing = _missing_ops_columns(lake)
         if not missing:
             return
-        with transaction(lake, f"add {', '.join(missing)} to ops.batches"):
-            for name in missing:
-                lake.execute(f"ALTER TABLE {lake.batches_table} ADD COLUMN {quote_ident(name)} "
-                            f"{ADDED_BATCH_COLUMNS[name]}")
+        with transaction(lake, "add " + ", ".join(f"{t}.{n}" for t, n in missing) + " to the ops tables"):
+            for table, name in missing:
+                lake.execute(f"ALTER TABLE {lake.ops(table)} ADD COLUMN {quote_ident(name)} "
+                             f"{ADDED_OPS_COLUMNS[table][name]}")
 
 
 def _create_tables(lake: LakeTable, new_types: Mapping[str, str], own_columns: Mapping[str, str] | None,

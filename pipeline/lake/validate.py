@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pipeline.id_checksum import duckdb_id
-from pipeline.sqltext import quote_ident
+from pipeline.sqltext import quote_ident, quote_literal
 
 REASON_NULL_ID = "event_id is NULL"
 REASON_BAD_ID = "event_id is not a UUID"
@@ -73,6 +73,10 @@ class Helpers:
     def raw_hash(self) -> str:
         return f"{self.prefix}raw_hash"
 
+    @property
+    def raw_columns(self) -> str:
+        return f"{self.prefix}raw_columns"
+
 
 def validated_sql(relation: str, extra_columns: dict[str, str] | None = None) -> str:
     """Every row of ``relation``, typed for the lake, with ``reason`` NULL when it can be loaded.
@@ -82,6 +86,10 @@ def validated_sql(relation: str, extra_columns: dict[str, str] | None = None) ->
     cast_extra = "".join(f", TRY_CAST({quote_ident(name)} AS {kind}) AS {quote_ident(name)}"
                      for name, kind in (extra_columns or {}).items())
     h = Helpers.beside(extra_columns or ())
+    # the other columns as the source sent them, for a quarantined row (unread otherwise: pruned)
+    raw = ", ".join(f"{quote_literal(name)}, CAST({quote_ident(name)} AS VARCHAR)"
+                    for name in extra_columns or {})
+    raw_extra = f", json_object({raw}) AS {h.raw_columns}" if raw else f", NULL::JSON AS {h.raw_columns}"
     return f"""
     SELECT *, CASE
         WHEN {h.raw_id} IS NULL THEN '{REASON_NULL_ID}'
@@ -95,7 +103,7 @@ def validated_sql(relation: str, extra_columns: dict[str, str] | None = None) ->
                  CAST(event_type AS VARCHAR) AS event_type,
                  CAST(event_timestamp AS TIMESTAMPTZ) AS event_timestamp,
                  TRY_CAST(CAST(details AS VARCHAR) AS JSON) AS details,  -- NULL when not JSON
-                 CAST(created_at AS TIMESTAMPTZ) AS created_at{cast_extra}
+                 CAST(created_at AS TIMESTAMPTZ) AS created_at{cast_extra}{raw_extra}
           FROM {relation})
     """
 
@@ -170,12 +178,15 @@ def quarantine_sql(quarantine_table: str, rejected: str, extra_columns: dict[str
     text, each distinct bad row once across all batches."""
     h = Helpers.beside(extra_columns or ())
     return f"""
-    INSERT INTO {quarantine_table}
+    INSERT INTO {quarantine_table} (batch_id, table_name, reason, event_id, event_type, event_timestamp,
+                                    details, created_at, raw_hash, quarantined_at, source_columns)
     SELECT DISTINCT ON ({h.raw_hash}) $batch_id, $table_name, {h.reason}, {h.raw_id}, event_type,
-           CAST(event_timestamp AS VARCHAR), {h.raw_details}, CAST(created_at AS VARCHAR), {h.raw_hash}, now()
+           CAST(event_timestamp AS VARCHAR), {h.raw_details}, CAST(created_at AS VARCHAR), {h.raw_hash},
+           now(), {h.raw_columns}
     FROM (SELECT *, md5(concat_ws('|', {h.reason}, coalesce({h.raw_id}, '<NULL>'), event_type,
                                   CAST(event_timestamp AS VARCHAR), {h.raw_details},
-                                  CAST(created_at AS VARCHAR))) AS {h.raw_hash}
+                                  CAST(created_at AS VARCHAR),
+                                  CAST({h.raw_columns} AS VARCHAR))) AS {h.raw_hash}
           FROM ({rejected}))
     WHERE {h.raw_hash} NOT IN (SELECT raw_hash FROM {quarantine_table} WHERE table_name = $table_name)
     """

@@ -7,6 +7,8 @@ partition keys) is a column of a source table, listed first of two, and of the e
 
 from __future__ import annotations
 
+import json
+
 import psycopg
 
 from pipeline.lake.validate import Helpers
@@ -53,7 +55,10 @@ def test_source_columns_named_as_the_pipelines_own_load_every_value(settings, la
     events = lake_query(settings, f"SELECT count(*), count(*) FILTER (WHERE reason = 'why' AND "
                                   f"{HELPERS.reason} = 'ours?' AND year = 1999) FROM {settings.lake_name}.main.events")
     assert events == [(60, 60)]
-    [(reason, raw_id)] = lake_query(settings, "SELECT reason, event_id FROM "
-                                              f"{settings.lake_name}.ops.quarantine WHERE table_name = 'refunds'")
+    [(reason, raw_id, kept)] = lake_query(settings, "SELECT reason, event_id, source_columns::VARCHAR FROM "
+                                                    f"{settings.lake_name}.ops.quarantine "
+                                                    "WHERE table_name = 'refunds'")
     assert reason == "event_timestamp is NULL or infinite" and raw_id
+    # the set-aside row keeps every column of the table, as the source sent them
+    assert json.loads(kept) == {"amount": None, **{name: name for name in TAKEN}}
     assert_lake_equals_source(load_settings(env), {"refunds": REFUNDS, "events": 60})

@@ -150,9 +150,14 @@ def test_a_lake_made_before_arrival_marks_gets_the_columns_and_loads_on(settings
     with lake_session(resolve(settings)) as con:  # as a lake made by an older version
         for column in ("arrival_mark", "freshness_p50", "freshness_p95"):
             con.execute(f"ALTER TABLE lake.ops.batches DROP COLUMN {column}")
+        con.execute("ALTER TABLE lake.ops.quarantine DROP COLUMN source_columns")
     add_events(settings, 40, seed=214)
+    with psycopg.connect(resolve(settings).source_dsn.conninfo(), autocommit=True) as conn:
+        conn.execute(f"INSERT INTO {source_table(settings)} (event_id, event_type, event_timestamp, details) "
+                     "VALUES (gen_random_uuid(), 'x', '-infinity', '{}')")
     report = run(settings, spark=spark)
-    assert report.rows_inserted == 40 and report.rows_in_window == 340  # no mark yet: the look-back
+    assert report.rows_inserted == 40 and report.rows_in_window == 341  # no mark yet: the look-back
+    assert report.rows_quarantined == 1  # into the quarantine the lake was given its new column for
     add_events(settings, 40, seed=215)
     assert run(settings, spark=spark).rows_in_window == 40  # its mark was recorded
     assert_lake_equals_source(settings, expected_rows=380)
