@@ -21,6 +21,7 @@ from pipeline.lake.session import LakeTable
 from pipeline.progress import Progress
 from pipeline.settings import ResolvedSettings, TableSpec
 from pipeline.source.shape import EVENT_COLUMNS
+from pipeline.source.window import complete_after
 from pipeline.sqltext import one_row, quote_literal, quote_qualified
 
 _FINGERPRINT = """
@@ -68,9 +69,12 @@ class ImageComparison(PerTable[Comparison]):
 
 
 def fingerprint(con: duckdb.DuckDBPyConnection, relation: str,
-                upper: datetime | None = None) -> Fingerprint:
-    where = "WHERE event_timestamp <= $upper" if upper else ""
-    params = {"upper": upper} if upper else {}
+                upper: datetime | None = None, low: datetime | None = None) -> Fingerprint:
+    """Count, distinct ids and content checksum of ``relation``'s rows dated in ``(low, upper]``."""
+    where = " AND ".join([*(["event_timestamp <= $upper"] if upper else []),
+                          *(["event_timestamp > $low"] if low else [])])
+    where = f"WHERE {where}" if where else ""
+    params = {**({"upper": upper} if upper else {}), **({"low": low} if low else {})}
     rows, ids, checksum = one_row(con.execute(
         _FINGERPRINT.format(relation=relation, where=where), params))
     return Fingerprint(int(rows), int(ids), int(checksum))
@@ -88,14 +92,17 @@ def compare(settings: ResolvedSettings, upper: datetime | None = None) -> ImageC
         # a naive source column is wall-clock time in the source's zone: DuckDB casts it to an
         # instant in its session zone, so the session takes the source's (instants compare the same)
         con.execute(f"SET TimeZone = {quote_literal(zone)}")
+        # a source that keeps only SOURCE_RETENTION: older rows are the lake's history alone
+        low = complete_after(None, now, settings.source_retention)
         image = ImageComparison({
-            spec.name: _compare_table(table, spec, upper or now, meter)
+            spec.name: _compare_table(table, spec, upper or now, low, meter)
             for spec, table in opened.tables(settings.tables).items()})
     meter.finish(sum(comparison.lake.rows for comparison in image.tables.values()), "done")
     return image
 
 
-def _compare_table(lake: LakeTable, table: TableSpec, upper: datetime, meter: Progress) -> Comparison:
+def _compare_table(lake: LakeTable, table: TableSpec, upper: datetime, low: datetime | None,
+                   meter: Progress) -> Comparison:
     """``table`` in the lake against its source: the source as the lake should hold it, the rows
     that can be loaded, one per id."""
     con, named = lake.con, f" of {table.name}"
@@ -105,13 +112,13 @@ def _compare_table(lake: LakeTable, table: TableSpec, upper: datetime, meter: Pr
     lake_relation = _as_read(con, lake.events_table, (lake.name, "main", table.name), table)
     quarantined = quarantined_rows(lake)
     meter.step(f"fingerprinting the lake{named} (count, ids, checksum)")
-    in_lake = fingerprint(con, lake_relation, upper)
+    in_lake = fingerprint(con, lake_relation, upper, low)
     meter.step(f"fingerprinting the source{named}")
-    in_source = fingerprint(con, source_relation, upper)
+    in_source = fingerprint(con, source_relation, upper, low)
     if in_lake == in_source:
         return Comparison(lake=in_lake, source=in_source, quarantined=quarantined)
     meter.step(f"finding the rows that differ{named}")
-    differences = sample_differences(con, lake_relation, source_relation, upper, table.id_column)
+    differences = sample_differences(con, lake_relation, source_relation, upper, table.id_column, low=low)
     return Comparison(lake=in_lake, source=in_source, quarantined=quarantined, differences=differences)
 
 
@@ -127,15 +134,17 @@ def _as_read(con: duckdb.DuckDBPyConnection, relation: str, where: tuple[str, st
 
 
 def sample_differences(con: duckdb.DuckDBPyConnection, lake: str, source: str, upper: datetime,
-                       id_column: str = "event_id", limit: int = 5) -> tuple[str, ...]:
+                       id_column: str = "event_id", limit: int = 5, *,
+                       low: datetime | None = None) -> tuple[str, ...]:
     """Up to ``limit`` rows of each kind of difference: in the source only, in the lake only,
     and present on both sides with different contents (by id); ``id_column``: the table's own, as the
     lines name it."""
     columns = ", ".join("details::VARCHAR AS details" if name == "details" else name
                         for name in EVENT_COLUMNS)
+    floor = "event_timestamp > $low" if low else "true"
     rows = con.execute(f"""
-        WITH s AS (SELECT {columns} FROM {source} WHERE event_timestamp <= $upper),
-             l AS (SELECT {columns} FROM {lake} WHERE event_timestamp <= $upper)
+        WITH s AS (SELECT {columns} FROM {source} WHERE event_timestamp <= $upper AND {floor}),
+             l AS (SELECT {columns} FROM {lake} WHERE event_timestamp <= $upper AND {floor})
         (SELECT 'only in the source', s.event_id, s.event_timestamp FROM s ANTI JOIN l USING (event_id)
          ORDER BY 3 LIMIT {limit})
         UNION ALL
@@ -145,5 +154,5 @@ def sample_differences(con: duckdb.DuckDBPyConnection, lake: str, source: str, u
         (SELECT 'contents differ', s.event_id, s.event_timestamp FROM s JOIN l USING (event_id)
          WHERE s.event_type IS DISTINCT FROM l.event_type OR s.event_timestamp <> l.event_timestamp
             OR s.details IS DISTINCT FROM l.details OR s.created_at IS DISTINCT FROM l.created_at
-         ORDER BY 3 LIMIT {limit})""", {"upper": upper}).fetchall()
+         ORDER BY 3 LIMIT {limit})""", {"upper": upper, **({"low": low} if low else {})}).fetchall()
     return tuple(f"{kind}: {id_column} {row_id} at {ts}" for kind, row_id, ts in rows)

@@ -30,7 +30,7 @@ from pipeline.lake.session import LakeTable
 from pipeline.settings.pgdsn import PgDsn
 from pipeline.source import stats
 from pipeline.source.shape import IdShape, SourceRelation
-from pipeline.source.window import iso
+from pipeline.source.window import complete_after, iso
 
 log = logging.getLogger(__name__)
 MINUTE = 60
@@ -220,15 +220,18 @@ class ImageCheck(PerTable[RangeCheck]):
 
 
 def prove_in(conn: psycopg.Connection, lake: LakeTable, table: SourceRelation,
-             since: timedelta | None, common: datetime | None = None) -> RangeCheck:
+             since: timedelta | None, common: datetime | None = None, *, retention: timedelta) -> RangeCheck:
     """:func:`prove` on a source connection (its snapshot) and a lake session the caller holds;
-    ``common``: SOURCE_TABLES' watermark every table's range ends at (the oldest)."""
+    ``common``: SOURCE_TABLES' watermark every table's range ends at (the oldest); ``retention``:
+    how far back the source keeps its rows (SOURCE_RETENTION, zero: all), where the range starts
+    at the latest."""
     watermark = batches.watermark(lake)
     if watermark is None:
         raise ConfigError("Nothing has been loaded yet: there is no range to prove.",
                           f"Load first ({actions.RUN}).")
-    upper = min(watermark, stats.server_now(conn), *([common] if common else []))
-    low = upper - since if since is not None else None
+    now = stats.server_now(conn)
+    upper = min(watermark, now, *([common] if common else []))
+    low = complete_after(upper - since if since is not None else None, now, retention)
     bucket = HOUR if since is None or since > timedelta(days=1) else MINUTE
     return compare(conn, lake, table, low, upper, IdShape.read(conn, table),
                    bucket_seconds=bucket, every_bucket=True)

@@ -31,7 +31,7 @@ from pipeline.settings.durations import format_duration
 from pipeline.source import shape, stats
 from pipeline.source.connect import connect as connect_source
 from pipeline.source.shape import IdShape, SourceRelation
-from pipeline.source.window import Window, iso
+from pipeline.source.window import Window, complete_after, iso
 from pipeline.sqltext import one_row, quote_ident, quote_literal
 from pipeline.staging import StagedBatch
 from pipeline.storage.folder import Folder
@@ -194,7 +194,8 @@ def _compare_and_write(lake: LakeTable, resolved: ResolvedSettings, table: Table
         if common is not None:
             watermark = min(watermark, common)
         upper = watermark if dropped else watermark - resolved.lookback
-        low = watermark - since if isinstance(since, timedelta) else None
+        low = complete_after(watermark - since if isinstance(since, timedelta) else None,
+                             stats.server_now(conn), resolved.source_retention)
         if low is not None and low >= upper:
             return None  # RECONCILE_SINCE within the look-back: the loads cover it all
         report.low, report.upper = iso(low) if low else None, iso(upper)

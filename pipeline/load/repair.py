@@ -181,7 +181,7 @@ def _plan(conn: psycopg.Connection, lake: LakeTable, settings: ResolvedSettings,
           since: timedelta | None, common: datetime | None) -> _Plan:
     source = SourceRelation.of(conn, table)
     check_shape(conn, source, settings.schema_drift)  # a misnamed column: said, not a Binder error
-    check = proof.prove_in(conn, lake, source, since, common)
+    check = proof.prove_in(conn, lake, source, since, common, retention=settings.source_retention)
     how = IdShape.read(conn, source)
     # a row the source moved past the compared range stays as loaded until a load or a repair's range
     # reaches it: taken out now, the lake would lack it meanwhile (and an image its session's events)

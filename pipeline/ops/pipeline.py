@@ -279,7 +279,7 @@ class Pipeline:
             relations = {table: SourceRelation.of(snapshot.conn, table)
                          for table in tables}
             return ImageCheck({table.name: prove_in(snapshot.conn, member, relations[table], since,
-                                                    bounds[table])
+                                                    bounds[table], retention=settings.source_retention)
                                for table, member in tables.items()},
                               not_loaded=tuple(table.name for table in every if table not in tables))
 

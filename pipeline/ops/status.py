@@ -27,7 +27,7 @@ from pipeline.settings import ResolvedSettings, TableSpec
 from pipeline.source import arrivals, stats
 from pipeline.source.connect import connect as connect_source
 from pipeline.source.shape import IdShape, SourceRelation, check_shape
-from pipeline.source.window import FINITE_FLOOR, iso
+from pipeline.source.window import FINITE_FLOOR, complete_after, iso
 from pipeline.sqltext import one_row
 
 HOUR = timedelta(hours=1)  # --status and /metrics report the loads of the last hour
@@ -226,8 +226,8 @@ def _identity(conn: psycopg.Connection, settings: ResolvedSettings, table: Table
     # the lake's reads in one snapshot of it: the last batch's mark is the one of the rows it counted
     with lake_session(settings, read_only=True) as opened, one_read(opened):
         lake = opened.table_of(table)
-        check = proof.compare(conn, lake, source, watermark - settings.lookback,
-                              watermark, how)
+        low = complete_after(watermark - settings.lookback, stats.server_now(conn), settings.source_retention)
+        check = proof.compare(conn, lake, source, low, watermark, how)
         earlier = batch_table.last_arrivals(lake) if check.missing else None
     # extras a load took since: not deleted
     check = proof.newer_than_snapshot(settings.source_dsn, source, check, how)

@@ -70,6 +70,10 @@ ENV_KEYS: dict[str, EnvKey] = {
     "SOURCE_TIMEZONE": EnvKey("time zone of naive (timestamp without time zone) source columns, e.g. "
                               "Asia/Tokyo (unset: the source database's own TimeZone setting)"),
     "LOOKBACK": EnvKey("tolerance for late events, e.g. 15m", "15m"),
+    "SOURCE_RETENTION": EnvKey("how far back the source keeps its rows, for a source that deletes its own "
+                               "old ones (e.g. 30d; at least LOOKBACK): the lake keeps older rows as "
+                               "history, and no comparison (--status, --verify, --reconcile, --repair) "
+                               "counts them as deleted; 0: the source keeps every row", "0"),
     "BACKFILL_BATCH_ROWS": EnvKey("SOURCE_TABLES: a table added to a loaded lake reads its history in "
                                   "batches of about this many rows, one per run, without holding the "
                                   "other tables back (--status says it is catching up); 0: all at once",

@@ -123,6 +123,20 @@ def _load_timeout(read: _Reader) -> timedelta:
     return max(DEFAULT_LOAD_TIMEOUT, read.duration("LOAD_EVERY"))
 
 
+def _source_retention(read: _Reader) -> timedelta:
+    """SOURCE_RETENTION: zero (the source keeps every row), or at least the look-back, which every
+    load reads again and so needs whole in the source."""
+    retention, lookback = read.duration("SOURCE_RETENTION"), read.duration("LOOKBACK")
+    if retention and retention < lookback:
+        raise ConfigError(
+            f"{read.name('SOURCE_RETENTION')}={read.value('SOURCE_RETENTION')} is shorter than "
+            f"{read.name('LOOKBACK')}={read.value('LOOKBACK')}: every load reads the look-back again, so the "
+            "source must keep at least that.",
+            "Set SOURCE_RETENTION to how long the source really keeps its rows (longer than LOOKBACK), "
+            "or 0 when it keeps them all.")
+    return retention
+
+
 @dataclass(frozen=True, kw_only=True, init=False)
 class Settings(SettingsFields):
     """Everything a command needs to know. From Python::
@@ -192,6 +206,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
         promotion=Promotion(_one_of(read.value("PROMOTION"), read.name("PROMOTION"), tuple(Promotion))),
         schema_drift=_one_of(read.value("SCHEMA_DRIFT"), read.name("SCHEMA_DRIFT"), ("add", "ignore")),
         lookback=read.duration("LOOKBACK"),
+        source_retention=_source_retention(read),
         backfill_rows=_whole_number(read.value("BACKFILL_BATCH_ROWS"), read.name("BACKFILL_BATCH_ROWS"),
                                     most=10**12),
         arrival_column=_arrival_column(read.value("SOURCE_ARRIVAL_COLUMN"),

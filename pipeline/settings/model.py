@@ -167,6 +167,7 @@ class SettingsKeywords(TypedDict, total=False):
     source_pg_dsn_file: SettingValue
     source_table: SettingValue
     source_tables: SettingValue
+    source_retention: SettingValue
     source_timezone: SettingValue
     spark_class_archive: SettingValue
     spark_conf: SettingValue
@@ -206,6 +207,8 @@ class SettingsFields:
     promotion: Promotion = Promotion.ZERO_COPY
     schema_drift: str = "add"  # "add" or "ignore": what a column added to the source does
     lookback: timedelta
+    # how far back the source keeps its rows (0: all): older ones are the lake's history alone
+    source_retention: timedelta = timedelta(0)
     backfill_rows: int = 1_000_000  # a table added to a loaded lake catches up in batches this size
     arrival_column: str | None = "created_at"  # read only rows that arrived since (None: the look-back)
     source_timezone: str | None = None  # naive source columns are wall-clock time there

@@ -28,6 +28,16 @@ UNDATED = "(event_timestamp IS NULL OR event_timestamp IN ('infinity', '-infinit
 SKEW_BOUND = timedelta(minutes=1)
 
 
+def complete_after(low: datetime | None, now: datetime, retention: timedelta) -> datetime | None:
+    """Where a comparison of lake and source may start: ``low``, or later when the source keeps
+    only ``retention`` (SOURCE_RETENTION; zero: every row). A row older than that may be gone from
+    the source by its own hand: the lake keeps it, and no comparison counts it as deleted."""
+    if not retention:
+        return low
+    kept_from = now - retention
+    return kept_from if low is None or low < kept_from else low
+
+
 @dataclass(frozen=True)
 class Arrivals:
     """What an earlier plan already saw. With ``xmin`` (the oldest transaction its snapshot

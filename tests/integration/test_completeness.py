@@ -279,3 +279,35 @@ def test_reconcile_leaves_the_look_back_to_the_loads(settings):
     assert report.rows_backfilled == 0 and report.hours_differing == []
     assert run(settings, engine="dlt").rows_inserted == 20
     assert_lake_equals_source(settings, expected_rows=120)
+
+
+def test_a_source_that_deletes_its_old_rows_keeps_them_in_the_lake_and_no_command_calls_them_lost(
+        lake_env, spark):
+    """A source that keeps 3 days (it deletes older rows itself): --reconcile reported the lake's
+    kept rows as 'not in the source' on every run, --verify said the lake differs for good, and
+    --repair deleted the lake's history. SOURCE_RETENTION says how far back the source is
+    complete: older rows are the lake's history, which no comparison counts as deleted."""
+    from pipeline.ops.pipeline import Pipeline
+    from pipeline.settings import load_settings
+
+    plain = load_settings(lake_env)
+    with _source(plain) as conn:
+        add_events(plain, 100, seed=331)
+        _insert(conn, source_table(plain), 40, "now() - interval '5 days'", "now() - interval '5 days'")
+    run(plain, spark=spark)
+    with _source(plain) as conn:  # the source's own retention job
+        conn.execute(f"DELETE FROM {source_table(plain)} WHERE event_timestamp < now() - interval '3 days'")
+    add_events(plain, 10, seed=332)
+    kept = load_settings({**lake_env, "SOURCE_RETENTION": "3d"})
+    assert run(kept, spark=spark).rows_inserted == 10
+    with Pipeline(kept) as pipeline:
+        reconciled = pipeline.reconcile()
+        assert reconciled.lake_rows_not_in_source == 0, reconciled.summary()
+        assert pipeline.verify().equal
+        repaired = pipeline.repair(None)
+        assert repaired.rows_removed == 0 and repaired.exact
+    assert lake_query(kept, f"SELECT count(*) FROM {events_table(kept)} "
+                            "WHERE event_timestamp < now() - interval '3 days'") == [(40,)]
+    with Pipeline(plain) as pipeline:  # without the setting the same lake differs: the rows are real
+        assert pipeline.reconcile().lake_rows_not_in_source == 40
+        assert not pipeline.verify().equal

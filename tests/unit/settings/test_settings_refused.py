@@ -111,3 +111,12 @@ def test_a_catalog_and_reader_naming_different_databases_blame_neither_and_name_
     assert "DUCKLAKE_CATALOG and DUCKLAKE_CATALOG_READER name different catalogs" in message
     assert "database 'catalgo' against 'catalog'" in message and "whichever" in err.value.hint
     assert "pw" not in message.replace("password", "")
+
+
+def test_a_source_retention_shorter_than_the_look_back_is_refused_naming_both():
+    """Every load reads the look-back again: a source keeping less cannot serve it."""
+    with pytest.raises(ConfigError) as err:
+        load_settings({"SOURCE_RETENTION": "10m", "LOOKBACK": "15m"})
+    assert "SOURCE_RETENTION=10m is shorter than LOOKBACK=15m" in str(err.value)
+    assert load_settings({"SOURCE_RETENTION": "30d"}).source_retention.days == 30
+    assert not load_settings({}).source_retention  # the source keeps every row
