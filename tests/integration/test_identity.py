@@ -255,6 +255,26 @@ SPELLINGS = [
 ]
 
 
+def test_postgres_and_duckdb_read_every_spelling_of_a_text_id_alike(pg_server):
+    """The one rule, on both engines: the same UUID or none for each spelling (DuckDB's own cast
+    takes a hyphen anywhere; Postgres's trim() left a tab its uuid cast refused)."""
+    import duckdb
+
+    from pipeline.id_checksum import duckdb_id, postgres_id
+
+    more = ["", "x", "0190b8e27-c4a-7000-8000-000000000001", "{190b8e2-7c4a-7000-8000-00000000000}",
+            "0190b8e2-7c4a-7000-8000-00000000000-", "0190b8e2-7c4a-7000-8000-0000000000\u00e91"]
+    spellings = [text for text, _ in SPELLINGS] + more
+    duck = duckdb.connect()
+    with psycopg.connect(pg_server.conninfo()) as pg:
+        for text in spellings:
+            [(in_duckdb,)] = duck.execute(f"SELECT {duckdb_id('t')} FROM (SELECT ? AS t)", [text]).fetchall()
+            [(in_postgres,)] = pg.execute(f"SELECT {postgres_id('t', False)} FROM (SELECT %s::text AS t) s",
+                                          [text]).fetchall()
+            assert in_duckdb == in_postgres, repr(text)
+            assert (in_duckdb is not None) == dict(SPELLINGS).get(text, False), repr(text)
+
+
 def test_every_spelling_of_an_id_is_read_alike_by_both_sides_and_repair_never_removes_one(lake_env, spark):
     """An id Postgres does not read as a UUID that DuckDB did (a double hyphen, hyphens anywhere)
     was loaded, then called deleted by --status (the source side had no id for it), and the
