@@ -27,6 +27,7 @@ from pipeline.extract.spark_session import (
     functions,
 )
 from pipeline.lake.schema import PARTITION_KEYS
+from pipeline.lake.validate import Helpers
 from pipeline.process import cancellable
 from pipeline.progress import Progress
 from pipeline.promote import zero_copy
@@ -56,13 +57,23 @@ def connection_options(settings: ResolvedSettings) -> dict[str, str]:
             "password": dsn.password.reveal(), "fetchsize": str(FETCH_SIZE)}
 
 
+def split_column(request: ExtractRequest) -> str:
+    """The name of the JDBC read's split column: one no column of the table has."""
+    return Helpers.beside(request.extra_columns).split_time
+
+
 def jdbc_options(request: ExtractRequest, window: Window, partitions: int) -> dict[str, str]:
     """Options for ``spark.read.format('jdbc')`` reading ``window`` (the request's, or one time
-    chunk of it) in the planner's snapshot, split on ``event_timestamp`` (the table's time column,
-    as the stages read it) into ``partitions``."""
+    chunk of it) in the planner's snapshot, split on the table's time column into ``partitions``:
+    as the source holds it, beside the staged one (NULL for ±infinity: an expression Postgres
+    cannot match to its index), so each partition's range reaches the index; in a column of its
+    own (:func:`split_column`), which the caller drops before writing."""
     settings, stats = request.settings, request.stats
     snapshot = import_statements(request.snapshot_id) if request.snapshot_id else []
-    query = select_sql(request.plan.source.sql, window, request.extra_columns)
+    split = partitions > 1 and stats.min_ts is not None and stats.max_ts is not None \
+        and stats.min_ts < stats.max_ts
+    columns = {**STAGED_COLUMNS, split_column(request): "event_timestamp"} if split else None
+    query = select_sql(request.plan.source.sql, window, request.extra_columns, columns=columns)
     options = {
         **connection_options(settings),
         "dbtable": f"({query}) AS src",
@@ -70,11 +81,11 @@ def jdbc_options(request: ExtractRequest, window: Window, partitions: int) -> di
         # set the JVM's, UTC, and naive columns would be read as UTC)
         "sessionInitStatement": "; ".join([*snapshot, f"SET TIME ZONE {quote_literal(request.timezone)}"]),
     }
-    if partitions > 1 and stats.min_ts is not None and stats.max_ts is not None \
-            and stats.min_ts < stats.max_ts:
+    if split:
+        assert stats.min_ts is not None and stats.max_ts is not None
         # bounds only shape the split; rows outside them still land in the first/last partition.
         # Spark writes them back as text, which Postgres reads in the session's zone: wall clock there
-        options.update(partitionColumn="event_timestamp", numPartitions=str(partitions),
+        options.update(partitionColumn=split_column(request), numPartitions=str(partitions),
                        lowerBound=wall_clock(stats.min_ts, request.timezone),
                        upperBound=wall_clock(stats.max_ts, request.timezone))
     return options
@@ -133,6 +144,8 @@ class SparkExtractor:
                                                                           default_cores(self.spark))
         options = jdbc_options(request, request.window, partitions)
         frame = self.spark.read.format("jdbc").options(**options).load()
+        if split_column(request) in frame.columns:
+            frame = frame.drop(split_column(request))
         if request.lake_target is not None:
             writer = self._lake_writer(frame, request.lake_target)
             target = incoming_dir(request.lake_target, request.batch_id).spark_uri()

@@ -77,6 +77,10 @@ class Helpers:
     def raw_columns(self) -> str:
         return f"{self.prefix}raw_columns"
 
+    @property
+    def split_time(self) -> str:  # the JDBC reader's (pipeline.extract.spark_engine), never staged
+        return f"{self.prefix}split_time"
+
 
 def validated_sql(relation: str, extra_columns: dict[str, str] | None = None) -> str:
     """Every row of ``relation``, typed for the lake, with ``reason`` NULL when it can be loaded.
