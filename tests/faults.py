@@ -10,7 +10,9 @@ the process under test. A test that breaks a real CLI process runs it through
 - ``lose-lock``: the promote lock's connection dies just before that check (a catalog network
   blip), so the fencing must roll the batch back;
 - ``slow-read``: every read slice sleeps :data:`SLOW_READ_SECONDS` in Postgres first, so a
-  Spark job is surely running on the executors while a test cancels or kills it.
+  Spark job is surely running on the executors while a test cancels or kills it;
+- ``drop-rows``: copy promotion leaves some rows out silently (a defect such as a source column
+  shadowing one of validation's), for the identity check to catch.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 log = logging.getLogger("tests.faults")
-POINTS = ("after-stage", "before-commit", "lose-lock", "slow-read")
+POINTS = ("after-stage", "before-commit", "lose-lock", "slow-read", "drop-rows")
 SLOW_READ_SECONDS = 30
 ENV = "EVENT_LAKE_TEST_FAULT"
 
@@ -42,6 +44,10 @@ def install(point: str, patch: Callable[[object, str, Any], None] | None = None)
         from pipeline.lake import locks
 
         setter(locks.Lease, "check", _at_fencing(locks.Lease.check, point))
+    elif point == "drop-rows":
+        from pipeline.lake import validate
+
+        setter(validate, "loadable_sql", _dropping(validate.loadable_sql))
     else:
         from pipeline.extract import spark_arrow, spark_engine
 
@@ -80,6 +86,16 @@ def _at_fencing(check: Callable[..., None], point: str) -> Callable[..., None]:
         check(lease)
 
     return fenced
+
+
+def _dropping(loadable_sql: Callable[..., str]) -> Callable[..., str]:
+    """A promotion that loses rows silently (as a source column named like one of validation's did):
+    every row whose id starts with a digit below 4 is left out, neither loaded nor quarantined."""
+    @functools.wraps(loadable_sql)
+    def dropping(*args: Any, **kwargs: Any) -> str:
+        return f"SELECT * FROM ({loadable_sql(*args, **kwargs)}) WHERE CAST(event_id AS VARCHAR)[1] >= '4'"
+
+    return dropping
 
 
 def _slow(select_sql: Callable[..., str]) -> Callable[..., str]:

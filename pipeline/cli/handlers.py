@@ -31,7 +31,7 @@ def run(cmd: Command) -> HandlerResult:
         lake.compact_if_piled(report)  # a --run from cron each minute: small files merged when they pile up
     if cmd.json:
         output.out(output.dumps({"status": "ok", **report.as_dict()}))
-    if report.set_aside:
+    if report.set_aside or report.lacking:
         return False, f"Done, but not everything loaded: {report.summary()}."
     return True, f"Done: {report.summary()}."
 

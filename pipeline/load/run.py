@@ -175,13 +175,22 @@ class RunReport(TableRun):
 
     files_to_merge: int = 0  # small data files waiting to be merged after this load (when it inserted)
     tables: dict[str, TableRun] = field(default_factory=dict)  # SOURCE_TABLES: each table's part
+    # table -> source ids the lake still lacks after this load read its whole look-back again in
+    # its own snapshot: ids it read and did not load (a defect, not a late arrival): the run fails
+    lacking: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, object]:
         """The report as ``--run --json`` prints it (after ``"status"``)."""
         document = super().as_dict()
         if self.tables:
             document["tables"] = {name: table.as_dict() for name, table in self.tables.items()}
+        if self.lacking:
+            document["lacking"] = self.lacking
         return document
+
+    def lacking_words(self) -> str:
+        """Which tables the lake lacks ids of after the whole look-back was read (empty: none)."""
+        return ", ".join(f"{count} id(s) of {table}" for table, count in self.lacking.items())
 
     def summary(self) -> str:
         if self.tables:  # SOURCE_TABLES: each table's words, then the commits they shared
@@ -267,6 +276,8 @@ class Loader:
             details.update(rows_inserted=report.rows_inserted, summary=report.summary())
             if report.set_aside:  # the command exits 1: the record says failed too
                 details.fail(f"batch(es) set aside: {', '.join(report.set_aside)}")
+            elif report.lacking:  # so does this
+                details.fail(f"the lake lacks {report.lacking_words()} read in this load")
         return ready
 
 
@@ -531,9 +542,12 @@ class _ImageLoad:
         short is read again with its whole look-back, in a second image of every table (an image of
         some tables only would pair them with the others' older instant)."""
         short = self._image(lake_identity, engines, promote_now, {})
-        if short and self._image(lake_identity, engines, True, short):
-            log.warning("after reading the whole look-back some ids are still missing: the next run reads "
-                        "them again")
+        if short and (lacking := self._image(lake_identity, engines, True, short)):
+            # read in this snapshot, whole, and still not in the lake: not a late arrival
+            self.report.lacking = {table: count for table, count in lacking.items() if count}
+            log.error("after reading the whole look-back the lake still lacks %s that the source held "
+                      "when it was read: rows lost on the way, not late (the next run reads them "
+                      "again; %s names them)", self.report.lacking_words(), actions.STATUS)
 
     def _image(self, lake_identity: str, engines: Engines, promote_now: bool,
                rows_behind: dict[str, int]) -> dict[str, int]:
