@@ -22,7 +22,7 @@ from pipeline.progress import Progress
 from pipeline.settings import ResolvedSettings, TableSpec
 from pipeline.source.shape import EVENT_COLUMNS
 from pipeline.source.window import complete_after
-from pipeline.sqltext import one_row, quote_literal, quote_qualified
+from pipeline.sqltext import one_row, quote_ident, quote_literal, quote_qualified
 
 _FINGERPRINT = """
     SELECT count(*) AS rows, count(DISTINCT event_id) AS ids,
@@ -87,11 +87,7 @@ def compare(settings: ResolvedSettings, upper: datetime | None = None) -> ImageC
     with lake_session(settings, read_only=True, source=True) as opened, meter.ticking():
         con = opened.con
         meter.step("reading the source's clock")
-        [[now, zone]] = con.execute(f"SELECT * FROM postgres_query('{SOURCE_ALIAS}', "
-                                    "'SELECT now(), current_setting(''TimeZone'')')").fetchall()
-        # a naive source column is wall-clock time in the source's zone: DuckDB casts it to an
-        # instant in its session zone, so the session takes the source's (instants compare the same)
-        con.execute(f"SET TimeZone = {quote_literal(zone)}")
+        [[now]] = con.execute(f"SELECT * FROM postgres_query('{SOURCE_ALIAS}', 'SELECT now()')").fetchall()
         # a source that keeps only SOURCE_RETENTION: older rows are the lake's history alone
         low = complete_after(None, now, settings.source_retention)
         image = ImageComparison({
@@ -106,8 +102,8 @@ def _compare_table(lake: LakeTable, table: TableSpec, upper: datetime, low: date
     """``table`` in the lake against its source: the source as the lake should hold it, the rows
     that can be loaded, one per id."""
     con, named = lake.con, f" of {table.name}"
-    source_table = _as_read(con, f"{SOURCE_ALIAS}.{quote_qualified(table.qualified)}",
-                            (SOURCE_ALIAS, table.schema, table.name), table)
+    source_table = _as_read(con, _source_instants(con, table), (SOURCE_ALIAS, table.schema, table.name),
+                            table)
     source_relation = f"({validate.loadable_sql(True, source_table)})"
     lake_relation = _as_read(con, lake.events_table, (lake.name, "main", table.name), table)
     quarantined = quarantined_rows(lake)
@@ -120,6 +116,23 @@ def _compare_table(lake: LakeTable, table: TableSpec, upper: datetime, low: date
     meter.step(f"finding the rows that differ{named}")
     differences = sample_differences(con, lake_relation, source_relation, upper, table.id_column, low=low)
     return Comparison(lake=in_lake, source=in_source, quarantined=quarantined, differences=differences)
+
+
+def _source_instants(con: duckdb.DuckDBPyConnection, table: TableSpec) -> str:
+    """The source table with its naive timestamp columns made instants by Postgres: wall-clock time
+    in the source's zone, whose rules only Postgres has (DuckDB knows no POSIX zone such as
+    ``EST5EDT,M3.2.0,M11.1.0`` and reads ``UTC+3`` as three hours east, where Postgres means west).
+    A table without one is scanned as it is (DuckDB splits that scan by pages)."""
+    attached = f"{SOURCE_ALIAS}.{quote_qualified(table.qualified)}"
+    types = con.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = ? "
+                        "AND schema_name = ? AND table_name = ? ORDER BY column_index",
+                        [SOURCE_ALIAS, table.schema, table.name]).fetchall()
+    if all(kind != "TIMESTAMP" for _, kind in types):
+        return attached
+    columns = ", ".join(f"{quote_ident(name)}::timestamptz AS {quote_ident(name)}" if kind == "TIMESTAMP"
+                        else quote_ident(name) for name, kind in types)
+    query = f"SELECT {columns} FROM {quote_qualified(table.qualified)}"
+    return f"postgres_query('{SOURCE_ALIAS}', {quote_literal(query)})"
 
 
 def _as_read(con: duckdb.DuckDBPyConnection, relation: str, where: tuple[str, str, str],

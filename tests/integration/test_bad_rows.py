@@ -124,6 +124,10 @@ def test_a_batch_that_cannot_be_promoted_is_set_aside_and_retried_after_the_fix(
     ("Asia/Tokyo", None, "spark"),  # UTC+9: read as UTC these rows were "future-dated" for 9 hours
     ("America/New_York", None, "dlt"),  # UTC-5: read as UTC they loaded 5 hours off
     ("UTC", "Asia/Tokyo", "spark"),  # SOURCE_TIMEZONE names the zone the writer meant
+    # POSIX zones, which Postgres accepts: DuckDB knew neither ("Unknown TimeZone" in --verify), and
+    # read UTC+3 as three hours east where Postgres means west
+    ("EST5EDT,M3.2.0,M11.1.0", None, "dlt"),
+    ("UTC+3", None, "dlt"),
 ])
 def test_naive_timestamps_are_wall_clock_time_in_the_source_zone(lake_env, spark, db_zone, source_timezone,
                                                                  engine):
