@@ -156,7 +156,7 @@ def scrub_secrets(message: str) -> str:
     """Mask passwords in any DSN-looking text (URL userinfo or ``password=`` pairs) and the
     token of a Spark Connect address (``sc://host:15002/;token=…``)."""
     message = re.sub(r"(://[^:/@\s]*):[^@\s]*@", rf"\1:{MASK}@", message)
-    message = re.sub(r"(;\s*token\s*=\s*)[^;\s]+", rf"\1{MASK}", message, flags=re.I)
+    message = re.sub(r"(;\s*token\s*=\s*)[^;\s)'\"]+", rf"\1{MASK}", message, flags=re.I)
     return re.sub(r"(password\s*=\s*)('[^']*'|\S+)", rf"\1{MASK}", message, flags=re.I)
 
 

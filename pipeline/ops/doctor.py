@@ -50,7 +50,8 @@ def java_check(remote: str | None = None) -> Check:
 
     java = java_binary()
     if java is None and remote:
-        return Check("java", SKIP, f"not needed: Spark runs on the Connect server (SPARK_REMOTE={remote})")
+        return Check("java", SKIP, "not needed: Spark runs on the Connect server "
+                     f"(SPARK_REMOTE={scrub_secrets(remote)})")
     if java is None:
         return Check("java", FAIL, f"no java found ({java_where()})", fix)
     try:
@@ -76,8 +77,8 @@ def jdbc_check(spark: SparkOptions) -> Check:
     from pipeline.extract.spark_session import driver_help, resolve_jdbc_driver
 
     if spark.remote:
-        return Check("jdbc driver", OK, f"Spark Connect ({spark.remote}): the server's own jars "
-                     "(start it with --jars /usr/share/java/postgresql.jar)")
+        return Check("jdbc driver", OK, f"Spark Connect ({scrub_secrets(spark.remote)}): the server's own "
+                     "jars (start it with --jars /usr/share/java/postgresql.jar)")
     driver = resolve_jdbc_driver(spark.jdbc_jar)
     if driver.conf_key == "spark.jars.packages":
         return Check("jdbc driver", WARN, f"no local jar: Spark fetches {driver.value} from Maven "
@@ -190,7 +191,7 @@ class Doctor:
         from pipeline.extract.spark_engine import connection_options
         from pipeline.extract.spark_lease import SparkLease
 
-        where = self.settings.spark.remote or self.settings.spark.master
+        where = scrub_secrets(self.settings.spark.remote or self.settings.spark.master)
         # a lease: doctor stops the Spark it started, never a session someone else in this process holds
         lease = SparkLease.take(self.settings, "event-lake-doctor")
         spark = lease.session

@@ -49,3 +49,16 @@ def test_special_character_passwords_work_and_never_leak(guarded_pg, tmp_path):
     for form in (PASSWORD, quote(PASSWORD, safe=""), PASSWORD.replace("'", "''")):
         for where, text in haystacks.items():
             assert form not in text, f"the password appears in the {where}"
+
+
+def test_a_spark_connect_token_never_shows_in_doctor(lake_env, tmp_path):
+    """SPARK_REMOTE=sc://host:port/;token=… carries a bearer token: --doctor printed it whole when
+    Java was absent (the pipeline image's case: Spark runs on the Connect server) and in the JDBC
+    driver's line (found by the adversary)."""
+    secret = "S3cr3tT0k3n"
+    remote = f"sc://127.0.0.1:1/;token={secret}"
+    for extra in ({"JAVA_HOME": str(tmp_path / "no-java")}, {"SPARK_READER": "jdbc"}):
+        for args in (("--doctor",), ("--doctor", "--json")):
+            out = run_cli("events_pipeline.py", *args, env={**lake_env, "SPARK_REMOTE": remote, **extra})
+            assert secret not in out.stdout + out.stderr, out.stdout + out.stderr
+            assert "token=***" in out.stdout + out.stderr, out.stdout + out.stderr
