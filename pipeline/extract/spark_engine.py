@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -33,7 +34,7 @@ from pipeline.progress import Progress
 from pipeline.promote import zero_copy
 from pipeline.promote.zero_copy import LakeTarget
 from pipeline.settings import ResolvedSettings
-from pipeline.settings.model import Engine, Promotion, Reader, StagingWriter
+from pipeline.settings.model import Engine, Promotion, Reader, SparkOptions, StagingWriter
 from pipeline.source.connect import connect
 from pipeline.source.shape import SourceRelation
 from pipeline.source.snapshot import import_statements
@@ -109,13 +110,8 @@ class SparkExtractor:
     def write_parquet(self, request: ExtractRequest, meter: Progress) -> None:
         """Write the window's rows; a Spark Connect server lost on the way is said as such (the
         caller removes what was written, whatever the error)."""
-        spark_options = request.settings.spark
-        watch = ExtractionWatch(self.spark, spark_options.master, spark_options.remote or "",
-                                spark_options.executor_wait, spark_options.load_timeout)
         try:
-            # a stop request of a one-shot command cancels the job; so do a cluster without executors
-            # and a load past LOAD_TIMEOUT
-            with cancellable(lambda: cancel_jobs(self.spark)), watch:
+            with self._watched(request.settings.spark):
                 self._write(request, meter)
         except BaseException as exc:
             if request.settings.spark.reader is Reader.ARROW:
@@ -130,6 +126,16 @@ class SparkExtractor:
             if remote and not isinstance(exc, PipelineError) and connect_lost(exc):
                 raise connect_lost_error(remote, exc, "mid-extraction") from None
             raise
+
+    @contextmanager
+    def _watched(self, options: SparkOptions) -> Iterator[None]:
+        """Every Spark job of this extractor runs in here: a stop request of a one-shot command
+        cancels it; so do a cluster without executors and a job past LOAD_TIMEOUT, which then fail
+        as temporary (:class:`~pipeline.extract.executor_watch.ExtractionWatch`)."""
+        watch = ExtractionWatch(self.spark, options.master, options.remote or "", options.executor_wait,
+                                options.load_timeout)
+        with cancellable(lambda: cancel_jobs(self.spark)), watch:
+            yield
 
     def _write(self, request: ExtractRequest, meter: Progress) -> None:
         if request.settings.spark.reader is Reader.ARROW:
@@ -173,14 +179,16 @@ class SparkExtractor:
     def warm_up(self, settings: ResolvedSettings, rows: int = WARM_UP_ROWS) -> None:
         """Start what the first load would otherwise start: with the arrow reader, a Python
         worker per task slot that imports the reader (and a plain error if an executor cannot);
-        with the JDBC reader, see :meth:`_warm_up_jdbc`."""
+        with the JDBC reader, see :meth:`_warm_up_jdbc`. Watched as an extraction is: a cluster
+        with no executor when a run starts left it waiting, silent, for ever."""
         try:
-            if settings.spark.reader is Reader.ARROW:
-                from pipeline.extract import spark_arrow
+            with self._watched(settings.spark):
+                if settings.spark.reader is Reader.ARROW:
+                    from pipeline.extract import spark_arrow
 
-                spark_arrow.require_executors(self.spark)
-                return
-            self._warm_up_jdbc(settings, rows)
+                    spark_arrow.require_executors(self.spark)
+                    return
+                self._warm_up_jdbc(settings, rows)
         except Exception as exc:
             if settings.spark.remote and connect_lost(exc):
                 raise connect_lost_error(settings.spark.remote, exc,

@@ -49,7 +49,8 @@ def test_a_load_whose_only_worker_died_fails_naming_the_master_and_healthz_says_
     cluster's driver or a Connect server's client: a warning naming the master within 15 s;
     while it waits, the follower's ``/healthz`` answers 503 "waiting for Spark executors at
     spark://…"; SPARK_EXECUTOR_WAIT after the loss (+15 s) the load fails as temporary, naming the
-    master; with a worker again the next run loads everything once."""
+    master; so does a run started while no executor is left (its warm-up waited, silent, for ever);
+    with a worker again the next run loads everything once."""
     import json
 
     from pipeline.settings.resolve import resolve
@@ -100,6 +101,12 @@ def test_a_load_whose_only_worker_died_fails_naming_the_master_and_healthz_says_
         assert follow.popen.poll() is None  # a temporary failure: the follower goes on
         assert follow.terminate() == 0, follow.output[-3000:]
         assert "job load failed after" in follow.output and "(temporary;" in follow.output, follow.output[-3000:]
+        # a run started while no executor is left: its warm-up's jobs waited, silent, for ever
+        started = time.monotonic()
+        alone = run_cli("events_pipeline.py", "--run", env=env, timeout=120)
+        assert alone.returncode != 0 and f"No Spark executors for 10s at {cluster.url}" in alone.stderr, \
+            alone.stdout + alone.stderr
+        assert time.monotonic() - started < 90
         cluster.add_worker()
         again = run_cli("events_pipeline.py", "--run", env=env)
         assert again.returncode == 0, again.stdout + again.stderr
