@@ -34,6 +34,7 @@ _lock = threading.Lock()
 _current: dict[int, Wait] = {}
 _ids = itertools.count()
 _gave_up: tuple[float, str] | None = None  # (time.monotonic(), what) of the last wait that ended in failure
+_recorded = 0.0  # time.monotonic() when this process last wrote a job's outcome to the lake's history
 
 
 @contextlib.contextmanager
@@ -66,6 +67,20 @@ def gave_up_after(moment: float) -> str | None:
     if gave_up is None or gave_up[0] <= moment:
         return None
     return f"a load gave up waiting for {gave_up[1]} {time.monotonic() - gave_up[0]:.0f}s ago"
+
+
+def recorded() -> None:
+    """A job's outcome is in the lake's history now (a load that recovered, say): an answer taken
+    before it is out of date (it said "failing" for up to a refresh interval after a recovery)."""
+    global _recorded
+    with _lock:
+        _recorded = time.monotonic()
+
+
+def recorded_after(moment: float) -> bool:
+    """Whether this process recorded a job's outcome after ``moment`` (``time.monotonic()``)."""
+    with _lock:
+        return _recorded > moment
 
 
 def current() -> list[str]:

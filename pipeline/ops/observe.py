@@ -81,6 +81,8 @@ OVERDUE_INTERVALS = 3  # an observation the timer could not renew for this many 
 # a reading of the lake and the source that has not finished in this long is evidence that the
 # catalog, the object store or the source does not answer (a slow one, on a busy host, took 52 s)
 HUNG_AFTER_SECONDS = 600.0
+# how long an answer waits for a reading of a job's new outcome (a busy host: the older answer, aged)
+NEWS_WAIT_SECONDS = 5.0
 CLOSE_WAIT_SECONDS = 5.0  # how long close() lets a refresh in flight finish before leaving it
 
 
@@ -152,13 +154,17 @@ class Observer:
     def latest(self) -> Observation:
         with self._lock:
             stale = self._latest is None or time.monotonic() - self._taken > self.ttl
+            # a job of this process recorded its outcome since: the answer must learn of it now
+            news = waiting.recorded_after(self._taken)
             # a load that gave up waiting since: the answer must learn of its failure now
-            stale = stale or waiting.gave_up_after(self._taken) is not None
+            stale = stale or news or waiting.gave_up_after(self._taken) is not None
         pending = self._kick() if stale else None
         with self._lock:
             first = self._latest is None
         if first and pending is not None:
             pending.join()  # nothing to answer from yet
+        elif news and pending is not None:
+            pending.join(NEWS_WAIT_SECONDS)  # a reading of the new record, unless it is slow
         with self._lock:
             latest, taken = self._latest, self._taken
         if latest is None:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import schedule
 
-from pipeline import logs
+from pipeline import logs, waiting
 from pipeline.errors import (
     CatalogUnavailable,
     EngineUnavailable,
@@ -355,6 +355,7 @@ class Scheduler:
                 del self._unrecorded[:-UNRECORDED_KEPT]  # the newest are kept
                 break
             self._unrecorded.pop(0)
+            waiting.recorded()  # this process's /healthz reads the lake's record again
         self.write_state()
 
     def _follow(self) -> None:
