@@ -251,9 +251,8 @@ def short_batch_error(request: ExtractRequest, engine: str, rows: int, files: in
     settings = request.settings
     local = settings.spark.remote is None and settings.spark.master.startswith("local")
     local = local or settings.staging_writer is StagingWriter.DRIVER or not request.folder.is_local
-    executors = scrub_secrets(settings.spark.remote or settings.spark.master)
     cause = ("" if local or engine != Engine.SPARK else
-             f" The likely cause: the Spark executors ({executors}) "
+             f" The likely cause: the Spark executors ({settings.spark.shown}) "
              "do not share this folder with the driver, so they wrote their files elsewhere.")
     if request.lake_target is not None and cause:
         cause += (f" (Zero-copy promotion has them write the lake's files under DUCKLAKE_DATA_PATH="

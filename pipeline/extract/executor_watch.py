@@ -24,7 +24,6 @@ import logging
 import threading
 import time
 from collections.abc import Iterable
-from datetime import timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Protocol, cast
 
@@ -35,6 +34,8 @@ from pipeline.settings.durations import format_duration
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.connect.shell.progress import ProgressHandler, StageInfo
+
+    from pipeline.settings.model import SparkOptions
 
 log = logging.getLogger(__name__)
 LOOK_EVERY_SECONDS = 1.0
@@ -108,15 +109,12 @@ def connect_cluster(spark: SparkSession, remote: str) -> str:
 
 
 class ExtractionWatch:
-    """A context for one extraction: cancels its Spark jobs after ``executor_wait`` without
-    executors or ``timeout`` in all (zero: no such bound), and then, as the block ends, raises
-    :class:`EngineUnavailable` in place of the cancellation. ``remote`` is the Connect server
-    (empty: a classic session on ``master``)."""
+    """A context for one extraction: cancels its Spark jobs after ``options.executor_wait`` without
+    executors or ``options.load_timeout`` in all (zero: no such bound), and then, as the block
+    ends, raises :class:`EngineUnavailable` in place of the cancellation."""
 
-    def __init__(self, spark: SparkSession, master: str, remote: str, executor_wait: timedelta,
-                 timeout: timedelta = timedelta(0)) -> None:
-        self.spark, self.master, self.remote = spark, master, remote
-        self.executor_wait, self.timeout = executor_wait, timeout
+    def __init__(self, spark: SparkSession, options: SparkOptions) -> None:
+        self.spark, self.options = spark, options
         self.gave_up: EngineUnavailable | None = None
         self._executors: Executors | None = None
         self._done = threading.Event()
@@ -124,14 +122,15 @@ class ExtractionWatch:
 
     @property
     def watches_executors(self) -> bool:
-        on_cluster = bool(self.remote) or self.master.startswith(("spark://", "k8s://"))
-        return on_cluster and self.executor_wait.total_seconds() > 0
+        on_cluster = bool(self.options.remote) or self.options.master.startswith(("spark://", "k8s://"))
+        return on_cluster and self.options.executor_wait.total_seconds() > 0
 
     def __enter__(self) -> ExtractionWatch:
         if self.watches_executors:
-            self._executors = (ConnectTasks(self.spark, self.remote) if self.remote
-                               else RegisteredExecutors(self.spark, self.master))
-        if self._executors is not None or self.timeout.total_seconds() > 0:
+            remote = self.options.remote
+            self._executors = (ConnectTasks(self.spark, remote) if remote
+                               else RegisteredExecutors(self.spark, self.options.master))
+        if self._executors is not None or self.options.load_timeout.total_seconds() > 0:
             self._thread = threading.Thread(target=self._watch, name="extraction-watch", daemon=True)
             self._thread.start()
         return self
@@ -149,12 +148,13 @@ class ExtractionWatch:
     def _watch(self) -> None:
         started = time.monotonic()
         executors = self._executors
+        executor_wait, timeout = self.options.executor_wait, self.options.load_timeout.total_seconds()
         with contextlib.ExitStack() as wait:  # the registered wait for executors, while there is one
             since: float | None = None  # when the executors were first seen gone
             warned = False
             while not self._done.wait(LOOK_EVERY_SECONDS):
                 now = time.monotonic()
-                if self.timeout.total_seconds() > 0 and now - started >= self.timeout.total_seconds():
+                if timeout > 0 and now - started >= timeout:
                     self._give_up(self._timed_out())
                     return
                 if executors is None:
@@ -172,14 +172,14 @@ class ExtractionWatch:
                 if since is None:
                     since = now
                     wait.enter_context(waiting.waiting_for(f"Spark executors at {executors.where}", since,
-                                                           self.executor_wait))
+                                                           executor_wait))
                 waited = now - since
-                if not warned and waited >= min(10.0, self.executor_wait.total_seconds() / 2):
+                if not warned and waited >= min(10.0, executor_wait.total_seconds() / 2):
                     log.warning("waiting for Spark executors at %s: none to run the load's tasks for "
                                 "%.0fs; the load gives up after %s", executors.where, waited,
-                                format_duration(self.executor_wait))
+                                format_duration(executor_wait))
                     warned = True
-                if waited >= self.executor_wait.total_seconds():
+                if waited >= executor_wait.total_seconds():
                     waiting.give_up(f"Spark executors at {executors.where}")  # unhealthy until recorded
                     self._give_up(self._no_executors(executors.where))
                     return
@@ -192,17 +192,16 @@ class ExtractionWatch:
 
     def _no_executors(self, where: str) -> EngineUnavailable:
         return EngineUnavailable(
-            f"No Spark executors for {format_duration(self.executor_wait)} at {where}: the extraction "
-            "was cancelled; nothing was staged or promoted.",
+            f"No Spark executors for {format_duration(self.options.executor_wait)} at {where}: the "
+            "extraction was cancelled; nothing was staged or promoted.",
             "Check the cluster's workers (the master's page lists them) and that they can reach the "
             "driver; the next run reads the same window again. SPARK_EXECUTOR_WAIT sets how long a "
             "load waits for one.")
 
     def _timed_out(self) -> EngineUnavailable:
-        where = scrub_secrets(self.remote) or self.master
         return EngineUnavailable(
-            f"The extraction ran past LOAD_TIMEOUT ({format_duration(self.timeout)}) on {where}: it "
-            "was cancelled; nothing was staged or promoted.",
+            f"The extraction ran past LOAD_TIMEOUT ({format_duration(self.options.load_timeout)}) on "
+            f"{self.options.shown}: it was cancelled; nothing was staged or promoted.",
             "Look for a read stuck in the source (pg_stat_activity: a lock it waits on) or a stalled "
             "Spark task (its log); the next run reads the same window again. A first load of a very "
             "large table may need a larger LOAD_TIMEOUT (0: no bound).")

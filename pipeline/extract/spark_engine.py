@@ -73,7 +73,8 @@ def jdbc_options(request: ExtractRequest, window: Window, partitions: int) -> di
     snapshot = import_statements(request.snapshot_id) if request.snapshot_id else []
     split = partitions > 1 and stats.min_ts is not None and stats.max_ts is not None \
         and stats.min_ts < stats.max_ts
-    columns = {**STAGED_COLUMNS, split_column(request): "event_timestamp"} if split else None
+    split_on = split_column(request)
+    columns = {**STAGED_COLUMNS, split_on: "event_timestamp"} if split else None
     query = select_sql(request.plan.source.sql, window, request.extra_columns, columns=columns)
     options = {
         **connection_options(settings),
@@ -86,7 +87,7 @@ def jdbc_options(request: ExtractRequest, window: Window, partitions: int) -> di
         assert stats.min_ts is not None and stats.max_ts is not None
         # bounds only shape the split; rows outside them still land in the first/last partition.
         # Spark writes them back as text, which Postgres reads in the session's zone: wall clock there
-        options.update(partitionColumn=split_column(request), numPartitions=str(partitions),
+        options.update(partitionColumn=split_on, numPartitions=str(partitions),
                        lowerBound=wall_clock(stats.min_ts, request.timezone),
                        upperBound=wall_clock(stats.max_ts, request.timezone))
     return options
@@ -132,8 +133,7 @@ class SparkExtractor:
         """Every Spark job of this extractor runs in here: a stop request of a one-shot command
         cancels it; so do a cluster without executors and a job past LOAD_TIMEOUT, which then fail
         as temporary (:class:`~pipeline.extract.executor_watch.ExtractionWatch`)."""
-        watch = ExtractionWatch(self.spark, options.master, options.remote or "", options.executor_wait,
-                                options.load_timeout)
+        watch = ExtractionWatch(self.spark, options)
         with cancellable(lambda: cancel_jobs(self.spark)), watch:
             yield
 
@@ -150,8 +150,8 @@ class SparkExtractor:
                                                                           default_cores(self.spark))
         options = jdbc_options(request, request.window, partitions)
         frame = self.spark.read.format("jdbc").options(**options).load()
-        if split_column(request) in frame.columns:
-            frame = frame.drop(split_column(request))
+        if (split := split_column(request)) in frame.columns:
+            frame = frame.drop(split)
         if request.lake_target is not None:
             writer = self._lake_writer(frame, request.lake_target)
             target = incoming_dir(request.lake_target, request.batch_id).spark_uri()

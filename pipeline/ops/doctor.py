@@ -77,7 +77,7 @@ def jdbc_check(spark: SparkOptions) -> Check:
     from pipeline.extract.spark_session import driver_help, resolve_jdbc_driver
 
     if spark.remote:
-        return Check("jdbc driver", OK, f"Spark Connect ({scrub_secrets(spark.remote)}): the server's own "
+        return Check("jdbc driver", OK, f"Spark Connect ({spark.shown}): the server's own "
                      "jars (start it with --jars /usr/share/java/postgresql.jar)")
     driver = resolve_jdbc_driver(spark.jdbc_jar)
     if driver.conf_key == "spark.jars.packages":
@@ -191,7 +191,7 @@ class Doctor:
         from pipeline.extract.spark_engine import connection_options
         from pipeline.extract.spark_lease import SparkLease
 
-        where = scrub_secrets(self.settings.spark.remote or self.settings.spark.master)
+        where = self.settings.spark.shown
         # a lease: doctor stops the Spark it started, never a session someone else in this process holds
         lease = SparkLease.take(self.settings, "event-lake-doctor")
         spark = lease.session

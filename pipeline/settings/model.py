@@ -16,7 +16,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TypedDict
 
-from pipeline.errors import ConfigError
+from pipeline.errors import ConfigError, scrub_secrets
 from pipeline.settings.catalog import CatalogSpec
 from pipeline.settings.pgdsn import PgDsn
 from pipeline.settings.secret import Secret
@@ -94,6 +94,11 @@ class SparkOptions:
     partitions: int | None = None  # read slices (tasks); None: planned from rows and task slots
     reader: Reader = Reader.ARROW
     class_archive: Path | None = None  # folder of the driver JVM's class archive; None: none
+
+    @property
+    def shown(self) -> str:
+        """Where Spark runs, as messages name it: a Connect address's token masked."""
+        return scrub_secrets(self.remote or self.master)
 
 
 @dataclass(frozen=True, kw_only=True)
