@@ -135,12 +135,13 @@ def _winner_first(extra_columns: dict[str, str] | None) -> str:
 
 # What one scan tells about a batch: rows, loadable rows, their distinct ids and time range,
 # and how many cannot be loaded (its own columns are not read: the default helper names hold).
+_REASON = Helpers().reason
 BATCH_STATS = f"""
-    SELECT count(*), count(*) FILTER (WHERE {Helpers().reason} IS NULL),
-           count(DISTINCT event_id) FILTER (WHERE {Helpers().reason} IS NULL),
-           min(event_timestamp) FILTER (WHERE {Helpers().reason} IS NULL),
-           max(event_timestamp) FILTER (WHERE {Helpers().reason} IS NULL),
-           count(*) FILTER (WHERE {Helpers().reason} IS NOT NULL)
+    SELECT count(*), count(*) FILTER (WHERE {_REASON} IS NULL),
+           count(DISTINCT event_id) FILTER (WHERE {_REASON} IS NULL),
+           min(event_timestamp) FILTER (WHERE {_REASON} IS NULL),
+           max(event_timestamp) FILTER (WHERE {_REASON} IS NULL),
+           count(*) FILTER (WHERE {_REASON} IS NOT NULL)
     FROM ({VALIDATED})
 """
 

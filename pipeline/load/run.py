@@ -544,7 +544,7 @@ class _ImageLoad:
         short = self._image(lake_identity, engines, promote_now, {})
         if short and (lacking := self._image(lake_identity, engines, True, short)):
             # read in this snapshot, whole, and still not in the lake: not a late arrival
-            self.report.lacking = {table: count for table, count in lacking.items() if count}
+            self.report.lacking = lacking
             log.error("after reading the whole look-back the lake still lacks %s that the source held "
                       "when it was read: rows lost on the way, not late (the next run reads them "
                       "again; %s names them)", self.report.lacking_words(), actions.STATUS)

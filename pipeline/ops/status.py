@@ -218,15 +218,16 @@ def _cadence(load_every: timedelta, last_load: jobs.JobRun | None) -> health.Cad
 
 
 def _identity(conn: psycopg.Connection, settings: ResolvedSettings, table: TableSpec, source: SourceRelation,
-              watermark: datetime) -> proof.RangeCheck:
-    """The lake against the source over the look-back behind the watermark, by id. Ids the lake
+              watermark: datetime, now: datetime) -> proof.RangeCheck:
+    """The lake against the source over the look-back behind the watermark (and after ``now`` −
+    SOURCE_RETENTION, ``now`` the source's clock), by id. Ids the lake
     lacks there are rows the next load reads (late arrivals); rows the source deleted or moved
     after loading are a divergence no load repairs."""
     how = IdShape.read(conn, source)
     # the lake's reads in one snapshot of it: the last batch's mark is the one of the rows it counted
     with lake_session(settings, read_only=True) as opened, one_read(opened):
         lake = opened.table_of(table)
-        low = complete_after(watermark - settings.lookback, stats.server_now(conn), settings.source_retention)
+        low = complete_after(watermark - settings.lookback, now, settings.source_retention)
         check = proof.compare(conn, lake, source, low, watermark, how)
         earlier = batch_table.last_arrivals(lake) if check.missing else None
     # extras a load took since: not deleted
@@ -359,7 +360,7 @@ def _collect(settings: ResolvedSettings, table: TableSpec, *, checked: Integrity
                 damaged = facts.integrity is not None and facts.integrity.problems
                 if watermark is not None and not damaged:  # the look-back, id by id (a damaged file
                     # fails every read of the ids, and is the finding already)
-                    identity = _identity(conn, settings, table, source, watermark)
+                    identity = _identity(conn, settings, table, source, watermark, now)
                     surplus = identity.diverged
                 # a table without the arrival column is read by its window (pipeline.source.shape)
                 if column not in source.types:
