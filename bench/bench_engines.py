@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import drop_databases, print_table, scratch_settings
 from pipeline import embedded
-from pipeline.lake.verify import compare
+from pipeline.load.verify import compare
 from pipeline.settings import load_settings
 from tests.spark_services import ConnectServer, StandaloneCluster
 

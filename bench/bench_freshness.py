@@ -94,7 +94,7 @@ def percentile(values: list[float], share: float) -> float:
 
 
 def one_rate(args: argparse.Namespace, rate: int) -> list[tuple[str, str]]:
-    from pipeline.lake.verify import compare
+    from pipeline.load.verify import compare
 
     with tempfile.TemporaryDirectory(prefix="el-fresh-") as tmp:
         env, dbs = scratch_env(Path(tmp), promotion=args.promotion)

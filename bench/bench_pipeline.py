@@ -35,7 +35,7 @@ from bench.common import (
 )
 from pipeline import embedded
 from pipeline.extract.engines import make_extractor
-from pipeline.lake import verify
+from pipeline.load import verify
 from pipeline.settings import load_settings
 from tests.helpers import run
 

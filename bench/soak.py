@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import drop_databases, print_table, scratch_env
 from pipeline import embedded
 from pipeline.errors import LakeNotCreated
-from pipeline.lake.verify import compare
+from pipeline.load.verify import compare
 from pipeline.settings import load_settings
 from tests.helpers import lake_query
 

@@ -4,7 +4,7 @@ The library (everything outside :mod:`pipeline.cli`) never spells a command-line
 that tells the user to verify the lake holds :data:`VERIFY`, and its text is chosen when the
 message is made, by the voice the front end installed with :func:`speak`: the command line says
 ``--verify``; a notebook or an orchestrator that imports the library gets the library's own names
-(``pipeline.lake.verify``). So ``lake/`` and ``ops/`` can be used without CLI wording in their
+(``pipeline.load.verify``). So ``lake/`` and ``ops/`` can be used without CLI wording in their
 errors, and a renamed flag is renamed in one place (``pipeline/cli/voice.py``).
 """
 
@@ -59,7 +59,7 @@ STATUS = Action("status", "Pipeline.status()")
 RETRY_FAILED = Action("retry_failed", "Pipeline.retry_failed()")
 RECONCILE = Action("reconcile", "Pipeline.reconcile()")
 SINCE = Action("since", "since=")
-VERIFY = Action("verify", "pipeline.lake.verify")
+VERIFY = Action("verify", "pipeline.load.verify")
 REPAIR = Action("repair", "Pipeline.repair()")
 SQL = Action("sql", "a SQL session (pipeline.sql_session.query)")
 WRITE = Action("write", "write=True")

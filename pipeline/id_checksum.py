@@ -16,7 +16,7 @@ Pure SQL text and arithmetic: :mod:`pipeline.source.stats` and :mod:`pipeline.la
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import SupportsInt
 from uuid import UUID
@@ -45,16 +45,29 @@ _DUCK_HALF = "('0x' || substr(replace(CAST({id} AS VARCHAR), '-', ''), {start}, 
 
 @dataclass(frozen=True)
 class IdSum:
-    """How many ids a range holds, and the sums of their high and low halves (0 for none)."""
+    """How many ids a range holds, and the sums of their high and low halves (0 for none); with the
+    content proof, the sums of their rows' hashes' halves too (:mod:`pipeline.content_hash`; 0:
+    not summed)."""
 
     count: int = 0
     high: int = 0
     low: int = 0
+    content_high: int = 0
+    content_low: int = 0
 
     @classmethod
     def of(cls, count: SupportsInt | None, high: SupportsInt | None, low: SupportsInt | None) -> IdSum:
         """From a query's count and sums of halves: each sum reduced modulo 2**64."""
         return cls(int(count or 0), int(high or 0) % MODULUS, int(low or 0) % MODULUS)
+
+    def with_content(self, high: SupportsInt | None, low: SupportsInt | None) -> IdSum:
+        """These ids with their rows' hash sums (each reduced modulo 2**64)."""
+        return replace(self, content_high=int(high or 0) % MODULUS, content_low=int(low or 0) % MODULUS)
+
+    @property
+    def ids(self) -> IdSum:
+        """The ids alone: what a load's proof records, and what the identity check compares."""
+        return IdSum(self.count, self.high, self.low)
 
     @property
     def checksum(self) -> str:
@@ -62,10 +75,13 @@ class IdSum:
         return f"{self.high:016x}{self.low:016x}"
 
     def __add__(self, other: IdSum) -> IdSum:
-        return IdSum.of(self.count + other.count, self.high + other.high, self.low + other.low)
+        return IdSum.of(self.count + other.count, self.high + other.high, self.low + other.low).with_content(
+            self.content_high + other.content_high, self.content_low + other.content_low)
 
     def as_dict(self) -> dict[str, object]:
-        return {"count": self.count, "checksum": self.checksum}
+        content = ({"content_checksum": f"{self.content_high:016x}{self.content_low:016x}"}
+                   if self.content_high or self.content_low else {})
+        return {"count": self.count, "checksum": self.checksum, **content}
 
 
 def of_ids(ids: Iterable[UUID]) -> IdSum:
@@ -100,6 +116,17 @@ def postgres_sums(uuid_sql: str) -> str:
 
 def duckdb_sums(uuid_sql: str) -> str:
     return f"sum({_DUCK_HALF.format(id=uuid_sql, start=1)}), sum({_DUCK_HALF.format(id=uuid_sql, start=17)})"
+
+
+def postgres_hash_sums(hash_sql: str) -> str:
+    """``sum(high), sum(low)`` of the 64-bit halves of ``hash_sql`` (32 hex digits: an md5)."""
+    return (f"sum(('x' || substr({hash_sql}, 1, 16))::bit(64)::bigint), "
+            f"sum(('x' || substr({hash_sql}, 17, 16))::bit(64)::bigint)")
+
+
+def duckdb_hash_sums(hash_sql: str) -> str:
+    return (f"sum(('0x' || substr({hash_sql}, 1, 16))::UBIGINT::HUGEINT), "
+            f"sum(('0x' || substr({hash_sql}, 17, 16))::UBIGINT::HUGEINT)")
 
 
 def postgres_bucket(seconds: int) -> str:

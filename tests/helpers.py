@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from generators.writer import add_events as write_events
 from pipeline.lake import connect as lake
-from pipeline.lake import verify
+from pipeline.load import verify
 from pipeline.settings import Settings, TableSpec
 from pipeline.settings.model import Promotion
 from pipeline.settings.resolve import resolve

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -34,25 +34,25 @@ from pipeline.promote.zero_copy import LakeTarget, PromotionChoice
 from pipeline.settings import ResolvedSettings, TableSpec
 from pipeline.settings.model import Engine, StagingWriter
 from pipeline.source.plan import BatchPlan
-from pipeline.source.shape import STAGED_COLUMNS
+from pipeline.source.shape import STAGED_COLUMNS, staged_extra
 from pipeline.source.stats import WindowStats
 from pipeline.source.window import Window, iso
-from pipeline.sqltext import quote_ident
 from pipeline.staging import StagedBatch
 from pipeline.storage.folder import Folder
 from pipeline.storage.outage import store_outage
 
 
-def select_sql(relation: str, window: Window, extra_columns: Iterable[str] = (),
+def select_sql(relation: str, window: Window, extra_columns: Mapping[str, str] | None = None,
                columns: Mapping[str, str] | None = None, also: str | None = None) -> str:
     """The one SELECT every reader runs (with literal bounds: JDBC subqueries take no params):
     the staged columns as text, or ``columns`` (the arrow reader's typed ones for a UUID/JSON
     zero-copy lake), with ``also`` (a slice's page range) ANDed to the window. Columns the
-    source added (schema drift) travel as text; the promoter casts them. ``relation``: the table
+    source added (schema drift) travel as text (:func:`pipeline.source.shape.staged_extra`); the
+    promoter casts them. ``relation``: the table
     as the stages read it (:attr:`pipeline.source.shape.SourceRelation.sql`)."""
     chosen = STAGED_COLUMNS if columns is None else columns
     columns_sql = ", ".join([f"{expr} AS {name}" for name, expr in chosen.items()]
-                        + [f"{quote_ident(name)}::text AS {quote_ident(name)}" for name in extra_columns])
+                        + staged_extra(extra_columns or {}))
     where = window.literal_sql() if also is None else f"({window.literal_sql()}) AND {also}"
     return f"SELECT {columns_sql} FROM {relation} WHERE {where}"
 
@@ -207,6 +207,7 @@ def _extract_claimed(extractor: Extractor, request: ExtractRequest, folder: Fold
         extract_seconds=round(time.monotonic() - started, 3),
         lake_id=request.lake_id,
         extra_columns=request.extra_columns or None,
+        extra_defaults=request.plan.extra_defaults or None,
         source=request.settings.source_name(request.table),
         lake_files=lake or None,
         lake_snapshot=target.snapshot_id if target else None,

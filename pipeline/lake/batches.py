@@ -12,6 +12,7 @@ from uuid import UUID
 import duckdb
 
 from pipeline import id_checksum
+from pipeline.content_hash import RowHash
 from pipeline.id_checksum import IdSum
 from pipeline.lake.rows import fetch_dicts
 from pipeline.lake.session import Lake, LakeTable
@@ -159,17 +160,32 @@ def _range_sql(low: datetime | None) -> str:
 
 
 def id_sums(lake: LakeTable, low: datetime | None, upper: datetime,
-            bucket_seconds: int | None = None) -> dict[int, IdSum]:
+            bucket_seconds: int | None = None, content: RowHash | None = None) -> dict[int, IdSum]:
     """Which ids the events table holds dated in ``(low, upper]``, as (count, checksum) per bucket
-    (the lake side of :mod:`pipeline.load.proof`). Every row counts: an id held twice differs."""
+    (the lake side of :mod:`pipeline.load.proof`). Every row counts: an id held twice differs.
+    ``content``: with the sums of the rows' hashes."""
     bucket = id_checksum.duckdb_bucket(bucket_seconds) if bucket_seconds else "0"
+    hashes = id_checksum.duckdb_hash_sums("hash") if content else "0, 0"
     rows = lake.execute(
-        f"SELECT bucket, count(*), {id_checksum.duckdb_sums('id')} FROM (SELECT "
+        f"SELECT bucket, count(*), {id_checksum.duckdb_sums('id')}, {hashes} FROM (SELECT "
         # TRY_CAST: text in a zero-copy lake made by the JDBC reader
-        f"TRY_CAST(event_id AS UUID) AS id, {bucket} AS bucket FROM {lake.rows} "
+        f"TRY_CAST(event_id AS UUID) AS id, {bucket} AS bucket"
+        f"{f', {content.duckdb()} AS hash' if content else ''} FROM {lake.rows} "
         f"WHERE {_range_sql(low)}) GROUP BY bucket", {"upper": upper, **({"low": low} if low else {})}
     ).fetchall()
-    return {int(bucket): IdSum.of(count, high, low_sum) for bucket, count, high, low_sum in rows}
+    return {int(number): IdSum.of(count, high, low_sum).with_content(c_high, c_low)
+            for number, count, high, low_sum, c_high, c_low in rows}
+
+
+def rows_in_buckets(lake: LakeTable, low: datetime | None, upper: datetime, buckets: list[int],
+                    bucket_seconds: int, content: RowHash) -> set[tuple[int, UUID, str]]:
+    """(bucket, id, row hash) of the events table's rows dated in ``(low, upper]`` in ``buckets``."""
+    bucket = id_checksum.duckdb_bucket(bucket_seconds)
+    rows = lake.execute(
+        f"SELECT {bucket}, TRY_CAST(event_id AS UUID), {content.duckdb()} FROM {lake.rows} "
+        f"WHERE {_range_sql(low)} AND list_contains($buckets, {bucket})",
+        {"buckets": buckets, "upper": upper, **({"low": low} if low else {})}).fetchall()
+    return {(int(number), row_id, digest) for number, row_id, digest in rows if row_id is not None}
 
 
 def ids_in_buckets(lake: LakeTable, low: datetime | None, upper: datetime,

@@ -74,6 +74,7 @@ def plan_batch(snapshot: PlannerSnapshot, lake: LakeTable, settings: ResolvedSet
                      snapshot_xmin=snapshot.xmin,
                      completeness=check if window.arrivals is not None else None, rows_behind=rows_behind,
                      ids=ids, source_ids=source_ids, lake_ids=lake_ids, extra_columns=extra_columns,
+                     extra_defaults=shape.values_before(conn, source, extra_columns),
                      lake_was_empty=watermark is None and batches.holds_no_row(lake), backfill=backfill)
 
 

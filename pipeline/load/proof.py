@@ -22,10 +22,12 @@ from uuid import UUID
 import psycopg
 
 from pipeline import actions, id_checksum
+from pipeline.content_hash import RowHash
 from pipeline.errors import ConfigError
 from pipeline.id_checksum import IdSum
 from pipeline.image import PerTable
 from pipeline.lake import batches
+from pipeline.lake.schema import events_column_types
 from pipeline.lake.session import LakeTable
 from pipeline.settings.pgdsn import PgDsn
 from pipeline.source import stats
@@ -49,25 +51,31 @@ class RangeCheck:
     missing: list[UUID] = field(default_factory=list)  # source ids the lake lacks
     extra: list[UUID] = field(default_factory=list)  # lake rows beyond the source's, one per surplus row
     moved: list[UUID] = field(default_factory=list)  # source ids in range the lake holds dated elsewhere
+    # ids the lake holds where the source does, with other contents (updated after loading)
+    changed: list[UUID] = field(default_factory=list)
     # of ``missing``, those an earlier load's snapshot already held (--status): not late arrivals
     missed: list[UUID] = field(default_factory=list)
     buckets: list[datetime] = field(default_factory=list)  # where they differ: the buckets' starts
     bucket_seconds: int = MINUTE
+    by_content: bool = False  # the rows' contents compared too (pipeline.content_hash)
 
     @property
     def exact(self) -> bool:
-        """The same ids in the range (and, compared bucket by bucket, each in its bucket)."""
-        return self.source == self.lake and not (self.missing or self.extra or self.moved)
+        """The same ids in the range (and, compared bucket by bucket, each in its bucket), and with
+        the content proof the same contents: located row by row where the sums differ (an id the
+        source holds in several forms is held in any one of them)."""
+        return self.source.ids == self.lake.ids and not (self.missing or self.extra or self.moved
+                                                         or self.changed)
 
     @property
     def diverged(self) -> int:
-        """Rows the source changed after loading (deleted, or moved in time): the lake keeps them."""
+        """Rows the source deleted or moved in time after loading: the lake keeps them."""
         return len(self.extra) + len(self.moved)
 
     def describe(self) -> str:
         span = f"({iso(self.low) if self.low else '-inf'}, {iso(self.upper)}]"
         if self.exact:
-            return f"lake == source by id in {span}: {self.source.count} id(s)"
+            return f"lake == source by {self._by} in {span}: {self.source.count} id(s)"
         parts = []
         if self.missing:
             parts.append(f"{len(self.missing)} source id(s) not in the lake (e.g. {_ids(self.missing)})")
@@ -77,16 +85,24 @@ class RangeCheck:
         if self.extra:
             parts.append(f"{len(self.extra)} lake row(s) the source does not hold there (deleted or moved "
                          f"after loading, or an id held twice; e.g. {_ids(self.extra)})")
+        if self.changed:
+            parts.append(f"{len(self.changed)} lake row(s) whose contents the source changed after loading "
+                         f"(same id and bucket; e.g. {_ids(self.changed)})")
         first = (f"; the first {self.bucket_seconds // 60}-minute bucket that differs starts "
                  f"{iso(self.buckets[0])}" if self.buckets else "")
         found = "; ".join(parts) or "checksums differ"
-        return f"lake differs from source by id in {span}: {found}{first}"
+        return f"lake differs from source by {self._by} in {span}: {found}{first}"
+
+    @property
+    def _by(self) -> str:
+        return "id and content" if self.by_content else "id"
 
     def as_dict(self) -> dict[str, object]:
         return {"low": iso(self.low) if self.low else None, "upper": iso(self.upper),
                 "source": self.source.as_dict(), "lake": self.lake.as_dict(), "exact": self.exact,
                 "missing": len(self.missing), "extra": len(self.extra), "moved": len(self.moved),
-                "missed": len(self.missed),
+                "missed": len(self.missed), "changed": len(self.changed),
+                "changed_ids": [str(i) for i in self.changed[:SHOWN]],
                 "missing_ids": [str(i) for i in self.missing[:SHOWN]],
                 "extra_ids": [str(i) for i in self.extra[:SHOWN]],
                 "differing_buckets": [iso(b) for b in self.buckets[:SHOWN]]}
@@ -107,45 +123,59 @@ def source_ids(conn: psycopg.Connection, table: SourceRelation, low: datetime | 
 @dataclass(frozen=True)
 class LakeSide:
     """What the lake holds of a range: its events table's ids, the rows it set aside there for
-    their details, and of those the ones the source still has as they were (held too)."""
+    their details, and of those the ones the source still has as they were (held too, with the
+    source's contents: the quarantine keeps them as they were)."""
 
     events: IdSum
     set_aside: int
     kept: set[UUID]
+    kept_sums: IdSum
 
     @property
     def held(self) -> IdSum:
-        return self.events + id_checksum.of_ids(self.kept)
+        return self.events + self.kept_sums
 
 
 def lake_side(conn: psycopg.Connection, lake: LakeTable, table: SourceRelation,
-              low: datetime | None, upper: datetime, how: IdShape) -> LakeSide:
+              low: datetime | None, upper: datetime, how: IdShape,
+              content: RowHash | None = None) -> LakeSide:
     """The lake's side of ``(low, upper]`` (``conn``: the source, asked which set-aside rows it kept)."""
-    events = batches.id_sums(lake, low, upper).get(0, IdSum())
+    events = batches.id_sums(lake, low, upper, content=content).get(0, IdSum())
     set_aside = batches.quarantined_in_range(lake, low, upper)
     kept = stats.unchanged_rows(conn, table, set_aside, uuid_typed=how.uuid_typed)
-    return LakeSide(events, len(set_aside), kept)
+    return LakeSide(events, len(set_aside), kept, stats.sums_of_ids(conn, table, kept, content))
+
+
+def row_hash(lake: LakeTable, source: SourceRelation, how: IdShape) -> RowHash:
+    """The content proof's columns of a table: the lake table's that the source has
+    (:mod:`pipeline.content_hash`)."""
+    return RowHash.of(events_column_types(lake), source.types, source.id_column, source.time_column,
+                      uuid_typed=how.uuid_typed)
 
 
 def compare(conn: psycopg.Connection, lake: LakeTable, table: SourceRelation,
             low: datetime | None, upper: datetime, how: IdShape, *, source: IdSum | None = None,
-            bucket_seconds: int = MINUTE, every_bucket: bool = False) -> RangeCheck:
+            bucket_seconds: int = MINUTE, every_bucket: bool = False,
+            content: RowHash | None = None) -> RangeCheck:
     """Compare the lake (``lake``) with the source (``conn``, whose snapshot ``source`` was read in
     when given) over ``(low, upper]``; locate the difference id by id when there is one.
     ``every_bucket``: compare bucket by bucket even when the range's sums agree, so a row moved
-    inside the range shows too (a proof; a load's check asks only which ids the range holds)."""
+    inside the range shows too (a proof; a load's check asks only which ids the range holds).
+    ``content``: compare the rows' contents too, and name the rows that differ (``changed``)."""
     # the lake first, then the source: every row a load put in the lake was in the source before,
     # so a source read after the lake's cannot miss one of them (read the other way round, rows a
     # running follower promoted in between looked deleted from the source)
-    side = lake_side(conn, lake, table, low, upper, how)
+    side = lake_side(conn, lake, table, low, upper, how, content)
     if source is None:
-        source = source_ids(conn, table, low, upper, how)
+        source = stats.id_sums(conn, table, low, upper, uuid_typed=how.uuid_typed, unique=how.unique,
+                               content=content).get(0, IdSum())
     held, kept = side.held, side.kept
+    by_content = content is not None
     if held == source and not every_bucket:
-        return RangeCheck(low, upper, source, held, bucket_seconds=bucket_seconds)
-    by_lake = batches.id_sums(lake, low, upper, bucket_seconds)
+        return RangeCheck(low, upper, source, held, bucket_seconds=bucket_seconds, by_content=by_content)
+    by_lake = batches.id_sums(lake, low, upper, bucket_seconds, content)
     by_source = stats.id_sums(conn, table, low, upper, uuid_typed=how.uuid_typed, unique=how.unique,
-                              bucket_seconds=bucket_seconds)
+                              bucket_seconds=bucket_seconds, content=content)
     # buckets holding a kept quarantined row differ too (the events table lacks it): its id is
     # found with the others and counted as held
     differing = id_checksum.differing(by_source, by_lake)
@@ -172,8 +202,30 @@ def compare(conn: psycopg.Connection, lake: LakeTable, table: SourceRelation,
     moved = (absent & set(surplus)) | elsewhere
     missing = sorted(absent - moved)
     extra = sorted(i for i in surplus if i not in moved)
-    return RangeCheck(low, upper, source, held, missing, extra, sorted(moved), buckets=buckets,
-                      bucket_seconds=bucket_seconds)
+    changed: list[UUID] = []
+    if content is not None and differing:
+        changed, where = _changed(conn, lake, table, low, upper, differing, bucket_seconds, content,
+                                  {*absent, *surplus, *moved, *kept})
+        buckets = sorted({*buckets, *where})
+    return RangeCheck(low, upper, source, held, missing, extra, sorted(moved), changed=changed,
+                      buckets=buckets, bucket_seconds=bucket_seconds, by_content=by_content)
+
+
+def _changed(conn: psycopg.Connection, lake: LakeTable, table: SourceRelation, low: datetime | None,
+             upper: datetime, differing: list[int], bucket_seconds: int, content: RowHash,
+             named: set[UUID]) -> tuple[list[UUID], list[datetime]]:
+    """The ids in ``differing`` buckets both sides hold whose lake row the source holds in no form
+    (``named``: ids found missing, surplus or moved already), and their buckets' starts."""
+    source_forms: dict[UUID, set[str]] = {}
+    for _, row_id, digest in stats.rows_in_buckets(conn, table, low, upper, differing, bucket_seconds,
+                                                   content):
+        source_forms.setdefault(row_id, set()).add(digest)
+    changed: dict[UUID, int] = {}
+    for number, row_id, digest in batches.rows_in_buckets(lake, low, upper, differing, bucket_seconds,
+                                                          content):
+        if row_id in source_forms and row_id not in named and digest not in source_forms[row_id]:
+            changed[row_id] = number
+    return sorted(changed), [id_checksum.bucket_start(b, bucket_seconds) for b in set(changed.values())]
 
 
 def newer_than_snapshot(source_dsn: PgDsn, table: SourceRelation, check: RangeCheck,
@@ -214,6 +266,10 @@ class ImageCheck(PerTable[RangeCheck]):
     def moved(self) -> list[UUID]:
         return [i for check in self.tables.values() for i in check.moved]
 
+    @property
+    def changed(self) -> list[UUID]:
+        return [i for check in self.tables.values() for i in check.changed]
+
     def describe(self) -> str:
         return "\n".join([super().describe(), *(f"{name}: nothing loaded yet: no range to prove"
                                                 for name in self.not_loaded)])
@@ -233,5 +289,6 @@ def prove_in(conn: psycopg.Connection, lake: LakeTable, table: SourceRelation,
     upper = min(watermark, now, *([common] if common else []))
     low = complete_after(upper - since if since is not None else None, now, retention)
     bucket = HOUR if since is None or since > timedelta(days=1) else MINUTE
-    return compare(conn, lake, table, low, upper, IdShape.read(conn, table),
-                   bucket_seconds=bucket, every_bucket=True)
+    how = IdShape.read(conn, table)
+    return compare(conn, lake, table, low, upper, how, bucket_seconds=bucket, every_bucket=True,
+                   content=row_hash(lake, table, how))

@@ -30,7 +30,7 @@ from pipeline.settings import ResolvedSettings, TableSpec
 from pipeline.settings.durations import format_duration
 from pipeline.source import shape, stats
 from pipeline.source.connect import connect as connect_source
-from pipeline.source.shape import IdShape, SourceRelation
+from pipeline.source.shape import IdShape, SourceRelation, staged_extra
 from pipeline.source.window import Window, complete_after, iso
 from pipeline.sqltext import one_row, quote_ident, quote_literal
 from pipeline.staging import StagedBatch
@@ -265,7 +265,7 @@ def _backfill(lake: LakeTable, source: Source, staged: Folder, hours: list[datet
                          f"'{iso(h + HOUR)}'::timestamptz)" for h in hours)
     extra = [quote_ident(name) for name in source.extra_columns]
     columns = ", ".join([f"{expr} AS {name}" for name, expr in STAGED_COLUMNS.items()]
-                        + [f"{name}::text AS {name}" for name in extra])
+                        + staged_extra(source.extra_columns))
     # the query runs in Postgres (index range scans over the differing hours only); its rows
     # are held once in DuckDB for both comparisons
     source_query = (f"SELECT {columns} FROM {source.table.sql} "

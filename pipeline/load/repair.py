@@ -1,8 +1,9 @@
-"""``--repair``: make the lake hold exactly the source's ids over a range again, in one snapshot.
+"""``--repair``: make the lake hold exactly the source's rows over a range again, in one snapshot.
 
-The identity check (:mod:`pipeline.load.proof`) reports rows the source deleted or moved (an
-``UPDATE`` of ``event_timestamp``) after they were loaded; loads never change what the lake holds
-(an id is loaded once). Repair is the one command that does: in one DuckLake transaction, under
+The identity check (:mod:`pipeline.load.proof`) reports rows the source deleted, moved (an
+``UPDATE`` of ``event_timestamp``) or changed (an ``UPDATE`` of any other column: the content
+proof) after they were loaded; loads never change what the lake holds (an id is loaded once).
+Repair is the one command that does: in one DuckLake transaction, under
 the promote lock, it deletes the lake's rows of every id that differs and inserts those ids as
 the source holds them now (validated as a load validates them), with a commit message saying how
 many of each. Time travel keeps the state before: ``--at-version`` the snapshot before it.
@@ -34,6 +35,7 @@ from pipeline.source.shape import (
     IdShape,
     SourceRelation,
     check_shape,
+    staged_extra,
 )
 from pipeline.source.snapshot import exported_snapshot
 from pipeline.source.window import iso
@@ -187,14 +189,14 @@ def _plan(conn: psycopg.Connection, lake: LakeTable, settings: ResolvedSettings,
     # reaches it: taken out now, the lake would lack it meanwhile (and an image its session's events)
     ahead = stats.ids_in_range(conn, source, check.upper, FOREVER, {*check.extra, *check.moved},
                                uuid_typed=how.uuid_typed)
-    ids = sorted({*check.missing, *check.extra, *check.moved} - ahead)
+    ids = sorted({*check.missing, *check.extra, *check.moved, *check.changed} - ahead)
     # every column the lake table has beyond the pipeline's that the source still has, as the source
     # holds it (cast as a load casts); one the source dropped stays NULL in the repaired rows
     have, there = events_column_types(lake), source.types
     extra = {name: kind for name, kind in have.items()
              if name not in {lake.own(c) for c in EVENT_COLUMNS} and name in there}
     columns = ", ".join([f"{expr} AS {name}" for name, expr in STAGED_COLUMNS.items()]
-                        + [f"{quote_ident(name)}::text AS {quote_ident(name)}" for name in extra])
+                        + staged_extra(extra))
     # as the source holds them now, up to the compared range's end: a row it moved into the
     # future is loaded when due, by a load, never ahead of the source's clock
     source_query = (f"SELECT {columns} FROM {source.sql} WHERE "

@@ -17,8 +17,8 @@ from pipeline import logs
 from pipeline.errors import ConfigError, PipelineError
 from pipeline.extract.engines import engine_of
 from pipeline.lake.connect import lake_session
-from pipeline.lake.verify import ImageComparison
 from pipeline.load.run import RunReport
+from pipeline.load.verify import ImageComparison
 from pipeline.ops.pipeline import Pipeline
 from pipeline.settings import Settings
 from pipeline.settings.model import Engine, TableSpec

@@ -63,12 +63,13 @@ class Cadence:
 def assess(now: datetime, load_every: timedelta | Cadence, last_success: datetime | None,
            last_load_status: str | None, last_load_error: str | None, set_aside: int, source_rows: int,
            far_future: int = 0, source_error: str | None = None, lake_surplus: int = 0,
-           lake_damage: Sequence[str] = ()) -> Health:
+           lake_damage: Sequence[str] = (), lake_changed: int = 0) -> Health:
     """``last_success``: the newest successful load (a scheduled or manual run's job record, or
     a promoted batch); ``source_rows``: rows the source holds (0: nothing to be stale about);
     ``far_future``: rows dated more than :data:`FUTURE_TOLERANCE` after the source's clock;
     ``source_error``: why the source could not be read (no load can succeed: failing);
     ``lake_surplus``: rows the lake holds in the look-back that the source no longer has there;
+    ``lake_changed``: rows it holds there whose contents the source changed since;
     ``lake_damage``: what no longer matches the catalog in the data folder (files, the marker)."""
     cadence = load_every if isinstance(load_every, Cadence) else Cadence(load_every)
     failing, stale = list(lake_damage), []
@@ -85,6 +86,11 @@ def assess(now: datetime, load_every: timedelta | Cadence, last_success: datetim
                        f"(an id is loaded once). {actions.REPAIR} {actions.SINCE} <range> replaces them with "
                        "the source's rows in one snapshot (time travel keeps the old ones); or restore them "
                        "in the source")
+    if lake_changed:
+        failing.append(f"the lake holds {lake_changed} row(s) dated in the look-back whose contents the "
+                       "source changed after loading (same id; an id is loaded once). "
+                       f"{actions.REPAIR} {actions.SINCE} <range> replaces them with the source's rows in "
+                       f"one snapshot (time travel keeps the old values); {actions.VERIFY} names them")
     since = (now - last_success).total_seconds() if last_success else None
     if last_success is None:  # a lake that never loaded is never healthy, whatever the source holds
         stale.append(f"nothing loaded yet, while the source holds {source_rows} row(s)" if source_rows

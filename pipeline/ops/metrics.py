@@ -33,6 +33,8 @@ STATUS_GAUGES = {
     "rows_quarantined": ("rows_quarantined", "Rows in ops.quarantine (they cannot be loaded)."),
     "lake_rows_not_in_source": ("rows_diverged", "Lake rows in the look-back the source deleted or moved "
                                 "after loading (compared by id; repair makes lake == source)."),
+    "lake_rows_changed_in_source": ("rows_changed", "Lake rows in the look-back whose contents the source "
+                                    "changed after loading (same id; repair replaces them)."),
 }
 
 

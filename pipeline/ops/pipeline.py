@@ -39,10 +39,10 @@ if TYPE_CHECKING:
 
     from pipeline.extract.spark_lease import SparkLease
     from pipeline.lake.maintain import MaintenanceReport
-    from pipeline.lake.verify import ImageComparison
     from pipeline.load.proof import ImageCheck
     from pipeline.load.reconcile import ReconcileReport
     from pipeline.load.repair import RepairReport
+    from pipeline.load.verify import ImageComparison
     from pipeline.ops.status import Status
 
 
@@ -253,9 +253,9 @@ class Pipeline:
         return report
 
     def verify(self) -> ImageComparison:
-        """Every table against its source: counts, distinct ids, checksum (:mod:`pipeline.lake.verify`);
+        """Every table against its source: counts, distinct ids, checksum (:mod:`pipeline.load.verify`);
         equal only when each table is."""
-        from pipeline.lake.verify import compare
+        from pipeline.load.verify import compare
 
         with self._own():
             return compare(self.settings)

@@ -91,7 +91,8 @@ class Status:
     rows_quarantined: int = 0  # in ops.quarantine, with their reasons
     arrivals: ArrivalFacts = field(default_factory=ArrivalFacts)
     lake_rows_not_in_source: int = 0  # in the look-back: deleted or moved in the source since loaded
-    identity: proof.RangeCheck | None = None  # the look-back compared id by id (None: not compared)
+    lake_rows_changed_in_source: int = 0  # in the look-back: same id, other contents in the source now
+    identity: proof.RangeCheck | None = None  # the look-back compared by id and content (None: not compared)
     lake_rows: int = 0
     snapshot_count: int = 0
     latest_snapshot: int | None = None
@@ -125,6 +126,7 @@ class Status:
             "source_rows_after_watermark": self.source_rows_after_watermark,
             "source_rows_in_future": self.source_rows_in_future, "rows_quarantined": self.rows_quarantined,
             "arrivals": vars(self.arrivals), "lake_rows_not_in_source": self.lake_rows_not_in_source,
+            "lake_rows_changed_in_source": self.lake_rows_changed_in_source,
             "identity_check": self.identity.as_dict() if self.identity else None,
             "lake_rows": self.lake_rows, "snapshot_count": self.snapshot_count,
             "latest_snapshot": self.latest_snapshot, "data_files": self.data_files,
@@ -220,15 +222,16 @@ def _cadence(load_every: timedelta, last_load: jobs.JobRun | None) -> health.Cad
 def _identity(conn: psycopg.Connection, settings: ResolvedSettings, table: TableSpec, source: SourceRelation,
               watermark: datetime, now: datetime) -> proof.RangeCheck:
     """The lake against the source over the look-back behind the watermark (and after ``now`` −
-    SOURCE_RETENTION, ``now`` the source's clock), by id. Ids the lake
-    lacks there are rows the next load reads (late arrivals); rows the source deleted or moved
-    after loading are a divergence no load repairs."""
+    SOURCE_RETENTION, ``now`` the source's clock), by id and content. Ids the lake
+    lacks there are rows the next load reads (late arrivals); rows the source deleted, moved or
+    changed after loading are a divergence no load repairs."""
     how = IdShape.read(conn, source)
     # the lake's reads in one snapshot of it: the last batch's mark is the one of the rows it counted
     with lake_session(settings, read_only=True) as opened, one_read(opened):
         lake = opened.table_of(table)
         low = complete_after(watermark - settings.lookback, now, settings.source_retention)
-        check = proof.compare(conn, lake, source, low, watermark, how)
+        check = proof.compare(conn, lake, source, low, watermark, how,
+                              content=proof.row_hash(lake, source, how))
         earlier = batch_table.last_arrivals(lake) if check.missing else None
     # extras a load took since: not deleted
     check = proof.newer_than_snapshot(settings.source_dsn, source, check, how)
@@ -291,6 +294,7 @@ def collect(settings: ResolvedSettings) -> Status:
                                   if m is not None and not s.catching_up), default=None),
                    identity=None,
                    lake_rows_not_in_source=sum(s.lake_rows_not_in_source for s in each.values()),
+                   lake_rows_changed_in_source=sum(s.lake_rows_changed_in_source for s in each.values()),
                    lake=", ".join(status.lake for status in each.values()),
                    lake_rows=sum(status.lake_rows for status in each.values()),
                    source_rows_after_watermark=None if any(s.source_rows_after_watermark is None
@@ -328,7 +332,7 @@ def _collect(settings: ResolvedSettings, table: TableSpec, *, checked: Integrity
         facts = LakeFacts()
     watermark, batches, job_runs = facts.watermark, facts.batches, facts.job_runs
     newest, pending, future, far_future, now, source_error = None, None, None, 0, datetime.now(UTC), None
-    surplus, identity = 0, None
+    surplus, changed, identity = 0, 0, None
     column = settings.arrival_column
     stamped: bool | None = True
     try:
@@ -361,7 +365,7 @@ def _collect(settings: ResolvedSettings, table: TableSpec, *, checked: Integrity
                 if watermark is not None and not damaged:  # the look-back, id by id (a damaged file
                     # fails every read of the ids, and is the finding already)
                     identity = _identity(conn, settings, table, source, watermark, now)
-                    surplus = identity.diverged
+                    surplus, changed = identity.diverged, len(identity.changed)
                 # a table without the arrival column is read by its window (pipeline.source.shape)
                 if column not in source.types:
                     column = None
@@ -387,6 +391,7 @@ def _collect(settings: ResolvedSettings, table: TableSpec, *, checked: Integrity
                            last_load["status"] if last_load else None,
                            last_load["error"] if last_load else None, len(set_aside), holds,
                            far_future=far_future, source_error=source_error, lake_surplus=surplus,
+                           lake_changed=changed,
                            lake_damage=[*(facts.integrity.problems if facts.integrity else []),
                                         *missed])
     behind = facts.last_hour["rows_behind_mark"] if facts.last_hour else 0
@@ -397,7 +402,8 @@ def _collect(settings: ResolvedSettings, table: TableSpec, *, checked: Integrity
         source_rows_after_watermark=pending, source_rows_in_future=future, rows_quarantined=facts.quarantined,
         arrivals=ArrivalFacts(column, stamped, behind, arrivals.arrival_note(column, stamped, behind))
         if column else ArrivalFacts(rows_behind_mark_last_hour=behind),
-        lake_rows_not_in_source=surplus, identity=identity, lake_rows=facts.lake_rows,
+        lake_rows_not_in_source=surplus, lake_rows_changed_in_source=changed, identity=identity,
+        lake_rows=facts.lake_rows,
         snapshot_count=facts.snapshots, latest_snapshot=facts.latest, data_files=facts.files,
         data_bytes=facts.size, integrity=facts.integrity,
         staged_batches_waiting=len(staging.complete_batches(staged, facts.lake_id))

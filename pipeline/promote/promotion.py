@@ -28,7 +28,7 @@ from pipeline.progress import Progress
 from pipeline.promote import zero_copy
 from pipeline.promote.commit import LakeCommit
 from pipeline.source.window import parse_iso
-from pipeline.sqltext import one_row, quote_ident
+from pipeline.sqltext import one_row, quote_ident, quote_literal
 from pipeline.staging import LakeFile, StagedBatch
 
 log = logging.getLogger(__name__)
@@ -263,7 +263,7 @@ def _write(lake: LakeTable, batch: StagedBatch,
     # columns it added join with their first rows; one read of the lake table's columns serves all
     absent, extra = batch.manifest.absent or (), batch.manifest.extra_columns or {}
     optional = {name: kind for name, kind in OPTIONAL_LAKE_TYPES.items() if name not in absent}
-    have = add_columns(lake, {**optional, **extra})
+    have = add_columns(lake, {**optional, **extra}, batch.manifest.extra_defaults or {})
     lake_extra = {name: have[name] for name in extra}
     rejected = validate.rejected_sql(contents.invalid > 0, contents.has_duplicates, lake_extra)
     if rejected is not None:
@@ -320,15 +320,20 @@ def _span(values: list[datetime | None]) -> tuple[datetime | None, datetime | No
     return (min(present), max(present)) if present else (None, None)
 
 
-def add_columns(lake: LakeTable,
-                extra_columns: dict[str, str]) -> dict[str, str]:
+def add_columns(lake: LakeTable, extra_columns: dict[str, str],
+                defaults: Mapping[str, str] | None = None) -> dict[str, str]:
     """Schema drift: add the columns the source gained to the lake table, inside the batch's
-    transaction (the new columns and the first rows carrying them are one snapshot). Returns
-    the lake table's columns with their types, the added ones included (an existing column keeps
-    its type)."""
+    transaction (the new columns and the first rows carrying them are one snapshot); one the
+    source added with a default (``defaults``: its value as staged) with that value for the rows
+    loaded before, as the source's older rows hold it. Returns the lake table's columns with
+    their types, the added ones included (an existing column keeps its type)."""
     existing = events_column_types(lake)
     for name, kind in extra_columns.items():
         if name not in existing:
             log.info("schema drift: adding column %s %s to %s", name, kind, lake.events_table)
-            lake.execute(f"ALTER TABLE {lake.events_table} ADD COLUMN {quote_ident(name)} {kind}")
+            value = (defaults or {}).get(name)
+            castable = value is not None and one_row(lake.execute(
+                f"SELECT TRY_CAST(? AS {kind}) IS NOT NULL", [value]))[0]
+            default = f" DEFAULT {quote_literal(value)}" if castable and value is not None else ""
+            lake.execute(f"ALTER TABLE {lake.events_table} ADD COLUMN {quote_ident(name)} {kind}{default}")
     return {**extra_columns, **existing}

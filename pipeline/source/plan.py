@@ -41,3 +41,5 @@ class BatchPlan:
         return self.ids.unique
     # columns the source has beyond the five (schema drift) -> their lake types: read and loaded too
     extra_columns: dict[str, str] = field(default_factory=dict)
+    # of those, the ones the source added with a default: the value older rows hold, as staged
+    extra_defaults: dict[str, str] = field(default_factory=dict)

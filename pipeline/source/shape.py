@@ -13,7 +13,7 @@ import psycopg
 from pipeline.columns import ID, OPTIONAL, OPTIONAL_LAKE_TYPES, TIME, canonical_relation
 from pipeline.errors import ConfigError, TerminalError
 from pipeline.settings import TableSpec
-from pipeline.sqltext import one_row, quote_qualified
+from pipeline.sqltext import one_row, quote_ident, quote_qualified
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +125,49 @@ LAKE_TYPES = {"int2": "BIGINT", "int4": "BIGINT", "int8": "BIGINT", "float4": "D
 
 def lake_type(udt: str) -> str:
     return LAKE_TYPES.get(udt, "VARCHAR")
+
+
+def values_before(conn: psycopg.Connection, source: SourceRelation,
+                  extra_columns: Mapping[str, str]) -> dict[str, str]:
+    """Of ``extra_columns`` (name -> lake type), the ones the source added with a default, and the
+    value the rows written before hold there (Postgres' "missing value"), as staging carries it:
+    the lake adds the column with it, so those rows read what the source's do (added bare, they
+    were NULL in the lake and changed for the content proof)."""
+    schema, table = source.qualified.split(".")
+    found = conn.execute(
+        "SELECT a.attname, format_type(a.atttypid, a.atttypmod), (a.attmissingval::text::text[])[1] "
+        "FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON "
+        "n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s AND a.atthasmissing "
+        "AND NOT a.attisdropped AND a.attnum > 0", (schema, table)).fetchall()
+    added = [(name, kind, value) for name, kind, value in found
+             if name in extra_columns and value is not None]
+    if not added:
+        return {}
+    values = ", ".join(f"%s::{kind} AS {quote_ident(name)}" for name, kind, _ in added)
+    items = staged_extra({name: extra_columns[name] for name, _, _ in added})
+    staged = one_row(conn.execute(f"SELECT {', '.join(items)} FROM (SELECT {values}) missing",
+                                  [value for _, _, value in added]))
+    return {name: text for (name, _, _), text in zip(added, staged, strict=True) if text is not None}
+
+
+def staged_extra(extra_columns: Mapping[str, str]) -> list[str]:
+    """The SELECT items of a table's columns beyond the pipeline's (name -> lake type), as every
+    reader stages them: as text, which the promoter casts (:mod:`pipeline.lake.validate`); a
+    timestamp as an instant's text, with its offset: a naive one is wall-clock time in the
+    session's zone, as ``event_timestamp`` is read (staged bare, the lake read it as UTC: five
+    hours off in New York, found by the content proof); a date or time before year 1 with its era
+    where DuckDB reads it."""
+    def item(name: str, kind: str) -> str:
+        column = quote_ident(name)
+        # a value before year 1 in the spelling DuckDB reads (it took '0044-03-15 BC' as AD 44)
+        if kind in ("TIMESTAMPTZ", "TIMESTAMP WITH TIME ZONE"):
+            return (rf"regexp_replace({column}::timestamptz::text, '^(\S+) (.*) BC$', '\1 (BC) \2') "
+                    f"AS {column}")
+        if kind == "DATE":
+            return rf"regexp_replace({column}::text, '^(\S+) BC$', '\1 (BC)') AS {column}"
+        return f"{column}::text AS {column}"
+
+    return [item(name, kind) for name, kind in extra_columns.items()]
 
 
 def decimal_types(conn: psycopg.Connection, qualified: str) -> dict[str, str]:

@@ -10,6 +10,7 @@ import psycopg
 from psycopg import sql
 
 from pipeline import id_checksum, invocation
+from pipeline.content_hash import RowHash
 from pipeline.errors import SourceAccessDenied, SourceTableMissing
 from pipeline.id_checksum import IdSum
 from pipeline.source.shape import SourceRelation
@@ -93,20 +94,61 @@ def _range_sql(low: datetime | None) -> str:
 
 
 def id_sums(conn: psycopg.Connection, source: SourceRelation, low: datetime | None, upper: datetime, *,
-            uuid_typed: bool, unique: bool, bucket_seconds: int | None = None) -> dict[int, IdSum]:
+            uuid_typed: bool, unique: bool, bucket_seconds: int | None = None,
+            content: RowHash | None = None) -> dict[int, IdSum]:
     """Which ids the source holds dated in ``(low, upper]``, whatever their arrival time, as
     (count, checksum) per bucket of ``bucket_seconds`` (one bucket 0 without): the source side of
     the identity check (:mod:`pipeline.load.proof`). A range scan of the ``event_timestamp`` index,
-    index-only when it includes ``event_id`` (the generator's table has ``INCLUDE (event_id)``)."""
+    index-only when it includes ``event_id`` (the generator's table has ``INCLUDE (event_id)``).
+    ``content``: with the sums of the rows' hashes (the rows themselves are read then); an id the
+    source holds in several forms (no unique key) adds none: the lake holds one of them, which
+    :func:`rows_in_buckets` tells."""
     uuid_sql = id_checksum.postgres_id("event_id", uuid_typed)
     bucket = id_checksum.postgres_bucket(bucket_seconds) if bucket_seconds else "0"
-    # a text id's unique index does not make its UUID unique ('ab…' and 'AB…' spell one id)
-    distinct = "" if unique and uuid_typed else "DISTINCT "
-    ids = f"SELECT {distinct}{uuid_sql} AS id, {bucket} AS bucket FROM {{t}} WHERE {_range_sql(low)}"
-    query = sql.SQL(f"SELECT bucket, count(*), {id_checksum.postgres_sums('id')} FROM ({ids}) ids "
+    where = f"FROM {{t}} WHERE {_range_sql(low)}"
+    if content is None:
+        # a text id's unique index does not make its UUID unique ('ab…' and 'AB…' spell one id)
+        distinct = "" if unique and uuid_typed else "DISTINCT "
+        rows = f"SELECT {distinct}{uuid_sql} AS id, {bucket} AS bucket {where}"
+    elif unique and uuid_typed:
+        rows = f"SELECT {uuid_sql} AS id, {bucket} AS bucket, {content.postgres()} AS hash {where}"
+    else:
+        rows = (f"SELECT id, bucket, CASE WHEN count(DISTINCT hash) = 1 THEN min(hash) END AS hash FROM "
+                f"(SELECT {uuid_sql} AS id, {bucket} AS bucket, {content.postgres()} AS hash {where}) forms "
+                "GROUP BY id, bucket")
+    hashes = id_checksum.postgres_hash_sums("hash") if content else "0, 0"
+    query = sql.SQL(f"SELECT bucket, count(*), {id_checksum.postgres_sums('id')}, {hashes} FROM ({rows}) ids "
                     "WHERE id IS NOT NULL GROUP BY bucket").format(t=sql.SQL(source.sql))
-    rows = conn.execute(query, {"low": low, "upper": upper}).fetchall()
-    return {int(bucket): IdSum.of(count, high, low_sum) for bucket, count, high, low_sum in rows}
+    found = conn.execute(query, {"low": low, "upper": upper}).fetchall()
+    return {int(number): IdSum.of(count, high, low_sum).with_content(c_high, c_low)
+            for number, count, high, low_sum, c_high, c_low in found}
+
+
+def rows_in_buckets(conn: psycopg.Connection, source: SourceRelation, low: datetime | None, upper: datetime,
+                    buckets: list[int], bucket_seconds: int, content: RowHash) -> set[tuple[int, UUID, str]]:
+    """(bucket, id, row hash) of every row the source holds dated in ``(low, upper]`` in ``buckets``:
+    where the contents differ."""
+    uuid_sql = id_checksum.postgres_id("event_id", content.uuid_typed)
+    bucket = id_checksum.postgres_bucket(bucket_seconds)
+    query = sql.SQL(f"SELECT {bucket}, {uuid_sql}, {content.postgres()} FROM {{t}} WHERE {_range_sql(low)} "
+                    f"AND {bucket} = ANY(%(buckets)s)").format(t=sql.SQL(source.sql))
+    return {(int(number), row_id, digest) for number, row_id, digest
+            in conn.execute(query, {"low": low, "upper": upper, "buckets": buckets}).fetchall()
+            if row_id is not None}
+
+
+def sums_of_ids(conn: psycopg.Connection, source: SourceRelation, ids: set[UUID],
+                content: RowHash | None) -> IdSum:
+    """(count, checksum) of ``ids`` with, given ``content``, the sums of the source's rows' hashes
+    of them (one row each: the lake's quarantine keeps rows the source holds once)."""
+    if content is None or not ids:
+        return id_checksum.of_ids(ids)
+    uuid_sql = id_checksum.postgres_id("event_id", content.uuid_typed)
+    query = sql.SQL(f"SELECT {id_checksum.postgres_hash_sums('hash')} FROM (SELECT DISTINCT ON (id) "
+                    f"{uuid_sql} AS id, {content.postgres()} AS hash FROM {{t}} "
+                    f"WHERE {uuid_sql} = ANY(%(ids)s)) found").format(t=sql.SQL(source.sql))
+    high, low = one_row(conn.execute(query, {"ids": list(ids)}))
+    return id_checksum.of_ids(ids).with_content(high, low)
 
 
 def ids_in_buckets(conn: psycopg.Connection, source: SourceRelation, low: datetime | None, upper: datetime,

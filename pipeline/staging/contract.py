@@ -58,6 +58,8 @@ class Manifest:
     lake_id: str | None = None  # the lake this batch belongs to (ops.lake_identity)
     source: str | None = None  # where it was read: database and table, no credentials
     extra_columns: dict[str, str] | None = None  # columns the source added (as text) -> lake type
+    # of those, the ones added with a default -> the value rows written before hold (as text)
+    extra_defaults: dict[str, str] | None = None
     # zero-copy: files already in the lake's day folders, registered at promotion ({uri, rows,
     # min/max_event_timestamp}), and the lake snapshot whose ids they were checked against
     lake_files: list[LakeFile] | None = None

@@ -55,7 +55,7 @@ def test_a_row_deleted_beside_a_backfill_hides_neither(settings, lake_env, spark
     bucket by bucket and names the first that differs."""
     _loaded_and_fast(settings, spark)
     proven = cli("--verify", "--since", "all", env=lake_env)
-    assert proven.returncode == 0 and "lake == source by id in" in proven.stdout + proven.stderr
+    assert proven.returncode == 0 and "lake == source by id and content in" in proven.stdout + proven.stderr
     table = source_table(settings)
     with _source(settings) as conn:
         gone = _one_loaded_id(conn, table)

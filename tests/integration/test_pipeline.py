@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from pipeline import staging
-from pipeline.lake import validate, verify
+from pipeline.lake import validate
+from pipeline.load import verify
 from pipeline.settings import load_settings
 from pipeline.settings.resolve import resolve
 from pipeline.storage.folder import Folder

@@ -196,7 +196,7 @@ def test_reconcile_since_all_reaches_a_row_dated_in_year_one(own_loaded, cli):
 
 
 def loaded_equal(settings) -> bool:
-    from pipeline.lake import verify
+    from pipeline.load import verify
     from pipeline.settings.resolve import resolve
 
     return verify.compare(resolve(settings)).equal

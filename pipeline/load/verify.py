@@ -1,7 +1,11 @@
-"""Compare the lake with the source: counts, distinct ids and an order-independent checksum.
+"""Compare the lake with the source: counts, distinct ids and an order-independent checksum,
+and every column's contents.
 
-The source is read through DuckDB's postgres extension in the same session as the lake,
-so both sides are hashed by the same function over the same canonical text forms.
+The source is read through DuckDB's postgres extension in the same session as the lake, so the
+event columns are hashed by the same function over the same canonical text forms. A table's own
+columns are proven as a load's proof is (:mod:`pipeline.content_hash`: each side hashes its rows,
+Postgres its own text forms): Postgres types have no one DuckDB form (an array read by the
+extension is a list, in the lake the text Postgres printed).
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import duckdb
+import psycopg
 
 from pipeline.columns import OPTIONAL, canonical_relation
 from pipeline.image import PerTable
@@ -18,9 +23,12 @@ from pipeline.lake.attach_sql import SOURCE_ALIAS
 from pipeline.lake.connect import lake_session
 from pipeline.lake.schema import quarantined_rows
 from pipeline.lake.session import LakeTable
+from pipeline.load import proof
+from pipeline.load.proof import RangeCheck
 from pipeline.progress import Progress
 from pipeline.settings import ResolvedSettings, TableSpec
-from pipeline.source.shape import EVENT_COLUMNS
+from pipeline.source.connect import connect
+from pipeline.source.shape import EVENT_COLUMNS, IdShape, SourceRelation
 from pipeline.source.window import complete_after
 from pipeline.sqltext import one_row, quote_ident, quote_literal, quote_qualified
 
@@ -45,18 +53,20 @@ class Comparison:
     source: Fingerprint  # the source's loadable rows, one per id: what the lake should hold
     quarantined: int = 0  # source rows that cannot be loaded, kept in ops.quarantine
     differences: tuple[str, ...] = ()  # a few rows that differ, when the fingerprints do
+    contents: RangeCheck | None = None  # every column's contents, by row hash (None: not compared)
 
     @property
     def equal(self) -> bool:
-        return self.lake == self.source
+        return self.lake == self.source and (self.contents is None or self.contents.exact)
 
     def describe(self) -> str:
         verdict = "lake == source" if self.equal else "LAKE DIFFERS FROM SOURCE"
         quarantined = f"; {self.quarantined} rows quarantined (ops.quarantine)" if self.quarantined else ""
+        contents = [self.contents.describe()] if self.contents and self.contents.changed else []
         return (f"{verdict}: lake {self.lake.rows} rows / {self.lake.ids} ids, source "
                 f"{self.source.rows} loadable rows / {self.source.ids} ids, checksums "
                 f"{'match' if self.lake.checksum == self.source.checksum else 'differ'}{quarantined}"
-                + "".join(f"\n  {line}" for line in self.differences))
+                + "".join(f"\n  {line}" for line in [*self.differences, *contents]))
 
 
 @dataclass(frozen=True)
@@ -90,17 +100,18 @@ def compare(settings: ResolvedSettings, upper: datetime | None = None) -> ImageC
         [[now]] = con.execute(f"SELECT * FROM postgres_query('{SOURCE_ALIAS}', 'SELECT now()')").fetchall()
         # a source that keeps only SOURCE_RETENTION: older rows are the lake's history alone
         low = complete_after(None, now, settings.source_retention)
-        image = ImageComparison({
-            spec.name: _compare_table(table, spec, upper or now, low, meter)
-            for spec, table in opened.tables(settings.tables).items()})
+        with connect(settings.source_dsn) as source:
+            image = ImageComparison({
+                spec.name: _compare_table(table, spec, upper or now, low, meter, source)
+                for spec, table in opened.tables(settings.tables).items()})
     meter.finish(sum(comparison.lake.rows for comparison in image.tables.values()), "done")
     return image
 
 
 def _compare_table(lake: LakeTable, table: TableSpec, upper: datetime, low: datetime | None,
-                   meter: Progress) -> Comparison:
+                   meter: Progress, source: psycopg.Connection) -> Comparison:
     """``table`` in the lake against its source: the source as the lake should hold it, the rows
-    that can be loaded, one per id."""
+    that can be loaded, one per id; and every column's contents (``source``: Postgres)."""
     con, named = lake.con, f" of {table.name}"
     source_table = _as_read(con, _source_instants(con, table), (SOURCE_ALIAS, table.schema, table.name),
                             table)
@@ -111,11 +122,24 @@ def _compare_table(lake: LakeTable, table: TableSpec, upper: datetime, low: date
     in_lake = fingerprint(con, lake_relation, upper, low)
     meter.step(f"fingerprinting the source{named}")
     in_source = fingerprint(con, source_relation, upper, low)
+    meter.step(f"proving every column's contents{named}")
+    contents = _contents(source, lake, table, upper, low)
     if in_lake == in_source:
-        return Comparison(lake=in_lake, source=in_source, quarantined=quarantined)
+        return Comparison(lake=in_lake, source=in_source, quarantined=quarantined, contents=contents)
     meter.step(f"finding the rows that differ{named}")
     differences = sample_differences(con, lake_relation, source_relation, upper, table.id_column, low=low)
-    return Comparison(lake=in_lake, source=in_source, quarantined=quarantined, differences=differences)
+    return Comparison(lake=in_lake, source=in_source, quarantined=quarantined, differences=differences,
+                      contents=contents)
+
+
+def _contents(conn: psycopg.Connection, lake: LakeTable, table: TableSpec, upper: datetime,
+              low: datetime | None) -> RangeCheck:
+    """Every column of ``table``'s rows in ``(low, upper]``, lake against source, by row hash (hour by
+    hour where the sums differ): the columns the fingerprint does not read."""
+    relation = SourceRelation.of(conn, table)
+    how = IdShape.read(conn, relation)
+    return proof.compare(conn, lake, relation, low, upper, how, bucket_seconds=proof.HOUR,
+                         content=proof.row_hash(lake, relation, how))
 
 
 def _source_instants(con: duckdb.DuckDBPyConnection, table: TableSpec) -> str:

@@ -1,0 +1,198 @@
+"""The content proof: a row the source changes after loading (same id, same time bucket) is seen
+by ``--status``, ``/metrics``, ``--verify`` and ``Pipeline.prove()`` alike, and ``--repair``
+replaces it in a snapshot of its own (time travel keeps the old values). Every column the lake
+and the source share is proven, in forms both engines print alike (real Postgres and DuckLake)."""
+
+from __future__ import annotations
+
+import random
+import struct
+from dataclasses import replace
+
+import duckdb
+import psycopg
+import pytest
+
+from pipeline.content_hash import duckdb_double_text, postgres_double_text
+from pipeline.ops.metrics import families
+from pipeline.ops.observe import Observer
+from pipeline.ops.pipeline import Pipeline
+from pipeline.ops.status import collect
+from pipeline.settings.resolve import resolve
+from tests.conftest import load_settings
+from tests.helpers import add_events, assert_lake_equals_source, events_table, lake_query, run, source_table
+
+
+def _source(settings) -> psycopg.Connection:
+    return psycopg.connect(resolve(settings).source_dsn.conninfo(), autocommit=True)
+
+
+def _gauges(settings) -> dict[str, float]:
+    return {m.name: m.samples[0].value for m in families(Observer(resolve(settings)).observe()) if m.samples}
+
+
+def test_a_payload_updated_after_loading_is_seen_by_every_check_and_repaired(settings, cli, lake_env):
+    add_events(settings, 60, seed=911)
+    run(settings, engine="dlt")
+    table = source_table(settings)
+    with _source(settings) as conn:
+        [(changed, old)] = conn.execute(
+            f"UPDATE {table} SET details = details || '{{\"plan\": \"pro\"}}' WHERE event_id = (SELECT event_id "
+            f"FROM {table} ORDER BY event_id LIMIT 1) RETURNING event_id, "
+            f"(SELECT details::text FROM {table} t WHERE t.event_id = {table}.event_id)").fetchall()
+    status = collect(resolve(settings))
+    assert status.health.state == "failing", status.health.reasons
+    assert status.lake_rows_changed_in_source == 1 and status.lake_rows_not_in_source == 0
+    assert status.identity is not None and status.identity.changed == [changed]
+    assert any("contents the source changed" in reason for reason in status.health.reasons)
+    assert _gauges(settings)["event_lake_rows_changed"] == 1
+    verified = cli("--verify", env=lake_env)
+    assert verified.returncode == 1 and str(changed) in verified.stdout, verified.stdout + verified.stderr
+    with Pipeline(settings, engine="dlt") as pipeline:
+        assert pipeline.prove(None).changed == [changed]
+        before = lake_query(settings, f"SELECT max(snapshot_id) FROM {settings.lake_name}.snapshots()")[0][0]
+        repaired = pipeline.repair(None)
+        assert (repaired.rows_removed, repaired.rows_loaded) == (1, 1), repaired.summary()
+        assert pipeline.prove(None).exact and pipeline.verify().equal
+    assert collect(resolve(settings)).health.state == "healthy"
+    assert_lake_equals_source(settings, expected_rows=60)
+    lake = events_table(settings)
+    assert lake_query(settings, f"SELECT details->>'plan' FROM {lake} WHERE event_id = '{changed}'") == [("pro",)]
+    # the snapshot before the repair keeps the value as it was loaded
+    assert lake_query(settings, f"SELECT details::VARCHAR FROM {lake} AT (VERSION => {before}) "
+                                f"WHERE event_id = '{changed}'") == [(old,)]
+
+
+def test_a_non_key_update_of_a_tables_own_column_is_seen_by_status_and_repaired(lake_env):
+    """An application's table with its own columns (a key, a time, an amount): an UPDATE of the
+    amount, and of the time inside its minute, keep the id and the bucket; both are found."""
+    settings = load_settings({**lake_env, "SOURCE_TABLES": "public.orders:placed_at:order_id"})
+    with _source(settings) as conn:
+        conn.execute("CREATE TABLE public.orders (order_id uuid PRIMARY KEY, placed_at timestamptz NOT NULL, "
+                     "amount numeric(12,2), note text)")
+        # in the look-back (where --status compares), whole seconds into one minute
+        conn.execute("INSERT INTO public.orders SELECT gen_random_uuid(), date_trunc('minute', now()) - "
+                     "interval '2 minutes' + make_interval(secs => i), i * 2.5, 'n' || i "
+                     "FROM generate_series(1, 30) i")
+    run(settings, engine="dlt")
+    with _source(settings) as conn:
+        [(priced,)] = conn.execute("UPDATE public.orders SET amount = amount + 0.01 WHERE order_id = (SELECT "
+                                   "order_id FROM public.orders ORDER BY order_id LIMIT 1) "
+                                   "RETURNING order_id").fetchall()
+        [(retimed,)] = conn.execute("UPDATE public.orders SET placed_at = placed_at + interval '1 microsecond' "
+                                    "WHERE order_id = (SELECT order_id FROM public.orders ORDER BY order_id DESC "
+                                    "LIMIT 1) RETURNING order_id").fetchall()
+    status = collect(resolve(settings))
+    assert status.health.state == "failing" and status.lake_rows_changed_in_source == 2, status.health.reasons
+    with Pipeline(settings, engine="dlt") as pipeline:
+        assert sorted(pipeline.prove(None).changed) == sorted([priced, retimed])
+        assert not pipeline.verify().equal
+        repaired = pipeline.repair(None)
+        assert (repaired.rows_removed, repaired.rows_loaded) == (2, 2), repaired.summary()
+        assert pipeline.prove(None).exact and pipeline.verify().equal
+    with _source(settings) as conn:
+        [(amount,)] = conn.execute("SELECT amount FROM public.orders WHERE order_id = %s", (priced,)).fetchall()
+    assert lake_query(settings, f"SELECT amount FROM {settings.lake_name}.main.orders "
+                                f"WHERE order_id = '{priced}'") == [(amount,)]
+    assert collect(resolve(settings)).health.state == "healthy"
+
+
+_BATTERY = {  # column -> (type, a value loaded, the value it is updated to)
+    "small": ("int2", "-7", "8"),
+    "big": ("int8", "9007199254740993", "9007199254740994"),
+    "ratio": ("float8", "100", "1e15"),
+    "tiny": ("float4", "0.1", "0.2"),
+    "loose": ("numeric", "0.1000000000000000055511151231257827", "0.3"),
+    "exact": ("numeric(38,10)", "1234567890123456789012345678.0123456789", "-0.0000000001"),
+    "flag": ("boolean", "true", "false"),
+    "day": ("date", "2024-02-29", "1970-01-01"),
+    "ancient": ("date", "0044-03-15 BC", "0001-01-01"),
+    "founded": ("timestamptz", "0753-04-21 12:00:00+00 BC", "0753-04-21 12:00:01+00 BC"),
+    "naive": ("timestamp", "2024-03-10 02:30:00.000001", "2024-11-03 01:30:00"),
+    "instant": ("timestamptz", "2024-01-01 00:00:00.123456+00", "2024-01-01 00:00:00.123457+00"),
+    "tags": ("text[]", "{a,\"b c\",NULL}", "{a}"),
+    "doc": ("jsonb", "{\"k\": null, \"n\": 2.50}", "null"),
+    "raw": ("json", "{\"b\":1,  \"a\": [1, 2]}", "{\"b\":1, \"a\": [1, 2]}"),
+    "span": ("interval", "1 year 2 mons 3 days 04:05:06.789", "1 year 2 mons 3 days 04:05:06.788"),
+    "mood": ("mood", "happy", "sad"),
+    "ref": ("uuid", "c0ffee00-0000-4000-8000-000000000001", "c0ffee00-0000-4000-8000-000000000002"),
+    "words": ("text", "naïve ☃ \t tab", "naïve ☃ \t tab "),
+}
+
+
+@pytest.mark.parametrize("engine", ["dlt", "spark"])
+def test_every_type_is_proven_alike_by_both_sides_and_a_change_to_any_column_is_found(lake_env, engine, request):
+    """The forms the content proof hashes, measured: a table of many types loads as exact by
+    content with either engine (dates and times before year 1 keep their era, a naive time is read
+    in the source's zone); then one row per column changes only that column, and exactly those
+    rows differ, and a repair makes them equal."""
+    spark = request.getfixturevalue("spark") if engine == "spark" else None
+    settings = load_settings({**lake_env, "SOURCE_TABLES": "public.typed:at:typed_id",
+                              "SOURCE_TIMEZONE": "America/New_York"})
+    columns = ", ".join(f"{name} {kind}" for name, (kind, _, _) in _BATTERY.items())
+    values = ", ".join(f"%({name})s::{kind}" for name, (kind, _, _) in _BATTERY.items())
+    with _source(settings) as conn:
+        conn.execute("CREATE TYPE mood AS ENUM ('sad', 'happy')")
+        conn.execute(f"CREATE TABLE public.typed (typed_id uuid PRIMARY KEY, at timestamptz NOT NULL, {columns})")
+        for row in range(len(_BATTERY) + 2):
+            conn.execute(f"INSERT INTO public.typed VALUES (gen_random_uuid(), now() - make_interval(secs => "
+                         f"{row}), {values})", {name: loaded for name, (_, loaded, _) in _BATTERY.items()})
+        conn.execute("INSERT INTO public.typed (typed_id, at) VALUES (gen_random_uuid(), now() - interval '1 hour')")
+    typed = resolve(replace(settings))
+    run(typed, engine=engine, spark=spark)
+    with Pipeline(typed, engine="dlt") as pipeline:
+        proven = pipeline.prove(None)
+        assert proven.exact, proven.describe()
+    ids = [row_id for (row_id,) in _source(settings).execute("SELECT typed_id FROM public.typed "
+                                                             "WHERE small IS NOT NULL ORDER BY typed_id")]
+    with _source(settings) as conn:
+        for row_id, (name, (kind, _, updated)) in zip(ids, _BATTERY.items(), strict=False):
+            conn.execute(f"UPDATE public.typed SET {name} = %s::{kind} WHERE typed_id = %s", (updated, row_id))
+    with Pipeline(typed, engine="dlt") as pipeline:
+        check = pipeline.prove(None)
+        assert sorted(check.changed) == sorted(ids[:len(_BATTERY)]), check.describe()
+        assert not (check.missing or check.extra or check.moved), check.describe()
+        pipeline.repair(None)
+        assert pipeline.prove(None).exact
+
+
+def test_a_json_null_and_an_sql_null_stay_apart(settings, spark):
+    """details holding JSON ``null`` and details that are NULL load as what they are (the default
+    reader), and the content proof holds them equal to the source's."""
+    add_events(settings, 10, seed=913)
+    table = source_table(settings)
+    with _source(settings) as conn:
+        [(json_null,)] = conn.execute(f"UPDATE {table} SET details = 'null'::jsonb WHERE event_id = (SELECT "
+                                      f"event_id FROM {table} ORDER BY event_id LIMIT 1) RETURNING event_id").fetchall()
+        [(sql_null,)] = conn.execute(f"UPDATE {table} SET details = NULL WHERE event_id = (SELECT event_id "
+                                     f"FROM {table} ORDER BY event_id DESC LIMIT 1) RETURNING event_id").fetchall()
+    run(settings, spark=spark)
+    lake = events_table(settings)
+    assert lake_query(settings, f"SELECT event_id, details IS NULL, CAST(details AS VARCHAR) FROM {lake} WHERE "
+                                f"event_id IN ('{json_null}', '{sql_null}') ORDER BY 2") == [
+        (json_null, False, "null"), (sql_null, True, None)]
+    with Pipeline(settings) as pipeline:
+        assert pipeline.prove(None).exact
+
+
+def test_a_double_is_printed_alike_by_postgres_and_duckdb(pg_server):
+    """Every double, as both engines print it for the proof (their shortest texts differ: DuckDB
+    writes 100.0 and 1000000000000000.0, and drops a 17th digit Postgres keeps)."""
+    chosen = random.Random(53)
+    values = [struct.unpack("<d", struct.pack("<Q", chosen.getrandbits(64)))[0] for _ in range(4000)]
+    values += [chosen.uniform(-1e17, 1e17) for _ in range(1000)] + [float(chosen.randint(-10**17, 10**17))
+                                                                   for _ in range(1000)]
+    values += [0.0, -0.0, 100.0, 1e15, 1e16, 0.1, 5e-324, float("nan"), float("inf"), float("-inf")]
+    with psycopg.connect(pg_server.conninfo()) as conn:
+        conn.execute("CREATE TEMP TABLE doubles (i int, v float8)")
+        with conn.cursor().copy("COPY doubles FROM STDIN") as copy:
+            for i, value in enumerate(values):
+                copy.write_row((i, repr(value) if value == value else "NaN"))
+        postgres = dict(conn.execute(f"SELECT i, {postgres_double_text('v')} FROM doubles").fetchall())
+    duck = duckdb.connect()
+    duck.execute("CREATE TABLE doubles (i INT, v DOUBLE)")
+    duck.executemany("INSERT INTO doubles VALUES (?, ?)", list(enumerate(values)))
+    duckdb_forms = dict(duck.execute(f"SELECT i, {duckdb_double_text('v')} FROM doubles").fetchall())
+    assert len(postgres) == len(values)
+    assert {i: (postgres[i], duckdb_forms[i]) for i in postgres if postgres[i] != duckdb_forms[i]} == {}
+
