@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 
 from pipeline import actions
 from pipeline.columns import ID, TIME
 from pipeline.errors import TerminalError
-from pipeline.lake import ownership
+from pipeline.lake import ownership, validate
 from pipeline.lake.identity import table_names
 from pipeline.lake.session import Lake, LakeTable
 from pipeline.lake.transaction import transaction
 from pipeline.settings.model import Promotion, Reader
 from pipeline.source.shape import EVENT_COLUMNS
-from pipeline.sqltext import one_row, quote_ident, read_sql, split_statements
+from pipeline.sqltext import one_row, quote_ident, quote_literal, read_sql, split_statements
 
 OPS_TABLES = ("batches", "lake_identity", "quarantine")  # job history is not a lake table: see jobs.py
 # ops.batches columns added after lakes existed: a lake made before gets them on its next write session
@@ -87,6 +88,7 @@ def ensure_tables(lake: LakeTable, new_types: Mapping[str, str], *, recreate_dro
 
     events_exists, ops_exists = _tables_exist(lake)
     if events_exists:
+        _name_inlining_columns(lake)  # a process stopped between a table's first two commits
         _refuse_other_columns(lake)
     makes_events = (lake.id_column, lake.time_column) == (ID, TIME) or own_columns is not None
     if not ops_exists or (makes_events and not events_exists):
@@ -170,14 +172,63 @@ def _create_tables(lake: LakeTable, new_types: Mapping[str, str], own_columns: M
                         continue
                     if own_columns is not None:  # the table's own columns, its id first
                         columns = {lake.id_column: "{id_type}", **own_columns}
-                        statement = ("CREATE TABLE IF NOT EXISTS {lake}.main.{table} (" + ", ".join(
-                            f"{quote_ident(name)} {kind}" for name, kind in columns.items()) + ")")
+                        _create_own(lake, {name: kind.format(**new_types) for name, kind in columns.items()})
+                        continue
                 lake.execute(statement.format(**new_types, lake=quote_ident(lake.name),
                                               table=quote_ident(lake.table),
                                               ops=quote_ident(lake.ops_schema)))
             if makes_events and not events_exists:
                 lake.execute(f"ALTER TABLE {lake.events_table} SET PARTITIONED BY "
                              f"({partition_by(lake.time_column)})")
+        if makes_events and own_columns is not None:
+            _rename_stand_ins(lake)
+
+
+# The columns DuckLake keeps a table's inlined rows beside: a table holds a column of one of these
+# names only with inlining off (a source table with a row_id column could not be created)
+INLINING_COLUMNS = ("row_id", "begin_snapshot", "end_snapshot")
+
+
+_STAND_IN = re.compile(r"^_*_el_inlining_(" + "|".join(INLINING_COLUMNS) + ")$", re.IGNORECASE)
+
+
+def _create_own(lake: LakeTable, columns: Mapping[str, str]) -> None:
+    """The table of a source table's own ``columns`` (name -> lake type). One named as DuckLake's
+    inlined rows' (:data:`INLINING_COLUMNS`) is made under a stand-in name, renamed by
+    :func:`_name_inlining_columns` once the table is committed: DuckLake refuses the name while
+    the table inlines rows, and sets no option of a table made in the same transaction."""
+    prefix = validate.Helpers.beside(columns).prefix
+    lake.execute(f"CREATE TABLE IF NOT EXISTS {lake.events_table} (" + ", ".join(
+        f"{quote_ident(f'{prefix}inlining_{name}' if name.lower() in INLINING_COLUMNS else name)} {kind}"
+        for name, kind in columns.items()) + ")")
+
+
+def _name_inlining_columns(lake: LakeTable) -> None:
+    """Give the table's stand-in columns (:func:`_create_own`) their names, if it has any (one
+    process does, under the setup lock)."""
+    if any(_STAND_IN.match(name) for name in events_column_types(lake)):
+        with lake.lock_lake("setup"):
+            _rename_stand_ins(lake)
+
+
+def _rename_stand_ins(lake: LakeTable) -> None:
+    """Give the table's stand-in columns their names, its inlining off, in one commit."""
+    stand_ins = {name: found.group(1) for name in events_column_types(lake)
+                 if (found := _STAND_IN.match(name))}
+    if not stand_ins:
+        return
+    with transaction(lake, f"name {', '.join(stand_ins.values())} (columns of DuckLake's inlined rows)"):
+        without_inlining(lake)
+        for stand_in, name in stand_ins.items():
+            lake.execute(f"ALTER TABLE {lake.events_table} RENAME COLUMN {quote_ident(stand_in)} "
+                         f"TO {quote_ident(name)}")
+
+
+def without_inlining(lake: LakeTable) -> None:
+    """Turn DuckLake's data inlining off for the table: its rows go to Parquet files, whatever the
+    batch's size, and it may hold columns named as :data:`INLINING_COLUMNS`."""
+    lake.execute(f"CALL {quote_ident(lake.name)}.set_option('data_inlining_row_limit', 0, "
+                 f"table_name => {quote_literal(lake.table)})")
 
 
 def _stop_if_dropped(lake: LakeTable) -> None:

@@ -22,7 +22,7 @@ import duckdb
 from pipeline import staging
 from pipeline.columns import OPTIONAL_LAKE_TYPES
 from pipeline.lake import batches, validate
-from pipeline.lake.schema import events_column_types, insert_columns_sql
+from pipeline.lake.schema import INLINING_COLUMNS, events_column_types, insert_columns_sql, without_inlining
 from pipeline.lake.session import LakeTable
 from pipeline.progress import Progress
 from pipeline.promote import zero_copy
@@ -335,5 +335,7 @@ def add_columns(lake: LakeTable, extra_columns: dict[str, str],
             castable = value is not None and one_row(lake.execute(
                 f"SELECT TRY_CAST(? AS {kind}) IS NOT NULL", [value]))[0]
             default = f" DEFAULT {quote_literal(value)}" if castable and value is not None else ""
+            if name.lower() in INLINING_COLUMNS:
+                without_inlining(lake)
             lake.execute(f"ALTER TABLE {lake.events_table} ADD COLUMN {quote_ident(name)} {kind}{default}")
     return {**extra_columns, **existing}

@@ -172,3 +172,24 @@ def test_a_changed_time_column_is_refused_and_a_repair_survives_a_dropped_column
     assert not repaired.tables["orders"].check.changed
     assert lake_query(orders, f"SELECT count(*) FROM {orders.lake_name}.main.orders "
                               "WHERE shipped_at IS NULL") == [(0,)]
+
+
+def test_a_table_stopped_between_its_creation_and_its_column_names_is_finished_by_the_next_load(settings):
+    """A column named as DuckLake's inlined rows' (row_id) is made under a stand-in name and renamed
+    in a second commit (DuckLake refuses it while the table inlines rows); a process stopped between
+    the two leaves the stand-in, and the next load names it and loads every row."""
+    with connect(settings.source_dsn) as conn:
+        conn.execute("CREATE TABLE public.ledger (row_id uuid PRIMARY KEY, booked_at timestamptz NOT NULL, "
+                     "amount bigint)")
+        conn.execute("INSERT INTO public.ledger SELECT gen_random_uuid(), now() - make_interval(secs => i), i "
+                     "FROM generate_series(1, 12) i")
+    ledger = resolve(replace(settings, tables=(TableSpec("public.ledger", "booked_at", "row_id"),)))
+    from pipeline.lake.connect import lake_session
+
+    with lake_session(ledger) as lake:  # the first commit alone: the table under its stand-in name
+        lake.execute(f'CREATE TABLE {ledger.lake_name}.main.ledger ("_el_inlining_row_id" UUID, '
+                     "booked_at TIMESTAMPTZ, amount BIGINT)")
+    assert run(ledger, engine="dlt").rows_inserted == 12
+    assert lake_query(ledger, f"SELECT count(DISTINCT row_id), sum(amount) FROM {ledger.lake_name}.main.ledger") \
+        == [(12, 78)]
+    assert_lake_equals_source(ledger, expected_rows=12)
