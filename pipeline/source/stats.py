@@ -111,11 +111,12 @@ def id_sums(conn: psycopg.Connection, source: SourceRelation, low: datetime | No
         distinct = "" if unique and uuid_typed else "DISTINCT "
         rows = f"SELECT {distinct}{uuid_sql} AS id, {bucket} AS bucket {where}"
     elif unique and uuid_typed:
-        rows = f"SELECT {uuid_sql} AS id, {bucket} AS bucket, {content.postgres()} AS hash {where}"
+        # OFFSET 0: the subquery stays one (flattened, each use of hash computed the md5 again)
+        rows = f"SELECT {uuid_sql} AS id, {bucket} AS bucket, {content.postgres()} AS hash {where} OFFSET 0"
     else:
         rows = (f"SELECT id, bucket, CASE WHEN count(DISTINCT hash) = 1 THEN min(hash) END AS hash FROM "
-                f"(SELECT {uuid_sql} AS id, {bucket} AS bucket, {content.postgres()} AS hash {where}) forms "
-                "GROUP BY id, bucket")
+                f"(SELECT {uuid_sql} AS id, {bucket} AS bucket, {content.postgres()} AS hash {where} "
+                "OFFSET 0) forms GROUP BY id, bucket")
     hashes = id_checksum.postgres_hash_sums("hash") if content else "0, 0"
     query = sql.SQL(f"SELECT bucket, count(*), {id_checksum.postgres_sums('id')}, {hashes} FROM ({rows}) ids "
                     "WHERE id IS NOT NULL GROUP BY bucket").format(t=sql.SQL(source.sql))
