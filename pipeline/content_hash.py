@@ -23,12 +23,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Context
 
 from pipeline.columns import ID, TIME
 from pipeline.id_checksum import postgres_id
 from pipeline.sqltext import quote_ident
 
 TEXT, INSTANT, DAY, DOUBLE, IDENTITY = "text", "instant", "day", "double", "id"
+NUMERIC_DOUBLE = "numeric as double"  # a numeric source column the lake holds as a double
+ZERO, MINUS_ZERO = "'0'::float8", "'-0'::float8"
+# the smallest magnitudes a decimal text parses to an infinite, and to a zero double (strtod's
+# rounding): Postgres raises there, DuckDB reads infinity and zero
+_DOUBLE_OVERFLOW = str(2 ** 1024 - 2 ** 970)
+_DOUBLE_UNDERFLOW = format(Context(prec=1100).power(2, -1075), "f")
 _TIME_TYPES = ("timestamp", "timestamptz")
 _NUMBER_TYPES = ("float4", "float8", "numeric", "int2", "int4", "int8")
 
@@ -63,11 +70,11 @@ class RowHash:
 
     def postgres(self) -> str:
         """md5 (32 hex digits) of a source row, over the canonical relation's columns."""
-        return f"md5({' || '.join(_framed(self.postgres_text(c), 'octet_length') for c in self.columns)})"
+        return f"md5({' || '.join(framed(self.postgres_text(c), 'octet_length') for c in self.columns)})"
 
     def duckdb(self) -> str:
         """md5 (32 hex digits) of a lake row, over the canonical relation's columns."""
-        return f"md5({' || '.join(_framed(self.duckdb_text(c), 'strlen') for c in self.columns)})"
+        return f"md5({' || '.join(framed(self.duckdb_text(c), 'strlen') for c in self.columns)})"
 
     def postgres_text(self, column: Column) -> str:
         """``column``'s value in a source row as the text hashed."""
@@ -75,13 +82,22 @@ class RowHash:
         if column.form == IDENTITY:
             return f"({postgres_id(value, self.uuid_typed)})::text"
         if column.form == INSTANT:
+            # numeric(40, 0): Postgres' latest years are past a bigint of microseconds
             return (f"CASE WHEN isfinite({value}) THEN ((extract(epoch FROM {value}::timestamptz) "
-                    f"* 1000000)::bigint)::text ELSE {value}::text END")
+                    f"* 1000000)::numeric(40, 0))::text ELSE {value}::text END")
         if column.form == DAY:
             return (f"CASE WHEN isfinite({value}) THEN ({value} - DATE '1970-01-01')::text "
                     f"ELSE {value}::text END")
         if column.form == DOUBLE:  # as the lake got it: the source's text, parsed as a double
             return postgres_double_text(f"{value}::text::float8")
+        if column.form == NUMERIC_DOUBLE:  # beyond a double's range: infinite or zero, as DuckDB reads it
+            return (f"CASE WHEN {value} IN ('NaN', 'Infinity', '-Infinity') THEN "
+                    f"{postgres_double_text(f'{value}::float8')} "
+                    f"WHEN abs({value}) >= {_DOUBLE_OVERFLOW} THEN "
+                    f"CASE WHEN {value} > 0 THEN 'Infinity' ELSE '-Infinity' END "
+                    f"WHEN {value} <> 0 AND abs({value}) <= {_DOUBLE_UNDERFLOW} THEN "
+                    f"{postgres_double_text(f'(CASE WHEN {value} > 0 THEN {ZERO} ELSE {MINUS_ZERO} END)')} "
+                    f"ELSE {postgres_double_text(f'{value}::float8')} END")
         return f"{value}::text"
 
     @staticmethod
@@ -96,7 +112,7 @@ class RowHash:
         if column.form == DAY:
             return (f"CASE WHEN isfinite({value}) THEN CAST({value} - DATE '1970-01-01' AS VARCHAR) "
                     f"ELSE CAST({value} AS VARCHAR) END")
-        if column.form == DOUBLE:
+        if column.form in (DOUBLE, NUMERIC_DOUBLE):
             return duckdb_double_text(value)
         return f"CAST({value} AS VARCHAR)"
 
@@ -108,12 +124,14 @@ def _form(lake_type: str, udt: str) -> str:
         return INSTANT
     if lake_type == "DATE" and udt == "date":
         return DAY
+    if lake_type in ("DOUBLE", "FLOAT") and udt == "numeric":
+        return NUMERIC_DOUBLE
     if lake_type in ("DOUBLE", "FLOAT") and udt in _NUMBER_TYPES:
         return DOUBLE
     return TEXT
 
 
-def _framed(text: str, length: str) -> str:
+def framed(text: str, length: str) -> str:
     """A value as ``<bytes>:<text>``, or ``N`` for NULL (``length``: each dialect's byte count)."""
     return f"coalesce({length}({text})::VARCHAR || ':' || ({text}), 'N')"
 

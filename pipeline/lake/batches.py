@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Container, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import TypedDict, TypeVar
@@ -12,13 +12,13 @@ from uuid import UUID
 import duckdb
 
 from pipeline import id_checksum
-from pipeline.content_hash import RowHash
+from pipeline.content_hash import RowHash, framed
 from pipeline.id_checksum import IdSum
 from pipeline.lake.rows import fetch_dicts
 from pipeline.lake.session import Lake, LakeTable
-from pipeline.lake.validate import REASON_BAD_JSON
+from pipeline.lake.validate import REASON_BAD_JSON, REASON_UNFIT, json_pointer
 from pipeline.logs import process_name
-from pipeline.sqltext import one_row
+from pipeline.sqltext import one_row, quote_literal
 
 K = TypeVar("K")
 
@@ -220,23 +220,34 @@ def held_ids(lake: LakeTable, ids: set[UUID]) -> set[UUID]:
     return {row[0] for row in rows}
 
 
-def quarantined_in_range(lake: LakeTable, low: datetime | None,
-                         upper: datetime) -> dict[UUID, str | None]:
-    """Rows set aside for their details (a valid id and time) dated in ``(low, upper]`` that the
-    events table does not hold: id -> md5 of the details as set aside (the latest record). The
-    lake holds them while the source keeps them as they were (:func:`pipeline.source.stats.unchanged_rows`);
-    a row the source fixed is read and loaded again."""
+def quarantined_in_range(lake: LakeTable, low: datetime | None, upper: datetime,
+                         columns: Iterable[str] = ()) -> dict[UUID, str | None]:
+    """Rows set aside for their contents (a valid id and time: details that are not JSON, a value
+    its lake column cannot hold) dated in ``(low, upper]`` that the events table does not hold:
+    id -> the digest of the row as set aside (the latest record; ``columns``: the table's other
+    columns, :func:`set_aside_digest`). The lake holds them while the source keeps them as they
+    were (:func:`pipeline.source.stats.unchanged_rows`); a row the source fixed is read and loaded again."""
     rows = lake.execute(f"""
-        SELECT id, arg_max(md5(details), quarantined_at) FROM (
+        SELECT id, arg_max(digest, quarantined_at) FROM (
             SELECT {id_checksum.duckdb_id("event_id")} AS id,
-                   TRY_CAST(event_timestamp AS TIMESTAMPTZ) AS event_timestamp, details, quarantined_at
-            FROM {lake.quarantine_table} WHERE table_name = $table AND reason = $reason)
+                   TRY_CAST(event_timestamp AS TIMESTAMPTZ) AS event_timestamp,
+                   {set_aside_digest(columns)} AS digest, quarantined_at
+            FROM {lake.quarantine_table} WHERE table_name = $table
+              AND (reason = $bad_json OR starts_with(reason, $unfit)))
         WHERE id IS NOT NULL AND {_range_sql(low)}
           AND id NOT IN (SELECT TRY_CAST(event_id AS UUID) FROM {lake.rows}
                          WHERE event_id IS NOT NULL AND {_range_sql(low)})
-        GROUP BY id""", {"table": lake.table, "reason": REASON_BAD_JSON, "upper": upper,
-                         **({"low": low} if low else {})}).fetchall()
+        GROUP BY id""", {"table": lake.table, "bad_json": REASON_BAD_JSON, "unfit": REASON_UNFIT,
+                         "upper": upper, **({"low": low} if low else {})}).fetchall()
     return {row_id: digest for row_id, digest in rows}
+
+
+def set_aside_digest(columns: Iterable[str]) -> str:
+    """md5 of a quarantined row's details and ``columns`` as staged (the texts ``ops.quarantine``
+    keeps): what :func:`pipeline.source.stats.unchanged_rows` computes from the source's row."""
+    texts = ["details", *(f"json_extract_string(source_columns, {quote_literal(json_pointer(name))})"
+                          for name in columns)]
+    return f"md5({' || '.join(framed(text, 'strlen') for text in texts)})"
 
 
 def record(lake: Lake, row: BatchRecord) -> None:

@@ -28,6 +28,10 @@ REASON_BAD_ID = "event_id is not a UUID"
 REASON_NULL_TS = "event_timestamp is NULL or infinite"
 REASON_BAD_JSON = "details is not valid JSON"
 REASON_CONFLICT = "event_id staged twice with different contents; kept the newest created_at"
+# a value of the table's other columns its lake column cannot hold (a NaN in a DECIMAL, a JSON
+# text DuckDB refuses, a time past DuckDB's range): the row is set aside whole, never loaded with a
+# NULL there; the reason goes on to name the column and its lake type
+REASON_UNFIT = "a value its lake column cannot hold"
 
 
 @dataclass(frozen=True)
@@ -94,12 +98,17 @@ def validated_sql(relation: str, extra_columns: dict[str, str] | None = None) ->
     raw = ", ".join(f"{quote_literal(name)}, CAST({quote_ident(name)} AS VARCHAR)"
                     for name in extra_columns or {})
     raw_extra = f", json_object({raw}) AS {h.raw_columns}" if raw else f", NULL::JSON AS {h.raw_columns}"
+    unfit = "".join(
+        f"\n        WHEN {quote_ident(name)} IS NULL AND json_extract_string({h.raw_columns}, "
+        f"{quote_literal(json_pointer(name))}) IS NOT NULL "
+        f"THEN {quote_literal(f'{REASON_UNFIT}: {name} as {kind}')}"
+        for name, kind in (extra_columns or {}).items())
     return f"""
     SELECT *, CASE
         WHEN {h.raw_id} IS NULL THEN '{REASON_NULL_ID}'
         WHEN event_id IS NULL THEN '{REASON_BAD_ID}'
         WHEN event_timestamp IS NULL OR NOT isfinite(event_timestamp) THEN '{REASON_NULL_TS}'
-        WHEN {h.raw_details} IS NOT NULL AND details IS NULL THEN '{REASON_BAD_JSON}'
+        WHEN {h.raw_details} IS NOT NULL AND details IS NULL THEN '{REASON_BAD_JSON}'{unfit}
     END AS {h.reason}
     FROM (SELECT CAST(event_id AS VARCHAR) AS {h.raw_id}, CAST(details AS VARCHAR) AS {h.raw_details},
                  -- the id by Postgres's rule, so both sides name a row alike (id_checksum)
@@ -112,9 +121,13 @@ def validated_sql(relation: str, extra_columns: dict[str, str] | None = None) ->
     """
 
 
+def json_pointer(name: str) -> str:
+    """The JSON pointer of key ``name`` (a key alone is read as a path when it starts with $ or /)."""
+    return "/" + name.replace("~", "~0").replace("/", "~1")
+
+
 # the staged batch being promoted
 STAGED = "read_parquet($files, hive_partitioning = false)"  # zero-copy's files sit in day folders
-VALIDATED = validated_sql(STAGED)
 def _content(extra_columns: dict[str, str] | None) -> str:
     """A row's contents as one hash: its event columns and the table's other columns (two rows of one
     id that differ only there are a conflict too: a table with its own columns has little else)."""
@@ -133,17 +146,20 @@ def _winner_first(extra_columns: dict[str, str] | None) -> str:
             f"{h.raw_details} DESC NULLS LAST{last}")
 
 
-# What one scan tells about a batch: rows, loadable rows, their distinct ids and time range,
-# and how many cannot be loaded (its own columns are not read: the default helper names hold).
-_REASON = Helpers().reason
-BATCH_STATS = f"""
-    SELECT count(*), count(*) FILTER (WHERE {_REASON} IS NULL),
-           count(DISTINCT event_id) FILTER (WHERE {_REASON} IS NULL),
-           min(event_timestamp) FILTER (WHERE {_REASON} IS NULL),
-           max(event_timestamp) FILTER (WHERE {_REASON} IS NULL),
-           count(*) FILTER (WHERE {_REASON} IS NOT NULL)
-    FROM ({VALIDATED})
-"""
+def batch_stats_sql(extra_columns: dict[str, str] | None = None) -> str:
+    """What one scan tells about a batch: rows, loadable rows, their distinct ids and time range,
+    and how many cannot be loaded — its other columns (``extra_columns``, name -> lake type) read
+    too, as promotion validates them (read apart, a row whose value its lake column cannot hold
+    counted as loadable, and was neither loaded nor quarantined)."""
+    reason = Helpers.beside(extra_columns or ()).reason
+    return f"""
+    SELECT count(*), count(*) FILTER (WHERE {reason} IS NULL),
+           count(DISTINCT event_id) FILTER (WHERE {reason} IS NULL),
+           min(event_timestamp) FILTER (WHERE {reason} IS NULL),
+           max(event_timestamp) FILTER (WHERE {reason} IS NULL),
+           count(*) FILTER (WHERE {reason} IS NOT NULL)
+    FROM ({validated_sql(STAGED, extra_columns)})
+    """
 
 
 def loadable_sql(has_duplicates: bool, relation: str | None = None,

@@ -31,7 +31,7 @@ from pipeline.lake.schema import events_column_types
 from pipeline.lake.session import LakeTable
 from pipeline.settings.pgdsn import PgDsn
 from pipeline.source import stats
-from pipeline.source.shape import IdShape, SourceRelation
+from pipeline.source.shape import EVENT_COLUMNS, IdShape, SourceRelation
 from pipeline.source.window import complete_after, iso
 
 log = logging.getLogger(__name__)
@@ -141,9 +141,18 @@ def lake_side(conn: psycopg.Connection, lake: LakeTable, table: SourceRelation,
               content: RowHash | None = None) -> LakeSide:
     """The lake's side of ``(low, upper]`` (``conn``: the source, asked which set-aside rows it kept)."""
     events = batches.id_sums(lake, low, upper, content=content).get(0, IdSum())
-    set_aside = batches.quarantined_in_range(lake, low, upper)
-    kept = stats.unchanged_rows(conn, table, set_aside, uuid_typed=how.uuid_typed)
+    columns = set_aside_columns(lake, table)
+    set_aside = batches.quarantined_in_range(lake, low, upper, columns)
+    kept = stats.unchanged_rows(conn, table, set_aside, uuid_typed=how.uuid_typed, columns=columns)
     return LakeSide(events, len(set_aside), kept, stats.sums_of_ids(conn, table, kept, content))
+
+
+def set_aside_columns(lake: LakeTable, source: SourceRelation) -> dict[str, str]:
+    """The lake table's columns beyond the pipeline's that the source has (name -> lake type), in
+    name order: the other columns a quarantined row is kept with."""
+    ours = {lake.own(name) for name in EVENT_COLUMNS}
+    return {name: kind for name, kind in sorted(events_column_types(lake).items())
+            if name not in ours and name in source.types}
 
 
 def row_hash(lake: LakeTable, source: SourceRelation, how: IdShape) -> RowHash:

@@ -217,8 +217,12 @@ def _contents(lake: LakeTable, batch: StagedBatch) -> _Contents:
     if fallback is not None:
         log.info("batch %s: %s; promoting it by copy", batch.batch_id, fallback)
         files, lake_files, copy_reason = files + [str(f["uri"]) for f in lake_files], [], fallback
+    # the other columns as promotion casts them: the lake table's type of each it has already
+    existing = events_column_types(lake) if manifest.extra_columns else {}
+    extra = {name: existing.get(name, kind) for name, kind in (manifest.extra_columns or {}).items()}
     staged, loadable, distinct_ids, min_ts, max_ts, invalid = (
-        one_row(lake.execute(validate.BATCH_STATS, {"files": files})) if files else (0, 0, 0, None, None, 0))
+        one_row(lake.execute(validate.batch_stats_sql(extra), {"files": files})) if files
+        else (0, 0, 0, None, None, 0))
     registered = sum(int(f["rows"]) for f in lake_files)
     min_ts, max_ts = _span([min_ts, max_ts, *(parse_iso(str(f[k])) for f in lake_files
                                               for k in ("min_event_timestamp", "max_event_timestamp"))])

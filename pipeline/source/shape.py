@@ -137,8 +137,11 @@ def values_before(conn: psycopg.Connection, source: SourceRelation,
     found = conn.execute(
         "SELECT a.attname, format_type(a.atttypid, a.atttypmod), (a.attmissingval::text::text[])[1] "
         "FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON "
-        "n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s AND a.atthasmissing "
-        "AND NOT a.attisdropped AND a.attnum > 0", (schema, table)).fetchall()
+        "n.oid = c.relnamespace JOIN pg_type t ON t.oid = a.atttypid WHERE n.nspname = %s AND "
+        "c.relname = %s AND a.atthasmissing AND NOT a.attisdropped AND a.attnum > 0 "
+        # the value is read out of a one-element array: its type's elements must be comma-separated
+        # (a box's are not, and the plan stopped on '(1'); one that is not stays NULL, and changed
+        "AND t.typdelim = ','", (schema, table)).fetchall()
     added = [(name, kind, value) for name, kind, value in found
              if name in extra_columns and value is not None]
     if not added:
@@ -157,17 +160,21 @@ def staged_extra(extra_columns: Mapping[str, str]) -> list[str]:
     session's zone, as ``event_timestamp`` is read (staged bare, the lake read it as UTC: five
     hours off in New York, found by the content proof); a date or time before year 1 with its era
     where DuckDB reads it."""
-    def item(name: str, kind: str) -> str:
-        column = quote_ident(name)
-        # a value before year 1 in the spelling DuckDB reads (it took '0044-03-15 BC' as AD 44)
-        if kind in ("TIMESTAMPTZ", "TIMESTAMP WITH TIME ZONE"):
-            return (rf"regexp_replace({column}::timestamptz::text, '^(\S+) (.*) BC$', '\1 (BC) \2') "
-                    f"AS {column}")
-        if kind == "DATE":
-            return rf"regexp_replace({column}::text, '^(\S+) BC$', '\1 (BC)') AS {column}"
-        return f"{column}::text AS {column}"
+    return [f"{staged_text(name, kind)} AS {quote_ident(name)}" for name, kind in extra_columns.items()]
 
-    return [item(name, kind) for name, kind in extra_columns.items()]
+
+def staged_text(name: str, kind: str) -> str:
+    """The text a column beyond the pipeline's is staged as (:func:`staged_extra`), ``kind`` its lake type."""
+    column = quote_ident(name)
+    # a value before year 1 in the spelling DuckDB reads (it took '0044-03-15 BC' as AD 44)
+    if kind in ("TIMESTAMPTZ", "TIMESTAMP WITH TIME ZONE"):
+        # a naive time within a day of Postgres' bounds has no instant in every zone (the conversion
+        # raised, and the load stopped for good): staged as it is, and set aside if DuckDB reads none
+        return (rf"CASE WHEN {column} BETWEEN '4713-11-26 BC' AND '294276-12-30' THEN regexp_replace("
+                rf"{column}::timestamptz::text, '^(\S+) (.*) BC$', '\1 (BC) \2') ELSE {column}::text END")
+    if kind == "DATE":
+        return rf"regexp_replace({column}::text, '^(\S+) BC$', '\1 (BC)')"
+    return f"{column}::text"
 
 
 def decimal_types(conn: psycopg.Connection, qualified: str) -> dict[str, str]:
@@ -176,7 +183,9 @@ def decimal_types(conn: psycopg.Connection, qualified: str) -> dict[str, str]:
     schema, table = qualified.split(".")
     return {name: f"DECIMAL({precision}, {scale})" for name, precision, scale in conn.execute(
         "SELECT column_name, numeric_precision, numeric_scale FROM information_schema.columns WHERE "
-        "table_schema = %s AND table_name = %s AND udt_name = 'numeric' AND numeric_precision <= 38",
+        "table_schema = %s AND table_name = %s AND udt_name = 'numeric' AND numeric_precision <= 38 "
+        # (a scale beyond the precision, or below 0, is no DuckDB decimal: the load stopped)
+        "AND numeric_scale BETWEEN 0 AND numeric_precision",
         (schema, table)).fetchall()}
 
 
@@ -233,6 +242,15 @@ def check_shape(conn: psycopg.Connection, source: SourceRelation, drift: str = "
             "created.",
             f"Name a uuid column as the table's id in {where} (schema.table:time_column:id_column), or "
             f"point {where} at a view that provides one; then run again.")
+    folded: dict[str, list[str]] = {}
+    for name in columns:
+        folded.setdefault(name.lower(), []).append(name)
+    if clashes := [names for names in folded.values() if len(names) > 1]:
+        raise TerminalError(
+            f"The source table {qualified} has columns whose names differ only in case ("
+            + "; ".join(" and ".join(names) for names in clashes) + "): the lake compares column names "
+            "without case, so they would be one column. Nothing was read, staged or created.",
+            f"Rename one of each in the source, or point {where} at a view that names them apart.")
     for name, own in ((ID, source.id_column), (TIME, source.time_column)):
         if own != name and name in columns:
             raise TerminalError(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
@@ -10,10 +11,10 @@ import psycopg
 from psycopg import sql
 
 from pipeline import id_checksum, invocation
-from pipeline.content_hash import RowHash
+from pipeline.content_hash import RowHash, framed
 from pipeline.errors import SourceAccessDenied, SourceTableMissing
 from pipeline.id_checksum import IdSum
-from pipeline.source.shape import SourceRelation
+from pipeline.source.shape import SourceRelation, staged_text
 from pipeline.source.window import FINITE_FLOOR, XID_SPAN, Window
 from pipeline.sqltext import one_row
 
@@ -189,13 +190,16 @@ def written_before(conn: psycopg.Connection, source: SourceRelation, ids: set[UU
 
 
 def unchanged_rows(conn: psycopg.Connection, source: SourceRelation, rows: dict[UUID, str | None], *,
-                   uuid_typed: bool) -> set[UUID]:
-    """Of ``rows`` (id -> md5 of the details text as it was set aside), the ids whose source row
-    still has those details: a quarantined row the source fixed (or removed) is no longer held."""
+                   uuid_typed: bool, columns: Mapping[str, str] | None = None) -> set[UUID]:
+    """Of ``rows`` (id -> the digest of a row as it was set aside: its details and ``columns``,
+    name -> lake type, as staged; :func:`pipeline.lake.batches.set_aside_digest`), the ids whose
+    source row is still so: a quarantined row the source fixed (or removed) is no longer held."""
     if not rows:
         return set()
     uuid_sql = id_checksum.postgres_id("event_id", uuid_typed)
-    query = sql.SQL(f"SELECT {uuid_sql}, md5(details::text) FROM {{t}} "
+    texts = ["details::text", *(staged_text(name, kind) for name, kind in (columns or {}).items())]
+    digest = f"md5({' || '.join(framed(text, 'octet_length') for text in texts)})"
+    query = sql.SQL(f"SELECT {uuid_sql}, {digest} FROM {{t}} "
                     f"WHERE {uuid_sql} = ANY(%(ids)s)").format(t=sql.SQL(source.sql))
     found = conn.execute(query, {"ids": list(rows)}).fetchall()
     return {row_id for row_id, digest in found if row_id in rows and rows[row_id] == digest}
