@@ -99,8 +99,7 @@ def validated_sql(relation: str, extra_columns: dict[str, str] | None = None) ->
                     for name in extra_columns or {})
     raw_extra = f", json_object({raw}) AS {h.raw_columns}" if raw else f", NULL::JSON AS {h.raw_columns}"
     unfit = "".join(
-        f"\n        WHEN {quote_ident(name)} IS NULL AND json_extract_string({h.raw_columns}, "
-        f"{quote_literal(json_pointer(name))}) IS NOT NULL "
+        f"\n        WHEN {_raw(name, h)} IS NOT NULL AND {_unfit(name, kind, h)} "
         f"THEN {quote_literal(f'{REASON_UNFIT}: {name} as {kind}')}"
         for name, kind in (extra_columns or {}).items())
     return f"""
@@ -119,6 +118,25 @@ def validated_sql(relation: str, extra_columns: dict[str, str] | None = None) ->
                  CAST(created_at AS TIMESTAMPTZ) AS created_at{cast_extra}{raw_extra}
           FROM {relation})
     """
+
+
+# Lake types whose text DuckDB prints as Postgres printed the value it came from: a value whose text
+# does not come back was changed by the cast (a column retyped in the source: '5.50' read into the
+# lake's BIGINT as 6)
+_SAME_TEXT = ("BIGINT", "INTEGER", "SMALLINT", "BOOLEAN", "UUID")
+
+
+def _unfit(name: str, kind: str, h: Helpers) -> str:
+    """The condition under which column ``name``'s cast to ``kind`` did not keep its (non-NULL) text."""
+    column = quote_ident(name)
+    if kind.upper() in _SAME_TEXT or kind.upper().startswith("DECIMAL"):
+        return f"({column} IS NULL OR CAST({column} AS VARCHAR) <> {_raw(name, h)})"
+    return f"{column} IS NULL"
+
+
+def _raw(name: str, h: Helpers) -> str:
+    """Column ``name``'s text as staged (kept in the row's raw columns)."""
+    return f"json_extract_string({h.raw_columns}, {quote_literal(json_pointer(name))})"
 
 
 def json_pointer(name: str) -> str:
@@ -174,11 +192,12 @@ def loadable_sql(has_duplicates: bool, relation: str | None = None,
 
 
 def rejected_sql(has_invalid: bool, has_duplicates: bool,
-                 extra_columns: dict[str, str] | None = None) -> str | None:
+                 extra_columns: dict[str, str] | None = None, relation: str | None = None) -> str | None:
     """The rows to quarantine (with ``reason``): invalid ones, and conflict losers (rows of one id
-    whose contents, the table's other columns included, differ from the one loaded)."""
+    whose contents, the table's other columns included, differ from the one loaded). Over
+    ``relation`` instead of the staged batch: the source's rows a repair could not load."""
     parts = []
-    validated = validated_sql(STAGED, extra_columns)
+    validated = validated_sql(relation or STAGED, extra_columns)
     h = Helpers.beside(extra_columns or ())
     if has_invalid:
         parts.append(f"SELECT * FROM ({validated}) WHERE {h.reason} IS NOT NULL")

@@ -159,8 +159,8 @@ class _Plan:
     lake: LakeTable
     check: proof.RangeCheck
     ids: list[UUID]
-    rows: str  # the source's loadable rows of ``ids`` (a DuckDB relation over postgres_query)
-    extra: list[str]  # the table's other columns those rows carry
+    source: str  # the source's rows of ``ids`` as staged (a DuckDB relation over postgres_query)
+    extra: dict[str, str]  # the table's other columns those rows carry -> their lake types
     have: Mapping[str, str]  # the lake table's columns
 
     def describe(self) -> str:
@@ -169,13 +169,20 @@ class _Plan:
                 "by the source's")
 
     def apply(self) -> tuple[int, int]:
-        """Inside the repair's transaction: the lake's rows of the ids out, the source's in."""
+        """Inside the repair's transaction: the lake's rows of the ids out, the source's in — as a
+        load takes them: a row the lake cannot hold (a value its column cannot hold, a column
+        retyped in the source) is set aside in ``ops.quarantine``, where the proof counts it held."""
         lake = self.lake
         id_list = ", ".join(f"{quote_literal(str(i))}::UUID" for i in self.ids)
         own_id = quote_ident(lake.own("event_id"))
         removed = one_row(lake.execute(f"DELETE FROM {lake.events_table} "
                                        f"WHERE TRY_CAST({own_id} AS UUID) IN ({id_list})"))[0]
-        loaded = one_row(lake.execute(insert_columns_sql(lake, self.have, f"({self.rows})", self.extra)))[0]
+        rows = f"({validate.loadable_sql(True, self.source, extra_columns=self.extra)})"
+        loaded = one_row(lake.execute(insert_columns_sql(lake, self.have, rows, list(self.extra))))[0]
+        rejected = validate.rejected_sql(True, False, self.extra, relation=self.source)
+        if rejected is not None:
+            lake.execute(validate.quarantine_sql(lake.quarantine_table, rejected, self.extra),
+                         {"batch_id": f"repair {iso(self.check.upper)}", "table_name": lake.table})
         return int(removed), int(loaded)
 
 
@@ -203,6 +210,5 @@ def _plan(conn: psycopg.Connection, lake: LakeTable, settings: ResolvedSettings,
                     f"{id_checksum.postgres_id('event_id', how.uuid_typed)} IN "
                     f"({', '.join(quote_literal(str(i)) + '::uuid' for i in ids) or 'NULL'}) "
                     f"AND event_timestamp <= {quote_literal(iso(check.upper))}::timestamptz")
-    rows = validate.loadable_sql(True, f"postgres_query('{SOURCE_ALIAS}', {quote_literal(source_query)})",
-                                 extra_columns=extra)
-    return _Plan(lake, check, ids, rows, list(extra), have)
+    return _Plan(lake, check, ids, f"postgres_query('{SOURCE_ALIAS}', {quote_literal(source_query)})", extra,
+                 have)

@@ -273,3 +273,35 @@ def test_odd_shapes_load_or_are_refused_by_name(lake_env):
     cased = load_settings({**lake_env, "SOURCE_TABLES": "public.cased:at:cased_id"})
     with pytest.raises(TerminalError, match="differ only in case \\(x and X\\)"):
         run(cased, engine="dlt")
+
+
+def test_a_column_retyped_in_the_source_is_never_rounded_into_the_lake_and_repair_ends(lake_env):
+    """Found by the adversary: an int column made numeric(10,2) after loading: a new 5.50 was read
+    into the lake's BIGINT as 6, and the loaded rows were changed for every check while --repair
+    wrote them back the same, for ever. Now such a value is set aside naming the column, and a
+    repair sets aside the rows the lake cannot hold as the source has them: then all agree."""
+    settings = load_settings({**lake_env, "SOURCE_TABLES": "public.counts:at:count_id"})
+    with _source(settings) as conn:
+        conn.execute("CREATE TABLE public.counts (count_id uuid PRIMARY KEY, at timestamptz NOT NULL, n int)")
+        conn.execute("INSERT INTO public.counts SELECT gen_random_uuid(), now() - make_interval(secs => i), i "
+                     "FROM generate_series(1, 5) i")
+    run(settings, engine="dlt")
+    with _source(settings) as conn:
+        conn.execute("ALTER TABLE public.counts ALTER COLUMN n TYPE numeric(10,2)")
+        conn.execute("INSERT INTO public.counts VALUES (gen_random_uuid(), now(), 5.50)")
+    report = run(settings, engine="dlt")
+    # the new row, and the five loaded ones the look-back reads again, now in a form the lake's
+    # BIGINT cannot hold (the lake keeps what it loaded until a repair)
+    assert (report.rows_inserted, report.rows_quarantined) == (0, 6), report.summary()
+    lake = f"{settings.lake_name}.main.counts"
+    assert lake_query(settings, f"SELECT count(*) FROM {lake} WHERE n = 6") == [(0,)]  # never rounded in
+    with Pipeline(settings, engine="dlt") as pipeline:
+        assert len(pipeline.prove(None).changed) == 5  # '1.00' where the lake holds 1
+        repaired = pipeline.repair(None)
+        assert (repaired.rows_removed, repaired.rows_loaded) == (5, 0), repaired.summary()
+        assert pipeline.prove(None).exact and pipeline.verify().equal
+        assert pipeline.repair(None).exact  # nothing left to repair: it ends
+    assert collect(resolve(settings)).lake_rows_changed_in_source == 0
+    [(set_aside,)] = lake_query(settings, f"SELECT count(*) FROM {settings.lake_name}.ops.quarantine "
+                                          "WHERE reason = 'a value its lake column cannot hold: n as BIGINT'")
+    assert set_aside == 6
