@@ -76,9 +76,10 @@ class RowHash:
         """md5 (32 hex digits) of a lake row, over the canonical relation's columns."""
         return f"md5({' || '.join(framed(self.duckdb_text(c), 'strlen') for c in self.columns)})"
 
-    def postgres_text(self, column: Column) -> str:
-        """``column``'s value in a source row as the text hashed."""
-        value = quote_ident(column.name)
+    def postgres_text(self, column: Column, quoted: bool = False) -> str:
+        """``column``'s value in a source row as the text hashed (``quoted``: its name is an
+        expression already)."""
+        value = column.name if quoted else quote_ident(column.name)
         if column.form == IDENTITY:
             return f"({postgres_id(value, self.uuid_typed)})::text"
         if column.form == INSTANT:
@@ -101,9 +102,10 @@ class RowHash:
         return f"{value}::text"
 
     @staticmethod
-    def duckdb_text(column: Column) -> str:
-        """``column``'s value in a lake row as the text hashed."""
-        value = quote_ident(column.name)
+    def duckdb_text(column: Column, quoted: bool = False) -> str:
+        """``column``'s value in a lake row as the text hashed (``quoted``: its name is an
+        expression already)."""
+        value = column.name if quoted else quote_ident(column.name)
         if column.form == IDENTITY:
             return f"CAST(TRY_CAST({value} AS UUID) AS VARCHAR)"
         if column.form == INSTANT:

@@ -12,7 +12,7 @@ from uuid import UUID
 import duckdb
 
 from pipeline import id_checksum
-from pipeline.content_hash import RowHash, framed
+from pipeline.content_hash import INSTANT, Column, RowHash, framed
 from pipeline.id_checksum import IdSum
 from pipeline.lake.rows import fetch_dicts
 from pipeline.lake.session import Lake, LakeTable
@@ -221,14 +221,16 @@ def held_ids(lake: LakeTable, ids: set[UUID]) -> set[UUID]:
 
 
 def quarantined_in_range(lake: LakeTable, low: datetime | None, upper: datetime,
-                         columns: Iterable[str] = ()) -> dict[UUID, str | None]:
+                         columns: Iterable[str] = ()) -> dict[UUID, set[str]]:
     """Rows set aside for their contents (a valid id and time: details that are not JSON, a value
     its lake column cannot hold) dated in ``(low, upper]`` that the events table does not hold:
-    id -> the digest of the row as set aside (the latest record; ``columns``: the table's other
-    columns, :func:`set_aside_digest`). The lake holds them while the source keeps them as they
-    were (:func:`pipeline.source.stats.unchanged_rows`); a row the source fixed is read and loaded again."""
+    id -> the digests of the row as each record set it aside (``columns``: the table's other
+    columns, :func:`set_aside_digest`). The lake holds them while the source keeps them as one
+    record has them (:func:`pipeline.source.stats.unchanged_rows`: a row changed A, B, then A
+    again is recorded once as A — the records are kept once each); a row the source fixed is read
+    and loaded again."""
     rows = lake.execute(f"""
-        SELECT id, arg_max(digest, quarantined_at) FROM (
+        SELECT id, list(DISTINCT digest) FROM (
             SELECT {id_checksum.duckdb_id("event_id")} AS id,
                    TRY_CAST(event_timestamp AS TIMESTAMPTZ) AS event_timestamp,
                    {set_aside_digest(columns)} AS digest, quarantined_at
@@ -239,14 +241,18 @@ def quarantined_in_range(lake: LakeTable, low: datetime | None, upper: datetime,
                          WHERE event_id IS NOT NULL AND {_range_sql(low)})
         GROUP BY id""", {"table": lake.table, "bad_json": REASON_BAD_JSON, "unfit": REASON_UNFIT,
                          "upper": upper, **({"low": low} if low else {})}).fetchall()
-    return {row_id: digest for row_id, digest in rows}
+    return {row_id: set(digests) for row_id, digests in rows}
 
 
 def set_aside_digest(columns: Iterable[str]) -> str:
-    """md5 of a quarantined row's details and ``columns`` as staged (the texts ``ops.quarantine``
-    keeps): what :func:`pipeline.source.stats.unchanged_rows` computes from the source's row."""
-    texts = ["details", *(f"json_extract_string(source_columns, {quote_literal(json_pointer(name))})"
-                          for name in columns)]
+    """md5 of a quarantined row as set aside — its event columns (times as instants) and
+    ``columns`` as staged (the texts ``ops.quarantine`` keeps) — what
+    :func:`pipeline.source.stats.unchanged_rows` computes from the source's row."""
+    instants = [RowHash.duckdb_text(Column(f"TRY_CAST({name} AS TIMESTAMPTZ)", INSTANT), quoted=True)
+                for name in ("event_timestamp", "created_at")]
+    texts = ["event_type", instants[0], "details", instants[1],
+             *(f"json_extract_string(source_columns, {quote_literal(json_pointer(name))})"
+               for name in columns)]
     return f"md5({' || '.join(framed(text, 'strlen') for text in texts)})"
 
 

@@ -11,7 +11,7 @@ import psycopg
 from psycopg import sql
 
 from pipeline import id_checksum, invocation
-from pipeline.content_hash import RowHash, framed
+from pipeline.content_hash import INSTANT, Column, RowHash, framed
 from pipeline.errors import SourceAccessDenied, SourceTableMissing
 from pipeline.id_checksum import IdSum
 from pipeline.source.shape import SourceRelation, staged_text
@@ -189,20 +189,25 @@ def written_before(conn: psycopg.Connection, source: SourceRelation, ids: set[UU
     return {row[0] for row in conn.execute(query, {"ids": list(ids), "x32": xmin % XID_SPAN}).fetchall()}
 
 
-def unchanged_rows(conn: psycopg.Connection, source: SourceRelation, rows: dict[UUID, str | None], *,
+def unchanged_rows(conn: psycopg.Connection, source: SourceRelation, rows: dict[UUID, set[str]], *,
                    uuid_typed: bool, columns: Mapping[str, str] | None = None) -> set[UUID]:
-    """Of ``rows`` (id -> the digest of a row as it was set aside: its details and ``columns``,
-    name -> lake type, as staged; :func:`pipeline.lake.batches.set_aside_digest`), the ids whose
-    source row is still so: a quarantined row the source fixed (or removed) is no longer held."""
+    """Of ``rows`` (id -> the digests of a row as its records set it aside: its event columns and
+    ``columns``, name -> lake type, as staged; :func:`pipeline.lake.batches.set_aside_digest`), the
+    ids whose source row is as one record has it: a quarantined row the source fixed, moved,
+    removed or changed otherwise (a column it dropped included) is no longer held."""
     if not rows:
         return set()
     uuid_sql = id_checksum.postgres_id("event_id", uuid_typed)
-    texts = ["details::text", *(staged_text(name, kind) for name, kind in (columns or {}).items())]
+    instant = RowHash(()).postgres_text
+    texts = ["event_type", instant(Column("event_timestamp", INSTANT)), "details::text",
+             instant(Column("created_at", INSTANT)),
+             *(staged_text(name, kind) if name in source.types else "NULL::text"
+               for name, kind in (columns or {}).items())]
     digest = f"md5({' || '.join(framed(text, 'octet_length') for text in texts)})"
     query = sql.SQL(f"SELECT {uuid_sql}, {digest} FROM {{t}} "
                     f"WHERE {uuid_sql} = ANY(%(ids)s)").format(t=sql.SQL(source.sql))
     found = conn.execute(query, {"ids": list(rows)}).fetchall()
-    return {row_id for row_id, digest in found if row_id in rows and rows[row_id] == digest}
+    return {row_id for row_id, digest in found if row_id in rows and digest in rows[row_id]}
 
 
 def window_stats(conn: psycopg.Connection, source: SourceRelation, window: Window) -> WindowStats:
