@@ -78,6 +78,10 @@ class Helpers:
         return f"{self.prefix}raw_hash"
 
     @property
+    def unfit(self) -> str:
+        return f"{self.prefix}unfit"
+
+    @property
     def raw_columns(self) -> str:
         return f"{self.prefix}raw_columns"
 
@@ -98,16 +102,18 @@ def validated_sql(relation: str, extra_columns: dict[str, str] | None = None) ->
     raw = ", ".join(f"{quote_literal(name)}, CAST({quote_ident(name)} AS VARCHAR)"
                     for name in extra_columns or {})
     raw_extra = f", json_object({raw}) AS {h.raw_columns}" if raw else f", NULL::JSON AS {h.raw_columns}"
-    unfit = "".join(
-        f"\n        WHEN {_raw(name, h)} IS NOT NULL AND {_unfit(name, kind, h)} "
-        f"THEN {quote_literal(f'{REASON_UNFIT}: {name} as {kind}')}"
-        for name, kind in (extra_columns or {}).items())
+    # the first of them whose value its lake column cannot hold, read beside the staged text (the
+    # raw columns' JSON is built only for the rows quarantined)
+    unfit = "".join(f" WHEN {_unfit(name, kind)} THEN {quote_literal(f'{REASON_UNFIT}: {name} as {kind}')}"
+                    for name, kind in (extra_columns or {}).items())
+    unfit_extra = f", CASE{unfit} END AS {h.unfit}" if unfit else ""
+    unfit_reason = f"\n        WHEN {h.unfit} IS NOT NULL THEN {h.unfit}" if unfit else ""
     return f"""
     SELECT *, CASE
         WHEN {h.raw_id} IS NULL THEN '{REASON_NULL_ID}'
         WHEN event_id IS NULL THEN '{REASON_BAD_ID}'
         WHEN event_timestamp IS NULL OR NOT isfinite(event_timestamp) THEN '{REASON_NULL_TS}'
-        WHEN {h.raw_details} IS NOT NULL AND details IS NULL THEN '{REASON_BAD_JSON}'{unfit}
+        WHEN {h.raw_details} IS NOT NULL AND details IS NULL THEN '{REASON_BAD_JSON}'{unfit_reason}
     END AS {h.reason}
     FROM (SELECT CAST(event_id AS VARCHAR) AS {h.raw_id}, CAST(details AS VARCHAR) AS {h.raw_details},
                  -- the id by Postgres's rule, so both sides name a row alike (id_checksum)
@@ -115,7 +121,7 @@ def validated_sql(relation: str, extra_columns: dict[str, str] | None = None) ->
                  CAST(event_type AS VARCHAR) AS event_type,
                  CAST(event_timestamp AS TIMESTAMPTZ) AS event_timestamp,
                  TRY_CAST(CAST(details AS VARCHAR) AS JSON) AS details,  -- NULL when not JSON
-                 CAST(created_at AS TIMESTAMPTZ) AS created_at{cast_extra}{raw_extra}
+                 CAST(created_at AS TIMESTAMPTZ) AS created_at{cast_extra}{unfit_extra}{raw_extra}
           FROM {relation})
     """
 
@@ -126,17 +132,14 @@ def validated_sql(relation: str, extra_columns: dict[str, str] | None = None) ->
 _SAME_TEXT = ("BIGINT", "INTEGER", "SMALLINT", "BOOLEAN", "UUID")
 
 
-def _unfit(name: str, kind: str, h: Helpers) -> str:
-    """The condition under which column ``name``'s cast to ``kind`` did not keep its (non-NULL) text."""
-    column = quote_ident(name)
+def _unfit(name: str, kind: str) -> str:
+    """Staged column ``name`` holds a value its cast to ``kind`` did not keep: none, or (for
+    :data:`_SAME_TEXT` types and decimals) not its text."""
+    raw, cast = f"CAST({quote_ident(name)} AS VARCHAR)", f"TRY_CAST({quote_ident(name)} AS {kind})"
+    lost = f"{cast} IS NULL"
     if kind.upper() in _SAME_TEXT or kind.upper().startswith("DECIMAL"):
-        return f"({column} IS NULL OR CAST({column} AS VARCHAR) <> {_raw(name, h)})"
-    return f"{column} IS NULL"
-
-
-def _raw(name: str, h: Helpers) -> str:
-    """Column ``name``'s text as staged (kept in the row's raw columns)."""
-    return f"json_extract_string({h.raw_columns}, {quote_literal(json_pointer(name))})"
+        lost = f"({lost} OR CAST({cast} AS VARCHAR) <> {raw})"
+    return f"{raw} IS NOT NULL AND {lost}"
 
 
 def json_pointer(name: str) -> str:
