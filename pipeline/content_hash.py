@@ -8,7 +8,7 @@ kind of value, written here once for both dialects. Each value enters as its byt
 and its text (``N`` for NULL), so no two rows' texts run together into one.
 
 The forms are the ones both sides print the same way, measured against Postgres' own output
-(``tests/integration/test_content_hash.py``): integers, decimals, booleans, UUIDs, JSON (the
+(``tests/integration/test_content_proof.py``): integers, decimals, booleans, UUIDs, JSON (the
 lake keeps jsonb's text as it was sent) and every type the lake holds as text print alike; an
 instant is its microseconds since the epoch (a naive column read as wall-clock time in the
 session's zone, as a load reads it), a date its days since 1970-01-01 (any era), and a double
@@ -76,16 +76,13 @@ class RowHash:
         """md5 (32 hex digits) of a lake row, over the canonical relation's columns."""
         return f"md5({' || '.join(framed(self.duckdb_text(c), 'strlen') for c in self.columns)})"
 
-    def postgres_text(self, column: Column, quoted: bool = False) -> str:
-        """``column``'s value in a source row as the text hashed (``quoted``: its name is an
-        expression already)."""
-        value = column.name if quoted else quote_ident(column.name)
+    def postgres_text(self, column: Column) -> str:
+        """``column``'s value in a source row as the text hashed."""
+        value = quote_ident(column.name)
         if column.form == IDENTITY:
             return f"({postgres_id(value, self.uuid_typed)})::text"
         if column.form == INSTANT:
-            # numeric(40, 0): Postgres' latest years are past a bigint of microseconds
-            return (f"CASE WHEN isfinite({value}) THEN ((extract(epoch FROM {value}::timestamptz) "
-                    f"* 1000000)::numeric(40, 0))::text ELSE {value}::text END")
+            return postgres_instant_text(value)
         if column.form == DAY:
             return (f"CASE WHEN isfinite({value}) THEN ({value} - DATE '1970-01-01')::text "
                     f"ELSE {value}::text END")
@@ -102,15 +99,13 @@ class RowHash:
         return f"{value}::text"
 
     @staticmethod
-    def duckdb_text(column: Column, quoted: bool = False) -> str:
-        """``column``'s value in a lake row as the text hashed (``quoted``: its name is an
-        expression already)."""
-        value = column.name if quoted else quote_ident(column.name)
+    def duckdb_text(column: Column) -> str:
+        """``column``'s value in a lake row as the text hashed."""
+        value = quote_ident(column.name)
         if column.form == IDENTITY:
             return f"CAST(TRY_CAST({value} AS UUID) AS VARCHAR)"
         if column.form == INSTANT:
-            return (f"CASE WHEN isfinite({value}) THEN CAST(epoch_us({value}) AS VARCHAR) "
-                    f"ELSE CAST({value} AS VARCHAR) END")
+            return duckdb_instant_text(value)
         if column.form == DAY:
             return (f"CASE WHEN isfinite({value}) THEN CAST({value} - DATE '1970-01-01' AS VARCHAR) "
                     f"ELSE CAST({value} AS VARCHAR) END")
@@ -131,6 +126,19 @@ def _form(lake_type: str, udt: str) -> str:
     if lake_type in ("DOUBLE", "FLOAT") and udt in _NUMBER_TYPES:
         return DOUBLE
     return TEXT
+
+
+def postgres_instant_text(value: str) -> str:
+    """A Postgres time (naive: wall-clock time in the session's zone) as microseconds since the
+    epoch; numeric(40, 0): Postgres' latest years are past a bigint of microseconds."""
+    return (f"CASE WHEN isfinite({value}) THEN ((extract(epoch FROM {value}::timestamptz) "
+            f"* 1000000)::numeric(40, 0))::text ELSE {value}::text END")
+
+
+def duckdb_instant_text(value: str) -> str:
+    """A DuckDB instant as :func:`postgres_instant_text` prints it."""
+    return (f"CASE WHEN isfinite({value}) THEN CAST(epoch_us({value}) AS VARCHAR) "
+            f"ELSE CAST({value} AS VARCHAR) END")
 
 
 def framed(text: str, length: str) -> str:

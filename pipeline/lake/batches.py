@@ -12,7 +12,7 @@ from uuid import UUID
 import duckdb
 
 from pipeline import id_checksum
-from pipeline.content_hash import INSTANT, Column, RowHash, framed
+from pipeline.content_hash import RowHash, duckdb_instant_text, framed
 from pipeline.id_checksum import IdSum
 from pipeline.lake.rows import fetch_dicts
 from pipeline.lake.session import Lake, LakeTable
@@ -248,9 +248,8 @@ def set_aside_digest(columns: Iterable[str]) -> str:
     """md5 of a quarantined row as set aside — its event columns (times as instants) and
     ``columns`` as staged (the texts ``ops.quarantine`` keeps) — what
     :func:`pipeline.source.stats.unchanged_rows` computes from the source's row."""
-    instants = [RowHash.duckdb_text(Column(f"TRY_CAST({name} AS TIMESTAMPTZ)", INSTANT), quoted=True)
-                for name in ("event_timestamp", "created_at")]
-    texts = ["event_type", instants[0], "details", instants[1],
+    texts = ["event_type", duckdb_instant_text("TRY_CAST(event_timestamp AS TIMESTAMPTZ)"), "details",
+             duckdb_instant_text("TRY_CAST(created_at AS TIMESTAMPTZ)"),
              *(f"json_extract_string(source_columns, {quote_literal(json_pointer(name))})"
                for name in columns)]
     return f"md5({' || '.join(framed(text, 'strlen') for text in texts)})"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from uuid import UUID
@@ -141,18 +142,18 @@ def lake_side(conn: psycopg.Connection, lake: LakeTable, table: SourceRelation,
               content: RowHash | None = None) -> LakeSide:
     """The lake's side of ``(low, upper]`` (``conn``: the source, asked which set-aside rows it kept)."""
     events = batches.id_sums(lake, low, upper, content=content).get(0, IdSum())
-    columns = set_aside_columns(lake)
+    columns = other_columns(lake, events_column_types(lake))
     set_aside = batches.quarantined_in_range(lake, low, upper, columns)
     kept = stats.unchanged_rows(conn, table, set_aside, uuid_typed=how.uuid_typed, columns=columns)
     return LakeSide(events, len(set_aside), kept, stats.sums_of_ids(conn, table, kept, content))
 
 
-def set_aside_columns(lake: LakeTable) -> dict[str, str]:
-    """The lake table's columns beyond the pipeline's (name -> lake type), in name order: the other
-    columns a quarantined row is kept with (one the source dropped since counts too: a row set
-    aside for its value there can be loaded now)."""
+def other_columns(lake: LakeTable, types: Mapping[str, str]) -> dict[str, str]:
+    """Of the lake table's columns (``types``: name -> lake type), those beyond the pipeline's: the
+    other columns a quarantined row is kept with (one the source dropped since counts too: a row
+    set aside for its value there can be loaded now), and a repair writes."""
     ours = {lake.own(name) for name in EVENT_COLUMNS}
-    return {name: kind for name, kind in sorted(events_column_types(lake).items()) if name not in ours}
+    return {name: kind for name, kind in types.items() if name not in ours}
 
 
 def row_hash(lake: LakeTable, source: SourceRelation, how: IdShape) -> RowHash:

@@ -30,7 +30,6 @@ from pipeline.promote.commit import LakeCommit
 from pipeline.settings import ResolvedSettings, TableSpec
 from pipeline.source import stats
 from pipeline.source.shape import (
-    EVENT_COLUMNS,
     STAGED_COLUMNS,
     IdShape,
     SourceRelation,
@@ -200,8 +199,7 @@ def _plan(conn: psycopg.Connection, lake: LakeTable, settings: ResolvedSettings,
     # every column the lake table has beyond the pipeline's that the source still has, as the source
     # holds it (cast as a load casts); one the source dropped stays NULL in the repaired rows
     have, there = events_column_types(lake), source.types
-    extra = {name: kind for name, kind in have.items()
-             if name not in {lake.own(c) for c in EVENT_COLUMNS} and name in there}
+    extra = {name: kind for name, kind in proof.other_columns(lake, have).items() if name in there}
     columns = ", ".join([f"{expr} AS {name}" for name, expr in STAGED_COLUMNS.items()]
                         + staged_extra(extra))
     # as the source holds them now, up to the compared range's end: a row it moved into the

@@ -11,7 +11,7 @@ import psycopg
 from psycopg import sql
 
 from pipeline import id_checksum, invocation
-from pipeline.content_hash import INSTANT, Column, RowHash, framed
+from pipeline.content_hash import RowHash, framed, postgres_instant_text
 from pipeline.errors import SourceAccessDenied, SourceTableMissing
 from pipeline.id_checksum import IdSum
 from pipeline.source.shape import SourceRelation, staged_text
@@ -198,9 +198,8 @@ def unchanged_rows(conn: psycopg.Connection, source: SourceRelation, rows: dict[
     if not rows:
         return set()
     uuid_sql = id_checksum.postgres_id("event_id", uuid_typed)
-    instant = RowHash(()).postgres_text
-    texts = ["event_type", instant(Column("event_timestamp", INSTANT)), "details::text",
-             instant(Column("created_at", INSTANT)),
+    texts = ["event_type", postgres_instant_text("event_timestamp"), "details::text",
+             postgres_instant_text("created_at"),
              *(staged_text(name, kind) if name in source.types else "NULL::text"
                for name, kind in (columns or {}).items())]
     digest = f"md5({' || '.join(framed(text, 'octet_length') for text in texts)})"
