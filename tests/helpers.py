@@ -15,6 +15,8 @@ import time
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+import psycopg
+
 from generators.writer import add_events as write_events
 from pipeline.lake import connect as lake
 from pipeline.load import verify
@@ -36,6 +38,11 @@ def only_table(settings: Settings) -> TableSpec:
     """The one table of a one-table lake (a test of several names each)."""
     [table] = settings.tables
     return table
+
+
+def source_db(settings: Settings, autocommit: bool = True) -> psycopg.Connection:
+    """A connection to the settings' source database (autocommit unless asked otherwise)."""
+    return psycopg.connect(resolve(settings).source_dsn.conninfo(), autocommit=autocommit)
 
 
 def source_table(settings: Settings) -> str:

@@ -24,12 +24,9 @@ from tests.helpers import (
     files_registered,
     lake_query,
     run,
+    source_db,
     source_table,
 )
-
-
-def _source(settings) -> psycopg.Connection:
-    return psycopg.connect(resolve(settings).source_dsn.conninfo())
 
 
 def test_steady_loads_read_only_new_arrivals_and_stay_zero_copy(settings, spark):
@@ -53,7 +50,7 @@ def test_a_transaction_open_across_two_loads_is_loaded_exactly_once(settings, sp
     add_events(settings, 500, seed=205)
     run(settings, spark=spark)
     table = source_table(settings)
-    with _source(settings) as held:  # not autocommit: the first statement opens the transaction
+    with source_db(settings, autocommit=False) as held:  # not autocommit: the first statement opens the transaction
         held.execute("SELECT now()")  # ...and fixes its rows' created_at here
         _copy_uncommitted(held, table, EventFactory(206).batch(120, datetime.now(UTC)))
         time.sleep(0.5)
@@ -101,7 +98,7 @@ def test_a_writer_clock_ahead_of_the_database_is_reported_and_its_rows_load(sett
     add_events(settings, 100, seed=212)
     run(settings, spark=spark)
     table = source_table(settings)
-    with _source(settings) as conn:
+    with source_db(settings, autocommit=False) as conn:
         conn.execute(f"INSERT INTO {table} (event_id, event_type, event_timestamp, details, created_at) "
                      "SELECT gen_random_uuid(), 'click', now() - interval '1 minute', '{}', "
                      "now() + interval '1 hour' FROM generate_series(1, 7)")
@@ -138,7 +135,7 @@ def test_a_role_that_cannot_see_other_sessions_reads_the_whole_look_back(setting
     with _role_blind_to_an_open_transaction(settings) as limited_dsn:
         with psycopg.connect(limited_dsn, autocommit=True) as limited, caplog.at_level("INFO"):
             assert arrival_mark(limited) is None
-        with psycopg.connect(resolve(settings).source_dsn.conninfo(), autocommit=True) as full:
+        with source_db(settings) as full:
             mark = arrival_mark(full)
             assert mark is not None and mark <= datetime.now(UTC)
     assert "GRANT pg_read_all_stats" in caplog.text
@@ -152,7 +149,7 @@ def test_a_lake_made_before_arrival_marks_gets_the_columns_and_loads_on(settings
             con.execute(f"ALTER TABLE lake.ops.batches DROP COLUMN {column}")
         con.execute("ALTER TABLE lake.ops.quarantine DROP COLUMN source_columns")
     add_events(settings, 40, seed=214)
-    with psycopg.connect(resolve(settings).source_dsn.conninfo(), autocommit=True) as conn:
+    with source_db(settings) as conn:
         conn.execute(f"INSERT INTO {source_table(settings)} (event_id, event_type, event_timestamp, details) "
                      "VALUES (gen_random_uuid(), 'x', '-infinity', '{}')")
     report = run(settings, spark=spark)

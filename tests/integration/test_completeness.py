@@ -11,11 +11,15 @@ import psycopg
 import pytest
 
 from pipeline.settings.resolve import resolve
-from tests.helpers import add_events, assert_lake_equals_source, events_table, lake_query, run, source_table
-
-
-def _source(settings, autocommit: bool = True) -> psycopg.Connection:
-    return psycopg.connect(resolve(settings).source_dsn.conninfo(), autocommit=autocommit)
+from tests.helpers import (
+    add_events,
+    assert_lake_equals_source,
+    events_table,
+    lake_query,
+    run,
+    source_db,
+    source_table,
+)
 
 
 def _insert(conn: psycopg.Connection, table: str, rows: int, created_at_sql: str,
@@ -48,7 +52,7 @@ def test_rows_of_a_writer_with_its_own_clock_are_read_once_by_the_fast_path(sett
     run(settings, spark=spark)
     table = source_table(settings)
     for _ in range(2):
-        with _source(settings) as conn:
+        with source_db(settings) as conn:
             _insert(conn, table, 50, SKEWED_CLOCKS[writer])
         report = run(settings, spark=spark)
         assert (report.rows_inserted, report.rows_in_window, report.rows_behind_mark) == (50, 50, 0)
@@ -64,7 +68,7 @@ def test_rows_whose_created_at_is_behind_the_mark_reach_the_lake_on_the_next_run
     add_events(settings, 20, seed=302)
     run(settings, spark=spark)  # the second load recorded an arrival mark: the fast path is on
     table = source_table(settings)
-    with _source(settings) as conn:
+    with source_db(settings) as conn:
         _insert(conn, table, 50, WRITERS[writer])
     with caplog.at_level("WARNING"):
         report = run(settings, spark=spark)
@@ -86,10 +90,10 @@ def test_rows_stamped_far_ahead_are_read_once_and_a_backfill_after_them_is_loade
     add_events(settings, 200, seed=304)
     run(settings, spark=spark)
     table = source_table(settings)
-    with _source(settings) as conn:
+    with source_db(settings) as conn:
         _insert(conn, table, 30, "now() + interval '1 hour'")  # a writer clock an hour ahead
     assert run(settings, spark=spark).rows_inserted == 30
-    with _source(settings) as conn:
+    with source_db(settings) as conn:
         _insert(conn, table, 20, "now() - interval '1 day'")
     report = run(settings, spark=spark)
     assert (report.rows_inserted, report.rows_behind_mark) == (20, 20)
@@ -105,7 +109,7 @@ def test_a_writer_session_with_track_activities_off_is_not_lost(settings, spark)
     add_events(settings, 200, seed=305)
     run(settings, spark=spark)
     table = source_table(settings)
-    with _source(settings, autocommit=False) as hidden:
+    with source_db(settings, autocommit=False) as hidden:
         hidden.execute("SET track_activities = off")
         _insert(hidden, table, 40, "now()")  # created_at: this transaction's start
         time.sleep(0.5)
@@ -125,14 +129,14 @@ def test_naive_created_at_written_in_another_zone_is_not_lost(settings, spark):
     dsn = resolve(settings).source_dsn
     table = source_table(settings)
     add_events(settings, 100, seed=308)
-    with _source(settings) as conn:
+    with source_db(settings) as conn:
         conn.execute(f"ALTER DATABASE {dsn.dbname} SET timezone = 'Asia/Tokyo'")
         conn.execute(f"ALTER TABLE {table} ALTER created_at TYPE timestamp USING created_at AT TIME ZONE "
                      "'Asia/Tokyo', ALTER created_at SET DEFAULT localtimestamp")
     run(settings, spark=spark)
     add_events(settings, 10, seed=309)
     run(settings, spark=spark)
-    with _source(settings) as utc_writer:
+    with source_db(settings) as utc_writer:
         utc_writer.execute("SET TimeZone = 'UTC'")
         _insert(utc_writer, table, 25, "localtimestamp")
     report = run(settings, spark=spark)
@@ -149,13 +153,13 @@ def test_status_and_doctor_name_an_arrival_column_the_database_does_not_set(sett
     resolved = resolve(settings)
     table = source_table(resolved)
     add_events(settings, 100, seed=310)
-    with _source(settings) as conn:
+    with source_db(settings) as conn:
         conn.execute(f"ALTER TABLE {table} ALTER created_at DROP DEFAULT, ALTER created_at SET NOT NULL")
     run(settings, spark=spark)
-    with _source(settings) as conn:
+    with source_db(settings) as conn:
         _insert(conn, table, 15, "timestamptz '2019-06-01 12:00:00+00'", "now() - interval '10 seconds'")
     run(settings, spark=spark)
-    with _source(settings) as conn:
+    with source_db(settings) as conn:
         _insert(conn, table, 15, "timestamptz '2019-06-01 12:00:00+00'", "now() - interval '5 seconds'")
     assert run(settings, spark=spark).rows_inserted == 15
     assert_lake_equals_source(settings, expected_rows=130)
@@ -177,7 +181,7 @@ def test_rows_deleted_or_moved_in_the_source_after_loading_make_status_failing(s
     add_events(settings, 200, seed=311)
     run(settings, spark=spark)
     assert collect(resolved).health.state == "healthy"
-    with _source(settings) as conn:
+    with source_db(settings) as conn:
         conn.execute(f"DELETE FROM {source_table(resolved)} WHERE event_id IN "
                      f"(SELECT event_id FROM {source_table(resolved)} ORDER BY event_id LIMIT 3)")
     status = collect(resolved)
@@ -221,11 +225,11 @@ def test_a_source_without_a_primary_key_resending_an_id_later_keeps_one_row_per_
     not find the first copy, dated before the look-back)."""
     table = source_table(settings)
     add_events(settings, 10, seed=21)  # creates the table
-    with _source(settings) as conn:
+    with source_db(settings) as conn:
         conn.execute(f"ALTER TABLE {table} DROP CONSTRAINT events_pkey")
         _insert(conn, table, 90, "now() - interval '2 hours'", dated_sql="now() - interval '2 hours'")
     run(settings)
-    with _source(settings) as conn:
+    with source_db(settings) as conn:
         conn.execute(f"INSERT INTO {table} (event_id, event_type, event_timestamp, details, created_at) "
                      f"SELECT event_id, event_type, now(), details, now() FROM {table} "
                      "WHERE event_timestamp < now() - interval '1 hour' LIMIT 5")  # resent, re-dated
@@ -247,7 +251,7 @@ def test_a_second_source_with_the_same_table_name_is_refused_with_the_fix(lake_e
 
     envs = {t: {**lake_env, "SOURCE_TABLE": f"{t}.events"} for t in ("tenant_a", "tenant_b")}
     first = load_settings(envs["tenant_a"])
-    with _source(first) as conn:
+    with source_db(first) as conn:
         for tenant in envs:
             conn.execute(f"CREATE SCHEMA {tenant}")
     for tenant, rows in (("tenant_a", 80), ("tenant_b", 120)):
@@ -291,11 +295,11 @@ def test_a_source_that_deletes_its_old_rows_keeps_them_in_the_lake_and_no_comman
     from pipeline.settings import load_settings
 
     plain = load_settings(lake_env)
-    with _source(plain) as conn:
+    with source_db(plain) as conn:
         add_events(plain, 100, seed=331)
         _insert(conn, source_table(plain), 40, "now() - interval '5 days'", "now() - interval '5 days'")
     run(plain, spark=spark)
-    with _source(plain) as conn:  # the source's own retention job
+    with source_db(plain) as conn:  # the source's own retention job
         conn.execute(f"DELETE FROM {source_table(plain)} WHERE event_timestamp < now() - interval '3 days'")
     add_events(plain, 10, seed=332)
     kept = load_settings({**lake_env, "SOURCE_RETENTION": "3d"})

@@ -21,11 +21,15 @@ from pipeline.ops.pipeline import Pipeline
 from pipeline.ops.status import collect
 from pipeline.settings.resolve import resolve
 from tests.conftest import load_settings
-from tests.helpers import add_events, assert_lake_equals_source, events_table, lake_query, run, source_table
-
-
-def _source(settings) -> psycopg.Connection:
-    return psycopg.connect(resolve(settings).source_dsn.conninfo(), autocommit=True)
+from tests.helpers import (
+    add_events,
+    assert_lake_equals_source,
+    events_table,
+    lake_query,
+    run,
+    source_db,
+    source_table,
+)
 
 
 def _gauges(settings) -> dict[str, float]:
@@ -36,7 +40,7 @@ def test_a_payload_updated_after_loading_is_seen_by_every_check_and_repaired(set
     add_events(settings, 60, seed=911)
     run(settings, engine="dlt")
     table = source_table(settings)
-    with _source(settings) as conn:
+    with source_db(settings) as conn:
         [(changed, old)] = conn.execute(
             f"UPDATE {table} SET details = details || '{{\"plan\": \"pro\"}}' WHERE event_id = (SELECT event_id "
             f"FROM {table} ORDER BY event_id LIMIT 1) RETURNING event_id, "
@@ -68,7 +72,7 @@ def test_a_non_key_update_of_a_tables_own_column_is_seen_by_status_and_repaired(
     """An application's table with its own columns (a key, a time, an amount): an UPDATE of the
     amount, and of the time inside its minute, keep the id and the bucket; both are found."""
     settings = load_settings({**lake_env, "SOURCE_TABLES": "public.orders:placed_at:order_id"})
-    with _source(settings) as conn:
+    with source_db(settings) as conn:
         conn.execute("CREATE TABLE public.orders (order_id uuid PRIMARY KEY, placed_at timestamptz NOT NULL, "
                      "amount numeric(12,2), note text)")
         # in the look-back (where --status compares), whole seconds into one minute
@@ -76,7 +80,7 @@ def test_a_non_key_update_of_a_tables_own_column_is_seen_by_status_and_repaired(
                      "interval '2 minutes' + make_interval(secs => i), i * 2.5, 'n' || i "
                      "FROM generate_series(1, 30) i")
     run(settings, engine="dlt")
-    with _source(settings) as conn:
+    with source_db(settings) as conn:
         [(priced,)] = conn.execute("UPDATE public.orders SET amount = amount + 0.01 WHERE order_id = (SELECT "
                                    "order_id FROM public.orders ORDER BY order_id LIMIT 1) "
                                    "RETURNING order_id").fetchall()
@@ -91,7 +95,7 @@ def test_a_non_key_update_of_a_tables_own_column_is_seen_by_status_and_repaired(
         repaired = pipeline.repair(None)
         assert (repaired.rows_removed, repaired.rows_loaded) == (2, 2), repaired.summary()
         assert pipeline.prove(None).exact and pipeline.verify().equal
-    with _source(settings) as conn:
+    with source_db(settings) as conn:
         [(amount,)] = conn.execute("SELECT amount FROM public.orders WHERE order_id = %s", (priced,)).fetchall()
     assert lake_query(settings, f"SELECT amount FROM {settings.lake_name}.main.orders "
                                 f"WHERE order_id = '{priced}'") == [(amount,)]
@@ -133,7 +137,7 @@ def test_every_type_is_proven_alike_by_both_sides_and_a_change_to_any_column_is_
                               "SOURCE_TIMEZONE": "America/New_York"})
     columns = ", ".join(f"{name} {kind}" for name, (kind, _, _) in _BATTERY.items())
     values = ", ".join(f"%({name})s::{kind}" for name, (kind, _, _) in _BATTERY.items())
-    with _source(settings) as conn:
+    with source_db(settings) as conn:
         conn.execute("CREATE TYPE mood AS ENUM ('sad', 'happy')")
         conn.execute(f"CREATE TABLE public.typed (row_id uuid PRIMARY KEY, at timestamptz NOT NULL, {columns})")
         for row in range(len(_BATTERY) + 2):
@@ -145,9 +149,9 @@ def test_every_type_is_proven_alike_by_both_sides_and_a_change_to_any_column_is_
     with Pipeline(typed, engine="dlt") as pipeline:
         proven = pipeline.prove(None)
         assert proven.exact, proven.describe()
-    ids = [row_id for (row_id,) in _source(settings).execute("SELECT row_id FROM public.typed "
+    ids = [row_id for (row_id,) in source_db(settings).execute("SELECT row_id FROM public.typed "
                                                              "WHERE small IS NOT NULL ORDER BY row_id")]
-    with _source(settings) as conn:
+    with source_db(settings) as conn:
         for row_id, (name, (kind, _, updated)) in zip(ids, _BATTERY.items(), strict=False):
             conn.execute(f"UPDATE public.typed SET {name} = %s::{kind} WHERE row_id = %s", (updated, row_id))
     with Pipeline(typed, engine="dlt") as pipeline:
@@ -157,7 +161,7 @@ def test_every_type_is_proven_alike_by_both_sides_and_a_change_to_any_column_is_
         pipeline.repair(None)
         assert pipeline.prove(None).exact
     # columns named as DuckLake's inlined rows' (the key above is row_id), one gained later with a default
-    with _source(settings) as conn:
+    with source_db(settings) as conn:
         conn.execute("ALTER TABLE public.typed ADD COLUMN end_snapshot int DEFAULT 7")
         conn.execute("INSERT INTO public.typed (row_id, at, end_snapshot) VALUES (gen_random_uuid(), now(), 8)")
     run(typed, engine=engine, spark=spark)
@@ -172,7 +176,7 @@ def test_a_json_null_and_an_sql_null_stay_apart(settings, spark):
     reader), and the content proof holds them equal to the source's."""
     add_events(settings, 10, seed=913)
     table = source_table(settings)
-    with _source(settings) as conn:
+    with source_db(settings) as conn:
         [(json_null,)] = conn.execute(f"UPDATE {table} SET details = 'null'::jsonb WHERE event_id = (SELECT "
                                       f"event_id FROM {table} ORDER BY event_id LIMIT 1) RETURNING event_id").fetchall()
         [(sql_null,)] = conn.execute(f"UPDATE {table} SET details = NULL WHERE event_id = (SELECT event_id "
@@ -224,7 +228,7 @@ def test_a_value_the_lake_cannot_hold_is_set_aside_whole_and_the_rest_proven(lak
     settings = load_settings({**lake_env, "SOURCE_TABLES": "public.odd:at:odd_id",
                               "SOURCE_TIMEZONE": "America/New_York"})
     columns = ", ".join(f"c{i} {kind}" for i, kind in enumerate(_UNFIT))
-    with _source(settings) as conn:
+    with source_db(settings) as conn:
         conn.execute(f"CREATE TABLE public.odd (odd_id uuid PRIMARY KEY, at timestamptz NOT NULL, big numeric, "
                      f"far timestamp, {columns})")
         conn.execute("INSERT INTO public.odd (odd_id, at, big, far) SELECT gen_random_uuid(), now() - "
@@ -241,7 +245,7 @@ def test_a_value_the_lake_cannot_hold_is_set_aside_whole_and_the_rest_proven(lak
     with Pipeline(settings, engine="dlt") as pipeline:
         assert pipeline.prove(None).exact and pipeline.verify().equal
     assert collect(resolve(settings)).lake_rows_changed_in_source == 0
-    with _source(settings) as conn:  # fixed in the source: loaded by the next run, proven
+    with source_db(settings) as conn:  # fixed in the source: loaded by the next run, proven
         conn.execute("UPDATE public.odd SET c1 = 1.5 WHERE c1 = 'NaN'")
     assert run(settings, engine="dlt").rows_inserted == 1
     with Pipeline(settings, engine="dlt") as pipeline:
@@ -253,13 +257,13 @@ def test_odd_shapes_load_or_are_refused_by_name(lake_env):
     scale beyond its width; a box's elements are not comma-separated); two columns differing only
     in case refused naming both, before anything is created."""
     settings = load_settings({**lake_env, "SOURCE_TABLES": "public.shapes:at:shape_id"})
-    with _source(settings) as conn:
+    with source_db(settings) as conn:
         conn.execute("CREATE TABLE public.shapes (shape_id uuid PRIMARY KEY, at timestamptz NOT NULL, "
                      "tiny numeric(3,5))")
         conn.execute("INSERT INTO public.shapes SELECT gen_random_uuid(), now() - make_interval(secs => i), "
                      "0.00123 FROM generate_series(1, 5) i")
     run(settings, engine="dlt")
-    with _source(settings) as conn:
+    with source_db(settings) as conn:
         conn.execute("ALTER TABLE public.shapes ADD COLUMN b box DEFAULT '(1,1),(0,0)'")
         conn.execute("INSERT INTO public.shapes VALUES (gen_random_uuid(), now(), 0.00001, '(2,2),(0,0)')")
     assert run(settings, engine="dlt").rows_inserted == 1
@@ -268,7 +272,7 @@ def test_odd_shapes_load_or_are_refused_by_name(lake_env):
         # the box default cannot be given to the lake's older rows: they are changed, and repaired
         assert len(check.changed) == 5 and pipeline.repair(None).rows_loaded == 5
         assert pipeline.prove(None).exact
-    with _source(settings) as conn:
+    with source_db(settings) as conn:
         conn.execute('CREATE TABLE public.cased (cased_id uuid PRIMARY KEY, at timestamptz, "x" int, "X" int)')
     cased = load_settings({**lake_env, "SOURCE_TABLES": "public.cased:at:cased_id"})
     with pytest.raises(TerminalError, match="differ only in case \\(x and X\\)"):
@@ -281,12 +285,12 @@ def test_a_column_retyped_in_the_source_is_never_rounded_into_the_lake_and_repai
     wrote them back the same, for ever. Now such a value is set aside naming the column, and a
     repair sets aside the rows the lake cannot hold as the source has them: then all agree."""
     settings = load_settings({**lake_env, "SOURCE_TABLES": "public.counts:at:count_id"})
-    with _source(settings) as conn:
+    with source_db(settings) as conn:
         conn.execute("CREATE TABLE public.counts (count_id uuid PRIMARY KEY, at timestamptz NOT NULL, n int)")
         conn.execute("INSERT INTO public.counts SELECT gen_random_uuid(), now() - make_interval(secs => i), i "
                      "FROM generate_series(1, 5) i")
     run(settings, engine="dlt")
-    with _source(settings) as conn:
+    with source_db(settings) as conn:
         conn.execute("ALTER TABLE public.counts ALTER COLUMN n TYPE numeric(10,2)")
         conn.execute("INSERT INTO public.counts VALUES (gen_random_uuid(), now(), 5.50)")
     report = run(settings, engine="dlt")
@@ -309,7 +313,7 @@ def test_a_column_retyped_in_the_source_is_never_rounded_into_the_lake_and_repai
 
 def _held_or_set_aside(settings, table: str, key: str) -> tuple[int, int]:
     """(source ids, those in neither the lake nor ops.quarantine)."""
-    with _source(settings) as conn:
+    with source_db(settings) as conn:
         source = {str(i) for (i,) in conn.execute(f"SELECT {key} FROM public.{table}").fetchall()}
     lake = {str(i) for (i,) in lake_query(settings, f"SELECT {key} FROM {settings.lake_name}.main.{table}")}
     aside = {i.strip() for (i,) in lake_query(settings, f"SELECT event_id FROM {settings.lake_name}.ops.quarantine")}
@@ -323,7 +327,7 @@ def test_a_set_aside_row_is_held_only_as_a_record_has_it(lake_env):
     was still held as it was (the digest read details and the other columns only). Now every
     record of the row counts, and the digest reads its event columns and every lake column."""
     settings = load_settings({**lake_env, "SOURCE_TABLES": "public.flip:at:flip_id"})
-    with _source(settings) as conn:
+    with source_db(settings) as conn:
         conn.execute("CREATE TABLE public.flip (flip_id uuid PRIMARY KEY, at timestamptz NOT NULL, n int, "
                      "j json, event_type text)")
         conn.execute("INSERT INTO public.flip SELECT gen_random_uuid(), now() - interval '2 hours' - "
@@ -332,19 +336,19 @@ def test_a_set_aside_row_is_held_only_as_a_record_has_it(lake_env):
                      "'\"\\ud800\"', 't'), (gen_random_uuid(), now() - interval '3 hours', 98, '\"\\ud800\"', 't')")
     run(settings, engine="dlt")
     for value in ('"\\ud801x"', '"\\ud800"'):  # A -> B -> A, behind the look-back: repair's to load
-        with _source(settings) as conn:
+        with source_db(settings) as conn:
             conn.execute("UPDATE public.flip SET j = %s WHERE n = 99", (value,))
         with Pipeline(settings, engine="dlt") as pipeline:
             pipeline.repair(None)
             assert pipeline.prove(None).exact and pipeline.verify().equal, value
-    with _source(settings) as conn:  # its event_type changed, its time moved into the future
+    with source_db(settings) as conn:  # its event_type changed, its time moved into the future
         conn.execute("UPDATE public.flip SET event_type = 'CHANGED' WHERE n = 99")
         conn.execute("UPDATE public.flip SET at = now() + interval '1 hour' WHERE n = 98")
     with Pipeline(settings, engine="dlt") as pipeline:
         assert pipeline.prove(None).missing and not pipeline.verify().equal
         pipeline.repair(None)
         assert pipeline.prove(None).exact
-    with _source(settings) as conn:  # the column that made it unfit dropped: it can be loaded now
+    with source_db(settings) as conn:  # the column that made it unfit dropped: it can be loaded now
         conn.execute("ALTER TABLE public.flip DROP COLUMN j")
     with Pipeline(settings, engine="dlt") as pipeline:
         assert pipeline.repair(None).rows_loaded == 1

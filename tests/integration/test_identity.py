@@ -15,11 +15,15 @@ from pipeline.ops.pipeline import Pipeline
 from pipeline.ops.status import collect
 from pipeline.settings.resolve import resolve
 from tests.conftest import BOTH_MODES, load_settings
-from tests.helpers import add_events, assert_lake_equals_source, events_table, lake_query, run, source_table
-
-
-def _source(settings) -> psycopg.Connection:
-    return psycopg.connect(resolve(settings).source_dsn.conninfo(), autocommit=True)
+from tests.helpers import (
+    add_events,
+    assert_lake_equals_source,
+    events_table,
+    lake_query,
+    run,
+    source_db,
+    source_table,
+)
 
 
 def _lake_ids(settings) -> tuple[int, int]:
@@ -57,7 +61,7 @@ def test_a_row_deleted_beside_a_backfill_hides_neither(settings, lake_env, spark
     proven = cli("--verify", "--since", "all", env=lake_env)
     assert proven.returncode == 0 and "lake == source by id and content in" in proven.stdout + proven.stderr
     table = source_table(settings)
-    with _source(settings) as conn:
+    with source_db(settings) as conn:
         gone = _one_loaded_id(conn, table)
         conn.execute(f"DELETE FROM {table} WHERE event_id = %s", (gone,))
         came = _backfill(conn, table)
@@ -99,7 +103,7 @@ def test_a_row_deleted_beside_a_backfill_hides_neither(settings, lake_env, spark
 def test_a_row_moved_out_of_the_look_back_beside_a_backfill_hides_neither(settings, spark):
     _loaded_and_fast(settings, spark)
     table = source_table(settings)
-    with _source(settings) as conn:
+    with source_db(settings) as conn:
         moved = _one_loaded_id(conn, table)
         conn.execute(f"UPDATE {table} SET event_timestamp = now() - interval '2 days' WHERE event_id = %s",
                      (moved,))
@@ -119,7 +123,7 @@ def test_a_loaded_row_moved_into_the_look_back_is_not_loaded_again(settings, spa
     add_events(settings, 20, seed=404)
     run(settings, spark=spark)
     table = source_table(settings)
-    with _source(settings) as conn:
+    with source_db(settings) as conn:
         [[moved]] = conn.execute(f"SELECT event_id FROM {table} WHERE event_timestamp < now() - interval '1 day' "
                                  "LIMIT 1").fetchall()
         conn.execute(f"UPDATE {table} SET event_timestamp = now() - interval '1 minute' WHERE event_id = %s",
@@ -150,7 +154,7 @@ def test_a_quarantined_row_fixed_in_the_source_is_loaded(lake_env, spark):
     fixed, it is read again and loaded, and the quarantine keeps the history."""
     settings = load_settings({**lake_env, "SOURCE_TABLE": "public.loose_events"})
     bad = str(uuid.uuid4()).upper()  # a text id in another spelling than the lake's
-    with _source(settings) as conn:
+    with source_db(settings) as conn:
         conn.execute(LOOSE_TABLE)
         conn.execute("INSERT INTO public.loose_events (event_id, event_type, event_timestamp, details) "
                      "SELECT gen_random_uuid()::text, 'click', now() - interval '1 minute', '{}' "
@@ -163,7 +167,7 @@ def test_a_quarantined_row_fixed_in_the_source_is_loaded(lake_env, spark):
     again = run(settings, spark=spark)
     assert (again.rows_inserted, again.rows_quarantined) == (0, 0)
     assert collect(resolve(settings)).health.state == "healthy"
-    with _source(settings) as conn:  # the application repairs it, in place (created_at unchanged)
+    with source_db(settings) as conn:  # the application repairs it, in place (created_at unchanged)
         conn.execute("UPDATE public.loose_events SET details = '{\"fixed\": true}' WHERE event_id = %s", (bad,))
     fixed = run(settings, spark=spark)
     assert fixed.rows_inserted == 1
@@ -178,7 +182,7 @@ def test_a_quarantined_row_fixed_in_the_source_is_loaded(lake_env, spark):
 def test_a_backfill_alone_is_loaded_by_the_next_run(settings, spark, writer):
     _loaded_and_fast(settings, spark)
     table = source_table(settings)
-    with _source(settings) as conn:
+    with source_db(settings) as conn:
         conn.execute(f"INSERT INTO {table} VALUES (gen_random_uuid(), 'x', now() - interval '3 minutes', "
                      f"'{{}}', {writer})")
     report = run(settings, spark=spark)
@@ -196,7 +200,7 @@ def test_ids_a_one_value_checksum_confused_are_told_apart(settings, spark, repla
     and --repair all said the lake was exact. The halves are summed apart."""
     _loaded_and_fast(settings, spark)
     table = source_table(settings)
-    with _source(settings) as conn:
+    with source_db(settings) as conn:
         if replacement == "nil for max":
             conn.execute(f"INSERT INTO {table} VALUES ('00000000-0000-0000-0000-000000000000', 'nil', "
                          "now() - interval '2 minutes', '{}', now())")
@@ -219,7 +223,7 @@ def test_one_id_spelled_twice_in_a_text_key_is_one_id(lake_env, spark):
     """A text primary key holding one UUID in two spellings: the lake holds it once, and the check
     agrees (it summed both spellings: healthy, yet 'checksums differ' in --verify --since)."""
     settings = load_settings({**lake_env, "SOURCE_TABLE": "public.loose_events"})
-    with _source(settings) as conn:
+    with source_db(settings) as conn:
         conn.execute(LOOSE_TABLE)
         conn.execute("INSERT INTO public.loose_events (event_id, event_type, event_timestamp, details) "
                      "SELECT gen_random_uuid()::text, 'click', now() - interval '1 minute', '{}' "
@@ -282,7 +286,7 @@ def test_every_spelling_of_an_id_is_read_alike_by_both_sides_and_repair_never_re
     load ("invalid input syntax for type uuid"). One rule now reads a text id on both sides:
     the UUIDs load, the rest are quarantined, status is healthy, and repair removes nothing."""
     settings = load_settings({**lake_env, "SOURCE_TABLE": "public.loose_events"})
-    with _source(settings) as conn:
+    with source_db(settings) as conn:
         conn.execute(LOOSE_TABLE)
         for text, _ in SPELLINGS:
             conn.execute("INSERT INTO public.loose_events (event_id, event_type, event_timestamp, details) "
@@ -313,14 +317,14 @@ def test_status_tells_a_late_arrival_from_a_row_the_lake_lost(settings, lake_env
     (healthy, said), and a loss when that snapshot held them (failing, named)."""
     _loaded_and_fast(settings, spark)
     table = source_table(settings)
-    with _source(settings) as conn:
+    with source_db(settings) as conn:
         late = _backfill(conn, table)
     status = collect(resolve(settings))
     assert status.identity is not None and status.identity.missing == [late] and not status.identity.missed
     assert status.health.state == "healthy"
     assert "wait for the next" in cli("--status", env=lake_env).stdout
     run(settings, spark=spark)
-    with _source(settings) as conn:
+    with source_db(settings) as conn:
         lost = _one_loaded_id(conn, table)
     assert cli("--write", "--sql", f"DELETE FROM events WHERE event_id = '{lost}'", env=lake_env).returncode == 0
     status = collect(resolve(settings))
@@ -332,7 +336,7 @@ def test_an_id_a_keyless_source_repeats_in_two_minutes_is_not_called_moved(lake_
     """A source without a key holding one id at two times: the lake holds it once, as loads
     promise; the bucket-by-bucket proof did not say 'moved', and --repair did not rewrite it every time."""
     settings = load_settings({**lake_env, "SOURCE_TABLE": "public.keyless"})
-    with _source(settings) as conn:
+    with source_db(settings) as conn:
         conn.execute("CREATE TABLE public.keyless (event_id text, event_type text, event_timestamp timestamptz, "
                      "details text, created_at timestamptz DEFAULT now())")
         conn.execute("INSERT INTO public.keyless (event_id, event_type, event_timestamp, details) "
@@ -342,7 +346,7 @@ def test_an_id_a_keyless_source_repeats_in_two_minutes_is_not_called_moved(lake_
                      "('c0ffee00-0000-4000-8000-000000000006', 'a', now() - interval '35 seconds', '{}'), "
                      "('c0ffee00-0000-4000-8000-000000000006', 'a', now() - interval '95 seconds', '{}')")
     run(settings, spark=spark)
-    with _source(settings) as conn:  # something else differs too, so the proof goes bucket by bucket
+    with source_db(settings) as conn:  # something else differs too, so the proof goes bucket by bucket
         conn.execute("DELETE FROM public.keyless WHERE event_id = "
                      "(SELECT event_id FROM public.keyless WHERE event_type = 'click' LIMIT 1)")
     with Pipeline(settings) as pipeline:
