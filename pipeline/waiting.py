@@ -12,7 +12,7 @@ import contextlib
 import itertools
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -35,6 +35,7 @@ _current: dict[int, Wait] = {}
 _ids = itertools.count()
 _gave_up: tuple[float, str] | None = None  # (time.monotonic(), what) of the last wait that ended in failure
 _recorded = 0.0  # time.monotonic() when this process last wrote a job's outcome to the lake's history
+_on_record: list[Callable[[], object]] = []  # told at once when an outcome is recorded (observers)
 
 
 @contextlib.contextmanager
@@ -75,6 +76,23 @@ def recorded() -> None:
     global _recorded
     with _lock:
         _recorded = time.monotonic()
+        listeners = list(_on_record)
+    for listener in listeners:
+        listener()
+
+
+def on_record(listener: Callable[[], object]) -> Callable[[], None]:
+    """Call ``listener`` (which must return at once) whenever :func:`recorded` is; the function returned
+    stops it. An observer starts reading the news when it happens, not when a probe asks: a reading
+    begun then had finished, on a busy host, only after the probe's wait for it ran out."""
+    with _lock:
+        _on_record.append(listener)
+
+    def stop() -> None:
+        with _lock:
+            if listener in _on_record:
+                _on_record.remove(listener)
+    return stop
 
 
 def recorded_after(moment: float) -> bool:

@@ -8,7 +8,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
@@ -112,6 +112,7 @@ class Observer:
         self._closed = False
         self._timer: threading.Thread | None = None
         self._stopped = threading.Event()
+        self._unsubscribe: Callable[[], None] | None = None
         self.refreshes = 0  # observations taken so far
 
     def observe(self) -> Observation:
@@ -135,6 +136,7 @@ class Observer:
         """Refresh every ``ttl`` seconds in the background, from now until :meth:`close`."""
         self._timer = threading.Thread(target=self._tick, name="observe-timer", daemon=True)
         self._timer.start()
+        self._unsubscribe = waiting.on_record(self._kick)
         return self
 
     def _tick(self) -> None:
@@ -163,13 +165,23 @@ class Observer:
             first = self._latest is None
         if first and pending is not None:
             pending.join()  # nothing to answer from yet
-        elif news and pending is not None:
-            pending.join(NEWS_WAIT_SECONDS)  # a reading of the new record, unless it is slow
+        if news:
+            self._await_news(time.monotonic() + NEWS_WAIT_SECONDS)
         with self._lock:
             latest, taken = self._latest, self._taken
         if latest is None:
             return Observation(datetime.now(UTC), error="the server is stopping")
         return self._as_of_now(latest, taken)
+
+    def _await_news(self, deadline: float) -> None:
+        """Wait, until ``deadline``, for a reading begun after this process's last recorded outcome: one
+        in flight that began before it cannot know of it (a refresh begun during a catalog outage answered
+        "the lake cannot be read" after the recovery's load was recorded)."""
+        while waiting.recorded_after(self._taken) and (left := deadline - time.monotonic()) > 0:
+            pending = self._kick()
+            if pending is None:  # closed
+                return
+            pending.join(left)
 
     def _as_of_now(self, observation: Observation, taken: float) -> Observation:
         """``observation`` answered now: the time since the last success counted to now, what a
@@ -207,12 +219,16 @@ class Observer:
                 observation = through_outage(self._latest, observation)
             self._latest, self._taken, self._refreshing = observation, began, None
             self.refreshes += 1
+        if waiting.recorded_after(began):  # an outcome recorded while it read: read again, for it
+            self._kick()
 
     def close(self) -> None:
         """Stop refreshing; a refresh in flight gets :data:`CLOSE_WAIT_SECONDS` to finish and is
         then left to end on its own (it only reads): a stop that waited for it waited as long as
         the slowest reading of the lake, past the scheduler's stop bound (exit 1 after 60 s)."""
         self._stopped.set()
+        if self._unsubscribe is not None:
+            self._unsubscribe()
         with self._lock:
             self._closed, pending = True, self._refreshing
         if pending is not None:
