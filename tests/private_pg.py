@@ -34,6 +34,7 @@ class PrivatePostgres:
 
     password: str
     port: int = field(default_factory=free_port)
+    config: tuple[str, ...] = ()  # more server settings, "name=value" each
     root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="private-pg-")))
 
     @property
@@ -55,6 +56,7 @@ class PrivatePostgres:
 
     def start(self) -> PrivatePostgres:
         options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off"
+        options += "".join(f" -c {setting}" for setting in self.config)
         _as_postgres(_bin("pg_ctl"), "-D", str(self.data), "-o", options, "-l", str(self.root / "log"),
                      "-w", "start")
         return self

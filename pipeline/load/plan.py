@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
+
+import psycopg
 
 from pipeline.lake import batches
 from pipeline.lake.session import LakeTable
@@ -46,6 +48,8 @@ def plan_batch(snapshot: PlannerSnapshot, lake: LakeTable, settings: ResolvedSet
         bounded = stats.time_of_row(conn, source, watermark, upper, bound_rows)
         if bounded is not None and bounded < upper:
             window, backfill = plan_window(watermark, settings.lookback, bounded, since), True
+    if since is not None and window.low is not None:
+        window = _reach_back(conn, source, since, window)
     in_future = stats.rows_after(conn, source, upper)
     if in_future:
         log.warning("%d events are dated after the source's clock (%s); they are loaded when "
@@ -99,6 +103,22 @@ def _arrivals(snapshot: PlannerSnapshot, lake: LakeTable, table: shape.SourceRel
                              or not table.row_versions):
         xmin = None
     return Arrivals(column, after, due_after, xmin)
+
+
+def _reach_back(conn: psycopg.Connection, source: shape.SourceRelation, since: Arrivals,
+                window: Window) -> Window:
+    """``window`` reaching back to the rows that arrived since the last plan dated before it: a
+    transaction open longer than LOOKBACK (or prepared, or a writer's backfill in one) committed them,
+    and no window's dates would ever take them (they waited for the daily --reconcile while --status
+    said healthy). Its range, and so the identity check, then covers them."""
+    assert window.low is not None
+    late, earliest = stats.arrived_behind(conn, source, since, window.low)
+    if not late or earliest is None:
+        return window
+    log.warning("%d row(s) dated before the look-back (from %s) were committed since the last load (a "
+                "transaction open longer than LOOKBACK, or a backfill): this load reads back to them",
+                late, earliest.isoformat())
+    return replace(window, low=earliest - timedelta(microseconds=1))
 
 
 def _warn_rows_ahead(snapshot: PlannerSnapshot, table: str, column: str | None, upper: datetime) -> None:

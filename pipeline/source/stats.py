@@ -15,7 +15,7 @@ from pipeline.content_hash import RowHash, framed, postgres_instant_text
 from pipeline.errors import SourceAccessDenied, SourceTableMissing
 from pipeline.id_checksum import IdSum
 from pipeline.source.shape import SourceRelation, staged_text
-from pipeline.source.window import FINITE_FLOOR, XID_SPAN, Window
+from pipeline.source.window import FINITE_FLOOR, XID_SPAN, Arrivals, Window
 from pipeline.sqltext import one_row
 
 
@@ -77,6 +77,18 @@ def rows_after(conn: psycopg.Connection, source: SourceRelation, upper: datetime
                     "AND event_timestamp <> 'infinity'").format(
         t=sql.SQL(source.sql))
     return one_row(conn.execute(query, {"upper": upper}))[0]
+
+
+def arrived_behind(conn: psycopg.Connection, source: SourceRelation, arrivals: Arrivals,
+                   low: datetime) -> tuple[int, datetime | None]:
+    """Rows that arrived since ``arrivals``' plan dated at or before ``low``, and the earliest: a
+    transaction open longer than the look-back commits rows dated before any window (the arrival
+    column's index finds them; their dates cannot)."""
+    query = sql.SQL("SELECT count(*), min(event_timestamp) FROM {t} WHERE {arrived} "
+                    "AND event_timestamp > '-infinity' AND event_timestamp <= %(low)s").format(
+        t=sql.SQL(source.sql), arrived=sql.SQL(arrivals.arrived_sql()))
+    count, earliest = one_row(conn.execute(query, {**arrivals.params(), "low": low}))
+    return int(count), earliest
 
 
 def time_of_row(conn: psycopg.Connection, source: SourceRelation, low: datetime | None, upper: datetime,

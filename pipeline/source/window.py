@@ -62,10 +62,14 @@ class Arrivals:
         return (f"({col} > {after}::timestamptz - interval '{int(SKEW_BOUND.total_seconds())} seconds' "
                 f"AND mod(xmin::text::bigint - {xmin32} + {XID_SPAN}, {XID_SPAN}) < {XID_SPAN // 2})")
 
+    def arrived_sql(self) -> str:
+        """Rows that arrived since the earlier plan, whatever their dates (psycopg placeholders)."""
+        return self._new_sql('%(arrived_after)s', '%(xmin32)s')
+
     def where_sql(self) -> str:
         # a row without an arrival time is always read (the look-back bounds it, as before)
         col = quote_ident(self.column)
-        return (f"({self._new_sql('%(arrived_after)s', '%(xmin32)s')} OR event_timestamp > %(due_after)s "
+        return (f"({self.arrived_sql()} OR event_timestamp > %(due_after)s "
                 f"OR {col} IS NULL)")
 
     def params(self) -> dict[str, object]:
