@@ -14,6 +14,7 @@ the table's own columns; the relation is plain enough that Postgres and DuckDB p
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from pipeline.sqltext import quote_ident
 
@@ -25,17 +26,75 @@ OPTIONAL_LAKE_TYPES = {"event_type": "VARCHAR", "details": "JSON", "created_at":
 
 
 def canonical_relation(table_sql: str, id_column: str = ID, time_column: str = TIME,
-                       absent: Iterable[str] = (), *, system_columns: bool = False) -> str:
+                       absent: Iterable[str] = (), *, system_columns: bool = False,
+                       wall_clock: WallClock | None = None) -> str:
     """``table_sql`` as the stages read it (itself when it already has the canonical names).
     ``system_columns``: Postgres' ``xmin`` and ``ctid`` stay reachable through it (the arrival
-    rule and page-range slices read them)."""
+    rule and page-range slices read them). ``wall_clock``: the time column is naive, and is read as
+    the instant it means in the session's zone (see :class:`WallClock`)."""
+    instant = None if wall_clock is None else wall_clock.instant_sql(time_column)
     added = ([f"{quote_ident(id_column)} AS {ID}"] if id_column != ID else []) + \
-        ([f"{quote_ident(time_column)} AS {TIME}"] if time_column != TIME else []) + \
+        ([f"{instant or quote_ident(time_column)} AS {TIME}"] if time_column != TIME or instant else []) + \
         [f"NULL::{OPTIONAL[name]} AS {name}" for name in absent]
     if not added:
         return table_sql
     system = ["xmin", "ctid"] if system_columns else []
-    return f"(SELECT *, {', '.join([*system, *added])} FROM {table_sql}) AS shaped"
+    if wall_clock is not None:
+        system.append(f"{quote_ident(time_column)} AS {quote_ident(wall_clock.column)}")
+    own = "*" if wall_clock is None or time_column != TIME else \
+        ", ".join(quote_ident(name) for name in wall_clock.columns if name != TIME)
+    return f"(SELECT {', '.join([own, *system, *added])} FROM {table_sql}) AS shaped"
+
+
+@dataclass(frozen=True)
+class WallClock:
+    """A naive (``timestamp without time zone``) time column: wall-clock time in the session's zone.
+
+    Compared with an instant, Postgres converts each value; but its index is ordered by wall time,
+    and across a daylight-saving change (a spring-forward gap holding values) that order is not the
+    instants' order: an index scan and a sequential scan returned different rows for one range, so
+    the rows a load read and the ones it proved could differ from the ones --verify read. So the
+    relation reads the column as its instant (``event_timestamp``, exact, per row) and keeps the wall
+    time reachable as ``column``, and a range adds :meth:`range_hint_sql`: bounds on the wall time
+    that the index can use, wide enough to hold every row of the range whatever offset it is read
+    with (any offset the zone has within a day of either bound)."""
+
+    column: str  # the relation's name for the wall time (no column of the table's)
+    columns: tuple[str, ...]  # the table's columns (a table whose time column is event_timestamp lists them)
+
+    @staticmethod
+    def instant_sql(time_column: str) -> str:
+        # a value within a day of Postgres' bounds has no instant in every zone (the conversion raises
+        # and stops every read): none, so the row is quarantined as undated
+        col = quote_ident(time_column)
+        return (f"CASE WHEN {col} BETWEEN '4713-11-26 BC' AND '294276-12-30' OR NOT isfinite({col}) "
+                f"THEN {col}::timestamptz END")
+
+    def range_hint_sql(self, low: str | None, upper: str) -> str:
+        """Bounds on the wall time implied by ``event_timestamp`` in ``(low, upper]`` (SQL
+        expressions of instants), for the index only: the exact test stays on the instant."""
+        wall = quote_ident(self.column)
+        hint = f"{wall} <= {_wall_bound(upper, 'greatest')}"
+        return hint if low is None else f"{wall} > {_wall_bound(low, 'least')} AND {hint}"
+
+    def undated_hint_sql(self) -> str:
+        """Where the rows without an instant (:meth:`instant_sql` NULL or infinite) are, for the index."""
+        wall = quote_ident(self.column)
+        return f"({wall} IS NULL OR {wall} < '4713-11-26 BC' OR {wall} > '294276-12-30')"
+
+
+_OFFSET_SAMPLES = ("-1 day", "-12 hours", "0", "12 hours", "1 day")
+
+
+def _wall_bound(instant: str, pick: str) -> str:
+    """``instant``'s UTC wall time plus the least (or greatest) offset the session's zone has within
+    a day of it: every wall time read as an instant on that side of ``instant`` is on that side."""
+    def moved(shift: str) -> str:
+        return f"(({instant})::timestamptz + interval '{shift}')"
+    zone = "current_setting('TimeZone')"
+    offsets = ", ".join(f"{moved(shift)} AT TIME ZONE {zone} - {moved(shift)} AT TIME ZONE 'UTC'"
+                        for shift in _OFFSET_SAMPLES)
+    return f"((({instant})::timestamptz AT TIME ZONE 'UTC') + {pick}({offsets}))"
 
 
 def own_name(name: str, id_column: str, time_column: str) -> str:

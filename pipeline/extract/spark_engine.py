@@ -94,10 +94,16 @@ def jdbc_options(request: ExtractRequest, window: Window, partitions: int) -> di
 
 
 def wall_clock(instant: datetime, zone: str) -> str:
-    """``instant`` as the naive wall-clock text of ``zone`` (what a JDBC partition bound is)."""
-    from zoneinfo import ZoneInfo
+    """``instant`` as the naive wall-clock text of ``zone`` (what a JDBC partition bound is); in UTC
+    for a zone only Postgres knows (a POSIX rule such as ``EST5EDT,M3.2.0,M11.1.0``): a bound only
+    shapes the split, and hours off it still splits."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-    return instant.astimezone(ZoneInfo(zone)).replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
+    try:
+        local = instant.astimezone(ZoneInfo(zone))
+    except (ZoneInfoNotFoundError, ValueError):
+        local = instant.astimezone(UTC)
+    return local.replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
 
 
 class SparkExtractor:

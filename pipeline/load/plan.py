@@ -24,14 +24,17 @@ log = logging.getLogger(__name__)
 
 
 def plan_batch(snapshot: PlannerSnapshot, lake: LakeTable, settings: ResolvedSettings, table: TableSpec,
-               watermark: datetime | None, *, rows_behind: int = 0, bound_rows: int = 0) -> BatchPlan:
+               watermark: datetime | None, *, rows_behind: int = 0, bound_rows: int = 0,
+               reach_back: datetime | None = None) -> BatchPlan:
     """``table``'s next window after ``watermark`` (read in the lake session ``lake``), counted in the
     planner's ``snapshot``. With an arrival column and an earlier batch's mark, the window holds
     only what arrived or became due since (see :mod:`pipeline.source.window`), and the completeness
     check (:mod:`pipeline.source.completeness`) decides whether that is enough. ``rows_behind``:
     a run's second pass, after its first one's promotion came up that many rows short: the whole
     look-back is read. ``bound_rows``: a table catching up (SOURCE_TABLES) reads about that many
-    rows, its window ending at the time of the last of them (``backfill``) when it has more."""
+    rows, its window ending at the time of the last of them (``backfill``) when it has more.
+    ``reach_back``: where another table of the image reached back to (:func:`_reach_back`): the
+    window starts there too, so a transaction's rows in both tables are read together."""
     conn = snapshot.conn
     source = shape.SourceRelation.of(conn, table)
     # the columns this snapshot has: a column added while a follower runs is loaded from its next plan
@@ -48,8 +51,11 @@ def plan_batch(snapshot: PlannerSnapshot, lake: LakeTable, settings: ResolvedSet
         bounded = stats.time_of_row(conn, source, watermark, upper, bound_rows)
         if bounded is not None and bounded < upper:
             window, backfill = plan_window(watermark, settings.lookback, bounded, since), True
+    window = replace(window, wall_clock=source.wall_clock)
     if since is not None and window.low is not None:
         window = _reach_back(conn, source, since, window)
+    if reach_back is not None and window.low is not None and reach_back < window.low:
+        window = replace(window, low=reach_back)
     in_future = stats.rows_after(conn, source, upper)
     if in_future:
         log.warning("%d events are dated after the source's clock (%s); they are loaded when "

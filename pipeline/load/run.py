@@ -558,6 +558,7 @@ class _ImageLoad:
         # its snapshot is shared, and it is what the lake is compared with
         with exported_snapshot(settings.source_dsn, arrivals=settings.arrival_column is not None) as snapshot:
             plans: list[BatchPlan] = []
+            starts: list[tuple[datetime | None, int]] = []  # each table's plan_batch(after, rows_behind)
             with one_read(self.lake):  # every table's lake reads in one lake snapshot too
                 standing = {load.lake.table: batches.standing(load.lake) for load in self.loads}
                 marks = {table: where.watermark for table, where in standing.items()}
@@ -582,10 +583,12 @@ class _ImageLoad:
                         load.report.watermark, load.planned_from = marks[table], start
                     # a second image: a short table's whole look-back again, the others' next window
                     after = load.planned_from if behind or not rows_behind else start
+                    starts.append((after, behind))
                     plans.append(plan_batch(snapshot, load.lake, settings, load.table, after,
                                             rows_behind=behind,
                                             bound_rows=settings.backfill_rows if table in catching else 0))
                     load.report.catching_up = plans[-1].backfill
+                self._reach_back_together(snapshot, plans, starts, catching)
             for load, plan in zip(self.loads, plans, strict=True):
                 load.report.planned(plan)
             self.report.rows_in_future = sum(load.report.rows_in_future for load in self.loads)
@@ -608,6 +611,26 @@ class _ImageLoad:
                     short[load.lake.table] = missing
             self.report.seconds["check"] = sum(load.report.seconds.get("check", 0.0) for load in self.loads)
             return short
+
+    def _reach_back_together(self, snapshot: PlannerSnapshot, plans: list[BatchPlan],
+                             starts: list[tuple[datetime | None, int]],
+                             catching: dict[str, datetime | None]) -> None:
+        """A table whose window reached back (rows a long transaction committed dated before the
+        look-back) takes the image's other tables with it: each is planned again from there (a
+        table without an arrival column reads that range whole), so the session such a transaction
+        wrote is not loaded an image before its events."""
+        floors = [plan.window.low for load, plan in zip(self.loads, plans, strict=True)
+                  if load.lake.table not in catching and plan.window.low is not None]
+        if not floors or min(floors) == max(floors):
+            return
+        reach = min(floors)
+        for i, load in enumerate(self.loads):
+            low = plans[i].window.low
+            if load.lake.table in catching or low is None or low == reach:
+                continue
+            after, behind = starts[i]
+            plans[i] = plan_batch(snapshot, load.lake, self.settings, load.table, after, rows_behind=behind,
+                                  reach_back=reach)
 
     def _catching_up(self, standing: dict[str, batches.Standing]) -> dict[str, datetime | None]:
         """The tables catching up, each with where its last part ended (None: no part yet): added to a

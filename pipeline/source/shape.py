@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import psycopg
 
-from pipeline.columns import ID, OPTIONAL, OPTIONAL_LAKE_TYPES, TIME, canonical_relation
+from pipeline.columns import ID, OPTIONAL, OPTIONAL_LAKE_TYPES, TIME, WallClock, canonical_relation
 from pipeline.errors import ConfigError, TerminalError
 from pipeline.settings import TableSpec
 from pipeline.sqltext import one_row, quote_ident, quote_qualified
@@ -80,9 +80,25 @@ class SourceRelation:
         return cls.read(conn, table.qualified, table.id_column, table.time_column)
 
     @property
+    def wall_clock(self) -> WallClock | None:
+        """The naive time column's reading (None: the time column holds instants)."""
+        if self.types.get(self.time_column) != "timestamp":
+            return None
+        name, taken = "_el_wall_time", [column.lower() for column in self.types]
+        while any(column.startswith(name) for column in taken):
+            name = "_" + name
+        return WallClock(name, tuple(self.types))
+
+    @property
     def sql(self) -> str:
         return canonical_relation(quote_qualified(self.qualified), self.id_column, self.time_column,
-                                  self.absent, system_columns=self.row_versions)
+                                  self.absent, system_columns=self.row_versions, wall_clock=self.wall_clock)
+
+    def range_hint_sql(self, low: str | None, upper: str) -> str:
+        """What a range on ``event_timestamp`` over ``(low, upper]`` adds for the time column's
+        index to serve it (nothing when it holds instants; :class:`pipeline.columns.WallClock`)."""
+        wall = self.wall_clock
+        return "" if wall is None else f" AND {wall.range_hint_sql(low, upper)}"
 
 
 @dataclass(frozen=True)

@@ -95,15 +95,20 @@ def time_of_row(conn: psycopg.Connection, source: SourceRelation, low: datetime 
                 rows: int) -> datetime | None:
     """The time of the ``rows``-th oldest row dated in ``(low, upper]`` (a walk of the time column's
     index), or None when the range holds fewer: where a bounded backfill's window ends."""
-    query = sql.SQL(f"SELECT event_timestamp::timestamptz FROM {{t}} WHERE {_range_sql(low)} "
-                    "ORDER BY event_timestamp OFFSET %(skip)s LIMIT 1").format(t=sql.SQL(source.sql))
+    # a naive column's index walk: rows in wall-time order are about as many (the window ends at
+    # this row's instant, exactly, whichever it is)
+    order = source.wall_clock.column if source.wall_clock else "event_timestamp"
+    query = sql.SQL(f"SELECT event_timestamp::timestamptz FROM {{t}} WHERE {_range_sql(low, source)} "
+                    "ORDER BY {order} OFFSET %(skip)s LIMIT 1").format(t=sql.SQL(source.sql),
+                                                                        order=sql.Identifier(order))
     row = conn.execute(query, {"low": low, "upper": upper, "skip": rows - 1}).fetchone()
     return row[0] if row else None
 
 
-def _range_sql(low: datetime | None) -> str:
+def _range_sql(low: datetime | None, source: SourceRelation) -> str:
     floor = "event_timestamp > %(low)s" if low is not None else FINITE_FLOOR
-    return f"{floor} AND event_timestamp <= %(upper)s"
+    return (f"{floor} AND event_timestamp <= %(upper)s"
+            + source.range_hint_sql("%(low)s" if low is not None else None, "%(upper)s"))
 
 
 def id_sums(conn: psycopg.Connection, source: SourceRelation, low: datetime | None, upper: datetime, *,
@@ -118,7 +123,7 @@ def id_sums(conn: psycopg.Connection, source: SourceRelation, low: datetime | No
     :func:`rows_in_buckets` tells."""
     uuid_sql = id_checksum.postgres_id("event_id", uuid_typed)
     bucket = id_checksum.postgres_bucket(bucket_seconds) if bucket_seconds else "0"
-    where = f"FROM {{t}} WHERE {_range_sql(low)}"
+    where = f"FROM {{t}} WHERE {_range_sql(low, source)}"
     if content is None:
         # a text id's unique index does not make its UUID unique ('ab…' and 'AB…' spell one id)
         distinct = "" if unique and uuid_typed else "DISTINCT "
@@ -144,7 +149,8 @@ def rows_in_buckets(conn: psycopg.Connection, source: SourceRelation, low: datet
     where the contents differ."""
     uuid_sql = id_checksum.postgres_id("event_id", content.uuid_typed)
     bucket = id_checksum.postgres_bucket(bucket_seconds)
-    query = sql.SQL(f"SELECT {bucket}, {uuid_sql}, {content.postgres()} FROM {{t}} WHERE {_range_sql(low)} "
+    query = sql.SQL(f"SELECT {bucket}, {uuid_sql}, {content.postgres()} FROM {{t}} "
+                    f"WHERE {_range_sql(low, source)} "
                     f"AND {bucket} = ANY(%(buckets)s)").format(t=sql.SQL(source.sql))
     return {(int(number), row_id, digest) for number, row_id, digest
             in conn.execute(query, {"low": low, "upper": upper, "buckets": buckets}).fetchall()
@@ -170,7 +176,7 @@ def ids_in_buckets(conn: psycopg.Connection, source: SourceRelation, low: dateti
     """The ids the source holds dated in ``(low, upper]`` in each of ``buckets``: where a difference is."""
     uuid_sql = id_checksum.postgres_id("event_id", uuid_typed)
     bucket = id_checksum.postgres_bucket(bucket_seconds)
-    query = sql.SQL(f"SELECT DISTINCT {bucket}, {uuid_sql} FROM {{t}} WHERE {_range_sql(low)} AND "
+    query = sql.SQL(f"SELECT DISTINCT {bucket}, {uuid_sql} FROM {{t}} WHERE {_range_sql(low, source)} AND "
                     f"{bucket} = ANY(%(buckets)s)").format(t=sql.SQL(source.sql))
     found: dict[int, set[UUID]] = {b: set() for b in buckets}
     for number, row_id in conn.execute(query, {"low": low, "upper": upper, "buckets": buckets}).fetchall():
@@ -183,7 +189,7 @@ def ids_in_range(conn: psycopg.Connection, source: SourceRelation, low: datetime
                  ids: set[UUID], *, uuid_typed: bool) -> set[UUID]:
     """Which of ``ids`` the source holds dated in ``(low, upper]``."""
     uuid_sql = id_checksum.postgres_id("event_id", uuid_typed)
-    query = sql.SQL(f"SELECT {uuid_sql} FROM {{t}} WHERE {_range_sql(low)} "
+    query = sql.SQL(f"SELECT {uuid_sql} FROM {{t}} WHERE {_range_sql(low, source)} "
                     f"AND {uuid_sql} = ANY(%(ids)s)").format(t=sql.SQL(source.sql))
     return {row[0] for row in conn.execute(query, {"low": low, "upper": upper, "ids": list(ids)}).fetchall()}
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
+from pipeline.columns import WallClock
 from pipeline.sqltext import quote_ident
 
 XID_SPAN = 2 ** 32
@@ -98,13 +99,15 @@ class Window:
     upper: datetime
     nulls: bool = True
     arrivals: Arrivals | None = None  # read only what arrived or became due since that plan
+    wall_clock: WallClock | None = None  # the source's time column is naive (its index's bounds)
 
     def where_sql(self) -> str:
         """Predicate with psycopg placeholders (see :meth:`params`)."""
         range_sql = "event_timestamp <= %(upper)s"
         floor = "event_timestamp > %(low)s" if self.low is not None else FINITE_FLOOR
-        range_sql = f"{floor} AND {range_sql}"
-        range_sql = f"({range_sql} OR {UNDATED})" if self.nulls else range_sql
+        range_sql = f"{floor} AND {range_sql}" + self._hint("%(low)s" if self.low is not None else None,
+                                                           "%(upper)s")
+        range_sql = f"({range_sql} OR {self._undated()})" if self.nulls else range_sql
         return f"{range_sql} AND {self.arrivals.where_sql()}" if self.arrivals else range_sql
 
     def params(self) -> dict[str, object]:
@@ -117,11 +120,19 @@ class Window:
 
     def literal_sql(self) -> str:
         """The same predicate with timestamp literals, for JDBC subqueries that take no params."""
-        range_sql = f"event_timestamp <= '{iso(self.upper)}'::timestamptz"
-        floor = f"event_timestamp > '{iso(self.low)}'::timestamptz" if self.low is not None else FINITE_FLOOR
-        range_sql = f"{floor} AND {range_sql}"
-        range_sql = f"({range_sql} OR {UNDATED})" if self.nulls else range_sql
+        upper = f"'{iso(self.upper)}'::timestamptz"
+        low = f"'{iso(self.low)}'::timestamptz" if self.low else None
+        range_sql = f"event_timestamp <= {upper}"
+        floor = f"event_timestamp > {low}" if low is not None else FINITE_FLOOR
+        range_sql = f"{floor} AND {range_sql}" + self._hint(low, upper)
+        range_sql = f"({range_sql} OR {self._undated()})" if self.nulls else range_sql
         return f"{range_sql} AND {self.arrivals.literal_sql()}" if self.arrivals else range_sql
+
+    def _hint(self, low: str | None, upper: str) -> str:
+        return "" if self.wall_clock is None else f" AND {self.wall_clock.range_hint_sql(low, upper)}"
+
+    def _undated(self) -> str:
+        return UNDATED if self.wall_clock is None else f"({UNDATED} AND {self.wall_clock.undated_hint_sql()})"
 
     def split(self, low: datetime | None, upper: datetime, nulls: bool) -> Window:
         """A part of this window (a time chunk): the same arrivals rule over ``(low, upper]``."""

@@ -14,7 +14,7 @@ import pytest
 
 from generators.events import EventFactory
 from generators.writer import add_events as add_events_to
-from generators.writer import add_sessions, write_batch
+from generators.writer import add_sessions, write_batch, write_linked
 from pipeline import staging
 from pipeline.cli.output import render_status
 from pipeline.errors import ConfigError
@@ -203,6 +203,10 @@ def test_late_linked_rows_beyond_the_look_back_are_reconciled_in_one_commit(lake
     _linked(both, 10, seed=11)
     run(both, engine="dlt")
     _linked(both, 5, seed=12, now=datetime.now(UTC) - timedelta(hours=3))  # late, beyond the look-back
+    with connect(both.source_dsn) as conn:  # a replay that stamps when they were meant: no arrival finds them
+        conn.execute("UPDATE public.sessions SET created_at = started_at WHERE started_at < now() - interval '1 hour'")
+        conn.execute("UPDATE public.events SET created_at = event_timestamp "
+                     "WHERE event_timestamp < now() - interval '1 hour'")
     assert run(both, engine="dlt").rows_inserted == 0  # no window holds them
     with Pipeline(both, engine="dlt") as pipeline:
         report = pipeline.reconcile()
@@ -216,6 +220,26 @@ def test_late_linked_rows_beyond_the_look_back_are_reconciled_in_one_commit(lake
     [(without_user,)] = lake_query(both, f"SELECT count(*) FROM {both.lake_name}.main.sessions WHERE user_id IS NULL")
     assert without_user == 0
     assert _staged(both) == {"sessions": [], "events": []}
+
+
+def test_linked_rows_committed_behind_the_look_back_load_together_whatever_finds_them(lake_env):
+    """A transaction open longer than LOOKBACK writes a session and its events dated before every
+    window. The events' arrival column finds them; the sessions table has none. The events' window
+    reaches back, and so does the sessions' (read whole there): one image holds both, not the events
+    an image (or a day, until --reconcile) before their session."""
+    env = {**lake_env, "SOURCE_TABLES": BOTH, "LOOKBACK": "1m"}
+    both = resolve(load_settings(env))
+    _linked(both, 10, seed=13)
+    with connect(both.source_dsn) as conn:
+        conn.execute("ALTER TABLE public.sessions DROP COLUMN created_at")
+    run(both, engine="dlt")
+    made, events = EventFactory(14).sessions(5, datetime.now(UTC) - timedelta(hours=3))
+    with connect(both.source_dsn, autocommit=False) as conn:
+        write_linked(conn, SESSIONS.qualified, made, EVENTS.qualified, events)
+    report = run(both, engine="dlt")
+    assert {name: part.rows_inserted for name, part in report.tables.items()} == {"sessions": 5, "events": 15}
+    assert torn_images(env) == []
+    assert_lake_equals_source(both)
 
 
 def test_a_repair_of_several_tables_is_one_commit(lake_env):
