@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from decimal import Context
 
 from pipeline.columns import ID, TIME
-from pipeline.id_checksum import postgres_id
+from pipeline.id_checksum import IdKind, duckdb_identity, postgres_id
 from pipeline.sqltext import quote_ident
 
 TEXT, INSTANT, DAY, DOUBLE, IDENTITY = "text", "instant", "day", "double", "id"
@@ -53,11 +53,11 @@ class RowHash:
     """The compared columns of one table, in the order hashed (both sides take the same)."""
 
     columns: tuple[Column, ...]
-    uuid_typed: bool = True  # the source's id column is a uuid (else text spelling one)
+    id_kind: IdKind = IdKind.UUID  # the table's key (:class:`pipeline.id_checksum.IdKind`)
 
     @classmethod
     def of(cls, lake_types: Mapping[str, str], source_types: Mapping[str, str], id_column: str = ID,
-           time_column: str = TIME, *, uuid_typed: bool = True) -> RowHash:
+           time_column: str = TIME, *, id_kind: IdKind = IdKind.UUID) -> RowHash:
         """The columns the lake table (``lake_types``: name -> DuckDB type) and the source
         (``source_types``: name -> Postgres udt) both have, the id and time columns under the
         canonical names every relation gives them (:mod:`pipeline.columns`)."""
@@ -66,7 +66,7 @@ class RowHash:
             if name in (id_column, time_column) or name not in source_types:
                 continue
             columns.append(Column(name, _form(kind.upper(), source_types[name])))
-        return cls(tuple(columns), uuid_typed)
+        return cls(tuple(columns), id_kind)
 
     def postgres(self) -> str:
         """md5 (32 hex digits) of a source row, over the canonical relation's columns."""
@@ -80,7 +80,7 @@ class RowHash:
         """``column``'s value in a source row as the text hashed."""
         value = quote_ident(column.name)
         if column.form == IDENTITY:
-            return f"({postgres_id(value, self.uuid_typed)})::text"
+            return f"({postgres_id(value, self.id_kind)})::text"
         if column.form == INSTANT:
             return postgres_instant_text(value)
         if column.form == DAY:
@@ -98,12 +98,11 @@ class RowHash:
                     f"ELSE {postgres_double_text(f'{value}::float8')} END")
         return f"{value}::text"
 
-    @staticmethod
-    def duckdb_text(column: Column) -> str:
+    def duckdb_text(self, column: Column) -> str:
         """``column``'s value in a lake row as the text hashed."""
         value = quote_ident(column.name)
         if column.form == IDENTITY:
-            return f"CAST(TRY_CAST({value} AS UUID) AS VARCHAR)"
+            return f"CAST({duckdb_identity(value, self.id_kind)} AS VARCHAR)"
         if column.form == INSTANT:
             return duckdb_instant_text(value)
         if column.form == DAY:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from enum import Enum
 from typing import SupportsInt
 from uuid import UUID
 
@@ -91,11 +92,99 @@ def of_ids(ids: Iterable[UUID]) -> IdSum:
                     sum(int.from_bytes(i.bytes[8:]) for i in listed))
 
 
-def postgres_id(column: str, uuid_typed: bool) -> str:
-    """``column`` as a uuid in Postgres: itself, or a text spelling of one (NULL when it spells none)."""
-    if uuid_typed:
+Identity = UUID  # a row's identity (a name the enum below can use: its member UUID shadows the type)
+
+
+class IdKind(Enum):
+    """What a table's key is, and so how both sides name a row by a UUID (its *identity*, what the
+    checksum sums and the checks compare)."""
+
+    UUID = "uuid"  # a uuid column: the identity is the id itself
+    UUID_TEXT = "uuid_text"  # text spelling a UUID (Postgres's spelling rule, :data:`_UUID_TEXT`)
+    # smallint, integer or bigint (serial, identity columns): the lake keeps the key as BIGINT, and
+    # its identity is 8 bytes of the md5 of its decimal text, then its own 8 bytes. The halves then
+    # sum apart like a UUID's (the keys {1, 4} and {2, 3} have equal sums of keys, not of md5s), and
+    # the key reads back from the identity (:meth:`key_of`) for every message that names a row.
+    INTEGER = "integer"
+
+    @classmethod
+    def of_source(cls, udt: str | None) -> IdKind:
+        """The kind of a source id column of Postgres type ``udt`` (:data:`ID_TYPES`)."""
+        return cls.UUID if udt == "uuid" else cls.INTEGER if udt in INTEGER_TYPES else cls.UUID_TEXT
+
+    @classmethod
+    def of_lake(cls, lake_type: str | None) -> IdKind:
+        """The kind a lake id column of DuckDB type ``lake_type`` holds (UUID, or VARCHAR spelling one,
+        for every lake made before integer keys)."""
+        return cls.INTEGER if lake_type in LAKE_INTEGER_TYPES else cls.UUID
+
+    @property
+    def one_spelling(self) -> bool:
+        """Whether one row's id can be spelled only one way (a uuid or an integer, not text)."""
+        return self is not IdKind.UUID_TEXT
+
+    @property
+    def lake_type(self) -> str:
+        return "BIGINT" if self is IdKind.INTEGER else "UUID"
+
+    @property
+    def described(self) -> str:
+        return "an integer" if self is IdKind.INTEGER else "a UUID"
+
+    def key_of(self, identity: Identity) -> str:
+        """The row's key as its table spells it, from its identity."""
+        if self is IdKind.INTEGER:
+            return str(int.from_bytes(identity.bytes[8:], signed=True))
+        return str(identity)
+
+
+INTEGER_TYPES = ("int2", "int4", "int8")
+LAKE_INTEGER_TYPES = ("BIGINT", "INTEGER", "SMALLINT")
+ID_TYPES = ("uuid", "text", "varchar", "bpchar", *INTEGER_TYPES)
+
+
+def postgres_id(column: str, kind: IdKind) -> str:
+    """``column`` (the source's id column) as its identity in Postgres: a uuid itself, a text
+    spelling of one (NULL when it spells none), an integer key by :class:`IdKind`'s rule."""
+    if kind is IdKind.UUID:
         return column
+    if kind is IdKind.INTEGER:
+        key = f"({column})::bigint"
+        return f"(substr(md5({key}::text), 1, 16) || lpad(to_hex({key}), 16, '0'))::uuid"
     return f"(CASE WHEN {column}::text ~* {_PG_UUID_TEXT} THEN btrim({column}::text, {_PG_BLANKS})::uuid END)"
+
+
+def postgres_among(column: str, kind: IdKind, ids: Iterable[UUID]) -> str:
+    """Rows of ``column`` (the source's id) whose identity is one of ``ids``, as literal SQL: an
+    integer key compared as itself, so that its index finds them (no index holds its identity)."""
+    listed = list(ids)
+    if not listed:
+        return "false"
+    if kind is IdKind.INTEGER:
+        return f"{column} IN ({', '.join(kind.key_of(identity) for identity in listed)})"
+    uuids = ", ".join(f"'{identity}'::uuid" for identity in listed)
+    return f"{postgres_id(column, kind)} IN ({uuids})"
+
+
+def duckdb_key(expr: str, kind: IdKind) -> str:
+    """``expr`` (an id: staged text, or a lake column) as the lake holds the key: a UUID by
+    Postgres's rule (:func:`duckdb_id`; NULL when it spells none), or a BIGINT (NULL when not one)."""
+    if kind is IdKind.INTEGER:
+        return f"TRY_CAST(CAST({expr} AS VARCHAR) AS BIGINT)"
+    return duckdb_id(f"CAST({expr} AS VARCHAR)")
+
+
+def duckdb_staged_identity(text: str, kind: IdKind) -> str:
+    """``text`` (an id as staged, or as ``ops.quarantine`` keeps it) as its identity in DuckDB."""
+    return duckdb_identity(text, kind) if kind is IdKind.INTEGER else duckdb_id(text)
+
+
+def duckdb_identity(expr: str, kind: IdKind) -> str:
+    """``expr`` (a lake id column) as its identity in DuckDB, as :func:`postgres_id` gives it."""
+    if kind is IdKind.INTEGER:
+        key = f"TRY_CAST({expr} AS BIGINT)"
+        return f"CAST(substr(md5(CAST({key} AS VARCHAR)), 1, 16) || lpad(to_hex({key}), 16, '0') AS UUID)"
+    return f"TRY_CAST({expr} AS UUID)"
 
 
 def duckdb_id(text: str) -> str:

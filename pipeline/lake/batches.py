@@ -168,8 +168,8 @@ def id_sums(lake: LakeTable, low: datetime | None, upper: datetime,
     hashes = id_checksum.duckdb_hash_sums("hash") if content else "0, 0"
     rows = lake.execute(
         f"SELECT bucket, count(*), {id_checksum.duckdb_sums('id')}, {hashes} FROM (SELECT "
-        # TRY_CAST: text in a zero-copy lake made by the JDBC reader
-        f"TRY_CAST(event_id AS UUID) AS id, {bucket} AS bucket"
+        # (a UUID as text in a zero-copy lake made by the JDBC reader)
+        f"{lake.identity()} AS id, {bucket} AS bucket"
         f"{f', {content.duckdb()} AS hash' if content else ''} FROM {lake.rows} "
         f"WHERE {_range_sql(low)}) GROUP BY bucket", {"upper": upper, **({"low": low} if low else {})}
     ).fetchall()
@@ -182,7 +182,7 @@ def rows_in_buckets(lake: LakeTable, low: datetime | None, upper: datetime, buck
     """(bucket, id, row hash) of the events table's rows dated in ``(low, upper]`` in ``buckets``."""
     bucket = id_checksum.duckdb_bucket(bucket_seconds)
     rows = lake.execute(
-        f"SELECT {bucket}, TRY_CAST(event_id AS UUID), {content.duckdb()} FROM {lake.rows} "
+        f"SELECT {bucket}, {lake.identity()}, {content.duckdb()} FROM {lake.rows} "
         f"WHERE {_range_sql(low)} AND list_contains($buckets, {bucket})",
         {"buckets": buckets, "upper": upper, **({"low": low} if low else {})}).fetchall()
     return {(int(number), row_id, digest) for number, row_id, digest in rows if row_id is not None}
@@ -193,7 +193,7 @@ def ids_in_buckets(lake: LakeTable, low: datetime | None, upper: datetime,
     """The ids the events table holds dated in ``(low, upper]`` in each of ``buckets``, with how often."""
     bucket = id_checksum.duckdb_bucket(bucket_seconds)
     rows = lake.execute(
-        f"SELECT {bucket}, TRY_CAST(event_id AS UUID), count(*) FROM {lake.rows} "
+        f"SELECT {bucket}, {lake.identity()}, count(*) FROM {lake.rows} "
         f"WHERE {_range_sql(low)} AND list_contains($buckets, {bucket}) GROUP BY ALL",
         {"buckets": buckets, "upper": upper, **({"low": low} if low else {})}).fetchall()
     found: dict[int, Counter[UUID]] = {b: Counter() for b in buckets}
@@ -214,9 +214,9 @@ def held_ids(lake: LakeTable, ids: set[UUID]) -> set[UUID]:
         return set()
     # a semi join on the ids (hashed once): list_contains scanned the whole list for every row,
     # and --status took 440 s for 31,000 ids missing from a 2.65M-row lake
-    rows = lake.execute(f"SELECT DISTINCT TRY_CAST(event_id AS UUID) FROM {lake.rows} "
-                       "WHERE TRY_CAST(event_id AS UUID) IN (SELECT unnest($ids))",
-                       {"ids": list(ids)}).fetchall()
+    identity = lake.identity()
+    rows = lake.execute(f"SELECT DISTINCT {identity} FROM {lake.rows} "
+                        f"WHERE {identity} IN (SELECT unnest($ids))", {"ids": list(ids)}).fetchall()
     return {row[0] for row in rows}
 
 
@@ -229,15 +229,16 @@ def quarantined_in_range(lake: LakeTable, low: datetime | None, upper: datetime,
     record has them (:func:`pipeline.source.stats.unchanged_rows`: a row changed A, B, then A
     again is recorded once as A — the records are kept once each); a row the source fixed is read
     and loaded again."""
+    kind = lake.id_kind()
     rows = lake.execute(f"""
         SELECT id, list(DISTINCT digest) FROM (
-            SELECT {id_checksum.duckdb_id("event_id")} AS id,
+            SELECT {id_checksum.duckdb_staged_identity("event_id", kind)} AS id,
                    TRY_CAST(event_timestamp AS TIMESTAMPTZ) AS event_timestamp,
                    {set_aside_digest(columns)} AS digest, quarantined_at
             FROM {lake.quarantine_table} WHERE table_name = $table
               AND (reason = $bad_json OR starts_with(reason, $unfit)))
         WHERE id IS NOT NULL AND {_range_sql(low)}
-          AND id NOT IN (SELECT TRY_CAST(event_id AS UUID) FROM {lake.rows}
+          AND id NOT IN (SELECT {lake.identity(kind=kind)} FROM {lake.rows}
                          WHERE event_id IS NOT NULL AND {_range_sql(low)})
         GROUP BY id""", {"table": lake.table, "bad_json": REASON_BAD_JSON, "unfit": REASON_UNFIT,
                          "upper": upper, **({"low": low} if low else {})}).fetchall()

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from pipeline.columns import ID, TIME, canonical_relation, own_name
+from pipeline.id_checksum import IdKind, duckdb_identity
 from pipeline.lake import locks
 from pipeline.storage.folder import Folder, folder_of
 
@@ -105,6 +106,21 @@ class LakeTable(Lake):
         """The table as the stages read it: its own columns, its id and time columns also as
         ``event_id`` and ``event_timestamp`` (:mod:`pipeline.columns`)."""
         return canonical_relation(self.events_table, self.id_column, self.time_column)
+
+    def id_type(self) -> str | None:
+        """The lake type of the table's id column (None: the table is not made yet)."""
+        row = self.execute("SELECT data_type FROM duckdb_columns() WHERE database_name = ? "
+                           "AND schema_name = 'main' AND table_name = ? AND column_name = ?",
+                           [self.name, self.table, self.id_column]).fetchone()
+        return row[0] if row else None
+
+    def id_kind(self) -> IdKind:
+        """The table's key as its lake column holds it (a UUID for a table not made yet)."""
+        return IdKind.of_lake(self.id_type())
+
+    def identity(self, expr: str = "event_id", kind: IdKind | None = None) -> str:
+        """``expr`` (a column of :attr:`rows`) as the row's identity (:mod:`pipeline.id_checksum`)."""
+        return duckdb_identity(expr, kind or self.id_kind())
 
     def own(self, name: str) -> str:
         """The table's own name of the canonical column ``name``."""

@@ -20,11 +20,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from pipeline.id_checksum import duckdb_id
+from pipeline.id_checksum import IdKind, duckdb_key
 from pipeline.sqltext import quote_ident, quote_literal
 
 REASON_NULL_ID = "event_id is NULL"
 REASON_BAD_ID = "event_id is not a UUID"
+REASON_BAD_KEY = "event_id is not an integer"  # a table keyed by an integer (pipeline.id_checksum.IdKind)
 REASON_NULL_TS = "event_timestamp is NULL or infinite"
 REASON_BAD_JSON = "details is not valid JSON"
 REASON_CONFLICT = "event_id staged twice with different contents; kept the newest created_at"
@@ -90,7 +91,8 @@ class Helpers:
         return f"{self.prefix}split_time"
 
 
-def validated_sql(relation: str, extra_columns: dict[str, str] | None = None) -> str:
+def validated_sql(relation: str, extra_columns: dict[str, str] | None = None, *,
+                  id_kind: IdKind = IdKind.UUID) -> str:
     """Every row of ``relation``, typed for the lake, with ``reason`` NULL when it can be loaded.
     ``extra_columns`` (name -> lake type) are columns the source added; they arrive as text and
     are cast (a value that does not cast becomes NULL: the text stays in the source). The added
@@ -111,13 +113,13 @@ def validated_sql(relation: str, extra_columns: dict[str, str] | None = None) ->
     return f"""
     SELECT *, CASE
         WHEN {h.raw_id} IS NULL THEN '{REASON_NULL_ID}'
-        WHEN event_id IS NULL THEN '{REASON_BAD_ID}'
+        WHEN event_id IS NULL THEN '{REASON_BAD_KEY if id_kind is IdKind.INTEGER else REASON_BAD_ID}'
         WHEN event_timestamp IS NULL OR NOT isfinite(event_timestamp) THEN '{REASON_NULL_TS}'
         WHEN {h.raw_details} IS NOT NULL AND details IS NULL THEN '{REASON_BAD_JSON}'{unfit_reason}
     END AS {h.reason}
     FROM (SELECT CAST(event_id AS VARCHAR) AS {h.raw_id}, CAST(details AS VARCHAR) AS {h.raw_details},
                  -- the id by Postgres's rule, so both sides name a row alike (id_checksum)
-                 {duckdb_id("CAST(event_id AS VARCHAR)")} AS event_id,
+                 {duckdb_key("event_id", id_kind)} AS event_id,
                  CAST(event_type AS VARCHAR) AS event_type,
                  CAST(event_timestamp AS TIMESTAMPTZ) AS event_timestamp,
                  TRY_CAST(CAST(details AS VARCHAR) AS JSON) AS details,  -- NULL when not JSON
@@ -167,7 +169,7 @@ def _winner_first(extra_columns: dict[str, str] | None) -> str:
             f"{h.raw_details} DESC NULLS LAST{last}")
 
 
-def batch_stats_sql(extra_columns: dict[str, str] | None = None) -> str:
+def batch_stats_sql(extra_columns: dict[str, str] | None = None, *, id_kind: IdKind = IdKind.UUID) -> str:
     """What one scan tells about a batch: rows, loadable rows, their distinct ids and time range,
     and how many cannot be loaded — its other columns (``extra_columns``, name -> lake type) read
     too, as promotion validates them (read apart, a row whose value its lake column cannot hold
@@ -179,15 +181,15 @@ def batch_stats_sql(extra_columns: dict[str, str] | None = None) -> str:
            min(event_timestamp) FILTER (WHERE {reason} IS NULL),
            max(event_timestamp) FILTER (WHERE {reason} IS NULL),
            count(*) FILTER (WHERE {reason} IS NOT NULL)
-    FROM ({validated_sql(STAGED, extra_columns)})
+    FROM ({validated_sql(STAGED, extra_columns, id_kind=id_kind)})
     """
 
 
 def loadable_sql(has_duplicates: bool, relation: str | None = None,
-                 extra_columns: dict[str, str] | None = None) -> str:
+                 extra_columns: dict[str, str] | None = None, *, id_kind: IdKind = IdKind.UUID) -> str:
     """The rows to load: valid, one per id (the winner) when there may be repeated ids. Over
     ``relation`` instead of the staged batch, this is the source as the lake should hold it."""
-    validated = validated_sql(relation or STAGED, extra_columns)
+    validated = validated_sql(relation or STAGED, extra_columns, id_kind=id_kind)
     rows = f"SELECT * FROM ({validated}) WHERE {Helpers.beside(extra_columns or ()).reason} IS NULL"
     if not has_duplicates:
         return rows
@@ -195,12 +197,13 @@ def loadable_sql(has_duplicates: bool, relation: str | None = None,
 
 
 def rejected_sql(has_invalid: bool, has_duplicates: bool,
-                 extra_columns: dict[str, str] | None = None, relation: str | None = None) -> str | None:
+                 extra_columns: dict[str, str] | None = None, relation: str | None = None, *,
+                 id_kind: IdKind = IdKind.UUID) -> str | None:
     """The rows to quarantine (with ``reason``): invalid ones, and conflict losers (rows of one id
     whose contents, the table's other columns included, differ from the one loaded). Over
     ``relation`` instead of the staged batch: the source's rows a repair could not load."""
     parts = []
-    validated = validated_sql(relation or STAGED, extra_columns)
+    validated = validated_sql(relation or STAGED, extra_columns, id_kind=id_kind)
     h = Helpers.beside(extra_columns or ())
     if has_invalid:
         parts.append(f"SELECT * FROM ({validated}) WHERE {h.reason} IS NOT NULL")

@@ -10,6 +10,8 @@ from datetime import datetime, timedelta
 
 import psycopg
 
+from pipeline.errors import TerminalError
+from pipeline.id_checksum import IdKind
 from pipeline.lake import batches
 from pipeline.lake.session import LakeTable
 from pipeline.load import proof
@@ -43,6 +45,7 @@ def plan_batch(snapshot: PlannerSnapshot, lake: LakeTable, settings: ResolvedSet
     upper = stats.server_now(conn)
     mark = snapshot.arrival_mark  # None without an arrival column
     ids = shape.IdShape.read(conn, source)
+    _refuse_other_key(lake, source, ids)
     since = None if rows_behind else _arrivals(snapshot, lake, source, arrival_column, ids.unique)
     window = plan_window(watermark, settings.lookback, upper, since)
     backfill = False
@@ -86,6 +89,22 @@ def plan_batch(snapshot: PlannerSnapshot, lake: LakeTable, settings: ResolvedSet
                      ids=ids, source_ids=source_ids, lake_ids=lake_ids, extra_columns=extra_columns,
                      extra_defaults=shape.values_before(conn, source, extra_columns),
                      lake_was_empty=watermark is None and batches.holds_no_row(lake), backfill=backfill)
+
+
+def _refuse_other_key(lake: LakeTable, source: shape.SourceRelation, ids: shape.IdShape) -> None:
+    """A lake table holds its key in one type: a source key retyped between a UUID (or text spelling
+    one) and an integer is refused before anything is read, naming both (its rows could not be
+    compared with, or inserted beside, the rows loaded before)."""
+    held = lake.id_type()
+    if held is None or (IdKind.of_lake(held) is IdKind.INTEGER) == (ids.kind is IdKind.INTEGER):
+        return
+    column = f"{source.qualified}.{source.id_column}"
+    raise TerminalError(
+        f"The source key {column} is {source.types.get(source.id_column)}, {ids.kind.described}, but the "
+        f"lake table {lake.events_table} holds its key {lake.id_column} as {held}. Nothing was read, staged "
+        "or changed.",
+        f"Give {column} back its type (the lake's rows are keyed by it), or load the table into a new lake "
+        "(DUCKLAKE_CATALOG and DUCKLAKE_DATA_PATH of its own).")
 
 
 def _arrivals(snapshot: PlannerSnapshot, lake: LakeTable, table: shape.SourceRelation, column: str | None,

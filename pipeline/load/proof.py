@@ -25,7 +25,7 @@ import psycopg
 from pipeline import actions, id_checksum
 from pipeline.content_hash import RowHash
 from pipeline.errors import ConfigError
-from pipeline.id_checksum import IdSum
+from pipeline.id_checksum import IdKind, IdSum
 from pipeline.image import PerTable
 from pipeline.lake import batches
 from pipeline.lake.schema import events_column_types
@@ -59,6 +59,7 @@ class RangeCheck:
     buckets: list[datetime] = field(default_factory=list)  # where they differ: the buckets' starts
     bucket_seconds: int = MINUTE
     by_content: bool = False  # the rows' contents compared too (pipeline.content_hash)
+    id_kind: IdKind = IdKind.UUID  # how the ids above read back as the table's keys (IdKind.key_of)
 
     @property
     def exact(self) -> bool:
@@ -79,16 +80,16 @@ class RangeCheck:
             return f"lake == source by {self._by} in {span}: {self.source.count} id(s)"
         parts = []
         if self.missing:
-            parts.append(f"{len(self.missing)} source id(s) not in the lake (e.g. {_ids(self.missing)})")
+            parts.append(f"{len(self.missing)} source id(s) not in the lake (e.g. {self._ids(self.missing)})")
         if self.moved:
             parts.append(f"{len(self.moved)} id(s) the source dates here and the lake holds under another "
-                         f"event_timestamp (e.g. {_ids(self.moved)})")
+                         f"event_timestamp (e.g. {self._ids(self.moved)})")
         if self.extra:
             parts.append(f"{len(self.extra)} lake row(s) the source does not hold there (deleted or moved "
-                         f"after loading, or an id held twice; e.g. {_ids(self.extra)})")
+                         f"after loading, or an id held twice; e.g. {self._ids(self.extra)})")
         if self.changed:
             parts.append(f"{len(self.changed)} lake row(s) whose contents the source changed after loading "
-                         f"(same id and bucket; e.g. {_ids(self.changed)})")
+                         f"(same id and bucket; e.g. {self._ids(self.changed)})")
         first = (f"; the first {self.bucket_seconds // 60}-minute bucket that differs starts "
                  f"{iso(self.buckets[0])}" if self.buckets else "")
         found = "; ".join(parts) or "checksums differ"
@@ -103,20 +104,20 @@ class RangeCheck:
                 "source": self.source.as_dict(), "lake": self.lake.as_dict(), "exact": self.exact,
                 "missing": len(self.missing), "extra": len(self.extra), "moved": len(self.moved),
                 "missed": len(self.missed), "changed": len(self.changed),
-                "changed_ids": [str(i) for i in self.changed[:SHOWN]],
-                "missing_ids": [str(i) for i in self.missing[:SHOWN]],
-                "extra_ids": [str(i) for i in self.extra[:SHOWN]],
+                "changed_ids": [self.id_kind.key_of(i) for i in self.changed[:SHOWN]],
+                "missing_ids": [self.id_kind.key_of(i) for i in self.missing[:SHOWN]],
+                "extra_ids": [self.id_kind.key_of(i) for i in self.extra[:SHOWN]],
                 "differing_buckets": [iso(b) for b in self.buckets[:SHOWN]]}
 
-
-def _ids(ids: list[UUID]) -> str:
-    return ", ".join(map(str, ids[:SHOWN])) + (f" and {len(ids) - SHOWN} more" if len(ids) > SHOWN else "")
+    def _ids(self, ids: list[UUID]) -> str:
+        return (", ".join(self.id_kind.key_of(i) for i in ids[:SHOWN])
+                + (f" and {len(ids) - SHOWN} more" if len(ids) > SHOWN else ""))
 
 
 def source_ids(conn: psycopg.Connection, table: SourceRelation, low: datetime | None, upper: datetime,
                how: IdShape) -> IdSum:
     """The source's side over ``(low, upper]``, in ``conn``'s snapshot (a plan records it)."""
-    sums = stats.id_sums(conn, table, low, upper, uuid_typed=how.uuid_typed,
+    sums = stats.id_sums(conn, table, low, upper, id_kind=how.kind,
                          unique=how.unique)
     return sums.get(0, IdSum())
 
@@ -144,7 +145,7 @@ def lake_side(conn: psycopg.Connection, lake: LakeTable, table: SourceRelation,
     events = batches.id_sums(lake, low, upper, content=content).get(0, IdSum())
     columns = other_columns(lake, events_column_types(lake))
     set_aside = batches.quarantined_in_range(lake, low, upper, columns)
-    kept = stats.unchanged_rows(conn, table, set_aside, uuid_typed=how.uuid_typed, columns=columns)
+    kept = stats.unchanged_rows(conn, table, set_aside, id_kind=how.kind, columns=columns)
     return LakeSide(events, len(set_aside), kept, stats.sums_of_ids(conn, table, kept, content))
 
 
@@ -160,7 +161,7 @@ def row_hash(lake: LakeTable, source: SourceRelation, how: IdShape) -> RowHash:
     """The content proof's columns of a table: the lake table's that the source has
     (:mod:`pipeline.content_hash`)."""
     return RowHash.of(events_column_types(lake), source.types, source.id_column, source.time_column,
-                      uuid_typed=how.uuid_typed)
+                      id_kind=how.kind)
 
 
 def compare(conn: psycopg.Connection, lake: LakeTable, table: SourceRelation,
@@ -177,14 +178,15 @@ def compare(conn: psycopg.Connection, lake: LakeTable, table: SourceRelation,
     # running follower promoted in between looked deleted from the source)
     side = lake_side(conn, lake, table, low, upper, how, content)
     if source is None:
-        source = stats.id_sums(conn, table, low, upper, uuid_typed=how.uuid_typed, unique=how.unique,
+        source = stats.id_sums(conn, table, low, upper, id_kind=how.kind, unique=how.unique,
                                content=content).get(0, IdSum())
     held, kept = side.held, side.kept
     by_content = content is not None
     if held == source and not every_bucket:
-        return RangeCheck(low, upper, source, held, bucket_seconds=bucket_seconds, by_content=by_content)
+        return RangeCheck(low, upper, source, held, bucket_seconds=bucket_seconds, by_content=by_content,
+                          id_kind=how.kind)
     by_lake = batches.id_sums(lake, low, upper, bucket_seconds, content)
-    by_source = stats.id_sums(conn, table, low, upper, uuid_typed=how.uuid_typed, unique=how.unique,
+    by_source = stats.id_sums(conn, table, low, upper, id_kind=how.kind, unique=how.unique,
                               bucket_seconds=bucket_seconds, content=content)
     # buckets holding a kept quarantined row differ too (the events table lacks it): its id is
     # found with the others and counted as held
@@ -192,7 +194,7 @@ def compare(conn: psycopg.Connection, lake: LakeTable, table: SourceRelation,
     lake_ids = (batches.ids_in_buckets(lake, low, upper, differing, bucket_seconds)
                 if differing else {})
     source_rows = stats.ids_in_buckets(conn, table, low, upper, differing, bucket_seconds,
-                                      uuid_typed=how.uuid_typed) if differing else {}
+                                      id_kind=how.kind) if differing else {}
     absent: set[UUID] = set()
     surplus: list[UUID] = []  # one entry per lake row the source does not hold in its bucket
     buckets = []  # the buckets where an id differs (not only a kept quarantined row)
@@ -206,7 +208,7 @@ def compare(conn: psycopg.Connection, lake: LakeTable, table: SourceRelation,
         surplus += beyond
     # an id the source dates in one bucket and the lake in another (or outside the range) moved
     elsewhere = batches.held_ids(lake, absent - set(surplus))
-    if not (how.unique and how.uuid_typed):
+    if not (how.unique and how.kind.one_spelling):
         # a source that may repeat an id dates it in two buckets; the lake holds it once: held
         absent, elsewhere = absent - elsewhere, set()
     moved = (absent & set(surplus)) | elsewhere
@@ -218,7 +220,7 @@ def compare(conn: psycopg.Connection, lake: LakeTable, table: SourceRelation,
                                   {*absent, *surplus, *moved, *kept})
         buckets = sorted({*buckets, *where})
     return RangeCheck(low, upper, source, held, missing, extra, sorted(moved), changed=changed,
-                      buckets=buckets, bucket_seconds=bucket_seconds, by_content=by_content)
+                      buckets=buckets, bucket_seconds=bucket_seconds, by_content=by_content, id_kind=how.kind)
 
 
 def _changed(conn: psycopg.Connection, lake: LakeTable, table: SourceRelation, low: datetime | None,
@@ -248,7 +250,7 @@ def newer_than_snapshot(source_dsn: PgDsn, table: SourceRelation, check: RangeCh
 
     with connect(source_dsn) as conn:
         now = stats.ids_in_range(conn, table, check.low, check.upper, set(check.extra),
-                                 uuid_typed=how.uuid_typed)
+                                 id_kind=how.kind)
     extra = [i for i in check.extra if i not in now]
     return replace(check, extra=extra)
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from pipeline import actions, id_checksum, staging
 from pipeline.extract.batch import STAGED_COLUMNS
+from pipeline.id_checksum import duckdb_key
 from pipeline.lake import batches, validate
 from pipeline.lake.attach_sql import SOURCE_ALIAS
 from pipeline.lake.connect import lake_session
@@ -200,7 +201,7 @@ def _compare_and_write(lake: LakeTable, resolved: ResolvedSettings, table: Table
             return None  # RECONCILE_SINCE within the look-back: the loads cover it all
         report.low, report.upper = iso(low) if low else None, iso(upper)
         how = IdShape.read(conn, relation)  # which ids it holds per UTC hour: an index-bounded aggregate
-        source_ids = stats.id_sums(conn, relation, low, upper, uuid_typed=how.uuid_typed, unique=how.unique,
+        source_ids = stats.id_sums(conn, relation, low, upper, id_kind=how.kind, unique=how.unique,
                                    bucket_seconds=HOUR_SECONDS)
     lake_ids = batches.id_sums(lake, low, upper, HOUR_SECONDS)
     report.hours_compared = len(source_ids.keys() | lake_ids.keys())
@@ -271,11 +272,13 @@ def _backfill(lake: LakeTable, source: Source, staged: Folder, hours: list[datet
     source_query = (f"SELECT {columns} FROM {source.table.sql} "
                     f"WHERE ({ranges}) AND {window.literal_sql()}")
     con = lake.con
+    kind = lake.id_kind()
     con.execute("CREATE OR REPLACE TEMP TABLE reconcile_source AS " + validate.validated_sql(
-        f"postgres_query('{SOURCE_ALIAS}', {quote_literal(source_query)})", source.extra_columns))
+        f"postgres_query('{SOURCE_ALIAS}', {quote_literal(source_query)})", source.extra_columns,
+        id_kind=kind))
     hour_list = ", ".join(f"{quote_literal(iso(h))}::TIMESTAMPTZ" for h in hours)
-    # a zero-copy lake holds ids as text: compared as UUIDs like the validated source rows
-    lake_ids = (f"SELECT TRY_CAST(event_id AS UUID) AS event_id FROM {lake.rows} "
+    # compared as the validated source rows hold them (a zero-copy lake holds UUIDs as text)
+    lake_ids = (f"SELECT {duckdb_key('event_id', kind)} AS event_id FROM {lake.rows} "
                 f"WHERE {window.literal_sql()} AND date_trunc('hour', event_timestamp) IN ({hour_list})")
     report.lake_rows_not_in_source = one_row(con.execute(
         f"SELECT count(*) FROM ({lake_ids}) l WHERE l.event_id NOT IN "

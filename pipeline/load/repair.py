@@ -20,6 +20,7 @@ from uuid import UUID
 import psycopg
 
 from pipeline import id_checksum
+from pipeline.id_checksum import IdKind
 from pipeline.lake import batches, validate
 from pipeline.lake.attach_sql import SOURCE_ALIAS
 from pipeline.lake.connect import lake_session
@@ -173,12 +174,13 @@ class _Plan:
         retyped in the source) is set aside in ``ops.quarantine``, where the proof counts it held."""
         lake = self.lake
         id_list = ", ".join(f"{quote_literal(str(i))}::UUID" for i in self.ids)
+        kind = IdKind.of_lake(self.have.get(lake.id_column))
         own_id = quote_ident(lake.own("event_id"))
         removed = one_row(lake.execute(f"DELETE FROM {lake.events_table} "
-                                       f"WHERE TRY_CAST({own_id} AS UUID) IN ({id_list})"))[0]
-        rows = f"({validate.loadable_sql(True, self.source, extra_columns=self.extra)})"
+                                       f"WHERE {lake.identity(own_id, kind)} IN ({id_list})"))[0]
+        rows = f"({validate.loadable_sql(True, self.source, extra_columns=self.extra, id_kind=kind)})"
         loaded = one_row(lake.execute(insert_columns_sql(lake, self.have, rows, list(self.extra))))[0]
-        rejected = validate.rejected_sql(True, False, self.extra, relation=self.source)
+        rejected = validate.rejected_sql(True, False, self.extra, relation=self.source, id_kind=kind)
         if rejected is not None:
             lake.execute(validate.quarantine_sql(lake.quarantine_table, rejected, self.extra),
                          {"batch_id": f"repair {iso(self.check.upper)}", "table_name": lake.table})
@@ -194,7 +196,7 @@ def _plan(conn: psycopg.Connection, lake: LakeTable, settings: ResolvedSettings,
     # a row the source moved past the compared range stays as loaded until a load or a repair's range
     # reaches it: taken out now, the lake would lack it meanwhile (and an image its session's events)
     ahead = stats.ids_in_range(conn, source, check.upper, FOREVER, {*check.extra, *check.moved},
-                               uuid_typed=how.uuid_typed)
+                               id_kind=how.kind)
     ids = sorted({*check.missing, *check.extra, *check.moved, *check.changed} - ahead)
     # every column the lake table has beyond the pipeline's that the source still has, as the source
     # holds it (cast as a load casts); one the source dropped stays NULL in the repaired rows
@@ -205,8 +207,7 @@ def _plan(conn: psycopg.Connection, lake: LakeTable, settings: ResolvedSettings,
     # as the source holds them now, up to the compared range's end: a row it moved into the
     # future is loaded when due, by a load, never ahead of the source's clock
     source_query = (f"SELECT {columns} FROM {source.sql} WHERE "
-                    f"{id_checksum.postgres_id('event_id', how.uuid_typed)} IN "
-                    f"({', '.join(quote_literal(str(i)) + '::uuid' for i in ids) or 'NULL'}) "
+                    f"{id_checksum.postgres_among('event_id', how.kind, ids)} "
                     f"AND event_timestamp <= {quote_literal(iso(check.upper))}::timestamptz")
     return _Plan(lake, check, ids, f"postgres_query('{SOURCE_ALIAS}', {quote_literal(source_query)})", extra,
                  have)

@@ -418,7 +418,7 @@ class _TableLoad:
         if plan.source_ids is None:
             return 0
         ids = plan.ids
-        if plan.lake_was_empty and ids.uuid_typed and ids.unique and inserted == plan.source_ids.count:
+        if plan.lake_was_empty and ids.kind.one_spelling and ids.unique and inserted == plan.source_ids.count:
             # a first load: every id it inserted is one of the snapshot's in the range (read from it,
             # deduplicated), and it inserted as many as the snapshot holds there, so it inserted
             # them all — a subset of equal size is the set. No scan of what was just written.

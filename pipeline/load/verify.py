@@ -117,9 +117,10 @@ def _compare_table(lake: LakeTable, table: TableSpec, upper: datetime, low: date
                             table)
     # the source as the lake should hold it: its loadable rows, but for those set aside for a value
     # their lake column cannot hold (the fingerprint does not read those columns; the proof does)
-    unfit = batches.quarantined_in_range(lake, low, upper)
-    beside = f" WHERE event_id NOT IN ({', '.join(quote_literal(str(i)) for i in unfit)})" if unfit else ""
-    source_relation = f"(SELECT * FROM ({validate.loadable_sql(True, source_table)}){beside})"
+    unfit, kind = batches.quarantined_in_range(lake, low, upper), lake.id_kind()
+    beside = (f" WHERE event_id NOT IN ({', '.join(quote_literal(kind.key_of(i)) for i in unfit)})"
+              if unfit else "")
+    source_relation = f"(SELECT * FROM ({validate.loadable_sql(True, source_table, id_kind=kind)}){beside})"
     lake_relation = _as_read(con, lake.events_table, (lake.name, "main", table.name), table)
     quarantined = quarantined_rows(lake)
     meter.step(f"fingerprinting the lake{named} (count, ids, checksum)")

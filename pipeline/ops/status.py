@@ -240,7 +240,7 @@ def _identity(conn: psycopg.Connection, settings: ResolvedSettings, table: Table
     # ids the last load's snapshot held (written by older transactions) are no late arrivals: it
     # should have loaded them, and did not
     missed = stats.written_before(conn, source, set(check.missing), earlier[2],
-                                  uuid_typed=how.uuid_typed)
+                                  id_kind=how.kind)
     return replace(check, missed=sorted(missed))
 
 
@@ -382,8 +382,9 @@ def _collect(settings: ResolvedSettings, table: TableSpec, *, checked: Integrity
     successes = [t for t in (facts.last_load_success, *promoted) if isinstance(t, datetime)]
     # rows the source holds: counted when nothing is loaded yet (all of them are after no watermark)
     holds = (pending or 0) if watermark is None and pending else 1 if newest else 0
+    shown = ", ".join(identity.id_kind.key_of(i) for i in identity.missed[:3]) if identity is not None else ""
     missed = ([f"{len(identity.missed)} source id(s) in the look-back that the last load's snapshot held "
-               f"are not in the lake (e.g. {', '.join(map(str, identity.missed[:3]))}): run a load; if they "
+               f"are not in the lake (e.g. {shown}): run a load; if they "
                f"stay missing, {actions.VERIFY} {actions.SINCE} <range> names them"]
               if identity is not None and identity.missed else [])
     cadence = _cadence(settings.intervals.load, last_load)

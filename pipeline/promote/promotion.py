@@ -21,6 +21,7 @@ import duckdb
 
 from pipeline import staging
 from pipeline.columns import OPTIONAL_LAKE_TYPES
+from pipeline.id_checksum import IdKind, duckdb_key
 from pipeline.lake import batches, validate
 from pipeline.lake.schema import INLINING_COLUMNS, events_column_types, insert_columns_sql, without_inlining
 from pipeline.lake.session import LakeTable
@@ -43,10 +44,11 @@ def insert_sql(lake: LakeTable, have: Mapping[str, str], batch_has_duplicates: b
     event_timestamp) into a later window, and a source without a unique index may send an id
     again. The whole lake's id column costs ~0.06 s against 10M rows for a 1k-row batch
     (bench/bench_antijoin.py); the batch is the join's build side."""
-    # TRY_CAST: text in a zero-copy lake made by the JDBC reader
+    # the key as validation reads it (a UUID as text in a zero-copy lake made by the JDBC reader)
+    kind = IdKind.of_lake(have.get(lake.id_column))
     new_rows = f"""(
-    SELECT * FROM ({validate.loadable_sql(batch_has_duplicates, extra_columns=extra_columns)}) s
-    ANTI JOIN (SELECT TRY_CAST(event_id AS UUID) AS event_id FROM {lake.rows}) existing
+    SELECT * FROM ({validate.loadable_sql(batch_has_duplicates, extra_columns=extra_columns, id_kind=kind)}) s
+    ANTI JOIN (SELECT {duckdb_key("event_id", kind)} AS event_id FROM {lake.rows}) existing
            ON existing.event_id = s.event_id)"""
     return insert_columns_sql(lake, have, new_rows, extra_columns or {})
 
@@ -220,9 +222,9 @@ def _contents(lake: LakeTable, batch: StagedBatch) -> _Contents:
     # the other columns as promotion casts them: the lake table's type of each it has already
     existing = events_column_types(lake) if manifest.extra_columns else {}
     extra = {name: existing.get(name, kind) for name, kind in (manifest.extra_columns or {}).items()}
+    stats = validate.batch_stats_sql(extra, id_kind=lake.id_kind())
     staged, loadable, distinct_ids, min_ts, max_ts, invalid = (
-        one_row(lake.execute(validate.batch_stats_sql(extra), {"files": files})) if files
-        else (0, 0, 0, None, None, 0))
+        one_row(lake.execute(stats, {"files": files})) if files else (0, 0, 0, None, None, 0))
     registered = sum(int(f["rows"]) for f in lake_files)
     min_ts, max_ts = _span([min_ts, max_ts, *(parse_iso(str(f[k])) for f in lake_files
                                               for k in ("min_event_timestamp", "max_event_timestamp"))])
@@ -269,7 +271,8 @@ def _write(lake: LakeTable, batch: StagedBatch,
     optional = {name: kind for name, kind in OPTIONAL_LAKE_TYPES.items() if name not in absent}
     have = add_columns(lake, {**optional, **extra}, batch.manifest.extra_defaults or {})
     lake_extra = {name: have[name] for name in extra}
-    rejected = validate.rejected_sql(contents.invalid > 0, contents.has_duplicates, lake_extra)
+    rejected = validate.rejected_sql(contents.invalid > 0, contents.has_duplicates, lake_extra,
+                                     id_kind=IdKind.of_lake(have.get(lake.id_column)))
     if rejected is not None:
         meter.step("quarantining rows that cannot load")
         into_quarantine = validate.quarantine_sql(lake.quarantine_table, rejected, lake_extra)

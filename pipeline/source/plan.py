@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from pipeline.id_checksum import IdSum
+from pipeline.id_checksum import IdKind, IdSum
 from pipeline.source.completeness import Completeness
 from pipeline.source.shape import IdShape, SourceRelation
 from pipeline.source.stats import WindowStats
@@ -28,7 +28,7 @@ class BatchPlan:
     completeness: Completeness | None = None
     rows_behind: int = 0  # rows found arrived behind the last mark: why this plan reads the whole look-back
     # the source's ids: uuid or text, unique or not (promotion checks every id against the whole lake)
-    ids: IdShape = IdShape(uuid_typed=True, unique=True)
+    ids: IdShape = IdShape(kind=IdKind.UUID, unique=True)
     # which ids the source holds dated in the window's range, in the planner's snapshot: what the
     # lake must hold there once the batch is promoted (pipeline.load.proof); the commit records it
     source_ids: IdSum | None = None

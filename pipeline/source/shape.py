@@ -12,6 +12,7 @@ import psycopg
 
 from pipeline.columns import ID, OPTIONAL, OPTIONAL_LAKE_TYPES, TIME, WallClock, canonical_relation
 from pipeline.errors import ConfigError, TerminalError
+from pipeline.id_checksum import ID_TYPES, IdKind
 from pipeline.settings import TableSpec
 from pipeline.sqltext import one_row, quote_ident, quote_qualified
 
@@ -103,14 +104,14 @@ class SourceRelation:
 
 @dataclass(frozen=True)
 class IdShape:
-    """How the source's ids are read: a uuid column or text spelling one; unique or not."""
+    """How the source's ids are read: a uuid column, text spelling one, or an integer key; unique or not."""
 
-    uuid_typed: bool
+    kind: IdKind
     unique: bool  # a primary key or unique index on the id column
 
     @classmethod
     def read(cls, conn: psycopg.Connection, source: SourceRelation) -> IdShape:
-        return cls(uuid_typed=source.types.get(source.id_column) == "uuid",
+        return cls(kind=IdKind.of_source(source.types.get(source.id_column)),
                    unique=has_unique_index(conn, source.qualified, source.id_column))
 
 
@@ -205,7 +206,6 @@ def decimal_types(conn: psycopg.Connection, qualified: str) -> dict[str, str]:
         (schema, table)).fetchall()}
 
 
-ID_TYPES = ("uuid", "text", "varchar", "bpchar")  # an id is a UUID, or text spelling one
 TIME_TYPES = ("timestamptz", "timestamp")
 
 
@@ -254,9 +254,9 @@ def check_shape(conn: psycopg.Connection, source: SourceRelation, drift: str = "
     if columns[source.id_column] not in ID_TYPES:
         raise TerminalError(
             f"The source column {qualified}.{source.id_column} is {columns[source.id_column]}: the pipeline "
-            "names every row by a UUID (a uuid column, or text spelling one). Nothing was read, staged or "
-            "created.",
-            f"Name a uuid column as the table's id in {where} (schema.table:time_column:id_column), or "
+            "names every row by a key that is a uuid, text spelling one, or an integer (smallint, integer, "
+            "bigint). Nothing was read, staged or created.",
+            f"Name such a column as the table's id in {where} (schema.table:time_column:id_column), or "
             f"point {where} at a view that provides one; then run again.")
     folded: dict[str, list[str]] = {}
     for name in columns:
@@ -290,4 +290,7 @@ def own_table_columns(source: SourceRelation, extra_columns: Mapping[str, str]) 
     if (source.id_column, source.time_column) == (ID, TIME):
         return None
     present = {name: kind for name, kind in OPTIONAL_LAKE_TYPES.items() if name not in source.absent}
-    return {source.time_column: "TIMESTAMPTZ", **present, **extra_columns}
+    # an integer key keeps its type (a UUID key, the lake's id type: UUID, or text in a JDBC zero-copy lake)
+    key = IdKind.of_source(source.types.get(source.id_column))
+    own_key = {source.id_column: key.lake_type} if key is IdKind.INTEGER else {}
+    return {**own_key, source.time_column: "TIMESTAMPTZ", **present, **extra_columns}

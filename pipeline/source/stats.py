@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
@@ -13,7 +13,7 @@ from psycopg import sql
 from pipeline import id_checksum, invocation
 from pipeline.content_hash import RowHash, framed, postgres_instant_text
 from pipeline.errors import SourceAccessDenied, SourceTableMissing
-from pipeline.id_checksum import IdSum
+from pipeline.id_checksum import IdKind, IdSum
 from pipeline.source.shape import SourceRelation, staged_text
 from pipeline.source.window import FINITE_FLOOR, XID_SPAN, Arrivals, Window
 from pipeline.sqltext import one_row
@@ -112,7 +112,7 @@ def _range_sql(low: datetime | None, source: SourceRelation) -> str:
 
 
 def id_sums(conn: psycopg.Connection, source: SourceRelation, low: datetime | None, upper: datetime, *,
-            uuid_typed: bool, unique: bool, bucket_seconds: int | None = None,
+            id_kind: IdKind, unique: bool, bucket_seconds: int | None = None,
             content: RowHash | None = None) -> dict[int, IdSum]:
     """Which ids the source holds dated in ``(low, upper]``, whatever their arrival time, as
     (count, checksum) per bucket of ``bucket_seconds`` (one bucket 0 without): the source side of
@@ -121,14 +121,14 @@ def id_sums(conn: psycopg.Connection, source: SourceRelation, low: datetime | No
     ``content``: with the sums of the rows' hashes (the rows themselves are read then); an id the
     source holds in several forms (no unique key) adds none: the lake holds one of them, which
     :func:`rows_in_buckets` tells."""
-    uuid_sql = id_checksum.postgres_id("event_id", uuid_typed)
+    uuid_sql = id_checksum.postgres_id("event_id", id_kind)
     bucket = id_checksum.postgres_bucket(bucket_seconds) if bucket_seconds else "0"
     where = f"FROM {{t}} WHERE {_range_sql(low, source)}"
     if content is None:
         # a text id's unique index does not make its UUID unique ('ab…' and 'AB…' spell one id)
-        distinct = "" if unique and uuid_typed else "DISTINCT "
+        distinct = "" if unique and id_kind.one_spelling else "DISTINCT "
         rows = f"SELECT {distinct}{uuid_sql} AS id, {bucket} AS bucket {where}"
-    elif unique and uuid_typed:
+    elif unique and id_kind.one_spelling:
         # OFFSET 0: the subquery stays one (flattened, each use of hash computed the md5 again)
         rows = f"SELECT {uuid_sql} AS id, {bucket} AS bucket, {content.postgres()} AS hash {where} OFFSET 0"
     else:
@@ -147,7 +147,7 @@ def rows_in_buckets(conn: psycopg.Connection, source: SourceRelation, low: datet
                     buckets: list[int], bucket_seconds: int, content: RowHash) -> set[tuple[int, UUID, str]]:
     """(bucket, id, row hash) of every row the source holds dated in ``(low, upper]`` in ``buckets``:
     where the contents differ."""
-    uuid_sql = id_checksum.postgres_id("event_id", content.uuid_typed)
+    uuid_sql = id_checksum.postgres_id("event_id", content.id_kind)
     bucket = id_checksum.postgres_bucket(bucket_seconds)
     query = sql.SQL(f"SELECT {bucket}, {uuid_sql}, {content.postgres()} FROM {{t}} "
                     f"WHERE {_range_sql(low, source)} "
@@ -163,18 +163,18 @@ def sums_of_ids(conn: psycopg.Connection, source: SourceRelation, ids: set[UUID]
     of them (one row each: the lake's quarantine keeps rows the source holds once)."""
     if content is None or not ids:
         return id_checksum.of_ids(ids)
-    uuid_sql = id_checksum.postgres_id("event_id", content.uuid_typed)
+    uuid_sql = id_checksum.postgres_id("event_id", content.id_kind)
     query = sql.SQL(f"SELECT {id_checksum.postgres_hash_sums('hash')} FROM (SELECT DISTINCT ON (id) "
                     f"{uuid_sql} AS id, {content.postgres()} AS hash FROM {{t}} "
-                    f"WHERE {uuid_sql} = ANY(%(ids)s)) found").format(t=sql.SQL(source.sql))
-    high, low = one_row(conn.execute(query, {"ids": list(ids)}))
+                    f"WHERE {_among(content.id_kind)}) found").format(t=sql.SQL(source.sql))
+    high, low = one_row(conn.execute(query, _among_params(ids, content.id_kind)))
     return id_checksum.of_ids(ids).with_content(high, low)
 
 
 def ids_in_buckets(conn: psycopg.Connection, source: SourceRelation, low: datetime | None, upper: datetime,
-                   buckets: list[int], bucket_seconds: int, *, uuid_typed: bool) -> dict[int, set[UUID]]:
+                   buckets: list[int], bucket_seconds: int, *, id_kind: IdKind) -> dict[int, set[UUID]]:
     """The ids the source holds dated in ``(low, upper]`` in each of ``buckets``: where a difference is."""
-    uuid_sql = id_checksum.postgres_id("event_id", uuid_typed)
+    uuid_sql = id_checksum.postgres_id("event_id", id_kind)
     bucket = id_checksum.postgres_bucket(bucket_seconds)
     query = sql.SQL(f"SELECT DISTINCT {bucket}, {uuid_sql} FROM {{t}} WHERE {_range_sql(low, source)} AND "
                     f"{bucket} = ANY(%(buckets)s)").format(t=sql.SQL(source.sql))
@@ -186,45 +186,61 @@ def ids_in_buckets(conn: psycopg.Connection, source: SourceRelation, low: dateti
 
 
 def ids_in_range(conn: psycopg.Connection, source: SourceRelation, low: datetime | None, upper: datetime,
-                 ids: set[UUID], *, uuid_typed: bool) -> set[UUID]:
+                 ids: set[UUID], *, id_kind: IdKind) -> set[UUID]:
     """Which of ``ids`` the source holds dated in ``(low, upper]``."""
-    uuid_sql = id_checksum.postgres_id("event_id", uuid_typed)
+    uuid_sql = id_checksum.postgres_id("event_id", id_kind)
     query = sql.SQL(f"SELECT {uuid_sql} FROM {{t}} WHERE {_range_sql(low, source)} "
-                    f"AND {uuid_sql} = ANY(%(ids)s)").format(t=sql.SQL(source.sql))
-    return {row[0] for row in conn.execute(query, {"low": low, "upper": upper, "ids": list(ids)}).fetchall()}
+                    f"AND {_among(id_kind)}").format(t=sql.SQL(source.sql))
+    return {row[0] for row in conn.execute(query, {"low": low, "upper": upper,
+                                                   **_among_params(ids, id_kind)}).fetchall()}
 
 
 def written_before(conn: psycopg.Connection, source: SourceRelation, ids: set[UUID], xmin: int, *,
-                   uuid_typed: bool) -> set[UUID]:
+                   id_kind: IdKind) -> set[UUID]:
     """Which of ``ids`` were written by transactions older than ``xmin`` (an earlier plan's
     snapshot's): rows that snapshot saw. Empty for a relation without ``xmin`` (a view)."""
     if not ids or not source.row_versions:
         return set()
-    uuid_sql = id_checksum.postgres_id("event_id", uuid_typed)
+    uuid_sql = id_checksum.postgres_id("event_id", id_kind)
     older = f"mod(xmin::text::bigint - %(x32)s + {XID_SPAN}, {XID_SPAN}) >= {XID_SPAN // 2}"
-    query = sql.SQL(f"SELECT {uuid_sql} FROM {{t}} WHERE {uuid_sql} = ANY(%(ids)s) AND {older}").format(
+    query = sql.SQL(f"SELECT {uuid_sql} FROM {{t}} WHERE {_among(id_kind)} AND {older}").format(
         t=sql.SQL(source.sql))
-    return {row[0] for row in conn.execute(query, {"ids": list(ids), "x32": xmin % XID_SPAN}).fetchall()}
+    return {row[0] for row in conn.execute(query, {**_among_params(ids, id_kind),
+                                                   "x32": xmin % XID_SPAN}).fetchall()}
 
 
 def unchanged_rows(conn: psycopg.Connection, source: SourceRelation, rows: dict[UUID, set[str]], *,
-                   uuid_typed: bool, columns: Mapping[str, str] | None = None) -> set[UUID]:
+                   id_kind: IdKind, columns: Mapping[str, str] | None = None) -> set[UUID]:
     """Of ``rows`` (id -> the digests of a row as its records set it aside: its event columns and
     ``columns``, name -> lake type, as staged; :func:`pipeline.lake.batches.set_aside_digest`), the
     ids whose source row is as one record has it: a quarantined row the source fixed, moved,
     removed or changed otherwise (a column it dropped included) is no longer held."""
     if not rows:
         return set()
-    uuid_sql = id_checksum.postgres_id("event_id", uuid_typed)
+    uuid_sql = id_checksum.postgres_id("event_id", id_kind)
     texts = ["event_type", postgres_instant_text("event_timestamp"), "details::text",
              postgres_instant_text("created_at"),
              *(staged_text(name, kind) if name in source.types else "NULL::text"
                for name, kind in (columns or {}).items())]
     digest = f"md5({' || '.join(framed(text, 'octet_length') for text in texts)})"
     query = sql.SQL(f"SELECT {uuid_sql}, {digest} FROM {{t}} "
-                    f"WHERE {uuid_sql} = ANY(%(ids)s)").format(t=sql.SQL(source.sql))
-    found = conn.execute(query, {"ids": list(rows)}).fetchall()
+                    f"WHERE {_among(id_kind)}").format(t=sql.SQL(source.sql))
+    found = conn.execute(query, _among_params(rows, id_kind)).fetchall()
     return {row_id for row_id, digest in found if row_id in rows and digest in rows[row_id]}
+
+
+def _among(id_kind: IdKind) -> str:
+    """Rows whose identity is one of ``%(ids)s`` (:func:`_among_params`): an integer key compared as
+    itself, so that its index finds them (its identity is an expression no index holds)."""
+    if id_kind is IdKind.INTEGER:
+        return "event_id = ANY(%(keys)s)"
+    return f"{id_checksum.postgres_id('event_id', id_kind)} = ANY(%(ids)s)"
+
+
+def _among_params(ids: Iterable[UUID], id_kind: IdKind) -> dict[str, object]:
+    if id_kind is IdKind.INTEGER:
+        return {"keys": [int(id_kind.key_of(identity)) for identity in ids]}
+    return {"ids": list(ids)}
 
 
 def window_stats(conn: psycopg.Connection, source: SourceRelation, window: Window) -> WindowStats:

@@ -91,14 +91,15 @@ def test_a_row_the_source_deletes_or_moves_is_found_by_id_and_not_loaded_twice(o
     assert (amounts, payloads) == (1, 1)  # the repaired row with its own columns, not just the id and time
 
 
-def test_an_id_that_is_not_a_uuid_and_a_clashing_column_are_refused_naming_them(settings):
-    with connect(settings.source_dsn) as conn:
-        conn.execute("CREATE TABLE public.accounts (account_id bigint PRIMARY KEY, opened_at timestamptz)")
+def test_an_id_that_is_no_key_type_and_a_clashing_column_are_refused_naming_them(settings):
+    with connect(settings.source_dsn) as conn:  # (integer keys load: tests/integration/test_integer_keys.py)
+        conn.execute("CREATE TABLE public.accounts (account_id numeric PRIMARY KEY, opened_at timestamptz)")
         conn.execute("CREATE TABLE public.visits (visit_id uuid, seen_at timestamptz, event_timestamp text)")
     accounts = TableSpec("public.accounts", "opened_at", "account_id")
     with pytest.raises(TerminalError) as refused:
         run(resolve(replace(settings, tables=(accounts,))), engine="dlt")
-    assert "public.accounts.account_id is int8" in str(refused.value) and "uuid" in refused.value.hint
+    assert "public.accounts.account_id is numeric" in str(refused.value), refused.value
+    assert "a uuid, text spelling one, or an integer" in str(refused.value) and "view" in refused.value.hint
     visits = TableSpec("public.visits", "seen_at", "visit_id")
     with pytest.raises(TerminalError) as clash:
         run(resolve(replace(settings, tables=(visits,))), engine="dlt")
@@ -107,7 +108,7 @@ def test_an_id_that_is_not_a_uuid_and_a_clashing_column_are_refused_naming_them(
 
 def test_doctor_checks_every_table_by_its_own_columns(settings):
     """doctor looks at each SOURCE_TABLES table as a load reads it: a table without an arrival
-    column is fine (read by its window), a bigint id fails naming the column and the fix."""
+    column is fine (read by its window), a numeric id fails naming the column and the fix."""
     from pipeline.ops.doctor import FAIL, OK, Doctor
 
     _orders(settings, 3)
@@ -116,11 +117,11 @@ def test_doctor_checks_every_table_by_its_own_columns(settings):
     check = Doctor(fine).source()
     assert check.status == OK and "public.orders, public.events" in check.detail, check
     with connect(settings.source_dsn) as conn:
-        conn.execute("CREATE TABLE public.accounts (account_id bigint PRIMARY KEY, opened_at timestamptz)")
+        conn.execute("CREATE TABLE public.accounts (account_id numeric PRIMARY KEY, opened_at timestamptz)")
     accounts = TableSpec("public.accounts", "opened_at", "account_id")
     check = Doctor(resolve(replace(settings, tables=(ORDERS, accounts), grouped=True))).source()
-    assert check.status == FAIL and "public.accounts.account_id is int8" in check.detail, check
-    assert "uuid" in check.hint, check
+    assert check.status == FAIL and "public.accounts.account_id is numeric" in check.detail, check
+    assert "view" in check.hint, check
 
 
 def test_two_rows_of_one_id_differing_only_in_their_own_columns_are_a_conflict(settings):
