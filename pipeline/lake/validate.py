@@ -26,7 +26,7 @@ from pipeline.sqltext import quote_ident, quote_literal
 REASON_NULL_ID = "event_id is NULL"
 REASON_BAD_ID = "event_id is not a UUID"
 REASON_BAD_KEY = "event_id is not an integer"  # a table keyed by an integer (pipeline.id_checksum.IdKind)
-REASON_NULL_TS = "event_timestamp is NULL or infinite"
+REASON_NULL_TS = "event_timestamp is NULL or infinite"  # or before year 1, or past DuckDB's last instant
 REASON_BAD_JSON = "details is not valid JSON"
 REASON_CONFLICT = "event_id staged twice with different contents; kept the newest created_at"
 # a value of the table's other columns its lake column cannot hold (a NaN in a DECIMAL, a JSON
@@ -114,7 +114,8 @@ def validated_sql(relation: str, extra_columns: dict[str, str] | None = None, *,
     SELECT *, CASE
         WHEN {h.raw_id} IS NULL THEN '{REASON_NULL_ID}'
         WHEN event_id IS NULL THEN '{REASON_BAD_KEY if id_kind is IdKind.INTEGER else REASON_BAD_ID}'
-        WHEN event_timestamp IS NULL OR NOT isfinite(event_timestamp) THEN '{REASON_NULL_TS}'
+        WHEN event_timestamp IS NULL OR NOT isfinite(event_timestamp)
+             OR event_timestamp < TIMESTAMPTZ '0001-01-01 00:00:00+00' THEN '{REASON_NULL_TS}'
         WHEN {h.raw_details} IS NOT NULL AND details IS NULL THEN '{REASON_BAD_JSON}'{unfit_reason}
     END AS {h.reason}
     FROM (SELECT CAST(event_id AS VARCHAR) AS {h.raw_id}, CAST(details AS VARCHAR) AS {h.raw_details},

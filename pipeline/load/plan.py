@@ -10,8 +10,6 @@ from datetime import datetime, timedelta
 
 import psycopg
 
-from pipeline.errors import TerminalError
-from pipeline.id_checksum import IdKind
 from pipeline.lake import batches
 from pipeline.lake.session import LakeTable
 from pipeline.load import proof
@@ -45,7 +43,7 @@ def plan_batch(snapshot: PlannerSnapshot, lake: LakeTable, settings: ResolvedSet
     upper = stats.server_now(conn)
     mark = snapshot.arrival_mark  # None without an arrival column
     ids = shape.IdShape.read(conn, source)
-    _refuse_other_key(lake, source, ids)
+    proof.refuse_other_key(lake, source, ids)
     since = None if rows_behind else _arrivals(snapshot, lake, source, arrival_column, ids.unique)
     window = plan_window(watermark, settings.lookback, upper, since)
     backfill = False
@@ -55,8 +53,12 @@ def plan_batch(snapshot: PlannerSnapshot, lake: LakeTable, settings: ResolvedSet
         if bounded is not None and bounded < upper:
             window, backfill = plan_window(watermark, settings.lookback, bounded, since), True
     window = replace(window, wall_clock=source.wall_clock)
-    if since is not None and window.low is not None:
-        window = _reach_back(conn, source, since, window)
+    # what arrived since the last plan, whatever the window reads (a source whose id is not unique
+    # reads its whole look-back, and still reaches back to rows a long transaction committed)
+    probe = since if since is not None or ids.unique or rows_behind else \
+        _arrivals(snapshot, lake, source, arrival_column, unique_ids=True)
+    if probe is not None and window.low is not None:
+        window = _reach_back(conn, source, probe, window)
     if reach_back is not None and window.low is not None and reach_back < window.low:
         window = replace(window, low=reach_back)
     in_future = stats.rows_after(conn, source, upper)
@@ -89,22 +91,6 @@ def plan_batch(snapshot: PlannerSnapshot, lake: LakeTable, settings: ResolvedSet
                      ids=ids, source_ids=source_ids, lake_ids=lake_ids, extra_columns=extra_columns,
                      extra_defaults=shape.values_before(conn, source, extra_columns),
                      lake_was_empty=watermark is None and batches.holds_no_row(lake), backfill=backfill)
-
-
-def _refuse_other_key(lake: LakeTable, source: shape.SourceRelation, ids: shape.IdShape) -> None:
-    """A lake table holds its key in one type: a source key retyped between a UUID (or text spelling
-    one) and an integer is refused before anything is read, naming both (its rows could not be
-    compared with, or inserted beside, the rows loaded before)."""
-    held = lake.id_type()
-    if held is None or (IdKind.of_lake(held) is IdKind.INTEGER) == (ids.kind is IdKind.INTEGER):
-        return
-    column = f"{source.qualified}.{source.id_column}"
-    raise TerminalError(
-        f"The source key {column} is {source.types.get(source.id_column)}, {ids.kind.described}, but the "
-        f"lake table {lake.events_table} holds its key {lake.id_column} as {held}. Nothing was read, staged "
-        "or changed.",
-        f"Give {column} back its type (the lake's rows are keyed by it), or load the table into a new lake "
-        "(DUCKLAKE_CATALOG and DUCKLAKE_DATA_PATH of its own).")
 
 
 def _arrivals(snapshot: PlannerSnapshot, lake: LakeTable, table: shape.SourceRelation, column: str | None,
@@ -143,7 +129,10 @@ def _reach_back(conn: psycopg.Connection, source: shape.SourceRelation, since: A
     log.warning("%d row(s) dated before the look-back (from %s) were committed since the last load (a "
                 "transaction open longer than LOOKBACK, or a backfill): this load reads back to them",
                 late, earliest.isoformat())
-    return replace(window, low=earliest - timedelta(microseconds=1))
+    try:
+        return replace(window, low=earliest - timedelta(microseconds=1))
+    except OverflowError:  # 0001-01-01 00:00 UTC, the first instant a range holds: all of them
+        return replace(window, low=None)
 
 
 def _warn_rows_ahead(snapshot: PlannerSnapshot, table: str, column: str | None, upper: datetime) -> None:

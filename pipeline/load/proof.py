@@ -24,7 +24,7 @@ import psycopg
 
 from pipeline import actions, id_checksum
 from pipeline.content_hash import RowHash
-from pipeline.errors import ConfigError
+from pipeline.errors import ConfigError, TerminalError
 from pipeline.id_checksum import IdKind, IdSum
 from pipeline.image import PerTable
 from pipeline.lake import batches
@@ -164,6 +164,24 @@ def row_hash(lake: LakeTable, source: SourceRelation, how: IdShape) -> RowHash:
                       id_kind=how.kind)
 
 
+def refuse_other_key(lake: LakeTable, source: SourceRelation, ids: IdShape) -> None:
+    """A lake table holds its key in one type: a source key retyped between a UUID (or text spelling
+    one) and an integer is refused before anything is read, naming both (its rows could not be
+    compared with, or inserted beside, the rows loaded before)."""
+    held = lake.id_type()
+    if held is None or (IdKind.of_lake(held) is IdKind.INTEGER) == (ids.kind is IdKind.INTEGER):
+        return
+    column = f"{source.qualified}.{source.id_column}"
+    raise TerminalError(
+        f"The source key {column} is {source.types.get(source.id_column)}, {ids.kind.described}, but the "
+        f"lake table {lake.events_table} holds its key {lake.id_column} as {held}. Nothing was read, staged "
+        "or changed.",
+        f"Give {column} back its type (the lake's rows are keyed by it), or load the table into a new lake "
+        "(DUCKLAKE_CATALOG and DUCKLAKE_DATA_PATH of its own). A table of the events shape (event_id, "
+        "event_timestamp) is made with a UUID key before its source is read: an integer key needs the "
+        "table's own names, SOURCE_TABLES=schema.table:time_column:id_column (a view can rename them).")
+
+
 def compare(conn: psycopg.Connection, lake: LakeTable, table: SourceRelation,
             low: datetime | None, upper: datetime, how: IdShape, *, source: IdSum | None = None,
             bucket_seconds: int = MINUTE, every_bucket: bool = False,
@@ -173,6 +191,7 @@ def compare(conn: psycopg.Connection, lake: LakeTable, table: SourceRelation,
     ``every_bucket``: compare bucket by bucket even when the range's sums agree, so a row moved
     inside the range shows too (a proof; a load's check asks only which ids the range holds).
     ``content``: compare the rows' contents too, and name the rows that differ (``changed``)."""
+    refuse_other_key(lake, table, how)  # compared by the other type, every row would differ
     # the lake first, then the source: every row a load put in the lake was in the source before,
     # so a source read after the lake's cannot miss one of them (read the other way round, rows a
     # running follower promoted in between looked deleted from the source)

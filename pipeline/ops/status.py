@@ -11,7 +11,14 @@ from typing import Any
 import psycopg
 
 from pipeline import actions, staging
-from pipeline.errors import LakeNotCreated, PipelineError, SourceAccessDenied, SourceUnavailable, first_line
+from pipeline.errors import (
+    LakeNotCreated,
+    PipelineError,
+    SourceAccessDenied,
+    SourceUnavailable,
+    TerminalError,
+    first_line,
+)
 from pipeline.lake import batches as batch_table
 from pipeline.lake import integrity, jobs
 from pipeline.lake.connect import lake_session
@@ -364,8 +371,11 @@ def _collect(settings: ResolvedSettings, table: TableSpec, *, checked: Integrity
                 damaged = facts.integrity is not None and facts.integrity.problems
                 if watermark is not None and not damaged:  # the look-back, id by id (a damaged file
                     # fails every read of the ids, and is the finding already)
-                    identity = _identity(conn, settings, table, source, watermark, now)
-                    surplus, changed = identity.diverged, len(identity.changed)
+                    try:
+                        identity = _identity(conn, settings, table, source, watermark, now)
+                        surplus, changed = identity.diverged, len(identity.changed)
+                    except TerminalError as exc:  # a key retyped after loading: said, as a load says it
+                        source_error = f"{first_line(exc)} {exc.hint}"
                 # a table without the arrival column is read by its window (pipeline.source.shape)
                 if column not in source.types:
                     column = None

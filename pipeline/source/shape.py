@@ -14,6 +14,7 @@ from pipeline.columns import ID, OPTIONAL, OPTIONAL_LAKE_TYPES, TIME, WallClock,
 from pipeline.errors import ConfigError, TerminalError
 from pipeline.id_checksum import ID_TYPES, IdKind
 from pipeline.settings import TableSpec
+from pipeline.source.window import DATED
 from pipeline.sqltext import one_row, quote_ident, quote_qualified
 
 log = logging.getLogger(__name__)
@@ -29,8 +30,9 @@ EVENT_COLUMNS = ("event_id", "event_type", "event_timestamp", "details", "create
 STAGED_COLUMNS = {  # in EVENT_COLUMNS' order (checked below)
     "event_id": "event_id::text",
     "event_type": "event_type",
-    # ±infinity is no time (pipeline.source.window.UNDATED): staged as none, and quarantined
-    "event_timestamp": "CASE WHEN isfinite(event_timestamp) THEN event_timestamp::timestamptz END",
+    # ±infinity, and an instant before year 1 or past DuckDB's last, is no time
+    # (pipeline.source.window.UNDATED): staged as none, and quarantined
+    "event_timestamp": f"CASE WHEN {DATED} THEN event_timestamp::timestamptz END",
     "details": "details::text",
     "created_at": "created_at::timestamptz",
 }
@@ -67,13 +69,17 @@ class SourceRelation:
     # its columns and their Postgres types (udt names), as read with it: what the checks of its shape,
     # its ids and its arrival column look at (read once, in the reader's snapshot)
     types: Mapping[str, str] = field(default_factory=dict, compare=False)
+    # the session's zone is the time zone database's (a naive time column's index serves ranges)
+    zone_known: bool = True
 
     @classmethod
     def read(cls, conn: psycopg.Connection, qualified: str, id_column: str = ID,
              time_column: str = TIME) -> SourceRelation:
         columns = source_columns(conn, qualified)
+        naive = columns.get(time_column) == "timestamp"
+        zone_known = not naive or known_zone(one_row(conn.execute("SHOW TimeZone"))[0])
         return cls(qualified, id_column, time_column, tuple(name for name in OPTIONAL if name not in columns),
-                   bool(columns) and has_row_versions(conn, qualified), columns)
+                   bool(columns) and has_row_versions(conn, qualified), columns, zone_known)
 
     @classmethod
     def of(cls, conn: psycopg.Connection, table: TableSpec) -> SourceRelation:
@@ -88,7 +94,7 @@ class SourceRelation:
         name, taken = "_el_wall_time", [column.lower() for column in self.types]
         while any(column.startswith(name) for column in taken):
             name = "_" + name
-        return WallClock(name, tuple(self.types))
+        return WallClock(name, tuple(self.types), self.zone_known)
 
     @property
     def sql(self) -> str:
@@ -113,6 +119,17 @@ class IdShape:
     def read(cls, conn: psycopg.Connection, source: SourceRelation) -> IdShape:
         return cls(kind=IdKind.of_source(source.types.get(source.id_column)),
                    unique=has_unique_index(conn, source.qualified, source.id_column))
+
+
+def known_zone(zone: str) -> bool:
+    """Is ``zone`` (a session's TimeZone) one of the time zone database's, not a POSIX rule?"""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(zone)
+    except (ZoneInfoNotFoundError, ValueError):
+        return False
+    return True
 
 
 def has_row_versions(conn: psycopg.Connection, qualified: str) -> bool:

@@ -15,7 +15,7 @@ from pipeline.content_hash import RowHash, framed, postgres_instant_text
 from pipeline.errors import SourceAccessDenied, SourceTableMissing
 from pipeline.id_checksum import IdKind, IdSum
 from pipeline.source.shape import SourceRelation, staged_text
-from pipeline.source.window import FINITE_FLOOR, XID_SPAN, Arrivals, Window
+from pipeline.source.window import DATED, FINITE_FLOOR, LATEST, XID_SPAN, Arrivals, Window
 from pipeline.sqltext import one_row
 
 
@@ -73,8 +73,8 @@ def require_select(conn: psycopg.Connection, qualified: str) -> None:
 
 def rows_after(conn: psycopg.Connection, source: SourceRelation, upper: datetime) -> int:
     """Rows dated after ``upper`` (the source's clock): future-dated events, which wait."""
-    query = sql.SQL("SELECT count(*) FROM {t} WHERE event_timestamp > %(upper)s "
-                    "AND event_timestamp <> 'infinity'").format(
+    query = sql.SQL(f"SELECT count(*) FROM {{t}} WHERE event_timestamp > %(upper)s "
+                    f"AND event_timestamp < {LATEST}").format(
         t=sql.SQL(source.sql))
     return one_row(conn.execute(query, {"upper": upper}))[0]
 
@@ -85,7 +85,7 @@ def arrived_behind(conn: psycopg.Connection, source: SourceRelation, arrivals: A
     transaction open longer than the look-back commits rows dated before any window (the arrival
     column's index finds them; their dates cannot)."""
     query = sql.SQL("SELECT count(*), min(event_timestamp) FROM {t} WHERE {arrived} "
-                    "AND event_timestamp > '-infinity' AND event_timestamp <= %(low)s").format(
+                    f"AND {FINITE_FLOOR} AND event_timestamp <= %(low)s").format(
         t=sql.SQL(source.sql), arrived=sql.SQL(arrivals.arrived_sql()))
     count, earliest = one_row(conn.execute(query, {**arrivals.params(), "low": low}))
     return int(count), earliest
@@ -247,8 +247,8 @@ def window_stats(conn: psycopg.Connection, source: SourceRelation, window: Windo
     """Rows and time range of ``window`` (the table's existence was checked by the preflight)."""
     query = sql.SQL(
         # ::timestamptz: a naive column's values are wall-clock time in the session's zone
-        "SELECT count(*), (min(event_timestamp) FILTER (WHERE isfinite(event_timestamp)))::timestamptz, "
-        "(max(event_timestamp) FILTER (WHERE isfinite(event_timestamp)))::timestamptz "
+        f"SELECT count(*), (min(event_timestamp) FILTER (WHERE {DATED}))::timestamptz, "
+        f"(max(event_timestamp) FILTER (WHERE {DATED}))::timestamptz "
         "FROM {t} WHERE {w}"
     ).format(t=sql.SQL(source.sql), w=sql.SQL(window.where_sql()))
     rows, lo, hi = one_row(conn.execute(query, window.params()))

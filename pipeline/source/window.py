@@ -21,8 +21,12 @@ XID_SPAN = 2 ** 32
 # A time column may hold ±infinity, which is in no time range and no datetime: such a row is read
 # with the undated ones (NULL) and quarantined. A -infinity stopped every run ("timestamp too
 # small": the first load's range took it, and its min), an infinity waited as future-dated for ever.
-FINITE_FLOOR = "event_timestamp > '-infinity'"  # what a range without a low bound starts after
-UNDATED = "(event_timestamp IS NULL OR event_timestamp IN ('infinity', '-infinity'))"
+# So do instants before year 1 (no Python datetime holds them: "timestamp too small" stopped every
+# run too) and after DuckDB's last (its Postgres reader wrapped one round to a date 290,279 BC).
+EARLIEST, LATEST = "'0001-01-01 00:00:00+00'::timestamptz", "'294247-01-01 00:00:00+00'::timestamptz"
+DATED = f"event_timestamp >= {EARLIEST} AND event_timestamp < {LATEST}"  # what a time range can hold
+FINITE_FLOOR = f"event_timestamp >= {EARLIEST}"  # what a range without a low bound starts at
+UNDATED = f"(event_timestamp IS NULL OR NOT ({DATED}))"
 # A row written by a writer whose clock is up to this far behind the database's is still found
 # through the arrival column's index; the transaction id then says whether it is new. A row
 # further behind (a backfill) is left to the identity check, which reads the whole look-back.

@@ -119,6 +119,29 @@ def test_rows_a_prepared_transaction_commits_behind_the_look_back_are_loaded(tmp
         server.destroy()  # an immediate stop: a prepared transaction left pending goes with the folder
 
 
+def test_rows_committed_late_behind_the_look_back_reach_a_keyless_table_back_to_year_one(lake_env):
+    """Found by the adversary: a table whose key has no unique index reads its whole look-back and
+    did not reach back (a row dated 3 hours back stayed out while --status said healthy); a row
+    dated 0001-01-01 00:00 UTC stopped every load (the window's start, a microsecond before it, is
+    no datetime)."""
+    from pipeline.settings import load_settings
+
+    settings = load_settings({**lake_env, "SOURCE_TABLES": "public.readings:taken_at:reading_id",
+                              "LOOKBACK": "1m"})
+    with source_db(settings) as conn:
+        conn.execute("CREATE TABLE public.readings (reading_id bigint, taken_at timestamptz NOT NULL, "
+                     "value int, created_at timestamptz DEFAULT now())")
+        conn.execute("CREATE INDEX ON public.readings (created_at)")
+        conn.execute("INSERT INTO public.readings (reading_id, taken_at, value) "
+                     "SELECT i, now() - interval '10 seconds', i FROM generate_series(1, 5) i")
+    assert run(settings, engine="dlt").rows_inserted == 5
+    with source_db(settings) as conn:
+        conn.execute("INSERT INTO public.readings (reading_id, taken_at, value) VALUES "
+                     "(100, now() - interval '3 hours', 1), (101, '0001-01-01 00:00:00+00', 2)")
+    assert run(settings, engine="dlt").rows_inserted == 2
+    assert_lake_equals_source(settings, expected_rows=7)
+
+
 def _copy_uncommitted(conn: psycopg.Connection, table: str, events: list) -> None:
     """The generator's COPY lines, inside the caller's open transaction (``write_batch`` commits)."""
     with conn.cursor() as cur, cur.copy(f"COPY {table} (event_id, event_type, event_timestamp, details) "

@@ -35,6 +35,9 @@ def _loose_rows(now: datetime) -> tuple[list[tuple], dict[str, int]]:
         (str(uuid.uuid4()), "user_login", None, "{}", ts),                  # NULL timestamp
         (str(uuid.uuid4()), "user_login", "-infinity", "{}", ts),           # no time: stopped every run
         (str(uuid.uuid4()), "user_login", "infinity", "{}", ts),            # no time: waited for ever
+        (str(uuid.uuid4()), "user_login", "0044-03-15 12:00:00+00 BC", "{}", ts),  # before year 1: no
+        (str(uuid.uuid4()), "user_login", "294250-01-01 00:00:00+00", "{}", ts),   # datetime (every run
+        # stopped), and past DuckDB's last instant (its reader wrapped it round to 290,279 BC)
         (str(uuid.uuid4()), "user_login", ts, "{bad", ts),                  # invalid JSON
         (str(uuid.uuid4()), "user_login", ts, "", ts),                      # empty JSON
         (str(uuid.uuid4()), None, ts, None, ts),                            # NULL type/details: loads
@@ -45,7 +48,7 @@ def _loose_rows(now: datetime) -> tuple[list[tuple], dict[str, int]]:
         (str(conflict), "payment_processed", ts, '{"v": 2}', ts),           # newest created_at wins
         (str(uuid.uuid4()), "user_login", datetime(2099, 1, 1, tzinfo=UTC), "{}", ts),  # future
     ]
-    reasons = {validate.REASON_NULL_ID: 1, validate.REASON_BAD_ID: 1, validate.REASON_NULL_TS: 3,
+    reasons = {validate.REASON_NULL_ID: 1, validate.REASON_BAD_ID: 1, validate.REASON_NULL_TS: 5,
                validate.REASON_BAD_JSON: 2, validate.REASON_CONFLICT: 1}
     return rows, reasons
 
@@ -210,3 +213,37 @@ def test_naive_times_across_a_daylight_saving_change_load_as_they_read_whatever_
     second = run(settings, engine=engine.split("-")[0], spark=spark)
     assert second.rows_inserted == 40 and second.lacking == {}, second
     assert_lake_equals_source(settings, expected_rows=first.rows_inserted + 40)
+
+
+def _dst_for(began_minutes_ago: int, ended_minutes_ago: int) -> str:
+    """A POSIX-rule zone (UTC-3; daylight time UTC-2) whose daylight time lasted from
+    ``began_minutes_ago`` to ``ended_minutes_ago``: a period shorter than a day."""
+    now = datetime.now(UTC)
+    start = now - timedelta(minutes=began_minutes_ago) - timedelta(hours=3)  # standard wall time
+    end = now - timedelta(minutes=ended_minutes_ago) - timedelta(hours=2)  # daylight wall time
+    assert start.date() == end.date(), "run again: the period straddles a local midnight"
+    day = start.timetuple().tm_yday
+    return f"AAA3BBB2,J{day}/{start:%H:%M:%S},J{day}/{end:%H:%M:%S}"
+
+
+def test_a_daylight_period_of_minutes_in_a_posix_zone_loses_no_row(lake_env):
+    """Found by the adversary: the index's wall-time bounds took the zone's offsets a day around
+    each bound, every 12 hours; a daylight period of 45 minutes between two samples was never
+    seen, and 45 of 120 rows were read by no load while every check but the whole-table --verify
+    said the lake was complete. A POSIX rule can make a period any length: its ranges are tested
+    row by row."""
+    env = {**lake_env, "SOURCE_TABLE": "public.naive_events"}
+    settings = load_settings(env)
+    dsn = resolve(settings).source_dsn
+    with psycopg.connect(dsn.conninfo(), autocommit=True) as conn:
+        conn.execute(f'ALTER DATABASE "{dsn.dbname}" SET timezone TO \'{_dst_for(50, 5)}\'')
+    with psycopg.connect(dsn.with_timezone(None).conninfo(), autocommit=True) as conn:
+        conn.execute("CREATE TABLE public.naive_events (event_id uuid PRIMARY KEY, event_type text, "
+                     "event_timestamp timestamp, details jsonb, created_at timestamptz DEFAULT now())")
+        conn.execute("CREATE INDEX ON public.naive_events (event_timestamp) INCLUDE (event_id)")
+        conn.execute("INSERT INTO public.naive_events (event_id, event_type, event_timestamp, details) "
+                     "SELECT gen_random_uuid(), 'api_request', (now() - i * interval '1 minute') AT TIME ZONE "
+                     "current_setting('TimeZone'), '{}' FROM generate_series(1, 120) i")
+    report = run(settings, engine="dlt")
+    assert report.rows_inserted == 120 and report.lacking == {}, report
+    assert_lake_equals_source(settings, expected_rows=120)

@@ -74,4 +74,13 @@ def test_a_key_retyped_between_an_integer_and_a_uuid_is_refused_by_name(lake_env
         run(settings, engine="dlt")
     assert "public.orders.order_id is text, a UUID" in str(refused.value)
     assert "holds its key order_id as BIGINT" in str(refused.value)
+    # every command says so, and none takes a row out (--repair removed all five, found by the
+    # adversary: compared by the other type, every row differed)
+    status = collect(resolve(settings))
+    assert status.health.state == "failing", status.health.reasons
+    assert any("public.orders.order_id is text" in reason for reason in status.health.reasons), status.health
+    with Pipeline(settings, engine="dlt") as pipeline:
+        for command in (pipeline.verify, lambda: pipeline.repair(None)):
+            with pytest.raises(TerminalError, match="holds its key order_id as BIGINT"):
+                command()
     assert lake_query(settings, f"SELECT count(*) FROM {settings.lake_name}.main.orders") == [(5,)]

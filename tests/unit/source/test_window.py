@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from pipeline.extract.partitions import time_chunks
-from pipeline.source.window import Arrivals, Window, plan_window
+from pipeline.source.window import UNDATED, Arrivals, Window, plan_window
 
 T = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 
@@ -20,7 +20,7 @@ def test_next_window_rereads_the_lookback():
     # rows without a finite timestamp are read by every window, so they reach the quarantine
     assert window.literal_sql() == ("(event_timestamp > '2026-11-21T10:45:00.000000+00:00'::timestamptz "
                                     "AND event_timestamp <= '2026-11-21T12:00:00.000000+00:00'::timestamptz "
-                                    "OR (event_timestamp IS NULL OR event_timestamp IN ('infinity', '-infinity')))")
+                                    f"OR {UNDATED})")
 
 
 def test_an_arrival_rule_narrows_the_window_to_what_arrived_or_became_due():
@@ -57,8 +57,10 @@ def test_a_part_of_a_window_keeps_its_arrival_rule_and_says_its_bounds_to_the_se
 
 def test_a_first_window_has_no_lower_bound_and_still_reads_rows_without_a_time():
     window = plan_window(None, timedelta(minutes=15), T)
-    # -infinity is below every time, yet in no range: it is read with the undated rows
+    # -infinity is below every time, yet in no range: it is read with the undated rows, and so are
+    # instants before year 1 and past DuckDB's last
     assert "low" not in window.params() and window.where_sql() == (
-        "(event_timestamp > '-infinity' AND event_timestamp <= %(upper)s "
-        "OR (event_timestamp IS NULL OR event_timestamp IN ('infinity', '-infinity')))")
+        "(event_timestamp >= '0001-01-01 00:00:00+00'::timestamptz AND event_timestamp <= %(upper)s "
+        "OR (event_timestamp IS NULL OR NOT (event_timestamp >= '0001-01-01 00:00:00+00'::timestamptz "
+        "AND event_timestamp < '294247-01-01 00:00:00+00'::timestamptz)))")
     assert window.describe().startswith("(-inf, ")
