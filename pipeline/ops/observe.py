@@ -144,9 +144,13 @@ class Observer:
         while not self._stopped.wait(self.ttl):
             self._kick()
 
-    def _kick(self) -> threading.Thread | None:
-        """Start a refresh unless one runs (or the observer closed); the refresh in flight."""
+    def _kick(self, *, for_news: bool = False) -> threading.Thread | None:
+        """Start a refresh unless one runs (or the observer closed); the refresh in flight.
+        ``for_news``: only while the latest observation predates this process's last recorded outcome
+        (checked under the lock: a refresh that ended meanwhile may have read it already)."""
         with self._lock:
+            if for_news and not waiting.recorded_after(self._taken):
+                return self._refreshing
             if self._refreshing is None and not self._closed:
                 # a daemon: a refresh still reading when the process exits must not hold it
                 self._refreshing = threading.Thread(target=self._refresh, name="observe", daemon=True)
@@ -178,8 +182,8 @@ class Observer:
         in flight that began before it cannot know of it (a refresh begun during a catalog outage answered
         "the lake cannot be read" after the recovery's load was recorded)."""
         while waiting.recorded_after(self._taken) and (left := deadline - time.monotonic()) > 0:
-            pending = self._kick()
-            if pending is None:  # closed
+            pending = self._kick(for_news=True)
+            if pending is None:  # closed, or read meanwhile
                 return
             pending.join(left)
 
@@ -219,8 +223,7 @@ class Observer:
                 observation = through_outage(self._latest, observation)
             self._latest, self._taken, self._refreshing = observation, began, None
             self.refreshes += 1
-        if waiting.recorded_after(began):  # an outcome recorded while it read: read again, for it
-            self._kick()
+        self._kick(for_news=True)  # an outcome recorded while it read: read again, for it
 
     def close(self) -> None:
         """Stop refreshing; a refresh in flight gets :data:`CLOSE_WAIT_SECONDS` to finish and is
