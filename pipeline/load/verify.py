@@ -62,9 +62,11 @@ class Comparison:
     def describe(self) -> str:
         verdict = "lake == source" if self.equal else "LAKE DIFFERS FROM SOURCE"
         quarantined = f"; {self.quarantined} rows quarantined (ops.quarantine)" if self.quarantined else ""
-        contents = [self.contents.describe()] if self.contents and self.contents.changed else []
+        # every column's proof, said whenever it differs (the fingerprint reads the event columns only:
+        # "checksums match" read as the whole verdict when only another column differed)
+        contents = [self.contents.describe()] if self.contents and not self.contents.exact else []
         return (f"{verdict}: lake {self.lake.rows} rows / {self.lake.ids} ids, source "
-                f"{self.source.rows} loadable rows / {self.source.ids} ids, checksums "
+                f"{self.source.rows} loadable rows / {self.source.ids} ids, event columns' checksums "
                 f"{'match' if self.lake.checksum == self.source.checksum else 'differ'}{quarantined}"
                 + "".join(f"\n  {line}" for line in [*self.differences, *contents]))
 
