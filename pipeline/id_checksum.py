@@ -174,13 +174,9 @@ def duckdb_key(expr: str, kind: IdKind) -> str:
     return duckdb_id(f"CAST({expr} AS VARCHAR)")
 
 
-def duckdb_staged_identity(text: str, kind: IdKind) -> str:
-    """``text`` (an id as staged, or as ``ops.quarantine`` keeps it) as its identity in DuckDB."""
-    return duckdb_identity(text, kind) if kind is IdKind.INTEGER else duckdb_id(text)
-
-
 def duckdb_identity(expr: str, kind: IdKind) -> str:
-    """``expr`` (a lake id column) as its identity in DuckDB, as :func:`postgres_id` gives it."""
+    """``expr`` (a lake id column, or :func:`duckdb_key` of an id as text) as its identity in DuckDB,
+    as :func:`postgres_id` gives it."""
     if kind is IdKind.INTEGER:
         key = f"TRY_CAST({expr} AS BIGINT)"
         return f"CAST(substr(md5(CAST({key} AS VARCHAR)), 1, 16) || lpad(to_hex({key}), 16, '0') AS UUID)"

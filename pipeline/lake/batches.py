@@ -13,7 +13,7 @@ import duckdb
 
 from pipeline import id_checksum
 from pipeline.content_hash import RowHash, duckdb_instant_text, framed
-from pipeline.id_checksum import IdSum
+from pipeline.id_checksum import IdKind, IdSum, duckdb_identity, duckdb_key
 from pipeline.lake.rows import fetch_dicts
 from pipeline.lake.session import Lake, LakeTable
 from pipeline.lake.validate import REASON_BAD_JSON, REASON_UNFIT, json_pointer
@@ -159,17 +159,18 @@ def _range_sql(low: datetime | None) -> str:
     return ("event_timestamp > $low AND " if low is not None else "") + "event_timestamp <= $upper"
 
 
-def id_sums(lake: LakeTable, low: datetime | None, upper: datetime,
-            bucket_seconds: int | None = None, content: RowHash | None = None) -> dict[int, IdSum]:
+def id_sums(lake: LakeTable, low: datetime | None, upper: datetime, bucket_seconds: int | None = None,
+            content: RowHash | None = None, *, kind: IdKind) -> dict[int, IdSum]:
     """Which ids the events table holds dated in ``(low, upper]``, as (count, checksum) per bucket
     (the lake side of :mod:`pipeline.load.proof`). Every row counts: an id held twice differs.
-    ``content``: with the sums of the rows' hashes."""
+    ``content``: with the sums of the rows' hashes. ``kind``: the table's key, as its source holds it
+    (the callers refused a lake keyed otherwise: :func:`pipeline.load.proof.refuse_other_key`)."""
     bucket = id_checksum.duckdb_bucket(bucket_seconds) if bucket_seconds else "0"
     hashes = id_checksum.duckdb_hash_sums("hash") if content else "0, 0"
     rows = lake.execute(
         f"SELECT bucket, count(*), {id_checksum.duckdb_sums('id')}, {hashes} FROM (SELECT "
         # (a UUID as text in a zero-copy lake made by the JDBC reader)
-        f"{lake.identity()} AS id, {bucket} AS bucket"
+        f"{duckdb_identity('event_id', kind)} AS id, {bucket} AS bucket"
         f"{f', {content.duckdb()} AS hash' if content else ''} FROM {lake.rows} "
         f"WHERE {_range_sql(low)}) GROUP BY bucket", {"upper": upper, **({"low": low} if low else {})}
     ).fetchall()
@@ -182,18 +183,19 @@ def rows_in_buckets(lake: LakeTable, low: datetime | None, upper: datetime, buck
     """(bucket, id, row hash) of the events table's rows dated in ``(low, upper]`` in ``buckets``."""
     bucket = id_checksum.duckdb_bucket(bucket_seconds)
     rows = lake.execute(
-        f"SELECT {bucket}, {lake.identity()}, {content.duckdb()} FROM {lake.rows} "
+        f"SELECT {bucket}, {duckdb_identity('event_id', content.id_kind)}, {content.duckdb()} "
+        f"FROM {lake.rows} "
         f"WHERE {_range_sql(low)} AND list_contains($buckets, {bucket})",
         {"buckets": buckets, "upper": upper, **({"low": low} if low else {})}).fetchall()
     return {(int(number), row_id, digest) for number, row_id, digest in rows if row_id is not None}
 
 
 def ids_in_buckets(lake: LakeTable, low: datetime | None, upper: datetime,
-                   buckets: list[int], bucket_seconds: int) -> dict[int, Counter[UUID]]:
+                   buckets: list[int], bucket_seconds: int, *, kind: IdKind) -> dict[int, Counter[UUID]]:
     """The ids the events table holds dated in ``(low, upper]`` in each of ``buckets``, with how often."""
     bucket = id_checksum.duckdb_bucket(bucket_seconds)
     rows = lake.execute(
-        f"SELECT {bucket}, {lake.identity()}, count(*) FROM {lake.rows} "
+        f"SELECT {bucket}, {duckdb_identity('event_id', kind)}, count(*) FROM {lake.rows} "
         f"WHERE {_range_sql(low)} AND list_contains($buckets, {bucket}) GROUP BY ALL",
         {"buckets": buckets, "upper": upper, **({"low": low} if low else {})}).fetchall()
     found: dict[int, Counter[UUID]] = {b: Counter() for b in buckets}
@@ -208,20 +210,20 @@ def holds_no_row(lake: LakeTable) -> bool:
     return one_row(lake.execute(f"SELECT count(*) FROM {lake.events_table}"))[0] == 0
 
 
-def held_ids(lake: LakeTable, ids: set[UUID]) -> set[UUID]:
+def held_ids(lake: LakeTable, ids: set[UUID], *, kind: IdKind) -> set[UUID]:
     """Which of ``ids`` the events table holds, however dated."""
     if not ids:
         return set()
     # a semi join on the ids (hashed once): list_contains scanned the whole list for every row,
     # and --status took 440 s for 31,000 ids missing from a 2.65M-row lake
-    identity = lake.identity()
+    identity = duckdb_identity("event_id", kind)
     rows = lake.execute(f"SELECT DISTINCT {identity} FROM {lake.rows} "
                         f"WHERE {identity} IN (SELECT unnest($ids))", {"ids": list(ids)}).fetchall()
     return {row[0] for row in rows}
 
 
 def quarantined_in_range(lake: LakeTable, low: datetime | None, upper: datetime,
-                         columns: Iterable[str] = ()) -> dict[UUID, set[str]]:
+                         columns: Iterable[str] = (), *, kind: IdKind) -> dict[UUID, set[str]]:
     """Rows set aside for their contents (a valid id and time: details that are not JSON, a value
     its lake column cannot hold) dated in ``(low, upper]`` that the events table does not hold:
     id -> the digests of the row as each record set it aside (``columns``: the table's other
@@ -229,16 +231,15 @@ def quarantined_in_range(lake: LakeTable, low: datetime | None, upper: datetime,
     record has them (:func:`pipeline.source.stats.unchanged_rows`: a row changed A, B, then A
     again is recorded once as A — the records are kept once each); a row the source fixed is read
     and loaded again."""
-    kind = lake.id_kind()
     rows = lake.execute(f"""
         SELECT id, list(DISTINCT digest) FROM (
-            SELECT {id_checksum.duckdb_staged_identity("event_id", kind)} AS id,
+            SELECT {duckdb_identity(duckdb_key("event_id", kind), kind)} AS id,
                    TRY_CAST(event_timestamp AS TIMESTAMPTZ) AS event_timestamp,
                    {set_aside_digest(columns)} AS digest, quarantined_at
             FROM {lake.quarantine_table} WHERE table_name = $table
               AND (reason = $bad_json OR starts_with(reason, $unfit)))
         WHERE id IS NOT NULL AND {_range_sql(low)}
-          AND id NOT IN (SELECT {lake.identity(kind=kind)} FROM {lake.rows}
+          AND id NOT IN (SELECT {duckdb_identity("event_id", kind)} FROM {lake.rows}
                          WHERE event_id IS NOT NULL AND {_range_sql(low)})
         GROUP BY id""", {"table": lake.table, "bad_json": REASON_BAD_JSON, "unfit": REASON_UNFIT,
                          "upper": upper, **({"low": low} if low else {})}).fetchall()

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from pipeline.columns import ID, TIME, canonical_relation, own_name
-from pipeline.id_checksum import IdKind, duckdb_identity
+from pipeline.id_checksum import IdKind
 from pipeline.lake import locks
 from pipeline.storage.folder import Folder, folder_of
 
@@ -117,10 +117,6 @@ class LakeTable(Lake):
     def id_kind(self) -> IdKind:
         """The table's key as its lake column holds it (a UUID for a table not made yet)."""
         return IdKind.of_lake(self.id_type())
-
-    def identity(self, expr: str = "event_id", kind: IdKind | None = None) -> str:
-        """``expr`` (a column of :attr:`rows`) as the row's identity (:mod:`pipeline.id_checksum`)."""
-        return duckdb_identity(expr, kind or self.id_kind())
 
     def own(self, name: str) -> str:
         """The table's own name of the canonical column ``name``."""

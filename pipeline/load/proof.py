@@ -142,9 +142,9 @@ def lake_side(conn: psycopg.Connection, lake: LakeTable, table: SourceRelation,
               low: datetime | None, upper: datetime, how: IdShape,
               content: RowHash | None = None) -> LakeSide:
     """The lake's side of ``(low, upper]`` (``conn``: the source, asked which set-aside rows it kept)."""
-    events = batches.id_sums(lake, low, upper, content=content).get(0, IdSum())
+    events = batches.id_sums(lake, low, upper, content=content, kind=how.kind).get(0, IdSum())
     columns = other_columns(lake, events_column_types(lake))
-    set_aside = batches.quarantined_in_range(lake, low, upper, columns)
+    set_aside = batches.quarantined_in_range(lake, low, upper, columns, kind=how.kind)
     kept = stats.unchanged_rows(conn, table, set_aside, id_kind=how.kind, columns=columns)
     return LakeSide(events, len(set_aside), kept, stats.sums_of_ids(conn, table, kept, content))
 
@@ -204,13 +204,13 @@ def compare(conn: psycopg.Connection, lake: LakeTable, table: SourceRelation,
     if held == source and not every_bucket:
         return RangeCheck(low, upper, source, held, bucket_seconds=bucket_seconds, by_content=by_content,
                           id_kind=how.kind)
-    by_lake = batches.id_sums(lake, low, upper, bucket_seconds, content)
+    by_lake = batches.id_sums(lake, low, upper, bucket_seconds, content, kind=how.kind)
     by_source = stats.id_sums(conn, table, low, upper, id_kind=how.kind, unique=how.unique,
                               bucket_seconds=bucket_seconds, content=content)
     # buckets holding a kept quarantined row differ too (the events table lacks it): its id is
     # found with the others and counted as held
     differing = id_checksum.differing(by_source, by_lake)
-    lake_ids = (batches.ids_in_buckets(lake, low, upper, differing, bucket_seconds)
+    lake_ids = (batches.ids_in_buckets(lake, low, upper, differing, bucket_seconds, kind=how.kind)
                 if differing else {})
     source_rows = stats.ids_in_buckets(conn, table, low, upper, differing, bucket_seconds,
                                       id_kind=how.kind) if differing else {}
@@ -226,7 +226,7 @@ def compare(conn: psycopg.Connection, lake: LakeTable, table: SourceRelation,
         absent |= lacking
         surplus += beyond
     # an id the source dates in one bucket and the lake in another (or outside the range) moved
-    elsewhere = batches.held_ids(lake, absent - set(surplus))
+    elsewhere = batches.held_ids(lake, absent - set(surplus), kind=how.kind)
     if not (how.unique and how.kind.one_spelling):
         # a source that may repeat an id dates it in two buckets; the lake holds it once: held
         absent, elsewhere = absent - elsewhere, set()

@@ -26,6 +26,7 @@ from pipeline.lake.connect import lake_session
 from pipeline.lake.identity import lake_id, table_names
 from pipeline.lake.schema import column_types, ensure_tables
 from pipeline.lake.session import Lake, LakeTable
+from pipeline.load import proof
 from pipeline.promote.promotion import RECONCILE_ENGINE, PromotionResult, promote_together
 from pipeline.settings import ResolvedSettings, TableSpec
 from pipeline.settings.durations import format_duration
@@ -201,9 +202,10 @@ def _compare_and_write(lake: LakeTable, resolved: ResolvedSettings, table: Table
             return None  # RECONCILE_SINCE within the look-back: the loads cover it all
         report.low, report.upper = iso(low) if low else None, iso(upper)
         how = IdShape.read(conn, relation)  # which ids it holds per UTC hour: an index-bounded aggregate
+        proof.refuse_other_key(lake, relation, how)  # compared by the other type, every hour would differ
         source_ids = stats.id_sums(conn, relation, low, upper, id_kind=how.kind, unique=how.unique,
                                    bucket_seconds=HOUR_SECONDS)
-    lake_ids = batches.id_sums(lake, low, upper, HOUR_SECONDS)
+    lake_ids = batches.id_sums(lake, low, upper, HOUR_SECONDS, kind=how.kind)
     report.hours_compared = len(source_ids.keys() | lake_ids.keys())
     report.lake_ids_doubled = _doubled(lake, low, upper)
     hours = [id_checksum.bucket_start(h, HOUR_SECONDS)

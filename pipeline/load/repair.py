@@ -176,8 +176,8 @@ class _Plan:
         id_list = ", ".join(f"{quote_literal(str(i))}::UUID" for i in self.ids)
         kind = IdKind.of_lake(self.have.get(lake.id_column))
         own_id = quote_ident(lake.own("event_id"))
-        removed = one_row(lake.execute(f"DELETE FROM {lake.events_table} "
-                                       f"WHERE {lake.identity(own_id, kind)} IN ({id_list})"))[0]
+        identity = id_checksum.duckdb_identity(own_id, kind)
+        removed = one_row(lake.execute(f"DELETE FROM {lake.events_table} WHERE {identity} IN ({id_list})"))[0]
         rows = f"({validate.loadable_sql(True, self.source, extra_columns=self.extra, id_kind=kind)})"
         loaded = one_row(lake.execute(insert_columns_sql(lake, self.have, rows, list(self.extra))))[0]
         rejected = validate.rejected_sql(True, False, self.extra, relation=self.source, id_kind=kind)

@@ -122,7 +122,7 @@ def _compare_table(lake: LakeTable, table: TableSpec, upper: datetime, low: date
                             table)
     # the source as the lake should hold it: its loadable rows, but for those set aside for a value
     # their lake column cannot hold (the fingerprint does not read those columns; the proof does)
-    unfit, kind = batches.quarantined_in_range(lake, low, upper), lake.id_kind()
+    unfit, kind = batches.quarantined_in_range(lake, low, upper, kind=how.kind), how.kind
     beside = (f" WHERE event_id NOT IN ({', '.join(quote_literal(kind.key_of(i)) for i in unfit)})"
               if unfit else "")
     source_relation = f"(SELECT * FROM ({validate.loadable_sql(True, source_table, id_kind=kind)}){beside})"
