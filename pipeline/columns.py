@@ -46,6 +46,11 @@ def canonical_relation(table_sql: str, id_column: str = ID, time_column: str = T
     return f"(SELECT {', '.join([own, *system, *added])} FROM {table_sql}) AS shaped"
 
 
+# The naive times Postgres can read as instants in every zone: within a day of its bounds a
+# conversion raises (in a zone west or east of UTC), and stopped every read of such a row
+CONVERTIBLE_WALL_TIMES = "BETWEEN '4713-11-26 BC' AND '294276-12-30'"
+
+
 @dataclass(frozen=True)
 class WallClock:
     """A naive (``timestamp without time zone``) time column: wall-clock time in the session's zone.
@@ -68,11 +73,10 @@ class WallClock:
 
     @staticmethod
     def instant_sql(time_column: str) -> str:
-        # a value within a day of Postgres' bounds has no instant in every zone (the conversion raises
-        # and stops every read): none, so the row is quarantined as undated
+        # a value within a day of Postgres' bounds has no instant in every zone: none, so the row is
+        # quarantined as undated
         col = quote_ident(time_column)
-        return (f"CASE WHEN {col} BETWEEN '4713-11-26 BC' AND '294276-12-30' OR NOT isfinite({col}) "
-                f"THEN {col}::timestamptz END")
+        return f"CASE WHEN {col} {CONVERTIBLE_WALL_TIMES} OR NOT isfinite({col}) THEN {col}::timestamptz END"
 
     def range_hint_sql(self, low: str | None, upper: str) -> str:
         """Bounds on the wall time implied by ``event_timestamp`` in ``(low, upper]`` (SQL

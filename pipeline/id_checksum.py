@@ -154,16 +154,25 @@ def postgres_id(column: str, kind: IdKind) -> str:
     return f"(CASE WHEN {column}::text ~* {_PG_UUID_TEXT} THEN btrim({column}::text, {_PG_BLANKS})::uuid END)"
 
 
-def postgres_among(column: str, kind: IdKind, ids: Iterable[UUID]) -> str:
-    """Rows of ``column`` (the source's id) whose identity is one of ``ids``, as literal SQL: an
-    integer key compared as itself, so that its index finds them (no index holds its identity)."""
-    listed = list(ids)
-    if not listed:
-        return "false"
+def postgres_among(column: str, kind: IdKind, values: str = "%(among)s") -> str:
+    """Rows of ``column`` (the source's id) whose identity is one of ``values`` (an array: the
+    parameter :func:`among_values` fills, or :func:`among_literal`): an integer key compared as
+    itself, so that its index finds them (no index holds its identity)."""
+    return f"{column if kind is IdKind.INTEGER else postgres_id(column, kind)} = ANY({values})"
+
+
+def among_values(ids: Iterable[UUID], kind: IdKind) -> list[object]:
+    """The array :func:`postgres_among` compares with, for ``ids``: the keys, or the identities."""
+    return [int(kind.key_of(identity)) for identity in ids] if kind is IdKind.INTEGER else list(ids)
+
+
+def among_literal(ids: Iterable[UUID], kind: IdKind) -> str:
+    """:func:`among_values` as an SQL literal (a query handed on as text takes no parameters)."""
+    values = among_values(ids, kind)
     if kind is IdKind.INTEGER:
-        return f"{column} IN ({', '.join(kind.key_of(identity) for identity in listed)})"
-    uuids = ", ".join(f"'{identity}'::uuid" for identity in listed)
-    return f"{postgres_id(column, kind)} IN ({uuids})"
+        return f"ARRAY[{', '.join(map(str, values))}]::bigint[]"
+    quoted = ", ".join(f"'{value}'" for value in values)
+    return f"ARRAY[{quoted}]::uuid[]"
 
 
 def duckdb_key(expr: str, kind: IdKind) -> str:

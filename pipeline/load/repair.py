@@ -206,8 +206,8 @@ def _plan(conn: psycopg.Connection, lake: LakeTable, settings: ResolvedSettings,
                         + staged_extra(extra))
     # as the source holds them now, up to the compared range's end: a row it moved into the
     # future is loaded when due, by a load, never ahead of the source's clock
-    source_query = (f"SELECT {columns} FROM {source.sql} WHERE "
-                    f"{id_checksum.postgres_among('event_id', how.kind, ids)} "
+    among = id_checksum.postgres_among("event_id", how.kind, id_checksum.among_literal(ids, how.kind))
+    source_query = (f"SELECT {columns} FROM {source.sql} WHERE {among} "
                     f"AND event_timestamp <= {quote_literal(iso(check.upper))}::timestamptz")
     return _Plan(lake, check, ids, f"postgres_query('{SOURCE_ALIAS}', {quote_literal(source_query)})", extra,
                  have)

@@ -10,7 +10,15 @@ from dataclasses import dataclass, field
 
 import psycopg
 
-from pipeline.columns import ID, OPTIONAL, OPTIONAL_LAKE_TYPES, TIME, WallClock, canonical_relation
+from pipeline.columns import (
+    CONVERTIBLE_WALL_TIMES,
+    ID,
+    OPTIONAL,
+    OPTIONAL_LAKE_TYPES,
+    TIME,
+    WallClock,
+    canonical_relation,
+)
 from pipeline.errors import ConfigError, TerminalError
 from pipeline.id_checksum import ID_TYPES, IdKind
 from pipeline.settings import TableSpec
@@ -204,7 +212,7 @@ def staged_text(name: str, kind: str) -> str:
     if kind in ("TIMESTAMPTZ", "TIMESTAMP WITH TIME ZONE"):
         # a naive time within a day of Postgres' bounds has no instant in every zone (the conversion
         # raised, and the load stopped for good): staged as it is, and set aside if DuckDB reads none
-        return (rf"CASE WHEN {column} BETWEEN '4713-11-26 BC' AND '294276-12-30' THEN regexp_replace("
+        return (rf"CASE WHEN {column} {CONVERTIBLE_WALL_TIMES} THEN regexp_replace("
                 rf"{column}::timestamptz::text, '^(\S+) (.*) BC$', '\1 (BC) \2') ELSE {column}::text END")
     if kind == "DATE":
         return rf"regexp_replace({column}::text, '^(\S+) BC$', '\1 (BC)')"

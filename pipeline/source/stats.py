@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
@@ -13,7 +13,7 @@ from psycopg import sql
 from pipeline import id_checksum, invocation
 from pipeline.content_hash import RowHash, framed, postgres_instant_text
 from pipeline.errors import SourceAccessDenied, SourceTableMissing
-from pipeline.id_checksum import IdKind, IdSum
+from pipeline.id_checksum import IdKind, IdSum, among_values, postgres_among
 from pipeline.source.shape import SourceRelation, staged_text
 from pipeline.source.window import DATED, FINITE_FLOOR, LATEST, XID_SPAN, Arrivals, Window
 from pipeline.sqltext import one_row
@@ -166,8 +166,9 @@ def sums_of_ids(conn: psycopg.Connection, source: SourceRelation, ids: set[UUID]
     uuid_sql = id_checksum.postgres_id("event_id", content.id_kind)
     query = sql.SQL(f"SELECT {id_checksum.postgres_hash_sums('hash')} FROM (SELECT DISTINCT ON (id) "
                     f"{uuid_sql} AS id, {content.postgres()} AS hash FROM {{t}} "
-                    f"WHERE {_among(content.id_kind)}) found").format(t=sql.SQL(source.sql))
-    high, low = one_row(conn.execute(query, _among_params(ids, content.id_kind)))
+                    f"WHERE {postgres_among('event_id', content.id_kind)}) found").format(
+                        t=sql.SQL(source.sql))
+    high, low = one_row(conn.execute(query, {"among": among_values(ids, content.id_kind)}))
     return id_checksum.of_ids(ids).with_content(high, low)
 
 
@@ -190,9 +191,9 @@ def ids_in_range(conn: psycopg.Connection, source: SourceRelation, low: datetime
     """Which of ``ids`` the source holds dated in ``(low, upper]``."""
     uuid_sql = id_checksum.postgres_id("event_id", id_kind)
     query = sql.SQL(f"SELECT {uuid_sql} FROM {{t}} WHERE {_range_sql(low, source)} "
-                    f"AND {_among(id_kind)}").format(t=sql.SQL(source.sql))
+                    f"AND {postgres_among('event_id', id_kind)}").format(t=sql.SQL(source.sql))
     return {row[0] for row in conn.execute(query, {"low": low, "upper": upper,
-                                                   **_among_params(ids, id_kind)}).fetchall()}
+                                                   "among": among_values(ids, id_kind)}).fetchall()}
 
 
 def written_before(conn: psycopg.Connection, source: SourceRelation, ids: set[UUID], xmin: int, *,
@@ -203,9 +204,9 @@ def written_before(conn: psycopg.Connection, source: SourceRelation, ids: set[UU
         return set()
     uuid_sql = id_checksum.postgres_id("event_id", id_kind)
     older = f"mod(xmin::text::bigint - %(x32)s + {XID_SPAN}, {XID_SPAN}) >= {XID_SPAN // 2}"
-    query = sql.SQL(f"SELECT {uuid_sql} FROM {{t}} WHERE {_among(id_kind)} AND {older}").format(
-        t=sql.SQL(source.sql))
-    return {row[0] for row in conn.execute(query, {**_among_params(ids, id_kind),
+    query = sql.SQL(f"SELECT {uuid_sql} FROM {{t}} WHERE {postgres_among('event_id', id_kind)} "
+                    f"AND {older}").format(t=sql.SQL(source.sql))
+    return {row[0] for row in conn.execute(query, {"among": among_values(ids, id_kind),
                                                    "x32": xmin % XID_SPAN}).fetchall()}
 
 
@@ -224,23 +225,9 @@ def unchanged_rows(conn: psycopg.Connection, source: SourceRelation, rows: dict[
                for name, kind in (columns or {}).items())]
     digest = f"md5({' || '.join(framed(text, 'octet_length') for text in texts)})"
     query = sql.SQL(f"SELECT {uuid_sql}, {digest} FROM {{t}} "
-                    f"WHERE {_among(id_kind)}").format(t=sql.SQL(source.sql))
-    found = conn.execute(query, _among_params(rows, id_kind)).fetchall()
+                    f"WHERE {postgres_among('event_id', id_kind)}").format(t=sql.SQL(source.sql))
+    found = conn.execute(query, {"among": among_values(rows, id_kind)}).fetchall()
     return {row_id for row_id, digest in found if row_id in rows and digest in rows[row_id]}
-
-
-def _among(id_kind: IdKind) -> str:
-    """Rows whose identity is one of ``%(ids)s`` (:func:`_among_params`): an integer key compared as
-    itself, so that its index finds them (its identity is an expression no index holds)."""
-    if id_kind is IdKind.INTEGER:
-        return "event_id = ANY(%(keys)s)"
-    return f"{id_checksum.postgres_id('event_id', id_kind)} = ANY(%(ids)s)"
-
-
-def _among_params(ids: Iterable[UUID], id_kind: IdKind) -> dict[str, object]:
-    if id_kind is IdKind.INTEGER:
-        return {"keys": [int(id_kind.key_of(identity)) for identity in ids]}
-    return {"ids": list(ids)}
 
 
 def window_stats(conn: psycopg.Connection, source: SourceRelation, window: Window) -> WindowStats:
