@@ -109,12 +109,6 @@ class SourceRelation:
         return canonical_relation(quote_qualified(self.qualified), self.id_column, self.time_column,
                                   self.absent, system_columns=self.row_versions, wall_clock=self.wall_clock)
 
-    def range_hint_sql(self, low: str | None, upper: str) -> str:
-        """What a range on ``event_timestamp`` over ``(low, upper]`` adds for the time column's
-        index to serve it (nothing when it holds instants; :class:`pipeline.columns.WallClock`)."""
-        wall = self.wall_clock
-        return "" if wall is None else f" AND {wall.range_hint_sql(low, upper)}"
-
 
 @dataclass(frozen=True)
 class IdShape:

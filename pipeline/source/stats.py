@@ -15,7 +15,7 @@ from pipeline.content_hash import RowHash, framed, postgres_instant_text
 from pipeline.errors import SourceAccessDenied, SourceTableMissing
 from pipeline.id_checksum import IdKind, IdSum, among_values, postgres_among
 from pipeline.source.shape import SourceRelation, staged_text
-from pipeline.source.window import DATED, FINITE_FLOOR, LATEST, XID_SPAN, Arrivals, Window
+from pipeline.source.window import DATED, FINITE_FLOOR, LATEST, XID_SPAN, Arrivals, Window, range_sql
 from pipeline.sqltext import one_row
 
 
@@ -106,9 +106,7 @@ def time_of_row(conn: psycopg.Connection, source: SourceRelation, low: datetime 
 
 
 def _range_sql(low: datetime | None, source: SourceRelation) -> str:
-    floor = "event_timestamp > %(low)s" if low is not None else FINITE_FLOOR
-    return (f"{floor} AND event_timestamp <= %(upper)s"
-            + source.range_hint_sql("%(low)s" if low is not None else None, "%(upper)s"))
+    return range_sql("%(low)s" if low is not None else None, "%(upper)s", source.wall_clock)
 
 
 def id_sums(conn: psycopg.Connection, source: SourceRelation, low: datetime | None, upper: datetime, *,

@@ -90,6 +90,14 @@ class Arrivals:
         return f"({new} OR event_timestamp > '{iso(self.due_after)}'::timestamptz OR {col} IS NULL)"
 
 
+def range_sql(low: str | None, upper: str, wall_clock: WallClock | None = None) -> str:
+    """``event_timestamp`` in ``(low, upper]`` (SQL expressions of instants; no ``low``: from the first
+    dated instant), with a naive time column's bounds for its index (:class:`WallClock`)."""
+    floor = f"event_timestamp > {low}" if low is not None else FINITE_FLOOR
+    hint = "" if wall_clock is None else f" AND {wall_clock.range_hint_sql(low, upper)}"
+    return f"{floor} AND event_timestamp <= {upper}{hint}"
+
+
 @dataclass(frozen=True)
 class Window:
     """Half-open window on ``event_timestamp``: ``low < ts <= upper``; ``low=None`` means all.
@@ -107,12 +115,8 @@ class Window:
 
     def where_sql(self) -> str:
         """Predicate with psycopg placeholders (see :meth:`params`)."""
-        range_sql = "event_timestamp <= %(upper)s"
-        floor = "event_timestamp > %(low)s" if self.low is not None else FINITE_FLOOR
-        range_sql = f"{floor} AND {range_sql}" + self._hint("%(low)s" if self.low is not None else None,
-                                                           "%(upper)s")
-        range_sql = f"({range_sql} OR {self._undated()})" if self.nulls else range_sql
-        return f"{range_sql} AND {self.arrivals.where_sql()}" if self.arrivals else range_sql
+        return self._predicate("%(low)s" if self.low is not None else None, "%(upper)s",
+                               self.arrivals.where_sql() if self.arrivals else None)
 
     def params(self) -> dict[str, object]:
         values: dict[str, object] = {"upper": self.upper}
@@ -124,19 +128,17 @@ class Window:
 
     def literal_sql(self) -> str:
         """The same predicate with timestamp literals, for JDBC subqueries that take no params."""
-        upper = f"'{iso(self.upper)}'::timestamptz"
-        low = f"'{iso(self.low)}'::timestamptz" if self.low else None
-        range_sql = f"event_timestamp <= {upper}"
-        floor = f"event_timestamp > {low}" if low is not None else FINITE_FLOOR
-        range_sql = f"{floor} AND {range_sql}" + self._hint(low, upper)
-        range_sql = f"({range_sql} OR {self._undated()})" if self.nulls else range_sql
-        return f"{range_sql} AND {self.arrivals.literal_sql()}" if self.arrivals else range_sql
+        return self._predicate(f"'{iso(self.low)}'::timestamptz" if self.low is not None else None,
+                               f"'{iso(self.upper)}'::timestamptz",
+                               self.arrivals.literal_sql() if self.arrivals else None)
 
-    def _hint(self, low: str | None, upper: str) -> str:
-        return "" if self.wall_clock is None else f" AND {self.wall_clock.range_hint_sql(low, upper)}"
-
-    def _undated(self) -> str:
-        return UNDATED if self.wall_clock is None else f"({UNDATED} AND {self.wall_clock.undated_hint_sql()})"
+    def _predicate(self, low: str | None, upper: str, arrived: str | None) -> str:
+        dated = range_sql(low, upper, self.wall_clock)
+        if self.nulls:  # and the rows with no time (their index bounds too, for a naive column)
+            undated = (UNDATED if self.wall_clock is None
+                       else f"({UNDATED} AND {self.wall_clock.undated_hint_sql()})")
+            dated = f"({dated} OR {undated})"
+        return f"{dated} AND {arrived}" if arrived else dated
 
     def split(self, low: datetime | None, upper: datetime, nulls: bool) -> Window:
         """A part of this window (a time chunk): the same arrivals rule over ``(low, upper]``."""
