@@ -106,40 +106,68 @@ class IdKind(Enum):
     # sum apart like a UUID's (the keys {1, 4} and {2, 3} have equal sums of keys, not of md5s), and
     # the key reads back from the identity (:meth:`key_of`) for every message that names a row.
     INTEGER = "integer"
+    # text of any form, in a table keyed by its own column (SOURCE_TABLES=schema.table:time:id): the
+    # lake keeps it as VARCHAR, exactly as the source spells it, and its identity is its md5 (which
+    # Postgres and DuckDB compute alike from its UTF-8 bytes). No identity reads back as its key:
+    # messages name such a row by that md5 (:meth:`key_of`), which a query can look for
+    TEXT = "text"
 
     @classmethod
-    def of_source(cls, udt: str | None) -> IdKind:
-        """The kind of a source id column of Postgres type ``udt`` (:data:`ID_TYPES`)."""
-        return cls.UUID if udt == "uuid" else cls.INTEGER if udt in INTEGER_TYPES else cls.UUID_TEXT
+    def of_source(cls, udt: str | None, id_column: str = "event_id", lake_type: str | None = None) -> IdKind:
+        """The kind of a source id column ``id_column`` of Postgres type ``udt`` (:data:`ID_TYPES`),
+        loaded into a lake id column of type ``lake_type`` (None: not made yet). Text is a key of its
+        own (:attr:`TEXT`) in a table keyed by its own column whose lake column is not a UUID: a table
+        of the events shape is made with a UUID key before its source is read, and a lake made
+        before text keys holds a text key as UUIDs (both keep :attr:`UUID_TEXT`)."""
+        if udt == "uuid":
+            return cls.UUID
+        if udt in INTEGER_TYPES:
+            return cls.INTEGER
+        if udt in OWN_TEXT_TYPES and id_column != "event_id" and lake_type in (None, "VARCHAR"):
+            return cls.TEXT
+        return cls.UUID_TEXT
 
     @classmethod
-    def of_lake(cls, lake_type: str | None) -> IdKind:
-        """The kind a lake id column of DuckDB type ``lake_type`` holds (UUID, or VARCHAR spelling one,
-        for every lake made before integer keys)."""
-        return cls.INTEGER if lake_type in LAKE_INTEGER_TYPES else cls.UUID
+    def of_lake(cls, lake_type: str | None, id_column: str = "event_id") -> IdKind:
+        """The kind a lake id column ``id_column`` of DuckDB type ``lake_type`` holds: UUID (or VARCHAR
+        spelling one in the events table of a zero-copy lake made by the JDBC reader), an integer, or
+        a table's own text key (VARCHAR, keyed by its own column)."""
+        if lake_type in LAKE_INTEGER_TYPES:
+            return cls.INTEGER
+        return cls.TEXT if lake_type == "VARCHAR" and id_column != "event_id" else cls.UUID
+
+    def holds(self, lake_kind: IdKind) -> bool:
+        """Can a lake column of ``lake_kind`` (:meth:`of_lake`) hold this source kind's keys?"""
+        return lake_kind is (IdKind.UUID if self is IdKind.UUID_TEXT else self)
 
     @property
     def one_spelling(self) -> bool:
-        """Whether one row's id can be spelled only one way (a uuid or an integer, not text)."""
+        """Whether one row's id can be spelled only one way (not text read as a UUID, which Postgres
+        reads in several spellings)."""
         return self is not IdKind.UUID_TEXT
 
     @property
     def lake_type(self) -> str:
-        return "BIGINT" if self is IdKind.INTEGER else "UUID"
+        return {IdKind.INTEGER: "BIGINT", IdKind.TEXT: "VARCHAR"}.get(self, "UUID")
 
     @property
     def described(self) -> str:
-        return "an integer" if self is IdKind.INTEGER else "a UUID"
+        return {IdKind.INTEGER: "an integer", IdKind.TEXT: "text"}.get(self, "a UUID")
 
     def key_of(self, identity: Identity) -> str:
-        """The row's key as its table spells it, from its identity."""
+        """The row's key as its table spells it, from its identity (a text key: ``md5:`` and the md5
+        of its text, as ``WHERE md5(id) = '…'`` finds it)."""
         if self is IdKind.INTEGER:
             return str(int.from_bytes(identity.bytes[8:], signed=True))
+        if self is IdKind.TEXT:
+            return f"md5:{identity.hex}"
         return str(identity)
 
 
 INTEGER_TYPES = ("int2", "int4", "int8")
 LAKE_INTEGER_TYPES = ("BIGINT", "INTEGER", "SMALLINT")
+# text a table's own key may be (char(n) is not: its readers pad it, its text form does not)
+OWN_TEXT_TYPES = ("text", "varchar")
 ID_TYPES = ("uuid", "text", "varchar", "bpchar", *INTEGER_TYPES)
 
 
@@ -151,13 +179,16 @@ def postgres_id(column: str, kind: IdKind) -> str:
     if kind is IdKind.INTEGER:
         key = f"({column})::bigint"
         return f"(substr(md5({key}::text), 1, 16) || lpad(to_hex({key}), 16, '0'))::uuid"
+    if kind is IdKind.TEXT:
+        return f"md5({column}::text)::uuid"
     return f"(CASE WHEN {column}::text ~* {_PG_UUID_TEXT} THEN btrim({column}::text, {_PG_BLANKS})::uuid END)"
 
 
 def postgres_among(column: str, kind: IdKind, values: str = "%(among)s") -> str:
     """Rows of ``column`` (the source's id) whose identity is one of ``values`` (an array: the
     parameter :func:`among_values` fills, or :func:`among_literal`): an integer key compared as
-    itself, so that its index finds them (no index holds its identity)."""
+    itself, so that its index finds them (no index holds its identity; a text key's md5 is compared
+    row by row)."""
     return f"{column if kind is IdKind.INTEGER else postgres_id(column, kind)} = ANY({values})"
 
 
@@ -180,6 +211,8 @@ def duckdb_key(expr: str, kind: IdKind) -> str:
     Postgres's rule (:func:`duckdb_id`; NULL when it spells none), or a BIGINT (NULL when not one)."""
     if kind is IdKind.INTEGER:
         return f"TRY_CAST(CAST({expr} AS VARCHAR) AS BIGINT)"
+    if kind is IdKind.TEXT:
+        return f"CAST({expr} AS VARCHAR)"
     return duckdb_id(f"CAST({expr} AS VARCHAR)")
 
 
@@ -189,6 +222,8 @@ def duckdb_identity(expr: str, kind: IdKind) -> str:
     if kind is IdKind.INTEGER:
         key = f"TRY_CAST({expr} AS BIGINT)"
         return f"CAST(substr(md5(CAST({key} AS VARCHAR)), 1, 16) || lpad(to_hex({key}), 16, '0') AS UUID)"
+    if kind is IdKind.TEXT:
+        return f"CAST(md5(CAST({expr} AS VARCHAR)) AS UUID)"
     return f"TRY_CAST({expr} AS UUID)"
 
 

@@ -224,6 +224,7 @@ def _extract_claimed(extractor: Extractor, request: ExtractRequest, folder: Fold
         absent=list(request.plan.source.absent) or None,
         backfill=request.plan.backfill,
         ids_unique=request.plan.unique_ids,
+        id_kind=request.plan.ids.kind.value,
         source_ids=request.plan.source_ids.count if request.plan.source_ids else None,
         source_id_checksum=request.plan.source_ids.checksum if request.plan.source_ids else None,
     )

@@ -116,7 +116,7 @@ class LakeTable(Lake):
 
     def id_kind(self) -> IdKind:
         """The table's key as its lake column holds it (a UUID for a table not made yet)."""
-        return IdKind.of_lake(self.id_type())
+        return IdKind.of_lake(self.id_type(), self.id_column)
 
     def own(self, name: str) -> str:
         """The table's own name of the canonical column ``name``."""

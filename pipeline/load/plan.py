@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 
 import psycopg
 
+from pipeline import id_checksum
 from pipeline.lake import batches
 from pipeline.lake.session import LakeTable
 from pipeline.load import proof
@@ -18,7 +19,7 @@ from pipeline.source import arrivals, shape, stats
 from pipeline.source.completeness import Completeness
 from pipeline.source.plan import BatchPlan
 from pipeline.source.snapshot import PlannerSnapshot
-from pipeline.source.window import XID_SPAN, Arrivals, Window, plan_window
+from pipeline.source.window import LATEST, XID_SPAN, Arrivals, Window, iso, plan_window
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +43,7 @@ def plan_batch(snapshot: PlannerSnapshot, lake: LakeTable, settings: ResolvedSet
     arrival_column = shape.arrival_column_of(source, settings.arrival_column)
     upper = stats.server_now(conn)
     mark = snapshot.arrival_mark  # None without an arrival column
-    ids = shape.IdShape.read(conn, source)
-    proof.refuse_other_key(lake, source, ids)
+    ids = proof.key_shape(conn, lake, source)
     since = None if rows_behind else _arrivals(snapshot, lake, source, arrival_column, ids.unique)
     window = plan_window(watermark, settings.lookback, upper, since)
     backfill = False
@@ -63,8 +63,9 @@ def plan_batch(snapshot: PlannerSnapshot, lake: LakeTable, settings: ResolvedSet
         window = replace(window, low=reach_back)
     in_future = stats.rows_after(conn, source, upper)
     if in_future:
-        log.warning("%d events are dated after the source's clock (%s); they are loaded when "
-                    "due, never ahead of it", in_future, upper.isoformat())
+        log.warning("%d events are dated after the source's clock (%s): they are loaded when due, but "
+                    "for those whose transaction wrote rows this image reads (read with them)", in_future,
+                    upper.isoformat())
     window_stats = stats.window_stats(conn, source, window)
     # what the lake must hold in the window's range once this batch is in: checked after promotion
     source_ids = proof.source_ids(conn, source, window.low, window.upper, ids)
@@ -91,6 +92,52 @@ def plan_batch(snapshot: PlannerSnapshot, lake: LakeTable, settings: ResolvedSet
                      ids=ids, source_ids=source_ids, lake_ids=lake_ids, extra_columns=extra_columns,
                      extra_defaults=shape.values_before(conn, source, extra_columns),
                      lake_was_empty=watermark is None and batches.holds_no_row(lake), backfill=backfill)
+
+
+# at most this many rows dated after the instant are looked at for transactions a window reads part
+# of (an index range scan); a transaction with more is loaded as its rows come due, and said so
+PULL_LIMIT = 10_000
+
+
+def whole_transactions(snapshot: PlannerSnapshot, lakes: list[LakeTable],
+                       plans: list[BatchPlan]) -> list[BatchPlan]:
+    """``plans`` (one per table of the image, in ``lakes``' order) reading, beside their windows, the
+    rows dated after the instant (an application clock ahead of the database's, an event scheduled
+    ahead) whose transaction wrote rows some window of the image reads: a transaction enters the
+    lake in one image, not its past rows now and the rest when due. Rows of a transaction are told
+    by its id (``xmin``); a savepoint's rows carry their subtransaction's own, so those still come
+    when due. A catching-up table's part ends before the instant, and is left as planned."""
+    conn = snapshot.conn
+    future = {i: stats.future_rows(conn, plan.source, plan.window.upper, id_kind=plan.ids.kind,
+                                   limit=PULL_LIMIT + 1)
+              for i, plan in enumerate(plans) if plan.rows_in_future and not plan.backfill}
+    xids = {xid for rows in future.values() for xid in rows}
+    if not xids:
+        return plans
+    if sum(len(ids) for rows in future.values() for ids in rows.values()) > PULL_LIMIT:
+        log.warning("more than %d rows are dated after the source's clock: they are loaded when due, and a "
+                    "transaction that also wrote rows dated before it can enter the lake in two images",
+                    PULL_LIMIT)
+        return plans
+    read = set().union(*(stats.transactions_in(conn, plan.source, plan.window, xids)
+                         for plan in plans if plan.stats.rows and not plan.backfill))
+    pulled = list(plans)
+    for i, rows in future.items():
+        ids = {identity for xid, identities in rows.items() if xid in read for identity in identities}
+        # a row pulled by an earlier load whose transaction's rows this window reads again
+        ids -= batches.held_ids(lakes[i], ids, kind=plans[i].ids.kind)
+        if not ids:
+            continue
+        plan, kind = plans[i], plans[i].ids.kind
+        among = id_checksum.postgres_among("event_id", kind, id_checksum.among_literal(ids, kind))
+        rows_sql = (f"event_timestamp > '{iso(plan.window.upper)}'::timestamptz "
+                    f"AND event_timestamp < {LATEST} AND {among}")
+        window = replace(plan.window, pulled=rows_sql)
+        log.info("%s: %d row(s) dated after the source's clock are read with the rest of their transactions",
+                 plan.source.qualified, len(ids))
+        pulled[i] = replace(plan, window=window, stats=stats.window_stats(conn, plan.source, window),
+                            rows_in_future=plan.rows_in_future - len(ids))
+    return pulled
 
 
 def _arrivals(snapshot: PlannerSnapshot, lake: LakeTable, table: shape.SourceRelation, column: str | None,

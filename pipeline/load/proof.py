@@ -164,12 +164,20 @@ def row_hash(lake: LakeTable, source: SourceRelation, how: IdShape) -> RowHash:
                       id_kind=how.kind)
 
 
+def key_shape(conn: psycopg.Connection, lake: LakeTable, source: SourceRelation) -> IdShape:
+    """How the source's ids are read for the lake table ``lake`` (:class:`IdShape`); a key the lake
+    cannot hold refused (:func:`refuse_other_key`)."""
+    how = IdShape.read(conn, source, lake.id_type())
+    refuse_other_key(lake, source, how)
+    return how
+
+
 def refuse_other_key(lake: LakeTable, source: SourceRelation, ids: IdShape) -> None:
     """A lake table holds its key in one type: a source key retyped between a UUID (or text spelling
-    one) and an integer is refused before anything is read, naming both (its rows could not be
+    one), an integer and text is refused before anything is read, naming both (its rows could not be
     compared with, or inserted beside, the rows loaded before)."""
     held = lake.id_type()
-    if held is None or (IdKind.of_lake(held) is IdKind.INTEGER) == (ids.kind is IdKind.INTEGER):
+    if held is None or ids.kind.holds(IdKind.of_lake(held, lake.id_column)):
         return
     column = f"{source.qualified}.{source.id_column}"
     raise TerminalError(
@@ -320,6 +328,6 @@ def prove_in(conn: psycopg.Connection, lake: LakeTable, table: SourceRelation,
     upper = min(watermark, now, *([common] if common else []))
     low = complete_after(upper - since if since is not None else None, now, retention)
     bucket = HOUR if since is None or since > timedelta(days=1) else MINUTE
-    how = IdShape.read(conn, table)
+    how = key_shape(conn, lake, table)
     return compare(conn, lake, table, low, upper, how, bucket_seconds=bucket, every_bucket=True,
                    content=row_hash(lake, table, how))

@@ -19,7 +19,7 @@ from typing import Any
 
 from pipeline import actions, id_checksum, staging
 from pipeline.extract.batch import STAGED_COLUMNS
-from pipeline.id_checksum import duckdb_key
+from pipeline.id_checksum import IdKind, duckdb_key
 from pipeline.lake import batches, validate
 from pipeline.lake.attach_sql import SOURCE_ALIAS
 from pipeline.lake.connect import lake_session
@@ -32,7 +32,7 @@ from pipeline.settings import ResolvedSettings, TableSpec
 from pipeline.settings.durations import format_duration
 from pipeline.source import shape, stats
 from pipeline.source.connect import connect as connect_source
-from pipeline.source.shape import IdShape, SourceRelation, staged_extra
+from pipeline.source.shape import SourceRelation, staged_extra
 from pipeline.source.window import Window, complete_after, iso
 from pipeline.sqltext import one_row, quote_ident, quote_literal
 from pipeline.staging import StagedBatch
@@ -187,9 +187,11 @@ def _compare_and_write(lake: LakeTable, resolved: ResolvedSettings, table: Table
         stats.require_table(conn, table.qualified)
         relation = SourceRelation.of(conn, table)
         extra = shape.check_shape(conn, relation, resolved.schema_drift)
-        source = Source(relation, resolved.source_name(table), extra)
         ensure_tables(lake, column_types(resolved.promotion, resolved.spark.reader), recreate_dropped=True,
-                      own_columns=shape.own_table_columns(relation, source.extra_columns))
+                      own_columns=shape.own_table_columns(relation, extra))
+        # which ids it holds per UTC hour (an index-bounded aggregate), read as the lake holds them
+        how = proof.key_shape(conn, lake, relation)
+        source = Source(relation, resolved.source_name(table), extra, how.kind)
         watermark = batches.watermark(lake)
         if watermark is None:
             return None
@@ -201,8 +203,6 @@ def _compare_and_write(lake: LakeTable, resolved: ResolvedSettings, table: Table
         if low is not None and low >= upper:
             return None  # RECONCILE_SINCE within the look-back: the loads cover it all
         report.low, report.upper = iso(low) if low else None, iso(upper)
-        how = IdShape.read(conn, relation)  # which ids it holds per UTC hour: an index-bounded aggregate
-        proof.refuse_other_key(lake, relation, how)  # compared by the other type, every hour would differ
         source_ids = stats.id_sums(conn, relation, low, upper, id_kind=how.kind, unique=how.unique,
                                    bucket_seconds=HOUR_SECONDS)
     lake_ids = batches.id_sums(lake, low, upper, HOUR_SECONDS, kind=how.kind)
@@ -224,6 +224,7 @@ class Source:
     table: SourceRelation
     name: str  # database.schema.table (no credentials)
     extra_columns: dict[str, str]  # its columns beyond the pipeline's (shape.check_shape) -> lake types
+    id_kind: IdKind  # its key (pipeline.id_checksum)
 
 
 def _doubled(lake: LakeTable, low: datetime | None,
@@ -254,7 +255,7 @@ class _Backfill:
                             window=self.window, row_count=self.rows, files=self.files,
                             lake_id=lake_id(lake), source=source.name, id_column=lake.id_column,
                             time_column=lake.time_column, absent=list(source.table.absent) or None,
-                            extra_columns=source.extra_columns or None,
+                            extra_columns=source.extra_columns or None, id_kind=source.id_kind.value,
                             # checked against every lake row: a source without a unique id may hold,
                             # in these hours, an id the lake has under another time (reconcile is rare)
                             ids_unique=False, **group)
@@ -274,7 +275,7 @@ def _backfill(lake: LakeTable, source: Source, staged: Folder, hours: list[datet
     source_query = (f"SELECT {columns} FROM {source.table.sql} "
                     f"WHERE ({ranges}) AND {window.literal_sql()}")
     con = lake.con
-    kind = lake.id_kind()
+    kind = source.id_kind
     con.execute("CREATE OR REPLACE TEMP TABLE reconcile_source AS " + validate.validated_sql(
         f"postgres_query('{SOURCE_ALIAS}', {quote_literal(source_query)})", source.extra_columns,
         id_kind=kind))

@@ -32,7 +32,6 @@ from pipeline.settings import ResolvedSettings, TableSpec
 from pipeline.source import stats
 from pipeline.source.shape import (
     STAGED_COLUMNS,
-    IdShape,
     SourceRelation,
     check_shape,
     staged_extra,
@@ -162,6 +161,7 @@ class _Plan:
     source: str  # the source's rows of ``ids`` as staged (a DuckDB relation over postgres_query)
     extra: dict[str, str]  # the table's other columns those rows carry -> their lake types
     have: Mapping[str, str]  # the lake table's columns
+    kind: IdKind  # the table's key (pipeline.id_checksum)
 
     def describe(self) -> str:
         low = iso(self.check.low) if self.check.low else "-inf"
@@ -174,7 +174,7 @@ class _Plan:
         retyped in the source) is set aside in ``ops.quarantine``, where the proof counts it held."""
         lake = self.lake
         id_list = ", ".join(f"{quote_literal(str(i))}::UUID" for i in self.ids)
-        kind = IdKind.of_lake(self.have.get(lake.id_column))
+        kind = self.kind
         own_id = quote_ident(lake.own("event_id"))
         identity = id_checksum.duckdb_identity(own_id, kind)
         removed = one_row(lake.execute(f"DELETE FROM {lake.events_table} WHERE {identity} IN ({id_list})"))[0]
@@ -192,7 +192,7 @@ def _plan(conn: psycopg.Connection, lake: LakeTable, settings: ResolvedSettings,
     source = SourceRelation.of(conn, table)
     check_shape(conn, source, settings.schema_drift)  # a misnamed column: said, not a Binder error
     check = proof.prove_in(conn, lake, source, since, common, retention=settings.source_retention)
-    how = IdShape.read(conn, source)
+    how = proof.key_shape(conn, lake, source)
     # a row the source moved past the compared range stays as loaded until a load or a repair's range
     # reaches it: taken out now, the lake would lack it meanwhile (and an image its session's events)
     ahead = stats.ids_in_range(conn, source, check.upper, FOREVER, {*check.extra, *check.moved},
@@ -210,4 +210,4 @@ def _plan(conn: psycopg.Connection, lake: LakeTable, settings: ResolvedSettings,
     source_query = (f"SELECT {columns} FROM {source.sql} WHERE {among} "
                     f"AND event_timestamp <= {quote_literal(iso(check.upper))}::timestamptz")
     return _Plan(lake, check, ids, f"postgres_query('{SOURCE_ALIAS}', {quote_literal(source_query)})", extra,
-                 have)
+                 have, how.kind)

@@ -36,7 +36,7 @@ from pipeline.lake.schema import column_types, ensure_tables
 from pipeline.lake.session import Lake, LakeTable
 from pipeline.lake.transaction import one_read
 from pipeline.load import proof
-from pipeline.load.plan import plan_batch
+from pipeline.load.plan import plan_batch, whole_transactions
 from pipeline.load.preflight import preflight
 from pipeline.promote import zero_copy
 from pipeline.promote.promotion import Outcome, PromotionResult, promote, promote_together
@@ -589,6 +589,7 @@ class _ImageLoad:
                                             bound_rows=settings.backfill_rows if table in catching else 0))
                     load.report.catching_up = plans[-1].backfill
                 self._reach_back_together(snapshot, plans, starts, catching)
+                plans = whole_transactions(snapshot, [load.lake for load in self.loads], plans)
             for load, plan in zip(self.loads, plans, strict=True):
                 load.report.planned(plan)
             self.report.rows_in_future = sum(load.report.rows_in_future for load in self.loads)

@@ -17,6 +17,7 @@ import duckdb
 import psycopg
 
 from pipeline.columns import OPTIONAL, WallClock, canonical_relation
+from pipeline.id_checksum import duckdb_identity
 from pipeline.image import PerTable
 from pipeline.lake import batches, validate
 from pipeline.lake.attach_sql import SOURCE_ALIAS
@@ -28,7 +29,7 @@ from pipeline.load.proof import RangeCheck
 from pipeline.progress import Progress
 from pipeline.settings import ResolvedSettings, TableSpec
 from pipeline.source.connect import connect
-from pipeline.source.shape import EVENT_COLUMNS, IdShape, SourceRelation
+from pipeline.source.shape import EVENT_COLUMNS, SourceRelation
 from pipeline.source.window import complete_after
 from pipeline.sqltext import one_row, quote_ident, quote_literal, quote_qualified
 
@@ -116,15 +117,14 @@ def _compare_table(lake: LakeTable, table: TableSpec, upper: datetime, low: date
     that can be loaded, one per id; and every column's contents (``source``: Postgres)."""
     con, named = lake.con, f" of {table.name}"
     relation = SourceRelation.of(source, table)
-    how = IdShape.read(source, relation)
-    proof.refuse_other_key(lake, relation, how)  # compared by the other type, every row would differ
+    how = proof.key_shape(source, lake, relation)  # compared by the other type, every row would differ
     source_table = _as_read(con, _source_instants(con, table), (SOURCE_ALIAS, table.schema, table.name),
                             table)
     # the source as the lake should hold it: its loadable rows, but for those set aside for a value
     # their lake column cannot hold (the fingerprint does not read those columns; the proof does)
     unfit, kind = batches.quarantined_in_range(lake, low, upper, kind=how.kind), how.kind
-    beside = (f" WHERE event_id NOT IN ({', '.join(quote_literal(kind.key_of(i)) for i in unfit)})"
-              if unfit else "")
+    beside = (f" WHERE {duckdb_identity('event_id', kind)} NOT IN "
+              f"({', '.join(f'{quote_literal(str(i))}::UUID' for i in unfit)})" if unfit else "")
     source_relation = f"(SELECT * FROM ({validate.loadable_sql(True, source_table, id_kind=kind)}){beside})"
     lake_relation = _as_read(con, lake.events_table, (lake.name, "main", table.name), table)
     quarantined = quarantined_rows(lake)

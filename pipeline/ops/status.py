@@ -28,12 +28,13 @@ from pipeline.lake.schema import quarantined_rows
 from pipeline.lake.session import LakeTable
 from pipeline.lake.transaction import one_read
 from pipeline.load import proof
+from pipeline.load.plan import PULL_LIMIT
 from pipeline.ops import health
 from pipeline.ops.scheduler_state import SchedulerState, SchedulerStates
 from pipeline.settings import ResolvedSettings, TableSpec
 from pipeline.source import arrivals, stats
 from pipeline.source.connect import connect as connect_source
-from pipeline.source.shape import IdShape, SourceRelation, check_shape
+from pipeline.source.shape import SourceRelation, check_shape
 from pipeline.source.window import FINITE_FLOOR, complete_after, iso
 from pipeline.sqltext import one_row
 
@@ -226,16 +227,27 @@ def _cadence(load_every: timedelta, last_load: jobs.JobRun | None) -> health.Cad
     return health.Cadence(timedelta(seconds=float(every)) if every else load_every)
 
 
+def _held_ahead(settings: ResolvedSettings, table: TableSpec, conn: psycopg.Connection,
+                source: SourceRelation, after: datetime) -> int:
+    """Of the source's rows dated after ``after``, how many the lake holds: a load read them with the
+    rest of their transaction (:func:`pipeline.load.plan.whole_transactions`), so they wait for nothing."""
+    with lake_session(settings, read_only=True) as opened:
+        lake = opened.table_of(table)
+        kind = proof.key_shape(conn, lake, source).kind
+        ahead = stats.future_rows(conn, source, after, id_kind=kind, limit=PULL_LIMIT + 1)
+        return len(batch_table.held_ids(lake, {i for ids in ahead.values() for i in ids}, kind=kind))
+
+
 def _identity(conn: psycopg.Connection, settings: ResolvedSettings, table: TableSpec, source: SourceRelation,
               watermark: datetime, now: datetime) -> proof.RangeCheck:
     """The lake against the source over the look-back behind the watermark (and after ``now`` −
     SOURCE_RETENTION, ``now`` the source's clock), by id and content. Ids the lake
     lacks there are rows the next load reads (late arrivals); rows the source deleted, moved or
     changed after loading are a divergence no load repairs."""
-    how = IdShape.read(conn, source)
     # the lake's reads in one snapshot of it: the last batch's mark is the one of the rows it counted
     with lake_session(settings, read_only=True) as opened, one_read(opened):
         lake = opened.table_of(table)
+        how = proof.key_shape(conn, lake, source)
         low = complete_after(watermark - settings.lookback, now, settings.source_retention)
         check = proof.compare(conn, lake, source, low, watermark, how,
                               content=proof.row_hash(lake, source, how))
@@ -361,6 +373,8 @@ def _collect(settings: ResolvedSettings, table: TableSpec, *, checked: Integrity
                 future = stats.rows_after(conn, source, now)
                 far_future = stats.rows_after(conn, source, now + health.FUTURE_TOLERANCE) \
                     if future else 0
+                if far_future and watermark is not None:
+                    far_future -= _held_ahead(settings, table, conn, source, now + health.FUTURE_TOLERANCE)
                 # bounded by the event_timestamp index: the newest loadable row (future-dated rows
                 # wait, so they are no lag), and the rows past the watermark
                 newest = one_row(conn.execute(f"SELECT max(event_timestamp)::timestamptz FROM {relation} "

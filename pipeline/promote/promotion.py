@@ -30,27 +30,32 @@ from pipeline.promote import zero_copy
 from pipeline.promote.commit import LakeCommit
 from pipeline.source.window import parse_iso
 from pipeline.sqltext import one_row, quote_ident, quote_literal
-from pipeline.staging import LakeFile, StagedBatch
+from pipeline.staging import LakeFile, Manifest, StagedBatch
 
 log = logging.getLogger(__name__)
 RECONCILE_ENGINE = "reconcile"  # the manifest engine of backfill batches (pipeline.load.reconcile)
 
 
-def insert_sql(lake: LakeTable, have: Mapping[str, str], batch_has_duplicates: bool = True,
+def insert_sql(lake: LakeTable, have: Mapping[str, str], kind: IdKind, batch_has_duplicates: bool = True,
                extra_columns: dict[str, str] | None = None) -> str:
     """Insert the batch's new loadable rows: one per id (only when the batch repeats ids: the
     window function costs a sort), anti-joined with every lake row, wherever it is dated. An id
     the lake holds is never inserted again: a source may move a loaded row (an UPDATE of its
     event_timestamp) into a later window, and a source without a unique index may send an id
     again. The whole lake's id column costs ~0.06 s against 10M rows for a 1k-row batch
-    (bench/bench_antijoin.py); the batch is the join's build side."""
-    # the key as validation reads it (a UUID as text in a zero-copy lake made by the JDBC reader)
-    kind = IdKind.of_lake(have.get(lake.id_column))
+    (bench/bench_antijoin.py); the batch is the join's build side. ``kind``: the table's key
+    (:func:`key_kind`)."""
     new_rows = f"""(
     SELECT * FROM ({validate.loadable_sql(batch_has_duplicates, extra_columns=extra_columns, id_kind=kind)}) s
     ANTI JOIN (SELECT {duckdb_key("event_id", kind)} AS event_id FROM {lake.rows}) existing
            ON existing.event_id = s.event_id)"""
     return insert_columns_sql(lake, have, new_rows, extra_columns or {})
+
+
+def key_kind(lake: LakeTable, manifest: Manifest, lake_type: str | None) -> IdKind:
+    """The batch's key as its plan read it from the source and the lake; for a batch staged before
+    keys had kinds, as the lake's id column (of type ``lake_type``) holds it."""
+    return IdKind(manifest.id_kind) if manifest.id_kind else IdKind.of_lake(lake_type, lake.id_column)
 
 
 class Outcome(StrEnum):
@@ -222,12 +227,16 @@ def _contents(lake: LakeTable, batch: StagedBatch) -> _Contents:
     # the other columns as promotion casts them: the lake table's type of each it has already
     existing = events_column_types(lake) if manifest.extra_columns else {}
     extra = {name: existing.get(name, kind) for name, kind in (manifest.extra_columns or {}).items()}
-    stats = validate.batch_stats_sql(extra, id_kind=lake.id_kind())
+    stats = validate.batch_stats_sql(extra, id_kind=key_kind(lake, batch.manifest, lake.id_type()))
     staged, loadable, distinct_ids, min_ts, max_ts, invalid = (
         one_row(lake.execute(stats, {"files": files})) if files else (0, 0, 0, None, None, 0))
     registered = sum(int(f["rows"]) for f in lake_files)
     min_ts, max_ts = _span([min_ts, max_ts, *(parse_iso(str(f[k])) for f in lake_files
                                               for k in ("min_event_timestamp", "max_event_timestamp"))])
+    # the watermark never passes the window: rows its plan read with their transactions dated after
+    # it (pipeline.load.plan.whole_transactions) are in no proven range yet
+    if max_ts is not None and max_ts > manifest.window.upper:
+        max_ts = manifest.window.upper
     return _Contents(files, copy_reason if files else None, lake_files, registered,
                      staged + registered + manifest.rows_seen, loadable, invalid,
                      distinct_ids < loadable, min_ts, max_ts)
@@ -271,8 +280,8 @@ def _write(lake: LakeTable, batch: StagedBatch,
     optional = {name: kind for name, kind in OPTIONAL_LAKE_TYPES.items() if name not in absent}
     have = add_columns(lake, {**optional, **extra}, batch.manifest.extra_defaults or {})
     lake_extra = {name: have[name] for name in extra}
-    rejected = validate.rejected_sql(contents.invalid > 0, contents.has_duplicates, lake_extra,
-                                     id_kind=IdKind.of_lake(have.get(lake.id_column)))
+    kind = key_kind(lake, batch.manifest, have.get(lake.id_column))
+    rejected = validate.rejected_sql(contents.invalid > 0, contents.has_duplicates, lake_extra, id_kind=kind)
     if rejected is not None:
         meter.step("quarantining rows that cannot load")
         into_quarantine = validate.quarantine_sql(lake.quarantine_table, rejected, lake_extra)
@@ -281,7 +290,7 @@ def _write(lake: LakeTable, batch: StagedBatch,
                                            "table_name": lake.table}))[0]
     if contents.loadable:
         meter.step("inserting new rows" + (" (dropping duplicates)" if contents.has_duplicates else ""))
-        inserted = one_row(lake.execute(insert_sql(lake, have, contents.has_duplicates, lake_extra),
+        inserted = one_row(lake.execute(insert_sql(lake, have, kind, contents.has_duplicates, lake_extra),
                                        {"files": files}))[0]
     if contents.lake_files:
         meter.step(f"registering {len(contents.lake_files)} file(s)")

@@ -118,8 +118,9 @@ class IdShape:
     unique: bool  # a primary key or unique index on the id column
 
     @classmethod
-    def read(cls, conn: psycopg.Connection, source: SourceRelation) -> IdShape:
-        return cls(kind=IdKind.of_source(source.types.get(source.id_column)),
+    def read(cls, conn: psycopg.Connection, source: SourceRelation, lake_type: str | None) -> IdShape:
+        """The source's ids, loaded into a lake id column of type ``lake_type`` (None: not made yet)."""
+        return cls(kind=IdKind.of_source(source.types.get(source.id_column), source.id_column, lake_type),
                    unique=has_unique_index(conn, source.qualified, source.id_column))
 
 
@@ -309,7 +310,8 @@ def own_table_columns(source: SourceRelation, extra_columns: Mapping[str, str]) 
     if (source.id_column, source.time_column) == (ID, TIME):
         return None
     present = {name: kind for name, kind in OPTIONAL_LAKE_TYPES.items() if name not in source.absent}
-    # an integer key keeps its type (a UUID key, the lake's id type: UUID, or text in a JDBC zero-copy lake)
-    key = IdKind.of_source(source.types.get(source.id_column))
-    own_key = {source.id_column: key.lake_type} if key is IdKind.INTEGER else {}
+    # an integer or text key keeps its type (a UUID key, the lake's id type: UUID, or text in a JDBC
+    # zero-copy lake)
+    key = IdKind.of_source(source.types.get(source.id_column), source.id_column)
+    own_key = {source.id_column: key.lake_type} if key in (IdKind.INTEGER, IdKind.TEXT) else {}
     return {**own_key, source.time_column: "TIMESTAMPTZ", **present, **extra_columns}

@@ -79,6 +79,34 @@ def rows_after(conn: psycopg.Connection, source: SourceRelation, upper: datetime
     return one_row(conn.execute(query, {"upper": upper}))[0]
 
 
+def future_rows(conn: psycopg.Connection, source: SourceRelation, upper: datetime, *, id_kind: IdKind,
+                limit: int) -> dict[int, set[UUID]]:
+    """The rows dated after ``upper`` (the source's clock) by the transaction that wrote them (its
+    32-bit id) -> their identities; at most ``limit`` rows (the time column's index finds them).
+    Only a relation whose rows carry ``xmin`` (a table) has any here."""
+    if not source.row_versions:
+        return {}
+    identity = id_checksum.postgres_id("event_id", id_kind)
+    query = sql.SQL(f"SELECT xmin::text::bigint, {identity} FROM {{t}} WHERE event_timestamp > %(upper)s "
+                    f"AND event_timestamp < {LATEST} LIMIT %(limit)s").format(t=sql.SQL(source.sql))
+    found: dict[int, set[UUID]] = {}
+    for xid, identity in conn.execute(query, {"upper": upper, "limit": limit}).fetchall():
+        if identity is not None:  # a key that names no row is quarantined when due, alone
+            found.setdefault(int(xid), set()).add(identity)
+    return found
+
+
+def transactions_in(conn: psycopg.Connection, source: SourceRelation, window: Window,
+                    xids: set[int]) -> set[int]:
+    """Which of the transactions ``xids`` (32-bit ids) wrote rows that ``window`` reads."""
+    if not source.row_versions or not xids:
+        return set()
+    query = sql.SQL("SELECT DISTINCT xmin::text::bigint FROM {t} WHERE ({w}) "
+                    "AND xmin::text::bigint = ANY(%(xids)s)").format(t=sql.SQL(source.sql),
+                                                                   w=sql.SQL(window.where_sql()))
+    return {int(row[0]) for row in conn.execute(query, {**window.params(), "xids": sorted(xids)}).fetchall()}
+
+
 def arrived_behind(conn: psycopg.Connection, source: SourceRelation, arrivals: Arrivals,
                    low: datetime) -> tuple[int, datetime | None]:
     """Rows that arrived since ``arrivals``' plan dated at or before ``low``, and the earliest: a
@@ -233,7 +261,8 @@ def window_stats(conn: psycopg.Connection, source: SourceRelation, window: Windo
     query = sql.SQL(
         # ::timestamptz: a naive column's values are wall-clock time in the session's zone
         f"SELECT count(*), (min(event_timestamp) FILTER (WHERE {DATED}))::timestamptz, "
-        f"(max(event_timestamp) FILTER (WHERE {DATED}))::timestamptz "
+        # the range's: rows a window pulls from its transactions are dated after it
+        f"(max(event_timestamp) FILTER (WHERE {DATED} AND event_timestamp <= %(upper)s))::timestamptz "
         "FROM {t} WHERE {w}"
     ).format(t=sql.SQL(source.sql), w=sql.SQL(window.where_sql()))
     rows, lo, hi = one_row(conn.execute(query, window.params()))

@@ -112,6 +112,10 @@ class Window:
     nulls: bool = True
     arrivals: Arrivals | None = None  # read only what arrived or became due since that plan
     wall_clock: WallClock | None = None  # the source's time column is naive (its index's bounds)
+    # rows dated after ``upper`` read with the window (an SQL predicate; None: none): those of the
+    # transactions whose other rows it reads (pipeline.load.plan.whole_transactions). Read by the
+    # chunk that reads the undated rows; outside the range every proof compares
+    pulled: str | None = None
 
     def where_sql(self) -> str:
         """Predicate with psycopg placeholders (see :meth:`params`)."""
@@ -138,10 +142,12 @@ class Window:
             undated = (UNDATED if self.wall_clock is None
                        else f"({UNDATED} AND {self.wall_clock.undated_hint_sql()})")
             dated = f"({dated} OR {undated})"
-        return f"{dated} AND {arrived}" if arrived else dated
+        read = f"{dated} AND {arrived}" if arrived else dated
+        return f"(({read}) OR ({self.pulled}))" if self.pulled and self.nulls else read
 
     def split(self, low: datetime | None, upper: datetime, nulls: bool) -> Window:
-        """A part of this window (a time chunk): the same arrivals rule over ``(low, upper]``."""
+        """A part of this window (a time chunk): the same arrivals rule over ``(low, upper]``; the
+        pulled rows go with the undated ones."""
         return replace(self, low=low, upper=upper, nulls=nulls)
 
     def describe(self) -> str:
@@ -151,7 +157,8 @@ class Window:
             xid = f" by transactions from {self.arrivals.xmin}" if self.arrivals.xmin else ""
             arrived = (f" arrived after {iso(self.arrivals.after)}{xid} or due after "
                        f"{iso(self.arrivals.due_after)}")
-        return f"({low}, {iso(self.upper)}]{arrived}"
+        pulled = " and the later rows of its transactions" if self.pulled else ""
+        return f"({low}, {iso(self.upper)}]{arrived}{pulled}"
 
     def brief(self) -> str:
         """The bounds to the second, for a snapshot's commit message (a line people read in

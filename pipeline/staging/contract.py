@@ -75,6 +75,9 @@ class Manifest:
     # the source's event_id is unique (kept for older readers: promotion checks every id against
     # the whole lake)
     ids_unique: bool = True
+    # the key's kind (pipeline.id_checksum.IdKind), as the plan read it from the source and the lake;
+    # None: staged before keys had kinds (promotion reads it from the lake table's id type)
+    id_kind: str | None = None
     # the proof: the ids the planner's snapshot held dated in the window's range (count and checksum,
     # pipeline.id_checksum); the lake must hold exactly those once the batch is in
     source_ids: int | None = None
