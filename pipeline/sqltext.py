@@ -7,6 +7,7 @@ wherever they are spliced into SQL, by these functions and no others.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -18,6 +19,12 @@ SQL_DIR = _PACKAGE / "sql" if (_PACKAGE / "sql").is_dir() else _PACKAGE.parent /
 def quote_ident(name: str) -> str:
     """``my"table`` -> ``"my""table"`` (Postgres and DuckDB quote identifiers alike)."""
     return '"' + name.replace('"', '""') + '"'
+
+
+def quote_if_needed(name: str) -> str:
+    """``name`` as a statement a person runs spells it: bare when Postgres reads it so (lower case
+    letters, digits, _), else quoted (``Orders`` -> ``"Orders"``)."""
+    return name if re.fullmatch(r"[a-z_][a-z0-9_]*", name) else quote_ident(name)
 
 
 def quote_qualified(name: str) -> str:

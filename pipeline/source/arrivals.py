@@ -26,7 +26,7 @@ import psycopg
 from psycopg import sql
 
 from pipeline.source.ddl import table_sql
-from pipeline.sqltext import one_row
+from pipeline.sqltext import one_row, quote_qualified
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ def stamped_by_database(conn: psycopg.Connection, qualified: str, column: str) -
         "SELECT c.relkind IN ('r', 'p'), pg_get_expr(d.adbin, d.adrelid) FROM pg_class c "
         "JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = %s AND NOT a.attisdropped "
         "LEFT JOIN pg_attrdef d ON d.adrelid = c.oid AND d.adnum = a.attnum WHERE c.oid = %s::regclass",
-        (column, qualified)).fetchone()
+        (column, quote_qualified(qualified))).fetchone()
     if row is None or not row[0]:
         return None
     default = (row[1] or "").lower()

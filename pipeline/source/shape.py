@@ -139,7 +139,7 @@ def has_row_versions(conn: psycopg.Connection, qualified: str) -> bool:
     """Does the relation's every row carry the id of the transaction that wrote it (``xmin``): a
     table or a partitioned one, not a view or a foreign table?"""
     return bool(one_row(conn.execute("SELECT relkind IN ('r', 'p') FROM pg_class WHERE oid = %s::regclass",
-                                     (qualified,)))[0])
+                                     (quote_qualified(qualified),)))[0])
 
 
 def has_unique_index(conn: psycopg.Connection, qualified: str, column: str) -> bool:

@@ -16,7 +16,7 @@ from pipeline.errors import SourceAccessDenied, SourceTableMissing
 from pipeline.id_checksum import IdKind, IdSum, among_values, postgres_among
 from pipeline.source.shape import SourceRelation, staged_text
 from pipeline.source.window import DATED, FINITE_FLOOR, LATEST, XID_SPAN, Arrivals, Window, range_sql
-from pipeline.sqltext import one_row
+from pipeline.sqltext import one_row, quote_if_needed, quote_qualified
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,8 @@ def session_timezone(conn: psycopg.Connection) -> str:
 
 
 def table_exists(conn: psycopg.Connection, qualified: str) -> bool:
-    return one_row(conn.execute("SELECT to_regclass(%s) IS NOT NULL", (qualified,)))[0]
+    # names as the catalog spells them (public.Orders is "Orders", not orders)
+    return one_row(conn.execute("SELECT to_regclass(%s) IS NOT NULL", (quote_qualified(qualified),)))[0]
 
 
 def require_table(conn: psycopg.Connection, qualified: str) -> None:
@@ -60,11 +61,12 @@ def require_select(conn: psycopg.Connection, qualified: str) -> None:
     role, usage, select = one_row(conn.execute(
         "SELECT current_user, has_schema_privilege(%s, 'USAGE'), "
         "has_schema_privilege(%s, 'USAGE') AND has_table_privilege(%s, 'SELECT')",
-        (schema, schema, qualified)))
+        (schema, schema, quote_qualified(qualified))))
     if usage and select:
         return
-    grants = ([] if usage else [f"GRANT USAGE ON SCHEMA {schema} TO {role};"]) + \
-        [f"GRANT SELECT ON {qualified} TO {role};"]
+    table, grantee = ".".join(quote_if_needed(part) for part in qualified.split(".")), quote_if_needed(role)
+    grants = ([] if usage else [f"GRANT USAGE ON SCHEMA {quote_if_needed(schema)} TO {grantee};"]) + \
+        [f"GRANT SELECT ON {table} TO {grantee};"]
     raise SourceAccessDenied(
         f"The source role {role} may not read {qualified} (no " + ("SELECT" if usage else "USAGE on schema "
                                                                    f"{schema}") + "). Nothing was read.",
@@ -271,5 +273,5 @@ def window_stats(conn: psycopg.Connection, source: SourceRelation, window: Windo
     pages, estimate = one_row(conn.execute(
         "SELECT CASE WHEN c.relkind = 'r' THEN pg_relation_size(c.oid) / current_setting('block_size')::int "
         "ELSE 0 END, greatest(c.reltuples, 0)::bigint FROM pg_class c WHERE c.oid = %s::regclass",
-        (source.qualified,)))
+        (quote_qualified(source.qualified),)))
     return WindowStats(rows=rows, min_ts=lo, max_ts=hi, table_pages=int(pages), table_rows=int(estimate))

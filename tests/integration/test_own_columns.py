@@ -194,3 +194,29 @@ def test_a_table_stopped_between_its_creation_and_its_column_names_is_finished_b
     assert lake_query(ledger, f"SELECT count(DISTINCT row_id), sum(amount) FROM {ledger.lake_name}.main.ledger") \
         == [(12, 78)]
     assert_lake_equals_source(ledger, expected_rows=12)
+
+
+def test_a_mixed_case_table_with_quoted_column_names_loads_without_a_view(lake_env):
+    """Names as the catalog spells them (issue 53): a table "Refunds" keyed by "RefundId", dated by
+    "RefundedAt", with columns "Amount", "order ref" and "select". Its name was folded to refunds
+    ("does not exist"), so such a table needed a view."""
+    from pipeline.ops.status import collect
+    from tests.conftest import load_settings
+
+    settings = resolve(load_settings({**lake_env, "SOURCE_TABLES": "public.Refunds:RefundedAt:RefundId"}))
+    with connect(settings.source_dsn) as conn:
+        conn.execute('CREATE TABLE public."Refunds" ("RefundId" bigserial PRIMARY KEY, "RefundedAt" timestamptz '
+                     'NOT NULL, "Amount" numeric(10,2), "order ref" text, "select" int)')
+        conn.execute('INSERT INTO public."Refunds" ("RefundedAt", "Amount", "order ref", "select") SELECT now() - '
+                     "interval '2 minutes' + make_interval(secs => i), i, 'o-' || i, i FROM generate_series(1, 12) i")
+    assert run(settings, engine="dlt").rows_inserted == 12
+    assert lake_query(settings, f'SELECT "Amount", "order ref", "select" FROM {settings.lake_name}.main."Refunds" '
+                                'WHERE "RefundId" = 5') == [(Decimal("5.00"), "o-5", 5)]
+    with connect(settings.source_dsn) as conn:
+        conn.execute('UPDATE public."Refunds" SET "order ref" = \'changed\' WHERE "RefundId" = 5')
+    assert collect(settings).health.state == "failing"
+    with Pipeline(settings, engine="dlt") as pipeline:
+        assert pipeline.prove(None).tables["Refunds"].as_dict()["changed_ids"] == ["5"]
+        assert pipeline.repair(None).rows_loaded == 1
+    assert_lake_equals_source(settings, expected_rows=12)
+    assert collect(settings).health.state == "healthy"
