@@ -33,7 +33,7 @@ from pipeline.settings.durations import format_duration
 from pipeline.source import shape, stats
 from pipeline.source.connect import connect as connect_source
 from pipeline.source.shape import SourceRelation, staged_extra
-from pipeline.source.window import Window, complete_after, iso
+from pipeline.source.window import LATEST, Window, complete_after, iso
 from pipeline.sqltext import one_row, quote_ident, quote_literal
 from pipeline.staging import StagedBatch
 from pipeline.storage.folder import Folder
@@ -272,8 +272,15 @@ def _backfill(lake: LakeTable, source: Source, staged: Folder, hours: list[datet
                         + staged_extra(source.extra_columns))
     # the query runs in Postgres (index range scans over the differing hours only); its rows
     # are held once in DuckDB for both comparisons
-    source_query = (f"SELECT {columns} FROM {source.table.sql} "
-                    f"WHERE ({ranges}) AND {window.literal_sql()}")
+    in_hours = f"({ranges}) AND {window.literal_sql()}"
+    # and the rows their transactions wrote dated after the compared range (a late transaction
+    # straddling its bound): the backfill takes a transaction whole, not its older rows a snapshot
+    # before the next load takes the rest (a savepoint's rows carry ids of their own)
+    after = f"event_timestamp > '{iso(window.upper)}'::timestamptz"
+    later = (f" OR ({after} AND event_timestamp < {LATEST} AND xmin::text::bigint IN "
+             f"(SELECT xmin::text::bigint FROM {source.table.sql} WHERE {in_hours}))"
+             if source.table.row_versions else "")
+    source_query = f"SELECT {columns} FROM {source.table.sql} WHERE ({in_hours}){later}"
     con = lake.con
     kind = source.id_kind
     con.execute("CREATE OR REPLACE TEMP TABLE reconcile_source AS " + validate.validated_sql(
@@ -281,11 +288,14 @@ def _backfill(lake: LakeTable, source: Source, staged: Folder, hours: list[datet
         id_kind=kind))
     hour_list = ", ".join(f"{quote_literal(iso(h))}::TIMESTAMPTZ" for h in hours)
     # compared as the validated source rows hold them (a zero-copy lake holds UUIDs as text)
-    lake_ids = (f"SELECT {duckdb_key('event_id', kind)} AS event_id FROM {lake.rows} "
-                f"WHERE {window.literal_sql()} AND date_trunc('hour', event_timestamp) IN ({hour_list})")
+    lake_in_hours = f"{window.literal_sql()} AND date_trunc('hour', event_timestamp) IN ({hour_list})"
+    lake_ids = f"SELECT {duckdb_key('event_id', kind)} AS event_id FROM {lake.rows} WHERE {lake_in_hours}"
     report.lake_rows_not_in_source = one_row(con.execute(
         f"SELECT count(*) FROM ({lake_ids}) l WHERE l.event_id NOT IN "
         "(SELECT event_id FROM reconcile_source WHERE event_id IS NOT NULL)"))[0]
+    # what the backfill must not write again: the lake's rows of those hours, and of after the range
+    held = (f"SELECT {duckdb_key('event_id', kind)} AS event_id FROM {lake.rows} "
+            f"WHERE ({lake_in_hours}) OR {after}")
 
     batch_id = staging.new_batch_id()
     folder = staging.batch_dir(staged, batch_id)
@@ -295,7 +305,7 @@ def _backfill(lake: LakeTable, source: Source, staged: Folder, hours: list[datet
     missing = one_row(con.execute(
         f"COPY (SELECT {h.raw_id} AS event_id, event_type, event_timestamp, {h.raw_details} AS details, "
         f"created_at{''.join(', ' + e for e in extra)} FROM reconcile_source WHERE {h.reason} IS NULL AND "
-        f"event_id NOT IN ({lake_ids})) TO {quote_literal(folder.uri(name))} (FORMAT parquet)"))[0]
+        f"event_id NOT IN ({held})) TO {quote_literal(folder.uri(name))} (FORMAT parquet)"))[0]
     con.execute("DROP TABLE reconcile_source")
     if missing == 0:
         staging.remove_batch(folder)

@@ -77,3 +77,27 @@ def test_a_session_and_its_events_dated_ahead_land_in_one_image(lake_env):
     # rows dated that far ahead are stale when they wait; these are loaded, and wait for nothing
     status = collect(settings)
     assert status.health.state == "healthy", status.health.reasons
+
+
+def test_a_late_transaction_straddling_reconciles_bound_is_backfilled_whole(settings):
+    """--reconcile compares up to the watermark minus the look-back: of a late transaction's rows
+    dated on both sides of that bound it backfilled the older ones, and the next load the rest, so
+    the snapshot between held part of it. It takes the transaction's later rows with them now."""
+    from pipeline.ops.pipeline import Pipeline
+
+    add_events(settings, 50, seed=307)
+    run(settings, engine="dlt")
+    now = datetime.now(UTC)
+    late = EventFactory(308).batch(5, now - timedelta(hours=3)) + EventFactory(309).batch(4, now - timedelta(minutes=1))
+    with source_db(settings, autocommit=False) as conn:
+        write_batch(conn, source_table(settings), late)
+    before = snapshot_ids(settings)[-1]
+    with Pipeline(settings, engine="dlt") as pipeline:
+        assert pipeline.reconcile().rows_backfilled == 9
+    ids = ", ".join(f"'{e.event_id}'" for e in late)
+    for version in [v for v in snapshot_ids(settings) if v > before]:
+        held = lake_query(settings, f"SELECT count(*) FROM {settings.lake_name}.main.events "
+                                    f"AT (VERSION => {version}) WHERE event_id IN ({ids})")
+        assert held in ([(0,)], [(9,)]), (version, held)
+    assert run(settings, engine="dlt").rows_inserted == 0
+    assert_lake_equals_source(settings, expected_rows=59)
