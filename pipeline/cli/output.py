@@ -132,15 +132,15 @@ def _table_line(name: str, table: TableStatus) -> str:
     doc = table.table_dict()
     state = "" if table.health.code == 0 else f" {table.health.state.upper()}"
     if table.watermark is None:
-        where = ("not loaded yet: its next load starts its history (in batches of BACKFILL_BATCH_ROWS rows "
-                 "on a loaded lake)")
+        where = "not loaded yet: its next load reads its history, in parts of BACKFILL_BATCH_ROWS rows"
     else:
         lag = f"{table.lag_seconds:.0f}s" if table.lag_seconds is not None else "-"
         where = (f"watermark {doc['watermark']}, lag {lag}, "
                  f"{table.source_rows_after_watermark if table.source_up else '?'} source rows after it")
     proof = f"; by identity {_identity_line(table.identity)}" if table.identity else ""
-    catching = ("; CATCHING UP: its history is read in batches of BACKFILL_BATCH_ROWS rows, one per run, "
-                "outside the image until read" if table.catching_up else "")
+    catching = (f"; CATCHING UP: {table.history.describe() if table.history else 'its history'} read in "
+                "parts of BACKFILL_BATCH_ROWS rows, each committed; the next load goes on"
+                if table.catching_up else "")
     return f"table {name:<9} {table.lake_rows} rows{state}; {where}{catching}{proof}"
 
 
@@ -163,6 +163,8 @@ def render_status(status: Status) -> str:
         f"lag             {f'{lag:.0f}s' if lag is not None else '-'}; "
         f"{status.source_rows_after_watermark if up else '?'} source rows after the watermark",
         *([f"by identity     {_identity_line(status.identity)}"] if status.identity else []),
+        *([f"history         {status.history.describe()} (read in parts of BACKFILL_BATCH_ROWS rows; a "
+           "load goes on from the last committed part)"] if status.history else []),
         f"data files      {status.data_files} ({status.data_bytes:,} bytes)",
         f"staged, waiting {status.staged_batches_waiting} batch(es)",
         f"quarantined     {status.rows_quarantined} row(s) that cannot be loaded"

@@ -190,6 +190,15 @@ def rows_in_buckets(lake: LakeTable, low: datetime | None, upper: datetime, buck
     return {(int(number), row_id, digest) for number, row_id, digest in rows if row_id is not None}
 
 
+def rows_after(lake: LakeTable, after: datetime, content: RowHash | None, *,
+               kind: IdKind) -> dict[UUID, str | None]:
+    """The events table's rows dated after ``after``: id -> row hash (None without ``content``)."""
+    digest = content.duckdb() if content is not None else "NULL"
+    rows = lake.execute(f"SELECT {duckdb_identity('event_id', kind)}, {digest} FROM {lake.rows} "
+                        "WHERE event_timestamp > $after", {"after": after}).fetchall()
+    return {row_id: row_hash for row_id, row_hash in rows if row_id is not None}
+
+
 def ids_in_buckets(lake: LakeTable, low: datetime | None, upper: datetime,
                    buckets: list[int], bucket_seconds: int, *, kind: IdKind) -> dict[int, Counter[UUID]]:
     """The ids the events table holds dated in ``(low, upper]`` in each of ``buckets``, with how often."""
@@ -207,7 +216,12 @@ def ids_in_buckets(lake: LakeTable, low: datetime | None, upper: datetime,
 
 def holds_no_row(lake: LakeTable) -> bool:
     """Is the events table empty (a first load's lake)?"""
-    return one_row(lake.execute(f"SELECT count(*) FROM {lake.events_table}"))[0] == 0
+    return rows_held(lake) == 0
+
+
+def rows_held(lake: LakeTable) -> int:
+    """The events table's rows."""
+    return int(one_row(lake.execute(f"SELECT count(*) FROM {lake.events_table}"))[0])
 
 
 def held_ids(lake: LakeTable, ids: set[UUID], *, kind: IdKind) -> set[UUID]:
@@ -273,6 +287,15 @@ class SteadyState(TypedDict):
     freshness_p50_seconds: float | None
     freshness_p95_seconds: float | None
     rows_behind_mark: int
+
+
+def history_rate(lake: LakeTable) -> float | None:
+    """Rows per second the table's history has been read at: its parts' rows over their extraction
+    and promotion seconds (None: no part yet)."""
+    rows, seconds = one_row(lake.execute(
+        f"SELECT sum(rows_staged), sum(extract_seconds + promote_seconds) FROM {lake.batches_table} "
+        "WHERE table_name = ? AND backfill", [lake.table]))
+    return float(rows) / float(seconds) if rows and seconds else None
 
 
 def steady_state(lake: LakeTable, since: datetime) -> SteadyState:

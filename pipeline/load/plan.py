@@ -26,14 +26,15 @@ log = logging.getLogger(__name__)
 
 def plan_batch(snapshot: PlannerSnapshot, lake: LakeTable, settings: ResolvedSettings, table: TableSpec,
                watermark: datetime | None, *, rows_behind: int = 0, bound_rows: int = 0,
-               reach_back: datetime | None = None) -> BatchPlan:
+               bound_at: datetime | None = None, reach_back: datetime | None = None) -> BatchPlan:
     """``table``'s next window after ``watermark`` (read in the lake session ``lake``), counted in the
     planner's ``snapshot``. With an arrival column and an earlier batch's mark, the window holds
     only what arrived or became due since (see :mod:`pipeline.source.window`), and the completeness
     check (:mod:`pipeline.source.completeness`) decides whether that is enough. ``rows_behind``:
     a run's second pass, after its first one's promotion came up that many rows short: the whole
     look-back is read. ``bound_rows``: a table catching up (SOURCE_TABLES) reads about that many
-    rows, its window ending at the time of the last of them (``backfill``) when it has more.
+    rows, its window ending at the time of the last of them (``backfill``) when it has more;
+    ``bound_at``: its window ends there (the image's other histories' common bound).
     ``reach_back``: where another table of the image reached back to (:func:`_reach_back`): the
     window starts there too, so a transaction's rows in both tables are read together."""
     conn = snapshot.conn
@@ -47,9 +48,10 @@ def plan_batch(snapshot: PlannerSnapshot, lake: LakeTable, settings: ResolvedSet
     since = None if rows_behind else _arrivals(snapshot, lake, source, arrival_column, ids.unique)
     window = plan_window(watermark, settings.lookback, upper, since)
     backfill = False
-    if bound_rows:
+    if bound_rows or bound_at is not None:
         # the rows after the watermark: the look-back before it was read by the last part
-        bounded = stats.time_of_row(conn, source, watermark, upper, bound_rows)
+        bounded = bound_at if bound_at is not None else stats.time_of_row(conn, source, watermark, upper,
+                                                                             bound_rows)
         if bounded is not None and bounded < upper:
             window, backfill = plan_window(watermark, settings.lookback, bounded, since), True
     window = replace(window, wall_clock=source.wall_clock)

@@ -192,14 +192,46 @@ def refuse_other_key(lake: LakeTable, source: SourceRelation, ids: IdShape) -> N
 
 def compare(conn: psycopg.Connection, lake: LakeTable, table: SourceRelation,
             low: datetime | None, upper: datetime, how: IdShape, *, source: IdSum | None = None,
-            bucket_seconds: int = MINUTE, every_bucket: bool = False,
+            bucket_seconds: int = MINUTE, every_bucket: bool = False, ahead_of: datetime | None = None,
             content: RowHash | None = None) -> RangeCheck:
     """Compare the lake (``lake``) with the source (``conn``, whose snapshot ``source`` was read in
     when given) over ``(low, upper]``; locate the difference id by id when there is one.
     ``every_bucket``: compare bucket by bucket even when the range's sums agree, so a row moved
     inside the range shows too (a proof; a load's check asks only which ids the range holds).
-    ``content``: compare the rows' contents too, and name the rows that differ (``changed``)."""
+    ``content``: compare the rows' contents too, and name the rows that differ (``changed``).
+    ``ahead_of``: the table's watermark; the lake's rows dated after it (read ahead of the source's
+    clock with the rest of their transaction) are compared by id (and content) too, wherever the
+    source dates them now (:func:`_ahead`)."""
     refuse_other_key(lake, table, how)  # compared by the other type, every row would differ
+    check = _in_range(conn, lake, table, low, upper, how, source, bucket_seconds, every_bucket, content)
+    if ahead_of is None:
+        return check
+    gone, changed = _ahead(conn, lake, table, ahead_of, how, content)
+    if not (gone or changed):
+        return check
+    return replace(check, extra=sorted({*check.extra, *gone} - set(check.moved)),
+                   changed=sorted({*check.changed, *changed}))
+
+
+def _ahead(conn: psycopg.Connection, lake: LakeTable, table: SourceRelation, after: datetime, how: IdShape,
+           content: RowHash | None) -> tuple[list[UUID], list[UUID]]:
+    """The lake's rows dated after ``after`` (no range holds them yet) against the source's rows of
+    their ids: (those the source no longer holds, or dates at or before ``after``: a range compares
+    them there; those whose contents differ). They are few: rows of a transaction read with its
+    other rows while dated ahead of the source's clock."""
+    held = batches.rows_after(lake, after, content, kind=how.kind)
+    if not held:
+        return [], []
+    there = stats.rows_among(conn, table, set(held), content, id_kind=how.kind)
+    gone = [i for i in held if i not in there or there[i][0] <= after]
+    changed = [i for i, digest in held.items() if i in there and there[i][0] > after and content is not None
+               and digest not in there[i][1]]
+    return sorted(gone), sorted(changed)
+
+
+def _in_range(conn: psycopg.Connection, lake: LakeTable, table: SourceRelation, low: datetime | None,
+              upper: datetime, how: IdShape, source: IdSum | None, bucket_seconds: int, every_bucket: bool,
+              content: RowHash | None) -> RangeCheck:
     # the lake first, then the source: every row a load put in the lake was in the source before,
     # so a source read after the lake's cannot miss one of them (read the other way round, rows a
     # running follower promoted in between looked deleted from the source)
@@ -330,4 +362,4 @@ def prove_in(conn: psycopg.Connection, lake: LakeTable, table: SourceRelation,
     bucket = HOUR if since is None or since > timedelta(days=1) else MINUTE
     how = key_shape(conn, lake, table)
     return compare(conn, lake, table, low, upper, how, bucket_seconds=bucket, every_bucket=True,
-                   content=row_hash(lake, table, how))
+                   content=row_hash(lake, table, how), ahead_of=watermark)

@@ -204,10 +204,14 @@ def _plan(conn: psycopg.Connection, lake: LakeTable, settings: ResolvedSettings,
     extra = {name: kind for name, kind in proof.other_columns(lake, have).items() if name in there}
     columns = ", ".join([f"{expr} AS {name}" for name, expr in STAGED_COLUMNS.items()]
                         + staged_extra(extra))
-    # as the source holds them now, up to the compared range's end: a row it moved into the
-    # future is loaded when due, by a load, never ahead of the source's clock
+    # as the source holds them now, up to the compared range's end (a row it moved past it is loaded
+    # when due, by a load), or after the watermark: a row a load read ahead of the source's clock
+    # with the rest of its transaction, whose contents the source changed since
     among = id_checksum.postgres_among("event_id", how.kind, id_checksum.among_literal(ids, how.kind))
+    watermark = batches.watermark(lake)
+    beyond = (f" OR event_timestamp > {quote_literal(iso(watermark))}::timestamptz"
+              if watermark is not None else "")
     source_query = (f"SELECT {columns} FROM {source.sql} WHERE {among} "
-                    f"AND event_timestamp <= {quote_literal(iso(check.upper))}::timestamptz")
+                    f"AND (event_timestamp <= {quote_literal(iso(check.upper))}::timestamptz{beyond})")
     return _Plan(lake, check, ids, f"postgres_query('{SOURCE_ALIAS}', {quote_literal(source_query)})", extra,
                  have, how.kind)

@@ -84,6 +84,22 @@ def run_mode(mode: RunMode | str) -> RunMode:
         raise ConfigError(f"No run mode {mode!r}.", f"Give one of {modes}.") from None
 
 
+@dataclass(frozen=True)
+class HistoryPart:
+    """One image of histories read in parts: every table read up to ``upper``, committed."""
+
+    upper: datetime
+    rows_read: int
+    rows_inserted: int
+    snapshots: list[int]
+    seconds: float
+
+    def as_dict(self) -> dict[str, object]:
+        return {"upper": self.upper.isoformat(), "rows_read": self.rows_read,
+                "rows_inserted": self.rows_inserted, "snapshots": self.snapshots,
+                "seconds": round(self.seconds, 3)}
+
+
 @dataclass
 class TableRun:
     """What a load did to one table (for SOURCE_TABLE's one table, the load's own report)."""
@@ -98,7 +114,8 @@ class TableRun:
     rows_behind_mark: int = 0  # rows the completeness check found had arrived behind the last mark
     check: proof.RangeCheck | None = None  # the last identity check of the window's range, after promotion
     seconds: dict[str, float] = field(default_factory=dict)
-    catching_up: bool = False  # SOURCE_TABLES: this table reads its history in bounded batches
+    catching_up: bool = False  # this table reads its history in parts (BACKFILL_BATCH_ROWS)
+    rows_read: int = 0  # rows the extractions read from the source (every pass, every part)
 
     @property
     def rows_inserted(self) -> int:
@@ -114,10 +131,11 @@ class TableRun:
         return list(dict.fromkeys(p.snapshot_id for p in self.promotions if p.snapshot_id is not None))
 
     def planned(self, plan: BatchPlan) -> None:
-        """Record a plan: its window and what it counted there."""
+        """Record a plan: its window and what it counted there (and so its extraction reads)."""
         self.window, self.rows_in_window = plan.window, plan.stats.rows
         self.rows_in_future = plan.rows_in_future
         self.rows_behind_mark += plan.rows_behind
+        self.rows_read += plan.stats.rows
 
     def advance(self, result: PromotionResult) -> None:
         """Record a promotion; a committed one may move the watermark."""
@@ -129,7 +147,8 @@ class TableRun:
     def as_dict(self) -> dict[str, object]:
         """The report as ``--run --json`` prints it (after ``"status"``)."""
         document: dict[str, object] = {
-            "rows_inserted": self.rows_inserted, "rows_quarantined": self.rows_quarantined,
+            "rows_read": self.rows_read, "rows_inserted": self.rows_inserted,
+            "rows_quarantined": self.rows_quarantined,
             "rows_in_future": self.rows_in_future, "snapshots": self.snapshots,
             "staged_batch": self.staged_batch,
             "watermark": self.watermark.isoformat() if self.watermark else None,
@@ -153,8 +172,8 @@ class TableRun:
         if self.watermark:
             parts.append(f"watermark {self.watermark.isoformat()}")
         if self.catching_up:
-            parts.append("catching up: its history is read in batches of BACKFILL_BATCH_ROWS rows, one per "
-                         "run, and it joins the image once read")
+            parts.append("its history is still being read in parts of BACKFILL_BATCH_ROWS rows (the next "
+                         "load goes on after the last part committed)")
         if self.rows_behind_mark:
             parts.append(f"{self.rows_behind_mark} row(s) had arrived behind the last load's arrival mark "
                          "and were read with the whole look-back")
@@ -174,6 +193,7 @@ class RunReport(TableRun):
     (every promotion, all tables' rows) and, for tables listed in SOURCE_TABLES, each table's."""
 
     files_to_merge: int = 0  # small data files waiting to be merged after this load (when it inserted)
+    parts: list[HistoryPart] = field(default_factory=list)  # a history read in parts: each one committed
     tables: dict[str, TableRun] = field(default_factory=dict)  # SOURCE_TABLES: each table's part
     # table -> source ids the lake still lacks after this load read its whole look-back again in
     # its own snapshot: ids it read and did not load (a defect, not a late arrival): the run fails
@@ -183,7 +203,10 @@ class RunReport(TableRun):
         """The report as ``--run --json`` prints it (after ``"status"``)."""
         document = super().as_dict()
         if self.tables:
+            document["rows_read"] = sum(table.rows_read for table in self.tables.values())
             document["tables"] = {name: table.as_dict() for name, table in self.tables.items()}
+        if self.parts:
+            document["parts"] = [part.as_dict() for part in self.parts]
         if self.lacking:
             document["lacking"] = self.lacking
         return document
@@ -266,8 +289,11 @@ class Loader:
                 image.promote_leftovers(ready.lake_identity)
             if mode.extracts:
                 # the watermarks are read with the plan's other lake reads, in one lake transaction
-                # (after leftovers: their commits move them)
+                # (after leftovers: their commits move them); a history goes on part after part, each
+                # in a snapshot of its own, until read (or a part fails: the next load resumes)
                 image.load(ready.lake_identity, engines, promote_now=mode.promotes)
+                while mode.promotes and image.reading_history() and not (report.set_aside or report.lacking):
+                    image.load(ready.lake_identity, engines, promote_now=True)
             else:
                 image.read_watermarks()
             if report.rows_inserted and count_unmerged:  # in this session: no attach of its own
@@ -428,7 +454,8 @@ class _TableLoad:
         t0 = time.monotonic()
         with one_read(self.lake):
             check = proof.compare(snapshot.conn, self.lake, plan.source, plan.window.low,
-                                  plan.window.upper, plan.ids, source=plan.source_ids)
+                                  plan.window.upper, plan.ids, source=plan.source_ids,
+                                  ahead_of=plan.window.upper)
         check = proof.newer_than_snapshot(self.settings.source_dsn, plan.source, check, plan.ids)
         self.report.seconds["check"] = self.report.seconds.get("check", 0.0) + time.monotonic() - t0
         self.report.check = check
@@ -484,6 +511,11 @@ class _ImageLoad:
                       for spec, table in lake.tables(settings.tables).items()]
         if self.grouped:
             report.tables = {load.lake.table: load.report for load in self.loads}
+        # a history read in parts: the bound of this image's part (None: no table reads one), whether
+        # it moved past the last part's, and the tables' rows as pg_class estimates them
+        self.history_bound: datetime | None = None
+        self.history_moved = False
+        self.history_rows = 0
 
     def check(self, extracts: bool) -> None:
         """What a load checks before its first plan: every table's lake table made, none loaded from
@@ -537,10 +569,46 @@ class _ImageLoad:
         for load in self.loads:
             load.report.watermark = batches.watermark(load.lake)
 
+    def reading_history(self) -> bool:
+        """Does a table still read its history in parts, the last part having moved it on?"""
+        return self.history_moved and any(load.report.catching_up for load in self.loads)
+
     def load(self, lake_identity: str, engines: Engines, *, promote_now: bool) -> None:
         """One image: plan, extract and promote every table; a table whose identity check came up
         short is read again with its whole look-back, in a second image of every table (an image of
         some tables only would pair them with the others' older instant)."""
+        started, read, inserted = time.monotonic(), self._rows_read(), self.report.rows_inserted
+        snapshots = set(self.report.snapshots)
+        try:
+            self._load(lake_identity, engines, promote_now)
+        finally:
+            if self.history_bound is not None and promote_now:
+                part = HistoryPart(self.history_bound, self._rows_read() - read,
+                                   self.report.rows_inserted - inserted,
+                                   [s for s in self.report.snapshots if s not in snapshots],
+                                   time.monotonic() - started)
+                self.report.parts.append(part)
+                self._say_progress(part)
+
+    def _rows_read(self) -> int:
+        return sum(load.report.rows_read for load in self.loads)
+
+    def _say_progress(self, part: HistoryPart) -> None:
+        """A line per committed part: its rows and rate, and how far the histories are."""
+        loaded = sum(batches.rows_held(load.lake) for load in self.loads)
+        rate = part.rows_read / part.seconds if part.seconds > 0 else 0.0
+        reading = any(load.report.catching_up for load in self.loads)
+        line = (f"{'reading history' if reading else 'history read'}: part {len(self.report.parts)} up to "
+                f"{part.upper.isoformat()}: {part.rows_read:,} rows read in {part.seconds:.1f}s ({rate:,.0f} "
+                f"rows/s), snapshot(s) {', '.join(map(str, part.snapshots)) or 'none'}; "
+                f"{loaded:,} rows in the lake")
+        if reading and self.history_rows > loaded and rate > 0:
+            left = self.history_rows - loaded
+            line += (f" of about {self.history_rows:,} ({100 * loaded / self.history_rows:.0f}%), "
+                     f"about {left / rate:,.0f}s left")
+        log.info(line)
+
+    def _load(self, lake_identity: str, engines: Engines, promote_now: bool) -> None:
         short = self._image(lake_identity, engines, promote_now, {})
         if short and (lacking := self._image(lake_identity, engines, True, short)):
             # read in this snapshot, whole, and still not in the lake: not a late arrival
@@ -587,7 +655,11 @@ class _ImageLoad:
                     plans.append(plan_batch(snapshot, load.lake, settings, load.table, after,
                                             rows_behind=behind,
                                             bound_rows=settings.backfill_rows if table in catching else 0))
-                    load.report.catching_up = plans[-1].backfill
+                self._bound_together(snapshot, plans, starts, catching)
+                if not rows_behind:
+                    self._history_part(plans, catching)
+                for load, plan in zip(self.loads, plans, strict=True):
+                    load.report.catching_up = plan.backfill
                 self._reach_back_together(snapshot, plans, starts, catching)
                 plans = whole_transactions(snapshot, [load.lake for load in self.loads], plans)
             for load, plan in zip(self.loads, plans, strict=True):
@@ -613,6 +685,36 @@ class _ImageLoad:
             self.report.seconds["check"] = sum(load.report.seconds.get("check", 0.0) for load in self.loads)
             return short
 
+    def _history_part(self, plans: list[BatchPlan], catching: dict[str, datetime | None]) -> None:
+        """Note this image's part of the histories read in parts (none: no table reads one)."""
+        reading = [(load, plan) for load, plan in zip(self.loads, plans, strict=True)
+                   if load.lake.table in catching]
+        if not reading:
+            self.history_bound, self.history_moved = None, False
+            return
+        bound = max(plan.window.upper for _, plan in reading)
+        self.history_moved = self.history_bound is None or bound > self.history_bound
+        self.history_bound = bound
+        self.history_rows = sum(plan.stats.table_rows for _, plan in reading)
+
+    def _bound_together(self, snapshot: PlannerSnapshot, plans: list[BatchPlan],
+                        starts: list[tuple[datetime | None, int]],
+                        catching: dict[str, datetime | None]) -> None:
+        """The histories read in this image end at one bound, the earliest of their parts' (each about
+        BACKFILL_BATCH_ROWS rows): every snapshot of a first load holds every table up to the same
+        instant (a small table read whole beside a large one's first part held sessions whose events
+        were not loaded yet). A table already past the bound reads nothing new."""
+        bounds = [plan.window.upper for load, plan in zip(self.loads, plans, strict=True)
+                  if load.lake.table in catching and plan.backfill]
+        if not bounds:
+            return
+        bound = min(bounds)
+        for i, load in enumerate(self.loads):
+            if load.lake.table in catching and plans[i].window.upper > bound:
+                after, behind = starts[i]
+                plans[i] = plan_batch(snapshot, load.lake, self.settings, load.table, after,
+                                      rows_behind=behind, bound_at=bound)
+
     def _reach_back_together(self, snapshot: PlannerSnapshot, plans: list[BatchPlan],
                              starts: list[tuple[datetime | None, int]],
                              catching: dict[str, datetime | None]) -> None:
@@ -634,10 +736,10 @@ class _ImageLoad:
                                   reach_back=reach)
 
     def _catching_up(self, standing: dict[str, batches.Standing]) -> dict[str, datetime | None]:
-        """The tables catching up, each with where its last part ended (None: no part yet): added to a
-        lake whose other tables are loaded (no watermark yet), or whose last batch was a bounded part
-        of that (BACKFILL_BATCH_ROWS; 0: none ever is)."""
-        if not self.settings.backfill_rows or all(where.watermark is None for where in standing.values()):
+        """The tables reading their history in parts, each with where its last part ended (None: no
+        part yet): never loaded (a first load, or a table added to a loaded lake), or whose last batch
+        was a bounded part (BACKFILL_BATCH_ROWS; 0: a history is read whole)."""
+        if not self.settings.backfill_rows:
             return {}
         return {table: where.catching_up for table, where in standing.items()
                 if where.watermark is None or where.catching_up is not None}

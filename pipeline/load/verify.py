@@ -134,7 +134,7 @@ def _compare_table(lake: LakeTable, table: TableSpec, upper: datetime, low: date
     in_source = fingerprint(con, source_relation, upper, low)
     meter.step(f"proving every column's contents{named}")
     contents = proof.compare(source, lake, relation, low, upper, how, bucket_seconds=proof.HOUR,
-                             content=proof.row_hash(lake, relation, how))
+                             content=proof.row_hash(lake, relation, how), ahead_of=upper)
     if in_lake == in_source:
         return Comparison(lake=in_lake, source=in_source, quarantined=quarantined, contents=contents)
     meter.step(f"finding the rows that differ{named}")

@@ -120,10 +120,13 @@ def _header(obs: Observation) -> str:
         facts["arrived behind the mark (1h)"] = f"{hour['rows_behind_mark']:,}"
     if hour is not None and hour["freshness_p95_seconds"] is not None:
         facts["arrival to lake p95 (1h)"] = f"{hour['freshness_p95_seconds']:.1f}s"
+    if status.history is not None:  # a history read in parts: how far, and how long still
+        facts["history"] = status.history.describe()
     for name, table in status.tables.items():  # SOURCE_TABLES: each table's rows and lag
         table_lag = f"lag {table.lag_seconds:.0f}s" if table.lag_seconds is not None else "not loaded yet"
         facts[f"table {name}"] = f"{table.lake_rows:,} rows, {table_lag}" + (
-            f", {table.health.state}" if table.health.code else "")
+            f", {table.health.state}" if table.health.code else "") + (
+            f", {table.history.describe()}" if table.history else "")
     cells = "".join(f"<div><span>{escape(k)}</span>{escape(str(v))}</div>" for k, v in facts.items())
     colour = HEALTH_COLOURS[health.state]
     return (f'<span class="health" style="background:{colour}">{escape(health.state)}</span> '

@@ -84,6 +84,8 @@ def families(obs: Observation) -> Iterator[Metric]:
         value = hour.get(key)
         if value is not None:
             yield _gauge(key, text, float(str(value)))  # a DuckDB aggregate may be a Decimal
+    # a history read in parts: each table's (SOURCE_TABLE's one under the lake table's name)
+    yield from _history_families(status.tables or {status.lake.rsplit(".", 1)[-1]: status.part()})
     if status.tables:
         yield from _table_families(status.tables)
         loaded = CounterMetricFamily(PREFIX + "table_rows_loaded", "Rows inserted into the table's lake "
@@ -115,6 +117,22 @@ def _table_families(tables: Mapping[str, TableStatus]) -> Iterator[Metric]:
     for table, status in tables.items():
         health.add_metric([table], status.health.code)
     yield health
+
+
+def _history_families(tables: Mapping[str, TableStatus]) -> Iterator[Metric]:
+    """While a table's history is read in parts: its rows loaded, its total and the time left."""
+    for key, name, text in (
+            ("rows_loaded", "history_rows_loaded", "Rows of the table's history in the lake."),
+            ("rows_total", "history_rows_total", "Rows of the table's history in all (the lake's and the "
+             "source's after its watermark)."),
+            ("eta_seconds", "history_eta_seconds", "Seconds until its history is read, at the rate its parts "
+             "were read.")):
+        family = GaugeMetricFamily(PREFIX + name, text, labels=["table"])
+        for table, status in tables.items():
+            value = status.history.as_dict()[key] if status.history else None
+            if value is not None:
+                family.add_metric([table], float(str(value)))
+        yield family
 
 
 def _job_families(obs: Observation) -> Iterator[Metric]:

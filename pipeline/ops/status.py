@@ -52,6 +52,40 @@ class ArrivalFacts:
 
 
 @dataclass(frozen=True)
+class History:
+    """How far a history read in parts (BACKFILL_BATCH_ROWS) is: the lake's rows, those plus the
+    source's after the watermark, and when it ends at the rate its parts were read."""
+
+    rows_loaded: int
+    rows_total: int
+    eta_seconds: float | None
+
+    def as_dict(self) -> dict[str, object]:
+        return {"rows_loaded": self.rows_loaded, "rows_total": self.rows_total,
+                "eta_seconds": None if self.eta_seconds is None else round(self.eta_seconds, 1)}
+
+    def describe(self) -> str:
+        share = 100 * self.rows_loaded / self.rows_total if self.rows_total else 0.0
+        left = f", about {self.eta_seconds:,.0f}s left" if self.eta_seconds is not None else ""
+        return f"{share:.0f}% of its history ({self.rows_loaded:,} of {self.rows_total:,} rows){left}"
+
+    @staticmethod
+    def of(loaded: int, pending: int | None, rate: float | None) -> History | None:
+        """A table's history while it is read (None: nothing of it waits)."""
+        if not pending:
+            return None
+        return History(loaded, loaded + pending, pending / rate if rate else None)
+
+    @staticmethod
+    def combined(parts: list[History]) -> History | None:
+        if not parts:
+            return None
+        etas = [p.eta_seconds for p in parts]
+        return History(sum(p.rows_loaded for p in parts), sum(p.rows_total for p in parts),
+                       None if None in etas else max(e for e in etas if e is not None))
+
+
+@dataclass(frozen=True)
 class TableStatus:
     """One table's part of the status of an image of several tables (SOURCE_TABLES)."""
 
@@ -66,6 +100,7 @@ class TableStatus:
     identity: proof.RangeCheck | None  # the look-back compared id by id (None: not compared)
     staged_batches_waiting: int
     catching_up: bool  # the table reads its history in bounded batches
+    history: History | None = None  # while its history is read in parts
 
     @property
     def source_up(self) -> bool:
@@ -78,7 +113,8 @@ class TableStatus:
                 "source_rows_after_watermark": self.source_rows_after_watermark,
                 "rows_quarantined": self.rows_quarantined,
                 "identity_check": self.identity.as_dict() if self.identity else None,
-                "staged_batches_waiting": self.staged_batches_waiting, "catching_up": self.catching_up}
+                "staged_batches_waiting": self.staged_batches_waiting, "catching_up": self.catching_up,
+                "history": self.history.as_dict() if self.history else None}
 
 
 @dataclass(frozen=True)
@@ -119,6 +155,7 @@ class Status:
     # SOURCE_TABLES: each table's own part (this one is the whole: the worst health, every reason)
     tables: dict[str, TableStatus] = field(default_factory=dict)
     catching_up: bool = False  # a table's status: it reads its history in bounded batches
+    history: History | None = None  # how far the histories read in parts are (None: none is)
 
     @property
     def source_up(self) -> bool:
@@ -146,6 +183,7 @@ class Status:
             "last_batches": [{k: _iso(v) if isinstance(v, datetime) else v for k, v in b.items()}
                              for b in self.last_batches],
             "last_hour": self.last_hour,
+            "history": self.history.as_dict() if self.history else None,
             **({"tables": {name: table.table_dict() for name, table in self.tables.items()}}
                if self.tables else {}),
         }
@@ -154,7 +192,7 @@ class Status:
         """A table's status as its part of an image's."""
         return TableStatus(self.lake, self.health, self.watermark, self.lag_seconds, self.lake_rows,
                            self.source_rows_after_watermark, self.source_error, self.rows_quarantined,
-                           self.identity, self.staged_batches_waiting, self.catching_up)
+                           self.identity, self.staged_batches_waiting, self.catching_up, self.history)
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -181,6 +219,7 @@ class LakeFacts:
     last_hour: batch_table.SteadyState | None = None
     integrity: integrity.Integrity | None = None
     catching_up: bool = False  # SOURCE_TABLES: the table's last batch was a bounded part of its history
+    history_rate: float | None = None  # rows per second its history's parts were read at
 
     @classmethod
     def read(cls, lake: LakeTable, *, checked: Integrity | None = None) -> LakeFacts:
@@ -193,6 +232,7 @@ class LakeFacts:
             facts.batches = batch_table.recent_batches(lake, 5)
             facts.last_hour = batch_table.steady_state(lake, datetime.now(UTC) - HOUR)
             facts.catching_up = batch_table.catching_up(lake) is not None
+            facts.history_rate = batch_table.history_rate(lake) if facts.catching_up else None
             if ("main", lake.table) in tables:  # (a table added to SOURCE_TABLES: made by its first load)
                 facts.lake_rows = one_row(lake.execute(f"SELECT count(*) FROM {lake.events_table}"))[0]
         facts.snapshots, facts.latest = one_row(lake.execute(
@@ -250,7 +290,7 @@ def _identity(conn: psycopg.Connection, settings: ResolvedSettings, table: Table
         how = proof.key_shape(conn, lake, source)
         low = complete_after(watermark - settings.lookback, now, settings.source_retention)
         check = proof.compare(conn, lake, source, low, watermark, how,
-                              content=proof.row_hash(lake, source, how))
+                              content=proof.row_hash(lake, source, how), ahead_of=watermark)
         earlier = batch_table.last_arrivals(lake) if check.missing else None
     # extras a load took since: not deleted
     check = proof.newer_than_snapshot(settings.source_dsn, source, check, how)
@@ -308,6 +348,7 @@ def collect(settings: ResolvedSettings) -> Status:
                    arrivals=_arrivals_of(each),
                    set_aside_batches=[batch for s in each.values() for batch in s.set_aside_batches],
                    tables={name: status.part() for name, status in each.items()},
+                   history=History.combined([s.history for s in each.values() if s.history is not None]),
                    # (a table added and not loaded yet, or catching up, is said on its own line)
                    watermark=min((m for m, s in zip(marks, each.values(), strict=True)
                                   if m is not None and not s.catching_up), default=None),
@@ -437,4 +478,6 @@ def _collect(settings: ResolvedSettings, table: TableSpec, *, checked: Integrity
         jobs={r["job"]: {"status": r["status"], "started_at": iso(r["started_at"]),
                          "finished_at": iso(r["finished_at"]), "error": r["error"]} for r in job_runs},
         scheduler=SchedulerStates(settings.home).read(), last_batches=batches, last_hour=facts.last_hour,
-        catching_up=facts.catching_up)
+        catching_up=facts.catching_up,
+        history=History.of(facts.lake_rows, pending, facts.history_rate)
+        if facts.catching_up or (watermark is None and facts.exists) else None)

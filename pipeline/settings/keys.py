@@ -74,9 +74,10 @@ ENV_KEYS: dict[str, EnvKey] = {
                                "old ones (e.g. 30d; at least LOOKBACK): the lake keeps older rows as "
                                "history, and no comparison (--status, --verify, --reconcile, --repair) "
                                "counts them as deleted; 0: the source keeps every row", "0"),
-    "BACKFILL_BATCH_ROWS": EnvKey("SOURCE_TABLES: a table added to a loaded lake reads its history in "
-                                  "batches of about this many rows, one per run, without holding the "
-                                  "other tables back (--status says it is catching up); 0: all at once",
+    "BACKFILL_BATCH_ROWS": EnvKey("a history (a first load, a table added to SOURCE_TABLES) is read in "
+                                  "parts of about this many rows, each committed with its proof, all in "
+                                  "one run; a load killed in between goes on after the last committed "
+                                  "part (--status shows how far, and an ETA); 0: all at once",
                                   "1000000"),
     "SOURCE_ARRIVAL_COLUMN": EnvKey("the source's arrival time (a timestamp the database sets as a row "
                                     "is written, best indexed): a run reads only the rows that arrived "

@@ -185,6 +185,23 @@ def rows_in_buckets(conn: psycopg.Connection, source: SourceRelation, low: datet
             if row_id is not None}
 
 
+def rows_among(conn: psycopg.Connection, source: SourceRelation, ids: set[UUID], content: RowHash | None, *,
+               id_kind: IdKind) -> dict[UUID, tuple[datetime, set[str | None]]]:
+    """The source's rows of ``ids``, wherever dated: id -> (its time, its rows' hashes; None without
+    ``content``)."""
+    if not ids:
+        return {}
+    digest = content.postgres() if content is not None else "NULL"
+    query = sql.SQL(f"SELECT {id_checksum.postgres_id('event_id', id_kind)}, event_timestamp::timestamptz, "
+                    f"{digest} FROM {{t}} WHERE {postgres_among('event_id', id_kind)}").format(
+                        t=sql.SQL(source.sql))
+    found: dict[UUID, tuple[datetime, set[str | None]]] = {}
+    for row_id, at, row_hash in conn.execute(query, {"among": among_values(ids, id_kind)}).fetchall():
+        if row_id in ids:
+            found.setdefault(row_id, (at, set()))[1].add(row_hash)
+    return found
+
+
 def sums_of_ids(conn: psycopg.Connection, source: SourceRelation, ids: set[UUID],
                 content: RowHash | None) -> IdSum:
     """(count, checksum) of ``ids`` with, given ``content``, the sums of the source's rows' hashes

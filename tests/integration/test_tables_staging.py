@@ -16,7 +16,6 @@ from generators.events import EventFactory
 from generators.writer import add_events as add_events_to
 from generators.writer import add_sessions, write_batch, write_linked
 from pipeline import staging
-from pipeline.cli.output import render_status
 from pipeline.errors import ConfigError
 from pipeline.ops.metrics import families
 from pipeline.ops.observe import Observer
@@ -350,27 +349,24 @@ def test_a_repair_whose_lock_was_lost_commits_nothing(lake_env, monkeypatch):
 
 def test_a_table_added_to_a_loaded_lake_catches_up_in_bounded_batches_without_holding_the_others_back(lake_env):
     """A table added to SOURCE_TABLES on a loaded lake reads its history BACKFILL_BATCH_ROWS at a
-    time, one part per run, while the other tables load what arrived as before; --status says so."""
+    time, each part committed, all in one run, while the other tables load what arrived as before."""
     env = {**lake_env, "SOURCE_TABLES": "public.events", "BACKFILL_BATCH_ROWS": "100"}
     alone = resolve(load_settings(env))
     add_events_to(alone.source_dsn, "public.events", 30, seed=31)
     run(alone, engine="dlt")
     add_events_to(alone.source_dsn, "public.clicks", 250, seed=32)  # its history, before it is listed
     both = resolve(load_settings({**env, "SOURCE_TABLES": "public.events,public.clicks"}))
-    parts = []
-    for seed in range(33, 37):
+    add_events_to(both.source_dsn, "public.events", 5, seed=33)
+    report = run(both, engine="dlt")
+    events, clicks = report.tables["events"], report.tables["clicks"]
+    assert events.rows_inserted == 5, events.summary()  # not held back, nor reading clicks' history
+    assert (clicks.rows_read, clicks.rows_inserted, clicks.catching_up) == (250, 250, False), clicks.summary()
+    # three parts, each its own snapshot: the first with the events that arrived
+    assert [(p.rows_read, len(p.snapshots)) for p in report.parts] == [(105, 1), (100, 1), (50, 1)], report.parts
+    for seed in range(34, 36):  # then both tables load what arrives, no part any more
         add_events_to(both.source_dsn, "public.events", 5, seed=seed)
         report = run(both, engine="dlt")
-        events, clicks = report.tables["events"], report.tables["clicks"]
-        assert events.rows_inserted == 5, events.summary()  # not held back, nor reading clicks' history
-        parts.append((clicks.rows_in_window, clicks.catching_up))
-        if seed == 33:
-            with Pipeline(both, engine="dlt") as pipeline:
-                status = pipeline.status()
-            assert status.tables["clicks"].catching_up and not status.tables["events"].catching_up
-            assert "CATCHING UP" in render_status(status)
-    assert [caught for _, caught in parts] == [True, True, False, False], parts
-    assert parts[0][0] == parts[1][0] == 100 and parts[2][0] == 50, parts
+        assert (report.tables["events"].rows_inserted, report.tables["clicks"].rows_read, report.parts) == (5, 0, [])
     assert_lake_equals_source(both)
 
 
@@ -435,9 +431,11 @@ def test_a_catch_up_part_whose_rows_are_all_quarantined_does_not_stall_it(lake_e
         conn.execute("INSERT INTO public.tq SELECT gen_random_uuid()::text, now() - interval '1 day' + "
                      "g * interval '1 s' FROM generate_series(1, 100) g")
     both = resolve(load_settings({**env, "SOURCE_TABLES": "public.events,public.tq:ts:id"}))
-    parts = [run(both, engine="dlt").tables["tq"] for _ in range(5)]
-    assert [p.catching_up for p in parts] == [True, True, True, True, False], [p.summary() for p in parts]
-    assert sum(p.rows_inserted for p in parts) == 100 and sum(p.rows_quarantined for p in parts) == 100
+    report = run(both, engine="dlt")
+    tq = report.tables["tq"]
+    assert (tq.rows_inserted, tq.rows_quarantined, tq.catching_up) == (100, 100, False), tq.summary()
+    # five parts (each re-reads the look-back behind the last: these rows are a second apart)
+    assert len(report.parts) == 5 and all(p.rows_read for p in report.parts), report.parts
 
 
 def test_a_table_catching_up_does_not_hide_the_others_differences_from_prove_and_repair(lake_env):
@@ -450,7 +448,12 @@ def test_a_table_catching_up_does_not_hide_the_others_differences_from_prove_and
     run(alone, engine="dlt")
     add_events_to(alone.source_dsn, "public.clicks", 40, seed=92, now=datetime.now(UTC) - timedelta(days=10))
     both = resolve(load_settings({**env, "SOURCE_TABLES": "public.clicks,public.events"}))
-    assert run(both, engine="dlt").tables["clicks"].catching_up
+    # one part of its history committed (staged alone, then promoted: the state a load killed after
+    # its first part leaves)
+    run(both, "extract", engine="dlt")
+    run(both, "promote", engine="dlt")
+    with Pipeline(both, engine="dlt") as pipeline:
+        assert pipeline.status().tables["clicks"].catching_up
     with connect(both.source_dsn) as conn:  # two loaded events deleted in the source
         gone = [row[0] for row in conn.execute(
             "DELETE FROM public.events WHERE event_id IN (SELECT event_id FROM public.events ORDER BY 1 "
@@ -489,3 +492,17 @@ def test_the_status_of_an_image_says_every_tables_source_whichever_is_listed_fir
     for settings in orders:
         rows_in_future, _, up, up_sample = whole(settings)
         assert not up and up_sample == 0, settings.tables
+
+
+def test_first_loads_of_two_tables_in_parts_keep_every_snapshot_one_image(lake_env):
+    """A first load of several tables reads their histories in parts that end at one bound (the
+    earliest of their parts'): every snapshot holds each session with all its events (issue 54)."""
+    env = {**lake_env, "SOURCE_TABLES": BOTH, "BACKFILL_BATCH_ROWS": "10"}
+    both = resolve(load_settings(env))
+    for day in range(4):  # sessions and their events over four days, a transaction a day
+        _linked(both, 5, seed=60 + day, now=datetime.now(UTC) - timedelta(days=4 - day))
+    report = run(both, engine="dlt")
+    assert len(report.parts) >= 4 and report.rows_inserted == 20 + 60, report.summary()
+    assert all(len(part.snapshots) <= 1 for part in report.parts), report.parts
+    assert torn_images(env) == []
+    assert_lake_equals_source(both, expected_rows={"sessions": 20, "events": 60})

@@ -13,6 +13,7 @@ import pytest
 
 from generators.events import EventFactory
 from generators.writer import add_sessions, write_batch, write_linked
+from pipeline.load.verify import compare as _compare
 from pipeline.ops.status import collect
 from pipeline.settings.resolve import resolve
 from tests.conftest import load_settings
@@ -26,6 +27,11 @@ from tests.helpers import (
     source_table,
     torn_images,
 )
+
+
+def verify_compare(settings):
+    return _compare(resolve(settings))
+
 
 # ahead of the source's clock, but within the tolerance after which --status calls rows stale
 AHEAD = timedelta(minutes=3)
@@ -59,6 +65,38 @@ def test_rows_of_a_transaction_dated_on_both_sides_of_the_instant_land_in_one_sn
     assert_lake_equals_source(settings)  # up to the source's clock
     status = collect(resolve(settings))
     assert status.health.state == "healthy", status.health.reasons
+
+
+def test_rows_read_ahead_of_the_clock_and_changed_after_are_seen_by_every_check_and_repaired(settings):
+    """Found by the adversary: rows loaded ahead of the source's clock were in no compared range,
+    so one the source deleted or changed afterwards left --status healthy, --verify equal and
+    --repair with nothing to do. They are compared by id and content after the watermark."""
+    from pipeline.ops.pipeline import Pipeline
+
+    add_events(settings, 20, seed=311)
+    run(settings, engine="dlt")
+    table, now = source_table(settings), datetime.now(UTC)
+    ahead = [replace(e, event_timestamp=now + timedelta(hours=1)) for e in EventFactory(313).batch(3, now)]
+    with source_db(settings, autocommit=False) as conn:
+        write_batch(conn, table, EventFactory(312).batch(4, now - timedelta(seconds=30)) + ahead)
+    assert run(settings, engine="dlt").rows_inserted == 7
+    with source_db(settings) as conn:
+        conn.execute(f"DELETE FROM {table} WHERE event_id = %s", (ahead[0].event_id,))
+        conn.execute(f"UPDATE {table} SET details = details || '{{\"seen\": 1}}' WHERE event_id = %s",
+                     (ahead[1].event_id,))
+    status = collect(resolve(settings))
+    assert status.health.state == "failing", status.health.reasons
+    assert not verify_compare(settings).equal
+    with Pipeline(settings, engine="dlt") as pipeline:
+        check = pipeline.prove(None).tables["events"]
+        assert (check.extra, check.changed) == ([ahead[0].event_id], [ahead[1].event_id]), check.describe()
+        repaired = pipeline.repair(None)
+        assert (repaired.rows_removed, repaired.rows_loaded) == (2, 1), repaired.summary()
+        assert pipeline.prove(None).exact
+    assert verify_compare(settings).equal
+    assert collect(resolve(settings)).health.state == "healthy"
+    assert lake_query(settings, f"SELECT details->>'seen' FROM {settings.lake_name}.main.events WHERE event_id = "
+                                f"'{ahead[1].event_id}'") == [("1",)]
 
 
 def test_a_session_and_its_events_dated_ahead_land_in_one_image(lake_env):
