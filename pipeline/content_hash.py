@@ -54,10 +54,13 @@ class RowHash:
 
     columns: tuple[Column, ...]
     id_kind: IdKind = IdKind.UUID  # the table's key (:class:`pipeline.id_checksum.IdKind`)
+    # the source database holds text as UTF-8 (the bytes DuckDB hashes); else Postgres hashes its
+    # text converted to UTF-8 (SourceRelation.utf8)
+    utf8: bool = True
 
     @classmethod
     def of(cls, lake_types: Mapping[str, str], source_types: Mapping[str, str], id_column: str = ID,
-           time_column: str = TIME, *, id_kind: IdKind = IdKind.UUID) -> RowHash:
+           time_column: str = TIME, *, id_kind: IdKind = IdKind.UUID, utf8: bool = True) -> RowHash:
         """The columns the lake table (``lake_types``: name -> DuckDB type) and the source
         (``source_types``: name -> Postgres udt) both have, the id and time columns under the
         canonical names every relation gives them (:mod:`pipeline.columns`)."""
@@ -66,11 +69,16 @@ class RowHash:
             if name in (id_column, time_column) or name not in source_types:
                 continue
             columns.append(Column(name, _form(kind.upper(), source_types[name])))
-        return cls(tuple(columns), id_kind)
+        return cls(tuple(columns), id_kind, utf8)
 
     def postgres(self) -> str:
         """md5 (32 hex digits) of a source row, over the canonical relation's columns."""
-        return f"md5({' || '.join(framed(self.postgres_text(c), 'octet_length') for c in self.columns)})"
+        if self.utf8:
+            return f"md5({' || '.join(framed(self.postgres_text(c), 'octet_length') for c in self.columns)})"
+        # byte counts and bytes as UTF-8 has them
+        as_utf8 = [f"convert_to({self.postgres_text(c)}, 'UTF8')" for c in self.columns]
+        return ("md5(" + " || ".join(f"coalesce(octet_length({text})::text::bytea || ':'::bytea || {text}, "
+                                     "'N'::bytea)" for text in as_utf8) + ")")
 
     def duckdb(self) -> str:
         """md5 (32 hex digits) of a lake row, over the canonical relation's columns."""

@@ -179,8 +179,8 @@ def postgres_id(column: str, kind: IdKind) -> str:
     if kind is IdKind.INTEGER:
         key = f"({column})::bigint"
         return f"(substr(md5({key}::text), 1, 16) || lpad(to_hex({key}), 16, '0'))::uuid"
-    if kind is IdKind.TEXT:
-        return f"md5({column}::text)::uuid"
+    if kind is IdKind.TEXT:  # of its UTF-8 bytes, as DuckDB takes them (a LATIN1 source's are others)
+        return f"md5(convert_to({column}::text, 'UTF8'))::uuid"
     return f"(CASE WHEN {column}::text ~* {_PG_UUID_TEXT} THEN btrim({column}::text, {_PG_BLANKS})::uuid END)"
 
 

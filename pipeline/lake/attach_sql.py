@@ -63,8 +63,9 @@ def source_statements(dsn: PgDsn, alias: str = SOURCE_ALIAS) -> list[str]:
     sessions in the source's time zone like every other reader's."""
     from psycopg.conninfo import make_conninfo
 
+    # its text as UTF-8, what DuckDB holds (a LATIN1 database's bytes were "invalid unicode")
     options = dsn.session_options()
-    target = make_conninfo("", options=options) if options else ""
+    target = make_conninfo("", client_encoding="UTF8", **({"options": options} if options else {}))
     return [postgres_secret_sql(f"{alias}_secret", dsn, show_secrets=True),
             f"ATTACH {quote_literal(target)} AS {alias} (TYPE postgres, SECRET {alias}_secret, READ_ONLY)"]
 

@@ -161,7 +161,7 @@ def row_hash(lake: LakeTable, source: SourceRelation, how: IdShape) -> RowHash:
     """The content proof's columns of a table: the lake table's that the source has
     (:mod:`pipeline.content_hash`)."""
     return RowHash.of(events_column_types(lake), source.types, source.id_column, source.time_column,
-                      id_kind=how.kind)
+                      id_kind=how.kind, utf8=source.utf8)
 
 
 def key_shape(conn: psycopg.Connection, lake: LakeTable, source: SourceRelation) -> IdShape:

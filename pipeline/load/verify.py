@@ -194,4 +194,11 @@ def sample_differences(con: duckdb.DuckDBPyConnection, lake: str, source: str, u
          WHERE s.event_type IS DISTINCT FROM l.event_type OR s.event_timestamp <> l.event_timestamp
             OR s.details IS DISTINCT FROM l.details OR s.created_at IS DISTINCT FROM l.created_at
          ORDER BY 3 LIMIT {limit})""", {"upper": upper, **({"low": low} if low else {})}).fetchall()
-    return tuple(f"{kind}: {id_column} {row_id} at {ts}" for kind, row_id, ts in rows)
+    return tuple(f"{kind}: {id_column} {_printable(row_id)} at {ts}" for kind, row_id, ts in rows)
+
+
+def _printable(key: object) -> str:
+    """A key as a line can hold it: a text key's control characters escaped (a newline and a terminal
+    sequence in a key printed a line of their own)."""
+    text = str(key)
+    return text if text.isprintable() else repr(text)

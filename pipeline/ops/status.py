@@ -414,6 +414,8 @@ def _collect(settings: ResolvedSettings, table: TableSpec, *, checked: Integrity
                 future = stats.rows_after(conn, source, now)
                 far_future = stats.rows_after(conn, source, now + health.FUTURE_TOLERANCE) \
                     if future else 0
+                if future and watermark is not None:  # those a load read with their transaction wait not
+                    future -= _held_ahead(settings, table, conn, source, now)
                 if far_future and watermark is not None:
                     far_future -= _held_ahead(settings, table, conn, source, now + health.FUTURE_TOLERANCE)
                 # bounded by the event_timestamp index: the newest loadable row (future-dated rows

@@ -261,11 +261,13 @@ def _source_tables(read: _Reader) -> tuple[TableSpec, ...]:
                               "quotes is read through a view that renames it.")
         table = TableSpec(_table_name(name, what), *columns)
         tables.append(table)
-    lake_tables = [t.name for t in tables]
+    # DuckDB's names ignore case: public.Items and public.items would be one lake table
+    lake_tables = [t.name.lower() for t in tables]
     twice = sorted({n for n in lake_tables if lake_tables.count(n) > 1})
     if twice:
         raise ConfigError(f"{what}: two tables would land as main.{twice[0]} in the lake "
-                          f"({', '.join(t.qualified for t in tables if t.name == twice[0])}).",
+                          f"({', '.join(t.qualified for t in tables if t.name.lower() == twice[0])}; the "
+                          "lake's names ignore case).",
                           "Each table lands under its own name: load tables of different names, or give "
                           "each its own lake (DUCKLAKE_NAME).")
     single = read.raw("SOURCE_TABLE")

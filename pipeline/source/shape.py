@@ -79,6 +79,9 @@ class SourceRelation:
     types: Mapping[str, str] = field(default_factory=dict, compare=False)
     # the session's zone is the time zone database's (a naive time column's index serves ranges)
     zone_known: bool = True
+    # the database holds text as UTF-8 (or as bytes: SQL_ASCII), the bytes DuckDB hashes; else the
+    # content proof hashes its text converted to UTF-8 (a LATIN1 'café' was "changed" for ever)
+    utf8: bool = True
 
     @classmethod
     def read(cls, conn: psycopg.Connection, qualified: str, id_column: str = ID,
@@ -86,8 +89,9 @@ class SourceRelation:
         columns = source_columns(conn, qualified)
         naive = columns.get(time_column) == "timestamp"
         zone_known = not naive or known_zone(one_row(conn.execute("SHOW TimeZone"))[0])
+        utf8 = one_row(conn.execute("SHOW server_encoding"))[0] in ("UTF8", "SQL_ASCII")
         return cls(qualified, id_column, time_column, tuple(name for name in OPTIONAL if name not in columns),
-                   bool(columns) and has_row_versions(conn, qualified), columns, zone_known)
+                   bool(columns) and has_row_versions(conn, qualified), columns, zone_known, utf8)
 
     @classmethod
     def of(cls, conn: psycopg.Connection, table: TableSpec) -> SourceRelation:

@@ -41,7 +41,14 @@ def session_timezone(conn: psycopg.Connection) -> str:
 
 
 def table_exists(conn: psycopg.Connection, qualified: str) -> bool:
-    # names as the catalog spells them (public.Orders is "Orders", not orders)
+    """Is there such a table? Names as the catalog spells them (public.Orders is "Orders"). In a schema
+    the role may not use, the lookup itself is refused ("permission denied for schema"): it counts as
+    there, and :func:`require_select` names the GRANT."""
+    usable = one_row(conn.execute(
+        "SELECT n.oid IS NULL OR has_schema_privilege(n.oid, 'USAGE') FROM (SELECT %s::text AS name) s "
+        "LEFT JOIN pg_namespace n ON n.nspname = s.name", (qualified.split(".")[0],)))[0]
+    if not usable:
+        return True
     return one_row(conn.execute("SELECT to_regclass(%s) IS NOT NULL", (quote_qualified(qualified),)))[0]
 
 

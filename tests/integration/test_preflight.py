@@ -136,6 +136,36 @@ def test_a_source_role_without_select_is_named_with_its_grant(settings, lake_env
             conn.execute(f"DROP ROLE {role}")
 
 
+def test_a_role_without_usage_on_a_mixed_case_schema_is_told_the_grant(lake_env, cli):
+    """Found by the adversary: the table's lookup ran before the access check and failed with
+    "unexpected error: permission denied for schema Sales"; the GRANT is named, quoted as needed."""
+    import uuid
+
+    import psycopg
+
+    from pipeline.settings.pgdsn import PgDsn
+    from pipeline.settings.resolve import resolve
+
+    owner = resolve(load_settings(lake_env)).source_dsn
+    role = f"el_nousage_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(owner.conninfo(), autocommit=True) as conn:
+        conn.execute('CREATE SCHEMA "Sales"')
+        conn.execute('CREATE TABLE "Sales"."Orders" (id bigint PRIMARY KEY, at timestamptz NOT NULL)')
+        conn.execute(f"CREATE ROLE {role} LOGIN")
+    try:
+        env = {**lake_env, "SOURCE_TABLES": "Sales.Orders:at:id",
+               "SOURCE_PG_DSN": PgDsn.parse(f"host={owner.host} port={owner.port} dbname={owner.dbname} "
+                                            f"user={role}").conninfo()}
+        ran = cli("--run", "--engine", "dlt", env=env)
+        assert ran.returncode == 1 and "unexpected" not in ran.stdout + ran.stderr, ran.stderr[-2000:]
+        assert f'GRANT USAGE ON SCHEMA "Sales" TO {role}; GRANT SELECT ON "Sales"."Orders" TO {role};' \
+            in ran.stderr, ran.stderr[-2000:]
+    finally:
+        with psycopg.connect(owner.conninfo(), autocommit=True) as conn:
+            conn.execute(f"DROP OWNED BY {role}")
+            conn.execute(f"DROP ROLE {role}")
+
+
 def test_a_run_that_fails_its_checks_is_recorded_and_status_says_so(lake_env, tmp_path, cli):
     """A failed --run (a refused folder) left --status healthy: it is recorded as a failed load."""
     import json

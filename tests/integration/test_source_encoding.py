@@ -30,3 +30,31 @@ def test_a_sql_ascii_source_is_read_as_text(lake_env, pg_server):
     finally:
         with psycopg.connect(pg_server.conninfo(), autocommit=True) as admin:
             admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+def test_a_latin1_source_with_text_keys_and_accents_is_proven_equal(lake_env, pg_server):
+    """Found by the adversary: Postgres hashed a LATIN1 database's bytes and DuckDB UTF-8's, so
+    text keys 'café' and 'naïve' were "missing" and "extra" for ever, and an accented column
+    "changed": both sides hash UTF-8 now."""
+    from pipeline.load.verify import compare
+    from tests.helpers import run
+
+    name = f"el_latin1_{secrets.token_hex(4)}"
+    with psycopg.connect(pg_server.conninfo(), autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name} ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
+    try:
+        source = pg_server.conninfo().replace("dbname=postgres", f"dbname={name}")
+        settings = resolve(load_settings({**lake_env, "SOURCE_PG_DSN": source,
+                                          "SOURCE_TABLES": "public.refunds:refunded_at:refund_ref"}))
+        with psycopg.connect(source, autocommit=True) as conn:
+            conn.execute("CREATE TABLE public.refunds (refund_ref text PRIMARY KEY, refunded_at timestamptz "
+                          "NOT NULL DEFAULT now() - interval '1 minute', note text)")
+            conn.execute("INSERT INTO public.refunds (refund_ref, note) VALUES ('café', 'crème brûlée'), "
+                         "('naïve', 'Ørsted'), ('plain', 'plain')")
+        assert run(settings, engine="dlt").rows_inserted == 3
+        status = collect(settings)
+        assert status.health.state == "healthy", status.health.reasons
+        assert compare(settings).equal
+    finally:
+        with psycopg.connect(pg_server.conninfo(), autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE {name} WITH (FORCE)")

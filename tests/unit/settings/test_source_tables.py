@@ -45,6 +45,7 @@ def test_the_flag_overrides_the_environment():
     ("public.sessions:a:b:c", "'public.sessions:a:b:c' is not schema.table"),
     ("public.events; DROP TABLE x", "is not a table name"),
     ("public.events,tenant.events", "two tables would land as main.events"),
+    ("public.Items:at:id,public.items:at:id", "two tables would land as main.items"),  # DuckDB ignores case
     ("public.sessions:started at", "is not schema.table"),
 ])
 def test_malformed_lists_are_refused_naming_the_entry(value, words):
