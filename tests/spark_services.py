@@ -52,7 +52,11 @@ class StandaloneCluster:
         self.procs.append(self._spawn(
             [SPARK_CLASS, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
              "--port", str(self.master_port), "--webui-port", str(self.ui_port)], env, "master.log"))
-        self.add_worker()
+        try:
+            self.add_worker()
+        except BaseException:  # a cluster that did not come up leaves no master or worker behind
+            self.stop()
+            raise
         return self
 
     def add_worker(self) -> None:

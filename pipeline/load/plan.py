@@ -53,7 +53,10 @@ def plan_batch(snapshot: PlannerSnapshot, lake: LakeTable, settings: ResolvedSet
         bounded = bound_at if bound_at is not None else stats.time_of_row(conn, source, watermark, upper,
                                                                              bound_rows)
         if bounded is not None and bounded < upper:
-            window, backfill = plan_window(watermark, settings.lookback, bounded, since), True
+            # from where the last part ended, without the look-back: re-read behind every part, a history
+            # whose rows lie within one look-back was read again whole by each (rows committed behind a
+            # part meanwhile are found through the arrival column, else by --reconcile)
+            window, backfill = plan_window(watermark, timedelta(0), bounded, since), True
     window = replace(window, wall_clock=source.wall_clock)
     # what arrived since the last plan, whatever the window reads (a source whose id is not unique
     # reads its whole look-back, and still reaches back to rows a long transaction committed)

@@ -26,7 +26,7 @@ from pipeline.errors import (
     is_transient,
     scrub_secrets,
 )
-from pipeline.extract.batch import ExtractRequest, extract
+from pipeline.extract.batch import Extractor, ExtractRequest, extract
 from pipeline.extract.engines import make_extractor
 from pipeline.lake import batches, jobs
 from pipeline.lake.connect import lake_session
@@ -393,16 +393,14 @@ class _TableLoad:
             staging.release_batch(table_dir, batch_id)
             log.info("removed the leftovers of batch %s, whose extraction died with its process", batch_id)
 
-    def extract(self, lake_identity: str, engines: Engines, snapshot: PlannerSnapshot,
+    def extract(self, lake_identity: str, extractor: Extractor, snapshot: PlannerSnapshot,
                 plan: BatchPlan, group: tuple[str, dict[str, str]] | None = None) -> StagedBatch:
-        """Stage the plan's rows as a batch, read in the planner's snapshot (``group``: a
-        SOURCE_TABLES plan's name and batch ids, this table's among them, claimed by the image)."""
+        """Stage the plan's rows as a batch with ``extractor`` (the load's, made once), read in the
+        planner's snapshot (``group``: a SOURCE_TABLES plan's name and batch ids, this table's
+        among them, claimed by the image)."""
         settings, report = self.settings, self.report
         log.info("extracting %d rows in window %s with %s", plan.stats.rows, plan.window.describe(),
-                 engines.name)
-        t0 = time.monotonic()
-        extractor = make_extractor(engines.name, settings, engines.session())
-        report.seconds["engine_start"] = time.monotonic() - t0
+                 extractor.engine)
         t0 = time.monotonic()
         batch_id = group[1][self.lake.table] if group else staging.new_batch_id()
         # claimed before its first file (the lake ids zero-copy writes into the data path): a kill
@@ -412,19 +410,19 @@ class _TableLoad:
         except OSError as exc:  # an object store that went away: named, temporary (was "unexpected")
             raise store_outage(settings, exc) or exc from None
         try:
-            choice = zero_copy.choose(settings, self.lake, snapshot.conn, engines.name, plan, batch_id)
+            choice = zero_copy.choose(settings, self.lake, snapshot.conn, extractor.engine, plan, batch_id)
         except BaseException:
             staging.release_batch(self.staged, batch_id)
             raise
         request = ExtractRequest(settings, self.table, plan, batch_id, lake_identity, promotion=choice,
                                  group=group)
         batch = extract(extractor, request)
-        report.seconds["extract"] = time.monotonic() - t0
+        took = time.monotonic() - t0
+        report.seconds["extract"] = report.seconds.get("extract", 0.0) + took
         report.staged_batch, report.rows_in_window = batch.batch_id, batch.manifest.row_count
         log.info("staged batch %s: %d rows in %d file(s)%s (%.2fs)", batch.batch_id,
                  batch.manifest.row_count, len(batch.manifest.files),
-                 f" + {len(batch.lake_files)} lake file(s) to register" if batch.lake_files else "",
-                 report.seconds["extract"])
+                 f" + {len(batch.lake_files)} lake file(s) to register" if batch.lake_files else "", took)
         return batch
 
     def held_as_planned(self, plan: BatchPlan) -> bool:
@@ -516,6 +514,7 @@ class _ImageLoad:
         self.history_bound: datetime | None = None
         self.history_moved = False
         self.history_rows = 0
+        self._made: Extractor | None = None  # the extractor, once the first extraction made it
 
     def check(self, extracts: bool) -> None:
         """What a load checks before its first plan: every table's lake table made, none loaded from
@@ -569,6 +568,15 @@ class _ImageLoad:
         for load in self.loads:
             load.report.watermark = batches.watermark(load.lake)
 
+    def _extractor(self, engines: Engines, load: _TableLoad) -> Extractor:
+        """The load's extractor, made by its first extraction (its engine's start counted there) and
+        kept for every table and part after it: one engine start per load."""
+        if self._made is None:
+            t0 = time.monotonic()
+            self._made = make_extractor(engines.name, self.settings, engines.session())
+            load.report.seconds["engine_start"] = time.monotonic() - t0
+        return self._made
+
     def reading_history(self) -> bool:
         """Does a table still read its history in parts, the last part having moved it on?"""
         return self.history_moved and any(load.report.catching_up for load in self.loads)
@@ -579,16 +587,15 @@ class _ImageLoad:
         some tables only would pair them with the others' older instant)."""
         started, read, inserted = time.monotonic(), self._rows_read(), self.report.rows_inserted
         snapshots = set(self.report.snapshots)
-        try:
-            self._load(lake_identity, engines, promote_now)
-        finally:
-            if self.history_bound is not None and promote_now:
-                part = HistoryPart(self.history_bound, self._rows_read() - read,
-                                   self.report.rows_inserted - inserted,
-                                   [s for s in self.report.snapshots if s not in snapshots],
-                                   time.monotonic() - started)
-                self.report.parts.append(part)
-                self._say_progress(part)
+        self._load(lake_identity, engines, promote_now)
+        # a part of a history read in parts (not one read whole in a single image): said, and reported
+        if self.history_bound is not None and promote_now and (self.report.parts or self.reading_history()):
+            part = HistoryPart(self.history_bound, self._rows_read() - read,
+                               self.report.rows_inserted - inserted,
+                               [s for s in self.report.snapshots if s not in snapshots],
+                               time.monotonic() - started)
+            self.report.parts.append(part)
+            self._say_progress(part)
 
     def _rows_read(self) -> int:
         return sum(load.report.rows_read for load in self.loads)
@@ -764,7 +771,7 @@ class _ImageLoad:
                     except OSError as exc:
                         raise store_outage(self.settings, exc) or exc from None
                     claimed.append((load, group))
-            staged = [(load, load.extract(lake_identity, engines, snapshot, plan,
+            staged = [(load, load.extract(lake_identity, self._extractor(engines, load), snapshot, plan,
                                           group=(group, ids) if group else None))
                       for load, plan in loading]
             self.report.staged_batch = group or staged[0][1].batch_id
