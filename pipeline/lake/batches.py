@@ -214,9 +214,12 @@ def ids_in_buckets(lake: LakeTable, low: datetime | None, upper: datetime,
     return found
 
 
-def holds_no_row(lake: LakeTable) -> bool:
-    """Is the events table empty (a first load's lake)?"""
-    return rows_held(lake) == 0
+def holds_no_row(lake: LakeTable, after: datetime | None = None) -> bool:
+    """Does the events table hold no row (dated after ``after``; file statistics prune the rest)?"""
+    if after is None:
+        return rows_held(lake) == 0
+    return one_row(lake.execute(f"SELECT count(*) FROM {lake.rows} WHERE event_timestamp > $after",
+                                {"after": after}))[0] == 0
 
 
 def rows_held(lake: LakeTable) -> int:

@@ -96,7 +96,8 @@ def plan_batch(snapshot: PlannerSnapshot, lake: LakeTable, settings: ResolvedSet
                      completeness=check if window.arrivals is not None else None, rows_behind=rows_behind,
                      ids=ids, source_ids=source_ids, lake_ids=lake_ids, extra_columns=extra_columns,
                      extra_defaults=shape.values_before(conn, source, extra_columns),
-                     lake_was_empty=watermark is None and batches.holds_no_row(lake), backfill=backfill)
+                     lake_was_empty=batches.holds_no_row(lake, after=window.low)
+                     if watermark is None or backfill else False, backfill=backfill)
 
 
 # at most this many rows dated after the instant are looked at for transactions a window reads part

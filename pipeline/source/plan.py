@@ -32,7 +32,9 @@ class BatchPlan:
     # which ids the source holds dated in the window's range, in the planner's snapshot: what the
     # lake must hold there once the batch is promoted (pipeline.load.proof); the commit records it
     source_ids: IdSum | None = None
-    lake_was_empty: bool = False  # a first load into an events table holding no row
+    # the events table held no row in the window's range: a first load, or a part of a history (read
+    # in order, each from where the last one ended): what it inserts is what the range holds
+    lake_was_empty: bool = False
     lake_ids: IdSum | None = None  # the lake's side of the range as the plan read it (arrival-aware plans)
     backfill: bool = False  # a catch-up part: its upper bounded by rows, before the snapshot's instant
 
