@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from uuid import UUID
 
 import psycopg
 
@@ -234,7 +235,7 @@ class LakeFacts:
             facts.catching_up = batch_table.catching_up(lake) is not None
             facts.history_rate = batch_table.history_rate(lake) if facts.catching_up else None
             if ("main", lake.table) in tables:  # (a table added to SOURCE_TABLES: made by its first load)
-                facts.lake_rows = one_row(lake.execute(f"SELECT count(*) FROM {lake.events_table}"))[0]
+                facts.lake_rows = batch_table.rows_held(lake)
         facts.snapshots, facts.latest = one_row(lake.execute(
             f"SELECT count(*), max(snapshot_id) FROM {lake.name}.snapshots()"))
         files, size = one_row(lake.execute(
@@ -268,14 +269,20 @@ def _cadence(load_every: timedelta, last_load: jobs.JobRun | None) -> health.Cad
 
 
 def _held_ahead(settings: ResolvedSettings, table: TableSpec, conn: psycopg.Connection,
-                source: SourceRelation, after: datetime) -> int:
-    """Of the source's rows dated after ``after``, how many the lake holds: a load read them with the
-    rest of their transaction (:func:`pipeline.load.plan.whole_transactions`), so they wait for nothing."""
+                source: SourceRelation, now: datetime, far: datetime | None) -> tuple[int, int]:
+    """Of the source's rows dated after ``now``, and of those after ``far`` (None: none), how many the
+    lake holds: a load read them with the rest of their transaction
+    (:func:`pipeline.load.plan.whole_transactions`), so they wait for nothing. One lake session."""
     with lake_session(settings, read_only=True) as opened:
         lake = opened.table_of(table)
         kind = proof.key_shape(conn, lake, source).kind
-        ahead = stats.future_rows(conn, source, after, id_kind=kind, limit=PULL_LIMIT + 1)
-        return len(batch_table.held_ids(lake, {i for ids in ahead.values() for i in ids}, kind=kind))
+
+        def ids_after(instant: datetime) -> set[UUID]:
+            ahead = stats.future_rows(conn, source, instant, id_kind=kind, limit=PULL_LIMIT + 1)
+            return {i for ids in ahead.values() for i in ids}
+
+        held = batch_table.held_ids(lake, ids_after(now), kind=kind)
+        return len(held), len(held & ids_after(far)) if far is not None else 0
 
 
 def _identity(conn: psycopg.Connection, settings: ResolvedSettings, table: TableSpec, source: SourceRelation,
@@ -415,9 +422,9 @@ def _collect(settings: ResolvedSettings, table: TableSpec, *, checked: Integrity
                 far_future = stats.rows_after(conn, source, now + health.FUTURE_TOLERANCE) \
                     if future else 0
                 if future and watermark is not None:  # those a load read with their transaction wait not
-                    future -= _held_ahead(settings, table, conn, source, now)
-                if far_future and watermark is not None:
-                    far_future -= _held_ahead(settings, table, conn, source, now + health.FUTURE_TOLERANCE)
+                    held, held_far = _held_ahead(settings, table, conn, source, now,
+                                                 now + health.FUTURE_TOLERANCE if far_future else None)
+                    future, far_future = future - held, far_future - held_far
                 # bounded by the event_timestamp index: the newest loadable row (future-dated rows
                 # wait, so they are no lag), and the rows past the watermark
                 newest = one_row(conn.execute(f"SELECT max(event_timestamp)::timestamptz FROM {relation} "

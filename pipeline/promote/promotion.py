@@ -52,10 +52,10 @@ def insert_sql(lake: LakeTable, have: Mapping[str, str], kind: IdKind, batch_has
     return insert_columns_sql(lake, have, new_rows, extra_columns or {})
 
 
-def key_kind(lake: LakeTable, manifest: Manifest, lake_type: str | None) -> IdKind:
+def key_kind(lake: LakeTable, manifest: Manifest) -> IdKind:
     """The batch's key as its plan read it from the source and the lake; for a batch staged before
-    keys had kinds, as the lake's id column (of type ``lake_type``) holds it."""
-    return IdKind(manifest.id_kind) if manifest.id_kind else IdKind.of_lake(lake_type, lake.id_column)
+    keys had kinds, as the lake's id column holds it (read only then)."""
+    return IdKind(manifest.id_kind) if manifest.id_kind else lake.id_kind()
 
 
 class Outcome(StrEnum):
@@ -227,7 +227,7 @@ def _contents(lake: LakeTable, batch: StagedBatch) -> _Contents:
     # the other columns as promotion casts them: the lake table's type of each it has already
     existing = events_column_types(lake) if manifest.extra_columns else {}
     extra = {name: existing.get(name, kind) for name, kind in (manifest.extra_columns or {}).items()}
-    stats = validate.batch_stats_sql(extra, id_kind=key_kind(lake, batch.manifest, lake.id_type()))
+    stats = validate.batch_stats_sql(extra, id_kind=key_kind(lake, batch.manifest))
     staged, loadable, distinct_ids, min_ts, max_ts, invalid = (
         one_row(lake.execute(stats, {"files": files})) if files else (0, 0, 0, None, None, 0))
     registered = sum(int(f["rows"]) for f in lake_files)
@@ -280,7 +280,7 @@ def _write(lake: LakeTable, batch: StagedBatch,
     optional = {name: kind for name, kind in OPTIONAL_LAKE_TYPES.items() if name not in absent}
     have = add_columns(lake, {**optional, **extra}, batch.manifest.extra_defaults or {})
     lake_extra = {name: have[name] for name in extra}
-    kind = key_kind(lake, batch.manifest, have.get(lake.id_column))
+    kind = key_kind(lake, batch.manifest)
     rejected = validate.rejected_sql(contents.invalid > 0, contents.has_duplicates, lake_extra, id_kind=kind)
     if rejected is not None:
         meter.step("quarantining rows that cannot load")

@@ -33,6 +33,15 @@ def verify_compare(settings):
     return _compare(resolve(settings))
 
 
+def _assert_whole_in_every_snapshot(settings, events, after: int) -> None:
+    """Every lake snapshot after ``after`` holds all of ``events`` (one transaction's) or none."""
+    ids = ", ".join(f"'{e.event_id}'" for e in events)
+    for version in [v for v in snapshot_ids(settings) if v > after]:
+        held = lake_query(settings, f"SELECT count(*) FROM {settings.lake_name}.main.events "
+                                    f"AT (VERSION => {version}) WHERE event_id IN ({ids})")
+        assert held in ([(0,)], [(len(events),)]), (version, held)
+
+
 # ahead of the source's clock, but within the tolerance after which --status calls rows stale
 AHEAD = timedelta(minutes=3)
 
@@ -53,11 +62,7 @@ def test_rows_of_a_transaction_dated_on_both_sides_of_the_instant_land_in_one_sn
     report = run(settings, engine=engine, spark=session)
     # the transaction's four rows ahead came with its six; the three of a transaction of their own wait
     assert (report.rows_inserted, report.rows_in_future) == (10, 3), report
-    ids = ", ".join(f"'{e.event_id}'" for e in straddling)
-    for version in [v for v in snapshot_ids(settings) if v > before]:
-        held = lake_query(settings, f"SELECT count(*) FROM {settings.lake_name}.main.events "
-                                    f"AT (VERSION => {version}) WHERE event_id IN ({ids})")
-        assert held in ([(0,)], [(10,)]), (version, held)
+    _assert_whole_in_every_snapshot(settings, straddling, after=before)
     # loaded again while they are still ahead: held once, nothing more
     assert run(settings, engine="dlt").rows_inserted == 0
     assert lake_query(settings, f"SELECT count(*), count(DISTINCT event_id) FROM {settings.lake_name}.main.events"
@@ -132,10 +137,6 @@ def test_a_late_transaction_straddling_reconciles_bound_is_backfilled_whole(sett
     before = snapshot_ids(settings)[-1]
     with Pipeline(settings, engine="dlt") as pipeline:
         assert pipeline.reconcile().rows_backfilled == 9
-    ids = ", ".join(f"'{e.event_id}'" for e in late)
-    for version in [v for v in snapshot_ids(settings) if v > before]:
-        held = lake_query(settings, f"SELECT count(*) FROM {settings.lake_name}.main.events "
-                                    f"AT (VERSION => {version}) WHERE event_id IN ({ids})")
-        assert held in ([(0,)], [(9,)]), (version, held)
+    _assert_whole_in_every_snapshot(settings, late, after=before)
     assert run(settings, engine="dlt").rows_inserted == 0
     assert_lake_equals_source(settings, expected_rows=59)
