@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from pipeline import actions, staging
+from pipeline import actions, process, staging
 from pipeline.errors import (
     CatalogUnavailable,
     ConfigError,
@@ -290,9 +290,11 @@ class Loader:
             if mode.extracts:
                 # the watermarks are read with the plan's other lake reads, in one lake transaction
                 # (after leftovers: their commits move them); a history goes on part after part, each
-                # in a snapshot of its own, until read (or a part fails: the next load resumes)
+                # in a snapshot of its own, until read (or a part fails, or a stop was asked for: the next
+                # load resumes after the last committed part)
                 image.load(ready.lake_identity, engines, promote_now=mode.promotes)
-                while mode.promotes and image.reading_history() and not (report.set_aside or report.lacking):
+                while (mode.promotes and image.reading_history() and not (report.set_aside or report.lacking)
+                       and process.stop_signal() is None):
                     image.load(ready.lake_identity, engines, promote_now=True)
             else:
                 image.read_watermarks()
