@@ -61,6 +61,11 @@ class IdSum:
         """From a query's count and sums of halves: each sum reduced modulo 2**64."""
         return cls(int(count or 0), int(high or 0) % MODULUS, int(low or 0) % MODULUS)
 
+    @classmethod
+    def recorded(cls, count: int, checksum: str) -> IdSum:
+        """The sums as a batch records them (:attr:`checksum`)."""
+        return cls(count, int(checksum[:16], 16), int(checksum[16:], 16))
+
     def with_content(self, high: SupportsInt | None, low: SupportsInt | None) -> IdSum:
         """These ids with their rows' hash sums (each reduced modulo 2**64)."""
         return replace(self, content_high=int(high or 0) % MODULUS, content_low=int(low or 0) % MODULUS)

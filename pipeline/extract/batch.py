@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -28,6 +28,7 @@ from pipeline.errors import (
     scrub_secrets,
 )
 from pipeline.extract import lake_files
+from pipeline.id_checksum import IdSum
 from pipeline.progress import Progress
 from pipeline.promote import zero_copy
 from pipeline.promote.zero_copy import LakeTarget, PromotionChoice
@@ -69,6 +70,9 @@ class ExtractRequest:
     promotion: PromotionChoice = PromotionChoice()  # decided with the plan (pipeline.promote.zero_copy)
     # SOURCE_TABLES: the plan's batches across tables (table -> batch id), promoted together
     group: tuple[str, dict[str, str]] | None = None
+    # a plan whose readers sum the ids (BatchPlan.ids_read), read by an engine that did not: the
+    # planner's snapshot sums them instead (its proof, as for any window)
+    source_ids: Callable[[], IdSum] | None = None
 
     @property
     def lake_target(self) -> LakeTarget | None:
@@ -109,9 +113,10 @@ class ExtractRequest:
 class Extractor(Protocol):
     engine: Engine
 
-    def write_parquet(self, request: ExtractRequest, meter: Progress) -> None:
+    def write_parquet(self, request: ExtractRequest, meter: Progress) -> IdSum | None:
         """Write the window's rows as Parquet files into ``request.folder``, reporting rows
-        written (or estimated) to ``meter``."""
+        written (or estimated) to ``meter``; return the ids read dated in the window's range when
+        the plan asks the readers to sum them (:attr:`BatchPlan.ids_read`) and they did, else None."""
 
 
 class ShortBatch(TerminalError):
@@ -144,7 +149,7 @@ def extract(extractor: Extractor, request: ExtractRequest) -> StagedBatch:
 def _extract_claimed(extractor: Extractor, request: ExtractRequest, folder: Folder, meter: Progress,
                      started: float) -> StagedBatch:
     try:
-        extractor.write_parquet(request, meter)
+        read = extractor.write_parquet(request, meter)
     except BaseException as exc:
         # partial files (Spark's _temporary parts, a half-written file on a full disk): never
         # promoted, so removed now rather than left for maintenance an hour later
@@ -195,6 +200,7 @@ def _extract_claimed(extractor: Extractor, request: ExtractRequest, folder: Fold
         staging.remove_batch(folder)
         raise short_batch_error(request, extractor.engine, rows, len(files) + len(lake))
     schema = _parquet_metadata(folder, files[0]).schema.to_arrow_schema() if files else settled.schema
+    proven = _proof(request, read)
     batch = staging.seal(
         folder,
         batch_id=request.batch_id,
@@ -225,11 +231,22 @@ def _extract_claimed(extractor: Extractor, request: ExtractRequest, folder: Fold
         backfill=request.plan.backfill,
         ids_unique=request.plan.unique_ids,
         id_kind=request.plan.ids.kind.value,
-        source_ids=request.plan.source_ids.count if request.plan.source_ids else None,
-        source_id_checksum=request.plan.source_ids.checksum if request.plan.source_ids else None,
+        source_ids=proven.count if proven else None,
+        source_id_checksum=proven.checksum if proven else None,
     )
     meter.finish(rows, "staged")
     return batch
+
+
+def _proof(request: ExtractRequest, read: IdSum | None) -> IdSum | None:
+    """The ids the source holds dated in the window's range, in the planner's snapshot: the plan's
+    count, or what the readers read when they summed it (the row check above holds them to the
+    plan's count), or the snapshot's sums when this engine did not."""
+    if not request.plan.ids_read:
+        return request.plan.source_ids
+    if read is None and request.source_ids is not None:
+        return request.source_ids()
+    return read
 
 
 def _engine_gone(exc: BaseException) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pipeline.extract.arrow_writer import write_tables
 from pipeline.extract.batch import ExtractRequest, select_sql
+from pipeline.id_checksum import IdSum
 from pipeline.progress import Progress
 from pipeline.settings.model import Engine
 from pipeline.source.snapshot import import_statements
@@ -18,7 +19,8 @@ CHUNK_ROWS = 100_000
 class DltExtractor:
     engine = Engine.DLT
 
-    def write_parquet(self, request: ExtractRequest, meter: Progress) -> None:
+    def write_parquet(self, request: ExtractRequest, meter: Progress) -> IdSum | None:
+        """Write the window's rows; the ids are not summed here (None: the plan's snapshot sums them)."""
         import sqlalchemy as sa
         from dlt.sources.sql_database import sql_table
 
@@ -42,6 +44,7 @@ class DltExtractor:
             write_tables(request.folder, resource, request.extra_columns, on_rows=meter.update)
         finally:
             engine.dispose()
+        return None
 
 
 def _read_in_snapshot(engine, snapshot_id: str) -> None:

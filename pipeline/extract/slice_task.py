@@ -25,18 +25,24 @@ import socket
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from pipeline.extract import read_ids
 from pipeline.extract.arrow_writer import ParquetFile, staging_schema, to_staging_schema
 from pipeline.extract.task_reports import ReportTo
 from pipeline.source.shape import EVENT_COLUMNS
 from pipeline.storage.folder import Folder
 
-RESULT_SCHEMA = "slice long, rows long"  # what each task tells Spark (Spark DDL)
+# what each task tells Spark (Spark DDL): its rows, and the ids it read dated in the window's range
+# when it sums them (pipeline.extract.read_ids; null: it did not)
+RESULT_SCHEMA = "slice long, rows long, ids long, id_high long, id_low long"
+_RESULT = pa.schema([("slice", pa.int64()), ("rows", pa.int64()), ("ids", pa.int64()),
+                     ("id_high", pa.int64()), ("id_low", pa.int64())])
 DEST = "_dest"  # the folder a zero-copy batch's rows are split on: "lake", "stage" or "seen"
 SEEN = "seen"  # rows whose id the lake already holds: counted as duplicates, then deleted
 
@@ -117,6 +123,8 @@ class SliceJob:
     output: Folder | LakeOutput | None
     extra_columns: tuple[str, ...] = ()
     report_to: ReportTo | None = None  # the driver's progress line, when one is drawn
+    # sum the ids of the rows read dated at or before this (the window's upper): the part's proof
+    sum_ids_to: datetime | None = None
 
     def __call__(self, slices: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in slices:
@@ -132,12 +140,16 @@ class SliceJob:
             for item in rows:
                 yield from to_staging_schema(item, schema).to_batches()
             return
+        tally = read_ids.Tally(self.sum_ids_to) if self.sum_ids_to is not None else None
+        if tally is not None:
+            rows = tally.through(rows)
         if isinstance(self.output, LakeOutput):
             count = _split_for_lake(rows, self.output, index)
         else:
             count = _write_staging(rows, self.output, f"part-{index:05d}.parquet", schema)
-        yield pa.RecordBatch.from_pydict({"slice": [index], "rows": [count]},
-                                         schema=pa.schema([("slice", pa.int64()), ("rows", pa.int64())]))
+        ids = tally.total if tally is not None else None
+        yield pa.RecordBatch.from_pydict({"slice": [index], "rows": [count],
+                                          **read_ids.as_columns(ids)}, schema=_RESULT)
 
 
 def _write_staging(rows: Iterator[pa.RecordBatch], folder: Folder, name: str, schema: pa.Schema) -> int:

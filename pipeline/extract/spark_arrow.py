@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from pipeline.errors import ConfigError, first_line, scrub_secrets
-from pipeline.extract import partitions
+from pipeline.extract import partitions, read_ids
 from pipeline.extract.batch import ExtractRequest, select_sql
 from pipeline.extract.lake_files import incoming_dir
 from pipeline.extract.partitions import plan_partitions, time_chunks
@@ -34,6 +34,7 @@ from pipeline.extract.slice_task import (
 from pipeline.extract.spark_progress import task_progress
 from pipeline.extract.spark_session import connect_lost, default_cores, functions
 from pipeline.extract.task_reports import ReportTo
+from pipeline.id_checksum import IdSum
 from pipeline.progress import Progress
 from pipeline.source.shape import TYPED_COLUMNS
 from pipeline.source.window import Window
@@ -71,7 +72,8 @@ def job(request: ExtractRequest, parts: list[Slice], output: Folder | LakeOutput
     columns = TYPED_COLUMNS if typed else None
     queries = tuple(select_sql(request.plan.source.sql, window, request.extra_columns, columns=columns,
                                also=pages) for window, pages in parts)
-    return SliceJob(slice_source(request), queries, output, tuple(request.extra_columns), report_to)
+    return SliceJob(slice_source(request), queries, output, tuple(request.extra_columns), report_to,
+                    sum_ids_to=request.window.upper if request.plan.ids_read else None)
 
 
 def slice_source(request: ExtractRequest) -> SliceSource:
@@ -85,8 +87,9 @@ def lake_output(target: LakeTarget, batch_id: str) -> LakeOutput:
                       target.lake_ids, target.typed)
 
 
-def write_slices(spark: SparkSession, request: ExtractRequest, meter: Progress) -> int:
-    """Read and write the window in slices on the executors; returns the rows they wrote."""
+def write_slices(spark: SparkSession, request: ExtractRequest, meter: Progress) -> IdSum | None:
+    """Read and write the window in slices on the executors; returns the ids they read dated in
+    its range when the plan asked them to sum them (:attr:`BatchPlan.ids_read`), else None."""
     count = request.settings.spark.partitions or plan_partitions(request.stats.rows, default_cores(spark))
     parts = slices(request, count)
     if request.lake_target is not None:
@@ -97,7 +100,10 @@ def write_slices(spark: SparkSession, request: ExtractRequest, meter: Progress) 
     tasks = spark.range(0, len(parts), 1, len(parts))  # slice numbers, one partition (task) each
     with task_progress(spark, meter) as report_to:
         frame = tasks.mapInArrow(job(request, parts, output, report_to), RESULT_SCHEMA)
-        return sum(int(row["rows"]) for row in frame.collect())
+        results = frame.collect()
+    if not request.plan.ids_read:
+        return None
+    return read_ids.of_results([(row["ids"], row["id_high"], row["id_low"]) for row in results])
 
 
 def fetch_through_driver(spark: SparkSession, request: ExtractRequest) -> Iterator[pa.Table]:

@@ -27,6 +27,7 @@ from pipeline.extract.spark_session import (
     default_cores,
     functions,
 )
+from pipeline.id_checksum import IdSum
 from pipeline.lake.schema import PARTITION_KEYS
 from pipeline.lake.validate import Helpers
 from pipeline.process import cancellable
@@ -114,12 +115,13 @@ class SparkExtractor:
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark
 
-    def write_parquet(self, request: ExtractRequest, meter: Progress) -> None:
+    def write_parquet(self, request: ExtractRequest, meter: Progress) -> IdSum | None:
         """Write the window's rows; a Spark Connect server lost on the way is said as such (the
-        caller removes what was written, whatever the error)."""
+        caller removes what was written, whatever the error). The arrow reader's slices sum the
+        ids they read when the plan asks (:attr:`BatchPlan.ids_read`)."""
         try:
             with self._watched(request.settings.spark):
-                self._write(request, meter)
+                return self._write(request, meter)
         except BaseException as exc:
             if request.settings.spark.reader is Reader.ARROW:
                 from pipeline.extract.spark_arrow import slice_source
@@ -143,13 +145,12 @@ class SparkExtractor:
         with cancellable(lambda: cancel_jobs(self.spark)), watch:
             yield
 
-    def _write(self, request: ExtractRequest, meter: Progress) -> None:
+    def _write(self, request: ExtractRequest, meter: Progress) -> IdSum | None:
         if request.settings.spark.reader is Reader.ARROW:
-            self._write_arrow(request, meter)
-            return
+            return self._write_arrow(request, meter)
         if request.settings.staging_writer is StagingWriter.DRIVER:
             self._write_through_driver(request, meter)
-            return
+            return None
         # SPARK_PARTITIONS, else planned from the rows and the cluster's task slots (under Spark
         # Connect asking for those runs a small job, so it is only done when needed)
         partitions = request.settings.spark.partitions or plan_partitions(request.stats.rows,
@@ -172,15 +173,16 @@ class SparkExtractor:
             if error is None:
                 raise
             raise error from None
+        return None
 
-    def _write_arrow(self, request: ExtractRequest, meter: Progress) -> None:
+    def _write_arrow(self, request: ExtractRequest, meter: Progress) -> IdSum | None:
         from pipeline.extract import spark_arrow
 
         if request.settings.staging_writer is StagingWriter.DRIVER:
             write_tables(request.folder, spark_arrow.fetch_through_driver(self.spark, request),
                          request.extra_columns, on_rows=meter.update)
-            return
-        spark_arrow.write_slices(self.spark, request, meter)
+            return None
+        return spark_arrow.write_slices(self.spark, request, meter)
 
     def warm_up(self, settings: ResolvedSettings, rows: int = WARM_UP_ROWS) -> None:
         """Start what the first load would otherwise start: with the arrow reader, a Python

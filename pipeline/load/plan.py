@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 import psycopg
 
 from pipeline import id_checksum
+from pipeline.id_checksum import IdKind
 from pipeline.lake import batches
 from pipeline.lake.session import LakeTable
 from pipeline.load import proof
@@ -47,11 +48,11 @@ def plan_batch(snapshot: PlannerSnapshot, lake: LakeTable, settings: ResolvedSet
     ids = proof.key_shape(conn, lake, source)
     since = None if rows_behind else _arrivals(snapshot, lake, source, arrival_column, ids.unique)
     window = plan_window(watermark, settings.lookback, upper, since)
-    backfill = False
+    backfill, walked = False, None
     if bound_rows or bound_at is not None:
         # the rows after the watermark: the look-back before it was read by the last part
-        bounded = bound_at if bound_at is not None else stats.time_of_row(conn, source, watermark, upper,
-                                                                             bound_rows)
+        walked = stats.part_end(conn, source, watermark, upper, bound_rows) if bound_at is None else None
+        bounded = bound_at if bound_at is not None else walked.at if walked else None
         if bounded is not None and bounded < upper:
             # from where the last part ended, without the look-back: re-read behind every part, a history
             # whose rows lie within one look-back was read again whole by each (rows committed behind a
@@ -71,9 +72,17 @@ def plan_batch(snapshot: PlannerSnapshot, lake: LakeTable, settings: ResolvedSet
         log.warning("%d events are dated after the source's clock (%s): they are loaded when due, but "
                     "for those whose transaction wrote rows this image reads (read with them)", in_future,
                     upper.isoformat())
-    window_stats = stats.window_stats(conn, source, window)
-    # what the lake must hold in the window's range once this batch is in: checked after promotion
-    source_ids = proof.source_ids(conn, source, window.low, window.upper, ids)
+    # a part the walk counted (and nothing moved its range since): only its undated rows are counted
+    counted = walked is not None and backfill and (window.low, window.upper) == (watermark, walked.at)
+    dated = walked.rows if walked is not None and counted else None
+    window_stats = (stats.window_stats(conn, source, window) if dated is None
+                    else stats.part_stats(conn, source, window, dated))
+    lake_was_empty = batches.holds_no_row(lake, after=window.low) if watermark is None or backfill else False
+    # what the lake must hold in the window's range once this batch is in: checked after promotion.
+    # A part of a history into an empty range has it summed by the readers from the rows they read
+    # (pipeline.extract.read_ids), the walk's count keeping them honest: no scan of its own
+    ids_read = dated is not None and lake_was_empty and ids.kind is IdKind.UUID and ids.unique
+    source_ids = None if ids_read else proof.source_ids(conn, source, window.low, window.upper, ids)
     check, lake_ids = None, None
     if window.arrivals is not None and window.low is not None:
         _warn_rows_ahead(snapshot, source.qualified, arrival_column, upper)
@@ -82,7 +91,8 @@ def plan_batch(snapshot: PlannerSnapshot, lake: LakeTable, settings: ResolvedSet
         side = proof.lake_side(conn, lake, source, window.low, window.upper, ids)
         # the lake's side as it is now: an empty window leaves it so, and the check needs no other read
         lake_ids = side.held
-        check = Completeness(source_rows=source_ids.count, lake_rows=side.events.count + side.set_aside,
+        check = Completeness(source_rows=source_ids.count if source_ids else window_stats.rows,
+                             lake_rows=side.events.count + side.set_aside,
                              window_rows=window_stats.rows)
         if check.behind:
             rows_behind = check.behind
@@ -96,8 +106,7 @@ def plan_batch(snapshot: PlannerSnapshot, lake: LakeTable, settings: ResolvedSet
                      completeness=check if window.arrivals is not None else None, rows_behind=rows_behind,
                      ids=ids, source_ids=source_ids, lake_ids=lake_ids, extra_columns=extra_columns,
                      extra_defaults=shape.values_before(conn, source, extra_columns),
-                     lake_was_empty=batches.holds_no_row(lake, after=window.low)
-                     if watermark is None or backfill else False, backfill=backfill)
+                     lake_was_empty=lake_was_empty, backfill=backfill, ids_read=ids_read)
 
 
 # at most this many rows dated after the instant are looked at for transactions a window reads part

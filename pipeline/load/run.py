@@ -28,6 +28,7 @@ from pipeline.errors import (
 )
 from pipeline.extract.batch import Extractor, ExtractRequest, extract
 from pipeline.extract.engines import make_extractor
+from pipeline.id_checksum import IdSum
 from pipeline.lake import batches, jobs
 from pipeline.lake.connect import lake_session
 from pipeline.lake.identity import lake_id
@@ -356,6 +357,11 @@ class Engines:
         return self.spark
 
 
+def _snapshot_ids(snapshot: PlannerSnapshot, plan: BatchPlan) -> IdSum:
+    """The ids the planner's snapshot holds dated in the plan's window's range."""
+    return proof.source_ids(snapshot.conn, plan.source, plan.window.low, plan.window.upper, plan.ids)
+
+
 @dataclass
 class _TableLoad:
     """One table's part of an image load: the table, its lake table, its report, where its first
@@ -366,6 +372,9 @@ class _TableLoad:
     lake: LakeTable
     report: TableRun  # the load's own report when the image is one SOURCE_TABLE
     planned_from: datetime | None = None  # the watermark the load's first plan started after
+    # the ids its last extraction read in its window's range, for a plan whose readers sum them
+    # (BatchPlan.ids_read): the plan's source side, known once the batch is staged
+    read_ids: IdSum | None = None
 
     @property
     def staged(self) -> Folder:
@@ -417,8 +426,11 @@ class _TableLoad:
             staging.release_batch(self.staged, batch_id)
             raise
         request = ExtractRequest(settings, self.table, plan, batch_id, lake_identity, promotion=choice,
-                                 group=group)
+                                 group=group, source_ids=lambda: _snapshot_ids(snapshot, plan))
+        self.read_ids = None
         batch = extract(extractor, request)
+        if plan.ids_read and batch.manifest.source_ids is not None and batch.manifest.source_id_checksum:
+            self.read_ids = IdSum.recorded(batch.manifest.source_ids, batch.manifest.source_id_checksum)
         took = time.monotonic() - t0
         report.seconds["extract"] = report.seconds.get("extract", 0.0) + took
         report.staged_batch, report.rows_in_window = batch.batch_id, batch.manifest.row_count
@@ -441,21 +453,22 @@ class _TableLoad:
         """Compare the lake with the planner's snapshot over the window's range, by id; return how
         many ids the lake lacks. Lake rows the source no longer has there are reported (they were
         deleted or moved in the source after loading), never hidden and never deleted."""
-        if plan.source_ids is None:
+        source = plan.source_ids
+        if plan.ids_read:  # summed by the readers, recorded with the batch (else the snapshot's, now)
+            source = self.read_ids or _snapshot_ids(snapshot, plan)
+        if source is None:
             return 0
         ids = plan.ids
-        if plan.lake_was_empty and ids.kind.one_spelling and ids.unique and inserted == plan.source_ids.count:
+        if plan.lake_was_empty and ids.kind.one_spelling and ids.unique and inserted == source.count:
             # a first load: every id it inserted is one of the snapshot's in the range (read from it,
             # deduplicated), and it inserted as many as the snapshot holds there, so it inserted
             # them all — a subset of equal size is the set. No scan of what was just written.
-            self.report.check = proof.RangeCheck(plan.window.low, plan.window.upper, plan.source_ids,
-                                                 plan.source_ids)
+            self.report.check = proof.RangeCheck(plan.window.low, plan.window.upper, source, source)
             return 0
         t0 = time.monotonic()
         with one_read(self.lake):
             check = proof.compare(snapshot.conn, self.lake, plan.source, plan.window.low,
-                                  plan.window.upper, plan.ids, source=plan.source_ids,
-                                  ahead_of=plan.window.upper)
+                                  plan.window.upper, plan.ids, source=source, ahead_of=plan.window.upper)
         check = proof.newer_than_snapshot(self.settings.source_dsn, plan.source, check, plan.ids)
         self.report.seconds["check"] = self.report.seconds.get("check", 0.0) + time.monotonic() - t0
         self.report.check = check

@@ -37,6 +37,9 @@ class BatchPlan:
     lake_was_empty: bool = False
     lake_ids: IdSum | None = None  # the lake's side of the range as the plan read it (arrival-aware plans)
     backfill: bool = False  # a catch-up part: its upper bounded by rows, before the snapshot's instant
+    # source_ids is summed by the readers from the rows they read (pipeline.extract.read_ids) and
+    # recorded with the batch: a part of a history into an empty range, counted by its walk
+    ids_read: bool = False
 
     @property
     def unique_ids(self) -> bool:

@@ -15,7 +15,7 @@ from pipeline.content_hash import RowHash, framed, postgres_instant_text
 from pipeline.errors import SourceAccessDenied, SourceTableMissing
 from pipeline.id_checksum import IdKind, IdSum, among_values, postgres_among
 from pipeline.source.shape import SourceRelation, staged_text
-from pipeline.source.window import DATED, FINITE_FLOOR, LATEST, XID_SPAN, Arrivals, Window, range_sql
+from pipeline.source.window import DATED, FINITE_FLOOR, LATEST, UNDATED, XID_SPAN, Arrivals, Window, range_sql
 from pipeline.sqltext import one_row, quote_if_needed, quote_qualified
 
 
@@ -128,18 +128,47 @@ def arrived_behind(conn: psycopg.Connection, source: SourceRelation, arrivals: A
     return int(count), earliest
 
 
-def time_of_row(conn: psycopg.Connection, source: SourceRelation, low: datetime | None, upper: datetime,
-                rows: int) -> datetime | None:
-    """The time of the ``rows``-th oldest row dated in ``(low, upper]`` (a walk of the time column's
-    index), or None when the range holds fewer: where a bounded backfill's window ends."""
+@dataclass(frozen=True)
+class PartEnd:
+    """Where a bounded part of a history ends: the time of its last row, and how many rows are
+    dated from where it starts up to there when the walk knows it exactly (None: count them)."""
+
+    at: datetime
+    rows: int | None
+
+
+def part_end(conn: psycopg.Connection, source: SourceRelation, low: datetime | None, upper: datetime,
+             rows: int) -> PartEnd | None:
+    """Where a part of about ``rows`` rows dated in ``(low, upper]`` ends (a walk of the time
+    column's index), or None when the range holds fewer: where a bounded backfill's window ends.
+    The walk reads the row after the ``rows``-th too: when it is dated later, the part holds
+    exactly ``rows`` rows, and the part needs no count of its own (a tie at the bound, or a
+    naive column, whose wall-time order is not the instants', leaves it to :func:`window_stats`)."""
     # a naive column's index walk: rows in wall-time order are about as many (the window ends at
     # this row's instant, exactly, whichever it is)
     order = source.wall_clock.column if source.wall_clock else "event_timestamp"
     query = sql.SQL(f"SELECT event_timestamp::timestamptz FROM {{t}} WHERE {_range_sql(low, source)} "
-                    "ORDER BY {order} OFFSET %(skip)s LIMIT 1").format(t=sql.SQL(source.sql),
+                    "ORDER BY {order} OFFSET %(skip)s LIMIT 2").format(t=sql.SQL(source.sql),
                                                                         order=sql.Identifier(order))
-    row = conn.execute(query, {"low": low, "upper": upper, "skip": rows - 1}).fetchone()
-    return row[0] if row else None
+    found = [row[0] for row in conn.execute(query, {"low": low, "upper": upper, "skip": rows - 1}).fetchall()]
+    if not found:
+        return None
+    exact = source.wall_clock is None and (len(found) == 1 or found[1] > found[0])
+    return PartEnd(found[0], rows if exact else None)
+
+
+def part_stats(conn: psycopg.Connection, source: SourceRelation, window: Window, dated: int) -> WindowStats:
+    """:func:`window_stats` of a part whose ``dated`` rows (those in its time range) a walk
+    counted (:func:`part_end`): only the rows without a time it reads too are counted, and the
+    earliest time looked up, both through the time column's index."""
+    query = sql.SQL(f"SELECT (SELECT count(*) FROM {{t}} WHERE {UNDATED} AND {{w}}), "
+                    f"(SELECT min(event_timestamp)::timestamptz FROM {{t}} WHERE "
+                    f"{range_sql('%(low)s' if window.low is not None else None, '%(upper)s')})").format(
+        t=sql.SQL(source.sql), w=sql.SQL(window.where_sql()))
+    undated, lo = one_row(conn.execute(query, window.params()))
+    pages, estimate = _table_size(conn, source)
+    return WindowStats(rows=dated + int(undated), min_ts=lo, max_ts=window.upper, table_pages=pages,
+                       table_rows=estimate)
 
 
 def _range_sql(low: datetime | None, source: SourceRelation) -> str:
@@ -292,10 +321,15 @@ def window_stats(conn: psycopg.Connection, source: SourceRelation, window: Windo
         "FROM {t} WHERE {w}"
     ).format(t=sql.SQL(source.sql), w=sql.SQL(window.where_sql()))
     rows, lo, hi = one_row(conn.execute(query, window.params()))
-    # a plain table's pages and rows: a window holding much of the table is read in page ranges
-    # (pipeline.extract.partitions.page_ranges), each page once, not by time over an index
+    pages, estimate = _table_size(conn, source)
+    return WindowStats(rows=rows, min_ts=lo, max_ts=hi, table_pages=pages, table_rows=estimate)
+
+
+def _table_size(conn: psycopg.Connection, source: SourceRelation) -> tuple[int, int]:
+    """A plain table's pages and rows: a window holding much of the table is read in page ranges
+    (pipeline.extract.partitions.page_ranges), each page once, not by time over an index."""
     pages, estimate = one_row(conn.execute(
         "SELECT CASE WHEN c.relkind = 'r' THEN pg_relation_size(c.oid) / current_setting('block_size')::int "
         "ELSE 0 END, greatest(c.reltuples, 0)::bigint FROM pg_class c WHERE c.oid = %s::regclass",
         (quote_qualified(source.qualified),)))
-    return WindowStats(rows=rows, min_ts=lo, max_ts=hi, table_pages=int(pages), table_rows=int(estimate))
+    return int(pages), int(estimate)

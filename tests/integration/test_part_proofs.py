@@ -1,0 +1,99 @@
+"""A part of a history proves itself from its own read (issue 54): the slices sum the ids they read
+dated in the part's range, the plan's walk counts the part, and no second scan of the source is
+made. The sums must be the source's, whatever else the window reads (rows without a time, rows
+pulled from after it) and however the ids travel (a UUID, or its text for copy promotion); a tie
+at a part's bound leaves the count to the plan, and the part is still whole."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pyarrow as pa
+
+from pipeline.extract import spark_arrow
+from pipeline.extract.batch import ExtractRequest
+from pipeline.extract.slice_task import LakeOutput
+from pipeline.id_checksum import IdKind, IdSum
+from pipeline.settings.resolve import resolve
+from pipeline.source import stats
+from pipeline.source.connect import connect
+from pipeline.source.ddl import ensure_table
+from pipeline.source.plan import BatchPlan
+from pipeline.source.shape import SourceRelation
+from pipeline.source.snapshot import exported_snapshot
+from pipeline.source.window import Window
+from pipeline.storage.folder import folder_of
+from tests.conftest import load_settings, run_cli
+from tests.helpers import add_events, assert_lake_equals_source, lake_query, only_table, source_table
+
+
+def _source_sums(conn, source: SourceRelation, low: datetime | None, upper: datetime) -> IdSum:
+    return stats.id_sums(conn, source, low, upper, id_kind=IdKind.UUID, unique=True).get(0, IdSum())
+
+
+def test_the_slices_sum_exactly_the_ids_the_source_holds_in_the_range_however_they_travel(settings, tmp_path):
+    settings = resolve(settings)
+    add_events(settings, 1_500, seed=541)
+    table = source_table(settings)
+    with connect(settings.source_dsn) as conn:  # two rows without a time, two dated after the range
+        conn.execute(f"INSERT INTO {table} (event_id, event_type, event_timestamp) SELECT gen_random_uuid(), "
+                     "'x', ts FROM unnest(ARRAY['infinity', '-infinity', now() + interval '1 day', "
+                     "now() + interval '2 days']::timestamptz[]) ts")
+    with exported_snapshot(settings.source_dsn) as (conn, snapshot_id, _, _):
+        conn.execute(f"ANALYZE {table}")
+        source, upper = SourceRelation.of(conn, only_table(settings)), stats.server_now(conn)
+        low = datetime.now(UTC) - timedelta(days=365 * 5)
+        # the rows of the second day ahead are pulled with the window (as a whole transaction's)
+        window = Window(low, upper, pulled="event_timestamp > now() + interval '36 hours'")
+        expected = _source_sums(conn, source, low, upper)
+        assert expected.count == 1_500
+        window_stats = stats.window_stats(conn, source, window)
+        assert window_stats.rows == 1_500 + 2 + 1
+        plan = BatchPlan(source, window, window_stats, snapshot_id, "UTC", ids_read=True)
+        request = ExtractRequest(settings, only_table(settings), plan, "b-proof")
+        for name, output in (("text ids, staged for copy promotion", folder_of(str(tmp_path / "s"), settings.storage)),
+                             ("UUIDs, for the lake", LakeOutput(folder_of(str(tmp_path / "z"), settings.storage),
+                                                                None, None, typed=True))):
+            for parts in (spark_arrow.slices(request, 3), spark_arrow.slices(request, 0, rows_per_slice=400)):
+                job = spark_arrow.job(request, parts, output)
+                results = [row for batch in job(iter([pa.record_batch({"id": list(range(len(parts)))})]))
+                           for row in batch.to_pylist()]
+                for stale in tmp_path.iterdir():  # each job writes anew
+                    for file in stale.rglob("*.parquet"):
+                        file.unlink()
+                read = spark_arrow.read_ids.of_results([(r["ids"], r["id_high"], r["id_low"]) for r in results])
+                assert sum(r["rows"] for r in results) == window_stats.rows, (name, results)
+                assert read == expected, (name, len(parts), read, expected)
+
+
+ROWS, PART = 1_200, 400
+
+
+def test_a_history_in_parts_records_each_parts_proof_as_the_source_sums_it_a_tie_at_a_bound_included(lake_env):
+    env = {**lake_env, "BACKFILL_BATCH_ROWS": str(PART), "LOOKBACK": "15m"}
+    settings = resolve(load_settings(env))
+    with connect(settings.source_dsn) as conn:
+        ensure_table(conn, "public.events")
+        conn.execute("INSERT INTO public.events (event_id, event_type, event_timestamp, details) "
+                     "SELECT gen_random_uuid(), 'view', now() - interval '1 hour' - make_interval(mins => i), "
+                     f"jsonb_build_object('i', i) FROM generate_series(1, {ROWS}) i")
+        # the 800th and 801st oldest rows share their instant: the second part's bound is a tie
+        conn.execute("UPDATE public.events SET event_timestamp = (SELECT event_timestamp FROM public.events "
+                     "ORDER BY event_timestamp OFFSET 799 LIMIT 1) WHERE event_id = (SELECT event_id FROM "
+                     "public.events ORDER BY event_timestamp OFFSET 800 LIMIT 1)")
+        conn.execute("INSERT INTO public.events (event_id, event_type, event_timestamp) "
+                     "VALUES (gen_random_uuid(), 'undated', 'infinity')")
+    result = run_cli("events_pipeline.py", "--run", "--engine", "spark", "--json", env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    document = json.loads(result.stdout)
+    assert document["rows_inserted"] == ROWS, document
+    assert [p["rows_read"] for p in document["parts"][:3]] == [PART + 1, PART + 1 + 1, PART - 1 + 1], document["parts"]
+    recorded = lake_query(settings, f"SELECT window_low, window_upper, source_ids, source_id_checksum FROM "
+                                    f"{settings.lake_name}.ops.batches ORDER BY window_upper")
+    assert len(recorded) == 3, recorded
+    with connect(settings.source_dsn) as conn:
+        source = SourceRelation.of(conn, only_table(settings))
+        for low, upper, count, checksum in recorded:
+            assert IdSum.recorded(count, checksum) == _source_sums(conn, source, low, upper), (low, upper)
+    assert_lake_equals_source(settings, expected_rows=ROWS)
