@@ -27,6 +27,7 @@ from typing import Any
 log = logging.getLogger("tests.faults")
 POINTS = ("after-stage", "before-commit", "lose-lock", "slow-read", "drop-rows")
 SLOW_READ_SECONDS = 30
+SLOW_ENV = "EVENT_LAKE_TEST_SLOW_SECONDS"  # slow-read's sleep, when not SLOW_READ_SECONDS
 ENV = "EVENT_LAKE_TEST_FAULT"
 
 
@@ -57,7 +58,8 @@ def install(point: str, patch: Callable[[object, str, Any], None] | None = None)
 
 def slow_query(query: str) -> str:
     """``query``, after a sleep in Postgres each time it runs (once per read slice)."""
-    return f"SELECT q.* FROM ({query}) q, (SELECT pg_sleep({SLOW_READ_SECONDS})) delay"
+    seconds = float(os.environ.get(SLOW_ENV, SLOW_READ_SECONDS))
+    return f"SELECT q.* FROM ({query}) q, (SELECT pg_sleep({seconds})) delay"
 
 
 def _kill(point: str) -> None:

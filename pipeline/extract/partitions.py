@@ -8,7 +8,7 @@ from datetime import datetime
 
 from pipeline.source.window import Window
 
-ROWS_PER_PARTITION = 250_000
+ROWS_PER_PARTITION = 500_000  # a slice streams: its memory is its Arrow batch, whatever its rows
 DRIVER_CHUNK_ROWS = 250_000  # rows the driver holds at once with STAGING_WRITER=driver
 
 

@@ -227,15 +227,14 @@ def _as_staged(table: pa.Table) -> pa.Table:
 
 def _by_day(table: pa.Table) -> Iterator[tuple[str, pa.Table]]:
     """``(year=Y/month=M/day=D, rows)`` per UTC day of ``event_timestamp`` (DuckLake's folders)."""
-    ts = table.column("event_timestamp")  # UTC instants: their fields are the UTC day's
-    low, high = pc.min_max(ts).values()
-    if low.is_valid and (low.as_py().date() == high.as_py().date()):  # a slice within one day
-        yield f"year={low.as_py().year}/month={low.as_py().month}/day={low.as_py().day}", table
-        return
-    parts = [f(ts).cast(pa.string()) for f in (pc.year, pc.month, pc.day)]  # month=1, not 01
-    days = pc.binary_join_element_wise("year=", parts[0], "/month=", parts[1], "/day=", parts[2], "")
-    for folder in pc.unique(days).to_pylist():
-        yield folder, table.filter(pc.equal(days, folder))
+    ts = table.column("event_timestamp")  # UTC instants: their naive form is the UTC wall time
+    # by day number, not by each row's folder name (building that string per row cost about 0.5 s
+    # of CPU per million rows: a tenth of a first load's extraction)
+    days = pc.cast(pc.cast(ts, pa.timestamp(ts.type.unit)), pa.date32())
+    unique = pc.unique(days)
+    for day in unique.to_pylist():
+        folder = f"year={day.year}/month={day.month}/day={day.day}"  # month=1, not 01
+        yield folder, table if len(unique) == 1 else table.filter(pc.equal(days, pa.scalar(day, pa.date32())))
 
 
 def _append(files: dict[str, ParquetFile], incoming: Folder, folder: str, index: int,

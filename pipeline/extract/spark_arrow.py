@@ -56,8 +56,9 @@ def slices(request: ExtractRequest, count: int, rows_per_slice: int | None = Non
     ``rows_per_slice``)."""
     stats = request.stats
     if rows_per_slice is None:
+        # a first part of a history has no lower bound either, but is a part: by its share
         pages = partitions.page_ranges(stats.rows, stats.table_rows, stats.table_pages, count,
-                                       whole=request.window.low is None)
+                                       whole=request.window.low is None and not request.plan.backfill)
         if pages:
             return [(request.window, partitions.page_predicate(p)) for p in pages]
     per = rows_per_slice or max(1, math.ceil(stats.rows / max(count, 1)))

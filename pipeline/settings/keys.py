@@ -78,7 +78,7 @@ ENV_KEYS: dict[str, EnvKey] = {
                                   "parts of about this many rows, each committed with its proof, all in "
                                   "one run; a load killed in between goes on after the last committed "
                                   "part (--status shows how far, and an ETA); 0: all at once",
-                                  "2000000"),
+                                  "5000000"),
     "SOURCE_ARRIVAL_COLUMN": EnvKey("the source's arrival time (a timestamp the database sets as a row "
                                     "is written, best indexed): a run reads only the rows that arrived "
                                     "since the last load instead of the whole look-back; none turns that "

@@ -214,7 +214,7 @@ class SettingsFields:
     lookback: timedelta
     # how far back the source keeps its rows (0: all): older ones are the lake's history alone
     source_retention: timedelta = timedelta(0)
-    backfill_rows: int = 2_000_000  # a history (first load, a table added later) is read in parts this size
+    backfill_rows: int = 5_000_000  # a history (first load, a table added later) is read in parts this size
     arrival_column: str | None = "created_at"  # read only rows that arrived since (None: the look-back)
     source_timezone: str | None = None  # naive source columns are wall-clock time there
     spark: SparkOptions

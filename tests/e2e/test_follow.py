@@ -14,6 +14,8 @@ from tests.helpers import Proc, add_events, assert_lake_equals_source, jobs_tabl
 
 def test_follow_loads_what_arrives_every_second_and_stops_cleanly(settings, lake_env):
     add_events(settings, 2_000, seed=301)
+    # the history is read in parts by the first load, part after part, then what arrived meanwhile
+    lake_env = {**lake_env, "BACKFILL_BATCH_ROWS": "500"}
     generator = Proc("insert_event_data_loop.py", "--continuous", "--rows", "200", "--delay", "0.25",
                      "--workers", "1", "--quiet", env=lake_env)
     follower = Proc("events_pipeline.py", "--follow", "--every", "1s", "--metrics-port", "0", env=lake_env)
@@ -38,7 +40,9 @@ def test_follow_loads_what_arrives_every_second_and_stops_cleanly(settings, lake
     assert live["scheduler"]["mode"] == "follower"
     # a summary a minute and what is unusual, not four lines a load (per-load detail at DEBUG)
     assert "job load success" not in follower.output and "staged," not in follower.output
-    assert sum(" INFO " in line for line in follower.lines) <= 20, follower.output  # start, jobs, stop
+    assert "reading history: part 3 " in follower.output, follower.output  # a line a part: its progress
+    # start, jobs, stop
+    assert sum(" INFO " in line and "history" not in line for line in follower.lines) <= 20, follower.output
     assert follower.lines[-1] == "Stopped following cleanly.", follower.output
     assert "finishing the micro-batch in flight" in follower.output
     # what the follower committed is in the source once each; the rest arrives with the next run
@@ -50,6 +54,8 @@ def test_follow_loads_what_arrives_every_second_and_stops_cleanly(settings, lake
         settings, "SELECT count(*), sum(rows_staged), sum(rows_inserted) FROM lake.ops.batches "
                   "WHERE promoted_at > (SELECT min(promoted_at) FROM lake.ops.batches)")
     assert loads >= 6 and inserted > 0 and read / inserted < 1.5, (loads, read, inserted)
+    [(parts,)] = lake_query(settings, "SELECT count(*) FROM lake.ops.batches WHERE backfill")
+    assert parts >= 3, parts  # 2,000 rows in parts of 500 (the last one reaches the instant: not a part)
     status = json.loads(run_main("--status", "--json", env=lake_env).stdout)
     hour = status["last_hour"]
     assert hour["loads"] >= 7 and hour["rows_read_per_inserted"] < 2

@@ -58,3 +58,25 @@ def test_a_first_load_killed_after_two_parts_resumes_after_the_last_committed_pa
     assert "history read: part" in rerun.stderr and "rows/s" in rerun.stderr, rerun.stderr[-2000:]
     assert json.loads(run_cli("events_pipeline.py", "--status", "--json", env=env).stdout)["history"] is None
     assert_lake_equals_source(settings, expected_rows=ROWS)
+
+
+def test_load_timeout_bounds_each_part_not_the_whole_history(lake_env):
+    """LOAD_TIMEOUT bounds one extraction: a history whose parts' reads together take longer than
+    it (each part's one slice sleeps 2 s in Postgres first: six parts, at least 12 s) loads whole,
+    because no part takes that long."""
+    from tests import faults
+
+    rows, part, timeout = 600, 100, 10
+    env = {**lake_env, "BACKFILL_BATCH_ROWS": str(part), "LOAD_TIMEOUT": f"{timeout}s", "SPARK_PARTITIONS": "1",
+           faults.ENV: "slow-read", faults.SLOW_ENV: "2"}
+    settings = resolve(load_settings(env))
+    with connect(settings.source_dsn) as conn:
+        ensure_table(conn, "public.events")
+        conn.execute("INSERT INTO public.events (event_id, event_type, event_timestamp) SELECT gen_random_uuid(), "
+                     f"'view', now() - interval '1 hour' - make_interval(mins => i) FROM generate_series(1, {rows}) i")
+    result = run_cli("tests/faulty_cli.py", "--run", "--engine", "spark", "--json", env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    document = json.loads(result.stdout)
+    assert document["rows_inserted"] == rows and len(document["parts"]) >= rows // part, document
+    assert document["seconds"]["extract"] > timeout, document["seconds"]  # longer than LOAD_TIMEOUT in all
+    assert_lake_equals_source(settings, expected_rows=rows)

@@ -13,7 +13,7 @@ T = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(("rows", "cores", "expected"), [
-    (0, 2, 1), (10_000, 2, 1), (60_000, 2, 2), (1_000_000, 2, 4), (100_000_000, 2, 8), (1_000_000, 16, 16)])
+    (0, 2, 1), (10_000, 2, 1), (60_000, 2, 2), (1_000_000, 2, 2), (2_000_000, 2, 4), (100_000_000, 2, 8), (1_000_000, 16, 16)])
 def test_partitions_follow_rows_and_cores(rows, cores, expected):
     assert plan_partitions(rows, cores) == expected
 
