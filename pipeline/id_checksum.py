@@ -270,7 +270,11 @@ def postgres_bucket(seconds: int) -> str:
 
 
 def duckdb_bucket(seconds: int) -> str:
-    return f"(epoch_us(event_timestamp) // {seconds * 1_000_000})"
+    """The same bucket in DuckDB, floored as Postgres's is: DuckDB's ``//`` rounds toward zero, so a
+    row before 1970 fell in the bucket after the source's and --verify called it moved (found by the
+    adversary). Exact integer arithmetic: a double loses microseconds far from 1970."""
+    us, width = "epoch_us(event_timestamp)", seconds * 1_000_000
+    return f"(({us} - ((({us} % {width}) + {width}) % {width})) // {width})"
 
 
 def bucket_start(bucket: int, seconds: int) -> datetime:

@@ -74,15 +74,21 @@ def setup(verbose: bool = False, log_format: str = "text", *, quiet: bool = Fals
     progress.configure(enabled=not quiet and log_format == "text")
 
 
+# ``log.info(..., extra=NOTABLE)``: an INFO line that is never routine (a part of a history read
+# by a follower: hours of loading would say nothing otherwise)
+NOTABLE = {"notable": True}
+
+
 @contextlib.contextmanager
 def routine() -> Iterator[None]:
     """INFO lines this thread logs inside the block are routine: DEBUG (shown with --verbose).
     A follower loads every few seconds; four lines a load were 1.4 MB of log an hour, so it logs
-    a summary a minute and anything unusual (warnings, errors) as they come."""
+    a summary a minute and anything unusual (warnings, errors, :data:`NOTABLE` lines) as they come."""
     thread, root = threading.get_ident(), logging.getLogger()
 
     def demote(record: logging.LogRecord) -> bool:
-        if record.thread == thread and record.levelno == logging.INFO:
+        notable = getattr(record, "notable", False)
+        if record.thread == thread and record.levelno == logging.INFO and not notable:
             record.levelno, record.levelname = logging.DEBUG, "DEBUG"
             return root.isEnabledFor(logging.DEBUG)
         return True

@@ -58,7 +58,7 @@ def install(point: str, patch: Callable[[object, str, Any], None] | None = None)
 
 def slow_query(query: str) -> str:
     """``query``, after a sleep in Postgres each time it runs (once per read slice)."""
-    seconds = float(os.environ.get(SLOW_ENV, SLOW_READ_SECONDS))
+    seconds = f"{float(os.environ.get(SLOW_ENV, SLOW_READ_SECONDS)):g}"  # a number, whatever was set
     return f"SELECT q.* FROM ({query}) q, (SELECT pg_sleep({seconds})) delay"
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from pipeline import actions, process, staging
+from pipeline import actions, logs, process, staging
 from pipeline.errors import (
     CatalogUnavailable,
     ConfigError,
@@ -628,7 +628,7 @@ class _ImageLoad:
             left = self.history_rows - loaded
             line += (f" of about {self.history_rows:,} ({100 * loaded / self.history_rows:.0f}%), "
                      f"about {left / rate:,.0f}s left")
-        log.info(line)
+        log.info(line, extra=logs.NOTABLE)  # a follower says it too
 
     def _load(self, lake_identity: str, engines: Engines, promote_now: bool) -> None:
         short = self._image(lake_identity, engines, promote_now, {})

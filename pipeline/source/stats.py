@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from uuid import UUID
 
 import psycopg
@@ -121,11 +121,11 @@ def arrived_behind(conn: psycopg.Connection, source: SourceRelation, arrivals: A
     """Rows that arrived since ``arrivals``' plan dated at or before ``low``, and the earliest: a
     transaction open longer than the look-back commits rows dated before any window (the arrival
     column's index finds them; their dates cannot)."""
-    query = sql.SQL("SELECT count(*), min(event_timestamp) FROM {t} WHERE {arrived} "
+    query = sql.SQL(f"SELECT count(*), {_utc('min(event_timestamp)')} FROM {{t}} WHERE {{arrived}} "
                     f"AND {FINITE_FLOOR} AND event_timestamp <= %(low)s").format(
         t=sql.SQL(source.sql), arrived=sql.SQL(arrivals.arrived_sql()))
     count, earliest = one_row(conn.execute(query, {**arrivals.params(), "low": low}))
-    return int(count), earliest
+    return int(count), _instant(earliest)
 
 
 @dataclass(frozen=True)
@@ -147,10 +147,11 @@ def part_end(conn: psycopg.Connection, source: SourceRelation, low: datetime | N
     # a naive column's index walk: rows in wall-time order are about as many (the window ends at
     # this row's instant, exactly, whichever it is)
     order = source.wall_clock.column if source.wall_clock else "event_timestamp"
-    query = sql.SQL(f"SELECT event_timestamp::timestamptz FROM {{t}} WHERE {_range_sql(low, source)} "
+    query = sql.SQL(f"SELECT {_utc('event_timestamp')} FROM {{t}} WHERE {_range_sql(low, source)} "
                     "ORDER BY {order} OFFSET %(skip)s LIMIT 2").format(t=sql.SQL(source.sql),
                                                                         order=sql.Identifier(order))
-    found = [row[0] for row in conn.execute(query, {"low": low, "upper": upper, "skip": rows - 1}).fetchall()]
+    found = [row[0].replace(tzinfo=UTC) for row in conn.execute(query, {"low": low, "upper": upper,
+                                                                       "skip": rows - 1}).fetchall()]
     if not found:
         return None
     exact = source.wall_clock is None and (len(found) == 1 or found[1] > found[0])
@@ -162,10 +163,11 @@ def part_stats(conn: psycopg.Connection, source: SourceRelation, window: Window,
     counted (:func:`part_end`): only the rows without a time it reads too are counted, and the
     earliest time looked up, both through the time column's index."""
     query = sql.SQL(f"SELECT (SELECT count(*) FROM {{t}} WHERE {UNDATED} AND {{w}}), "
-                    f"(SELECT min(event_timestamp)::timestamptz FROM {{t}} WHERE "
+                    f"(SELECT {_utc('min(event_timestamp)')} FROM {{t}} WHERE "
                     f"{range_sql('%(low)s' if window.low is not None else None, '%(upper)s')})").format(
         t=sql.SQL(source.sql), w=sql.SQL(window.where_sql()))
     undated, lo = one_row(conn.execute(query, window.params()))
+    lo = _instant(lo)
     pages, estimate = _table_size(conn, source)
     return WindowStats(rows=dated + int(undated), min_ts=lo, max_ts=window.upper, table_pages=pages,
                        table_rows=estimate)
@@ -315,14 +317,27 @@ def window_stats(conn: psycopg.Connection, source: SourceRelation, window: Windo
     """Rows and time range of ``window`` (the table's existence was checked by the preflight)."""
     query = sql.SQL(
         # ::timestamptz: a naive column's values are wall-clock time in the session's zone
-        f"SELECT count(*), (min(event_timestamp) FILTER (WHERE {DATED}))::timestamptz, "
+        f"SELECT count(*), {_utc(f'min(event_timestamp) FILTER (WHERE {DATED})')}, "
         # the range's: rows a window pulls from its transactions are dated after it
-        f"(max(event_timestamp) FILTER (WHERE {DATED} AND event_timestamp <= %(upper)s))::timestamptz "
+        f"{_utc(f'max(event_timestamp) FILTER (WHERE {DATED} AND event_timestamp <= %(upper)s)')} "
         "FROM {t} WHERE {w}"
     ).format(t=sql.SQL(source.sql), w=sql.SQL(window.where_sql()))
     rows, lo, hi = one_row(conn.execute(query, window.params()))
+    lo, hi = _instant(lo), _instant(hi)
     pages, estimate = _table_size(conn, source)
     return WindowStats(rows=rows, min_ts=lo, max_ts=hi, table_pages=pages, table_rows=estimate)
+
+
+def _utc(instant_sql: str) -> str:
+    """An instant read as UTC wall time (:func:`_instant` makes it an instant again): rendered in
+    the session's zone, the first instant of year 1 reads as 1 BC west of UTC, which psycopg
+    cannot take, and a load of such a table stopped (found by the adversary)."""
+    # ::timestamptz first: a naive column is wall-clock time in the session's zone
+    return f"(({instant_sql})::timestamptz AT TIME ZONE 'UTC')"
+
+
+def _instant(utc: datetime | None) -> datetime | None:
+    return utc.replace(tzinfo=UTC) if utc is not None else None
 
 
 def _table_size(conn: psycopg.Connection, source: SourceRelation) -> tuple[int, int]:

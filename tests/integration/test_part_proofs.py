@@ -97,3 +97,46 @@ def test_a_history_in_parts_records_each_parts_proof_as_the_source_sums_it_a_tie
         for low, upper, count, checksum in recorded:
             assert IdSum.recorded(count, checksum) == _source_sums(conn, source, low, upper), (low, upper)
     assert_lake_equals_source(settings, expected_rows=ROWS)
+
+
+def test_a_plan_reads_the_first_instant_of_year_one_in_a_zone_west_of_utc(settings):
+    """Found by the adversary: the plan read a part's earliest time in the session's zone, where
+    0001-01-01T00:00Z is 1 BC, which psycopg refuses: every load of such a table stopped (with the
+    arrow reader, whose slices read binary instants; dlt's reader cannot read that row there)."""
+    settings = resolve(settings)
+    add_events(settings, 30, seed=542)
+    first = datetime(1, 1, 1, tzinfo=UTC)
+    with connect(settings.source_dsn) as conn:
+        conn.execute(f"INSERT INTO {source_table(settings)} (event_id, event_type, event_timestamp) VALUES "
+                     "(gen_random_uuid(), 'first', '0001-01-01 00:00:00+00'), "
+                     "(gen_random_uuid(), 'early', '0001-01-01 00:00:00.000001+00')")
+    with exported_snapshot(settings.source_dsn) as (conn, _, _, _):
+        conn.execute("SET TIME ZONE 'America/St_Johns'")
+        source, upper = SourceRelation.of(conn, only_table(settings)), stats.server_now(conn)
+        whole = stats.window_stats(conn, source, Window(None, upper))
+        assert (whole.rows, whole.min_ts) == (32, first), whole
+        end = stats.part_end(conn, source, None, upper, 1)
+        assert end == stats.PartEnd(first, 1), end
+        part = stats.part_stats(conn, source, Window(None, end.at), 1)
+        assert (part.rows, part.min_ts, part.max_ts) == (1, first, first), part
+
+
+def test_rows_before_1970_fall_in_the_same_minute_on_both_sides_when_a_difference_is_located(settings):
+    """Found by the adversary: DuckDB's // rounds toward zero, so the lake put a row of 1969 in the
+    minute after the source's, and a comparison that located a difference called it moved."""
+    from pipeline.ops.pipeline import Pipeline
+
+    settings = resolve(settings)
+    add_events(settings, 50, seed=543)
+    table = source_table(settings)
+    with connect(settings.source_dsn) as conn:
+        conn.execute(f"INSERT INTO {table} (event_id, event_type, event_timestamp) SELECT gen_random_uuid(), 'old', "
+                     "ts FROM unnest(ARRAY['1969-12-31 23:30:00+00', '1969-12-31 23:59:59.999999+00', "
+                     "'1900-01-01 00:00:30+00']::timestamptz[]) ts")
+    with Pipeline(settings, engine="dlt") as pipeline:
+        assert pipeline.run().rows_inserted == 53
+        with connect(settings.source_dsn) as conn:  # a difference elsewhere: the comparison locates it
+            [(gone,)] = conn.execute(f"DELETE FROM {table} WHERE event_id = (SELECT event_id FROM {table} "
+                                     "WHERE event_type <> 'old' LIMIT 1) RETURNING event_id").fetchall()
+        check = pipeline.prove(None).tables[only_table(settings).name]
+    assert (check.extra, check.moved, check.missing) == ([gone], [], []), check.describe()
