@@ -40,9 +40,8 @@ from pipeline.storage.folder import Folder
 
 # what each task tells Spark (Spark DDL): its rows, and the ids it read dated in the window's range
 # when it sums them (pipeline.extract.read_ids; null: it did not)
-RESULT_SCHEMA = "slice long, rows long, ids long, id_high long, id_low long"
-_RESULT = pa.schema([("slice", pa.int64()), ("rows", pa.int64()), ("ids", pa.int64()),
-                     ("id_high", pa.int64()), ("id_low", pa.int64())])
+_RESULT = pa.schema([(name, pa.int64()) for name in ("slice", "rows", "ids", "id_high", "id_low")])
+RESULT_SCHEMA = ", ".join(f"{name} long" for name in _RESULT.names)  # the same, as Spark DDL
 DEST = "_dest"  # the folder a zero-copy batch's rows are split on: "lake", "stage" or "seen"
 SEEN = "seen"  # rows whose id the lake already holds: counted as duplicates, then deleted
 
