@@ -73,3 +73,32 @@ CREATE TABLE IF NOT EXISTS {lake}.{ops}.quarantine (
     quarantined_at  TIMESTAMP WITH TIME ZONE,
     source_columns  JSON  -- the table's other columns, as the source sent them (text), by name
 );
+
+-- Erasure receipts (--erase, pipeline/lake/erasure.py): what was erased, never the value itself
+-- (value_hash: HMAC-SHA256 of it under ERASURE_KEY, or the lake's id). state 'erasing' until every
+-- copy is gone; a rerun of --erase completes an erasure a kill interrupted.
+CREATE TABLE IF NOT EXISTS {lake}.{ops}.erasures (
+    erasure_id        VARCHAR,
+    requested_at      TIMESTAMP WITH TIME ZONE,
+    completed_at      TIMESTAMP WITH TIME ZONE,
+    state             VARCHAR,
+    subject_keys      JSON,     -- table -> where its rows name the subject (SUBJECT_KEY)
+    value_hash        VARCHAR,
+    hash_key          VARCHAR,  -- which key made value_hash: ERASURE_KEY or lake_id
+    rows_erased       JSON,     -- table -> rows removed (quarantined ones under "quarantine")
+    ids_checksum      JSON,     -- table -> count and id checksum of the ids removed
+    snapshot_id       BIGINT,   -- the snapshot from which no row of the subject is current
+    snapshots_expired JSON,     -- the versions time travel lost (the only ones that could show the rows)
+    files_rewritten   BIGINT,
+    bytes_written     BIGINT,
+    staged_batches_removed BIGINT
+);
+
+-- Tombstones: the identities (pipeline/id_checksum.py) of rows erased from a table. Loads,
+-- --reconcile and --repair never load them again; every comparison counts them as intentionally
+-- absent. Ids only: no value of the subject.
+CREATE TABLE IF NOT EXISTS {lake}.{ops}.erased_ids (
+    erasure_id VARCHAR,
+    table_name VARCHAR,
+    identity   UUID
+);

@@ -12,7 +12,9 @@ the process under test. A test that breaks a real CLI process runs it through
 - ``slow-read``: every read slice sleeps :data:`SLOW_READ_SECONDS` in Postgres first, so a
   Spark job is surely running on the executors while a test cancels or kills it;
 - ``drop-rows``: copy promotion leaves some rows out silently (a defect such as a source column
-  shadowing one of validation's), for the identity check to catch.
+  shadowing one of validation's), for the identity check to catch;
+- ``erase-after-commit``, ``erase-after-rewrite``: SIGKILL once an erasure committed its deletes
+  (nothing rewritten or expired yet), or rewrote its files (nothing expired or deleted yet).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from collections.abc import Callable
 from typing import Any
 
 log = logging.getLogger("tests.faults")
-POINTS = ("after-stage", "before-commit", "lose-lock", "slow-read", "drop-rows")
+POINTS = ("after-stage", "before-commit", "lose-lock", "slow-read", "drop-rows", "erase-after-commit",
+          "erase-after-rewrite")
 SLOW_READ_SECONDS = 30
 SLOW_ENV = "EVENT_LAKE_TEST_SLOW_SECONDS"  # slow-read's sleep, when not SLOW_READ_SECONDS
 ENV = "EVENT_LAKE_TEST_FAULT"
@@ -45,6 +48,11 @@ def install(point: str, patch: Callable[[object, str, Any], None] | None = None)
         from pipeline.lake import locks
 
         setter(locks.Lease, "check", _at_fencing(locks.Lease.check, point))
+    elif point.startswith("erase-after-"):
+        from pipeline.lake.erasure import Erasure
+
+        step = point.removeprefix("erase-after-")
+        setter(Erasure, step, _then_kill(getattr(Erasure, step), point))
     elif point == "drop-rows":
         from pipeline.lake import validate
 

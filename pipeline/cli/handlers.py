@@ -202,6 +202,52 @@ def maintain(cmd: Command) -> HandlerResult:
     return True, f"Maintenance {'dry run ' if cmd.args.dry_run else ''}done: {report.describe()}."
 
 
+def erase(cmd: Command) -> HandlerResult:
+    import sys
+
+    from pipeline.errors import ConfigError
+    from pipeline.ops.pipeline import Pipeline
+
+    [value] = cmd.args.erase
+    if not value.strip():
+        raise ConfigError("--erase was given an empty value: nothing was erased.",
+                          "Give the subject's value as SUBJECT_KEY holds it, e.g. --erase user-42.")
+    dry_run, asked = cmd.args.dry_run, cmd.args.yes
+    with Pipeline(cmd.settings) as lake:
+        if not dry_run and not asked:
+            if cmd.json or not sys.stdin.isatty():
+                raise ConfigError("--erase removes the subject's rows from the lake and its history for "
+                                  "good, and asks first; it cannot ask here (no terminal, or --json): "
+                                  "nothing was erased.",
+                                  "See what it would do with --dry-run, then run it again with --yes.")
+            preview = lake.erase(value, dry_run=True)
+            output.err(f"This would {preview.describe().removeprefix('dry run, nothing changed: would ')}.")
+            output.err("Erase for good? Type yes: ", end="")
+            if sys.stdin.readline().strip().lower() != "yes":
+                return False, "Nothing was erased (not confirmed)."
+        report = lake.erase(value, dry_run=dry_run)
+    if cmd.json:
+        output.out(output.dumps({"status": "ok", **report.as_dict()}))
+    return True, f"Erasure {'dry run ' if dry_run else ''}done: {report.describe()}."
+
+
+def erasures(cmd: Command) -> HandlerResult:
+    from pipeline.ops.pipeline import Pipeline
+
+    with Pipeline(cmd.settings) as lake:
+        found = lake.erasures()
+    if cmd.json:
+        output.out(output.dumps({"erasures": [receipt.as_dict() for receipt in found]}))
+    else:
+        for receipt in found:
+            output.out(receipt.summary())
+    pending = [r.erasure_id for r in found if not r.done]
+    if pending:
+        return False, (f"{len(found)} erasure(s); {len(pending)} interrupted ({', '.join(pending)}): "
+                       "run --erase again to complete them.")
+    return True, f"{len(found)} erasure(s), each complete."
+
+
 def doctor(cmd: Command) -> HandlerResult:
     from pipeline.ops.doctor import FAIL, run_checks
 
@@ -279,6 +325,13 @@ ACTIONS: tuple[FlagAction, ...] = (
            "METRICS_PORT without running the scheduler (--schedule serves them too).", serve),
     FlagAction("--maintain", "Expire snapshots older than --retention and compact now (with --dry-run: "
            "only report what would happen).", maintain),
+    FlagAction("--erase", "Forget a subject: remove every row whose SUBJECT_KEY holds VALUE from the lake, "
+           "its quarantine, every snapshot time travel keeps, the data and staging files and the catalog, "
+           "never to be loaded again, and keep a receipt (a keyed hash, never the value). Asks first "
+           "(--yes: does not); --dry-run shows the rows, files and lost time travel and changes nothing.",
+           erase, metavar=("VALUE",)),
+    FlagAction("--erasures", "List the erasure receipts: when, keys, the value's keyed hash, rows per table, "
+           "ids checksum, the first snapshot without the subject.", erasures),
     FlagAction("--snapshots", "List the lake's snapshots.", analysis.snapshots),
     FlagAction("--changes", "Change feed (inserts, deletes, updates) between two snapshot ids or "
            "timestamps; --table picks the table (default: the one table loaded; with several, required).",

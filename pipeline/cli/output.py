@@ -29,6 +29,11 @@ def out(text: str = "") -> None:
     print(text, flush=True)
 
 
+def err(text: str = "", end: str = "\n") -> None:
+    """A line for the person at the terminal (a question, a preview): stderr, never stdout."""
+    print(text, end=end, file=sys.stderr, flush=True)
+
+
 def dumps(value: Any) -> str:
     """JSON with exact decimals and ISO timestamps (``default=str`` for anything else)."""
     return simplejson.dumps(value, use_decimal=True, indent=2, ignore_nan=True, default=str)

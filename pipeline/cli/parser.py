@@ -36,7 +36,8 @@ OPTION_OWNERS: dict[str, tuple[str, ...]] = {
     "--at-version": _SQL_SESSION, "--at-time": _SQL_SESSION, "--limit": _SQL_SESSION,
     "--timeout": _SQL_SESSION, "--memory": _SQL_SESSION, "--param": ("--sql", "--sql-file"),
     "--write": ("--sql", "--sql-file", "--print-attach"), "--show-secrets": ("--print-attach",),
-    "--table": ("--changes",), "--dry-run": ("--maintain",), "--run-now": ("--schedule",),
+    "--table": ("--changes",), "--dry-run": ("--maintain", "--erase"), "--yes": ("--erase",),
+    "--run-now": ("--schedule",),
     "--every": ("--follow",), "--since": ("--verify", "--repair", "--reconcile", *_LONG_RUNNING),
 }
 
@@ -116,7 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
                         f"METRICS_PORT, default {default('METRICS_PORT')}; 0: the scheduler serves none).")
     timing.add_argument("--run-now", action="store_true", help="With --schedule: load at start.")
     timing.add_argument("--dry-run", action="store_true",
-                        help="With --maintain: show what would be expired, merged and deleted.")
+                        help="With --maintain: show what would be expired, merged and deleted; with --erase: "
+                        "what would be erased and which snapshots' time travel would be lost.")
+    timing.add_argument("--yes", action="store_true", help="With --erase: do not ask first.")
     parser.add_argument("--show-secrets", action="store_true",
                         help="With --print-attach: print real credentials instead of ***.")
     parser.add_argument("--verbose", action="store_true", help="Debug logging.")

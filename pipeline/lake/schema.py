@@ -16,7 +16,8 @@ from pipeline.settings.model import Promotion, Reader
 from pipeline.source.shape import EVENT_COLUMNS
 from pipeline.sqltext import one_row, quote_ident, quote_literal, read_sql, split_statements
 
-OPS_TABLES = ("batches", "lake_identity", "quarantine")  # job history is not a lake table: see jobs.py
+# job history is not a lake table: see jobs.py
+OPS_TABLES = ("batches", "lake_identity", "quarantine", "erasures", "erased_ids")
 # ops.batches columns added after lakes existed: a lake made before gets them on its next write session
 # the ops tables' columns a lake made by an older version may lack (sql/lake_events.sql makes them)
 ADDED_OPS_COLUMNS = {

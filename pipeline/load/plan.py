@@ -92,7 +92,7 @@ def plan_batch(snapshot: PlannerSnapshot, lake: LakeTable, settings: ResolvedSet
         # the lake's side as it is now: an empty window leaves it so, and the check needs no other read
         lake_ids = side.held
         check = Completeness(source_rows=source_ids.count if source_ids else window_stats.rows,
-                             lake_rows=side.events.count + side.set_aside,
+                             lake_rows=side.rows,
                              window_rows=window_stats.rows)
         if check.behind:
             rows_behind = check.behind

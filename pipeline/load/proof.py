@@ -8,7 +8,9 @@ lacks (a load must read them), and the lake rows the source no longer has there 
 
 The lake holds a row when its events table does, or when it was set aside for its details
 (``ops.quarantine``) and the source still has it as it was: a row the source fixed is missing
-until a load reads it again. Rows without a valid id or time have no identity and take no part.
+until a load reads it again. A row erased from the lake (``--erase``: its id is a tombstone,
+:mod:`pipeline.lake.tombstones`) is absent on purpose: the source may still hold it, and it counts
+as held. Rows without a valid id or time have no identity and take no part.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from pipeline.content_hash import RowHash
 from pipeline.errors import ConfigError, TerminalError
 from pipeline.id_checksum import IdKind, IdSum
 from pipeline.image import PerTable
-from pipeline.lake import batches
+from pipeline.lake import batches, tombstones
 from pipeline.lake.schema import events_column_types
 from pipeline.lake.session import LakeTable
 from pipeline.settings.pgdsn import PgDsn
@@ -132,10 +134,17 @@ class LakeSide:
     set_aside: int
     kept: set[UUID]
     kept_sums: IdSum
+    erased: set[UUID] = field(default_factory=set)  # every id erased from the table (tombstones)
+    erased_sums: IdSum = IdSum()  # of those, the ones the source still holds in the range
 
     @property
     def held(self) -> IdSum:
-        return self.events + self.kept_sums
+        return self.events + self.kept_sums + self.erased_sums
+
+    @property
+    def rows(self) -> int:
+        """Rows the lake accounts for in the range: its own, those it set aside, those it erased."""
+        return self.events.count + self.set_aside + self.erased_sums.count
 
 
 def lake_side(conn: psycopg.Connection, lake: LakeTable, table: SourceRelation,
@@ -146,7 +155,26 @@ def lake_side(conn: psycopg.Connection, lake: LakeTable, table: SourceRelation,
     columns = other_columns(lake, events_column_types(lake))
     set_aside = batches.quarantined_in_range(lake, low, upper, columns, kind=how.kind)
     kept = stats.unchanged_rows(conn, table, set_aside, id_kind=how.kind, columns=columns)
-    return LakeSide(events, len(set_aside), kept, stats.sums_of_ids(conn, table, kept, content))
+    erased = tombstones.erased_identities(lake)
+    gone = erased_sums(conn, table, low, upper, how, erased, content=content).get(0, IdSum())
+    return LakeSide(events, len(set_aside), kept, stats.sums_of_ids(conn, table, kept, content), erased, gone)
+
+
+def erased_sums(conn: psycopg.Connection, table: SourceRelation, low: datetime | None, upper: datetime,
+                how: IdShape, erased: set[UUID], *, bucket_seconds: int | None = None,
+                content: RowHash | None = None) -> dict[int, IdSum]:
+    """The sums (per bucket of ``bucket_seconds``) of the ``erased`` ids the source still holds dated
+    in ``(low, upper]``: what the lake accounts for there without holding it."""
+    if not erased:
+        return {}
+    return stats.id_sums(conn, table, low, upper, id_kind=how.kind, unique=how.unique,
+                         bucket_seconds=bucket_seconds, content=content, among=erased)
+
+
+def plus(one: Mapping[int, IdSum], other: Mapping[int, IdSum]) -> dict[int, IdSum]:
+    """Two sides' sums per bucket added (a bucket only one holds keeps its own)."""
+    return {number: one.get(number, IdSum()) + other.get(number, IdSum())
+            for number in one.keys() | other.keys()}
 
 
 def other_columns(lake: LakeTable, types: Mapping[str, str]) -> dict[str, str]:
@@ -244,7 +272,9 @@ def _in_range(conn: psycopg.Connection, lake: LakeTable, table: SourceRelation, 
     if held == source and not every_bucket:
         return RangeCheck(low, upper, source, held, bucket_seconds=bucket_seconds, by_content=by_content,
                           id_kind=how.kind)
-    by_lake = batches.id_sums(lake, low, upper, bucket_seconds, content, kind=how.kind)
+    by_lake = plus(batches.id_sums(lake, low, upper, bucket_seconds, content, kind=how.kind),
+                   erased_sums(conn, table, low, upper, how, side.erased, bucket_seconds=bucket_seconds,
+                               content=content))
     by_source = stats.id_sums(conn, table, low, upper, id_kind=how.kind, unique=how.unique,
                               bucket_seconds=bucket_seconds, content=content)
     # buckets holding a kept quarantined row differ too (the events table lacks it): its id is
@@ -259,7 +289,7 @@ def _in_range(conn: psycopg.Connection, lake: LakeTable, table: SourceRelation, 
     buckets = []  # the buckets where an id differs (not only a kept quarantined row)
     for number in differing:
         counted, there = lake_ids.get(number, Counter()), source_rows.get(number, set())
-        lacking = there - set(counted) - kept
+        lacking = there - set(counted) - kept - side.erased
         beyond = [i for i, n in counted.items() for _ in range(n if i not in there else n - 1)]
         if lacking or beyond:
             buckets.append(id_checksum.bucket_start(number, bucket_seconds))

@@ -19,7 +19,7 @@ import psycopg
 from pipeline.columns import OPTIONAL, WallClock, canonical_relation
 from pipeline.id_checksum import duckdb_identity
 from pipeline.image import PerTable
-from pipeline.lake import batches, validate
+from pipeline.lake import batches, tombstones, validate
 from pipeline.lake.attach_sql import SOURCE_ALIAS
 from pipeline.lake.connect import lake_session
 from pipeline.lake.schema import quarantined_rows
@@ -122,9 +122,13 @@ def _compare_table(lake: LakeTable, table: TableSpec, upper: datetime, low: date
                             table)
     # the source as the lake should hold it: its loadable rows, but for those set aside for a value
     # their lake column cannot hold (the fingerprint does not read those columns; the proof does)
+    # and but for those erased from the lake (--erase): absent on purpose, whatever the source holds
     unfit, kind = batches.quarantined_in_range(lake, low, upper, kind=how.kind), how.kind
-    beside = (f" WHERE {duckdb_identity('event_id', kind)} NOT IN "
-              f"({', '.join(f'{quote_literal(str(i))}::UUID' for i in unfit)})" if unfit else "")
+    identity, erased = duckdb_identity("event_id", kind), tombstones.erased_relation(lake)
+    listed = ", ".join(f"{quote_literal(str(i))}::UUID" for i in unfit)
+    left_out = [f"{identity} NOT IN ({listed})"] if unfit else []
+    left_out += [f"{identity} NOT IN (SELECT identity FROM {erased})"] if erased else []
+    beside = f" WHERE {' AND '.join(left_out)}" if left_out else ""
     source_relation = f"(SELECT * FROM ({validate.loadable_sql(True, source_table, id_kind=kind)}){beside})"
     lake_relation = _as_read(con, lake.events_table, (lake.name, "main", table.name), table)
     quarantined = quarantined_rows(lake)

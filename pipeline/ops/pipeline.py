@@ -38,7 +38,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from pipeline.extract.spark_lease import SparkLease
+    from pipeline.lake.erasure import ErasureReport
     from pipeline.lake.maintain import MaintenanceReport
+    from pipeline.lake.tombstones import Receipt
     from pipeline.load.proof import ImageCheck
     from pipeline.load.reconcile import ReconcileReport
     from pipeline.load.repair import RepairReport
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
 
 
 log = logging.getLogger(__name__)
+ERASE_WAIT = 600  # seconds an erasure waits for a running expiry or compaction to end
 
 
 class LakeAt:
@@ -251,6 +254,32 @@ class Pipeline:
             report = run_maintenance(settings, settings.intervals.retention, dry_run=dry_run)
             details.update(report.as_dict())
         return report
+
+    def erase(self, value: str, *, dry_run: bool = False) -> ErasureReport:
+        """``--erase``: remove ``value``'s rows (SUBJECT_KEY) from every table, snapshot, file and the
+        catalog, never to be loaded again, with a receipt (:mod:`pipeline.lake.erasure`); with
+        ``dry_run``, only what it would do. Waits for a running expiry or compaction (they rewrite
+        the same files); recorded in the job history (the receipt, never the value)."""
+        from pipeline.lake.erasure import run_erasure
+        from pipeline.progress import Progress
+
+        settings = self.settings
+        meter = Progress("erasure" + (" (dry run)" if dry_run else ""))
+        with self._own(), locks.hold(settings, "job:expire", timeout=ERASE_WAIT), \
+                locks.hold(settings, "job:compact", timeout=ERASE_WAIT), \
+                jobs.JobHistory(settings).recorded(None if dry_run else "erase") as details, \
+                lake_session(settings, tables=True) as lake, meter.ticking():
+            report = run_erasure(lake, settings, value, dry_run=dry_run, step=meter.step)
+            details.update(report.as_dict())
+        meter.finish(note=f"{report.rows} row(s)")
+        return report
+
+    def erasures(self) -> list[Receipt]:
+        """``--erasures``: every erasure's receipt, oldest first (:mod:`pipeline.lake.tombstones`)."""
+        from pipeline.lake.tombstones import receipts
+
+        with self._own(), lake_session(self.settings, read_only=True) as lake:
+            return receipts(lake)
 
     def verify(self) -> ImageComparison:
         """Every table against its source: counts, distinct ids, checksum (:mod:`pipeline.load.verify`);

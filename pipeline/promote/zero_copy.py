@@ -32,6 +32,7 @@ from datetime import datetime
 import psycopg
 
 from pipeline.columns import ID, OPTIONAL, TIME
+from pipeline.lake import tombstones
 from pipeline.lake.schema import events_column_types
 from pipeline.lake.session import LakeTable
 from pipeline.lake.session import table_folder as lake_table_folder
@@ -191,11 +192,15 @@ def inserted_since(lake: LakeTable, snapshot_id: int) -> bool:
 def held_elsewhere(lake: LakeTable, paths: list[str]) -> bool:
     """Does the lake hold any id of Spark's files ``paths``? Spark left out the ids the lake holds in
     the batch's time range; one found now is dated elsewhere in the lake (the source moved the row
-    after it was loaded), and registering the file would hold it twice."""
+    after it was loaded), and registering the file would hold it twice. An id erased from the table
+    (:mod:`pipeline.lake.tombstones`) counts as held: it must not be registered either."""
+    erased = tombstones.erased_relation(lake)
+    held = f"SELECT TRY_CAST(event_id AS UUID) AS event_id FROM {lake.rows}"
+    if erased is not None:
+        held += f" UNION ALL SELECT identity FROM {erased}"
     return bool(one_row(lake.execute(
         "SELECT count(*) FROM (SELECT TRY_CAST(event_id AS UUID) AS event_id FROM "
-        "read_parquet($files, hive_partitioning = false)) f "
-        f"SEMI JOIN (SELECT TRY_CAST(event_id AS UUID) AS event_id FROM {lake.rows}) lake "
+        f"read_parquet($files, hive_partitioning = false)) f SEMI JOIN ({held}) lake "
         "ON lake.event_id = f.event_id", {"files": paths}))[0])
 
 

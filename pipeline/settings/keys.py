@@ -79,6 +79,13 @@ ENV_KEYS: dict[str, EnvKey] = {
                                   "one run; a load killed in between goes on after the last committed "
                                   "part (--status shows how far, and an ETA); 0: all at once",
                                   "5000000"),
+    "SUBJECT_KEY": EnvKey("where a table holds the person its rows are about, for --erase: a column "
+                          "(user_id) or a path into a JSON column (details.user_id); under SOURCE_TABLES "
+                          "table=key pairs, comma-separated (a key alone: every table) (unset: --erase "
+                          "is refused)"),
+    "ERASURE_KEY": EnvKey("secret key of the keyed hash an erasure receipt holds instead of the value "
+                          "(unset: the lake's own id, which anyone reading the catalog can use to test "
+                          "guesses; never printed)"),
     "SOURCE_ARRIVAL_COLUMN": EnvKey("the source's arrival time (a timestamp the database sets as a row "
                                     "is written, best indexed): a run reads only the rows that arrived "
                                     "since the last load instead of the whole look-back; none turns that "
@@ -114,7 +121,7 @@ ENV_KEYS: dict[str, EnvKey] = {
     **{f"{key}_FILE": EnvKey(f"a file holding {key} (a mounted Docker or Kubernetes secret; instead of "
                              f"{key})")
        for key in ("SOURCE_PG_DSN", "DUCKLAKE_CATALOG", "DUCKLAKE_CATALOG_READER", "S3_SECRET_ACCESS_KEY",
-                   "METRICS_TOKEN")},
+                   "METRICS_TOKEN", "ERASURE_KEY")},
     "S3_USE_SSL": EnvKey("talk https to the endpoint (true/false)"),
     "R2_ACCOUNT_ID": EnvKey("Cloudflare R2 account id, for r2:// data paths"),
 }

@@ -30,6 +30,7 @@ from pipeline.settings.model import (
     SparkOptions,
     StagingWriter,
     StorageOptions,
+    SubjectKey,
     TableSpec,
 )
 from pipeline.settings.pgdsn import PgDsn
@@ -242,7 +243,32 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
         metrics_host=read.value("METRICS_HOST"),
         metrics_port_text=read.value("METRICS_PORT"), metrics_port_name=read.name("METRICS_PORT"),
         metrics_token=Secret(token) if (token := read.raw("METRICS_TOKEN")) else None,
+        subject_keys=_subject_keys(read, tables),
+        erasure_key=Secret(erasure) if (erasure := read.raw("ERASURE_KEY")) else None,
     ))
+
+
+def _subject_keys(read: _Reader, tables: tuple[TableSpec, ...]) -> dict[str, SubjectKey]:
+    """SUBJECT_KEY: ``key`` for every table, or ``table=key`` pairs (comma-separated) naming tables
+    of the image; {} when unset."""
+    text, what = read.raw("SUBJECT_KEY"), read.name("SUBJECT_KEY")
+    if not text:
+        return {}
+    names = {table.name.lower(): table.name for table in tables}
+    keys: dict[str, SubjectKey] = {}
+    for entry in (part.strip() for part in text.split(",") if part.strip()):
+        table, _, key = entry.rpartition("=")
+        if not table:
+            keys.update({name: SubjectKey.parse(key, what) for name in names.values() if name not in keys})
+            continue
+        name = names.get(table.strip().split(".")[-1].lower())
+        if name is None:
+            raise ConfigError(f"{what}: {table.strip()!r} is not a table this lake loads "
+                              f"({', '.join(names.values())}).",
+                              f"Write table=key pairs for the tables of SOURCE_TABLES, e.g. "
+                              f"{what}={next(iter(names.values()))}=details.user_id.")
+        keys[name] = SubjectKey.parse(key, what)
+    return keys
 
 
 def _source_tables(read: _Reader) -> tuple[TableSpec, ...]:

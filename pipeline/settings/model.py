@@ -10,6 +10,8 @@ and never printed.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
@@ -78,6 +80,31 @@ class TableSpec:
         return (self.id_column, self.time_column) != (DEFAULT_ID_COLUMN, DEFAULT_TIME_COLUMN)
 
 
+_KEY_PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class SubjectKey:
+    """Where a table's rows name the person they are about (SUBJECT_KEY, for ``--erase``): a column
+    (``user_id``), or a path into a JSON column (``details.user_id``: the column, then the keys)."""
+
+    column: str
+    path: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, text: str, what: str) -> SubjectKey:
+        """``column`` or ``column.key[.key…]``; a ConfigError naming ``what`` (the setting) otherwise."""
+        parts = text.strip().split(".")
+        if not all(_KEY_PART.match(part) for part in parts):
+            raise ConfigError(f"{what}: {text.strip()!r} is not a column or a column.key path.",
+                              "Name a column (SUBJECT_KEY=user_id) or a path into a JSON column "
+                              "(SUBJECT_KEY=details.user_id): letters, digits and _, separated by dots.")
+        return cls(parts[0], tuple(parts[1:]))
+
+    def __str__(self) -> str:
+        return ".".join((self.column, *self.path))
+
+
 @dataclass(frozen=True, kw_only=True)
 class SparkOptions:
     """How to reach Spark and how the local driver is started."""
@@ -144,6 +171,8 @@ class SettingsKeywords(TypedDict, total=False):
     ducklake_catalog_reader_file: SettingValue
     ducklake_data_path: SettingValue
     ducklake_name: SettingValue
+    erasure_key: SettingValue
+    erasure_key_file: SettingValue
     event_lake_home: SettingValue
     expire_every: SettingValue
     follow_every: SettingValue
@@ -188,6 +217,7 @@ class SettingsKeywords(TypedDict, total=False):
     sql_memory: SettingValue
     staging_path: SettingValue
     staging_writer: SettingValue
+    subject_key: SettingValue
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -227,6 +257,9 @@ class SettingsFields:
     metrics_port_text: str = "8900"
     metrics_port_name: str = "METRICS_PORT"  # the key or flag that gave it, for the error
     metrics_token: Secret | None = None  # bearer token for every path but /healthz
+    # SUBJECT_KEY: lake table name -> where its rows name their person (--erase); empty: none
+    subject_keys: Mapping[str, SubjectKey] = field(default_factory=dict)
+    erasure_key: Secret | None = None  # ERASURE_KEY: the receipts' keyed hash (None: the lake's id)
     ops_schema: str = "ops"
 
     def __post_init__(self) -> None:

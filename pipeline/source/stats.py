@@ -179,17 +179,20 @@ def _range_sql(low: datetime | None, source: SourceRelation) -> str:
 
 def id_sums(conn: psycopg.Connection, source: SourceRelation, low: datetime | None, upper: datetime, *,
             id_kind: IdKind, unique: bool, bucket_seconds: int | None = None,
-            content: RowHash | None = None) -> dict[int, IdSum]:
+            content: RowHash | None = None, among: set[UUID] | None = None) -> dict[int, IdSum]:
     """Which ids the source holds dated in ``(low, upper]``, whatever their arrival time, as
     (count, checksum) per bucket of ``bucket_seconds`` (one bucket 0 without): the source side of
     the identity check (:mod:`pipeline.load.proof`). A range scan of the ``event_timestamp`` index,
     index-only when it includes ``event_id`` (the generator's table has ``INCLUDE (event_id)``).
     ``content``: with the sums of the rows' hashes (the rows themselves are read then); an id the
     source holds in several forms (no unique key) adds none: the lake holds one of them, which
-    :func:`rows_in_buckets` tells."""
+    :func:`rows_in_buckets` tells. ``among``: only these ids (by their index: the erased ids the
+    source still holds, :mod:`pipeline.lake.tombstones`)."""
     uuid_sql = id_checksum.postgres_id("event_id", id_kind)
     bucket = id_checksum.postgres_bucket(bucket_seconds) if bucket_seconds else "0"
     where = f"FROM {{t}} WHERE {_range_sql(low, source)}"
+    if among is not None:
+        where += f" AND {postgres_among('event_id', id_kind)}"
     if content is None:
         # a text id's unique index does not make its UUID unique ('ab…' and 'AB…' spell one id)
         distinct = "" if unique and id_kind.one_spelling else "DISTINCT "
@@ -204,7 +207,8 @@ def id_sums(conn: psycopg.Connection, source: SourceRelation, low: datetime | No
     hashes = id_checksum.postgres_hash_sums("hash") if content else "0, 0"
     query = sql.SQL(f"SELECT bucket, count(*), {id_checksum.postgres_sums('id')}, {hashes} FROM ({rows}) ids "
                     "WHERE id IS NOT NULL GROUP BY bucket").format(t=sql.SQL(source.sql))
-    found = conn.execute(query, {"low": low, "upper": upper}).fetchall()
+    found = conn.execute(query, {"low": low, "upper": upper, **(
+        {"among": among_values(among, id_kind)} if among is not None else {})}).fetchall()
     return {int(number): IdSum.of(count, high, low_sum).with_content(c_high, c_low)
             for number, count, high, low_sum, c_high, c_low in found}
 

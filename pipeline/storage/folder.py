@@ -164,6 +164,11 @@ class Folder:
         with contextlib.suppress(FileNotFoundError):
             self.fs.delete_file(self._join(name))
 
+    def exists_uri(self, uri: str) -> bool:
+        """Is there a file at ``uri`` (as :meth:`uri` spells it)?"""
+        path = split_uri(uri)[1] if self.scheme else uri
+        return self.fs.get_file_info(path).type == pafs.FileType.File
+
     def delete_uri(self, uri: str) -> None:
         """Delete the file at ``uri`` (as :meth:`uri` spells it), which lies below this folder."""
         self.delete(posixpath.relpath(split_uri(uri)[1], self.path))

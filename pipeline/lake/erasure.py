@@ -1,0 +1,371 @@
+"""Forget a subject (``--erase VALUE``): remove every row whose SUBJECT_KEY holds the value from the
+lake's tables and quarantine, from every snapshot time travel keeps, from every file under the data and
+staging paths and from the catalog, so that no load brings the rows back, and leave a receipt.
+
+DuckLake keeps a deleted row where it was: in its Parquet file (masked by a delete file), in the
+catalog's inlined rows, and in every older snapshot that still lists them. So, one step after another:
+
+1. **Commit** (one DuckLake transaction, under every written table's promote lock): the tombstones
+   (the rows' identities, never the value: :mod:`.tombstones`), the receipt in state ``erasing``,
+   and the DELETE of the rows from each table and from ``ops.quarantine``. From this snapshot on,
+   no current row is the subject's, and no load, reconcile or repair loads those ids again.
+2. **Rewrite**: the tables' inlined rows are flushed to files, and every file holding a deleted row
+   is rewritten without it (``ducklake_rewrite_data_files``, ``delete_threshold => 0``).
+3. **Expire** exactly the snapshots that still list a file or an inlined row holding the subject (a
+   snapshot is the whole lake's: DuckLake cannot expire one table's history; ``--dry-run`` says which
+   versions go), then delete the files no snapshot lists any more, at once.
+4. **Staging**: a staged batch holding the subject (waiting, or set aside) is removed whole; its rows
+   are read again from the source, where the tombstones keep the subject's out.
+5. **Catalog**: a Postgres catalog's tables are vacuumed (``VACUUM FULL``: a deleted row's bytes stay in
+   its pages until then); an SQLite catalog is vacuumed. 6. The receipt is marked ``done``.
+
+A kill between steps leaves the commit of step 1 (the subject is gone from the current lake) and a
+receipt in state ``erasing``; the next ``--erase`` completes it first, by the tombstones' ids.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import psycopg
+
+from pipeline import staging
+from pipeline.errors import ConfigError
+from pipeline.id_checksum import IdSum, duckdb_identity, duckdb_key, duckdb_sums
+from pipeline.lake import subject_rows, tombstones
+from pipeline.lake.identity import lake_id, table_names
+from pipeline.lake.session import Lake, LakeTable
+from pipeline.lake.subject_rows import QUARANTINE, Holding, Scrubbed
+from pipeline.lake.transaction import transaction
+from pipeline.promote.commit import LakeCommit
+from pipeline.settings import ResolvedSettings
+from pipeline.sqltext import one_row, quote_literal
+
+log = logging.getLogger(__name__)
+VACUUM_LOCK_TIMEOUT = 10  # seconds a catalog table's VACUUM FULL waits for readers to let go
+
+
+@dataclass
+class TableErasure:
+    """What an erasure found (and removed) in one table."""
+
+    key: str
+    rows: int = 0
+    quarantined: int = 0
+    ids: IdSum = field(default_factory=IdSum)
+    files: int = 0  # data files (current) holding its rows: rewritten
+    inlined: int = 0  # of its rows, those held inlined in the catalog
+
+    def as_dict(self) -> dict[str, object]:
+        return {"key": self.key, "rows": self.rows, "quarantined": self.quarantined,
+                "ids": self.ids.as_dict(),
+                "files": self.files, "inlined_rows": self.inlined}
+
+
+@dataclass
+class ErasureReport:
+    """``--erase``'s outcome (with ``dry_run``: what it would do)."""
+
+    dry_run: bool
+    erasure_id: str
+    value_hash: str
+    hash_key: str
+    tables: dict[str, TableErasure] = field(default_factory=dict)
+    snapshot_id: int | None = None
+    snapshots_expired: list[int] = field(default_factory=list)
+    snapshots_kept: int = 0
+    files_rewritten: int = 0
+    bytes_written: int = 0
+    staged_batches_removed: int = 0
+    completed_before: list[str] = field(default_factory=list)  # interrupted erasures completed first
+    seconds: float = 0.0
+
+    @property
+    def rows(self) -> int:
+        return sum(t.rows + t.quarantined for t in self.tables.values())
+
+    def as_dict(self) -> dict[str, object]:
+        return {"dry_run": self.dry_run, "erasure_id": self.erasure_id, "value_hash": self.value_hash,
+                "hash_key": self.hash_key, "rows": self.rows,
+                "tables": {name: t.as_dict() for name, t in self.tables.items()},
+                "snapshot_id": self.snapshot_id, "snapshots_expired": self.snapshots_expired,
+                "snapshots_kept": self.snapshots_kept, "files_rewritten": self.files_rewritten,
+                "bytes_written": self.bytes_written, "staged_batches_removed": self.staged_batches_removed,
+                "completed_before": self.completed_before, "seconds": round(self.seconds, 3)}
+
+    def describe(self) -> str:
+        rows = ", ".join(f"{name} {t.rows} row(s)"
+                         + (f" + {t.quarantined} quarantined" if t.quarantined else "")
+                         + f" in {t.files} file(s)" + (f" and {t.inlined} inlined" if t.inlined else "")
+                         for name, t in self.tables.items())
+        expired = self.snapshots_expired
+        was = "would be" if self.dry_run else "was"
+        lost = (f"time travel to {len(expired)} snapshot(s) {_versions(expired)} {was} "
+                "lost, for every table of the lake (DuckLake expires snapshots lake-wide; these are the only "
+                f"ones that list the subject's rows); {self.snapshots_kept} other snapshot(s) kept"
+                if expired else "no snapshot's time travel lost")
+        if self.dry_run:
+            return f"dry run, nothing changed: would erase {rows}; {lost}"
+        return (f"erased {rows} (receipt {self.erasure_id}, snapshot {self.snapshot_id}); {lost}; "
+                f"{self.files_rewritten} file(s) rewritten ({self.bytes_written:,} bytes), "
+                f"{self.staged_batches_removed} staged batch(es) removed; {self.seconds:.1f}s")
+
+
+def _versions(versions: list[int]) -> str:
+    return f"{versions[0]}-{versions[-1]}" if len(versions) > 1 else str(versions[0])
+
+
+class Erasure:
+    """One erasure of one value (``None``: completing an interrupted one, by its tombstones alone)
+    across the image's tables with a SUBJECT_KEY, in a lake session the caller holds, which this
+    object neither opens nor closes."""
+
+    def __init__(self, lake: Lake, settings: ResolvedSettings, erasure_id: str, value: str | None,
+                 step: Callable[[str], None] = lambda _: None) -> None:
+        self.lake, self.settings, self.erasure_id, self.step = lake, settings, erasure_id, step
+        self.params: dict[str, object] = {"value": value, "erasure": erasure_id}
+        present = table_names(lake)
+        erased = (f"(SELECT identity FROM {lake.ops(tombstones.ERASED_IDS)} WHERE erasure_id = $erasure)"
+                  if (lake.ops_schema, tombstones.ERASED_IDS) in present else "(SELECT NULL::UUID)")
+        self.keys = subject_rows.subject_keys(settings)
+        self.tables: dict[str, tuple[LakeTable, Scrubbed, Scrubbed]] = {}
+        for spec in settings.tables:
+            if spec.name not in self.keys or ("main", spec.name) not in present:
+                continue
+            table, key = lake.table_of(spec), self.keys[spec.name]
+            kind = table.id_kind()
+            self.tables[spec.name] = (table, subject_rows.of_table(table, key, kind, erased),
+                                      subject_rows.of_quarantine(table, key, kind, erased))
+        if not self.tables:
+            raise ConfigError(f"No table with a SUBJECT_KEY ({', '.join(self.keys)}) has been loaded yet: "
+                              "nothing was erased.", "Erase once the tables are loaded (--run).")
+
+    @property
+    def written(self) -> list[LakeTable]:
+        """The lake tables it deletes from (their promote locks: :class:`LakeCommit`)."""
+        return [table for table, _, _ in self.tables.values()]
+
+    def scrubbed(self) -> list[Scrubbed]:
+        """Every table scrubbed: the events tables, and the quarantine once (one table for all)."""
+        rows = [t for _, t, _ in self.tables.values()]
+        quarantine = [q for _, _, q in self.tables.values()]
+        either = "(" + " OR ".join(q.subject for q in quarantine) + ")"
+        return [*rows, Scrubbed(quarantine[0].schema, QUARANTINE, either, "NULL")]
+
+    def _count(self, relation: str, subject: str, sums: str = "") -> tuple[int, ...]:
+        return tuple(one_row(self.lake.execute(
+            f"SELECT count(*){sums} FROM {self.lake.name}.{relation} WHERE {subject}", self.params)))
+
+    def found(self) -> dict[str, TableErasure]:
+        """The rows of the subject each table holds now, their ids' sums, and where they are."""
+        report = {}
+        inlined_prefix = subject_rows.metadata(self.lake)
+        for name, (_, rows, quarantine) in self.tables.items():
+            count, high, low = self._count(rows.relation, rows.subject, ", " + duckdb_sums(rows.identity))
+            current = [h for h in subject_rows.holdings(self.lake, rows, self.params) if h.end is None]
+            inlined = sum(1 for h in current if h.where.startswith(inlined_prefix))
+            report[name] = TableErasure(str(self.keys[name]), count, self._count(quarantine.relation,
+                                                                                 quarantine.subject)[0],
+                                        IdSum.of(count, high, low), len(current) - inlined, inlined)
+        return report
+
+    def held(self) -> list[Holding]:
+        """Every file and inlined row, of every scrubbed table, holding the subject in any snapshot."""
+        return [h for table in self.scrubbed() for h in subject_rows.holdings(self.lake, table, self.params)]
+
+    def commit(self, commit: LakeCommit, receipt: dict[str, object], found: dict[str, TableErasure]) -> None:
+        """Step 1: tombstones, receipt and DELETEs in one transaction (``commit``: the tables' locks)."""
+        lake = self.lake
+        summary = ", ".join(f"{name} {t.rows}" for name, t in found.items())
+        with commit.transaction(f"erase a subject (receipt {self.erasure_id}): {summary} row(s)",
+                                {"erasure_id": self.erasure_id}):
+            for name, (_, rows, quarantine) in self.tables.items():
+                for scrubbed in (rows, quarantine):
+                    lake.execute(f"INSERT INTO {lake.ops(tombstones.ERASED_IDS)} SELECT DISTINCT $erasure, "
+                                 f"{quote_literal(name)}, {scrubbed.identity} "
+                                 f"FROM {lake.name}.{scrubbed.relation} "
+                                 f"WHERE {scrubbed.subject} AND {scrubbed.identity} IS NOT NULL", self.params)
+            lake.execute(f"INSERT INTO {lake.ops(tombstones.ERASURES)} ({', '.join(receipt)}) VALUES "
+                         f"({', '.join('?' for _ in receipt)})", list(receipt.values()))
+            # the tombstones hold the ids now, so the erased ids match by identity too (a row whose
+            # key the source changed since it was loaded is the subject's by its id)
+            for _, rows, quarantine in self.tables.values():
+                for scrubbed in (rows, quarantine):
+                    lake.execute(f"DELETE FROM {lake.name}.{scrubbed.relation} WHERE {scrubbed.subject}",
+                                 self.params)
+
+    def rewrite(self) -> tuple[int, int]:
+        """Step 2: flush each scrubbed table's inlined rows and rewrite its files that lost rows.
+        Returns (files written, bytes)."""
+        lake, written, size = self.lake, 0, 0
+        for table in self.scrubbed():
+            self.step(f"rewriting {table.schema}.{table.name}'s files without the subject")
+            before = {path for path, _, end, _ in subject_rows.data_files(lake, table) if end is None}
+            with transaction(lake, f"erasure {self.erasure_id}: flush {table.name}'s inlined rows"):
+                lake.execute("CALL ducklake_flush_inlined_data(?, schema_name => ?, table_name => ?)",
+                             [lake.name, table.schema, table.name]).fetchall()
+            with transaction(lake, f"erasure {self.erasure_id}: rewrite {table.name}'s files"):
+                lake.execute("CALL ducklake_rewrite_data_files(?, ?, schema => ?, delete_threshold => 0)",
+                             [lake.name, table.name, table.schema]).fetchall()
+            new = [(path, file_size) for path, _, end, file_size in subject_rows.data_files(lake, table)
+                   if end is None and path not in before]
+            written, size = written + len(new), size + sum(s for _, s in new)
+        return written, size
+
+    def expire_and_delete(self) -> tuple[list[int], int]:
+        """Step 3: expire the snapshots still listing the subject, delete the files none lists now.
+        Returns (versions expired, snapshots kept)."""
+        lake = self.lake
+        held = self.held()
+        current = [h.where for h in held if h.end is None]
+        if current:  # the rewrite left one: never report an erasure that did not happen
+            raise RuntimeError(f"erasure {self.erasure_id}: {current[0]} still holds the subject after "
+                               "the rewrite")
+        expiring, kept = subject_rows.expiring(lake, held)
+        if expiring:
+            self.step(f"expiring {len(expiring)} snapshot(s) that list the subject's rows")
+            lake.execute(f"CALL ducklake_expire_snapshots(?, versions => {expiring})", [lake.name]).fetchall()
+        self.step("deleting the files no snapshot lists")
+        lake.execute("CALL ducklake_cleanup_old_files(?, cleanup_all => true)", [lake.name]).fetchall()
+        left = self.held()
+        if left:
+            raise RuntimeError(f"erasure {self.erasure_id}: {left[0].where} still holds the subject after "
+                               "expiry")
+        return expiring, kept
+
+    def scrub_staging(self) -> int:
+        """Step 4: remove every staged batch (waiting or set aside) holding a row of the subject or
+        of an erased id, and the lake files it would register. Returns how many."""
+        removed = 0
+        for spec in self.settings.tables:
+            if spec.name not in self.tables:
+                continue
+            table_dir = staging.table_dir(self.settings, spec)
+            failed = table_dir.child(staging.FAILED)
+            for folder in [*table_dir.subdirs(staging.PREFIX), *failed.subdirs(staging.PREFIX)]:
+                manifest = staging.read_manifest(folder)
+                lake_files = [str(f["uri"]) for f in (manifest.lake_files or [])] if manifest else []
+                files = [folder.uri(name) for name in folder.walk(".parquet")] + lake_files
+                if files and self._staged_hold(spec.name, files):
+                    self.step(f"removing staged batch {folder.name} (it holds the subject)")
+                    for uri in lake_files:
+                        self.lake.data_folder.delete_uri(uri)
+                    staging.remove_batch(folder)
+                    removed += 1
+        return removed
+
+    def _staged_hold(self, table: str, files: list[str]) -> bool:
+        """Does a staged file hold the value anywhere in a row, or an erased id of ``table``?"""
+        kind = self.tables[table][0].id_kind()
+        identity = duckdb_identity(duckdb_key("event_id", kind), kind)
+        return bool(one_row(self.lake.execute(
+            "SELECT count(*) FROM read_parquet($files, union_by_name = true, hive_partitioning = false) "
+            f"WHERE contains(concat_ws(chr(31), *COLUMNS(*)), $value) OR {identity} IN "
+            f"(SELECT identity FROM {self.lake.ops(tombstones.ERASED_IDS)} WHERE erasure_id = $erasure)",
+            {**self.params, "value": self.params["value"] or "\x00", "files": files}))[0])
+
+    def finish(self, values: dict[str, object]) -> None:
+        """Step 6: the receipt says done, with what it cost."""
+        lake = self.lake
+        sets = ", ".join(f"{name} = ?" for name in values)
+        with transaction(lake, f"erasure {self.erasure_id}: done"):
+            lake.execute(f"UPDATE {lake.ops(tombstones.ERASURES)} SET {sets}, state = ?, "
+                         "completed_at = now() "
+                         "WHERE erasure_id = ?", [*values.values(), tombstones.DONE, self.erasure_id])
+
+
+def vacuum_catalog(settings: ResolvedSettings) -> None:
+    """Step 5: a Postgres catalog keeps a deleted row's bytes in its table's pages until VACUUM FULL
+    rewrites the table; an SQLite file keeps them in free pages until VACUUM (a DuckDB file catalog
+    reuses its free blocks: see docs/erasure.md). VACUUM FULL waits for every reader of the table:
+    one that keeps a transaction open (another process's lake session) would hold it, and every
+    query queued behind it, so past :data:`VACUUM_LOCK_TIMEOUT` that table gets a plain VACUUM and
+    the log says who held it."""
+    catalog = settings.catalog
+    if catalog.pg is not None:
+        with psycopg.connect(catalog.pg.conninfo(), autocommit=True) as conn:
+            conn.execute(f"SET lock_timeout = '{VACUUM_LOCK_TIMEOUT}s'")
+            tables = conn.execute("SELECT format('%I.%I', schemaname, tablename) FROM pg_tables "
+                                  "WHERE tablename LIKE 'ducklake\\_%'").fetchall()
+            for (table,) in tables:
+                try:
+                    conn.execute(f"VACUUM (FULL) {table}")
+                except psycopg.errors.LockNotAvailable:
+                    _vacuum_held(conn, table)
+    elif catalog.kind == "sqlite" and catalog.path is not None:
+        with sqlite3.connect(catalog.path) as conn:
+            conn.execute("VACUUM")
+
+
+def _vacuum_held(conn: psycopg.Connection, table: str) -> None:
+    holders = conn.execute(
+        "SELECT DISTINCT a.pid, a.application_name FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
+        "WHERE l.relation = %s::regclass AND a.pid <> pg_backend_pid()", [table]).fetchall()
+    log.warning("the catalog table %s is held open by %s: vacuumed without FULL, so its pages may keep "
+                "erased bytes until VACUUM FULL %s runs (docs/erasure.md)", table,
+                ", ".join(f"pid {pid} ({app or 'no name'})" for pid, app in holders) or "a reader", table)
+    conn.execute(f"VACUUM {table}")
+
+
+def run_erasure(lake: Lake, settings: ResolvedSettings, value: str, *, dry_run: bool,
+                step: Callable[[str], None] = lambda _: None) -> ErasureReport:
+    """Erase ``value``'s rows from every table with a SUBJECT_KEY (``lake``: a writer's session; the
+    caller holds the lake's expire and compact locks; this holds the tables' promote locks from the
+    first step to the last). Completes any erasure a kill interrupted first."""
+    started = time.monotonic()
+    key, hash_key = ((settings.erasure_key.reveal(), "ERASURE_KEY") if settings.erasure_key
+                     else (lake_id(lake), "lake_id"))
+    report = ErasureReport(dry_run, uuid.uuid4().hex[:16], tombstones.value_hash(value, key), hash_key)
+    erasure = Erasure(lake, settings, report.erasure_id, value, step)
+    if dry_run:
+        step("finding the subject's rows")
+        report.tables = erasure.found()
+        report.snapshots_expired, report.snapshots_kept = subject_rows.expiring(lake, erasure.held())
+        report.seconds = time.monotonic() - started
+        return report
+    with LakeCommit(erasure.written) as commit:
+        for pending in (r for r in tombstones.receipts(lake) if not r.done):
+            step(f"completing erasure {pending.erasure_id}, which was interrupted")
+            _complete(Erasure(lake, settings, pending.erasure_id, None, step), settings)
+            report.completed_before.append(pending.erasure_id)
+        step("finding the subject's rows")
+        report.tables = erasure.found()
+        quarantined = {f"{name} (quarantined)": t.quarantined for name, t in report.tables.items()
+                       if t.quarantined}
+        receipt: dict[str, object] = {
+            "erasure_id": report.erasure_id, "state": tombstones.ERASING,
+            "requested_at": one_row(lake.execute("SELECT now()"))[0],
+            "subject_keys": json.dumps({name: str(k) for name, k in erasure.keys.items()}),
+            "value_hash": report.value_hash, "hash_key": hash_key,
+            "rows_erased": json.dumps({name: t.rows for name, t in report.tables.items()} | quarantined),
+            "ids_checksum": json.dumps({name: t.ids.as_dict() for name, t in report.tables.items()})}
+        step("committing the erasure (tombstones, receipt, deletes)")
+        erasure.commit(commit, receipt, report.tables)
+        _complete(erasure, settings, report)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _complete(erasure: Erasure, settings: ResolvedSettings, report: ErasureReport | None = None) -> None:
+    """Steps 2-6 of ``erasure`` (committed already): rewrite, expire, staging, catalog, receipt;
+    what they did goes in the receipt (and ``report``)."""
+    files, size = erasure.rewrite()
+    expired, kept = erasure.expire_and_delete()
+    # from this snapshot on (the rewrite's), every snapshot is free of the subject: the one the
+    # erasure committed listed the old files, and was expired with them
+    lake = erasure.lake
+    clean = one_row(lake.execute(f"SELECT max(snapshot_id) FROM {lake.name}.snapshots()"))[0]
+    removed = erasure.scrub_staging()
+    erasure.step("vacuuming the catalog")
+    vacuum_catalog(settings)
+    erasure.finish({"snapshot_id": clean, "snapshots_expired": json.dumps(expired), "files_rewritten": files,
+                    "bytes_written": size, "staged_batches_removed": removed})
+    if report is not None:
+        report.snapshot_id, report.snapshots_expired, report.snapshots_kept = clean, expired, kept
+        report.files_rewritten, report.bytes_written, report.staged_batches_removed = files, size, removed

@@ -1,0 +1,175 @@
+"""Where a subject's rows are: the SQL that tells a row of the subject (SUBJECT_KEY's value, or an id
+an erasure tombstoned) in a lake table and in the quarantine, and every data file and inlined row of a
+table, in any snapshot time travel can reach, that holds one (:mod:`pipeline.lake.erasure`).
+
+Files are read by DuckDB each column by its name, as DuckLake wrote it; a Postgres catalog keeps an
+inlined text value as bytea, read back as the UTF-8 it holds.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pipeline.errors import ConfigError
+from pipeline.id_checksum import IdKind, duckdb_identity, duckdb_key
+from pipeline.lake.schema import events_column_types
+from pipeline.lake.session import Lake, LakeTable
+from pipeline.settings import ResolvedSettings
+from pipeline.settings.model import SubjectKey
+from pipeline.source.shape import EVENT_COLUMNS
+from pipeline.sqltext import one_row, quote_ident, quote_literal
+
+QUARANTINE = "quarantine"  # the ops table a table's unloadable rows are kept in, rows of the subject too
+
+
+@dataclass(frozen=True)
+class Scrubbed:
+    """One lake table an erasure scrubs: the relation, how a row names the subject, and its key."""
+
+    schema: str
+    name: str
+    subject: str  # SQL: true for a row of the subject ($value), or of an erased id
+    identity: str  # SQL: the row's identity (NULL for an id that has none)
+
+    @property
+    def relation(self) -> str:
+        return f"{quote_ident(self.schema)}.{quote_ident(self.name)}"
+
+
+def subject_keys(settings: ResolvedSettings) -> dict[str, SubjectKey]:
+    """The image's tables that name a subject, and where (SUBJECT_KEY); refused when none does."""
+    keys = {table.name: settings.subject_keys[table.name] for table in settings.tables
+            if table.name in settings.subject_keys}
+    if not keys:
+        raise ConfigError("No table says where its rows name a person (SUBJECT_KEY is unset): nothing was "
+                          "erased.",
+                          "Set SUBJECT_KEY to the column (user_id) or JSON path (details.user_id) holding "
+                          "the subject; with SOURCE_TABLES, table=key pairs (events=details.user_id,...).")
+    return keys
+
+
+def _text_of(expr: str, key: SubjectKey) -> str:
+    """SQL: the subject's value in a row, as text, from ``expr`` (the key's column as text)."""
+    if not key.path:
+        return expr
+    path = "$." + ".".join(f'"{part}"' for part in key.path)
+    return f"json_extract_string(CASE WHEN json_valid({expr}) THEN {expr} END, {quote_literal(path)})"
+
+
+def of_table(lake: LakeTable, key: SubjectKey, kind: IdKind, erased: str) -> Scrubbed:
+    """The table's rows of the subject: its key's value, or an id in ``erased`` (a relation)."""
+    columns = events_column_types(lake)
+    if key.column not in columns:
+        raise ConfigError(f"SUBJECT_KEY names {key.column!r}, which the lake table {lake.events_table} "
+                          f"does not have (it has {', '.join(columns)}). Nothing was erased.",
+                          "Name a column of the table, or a path into its JSON column (details.user_id).")
+    if key.path and columns[key.column] not in ("JSON", "VARCHAR"):
+        raise ConfigError(f"SUBJECT_KEY {key} is a path into {key.column}, which holds "
+                          f"{columns[key.column]}, not JSON. Nothing was erased.",
+                          f"Name the column alone ({key.column}).")
+    identity = duckdb_identity(quote_ident(lake.id_column), kind)
+    text = _text_of(f"CAST({quote_ident(key.column)} AS VARCHAR)", key)
+    return Scrubbed("main", lake.table, f"({text} = $value OR {identity} IN {erased})", identity)
+
+
+def of_quarantine(lake: LakeTable, key: SubjectKey, kind: IdKind, erased: str) -> Scrubbed:
+    """The table's rows in ``ops.quarantine``: its own columns by their pipeline names, the others in
+    ``source_columns``; a row whose JSON cannot be read holds the value anywhere in its text."""
+    canonical = {lake.own(name): name for name in EVENT_COLUMNS}.get(key.column)
+    column = (quote_ident(canonical) if canonical else
+              f"json_extract_string(source_columns, {quote_literal('$.' + json.dumps(key.column))})")
+    identity = duckdb_identity(duckdb_key("event_id", kind), kind)
+    unreadable = f" OR (NOT json_valid({column}) AND contains({column}, $value))" if key.path else ""
+    subject = (f"(table_name = {quote_literal(lake.table)} AND ({_text_of(column, key)} = $value{unreadable} "
+               f"OR {identity} IN {erased}))")
+    return Scrubbed(lake.ops_schema, QUARANTINE, subject, identity)
+
+
+def metadata(lake: Lake) -> str:
+    return one_row(lake.execute("SELECT getvariable('lake_metadata')"))[0]
+
+
+@dataclass(frozen=True)
+class Holding:
+    """A data file or an inlined table of a scrubbed table that holds rows of the subject, and the
+    snapshots that list them (``end`` None: the current one does)."""
+
+    where: str
+    begin: int
+    end: int | None
+    size: int = 0
+
+
+def data_files(lake: Lake, table: Scrubbed) -> list[tuple[str, int, int | None, int]]:
+    """Every data file of ``table`` some retained snapshot lists, or DuckLake has yet to delete:
+    (path, begin, end snapshot, size)."""
+    meta = metadata(lake)
+    [[data_path]] = lake.execute(
+        f"SELECT value FROM {meta}.ducklake_metadata WHERE key = 'data_path'").fetchall()
+    rows = lake.execute(
+        f"SELECT f.path, f.path_is_relative, s.path, s.path_is_relative, t.path, t.path_is_relative, "
+        f"f.begin_snapshot, f.end_snapshot, f.file_size_bytes FROM {meta}.ducklake_data_file f "
+        f"JOIN (SELECT DISTINCT table_id, schema_id, path, path_is_relative FROM {meta}.ducklake_table "
+        f"WHERE table_name = ?) t ON t.table_id = f.table_id "
+        f"JOIN (SELECT DISTINCT schema_id, path, path_is_relative FROM {meta}.ducklake_schema "
+        "WHERE schema_name = ?) s "
+        "ON s.schema_id = t.schema_id", [table.name, table.schema]).fetchall()
+    found = []
+    for path, relative, schema_path, schema_relative, table_path, table_relative, begin, end, size in rows:
+        if relative:
+            base = table_path if not table_relative else (
+                (schema_path if not schema_relative else data_path + schema_path) + table_path)
+            path = base + path
+        found.append((path, int(begin), None if end is None else int(end), int(size or 0)))
+    return found
+
+
+def _inlined_tables(lake: Lake, table: Scrubbed) -> list[str]:
+    meta = metadata(lake)
+    return [f"{meta}.{quote_ident(name)}" for (name,) in lake.execute(
+        f"SELECT i.table_name FROM {meta}.ducklake_inlined_data_tables i "
+        f"JOIN (SELECT DISTINCT table_id, schema_id FROM {meta}.ducklake_table WHERE table_name = ?) t "
+        f"ON t.table_id = i.table_id JOIN (SELECT DISTINCT schema_id FROM {meta}.ducklake_schema "
+        "WHERE schema_name = ?) s ON s.schema_id = t.schema_id", [table.name, table.schema]).fetchall()]
+
+
+def holdings(lake: Lake, table: Scrubbed, params: Mapping[str, object]) -> list[Holding]:
+    """Where ``table``'s rows of the subject are, in any snapshot time travel can reach: files
+    (read with DuckDB, each column by name) and inlined rows."""
+    found: list[Holding] = []
+    files = {path: (begin, end, size) for path, begin, end, size in data_files(lake, table)
+             if lake.data_folder.exists_uri(path)}
+    if files:
+        held = lake.execute(
+            f"SELECT DISTINCT filename FROM read_parquet($files, filename = true, union_by_name = true, "
+            f"hive_partitioning = false) WHERE {table.subject}",
+            {**params, "files": sorted(files)}).fetchall()
+        found += [Holding(path, files[path][0], files[path][1], files[path][2]) for (path,) in held]
+    for inlined in _inlined_tables(lake, table):
+        for begin, end in lake.execute(f"SELECT begin_snapshot, end_snapshot FROM {_as_text(lake, inlined)} "
+                                       f"WHERE {table.subject}", dict(params)).fetchall():
+            found.append(Holding(inlined, int(begin), None if end is None else int(end)))
+    return found
+
+
+def _as_text(lake: Lake, inlined: str) -> str:
+    """An inlined rows' table with its BLOB columns read as the UTF-8 text they hold (a Postgres
+    catalog keeps a VARCHAR or JSON column's inlined values as bytea)."""
+    described = lake.execute(f"SELECT column_name, column_type FROM (DESCRIBE {inlined})").fetchall()
+    blobs = [name for name, kind in described if kind == "BLOB"]
+    if not blobs:
+        return inlined
+    decoded = ", ".join(f"decode({quote_ident(b)}) AS {quote_ident(b)}" for b in blobs)
+    return f"(SELECT * REPLACE ({decoded}) FROM {inlined})"
+
+
+def expiring(lake: Lake, held: list[Holding]) -> tuple[list[int], int]:
+    """The retained snapshots that list a holding (each from its begin to before its end; to the
+    latest when current), and how many others stay."""
+    retained = [r[0] for r in lake.execute(
+        f"SELECT snapshot_id FROM {lake.name}.snapshots() ORDER BY 1").fetchall()]
+    after = retained[-1] + 1 if retained else 0
+    listing = [v for v in retained if any(h.begin <= v < (after if h.end is None else h.end) for h in held)]
+    return listing, len(retained) - len(listing)

@@ -1,0 +1,227 @@
+"""``--erase``: a subject spread over several Parquet files, inlined rows and the quarantine is gone
+from every snapshot, file and catalog table afterwards (read without the project's code: pyarrow
+over every file below the data and staging paths, psycopg over every table of the catalog database),
+every other row is intact, loads and reconcile never bring it back, and the receipt holds no value."""
+
+from __future__ import annotations
+
+import hmac
+import json
+import uuid
+from datetime import UTC, datetime, timedelta
+from hashlib import sha256
+from pathlib import Path
+
+import psycopg
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.ops.pipeline import Pipeline
+from pipeline.settings import load_settings
+from tests.conftest import run_cli, run_main
+from tests.faults import ENV as FAULT
+from tests.helpers import assert_lake_equals_source, lake_query, run, snapshot_ids, source_db
+
+SUBJECT = "subject-7f3a"
+OTHER_SUBJECT = "subject-other"
+
+
+def _write(settings, rows: list[tuple[str, str]], *, ago: timedelta, table: str = "public.events") -> None:
+    """Rows (user, details text) dated ``ago`` before now, 1 ms apart."""
+    now = datetime.now(UTC) - ago
+    with source_db(settings) as conn:
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (event_id uuid PRIMARY KEY, event_type text NOT NULL, "
+                     "event_timestamp timestamptz NOT NULL, details jsonb, created_at timestamptz DEFAULT now())")
+        with conn.cursor() as cur:
+            cur.executemany(f"INSERT INTO {table} (event_id, event_type, event_timestamp, details) "
+                            "VALUES (%s, 'page_view', %s, %s)",
+                            [(uuid.uuid4(), now - timedelta(milliseconds=i), details)
+                             for i, (_, details) in enumerate(rows)])
+
+
+def _users(n: int, subject_every: int, subject: str = SUBJECT) -> list[tuple[str, str]]:
+    users = [subject if i % subject_every == 0 else f"user-{i}" for i in range(n)]
+    return [(u, json.dumps({"user_id": u, "page": f"/p/{i}"})) for i, u in enumerate(users)]
+
+
+def _files_holding(root: Path, value: str) -> list[str]:
+    """Every file below ``root`` whose bytes, or whose Parquet values or statistics, hold ``value``."""
+    found = []
+    for path in root.rglob("*"):
+        if not path.is_file():
+            continue
+        if value.encode() in path.read_bytes():
+            found.append(str(path))
+        elif path.suffix == ".parquet":
+            table = pq.read_table(path)
+            text = json.dumps(table.to_pylist(), default=str)
+            metadata = pq.ParquetFile(path).metadata
+            stats = [str(metadata.row_group(g).column(c).statistics) for g in range(metadata.num_row_groups)
+                     for c in range(metadata.num_columns)]
+            if value in text or any(value in s for s in stats):
+                found.append(str(path))
+    return found
+
+
+def _catalog_tables_holding(dsn: str, value: str) -> list[str]:
+    """Every table of the catalog database (any schema) with a row whose text holds ``value``."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        tables = conn.execute("SELECT format('%I.%I', table_schema, table_name) FROM information_schema.tables "
+                              "WHERE table_schema NOT IN ('pg_catalog', 'information_schema') "
+                              "AND table_type = 'BASE TABLE'").fetchall()
+        return [t for (t,) in tables
+                if conn.execute(f"SELECT count(*) FROM {t} x WHERE x::text LIKE %s", [f"%{value}%"]).fetchone()[0]]
+
+
+def _rows_of(settings, value: str, version: int | None = None) -> int:
+    at = f" AT (VERSION => {version})" if version is not None else ""
+    if version is not None and not lake_query(settings, "SELECT count(*) FROM lake.snapshots() WHERE snapshot_id = ? "
+                                                        "AND snapshot_id >= (SELECT min(snapshot_id) FROM lake.snapshots() "
+                                                        "WHERE changes['tables_created'] IS NOT NULL AND "
+                                                        "list_contains(changes['tables_created'], 'main.events'))",
+                                              [version])[0][0]:
+        return 0  # before the table was made
+    return lake_query(settings, f"SELECT count(*) FROM lake.main.events{at} "
+                                "WHERE json_extract_string(details, '$.user_id') = ?", [value])[0][0]
+
+
+def _others(settings) -> tuple[int, str]:
+    """Count and content checksum of every row not of the subject."""
+    return tuple(lake_query(settings, "SELECT count(*), md5(string_agg(event_id::VARCHAR || details::VARCHAR, ',' "
+                                      "ORDER BY event_id)) FROM lake.main.events "
+                                      "WHERE json_extract_string(details, '$.user_id') <> ?", [SUBJECT])[0])
+
+
+@pytest.fixture
+def erasure_env(lake_env):
+    return {**lake_env, "SUBJECT_KEY": "details.user_id"}
+
+
+def _spread_subject(settings) -> None:
+    """The subject in two loads' Parquet files, in inlined rows, and in the quarantine."""
+    _write(settings, _users(300, 20), ago=timedelta(hours=3))
+    assert run(settings, engine="dlt").rows_inserted == 300
+    _write(settings, _users(120, 30), ago=timedelta(hours=2))
+    assert run(settings, engine="dlt").rows_inserted == 120
+    _write(settings, _users(3, 2), ago=timedelta(hours=1))  # 3 rows: DuckLake keeps them inlined
+    assert run(settings, engine="dlt").rows_inserted == 3
+    with source_db(settings) as conn:  # a row the lake cannot load (quarantined), naming the subject
+        conn.execute("ALTER TABLE public.events ALTER COLUMN details TYPE text")
+    _write(settings, [(SUBJECT, '{"user_id": "' + SUBJECT + '", bad json')], ago=timedelta(minutes=30))
+    report = run(settings, engine="dlt")
+    assert report.rows_quarantined == 1, report
+
+
+def test_erase_removes_the_subject_everywhere_and_never_loads_it_again(erasure_env, tmp_path):
+    settings = load_settings(erasure_env)
+    _spread_subject(settings)
+    data, staging = Path(erasure_env["DUCKLAKE_DATA_PATH"]), Path(erasure_env["STAGING_PATH"])
+    held = _rows_of(settings, SUBJECT)
+    assert held == 15 + 4 + 2, held  # 300/20 + 120/30 + 2 of 3
+    assert lake_query(settings, "SELECT count(*) FROM lake.main.events WHERE event_id IN (SELECT event_id FROM "
+                                "lake.main.events) AND json_extract_string(details, '$.user_id') = ?",
+                      [SUBJECT])[0][0] == held
+    assert len(_files_holding(data, SUBJECT)) >= 2
+    before_others, versions = _others(settings), snapshot_ids(settings)
+
+    # --dry-run: says what it would do, changes nothing
+    dry = run_main("--erase", SUBJECT, "--dry-run", "--json", env=erasure_env)
+    assert dry.returncode == 0, dry.stderr
+    preview = json.loads(dry.stdout)
+    assert preview["dry_run"] and preview["tables"]["events"]["rows"] == held
+    assert preview["tables"]["events"]["quarantined"] == 1
+    assert preview["tables"]["events"]["files"] >= 2 and preview["tables"]["events"]["inlined_rows"] == 2
+    assert preview["snapshots_expired"], preview
+    assert snapshot_ids(settings) == versions and _rows_of(settings, SUBJECT) == held
+
+    # without --yes and without a terminal it refuses, naming the way
+    refused = run_main("--erase", SUBJECT, env=erasure_env)
+    assert refused.returncode != 0 and "--yes" in refused.stderr and _rows_of(settings, SUBJECT) == held
+
+    done = run_main("--erase", SUBJECT, "--yes", "--json", env=erasure_env)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["tables"]["events"]["rows"] == held and report["tables"]["events"]["quarantined"] == 1
+    for stream in (done.stdout, done.stderr, dry.stdout, dry.stderr):
+        assert SUBJECT not in stream
+
+    # no retained snapshot returns a row of the subject; every other row is as it was
+    for version in snapshot_ids(settings):
+        assert _rows_of(settings, SUBJECT, version) == 0, version
+    assert _others(settings) == before_others
+    assert lake_query(settings, "SELECT count(*) FROM lake.ops.quarantine WHERE details LIKE ?",
+                      [f"%{SUBJECT}%"])[0][0] == 0
+    # no file under the data or staging path, no table of the catalog database holds the value
+    assert _files_holding(data, SUBJECT) == []
+    assert _files_holding(staging, SUBJECT) == []
+    assert _catalog_tables_holding(erasure_env["DUCKLAKE_CATALOG"], SUBJECT) == []
+
+    # the source still holds the rows: the lake is healthy, and no load or reconcile brings them back
+    status = run_main("--status", "--json", env=erasure_env)
+    assert status.returncode == 0, status.stdout + status.stderr
+    _write(settings, _users(10, 5), ago=timedelta(minutes=1))  # 2 more of the subject's, new ids: loaded
+    assert run(settings, engine="dlt").rows_inserted == 10
+    reconciled = run_main("--reconcile", "--since", "all", "--json", env=erasure_env)
+    assert reconciled.returncode == 0, reconciled.stderr
+    assert _rows_of(settings, SUBJECT) == 2  # only the two written after the erasure
+    assert_lake_equals_source(settings)  # --verify: the erased rows are absent on purpose
+
+    # the receipt: a keyed hash (by the lake's id, no ERASURE_KEY set), never the value
+    listed = run_main("--erasures", "--json", env=erasure_env)
+    assert listed.returncode == 0, listed.stderr
+    [receipt] = json.loads(listed.stdout)["erasures"]
+    assert SUBJECT not in listed.stdout
+    [[lake_id]] = lake_query(settings, "SELECT lake_id FROM lake.ops.lake_identity")
+    assert receipt["value_hash"] == hmac.new(lake_id.encode(), SUBJECT.encode(), sha256).hexdigest()
+    assert receipt["state"] == "done" and receipt["rows_erased"]["events"] == held
+    assert receipt["snapshot_id"] in snapshot_ids(settings)
+
+
+def test_a_kill_during_the_erasure_is_completed_by_the_rerun(erasure_env):
+    settings = load_settings(erasure_env)
+    _spread_subject(settings)
+    data = Path(erasure_env["DUCKLAKE_DATA_PATH"])
+    before_others = _others(settings)
+    for point in ("erase-after-commit", "erase-after-rewrite"):
+        killed = run_cli("tests/faulty_cli.py", "--erase", SUBJECT, "--yes", env={**erasure_env, FAULT: point})
+        assert killed.returncode == -9, (point, killed.stderr)
+        # the commit stands: no current row of the subject, whatever the history still holds
+        assert _rows_of(settings, SUBJECT) == 0
+        listed = run_main("--erasures", env=erasure_env)
+        assert listed.returncode != 0 and "interrupted" in listed.stdout + listed.stderr
+    rerun = run_main("--erase", SUBJECT, "--yes", "--json", env=erasure_env)
+    assert rerun.returncode == 0, rerun.stderr
+    # the second kill struck while that run completed the first one (it does so before anything else)
+    assert len(json.loads(rerun.stdout)["completed_before"]) == 1
+    for version in snapshot_ids(settings):
+        assert _rows_of(settings, SUBJECT, version) == 0, version
+    assert _files_holding(data, SUBJECT) == []
+    assert _catalog_tables_holding(erasure_env["DUCKLAKE_CATALOG"], SUBJECT) == []
+    assert _others(settings) == before_others
+    assert all(r["state"] == "done" for r in json.loads(
+        run_main("--erasures", "--json", env=erasure_env).stdout)["erasures"])
+
+
+def test_one_erasure_covers_every_table_in_one_commit(new_lake_env):
+    env = {**new_lake_env(""), "SOURCE_TABLES": "public.events,public.clicks",
+           "SUBJECT_KEY": "events=details.user_id,clicks=details.user_id"}
+    settings = load_settings(env)
+    _write(settings, _users(50, 10), ago=timedelta(hours=2))
+    _write(settings, _users(40, 8), ago=timedelta(hours=2), table="public.clicks")
+    run(settings, engine="dlt")
+    with Pipeline(settings) as lake:
+        dry = lake.erase(SUBJECT, dry_run=True)
+        report = lake.erase(SUBJECT)
+    assert {name: t.rows for name, t in dry.tables.items()} == {"events": 5, "clicks": 5}
+    assert {name: t.rows for name, t in report.tables.items()} == {"events": 5, "clicks": 5}
+    commits = lake_query(settings, "SELECT count(*) FROM lake.snapshots() WHERE commit_message LIKE 'erase a subject%'")
+    assert commits[0][0] <= 1  # one commit deleted from both (expired with the files it listed)
+    for table in ("events", "clicks"):
+        assert lake_query(settings, f"SELECT count(*) FROM lake.main.{table} "
+                                    "WHERE json_extract_string(details, '$.user_id') = ?", [SUBJECT])[0][0] == 0
+    assert_lake_equals_source(settings)
+
+
+def test_erase_without_a_subject_key_is_refused(lake_env):
+    refused = run_main("--erase", "x", "--yes", env=lake_env)
+    assert refused.returncode != 0 and "SUBJECT_KEY" in refused.stderr
