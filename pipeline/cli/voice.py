@@ -15,7 +15,7 @@ FLAGS = {
     actions.SNAPSHOTS: "--snapshots", actions.AT_VERSION: "--at-version", actions.AT_TIME: "--at-time",
     actions.ENGINE: "--engine", actions.SPARK_CONF: "--spark-conf", actions.METRICS_PORT: "--metrics-port",
     actions.DOCTOR: "--doctor", actions.TIMEOUT: "--timeout", actions.MEMORY: "--memory",
-    actions.VERBOSE: "--verbose",
+    actions.VERBOSE: "--verbose", actions.ERASE: "--erase",
 }
 LIMIT = "--limit"  # named by the CLI's own messages only
 

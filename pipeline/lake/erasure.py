@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import psycopg
 
-from pipeline import staging
+from pipeline import actions, staging
 from pipeline.errors import ConfigError
 from pipeline.id_checksum import IdSum, duckdb_identity, duckdb_key, duckdb_sums
 from pipeline.lake import subject_rows, tombstones
@@ -144,7 +144,7 @@ class Erasure:
                                       subject_rows.of_quarantine(table, key, kind, erased))
         if not self.tables:
             raise ConfigError(f"No table with a SUBJECT_KEY ({', '.join(self.keys)}) has been loaded yet: "
-                              "nothing was erased.", "Erase once the tables are loaded (--run).")
+                              "nothing was erased.", f"Erase once the tables are loaded ({actions.RUN}).")
 
     @property
     def written(self) -> list[LakeTable]:

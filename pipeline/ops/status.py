@@ -27,6 +27,7 @@ from pipeline.lake.identity import lake_id, table_names
 from pipeline.lake.integrity import Integrity
 from pipeline.lake.schema import quarantined_rows
 from pipeline.lake.session import LakeTable
+from pipeline.lake.tombstones import receipts
 from pipeline.lake.transaction import one_read
 from pipeline.load import proof
 from pipeline.load.plan import PULL_LIMIT
@@ -221,6 +222,7 @@ class LakeFacts:
     integrity: integrity.Integrity | None = None
     catching_up: bool = False  # SOURCE_TABLES: the table's last batch was a bounded part of its history
     history_rate: float | None = None  # rows per second its history's parts were read at
+    erasures_interrupted: list[str] = field(default_factory=list)  # receipts a kill left 'erasing'
 
     @classmethod
     def read(cls, lake: LakeTable, *, checked: Integrity | None = None) -> LakeFacts:
@@ -248,7 +250,17 @@ class LakeFacts:
             facts.lake_id = lake_id(lake)
         facts.quarantined = quarantined_rows(lake)
         facts.integrity = checked or integrity.check(lake, tables)
+        facts.erasures_interrupted = [r.erasure_id for r in receipts(lake) if not r.done]
         return facts
+
+
+def _interrupted(erasures: list[str]) -> list[str]:
+    """An erasure a kill interrupted: the current lake is without the subject, older snapshots and
+    files may not be yet."""
+    if not erasures:
+        return []
+    return [f"erasure {', '.join(erasures)} was interrupted: older snapshots and files may still hold the "
+            f"subject's rows; run {actions.ERASE} with the same value again to complete it"]
 
 
 def _cadence(load_every: timedelta, last_load: jobs.JobRun | None) -> health.Cadence:
@@ -468,7 +480,7 @@ def _collect(settings: ResolvedSettings, table: TableSpec, *, checked: Integrity
                            far_future=far_future, source_error=source_error, lake_surplus=surplus,
                            lake_changed=changed,
                            lake_damage=[*(facts.integrity.problems if facts.integrity else []),
-                                        *missed])
+                                        *missed, *_interrupted(facts.erasures_interrupted)])
     behind = facts.last_hour["rows_behind_mark"] if facts.last_hour else 0
     return Status(
         health=judged, lake=settings.lake_table(table), lake_exists=facts.exists,

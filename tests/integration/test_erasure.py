@@ -189,6 +189,8 @@ def test_a_kill_during_the_erasure_is_completed_by_the_rerun(erasure_env):
         assert _rows_of(settings, SUBJECT) == 0
         listed = run_main("--erasures", env=erasure_env)
         assert listed.returncode != 0 and "interrupted" in listed.stdout + listed.stderr
+        status = run_main("--status", env=erasure_env)
+        assert status.returncode == 2 and "interrupted" in status.stdout + status.stderr
     rerun = run_main("--erase", SUBJECT, "--yes", "--json", env=erasure_env)
     assert rerun.returncode == 0, rerun.stderr
     # the second kill struck while that run completed the first one (it does so before anything else)
