@@ -32,11 +32,12 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from uuid import UUID
 
 import psycopg
 
 from pipeline import actions, staging
-from pipeline.errors import ConfigError
+from pipeline.errors import ConfigError, SourceUnavailable, first_line
 from pipeline.id_checksum import IdSum, duckdb_identity, duckdb_key, duckdb_sums
 from pipeline.lake import subject_rows, tombstones
 from pipeline.lake.identity import lake_id, table_names
@@ -45,6 +46,8 @@ from pipeline.lake.subject_rows import QUARANTINE, Holding, Scrubbed
 from pipeline.lake.transaction import transaction
 from pipeline.promote.commit import LakeCommit
 from pipeline.settings import ResolvedSettings
+from pipeline.source.connect import connect
+from pipeline.source.shape import IdShape, SourceRelation
 from pipeline.sqltext import one_row, quote_literal
 
 log = logging.getLogger(__name__)
@@ -61,11 +64,12 @@ class TableErasure:
     ids: IdSum = field(default_factory=IdSum)
     files: int = 0  # data files (current) holding its rows: rewritten
     inlined: int = 0  # of its rows, those held inlined in the catalog
+    not_loaded: int = 0  # rows of the subject the source holds that no load took yet: never will
 
     def as_dict(self) -> dict[str, object]:
         return {"key": self.key, "rows": self.rows, "quarantined": self.quarantined,
                 "ids": self.ids.as_dict(),
-                "files": self.files, "inlined_rows": self.inlined}
+                "files": self.files, "inlined_rows": self.inlined, "not_loaded": self.not_loaded}
 
 
 @dataclass
@@ -84,6 +88,7 @@ class ErasureReport:
     bytes_written: int = 0
     staged_batches_removed: int = 0
     completed_before: list[str] = field(default_factory=list)  # interrupted erasures completed first
+    source_read: bool = True  # the source was read for rows of the subject not loaded yet
     seconds: float = 0.0
 
     @property
@@ -97,12 +102,15 @@ class ErasureReport:
                 "snapshot_id": self.snapshot_id, "snapshots_expired": self.snapshots_expired,
                 "snapshots_kept": self.snapshots_kept, "files_rewritten": self.files_rewritten,
                 "bytes_written": self.bytes_written, "staged_batches_removed": self.staged_batches_removed,
-                "completed_before": self.completed_before, "seconds": round(self.seconds, 3)}
+                "completed_before": self.completed_before, "source_read": self.source_read,
+                "seconds": round(self.seconds, 3)}
 
     def describe(self) -> str:
         rows = ", ".join(f"{name} {t.rows} row(s)"
                          + (f" + {t.quarantined} quarantined" if t.quarantined else "")
                          + f" in {t.files} file(s)" + (f" and {t.inlined} inlined" if t.inlined else "")
+                         + (f", and {t.not_loaded} the source holds that were not loaded yet" if t.not_loaded
+                            else "")
                          for name, t in self.tables.items())
         expired = self.snapshots_expired
         was = "would be" if self.dry_run else "was"
@@ -135,6 +143,7 @@ class Erasure:
                   if (lake.ops_schema, tombstones.ERASED_IDS) in present else "(SELECT NULL::UUID)")
         self.keys = subject_rows.subject_keys(settings)
         self.tables: dict[str, tuple[LakeTable, Scrubbed, Scrubbed]] = {}
+        self.from_source: dict[str, set[UUID]] = {}  # read_source(): identities of the source's rows
         for spec in settings.tables:
             if spec.name not in self.keys or ("main", spec.name) not in present:
                 continue
@@ -145,6 +154,27 @@ class Erasure:
         if not self.tables:
             raise ConfigError(f"No table with a SUBJECT_KEY ({', '.join(self.keys)}) has been loaded yet: "
                               "nothing was erased.", f"Erase once the tables are loaded ({actions.RUN}).")
+
+    def read_source(self) -> bool:
+        """The identities of the subject's rows the source holds, per table (:attr:`from_source`);
+        False when the source cannot be read (the lake is erased all the same: said in the report)."""
+        value = self.params["value"]
+        if value is None:
+            return True
+        try:
+            with connect(self.settings.source_dsn) as conn:
+                for name, (table, _, _) in self.tables.items():
+                    spec = next(t for t in self.settings.tables if t.name == name)
+                    relation = SourceRelation.of(conn, spec)
+                    kind = IdShape.read(conn, relation, table.id_type()).kind
+                    self.from_source[name] = subject_rows.in_source(conn, relation, self.keys[name], kind,
+                                                                    str(value))
+        except SourceUnavailable as exc:
+            log.warning("the source cannot be read (%s): rows of the subject it holds that were not loaded "
+                        "yet are not known, and a later load may take them; erase again once it is back",
+                        first_line(exc))
+            return False
+        return True
 
     @property
     def written(self) -> list[LakeTable]:
@@ -168,11 +198,15 @@ class Erasure:
         inlined_prefix = subject_rows.metadata(self.lake)
         for name, (_, rows, quarantine) in self.tables.items():
             count, high, low = self._count(rows.relation, rows.subject, ", " + duckdb_sums(rows.identity))
+            held = {r[0] for r in self.lake.execute(
+                f"SELECT {rows.identity} FROM {self.lake.name}.{rows.relation} WHERE {rows.subject}",
+                self.params).fetchall()}
             current = [h for h in subject_rows.holdings(self.lake, rows, self.params) if h.end is None]
             inlined = sum(1 for h in current if h.where.startswith(inlined_prefix))
             report[name] = TableErasure(str(self.keys[name]), count, self._count(quarantine.relation,
                                                                                  quarantine.subject)[0],
-                                        IdSum.of(count, high, low), len(current) - inlined, inlined)
+                                        IdSum.of(count, high, low), len(current) - inlined, inlined,
+                                        len(self.from_source.get(name, set()) - held))
         return report
 
     def held(self) -> list[Holding]:
@@ -191,6 +225,11 @@ class Erasure:
                                  f"{quote_literal(name)}, {scrubbed.identity} "
                                  f"FROM {lake.name}.{scrubbed.relation} "
                                  f"WHERE {scrubbed.subject} AND {scrubbed.identity} IS NOT NULL", self.params)
+            for name, identities in self.from_source.items():  # rows no load took yet: never will
+                if identities:
+                    lake.execute(f"INSERT INTO {lake.ops(tombstones.ERASED_IDS)} SELECT $erasure, $table, "
+                                 "unnest($ids::UUID[])",
+                                 {"erasure": self.erasure_id, "table": name, "ids": sorted(identities)})
             lake.execute(f"INSERT INTO {lake.ops(tombstones.ERASURES)} ({', '.join(receipt)}) VALUES "
                          f"({', '.join('?' for _ in receipt)})", list(receipt.values()))
             # the tombstones hold the ids now, so the erased ids match by identity too (a row whose
@@ -323,6 +362,8 @@ def run_erasure(lake: Lake, settings: ResolvedSettings, value: str, *, dry_run: 
                      else (lake_id(lake), "lake_id"))
     report = ErasureReport(dry_run, uuid.uuid4().hex[:16], tombstones.value_hash(value, key), hash_key)
     erasure = Erasure(lake, settings, report.erasure_id, value, step)
+    step("finding the subject's rows the source holds")
+    report.source_read = erasure.read_source()
     if dry_run:
         step("finding the subject's rows")
         report.tables = erasure.found()

@@ -11,14 +11,18 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from uuid import UUID
+
+import psycopg
+from psycopg import sql
 
 from pipeline.errors import ConfigError
-from pipeline.id_checksum import IdKind, duckdb_identity, duckdb_key
+from pipeline.id_checksum import IdKind, duckdb_identity, duckdb_key, postgres_id
 from pipeline.lake.schema import events_column_types
 from pipeline.lake.session import Lake, LakeTable
 from pipeline.settings import ResolvedSettings
 from pipeline.settings.model import SubjectKey
-from pipeline.source.shape import EVENT_COLUMNS
+from pipeline.source.shape import EVENT_COLUMNS, SourceRelation
 from pipeline.sqltext import one_row, quote_ident, quote_literal
 
 QUARANTINE = "quarantine"  # the ops table a table's unloadable rows are kept in, rows of the subject too
@@ -85,6 +89,45 @@ def of_quarantine(lake: LakeTable, key: SubjectKey, kind: IdKind, erased: str) -
     subject = (f"(table_name = {quote_literal(lake.table)} AND ({_text_of(column, key)} = $value{unreadable} "
                f"OR {identity} IN {erased}))")
     return Scrubbed(lake.ops_schema, QUARANTINE, subject, identity)
+
+
+def in_source(conn: psycopg.Connection, source: SourceRelation, key: SubjectKey, kind: IdKind,
+              value: str) -> set[UUID]:
+    """The identities of every row of the subject the source holds (its rows not loaded yet: after the
+    watermark, or later than the look-back, which a load or --reconcile would read). One scan of the
+    table: a JSON path is looked for as text first, and read as JSON (in Python) only in the rows
+    that hold the value, so a row whose JSON Postgres could not read stops nothing."""
+    if key.column not in source.types:
+        return set()
+    column = sql.Identifier(key.column)
+    identity = sql.SQL(postgres_id("event_id", kind))
+    if not key.path:
+        query = sql.SQL("SELECT {identity} FROM {t} WHERE {column}::text = %(value)s")
+        rows = conn.execute(query.format(identity=identity, t=sql.SQL(source.sql), column=column),
+                            {"value": value}).fetchall()
+        return {row[0] for row in rows if row[0] is not None}
+    query = sql.SQL("SELECT {identity}, {column}::text FROM {t} WHERE strpos({column}::text, %(value)s) > 0")
+    found = set()
+    for identity_value, text in conn.execute(query.format(identity=identity, t=sql.SQL(source.sql),
+                                                          column=column), {"value": value}):
+        if identity_value is not None and _at_path(text, key.path) == value:
+            found.add(identity_value)
+    return found
+
+
+def _at_path(text: str, path: tuple[str, ...]) -> str | None:
+    """The value at ``path`` in the JSON ``text``, as text as ``json_extract_string`` gives it."""
+    try:
+        found: object = json.loads(text)
+    except ValueError:
+        return None
+    for part in path:
+        if not isinstance(found, dict) or part not in found:
+            return None
+        found = found[part]
+    if found is None:
+        return None
+    return found if isinstance(found, str) else json.dumps(found)
 
 
 def metadata(lake: Lake) -> str:

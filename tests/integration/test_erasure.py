@@ -123,6 +123,8 @@ def test_erase_removes_the_subject_everywhere_and_never_loads_it_again(erasure_e
                       [SUBJECT])[0][0] == held
     assert len(_files_holding(data, SUBJECT)) >= 2
     before_others, versions = _others(settings), snapshot_ids(settings)
+    # and in the source only: written after the last load (two of four are the subject's)
+    _write(settings, _users(4, 2), ago=timedelta(minutes=2))
 
     # --dry-run: says what it would do, changes nothing
     dry = run_main("--erase", SUBJECT, "--dry-run", "--json", env=erasure_env)
@@ -131,6 +133,7 @@ def test_erase_removes_the_subject_everywhere_and_never_loads_it_again(erasure_e
     assert preview["dry_run"] and preview["tables"]["events"]["rows"] == held
     assert preview["tables"]["events"]["quarantined"] == 1
     assert preview["tables"]["events"]["files"] >= 2 and preview["tables"]["events"]["inlined_rows"] == 2
+    assert preview["tables"]["events"]["not_loaded"] == 2 and preview["source_read"]
     assert preview["snapshots_expired"], preview
     assert snapshot_ids(settings) == versions and _rows_of(settings, SUBJECT) == held
 
@@ -160,7 +163,7 @@ def test_erase_removes_the_subject_everywhere_and_never_loads_it_again(erasure_e
     status = run_main("--status", "--json", env=erasure_env)
     assert status.returncode == 0, status.stdout + status.stderr
     _write(settings, _users(10, 5), ago=timedelta(minutes=1))  # 2 more of the subject's, new ids: loaded
-    assert run(settings, engine="dlt").rows_inserted == 10
+    assert run(settings, engine="dlt").rows_inserted == 2 + 10  # not the 2 the source held at the erasure
     reconciled = run_main("--reconcile", "--since", "all", "--json", env=erasure_env)
     assert reconciled.returncode == 0, reconciled.stderr
     assert _rows_of(settings, SUBJECT) == 2  # only the two written after the erasure
