@@ -89,6 +89,8 @@ class ErasureReport:
     staged_batches_removed: int = 0
     completed_before: list[str] = field(default_factory=list)  # interrupted erasures completed first
     source_read: bool = True  # the source was read for rows of the subject not loaded yet
+    # receipts completed but for the catalog's vacuum: erasure id -> what the receipt records (finish())
+    finishing: dict[str, dict[str, object]] = field(default_factory=dict, repr=False)
     seconds: float = 0.0
 
     @property
@@ -309,16 +311,6 @@ class Erasure:
             f"(SELECT identity FROM {self.lake.ops(tombstones.ERASED_IDS)} WHERE erasure_id = $erasure)",
             {**self.params, "value": self.params["value"] or "\x00", "files": files}))[0])
 
-    def finish(self, values: dict[str, object]) -> None:
-        """Step 6: the receipt says done, with what it cost."""
-        lake = self.lake
-        sets = ", ".join(f"{name} = ?" for name in values)
-        with transaction(lake, f"erasure {self.erasure_id}: done"):
-            lake.execute(f"UPDATE {lake.ops(tombstones.ERASURES)} SET {sets}, state = ?, "
-                         "completed_at = now() "
-                         "WHERE erasure_id = ?", [*values.values(), tombstones.DONE, self.erasure_id])
-
-
 def vacuum_catalog(settings: ResolvedSettings) -> None:
     """Step 5: a Postgres catalog keeps a deleted row's bytes in its table's pages until VACUUM FULL
     rewrites the table; an SQLite file keeps them in free pages until VACUUM (a DuckDB file catalog
@@ -354,9 +346,11 @@ def _vacuum_held(conn: psycopg.Connection, table: str) -> None:
 
 def run_erasure(lake: Lake, settings: ResolvedSettings, value: str, *, dry_run: bool,
                 step: Callable[[str], None] = lambda _: None) -> ErasureReport:
-    """Erase ``value``'s rows from every table with a SUBJECT_KEY (``lake``: a writer's session; the
-    caller holds the lake's expire and compact locks; this holds the tables' promote locks from the
-    first step to the last). Completes any erasure a kill interrupted first."""
+    """Steps 1-4 of erasing ``value``'s rows from every table with a SUBJECT_KEY (``lake``: a writer's
+    session; the caller holds the lake's expire and compact locks; this holds the tables' promote
+    locks throughout), after completing any erasure a kill interrupted. The caller then vacuums the
+    catalog (:func:`vacuum_catalog`: with its own sessions closed, which would hold it back) and
+    marks the receipts done (:func:`finish`)."""
     started = time.monotonic()
     key, hash_key = ((settings.erasure_key.reveal(), "ERASURE_KEY") if settings.erasure_key
                      else (lake_id(lake), "lake_id"))
@@ -373,7 +367,7 @@ def run_erasure(lake: Lake, settings: ResolvedSettings, value: str, *, dry_run: 
     with LakeCommit(erasure.written) as commit:
         for pending in (r for r in tombstones.receipts(lake) if not r.done):
             step(f"completing erasure {pending.erasure_id}, which was interrupted")
-            _complete(Erasure(lake, settings, pending.erasure_id, None, step), settings)
+            _complete(Erasure(lake, settings, pending.erasure_id, None, step), report)
             report.completed_before.append(pending.erasure_id)
         step("finding the subject's rows")
         report.tables = erasure.found()
@@ -388,14 +382,14 @@ def run_erasure(lake: Lake, settings: ResolvedSettings, value: str, *, dry_run: 
             "ids_checksum": json.dumps({name: t.ids.as_dict() for name, t in report.tables.items()})}
         step("committing the erasure (tombstones, receipt, deletes)")
         erasure.commit(commit, receipt, report.tables)
-        _complete(erasure, settings, report)
+        _complete(erasure, report)
     report.seconds = time.monotonic() - started
     return report
 
 
-def _complete(erasure: Erasure, settings: ResolvedSettings, report: ErasureReport | None = None) -> None:
-    """Steps 2-6 of ``erasure`` (committed already): rewrite, expire, staging, catalog, receipt;
-    what they did goes in the receipt (and ``report``)."""
+def _complete(erasure: Erasure, report: ErasureReport) -> None:
+    """Steps 2-4 of ``erasure`` (committed already): rewrite, expire, staging; what they did goes in
+    ``report`` and, once the catalog is vacuumed, in the receipt (:func:`finish`)."""
     files, size = erasure.rewrite()
     expired, kept = erasure.expire_and_delete()
     # from this snapshot on (the rewrite's), every snapshot is free of the subject: the one the
@@ -403,10 +397,20 @@ def _complete(erasure: Erasure, settings: ResolvedSettings, report: ErasureRepor
     lake = erasure.lake
     clean = one_row(lake.execute(f"SELECT max(snapshot_id) FROM {lake.name}.snapshots()"))[0]
     removed = erasure.scrub_staging()
-    erasure.step("vacuuming the catalog")
-    vacuum_catalog(settings)
-    erasure.finish({"snapshot_id": clean, "snapshots_expired": json.dumps(expired), "files_rewritten": files,
-                    "bytes_written": size, "staged_batches_removed": removed})
-    if report is not None:
+    report.finishing[erasure.erasure_id] = {
+        "snapshot_id": clean, "snapshots_expired": json.dumps(expired), "files_rewritten": files,
+        "bytes_written": size, "staged_batches_removed": removed}
+    if erasure.erasure_id == report.erasure_id:
         report.snapshot_id, report.snapshots_expired, report.snapshots_kept = clean, expired, kept
         report.files_rewritten, report.bytes_written, report.staged_batches_removed = files, size, removed
+
+
+def finish(lake: Lake, report: ErasureReport) -> None:
+    """Step 6, once the catalog is vacuumed: each receipt the run completed says done, with what it
+    cost (a kill before leaves them erasing: the next erasure completes them)."""
+    for erasure_id, values in report.finishing.items():
+        sets = ", ".join(f"{name} = ?" for name in values)
+        with transaction(lake, f"erasure {erasure_id}: done"):
+            lake.execute(f"UPDATE {lake.ops(tombstones.ERASURES)} SET {sets}, state = ?, "
+                         "completed_at = now() WHERE erasure_id = ?",
+                         [*values.values(), tombstones.DONE, erasure_id])

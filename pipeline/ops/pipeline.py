@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -260,16 +261,24 @@ class Pipeline:
         catalog, never to be loaded again, with a receipt (:mod:`pipeline.lake.erasure`); with
         ``dry_run``, only what it would do. Waits for a running expiry or compaction (they rewrite
         the same files); recorded in the job history (the receipt, never the value)."""
-        from pipeline.lake.erasure import run_erasure
+        from pipeline.lake.erasure import finish, run_erasure, vacuum_catalog
         from pipeline.progress import Progress
 
-        settings = self.settings
+        settings, started = self.settings, time.monotonic()
         meter = Progress("erasure" + (" (dry run)" if dry_run else ""))
         with self._own(), locks.hold(settings, "job:expire", timeout=ERASE_WAIT), \
                 locks.hold(settings, "job:compact", timeout=ERASE_WAIT), \
-                jobs.JobHistory(settings).recorded(None if dry_run else "erase") as details, \
-                lake_session(settings, tables=True) as lake, meter.ticking():
-            report = run_erasure(lake, settings, value, dry_run=dry_run, step=meter.step)
+                jobs.JobHistory(settings).recorded(None if dry_run else "erase") as details, meter.ticking():
+            with lake_session(settings, tables=True) as lake:
+                report = run_erasure(lake, settings, value, dry_run=dry_run, step=meter.step)
+            if report.finishing:
+                # this pipeline's own catalog connections would hold VACUUM FULL back: closed first
+                instances.drop_all()
+                meter.step("vacuuming the catalog")
+                vacuum_catalog(settings)
+                with lake_session(settings) as lake:
+                    finish(lake, report)
+            report.seconds = time.monotonic() - started
             details.update(report.as_dict())
         meter.finish(note=f"{report.rows} row(s)")
         return report
