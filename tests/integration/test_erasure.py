@@ -230,3 +230,32 @@ def test_one_erasure_covers_every_table_in_one_commit(new_lake_env):
 def test_erase_without_a_subject_key_is_refused(lake_env):
     refused = run_main("--erase", "x", "--yes", env=lake_env)
     assert refused.returncode != 0 and "SUBJECT_KEY" in refused.stderr
+
+
+def test_a_bigint_keyed_table_listed_second_by_a_column_whose_min_is_the_subject(new_lake_env):
+    """A key that is not a UUID, a table named second, a plain text column as the key, and the
+    subject's value the smallest of the column (its files' and the table's min statistics)."""
+    env = {**new_lake_env(""), "SOURCE_TABLES": "public.events,public.orders:placed_at:order_id",
+           "SUBJECT_KEY": "orders=customer"}
+    settings = load_settings(env)
+    _write(settings, _users(20, 5), ago=timedelta(hours=1))
+    value = "aaa-first-customer"
+    with source_db(settings) as conn:
+        conn.execute("CREATE TABLE public.orders (order_id bigserial PRIMARY KEY, placed_at timestamptz NOT NULL, "
+                     "customer text, created_at timestamptz DEFAULT now())")
+        conn.execute("INSERT INTO public.orders (placed_at, customer) SELECT now() - interval '50 minutes' + "
+                     "make_interval(secs => i), CASE WHEN i %% 4 = 0 THEN %s ELSE 'customer-' || i END "
+                     "FROM generate_series(1, 200) i", [value])
+    run(settings, engine="dlt")
+    with Pipeline(settings) as lake:
+        report = lake.erase(value)
+    assert report.tables["orders"].rows == 50 and "events" not in report.tables
+    assert lake_query(settings, "SELECT count(*) FROM lake.main.orders WHERE customer = ?", [value]) == [(0,)]
+    assert lake_query(settings, "SELECT count(*) FROM lake.main.orders") == [(150,)]
+    assert lake_query(settings, "SELECT count(*) FROM lake.main.events") == [(20,)]  # untouched
+    assert _files_holding(Path(env["DUCKLAKE_DATA_PATH"]), value) == []
+    assert _catalog_tables_holding(env["DUCKLAKE_CATALOG"], value) == []
+    with source_db(settings) as conn:  # a new order of another customer loads as usual
+        conn.execute("INSERT INTO public.orders (placed_at, customer) VALUES (now() - interval '1 minute', 'new')")
+    assert run(settings, engine="dlt").rows_inserted == 1
+    assert_lake_equals_source(settings)
