@@ -106,10 +106,14 @@ def in_source(conn: psycopg.Connection, source: SourceRelation, key: SubjectKey,
         rows = conn.execute(query.format(identity=identity, t=sql.SQL(source.sql), column=column),
                             {"value": value}).fetchall()
         return {row[0] for row in rows if row[0] is not None}
-    query = sql.SQL("SELECT {identity}, {column}::text FROM {t} WHERE strpos({column}::text, %(value)s) > 0")
+    # the value as JSON text spells it (a quote or a backslash escaped); a row holding any escape may
+    # spell it otherwise (\u00e9 for é), so it is read as JSON too
+    query = sql.SQL("SELECT {identity}, {column}::text FROM {t} "
+                    "WHERE strpos({column}::text, %(spelled)s) > 0 OR strpos({column}::text, '\\') > 0")
+    spelled = json.dumps(value, ensure_ascii=False)[1:-1]
     found = set()
     for identity_value, text in conn.execute(query.format(identity=identity, t=sql.SQL(source.sql),
-                                                          column=column), {"value": value}):
+                                                          column=column), {"spelled": spelled}):
         if identity_value is not None and _at_path(text, key.path) == value:
             found.add(identity_value)
     return found
