@@ -74,7 +74,7 @@ CREATE TABLE IF NOT EXISTS {lake}.{ops}.quarantine (
     source_columns  JSON  -- the table's other columns, as the source sent them (text), by name
 );
 
--- Erasure receipts (--erase, pipeline/lake/erasure.py): what was erased, never the value itself
+-- Erasure receipts (--erase, pipeline/load/erasure.py): what was erased, never the value itself
 -- (value_hash: HMAC-SHA256 of it under ERASURE_KEY, or the lake's id). state 'erasing' until every
 -- copy is gone; a rerun of --erase completes an erasure a kill interrupted.
 CREATE TABLE IF NOT EXISTS {lake}.{ops}.erasures (

@@ -49,7 +49,7 @@ def install(point: str, patch: Callable[[object, str, Any], None] | None = None)
 
         setter(locks.Lease, "check", _at_fencing(locks.Lease.check, point))
     elif point.startswith("erase-after-"):
-        from pipeline.lake.erasure import Erasure
+        from pipeline.load.erasure import Erasure
 
         step = point.removeprefix("erase-after-")
         setter(Erasure, step, _then_kill(getattr(Erasure, step), point))

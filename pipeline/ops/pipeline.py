@@ -39,9 +39,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from pipeline.extract.spark_lease import SparkLease
-    from pipeline.lake.erasure import ErasureReport
     from pipeline.lake.maintain import MaintenanceReport
     from pipeline.lake.tombstones import Receipt
+    from pipeline.load.erasure import ErasureReport
     from pipeline.load.proof import ImageCheck
     from pipeline.load.reconcile import ReconcileReport
     from pipeline.load.repair import RepairReport
@@ -258,10 +258,10 @@ class Pipeline:
 
     def erase(self, value: str, *, dry_run: bool = False) -> ErasureReport:
         """``--erase``: remove ``value``'s rows (SUBJECT_KEY) from every table, snapshot, file and the
-        catalog, never to be loaded again, with a receipt (:mod:`pipeline.lake.erasure`); with
+        catalog, never to be loaded again, with a receipt (:mod:`pipeline.load.erasure`); with
         ``dry_run``, only what it would do. Waits for a running expiry or compaction (they rewrite
         the same files); recorded in the job history (the receipt, never the value)."""
-        from pipeline.lake.erasure import finish, run_erasure, vacuum_catalog
+        from pipeline.load.erasure import finish, run_erasure, vacuum_catalog
         from pipeline.progress import Progress
 
         settings, started = self.settings, time.monotonic()
