@@ -91,7 +91,8 @@ CREATE TABLE IF NOT EXISTS {lake}.{ops}.erasures (
     snapshots_expired JSON,     -- the versions time travel lost (the only ones that could show the rows)
     files_rewritten   BIGINT,
     bytes_written     BIGINT,
-    staged_batches_removed BIGINT
+    staged_batches_removed BIGINT,
+    catalog_vacuum    VARCHAR   -- 'full', or what is left to do in the catalog's pages and why
 );
 
 -- Tombstones: the identities (pipeline/id_checksum.py) of rows erased from a table. Loads,

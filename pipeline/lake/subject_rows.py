@@ -9,6 +9,7 @@ inlined text value as bytea, read back as the UTF-8 it holds.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from uuid import UUID
@@ -85,7 +86,10 @@ def of_quarantine(lake: LakeTable, key: SubjectKey, kind: IdKind, erased: str) -
     column = (quote_ident(canonical) if canonical else
               f"json_extract_string(source_columns, {quote_literal('$.' + json.dumps(key.column))})")
     identity = duckdb_identity(duckdb_key("event_id", kind), kind)
-    unreadable = f" OR (NOT json_valid({column}) AND contains({column}, $value))" if key.path else ""
+    # a row whose JSON cannot be read: the value as a whole JSON string ("user_1", not within
+    # "user_10"), or a whole JSON number, anywhere in its text
+    unreadable = (f" OR (NOT json_valid({column}) AND (contains({column}, $quoted) OR "
+                  f"regexp_matches({column}, $number)))" if key.path else "")
     subject = (f"(table_name = {quote_literal(lake.table)} AND ({_text_of(column, key)} = $value{unreadable} "
                f"OR {identity} IN {erased}))")
     return Scrubbed(lake.ops_schema, QUARANTINE, subject, identity)
@@ -119,10 +123,33 @@ def in_source(conn: psycopg.Connection, source: SourceRelation, key: SubjectKey,
     return found
 
 
+def _first_of_each(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    found: dict[str, object] = {}
+    for name, value in pairs:
+        found.setdefault(name, value)
+    return found
+
+
+def bound(query: str, params: Mapping[str, object]) -> dict[str, object]:
+    """Of ``params``, those ``query`` names (DuckDB refuses one it does not)."""
+    return {name: value for name, value in params.items() if re.search(rf"\${name}\b", query)}
+
+
+def value_params(value: str | None) -> dict[str, object]:
+    """The parameters the subject's SQL takes besides ``$value`` (:func:`of_quarantine`): the value
+    as a JSON string, and as a JSON number bounded by what may surround one (one never matching
+    when the value is no number)."""
+    if value is None:
+        return {"quoted": None, "number": None}
+    number = re.fullmatch(r"-?\d+(\.\d+)?([eE][+-]?\d+)?", value)
+    bounded = rf"[:\[,]\s*{re.escape(value)}\s*[,}}\]]" if number else r"[^\s\S]"
+    return {"quoted": json.dumps(value, ensure_ascii=False), "number": bounded}
+
+
 def _at_path(text: str, path: tuple[str, ...]) -> str | None:
     """The value at ``path`` in the JSON ``text``, as text as ``json_extract_string`` gives it."""
-    try:
-        found: object = json.loads(text)
+    try:  # a key given twice counts once, the first time, as DuckDB's json_extract_string reads it
+        found: object = json.loads(text, object_pairs_hook=_first_of_each)
     except ValueError:
         return None
     for part in path:
@@ -192,11 +219,11 @@ def holdings(lake: Lake, table: Scrubbed, params: Mapping[str, object]) -> list[
         held = lake.execute(
             f"SELECT DISTINCT filename FROM read_parquet($files, filename = true, union_by_name = true, "
             f"hive_partitioning = false) WHERE {table.subject}",
-            {**params, "files": sorted(files)}).fetchall()
+            {**bound(table.subject, params), "files": sorted(files)}).fetchall()
         found += [Holding(path, files[path][0], files[path][1], files[path][2]) for (path,) in held]
     for inlined in _inlined_tables(lake, table):
         for begin, end in lake.execute(f"SELECT begin_snapshot, end_snapshot FROM {_as_text(lake, inlined)} "
-                                       f"WHERE {table.subject}", dict(params)).fetchall():
+                                       f"WHERE {table.subject}", bound(table.subject, params)).fetchall():
             found.append(Holding(inlined, int(begin), None if end is None else int(end)))
     return found
 

@@ -71,6 +71,7 @@ class Receipt:
     files_rewritten: int
     bytes_written: int
     staged_batches_removed: int
+    catalog_vacuum: str
 
     @property
     def done(self) -> bool:
@@ -88,7 +89,9 @@ class Receipt:
         return (f"{self.erasure_id} {when:%Y-%m-%d %H:%M:%S%z} {self.state}: {rows}; value hash "
                 f"{self.value_hash[:16]}… ({self.hash_key}); snapshot {self.snapshot_id}, "
                 f"{len(self.snapshots_expired)} snapshot(s) expired, "
-                f"{self.files_rewritten} file(s) rewritten")
+                f"{self.files_rewritten} file(s) rewritten"
+                + ("" if self.catalog_vacuum in ("full", "") or self.catalog_vacuum.startswith("none")
+                   else f"; catalog: {self.catalog_vacuum}"))
 
 
 _JSON_COLUMNS = ("subject_keys", "rows_erased", "ids_checksum", "snapshots_expired")
@@ -114,5 +117,6 @@ def receipts(lake: Lake) -> list[Receipt]:
             snapshots_expired=values["snapshots_expired"] or [],
             files_rewritten=int(values["files_rewritten"] or 0),
             bytes_written=int(values["bytes_written"] or 0),
-            staged_batches_removed=int(values["staged_batches_removed"] or 0)))
+            staged_batches_removed=int(values["staged_batches_removed"] or 0),
+            catalog_vacuum=values["catalog_vacuum"] or ""))
     return found

@@ -30,14 +30,15 @@ import logging
 import sqlite3
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from uuid import UUID
 
+import duckdb
 import psycopg
 
 from pipeline import actions, staging
-from pipeline.errors import ConfigError, SourceUnavailable, first_line
+from pipeline.errors import ConfigError
 from pipeline.id_checksum import IdSum, duckdb_identity, duckdb_key, duckdb_sums
 from pipeline.lake import subject_rows, tombstones
 from pipeline.lake.identity import lake_id, table_names
@@ -88,7 +89,7 @@ class ErasureReport:
     bytes_written: int = 0
     staged_batches_removed: int = 0
     completed_before: list[str] = field(default_factory=list)  # interrupted erasures completed first
-    source_read: bool = True  # the source was read for rows of the subject not loaded yet
+    catalog_vacuum: str = ""  # what the catalog's vacuum did (vacuum_catalog); "" before it ran
     # receipts completed but for the catalog's vacuum: erasure id -> what the receipt records (finish())
     finishing: dict[str, dict[str, object]] = field(default_factory=dict, repr=False)
     seconds: float = 0.0
@@ -104,7 +105,7 @@ class ErasureReport:
                 "snapshot_id": self.snapshot_id, "snapshots_expired": self.snapshots_expired,
                 "snapshots_kept": self.snapshots_kept, "files_rewritten": self.files_rewritten,
                 "bytes_written": self.bytes_written, "staged_batches_removed": self.staged_batches_removed,
-                "completed_before": self.completed_before, "source_read": self.source_read,
+                "completed_before": self.completed_before, "catalog_vacuum": self.catalog_vacuum,
                 "seconds": round(self.seconds, 3)}
 
     def describe(self) -> str:
@@ -120,11 +121,16 @@ class ErasureReport:
                 "lost, for every table of the lake (DuckLake expires snapshots lake-wide; these are the only "
                 f"ones that list the subject's rows); {self.snapshots_kept} other snapshot(s) kept"
                 if expired else "no snapshot's time travel lost")
+        if not (self.rows or any(t.not_loaded for t in self.tables.values()) or expired):
+            rows += (" — nothing of the subject was found: the value is compared exactly, as text (case, "
+                     "spaces and spelling count)")
         if self.dry_run:
             return f"dry run, nothing changed: would erase {rows}; {lost}"
         return (f"erased {rows} (receipt {self.erasure_id}, snapshot {self.snapshot_id}); {lost}; "
                 f"{self.files_rewritten} file(s) rewritten ({self.bytes_written:,} bytes), "
-                f"{self.staged_batches_removed} staged batch(es) removed; {self.seconds:.1f}s")
+                f"{self.staged_batches_removed} staged batch(es) removed; {self.seconds:.1f}s"
+                + ("" if self.catalog_vacuum in ("full", "") or self.catalog_vacuum.startswith("none")
+                   else f"; catalog: {self.catalog_vacuum}"))
 
 
 def _versions(versions: list[int]) -> str:
@@ -139,7 +145,8 @@ class Erasure:
     def __init__(self, lake: Lake, settings: ResolvedSettings, erasure_id: str, value: str | None,
                  step: Callable[[str], None] = lambda _: None) -> None:
         self.lake, self.settings, self.erasure_id, self.step = lake, settings, erasure_id, step
-        self.params: dict[str, object] = {"value": value, "erasure": erasure_id}
+        self.params: dict[str, object] = {"value": value, "erasure": erasure_id,
+                                          **subject_rows.value_params(value)}
         present = table_names(lake)
         erased = (f"(SELECT identity FROM {lake.ops(tombstones.ERASED_IDS)} WHERE erasure_id = $erasure)"
                   if (lake.ops_schema, tombstones.ERASED_IDS) in present else "(SELECT NULL::UUID)")
@@ -157,26 +164,20 @@ class Erasure:
             raise ConfigError(f"No table with a SUBJECT_KEY ({', '.join(self.keys)}) has been loaded yet: "
                               "nothing was erased.", f"Erase once the tables are loaded ({actions.RUN}).")
 
-    def read_source(self) -> bool:
-        """The identities of the subject's rows the source holds, per table (:attr:`from_source`);
-        False when the source cannot be read (the lake is erased all the same: said in the report)."""
+    def read_source(self) -> None:
+        """The identities of the subject's rows the source holds, per table (:attr:`from_source`).
+        A source that cannot be read stops the erasure before anything changes: its rows of the
+        subject that no load took yet would be loaded after it."""
         value = self.params["value"]
         if value is None:
-            return True
-        try:
-            with connect(self.settings.source_dsn) as conn:
-                for name, (table, _, _) in self.tables.items():
-                    spec = next(t for t in self.settings.tables if t.name == name)
-                    relation = SourceRelation.of(conn, spec)
-                    kind = IdShape.read(conn, relation, table.id_type()).kind
-                    self.from_source[name] = subject_rows.in_source(conn, relation, self.keys[name], kind,
-                                                                    str(value))
-        except SourceUnavailable as exc:
-            log.warning("the source cannot be read (%s): rows of the subject it holds that were not loaded "
-                        "yet are not known, and a later load may take them; erase again once it is back",
-                        first_line(exc))
-            return False
-        return True
+            return
+        with connect(self.settings.source_dsn) as conn:
+            for name, (table, _, _) in self.tables.items():
+                spec = next(t for t in self.settings.tables if t.name == name)
+                relation = SourceRelation.of(conn, spec)
+                kind = IdShape.read(conn, relation, table.id_type()).kind
+                self.from_source[name] = subject_rows.in_source(conn, relation, self.keys[name], kind,
+                                                                str(value))
 
     @property
     def written(self) -> list[LakeTable]:
@@ -190,9 +191,13 @@ class Erasure:
         either = "(" + " OR ".join(q.subject for q in quarantine) + ")"
         return [*rows, Scrubbed(quarantine[0].schema, QUARANTINE, either, "NULL")]
 
+    def _execute(self, query: str, extra: Mapping[str, object] | None = None) -> duckdb.DuckDBPyConnection:
+        """``query`` with the parameters it names, of the erasure's (:attr:`params`) and ``extra``."""
+        return self.lake.execute(query, subject_rows.bound(query, {**self.params, **(extra or {})}))
+
     def _count(self, relation: str, subject: str, sums: str = "") -> tuple[int, ...]:
-        return tuple(one_row(self.lake.execute(
-            f"SELECT count(*){sums} FROM {self.lake.name}.{relation} WHERE {subject}", self.params)))
+        return tuple(one_row(self._execute(
+            f"SELECT count(*){sums} FROM {self.lake.name}.{relation} WHERE {subject}")))
 
     def found(self) -> dict[str, TableErasure]:
         """The rows of the subject each table holds now, their ids' sums, and where they are."""
@@ -200,9 +205,9 @@ class Erasure:
         inlined_prefix = subject_rows.metadata(self.lake)
         for name, (_, rows, quarantine) in self.tables.items():
             count, high, low = self._count(rows.relation, rows.subject, ", " + duckdb_sums(rows.identity))
-            held = {r[0] for r in self.lake.execute(
-                f"SELECT {rows.identity} FROM {self.lake.name}.{rows.relation} WHERE {rows.subject}",
-                self.params).fetchall()}
+            held = {r[0] for r in self._execute(
+                f"SELECT {rows.identity} FROM {self.lake.name}.{rows.relation} "
+                f"WHERE {rows.subject}").fetchall()}
             current = [h for h in subject_rows.holdings(self.lake, rows, self.params) if h.end is None]
             inlined = sum(1 for h in current if h.where.startswith(inlined_prefix))
             report[name] = TableErasure(str(self.keys[name]), count, self._count(quarantine.relation,
@@ -223,10 +228,10 @@ class Erasure:
                                 {"erasure_id": self.erasure_id}):
             for name, (_, rows, quarantine) in self.tables.items():
                 for scrubbed in (rows, quarantine):
-                    lake.execute(f"INSERT INTO {lake.ops(tombstones.ERASED_IDS)} SELECT DISTINCT $erasure, "
+                    self._execute(f"INSERT INTO {lake.ops(tombstones.ERASED_IDS)} SELECT DISTINCT $erasure, "
                                  f"{quote_literal(name)}, {scrubbed.identity} "
                                  f"FROM {lake.name}.{scrubbed.relation} "
-                                 f"WHERE {scrubbed.subject} AND {scrubbed.identity} IS NOT NULL", self.params)
+                                  f"WHERE {scrubbed.subject} AND {scrubbed.identity} IS NOT NULL")
             for name, identities in self.from_source.items():  # rows no load took yet: never will
                 if identities:
                     lake.execute(f"INSERT INTO {lake.ops(tombstones.ERASED_IDS)} SELECT $erasure, $table, "
@@ -238,8 +243,7 @@ class Erasure:
             # key the source changed since it was loaded is the subject's by its id)
             for _, rows, quarantine in self.tables.values():
                 for scrubbed in (rows, quarantine):
-                    lake.execute(f"DELETE FROM {lake.name}.{scrubbed.relation} WHERE {scrubbed.subject}",
-                                 self.params)
+                    self._execute(f"DELETE FROM {lake.name}.{scrubbed.relation} WHERE {scrubbed.subject}")
 
     def rewrite(self) -> tuple[int, int]:
         """Step 2: flush each scrubbed table's inlined rows and rewrite its files that lost rows.
@@ -305,43 +309,82 @@ class Erasure:
         """Does a staged file hold the value anywhere in a row, or an erased id of ``table``?"""
         kind = self.tables[table][0].id_kind()
         identity = duckdb_identity(duckdb_key("event_id", kind), kind)
-        return bool(one_row(self.lake.execute(
+        return bool(one_row(self._execute(
             "SELECT count(*) FROM read_parquet($files, union_by_name = true, hive_partitioning = false) "
             f"WHERE contains(concat_ws(chr(31), *COLUMNS(*)), $value) OR {identity} IN "
             f"(SELECT identity FROM {self.lake.ops(tombstones.ERASED_IDS)} WHERE erasure_id = $erasure)",
-            {**self.params, "value": self.params["value"] or "\x00", "files": files}))[0])
+            {"value": self.params["value"] or "\x00", "files": files}))[0])
 
-def vacuum_catalog(settings: ResolvedSettings) -> None:
+# the catalog tables that hold values of rows: inlined rows, and the min/max statistics of files and tables
+# (the others hold ids, paths, counts and commit messages, never a value)
+_VALUE_TABLES = ("ducklake\\_inlined\\_data\\_%", "ducklake\\_%stats")
+
+
+def vacuum_catalog(settings: ResolvedSettings) -> str:
     """Step 5: a Postgres catalog keeps a deleted row's bytes in its table's pages until VACUUM FULL
-    rewrites the table; an SQLite file keeps them in free pages until VACUUM (a DuckDB file catalog
-    reuses its free blocks: see docs/erasure.md). VACUUM FULL waits for every reader of the table:
-    one that keeps a transaction open (another process's lake session) would hold it, and every
-    query queued behind it, so past :data:`VACUUM_LOCK_TIMEOUT` that table gets a plain VACUUM and
-    the log says who held it."""
+    rewrites the table, and a value in its planner statistics until ANALYZE; an SQLite file keeps
+    them in free pages until VACUUM (a DuckDB file catalog reuses its free blocks: docs/erasure.md).
+    VACUUM FULL waits for every reader of the table: one that keeps a transaction open (another
+    process's lake session) would hold it, and every query queued behind it, so past
+    :data:`VACUUM_LOCK_TIMEOUT` that table gets a plain VACUUM. Returns what was done, as the receipt
+    records it: ``full``, or what is left to do and why (said in the log too)."""
     catalog = settings.catalog
-    if catalog.pg is not None:
-        with psycopg.connect(catalog.pg.conninfo(), autocommit=True) as conn:
-            conn.execute(f"SET lock_timeout = '{VACUUM_LOCK_TIMEOUT}s'")
-            tables = conn.execute("SELECT format('%I.%I', schemaname, tablename) FROM pg_tables "
-                                  "WHERE tablename LIKE 'ducklake\\_%'").fetchall()
-            for (table,) in tables:
-                try:
-                    conn.execute(f"VACUUM (FULL) {table}")
-                except psycopg.errors.LockNotAvailable:
-                    _vacuum_held(conn, table)
-    elif catalog.kind == "sqlite" and catalog.path is not None:
-        with sqlite3.connect(catalog.path) as conn:
-            conn.execute("VACUUM")
+    if catalog.pg is None:
+        if catalog.kind == "sqlite" and catalog.path is not None:
+            with sqlite3.connect(catalog.path) as conn:
+                conn.execute("VACUUM")
+            return "full"
+        return "none: a DuckDB file catalog reuses its free blocks"
+    left: list[str] = []
+    with psycopg.connect(catalog.pg.conninfo(), autocommit=True) as conn:
+        skipped: list[str] = []
+        conn.add_notice_handler(lambda notice: skipped.append(notice.message_primary or ""))
+        conn.execute(f"SET lock_timeout = '{VACUUM_LOCK_TIMEOUT}s'")
+        tables = [t for (t,) in conn.execute(
+            "SELECT format('%%I.%%I', schemaname, tablename) FROM pg_tables WHERE tablename LIKE %s "
+            "OR tablename LIKE %s", list(_VALUE_TABLES)).fetchall()]
+        for table in tables:
+            skipped.clear()
+            try:
+                conn.execute(f"VACUUM (FULL, ANALYZE) {table}")
+                _forget_statistics_if_empty(conn, table)
+            except psycopg.errors.LockNotAvailable:
+                left.append(_vacuum_held(conn, table))
+                continue
+            if any("skipping" in message for message in skipped):  # not its owner: Postgres only warns
+                log.warning("the catalog role may not VACUUM FULL %s (it does not own it): its pages may "
+                            "keep erased bytes; run VACUUM (FULL, ANALYZE) %s as its owner", table, table)
+                left.append(f"{table} (not owned by the catalog role)")
+    if left:
+        return "VACUUM (FULL, ANALYZE) left to do as the tables' owner, when idle: " + "; ".join(left)
+    return "full"
 
 
-def _vacuum_held(conn: psycopg.Connection, table: str) -> None:
+def _forget_statistics_if_empty(conn: psycopg.Connection, table: str) -> None:
+    """ANALYZE of a table left empty (inlined rows flushed) keeps its old statistics, values of its
+    old rows among them; retyping a column to its own type makes Postgres forget them (on an empty
+    table nothing is rewritten; privileges and the table stay as they were)."""
+    if conn.execute(f"SELECT EXISTS (SELECT 1 FROM {table})").fetchone() != (False,):
+        return
+    columns = conn.execute(  # pg_stats: pg_statistic itself is the superuser's
+        "SELECT quote_ident(a.attname), format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
+        "JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "JOIN pg_stats s ON s.schemaname = n.nspname AND s.tablename = c.relname AND s.attname = a.attname "
+        "WHERE a.attrelid = %s::regclass", [table]).fetchall()
+    if columns:
+        conn.execute(f"ALTER TABLE {table} " + ", ".join(f"ALTER COLUMN {name} TYPE {kind}"
+                                                          for name, kind in columns))
+
+
+def _vacuum_held(conn: psycopg.Connection, table: str) -> str:
     holders = conn.execute(
         "SELECT DISTINCT a.pid, a.application_name FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
         "WHERE l.relation = %s::regclass AND a.pid <> pg_backend_pid()", [table]).fetchall()
+    held_by = ", ".join(f"pid {pid} ({app or 'no name'})" for pid, app in holders) or "a reader"
     log.warning("the catalog table %s is held open by %s: vacuumed without FULL, so its pages may keep "
-                "erased bytes until VACUUM FULL %s runs (docs/erasure.md)", table,
-                ", ".join(f"pid {pid} ({app or 'no name'})" for pid, app in holders) or "a reader", table)
-    conn.execute(f"VACUUM {table}")
+                "erased bytes until VACUUM (FULL, ANALYZE) %s runs (docs/erasure.md)", table, held_by, table)
+    conn.execute(f"VACUUM (ANALYZE) {table}")
+    return f"{table} (held open by {held_by})"
 
 
 def run_erasure(lake: Lake, settings: ResolvedSettings, value: str, *, dry_run: bool,
@@ -357,7 +400,7 @@ def run_erasure(lake: Lake, settings: ResolvedSettings, value: str, *, dry_run: 
     report = ErasureReport(dry_run, uuid.uuid4().hex[:16], tombstones.value_hash(value, key), hash_key)
     erasure = Erasure(lake, settings, report.erasure_id, value, step)
     step("finding the subject's rows the source holds")
-    report.source_read = erasure.read_source()
+    erasure.read_source()
     if dry_run:
         step("finding the subject's rows")
         report.tables = erasure.found()
@@ -408,7 +451,8 @@ def _complete(erasure: Erasure, report: ErasureReport) -> None:
 def finish(lake: Lake, report: ErasureReport) -> None:
     """Step 6, once the catalog is vacuumed: each receipt the run completed says done, with what it
     cost (a kill before leaves them erasing: the next erasure completes them)."""
-    for erasure_id, values in report.finishing.items():
+    for erasure_id, done in report.finishing.items():
+        values = {**done, "catalog_vacuum": report.catalog_vacuum}
         sets = ", ".join(f"{name} = ?" for name in values)
         with transaction(lake, f"erasure {erasure_id}: done"):
             lake.execute(f"UPDATE {lake.ops(tombstones.ERASURES)} SET {sets}, state = ?, "

@@ -275,7 +275,7 @@ class Pipeline:
                 # this pipeline's own catalog connections would hold VACUUM FULL back: closed first
                 instances.drop_all()
                 meter.step("vacuuming the catalog")
-                vacuum_catalog(settings)
+                report.catalog_vacuum = vacuum_catalog(settings)
                 with lake_session(settings) as lake:
                     finish(lake, report)
             report.seconds = time.monotonic() - started
