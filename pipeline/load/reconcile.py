@@ -19,8 +19,8 @@ from typing import Any
 
 from pipeline import actions, id_checksum, staging
 from pipeline.extract.batch import STAGED_COLUMNS
-from pipeline.id_checksum import IdKind, duckdb_key
-from pipeline.lake import batches, validate
+from pipeline.id_checksum import IdKind, duckdb_identity, duckdb_key
+from pipeline.lake import batches, tombstones, validate
 from pipeline.lake.attach_sql import SOURCE_ALIAS
 from pipeline.lake.connect import lake_session
 from pipeline.lake.identity import lake_id, table_names
@@ -205,7 +205,10 @@ def _compare_and_write(lake: LakeTable, resolved: ResolvedSettings, table: Table
         report.low, report.upper = iso(low) if low else None, iso(upper)
         source_ids = stats.id_sums(conn, relation, low, upper, id_kind=how.kind, unique=how.unique,
                                    bucket_seconds=HOUR_SECONDS)
-    lake_ids = batches.id_sums(lake, low, upper, HOUR_SECONDS, kind=how.kind)
+        # the ids erased from the lake (--erase) that the source still holds: absent on purpose
+        erased = proof.erased_sums(conn, relation, low, upper, how, tombstones.erased_identities(lake),
+                                   bucket_seconds=HOUR_SECONDS)
+    lake_ids = proof.plus(batches.id_sums(lake, low, upper, HOUR_SECONDS, kind=how.kind), erased)
     report.hours_compared = len(source_ids.keys() | lake_ids.keys())
     report.lake_ids_doubled = _doubled(lake, low, upper)
     hours = [id_checksum.bucket_start(h, HOUR_SECONDS)
@@ -302,10 +305,13 @@ def _backfill(lake: LakeTable, source: Source, staged: Folder, hours: list[datet
     folder.make(exist_ok=False)
     name = "part-00000.parquet"
     h = validate.Helpers.beside(source.extra_columns)
+    erased = tombstones.erased_relation(lake)
+    never_again = (f" AND {duckdb_identity('event_id', kind)} NOT IN (SELECT identity FROM {erased})"
+                   if erased else "")
     missing = one_row(con.execute(
         f"COPY (SELECT {h.raw_id} AS event_id, event_type, event_timestamp, {h.raw_details} AS details, "
         f"created_at{''.join(', ' + e for e in extra)} FROM reconcile_source WHERE {h.reason} IS NULL AND "
-        f"event_id NOT IN ({held})) TO {quote_literal(folder.uri(name))} (FORMAT parquet)"))[0]
+        f"event_id NOT IN ({held}){never_again}) TO {quote_literal(folder.uri(name))} (FORMAT parquet)"))[0]
     con.execute("DROP TABLE reconcile_source")
     if missing == 0:
         staging.remove_batch(folder)

@@ -182,6 +182,8 @@ def test_erase_removes_the_subject_everywhere_and_never_loads_it_again(erasure_e
     assert run(settings, engine="dlt").rows_inserted == 2 + 10  # not the 2 the source held at the erasure
     reconciled = run_main("--reconcile", "--since", "all", "--json", env=erasure_env)
     assert reconciled.returncode == 0, reconciled.stderr
+    # the erased rows the source holds are absent on purpose: no hour differs, nothing is staged again
+    assert json.loads(reconciled.stdout)["hours_differing"] == [], reconciled.stdout
     assert _rows_of(settings, SUBJECT) == 2  # only the two written after the erasure
     assert_lake_equals_source(settings)  # --verify: the erased rows are absent on purpose
 
