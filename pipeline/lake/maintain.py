@@ -165,16 +165,23 @@ def compact(lake: Lake, staged: Iterable[Folder], dry_run: bool, report: Mainten
     step("finding orphaned files")
     # DuckLake lists every Parquet file under the data path that its catalog does not know,
     # other lakes' files included: only this lake's own table folders are ever cleaned
-    orphans = ownership.deletable_orphans(
-        _planned(lake, "ducklake_delete_orphaned_files", _older_than(ORPHAN_GRACE)),
-        ownership.own_table_folders(lake), ownership.foreign_markers(folder))
-    orphans = [p for p in orphans if p not in pending]
+    orphans = [p for p in own_orphans(lake, _older_than(ORPHAN_GRACE)) if p not in pending]
     sizes += sum(_size(folder, p) for p in orphans)
     if not dry_run:
         _delete_files(folder, orphans)
     deleted = unreferenced + orphans
     report.bytes_deleted += sizes
     report.files_deleted = len(deleted)
+
+
+def own_orphans(lake: Lake, older_than: str) -> list[str]:
+    """Files below this lake's own table folders that its catalog never listed, named as the lake
+    writes them, last written before ``older_than`` (SQL). DuckLake lists every Parquet file under
+    the data path that its catalog does not know, other lakes' files included: only this lake's own
+    are ever returned."""
+    return ownership.deletable_orphans(_planned(lake, "ducklake_delete_orphaned_files", older_than),
+                                       ownership.own_table_folders(lake),
+                                       ownership.foreign_markers(lake.data_folder))
 
 
 # Listing the data folder races with writers: a slice task's temporary file can be renamed between

@@ -42,6 +42,7 @@ from pipeline.errors import ConfigError
 from pipeline.id_checksum import IdSum, duckdb_identity, duckdb_key, duckdb_sums
 from pipeline.lake import subject_rows, tombstones
 from pipeline.lake.identity import lake_id, table_names
+from pipeline.lake.maintain import own_orphans
 from pipeline.lake.session import Lake, LakeTable
 from pipeline.lake.subject_rows import QUARANTINE, Holding, Scrubbed
 from pipeline.lake.transaction import transaction
@@ -89,6 +90,7 @@ class ErasureReport:
     bytes_written: int = 0
     staged_batches_removed: int = 0
     completed_before: list[str] = field(default_factory=list)  # interrupted erasures completed first
+    orphans_deleted: int = 0  # files no snapshot ever listed (an interrupted write's) that held the subject
     catalog_vacuum: str = ""  # what the catalog's vacuum did (vacuum_catalog); "" before it ran
     # receipts completed but for the catalog's vacuum: erasure id -> what the receipt records (finish())
     finishing: dict[str, dict[str, object]] = field(default_factory=dict, repr=False)
@@ -105,16 +107,12 @@ class ErasureReport:
                 "snapshot_id": self.snapshot_id, "snapshots_expired": self.snapshots_expired,
                 "snapshots_kept": self.snapshots_kept, "files_rewritten": self.files_rewritten,
                 "bytes_written": self.bytes_written, "staged_batches_removed": self.staged_batches_removed,
-                "completed_before": self.completed_before, "catalog_vacuum": self.catalog_vacuum,
+                "completed_before": self.completed_before, "orphans_deleted": self.orphans_deleted,
+                "catalog_vacuum": self.catalog_vacuum,
                 "seconds": round(self.seconds, 3)}
 
     def describe(self) -> str:
-        rows = ", ".join(f"{name} {t.rows} row(s)"
-                         + (f" + {t.quarantined} quarantined" if t.quarantined else "")
-                         + f" in {t.files} file(s)" + (f" and {t.inlined} inlined" if t.inlined else "")
-                         + (f", and {t.not_loaded} the source holds that were not loaded yet" if t.not_loaded
-                            else "")
-                         for name, t in self.tables.items())
+        rows = ", ".join(_table_words(name, t) for name, t in self.tables.items())
         expired = self.snapshots_expired
         was = "would be" if self.dry_run else "was"
         lost = (f"time travel to {len(expired)} snapshot(s) {_versions(expired)} {was} "
@@ -126,11 +124,22 @@ class ErasureReport:
                      "spaces and spelling count)")
         if self.dry_run:
             return f"dry run, nothing changed: would erase {rows}; {lost}"
-        return (f"erased {rows} (receipt {self.erasure_id}, snapshot {self.snapshot_id}); {lost}; "
-                f"{self.files_rewritten} file(s) rewritten ({self.bytes_written:,} bytes), "
-                f"{self.staged_batches_removed} staged batch(es) removed; {self.seconds:.1f}s"
-                + ("" if self.catalog_vacuum in ("full", "") or self.catalog_vacuum.startswith("none")
-                   else f"; catalog: {self.catalog_vacuum}"))
+        parts = [f"erased {rows} (receipt {self.erasure_id}, snapshot {self.snapshot_id})", lost,
+                 f"{self.files_rewritten} file(s) rewritten ({self.bytes_written:,} bytes), "
+                 f"{self.staged_batches_removed} staged batch(es) removed"]
+        if self.orphans_deleted:
+            parts.append(f"{self.orphans_deleted} file(s) of interrupted writes deleted")
+        if self.catalog_vacuum not in ("full", "") and not self.catalog_vacuum.startswith("none"):
+            parts.append(f"catalog: {self.catalog_vacuum}")
+        return "; ".join([*parts, f"{self.seconds:.1f}s"])
+
+
+def _table_words(name: str, table: TableErasure) -> str:
+    quarantined = f" + {table.quarantined} quarantined" if table.quarantined else ""
+    inlined = f" and {table.inlined} inlined" if table.inlined else ""
+    waiting = (f", and {table.not_loaded} the source holds that were not loaded yet" if table.not_loaded
+               else "")
+    return f"{name} {table.rows} row(s){quarantined} in {table.files} file(s){inlined}{waiting}"
 
 
 def _versions(versions: list[int]) -> str:
@@ -305,6 +314,41 @@ class Erasure:
                     removed += 1
         return removed
 
+    def scrub_orphans(self) -> int:
+        """Step 4 too: delete the files below the lake's table folders that its catalog never listed
+        (a write a kill interrupted: a flush, an insert, a zero-copy extraction) and that hold the
+        subject, or cannot be read. Files staged batches will register are the staging step's; those
+        of an extraction still running are left to it (its promotion keeps the erased ids out, and
+        removes them). Returns how many were deleted."""
+        lake, pending, running = self.lake, set(), set()
+        for spec in self.settings.tables:
+            table_dir = staging.table_dir(self.settings, spec)
+            pending |= staging.pending_lake_files(table_dir)
+            running |= set(staging.running_batches(table_dir)) - set(staging.abandoned_batches(table_dir))
+        deleted = 0
+        for uri in own_orphans(lake, "now()"):
+            name = uri.rsplit("/", 1)[-1]
+            if uri in pending or any(name.startswith(f"{batch}-") for batch in running):
+                continue
+            try:
+                holds = self._orphan_holds(uri)
+            except duckdb.Error:  # torn by the kill: nothing can tell what it holds
+                holds = True
+            if holds:
+                self.step(f"deleting {name}, written by an interrupted write, holding the subject")
+                lake.data_folder.delete_uri(uri)
+                deleted += 1
+        return deleted
+
+    def _orphan_holds(self, uri: str) -> bool:
+        """Does a file of any table hold the value anywhere in a row, or an erased id (a UUID) of it?"""
+        return bool(one_row(self._execute(
+            "WITH rows AS (SELECT concat_ws(chr(31), *COLUMNS(*)) AS text FROM read_parquet($file)) "
+            "SELECT count(*) FROM rows WHERE contains(text, $value) OR EXISTS (SELECT 1 FROM "
+            f"{self.lake.ops(tombstones.ERASED_IDS)} e WHERE e.erasure_id = $erasure AND "
+            "contains(rows.text, CAST(e.identity AS VARCHAR)))",
+            {"value": self.params["value"] or "\x00", "file": uri}))[0])
+
     def _staged_hold(self, table: str, files: list[str]) -> bool:
         """Does a staged file hold the value anywhere in a row, or an erased id of ``table``?"""
         kind = self.tables[table][0].id_kind()
@@ -440,6 +484,7 @@ def _complete(erasure: Erasure, report: ErasureReport) -> None:
     lake = erasure.lake
     clean = one_row(lake.execute(f"SELECT max(snapshot_id) FROM {lake.name}.snapshots()"))[0]
     removed = erasure.scrub_staging()
+    report.orphans_deleted += erasure.scrub_orphans()
     report.finishing[erasure.erasure_id] = {
         "snapshot_id": clean, "snapshots_expired": json.dumps(expired), "files_rewritten": files,
         "bytes_written": size, "staged_batches_removed": removed}

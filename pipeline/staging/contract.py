@@ -216,6 +216,11 @@ def release_batch(table_dir: Folder, batch_id: str) -> None:
     table_dir.child(RUNNING).delete(f"{batch_id}.json")
 
 
+def running_batches(table_dir: Folder) -> list[str]:
+    """Batches a process recorded it is extracting (:func:`claim_batch`), whether it still runs or not."""
+    return [name.removesuffix(".json") for name in table_dir.child(RUNNING).files(".json")]
+
+
 def abandoned_batches(table_dir: Folder) -> list[str]:
     """Batches whose extraction died with its process (SIGKILL, OOM, power): recorded by a process
     of this host that no longer runs. Their partial files can go at once instead of waiting an

@@ -277,3 +277,20 @@ def test_a_bigint_keyed_table_listed_second_by_a_column_whose_min_is_the_subject
         conn.execute("INSERT INTO public.orders (placed_at, customer) VALUES (now() - interval '1 minute', 'new')")
     assert run(settings, engine="dlt").rows_inserted == 1
     assert_lake_equals_source(settings)
+
+
+def test_files_a_killed_load_left_behind_are_erased_too(erasure_env):
+    """A load killed inside its transaction leaves Parquet files its catalog never listed (orphans,
+    which maintenance deletes only after an hour): those holding the subject go with the erasure."""
+    settings = load_settings(erasure_env)
+    _write(settings, _users(200, 10), ago=timedelta(hours=2))
+    killed = run_cli("tests/faulty_cli.py", "--run", "--engine", "dlt", env={**erasure_env, FAULT: "before-commit"})
+    assert killed.returncode == -9, killed.stderr
+    assert run(settings, engine="dlt").rows_inserted == 200
+    data = Path(erasure_env["DUCKLAKE_DATA_PATH"])
+    assert len(_files_holding(data, SUBJECT)) >= 2  # the loaded file and the killed load's orphan
+    done = run_main("--erase", SUBJECT, "--yes", "--json", env=erasure_env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["orphans_deleted"] >= 1
+    assert _files_holding(data, SUBJECT) == []
+    assert_lake_equals_source(settings)
