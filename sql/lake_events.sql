@@ -92,7 +92,9 @@ CREATE TABLE IF NOT EXISTS {lake}.{ops}.erasures (
     files_rewritten   BIGINT,
     bytes_written     BIGINT,
     staged_batches_removed BIGINT,
-    catalog_vacuum    VARCHAR   -- 'full', or what is left to do in the catalog's pages and why
+    catalog_vacuum    VARCHAR,  -- 'full', or what is left to do in the catalog's pages and why
+    holdings          JSON      -- the files (paths) and inlined rows (snapshot ranges) that held the
+                                -- subject at the commit: what a rerun completes without the value
 );
 
 -- Tombstones: the identities (pipeline/id_checksum.py) of rows erased from a table. Loads,

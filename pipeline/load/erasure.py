@@ -276,7 +276,7 @@ class Erasure:
         """Step 3: expire the snapshots still listing the subject, delete the files none lists now.
         Returns (versions expired, snapshots kept)."""
         lake = self.lake
-        held = self.held()
+        held = self.held() + self.recorded()
         current = [h.where for h in held if h.end is None]
         if current:  # the rewrite left one: never report an erasure that did not happen
             raise RuntimeError(f"erasure {self.erasure_id}: {current[0]} still holds the subject after "
@@ -292,6 +292,28 @@ class Erasure:
             raise RuntimeError(f"erasure {self.erasure_id}: {left[0].where} still holds the subject after "
                                "expiry")
         return expiring, kept
+
+    def recorded(self) -> list[Holding]:
+        """The files and inlined rows that held the subject when the erasure committed, as its receipt
+        records them, where they are now: completing an interrupted erasure without the value, the
+        tombstones' ids cannot find a row that was the subject's only in an older snapshot (its id
+        now the row of another). Files gone since are left out; so are inlined rows then current
+        (their ids are tombstoned, and found by them)."""
+        row = self.lake.execute(f"SELECT holdings FROM {self.lake.ops(tombstones.ERASURES)} "
+                                "WHERE erasure_id = ?", [self.erasure_id]).fetchone()
+        if row is None or not row[0]:
+            return []
+        text = row[0]
+        listed = {path: (begin, end) for table in self.scrubbed()
+                  for path, begin, end, _ in subject_rows.data_files(self.lake, table)}
+        found = []
+        for entry in json.loads(text):
+            where, end = str(entry["where"]), entry["end"]
+            if where in listed:
+                found.append(Holding(where, *listed[where]))
+            elif where.startswith(subject_rows.metadata(self.lake)) and end is not None:
+                found.append(Holding(where, int(entry["begin"]), int(end)))
+        return found
 
     def scrub_staging(self) -> int:
         """Step 4: remove every staged batch (waiting or set aside) holding a row of the subject or
@@ -466,7 +488,10 @@ def run_erasure(lake: Lake, settings: ResolvedSettings, value: str, *, dry_run: 
             "subject_keys": json.dumps({name: str(k) for name, k in erasure.keys.items()}),
             "value_hash": report.value_hash, "hash_key": hash_key,
             "rows_erased": json.dumps({name: t.rows for name, t in report.tables.items()} | quarantined),
-            "ids_checksum": json.dumps({name: t.ids.as_dict() for name, t in report.tables.items()})}
+            "ids_checksum": json.dumps({name: t.ids.as_dict() for name, t in report.tables.items()}),
+            # where the subject is now, every snapshot included: what completes it without the value
+            "holdings": json.dumps([{"where": h.where, "begin": h.begin, "end": h.end}
+                                    for h in erasure.held()])}
         step("committing the erasure (tombstones, receipt, deletes)")
         erasure.commit(commit, receipt, report.tables)
         _complete(erasure, report)

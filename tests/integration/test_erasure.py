@@ -294,3 +294,28 @@ def test_files_a_killed_load_left_behind_are_erased_too(erasure_env):
     assert json.loads(done.stdout)["orphans_deleted"] >= 1
     assert _files_holding(data, SUBJECT) == []
     assert_lake_equals_source(settings)
+
+
+def test_an_interrupted_erasure_completed_by_another_request_reaches_rows_only_in_history(erasure_env):
+    """A row was the subject's only in an older snapshot (the source re-attributed it, --repair
+    replaced it): no tombstone names its id. The erasure is killed after its commit, and the next
+    request, for another person, completes it without the value: by what its receipt recorded."""
+    settings = load_settings(erasure_env)
+    _write(settings, [(SUBJECT, json.dumps({"user_id": SUBJECT}))] + _users(39, 1000, "x")[1:],
+           ago=timedelta(hours=4))
+    run(settings, engine="dlt")
+    with source_db(settings) as conn:
+        conn.execute("UPDATE public.events SET details = '{\"user_id\": \"someone-else\"}' "
+                     "WHERE details->>'user_id' = %s", [SUBJECT])
+    assert run_main("--repair", env=erasure_env).returncode == 0
+    _write(settings, _users(40, 5), ago=timedelta(hours=2))
+    run(settings, engine="dlt")
+    killed = run_cli("tests/faulty_cli.py", "--erase", SUBJECT, "--yes",
+                     env={**erasure_env, FAULT: "erase-after-commit"})
+    assert killed.returncode == -9, killed.stderr
+    other = run_main("--erase", OTHER_SUBJECT, "--yes", "--json", env=erasure_env)
+    assert other.returncode == 0, other.stderr
+    assert len(json.loads(other.stdout)["completed_before"]) == 1
+    for version in snapshot_ids(settings):
+        assert _rows_of(settings, SUBJECT, version) == 0, version
+    assert _files_holding(Path(erasure_env["DUCKLAKE_DATA_PATH"]), SUBJECT) == []
