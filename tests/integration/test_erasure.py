@@ -319,3 +319,17 @@ def test_an_interrupted_erasure_completed_by_another_request_reaches_rows_only_i
     for version in snapshot_ids(settings):
         assert _rows_of(settings, SUBJECT, version) == 0, version
     assert _files_holding(Path(erasure_env["DUCKLAKE_DATA_PATH"]), SUBJECT) == []
+
+
+def test_a_source_that_cannot_be_read_stops_the_erasure_before_anything_changes(erasure_env):
+    """The source is read for the subject's rows no load took yet (a later load would take them): when
+    it cannot be, nothing is erased, the exit says so, and the lake is as it was."""
+    settings = load_settings(erasure_env)
+    _write(settings, _users(40, 4), ago=timedelta(hours=1))
+    run(settings, engine="dlt")
+    versions = snapshot_ids(settings)
+    away = {**erasure_env, "SOURCE_PG_DSN": erasure_env["SOURCE_PG_DSN"].replace("port=5432", "port=1")}
+    assert away["SOURCE_PG_DSN"] != erasure_env["SOURCE_PG_DSN"]
+    refused = run_main("--erase", SUBJECT, "--yes", env=away)
+    assert refused.returncode != 0 and "source" in refused.stderr.lower(), refused.stderr
+    assert snapshot_ids(settings) == versions and _rows_of(settings, SUBJECT) == 10
