@@ -333,3 +333,22 @@ def test_a_source_that_cannot_be_read_stops_the_erasure_before_anything_changes(
     refused = run_main("--erase", SUBJECT, "--yes", env=away)
     assert refused.returncode != 0 and "source" in refused.stderr.lower(), refused.stderr
     assert snapshot_ids(settings) == versions and _rows_of(settings, SUBJECT) == 10
+
+
+def test_a_value_within_another_takes_only_its_own_unreadable_quarantined_rows(erasure_env):
+    """Rows set aside for JSON that cannot be read are the subject's for the value as a whole JSON
+    string or number: erasing user_1 leaves user_10's and user_100's (were they taken, no check
+    would ever say so: their ids would be tombstoned)."""
+    settings = load_settings(erasure_env)
+    _write(settings, _users(10, 1000, "x")[1:], ago=timedelta(hours=1))
+    with source_db(settings) as conn:
+        conn.execute("ALTER TABLE public.events ALTER COLUMN details TYPE text")
+    _write(settings, [(user, '{"user_id": "' + user + '", bad') for user in ("user_1", "user_10", "user_100")]
+           + [("n", '{"user_id": 1, bad'), ("n", '{"user_id": 10, bad')], ago=timedelta(minutes=30))
+    assert run(settings, engine="dlt").rows_quarantined == 5
+    with Pipeline(settings) as lake:
+        assert lake.erase("user_1").tables["events"].quarantined == 1
+        assert lake.erase("1").tables["events"].quarantined == 1
+    left = lake_query(settings, "SELECT details FROM lake.ops.quarantine ORDER BY details")
+    assert [row[0] for row in left] == ['{"user_id": "user_10", bad', '{"user_id": "user_100", bad',
+                                        '{"user_id": 10, bad'], left
