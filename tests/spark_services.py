@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -94,10 +95,20 @@ class StandaloneCluster:
                         return
             except OSError:
                 pass
+            except ValueError:
+                # HTML, not JSON: the master's UI answers before its /json handler is attached (seen
+                # once in the suite), or another process took the free port first and the master bound
+                # the next one, which its log names
+                self.ui_port = self._bound_ui_port() or self.ui_port
             time.sleep(0.5)
         logs = "\n".join((self.work / n).read_text()[-2000:] for n in ("master.log", "worker.log")
                          if (self.work / n).exists())
         raise RuntimeError(f"the standalone cluster did not come up:\n{logs}")
+
+    def _bound_ui_port(self) -> int | None:
+        log = self.work / "master.log"
+        found = re.findall(r"MasterWebUI.*started at http://[^:]+:(\d+)", log.read_text()) if log.exists() else []
+        return int(found[-1]) if found else None
 
     def stop(self) -> None:
         for proc in reversed(self.procs):
