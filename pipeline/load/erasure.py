@@ -337,25 +337,40 @@ class Erasure:
         return removed
 
     def scrub_orphans(self) -> int:
-        """Step 4 too: delete the files below the lake's table folders that its catalog never listed
-        (a write a kill interrupted: a flush, an insert, a zero-copy extraction) and that hold the
-        subject, or cannot be read. Files staged batches will register are the staging step's; those
-        of an extraction still running are left to it (its promotion keeps the erased ids out, and
-        removes them). Returns how many were deleted."""
+        """Step 4 too: delete the files the catalog never listed (a write a kill interrupted: a flush,
+        an insert, a zero-copy extraction) that hold the subject. Only where no one else can be
+        writing now: in the folders of the tables it erases from (their promotions and compaction wait
+        for this erasure's locks; an extraction still running is left to its promotion, which keeps
+        the erased ids out) a file that cannot be read is a torn write and goes too; in the
+        quarantine's, which every table's promotion writes, only a file holding a quarantined row of
+        the subject, by the quarantine's own test. Files staged batches will register are the staging
+        step's. Returns how many were deleted."""
         lake, pending, running = self.lake, set(), set()
         for spec in self.settings.tables:
             table_dir = staging.table_dir(self.settings, spec)
             pending |= staging.pending_lake_files(table_dir)
             running |= set(staging.running_batches(table_dir)) - set(staging.abandoned_batches(table_dir))
+        folders = [table.table_folder.uri().rstrip("/") + "/" for table, _, _ in self.tables.values()]
+        quarantine = self.scrubbed()[-1]
+        quarantine_folder = lake.data_folder.child(lake.ops_schema).child(QUARANTINE).uri().rstrip("/") + "/"
         deleted = 0
         for uri in own_orphans(lake, "now()"):
             name = uri.rsplit("/", 1)[-1]
-            if uri in pending or any(name.startswith(f"{batch}-") for batch in running):
+            if uri in pending or any(batch in uri for batch in running):
                 continue
-            try:
-                holds = self._orphan_holds(uri)
-            except duckdb.Error:  # torn by the kill: nothing can tell what it holds
-                holds = True
+            if any(uri.startswith(folder) for folder in folders):
+                try:
+                    holds = self._orphan_holds(uri)
+                except duckdb.Error:  # torn by the kill: nothing can tell what it holds
+                    holds = True
+            elif uri.startswith(quarantine_folder):
+                try:
+                    holds = bool(one_row(self._execute(f"SELECT count(*) FROM read_parquet($file) "
+                                                       f"WHERE {quarantine.subject}", {"file": uri}))[0])
+                except duckdb.Error:
+                    holds = False  # another table's promotion may be writing it now
+            else:
+                continue
             if holds:
                 self.step(f"deleting {name}, written by an interrupted write, holding the subject")
                 lake.data_folder.delete_uri(uri)
@@ -363,7 +378,7 @@ class Erasure:
         return deleted
 
     def _orphan_holds(self, uri: str) -> bool:
-        """Does a file of any table hold the value anywhere in a row, or an erased id (a UUID) of it?"""
+        """Does a file hold the value anywhere in a row, or an erased id (a UUID) of this erasure?"""
         return bool(one_row(self._execute(
             "WITH rows AS (SELECT concat_ws(chr(31), *COLUMNS(*)) AS text FROM read_parquet($file)) "
             "SELECT count(*) FROM rows WHERE contains(text, $value) OR EXISTS (SELECT 1 FROM "
