@@ -79,17 +79,18 @@ def of_table(lake: LakeTable, key: SubjectKey, kind: IdKind, erased: str) -> Scr
     return Scrubbed("main", lake.table, f"({text} = $value OR {identity} IN {erased})", identity)
 
 
-def of_quarantine(lake: LakeTable, key: SubjectKey, kind: IdKind, erased: str) -> Scrubbed:
+def of_quarantine(lake: LakeTable, key: SubjectKey, kind: IdKind, erased: str, pattern: str) -> Scrubbed:
     """The table's rows in ``ops.quarantine``: its own columns by their pipeline names, the others in
-    ``source_columns``; a row whose JSON cannot be read holds the value anywhere in its text."""
+    ``source_columns``; a row whose JSON cannot be read, by the parameter named ``pattern``
+    (:func:`unreadable_pattern`)."""
     canonical = {lake.own(name): name for name in EVENT_COLUMNS}.get(key.column)
     column = (quote_ident(canonical) if canonical else
               f"json_extract_string(source_columns, {quote_literal('$.' + json.dumps(key.column))})")
     identity = duckdb_identity(duckdb_key("event_id", kind), kind)
-    # a row whose JSON cannot be read: the value as a whole JSON string ("user_1", not within
-    # "user_10"), or a whole JSON number, anywhere in its text
-    unreadable = (f" OR (NOT json_valid({column}) AND (contains({column}, $quoted) OR "
-                  f"regexp_matches({column}, $number)))" if key.path else "")
+    # a row whose JSON cannot be read: the key's name and the value as JSON writes them
+    # (value_params), as a whole ("user_1" is not within "user_10")
+    unreadable = (f" OR (NOT json_valid({column}) AND regexp_matches({column}, ${pattern}))"
+                  if key.path else "")
     subject = (f"(table_name = {quote_literal(lake.table)} AND ({_text_of(column, key)} = $value{unreadable} "
                f"OR {identity} IN {erased}))")
     return Scrubbed(lake.ops_schema, QUARANTINE, subject, identity)
@@ -135,15 +136,26 @@ def bound(query: str, params: Mapping[str, object]) -> dict[str, object]:
     return {name: value for name, value in params.items() if re.search(rf"\${name}\b", query)}
 
 
-def value_params(value: str | None) -> dict[str, object]:
-    """The parameters the subject's SQL takes besides ``$value`` (:func:`of_quarantine`): the value
-    as a JSON string, and as a JSON number bounded by what may surround one (one never matching
-    when the value is no number)."""
-    if value is None:
-        return {"quoted": None, "number": None}
-    number = re.fullmatch(r"-?\d+(\.\d+)?([eE][+-]?\d+)?", value)
-    bounded = rf"[:\[,]\s*{re.escape(value)}\s*[,}}\]]" if number else r"[^\s\S]"
-    return {"quoted": json.dumps(value, ensure_ascii=False), "number": bounded}
+def _literal(text: str) -> str:
+    """``text`` as a literal in a pattern DuckDB's RE2 reads: its metacharacters escaped, nothing else
+    (Python's re.escape escapes a space, which RE2 refuses)."""
+    return re.sub(r"([\\.^$|?*+()\[\]{}])", r"\\\1", text)
+
+
+def unreadable_pattern(value: str | None, key: SubjectKey) -> str | None:
+    """The parameter the quarantine's test takes besides ``$value`` (:func:`of_quarantine`): a pattern
+    of the key's last name and the value, as JSON writes them, in a row whose JSON cannot be read:
+    ``"user_id": "user_1"`` (not ``"user_10"``, not ``"n": 1``), the value as a JSON string in either
+    spelling of its non-ASCII characters, or as a number when it is one. None: no value (a rerun
+    completing an erasure by its tombstones)."""
+    if value is None or not key.path:
+        return None
+    spellings = {json.dumps(value, ensure_ascii=False), json.dumps(value)}
+    if re.fullmatch(r"-?\d+(\.\d+)?([eE][+-]?\d+)?", value):
+        spellings.add(value)
+    name = _literal(json.dumps(key.path[-1], ensure_ascii=False))
+    either = "|".join(_literal(spelled) for spelled in sorted(spellings))
+    return rf"{name}\s*:\s*({either})\s*[,}}\]]"
 
 
 def _at_path(text: str, path: tuple[str, ...]) -> str | None:

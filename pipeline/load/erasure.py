@@ -154,21 +154,21 @@ class Erasure:
     def __init__(self, lake: Lake, settings: ResolvedSettings, erasure_id: str, value: str | None,
                  step: Callable[[str], None] = lambda _: None) -> None:
         self.lake, self.settings, self.erasure_id, self.step = lake, settings, erasure_id, step
-        self.params: dict[str, object] = {"value": value, "erasure": erasure_id,
-                                          **subject_rows.value_params(value)}
+        self.params: dict[str, object] = {"value": value, "erasure": erasure_id}
         present = table_names(lake)
         erased = (f"(SELECT identity FROM {lake.ops(tombstones.ERASED_IDS)} WHERE erasure_id = $erasure)"
                   if (lake.ops_schema, tombstones.ERASED_IDS) in present else "(SELECT NULL::UUID)")
         self.keys = subject_rows.subject_keys(settings)
         self.tables: dict[str, tuple[LakeTable, Scrubbed, Scrubbed]] = {}
         self.from_source: dict[str, set[UUID]] = {}  # read_source(): identities of the source's rows
-        for spec in settings.tables:
+        for number, spec in enumerate(settings.tables):
             if spec.name not in self.keys or ("main", spec.name) not in present:
                 continue
             table, key = lake.table_of(spec), self.keys[spec.name]
-            kind = table.id_kind()
+            kind, pattern = table.id_kind(), f"unreadable_{number}"
+            self.params[pattern] = subject_rows.unreadable_pattern(value, key)
             self.tables[spec.name] = (table, subject_rows.of_table(table, key, kind, erased),
-                                      subject_rows.of_quarantine(table, key, kind, erased))
+                                      subject_rows.of_quarantine(table, key, kind, erased, pattern))
         if not self.tables:
             raise ConfigError(f"No table with a SUBJECT_KEY ({', '.join(self.keys)}) has been loaded yet: "
                               "nothing was erased.", f"Erase once the tables are loaded ({actions.RUN}).")
@@ -346,15 +346,20 @@ class Erasure:
         the subject, by the quarantine's own test. Files staged batches will register are the staging
         step's. Returns how many were deleted."""
         lake, pending, running = self.lake, set(), set()
+        # listed first, then which batches are staged or being extracted: an extraction claims its
+        # batch before its first file and lets go only once it wrote its manifest, so every file
+        # listed is known by then as a running or a staged batch's (read the other way round, a batch
+        # that began and sealed in between lost a file; its promotion waits for this erasure's locks)
+        orphans = own_orphans(lake, "now()")
         for spec in self.settings.tables:
             table_dir = staging.table_dir(self.settings, spec)
-            pending |= staging.pending_lake_files(table_dir)
             running |= set(staging.running_batches(table_dir)) - set(staging.abandoned_batches(table_dir))
+            pending |= staging.pending_lake_files(table_dir)
         folders = [table.table_folder.uri().rstrip("/") + "/" for table, _, _ in self.tables.values()]
         quarantine = self.scrubbed()[-1]
         quarantine_folder = lake.data_folder.child(lake.ops_schema).child(QUARANTINE).uri().rstrip("/") + "/"
         deleted = 0
-        for uri in own_orphans(lake, "now()"):
+        for uri in orphans:
             name = uri.rsplit("/", 1)[-1]
             if uri in pending or any(batch in uri for batch in running):
                 continue
@@ -432,6 +437,8 @@ def vacuum_catalog(settings: ResolvedSettings) -> str:
             except psycopg.errors.LockNotAvailable:
                 left.append(_vacuum_held(conn, table))
                 continue
+            except psycopg.errors.InsufficientPrivilege:  # retyping a column is the owner's
+                skipped.append("skipping: not the owner")
             if any("skipping" in message for message in skipped):  # not its owner: Postgres only warns
                 log.warning("the catalog role may not VACUUM FULL %s (it does not own it): its pages may "
                             "keep erased bytes; run VACUUM (FULL, ANALYZE) %s as its owner", table, table)

@@ -336,19 +336,53 @@ def test_a_source_that_cannot_be_read_stops_the_erasure_before_anything_changes(
 
 
 def test_a_value_within_another_takes_only_its_own_unreadable_quarantined_rows(erasure_env):
-    """Rows set aside for JSON that cannot be read are the subject's for the value as a whole JSON
-    string or number: erasing user_1 leaves user_10's and user_100's (were they taken, no check
-    would ever say so: their ids would be tombstoned)."""
+    """Rows set aside for JSON that cannot be read are the subject's for the key's name and the value
+    as a whole JSON string or number: erasing user_1 leaves user_10's and user_100's, erasing 1 leaves
+    a row whose other key holds 1 (were they taken, no check would ever say so: their ids would be
+    tombstoned)."""
     settings = load_settings(erasure_env)
     _write(settings, _users(10, 1000, "x")[1:], ago=timedelta(hours=1))
     with source_db(settings) as conn:
         conn.execute("ALTER TABLE public.events ALTER COLUMN details TYPE text")
     _write(settings, [(user, '{"user_id": "' + user + '", bad') for user in ("user_1", "user_10", "user_100")]
-           + [("n", '{"user_id": 1, bad'), ("n", '{"user_id": 10, bad')], ago=timedelta(minutes=30))
-    assert run(settings, engine="dlt").rows_quarantined == 5
+           + [("n", '{"user_id": 1, bad'), ("n", '{"user_id": 10, bad'), ("n", '{"user_id": "u-9", "n": 1, bad')],
+           ago=timedelta(minutes=30))
+    assert run(settings, engine="dlt").rows_quarantined == 6
     with Pipeline(settings) as lake:
         assert lake.erase("user_1").tables["events"].quarantined == 1
         assert lake.erase("1").tables["events"].quarantined == 1
     left = lake_query(settings, "SELECT details FROM lake.ops.quarantine ORDER BY details")
-    assert [row[0] for row in left] == ['{"user_id": "user_10", bad', '{"user_id": "user_100", bad',
-                                        '{"user_id": 10, bad'], left
+    assert [row[0] for row in left] == ['{"user_id": "u-9", "n": 1, bad', '{"user_id": "user_10", bad',
+                                        '{"user_id": "user_100", bad', '{"user_id": 10, bad'], left
+
+
+def test_a_catalog_role_that_owns_no_table_erases_and_says_what_vacuum_is_left(erasure_env):
+    """A catalog reached as a role with every privilege on DuckLake's tables but owning none (Postgres
+    lets only the owner VACUUM FULL or retype a column, and only warns for VACUUM), its statistics
+    gathered as autovacuum would: the erasure completes, and its receipt names what is left."""
+    settings = load_settings(erasure_env)
+    _spread_subject(settings)
+    role = f"el_test_erase_{uuid.uuid4().hex[:8]}"
+    catalog = erasure_env["DUCKLAKE_CATALOG"]
+    with psycopg.connect(catalog, autocommit=True) as conn:
+        conn.execute("ANALYZE")
+        conn.execute(f"CREATE ROLE {role} LOGIN")
+        [[database]] = conn.execute("SELECT current_database()").fetchall()
+        for grant in (f'ALL ON DATABASE "{database}"', "ALL ON SCHEMA lake", "ALL ON ALL TABLES IN SCHEMA lake",
+                      "ALL ON ALL SEQUENCES IN SCHEMA lake"):
+            conn.execute(f"GRANT {grant} TO {role}")
+    try:
+        done = run_main("--erase", SUBJECT, "--yes", "--json", env={**erasure_env,
+                        "DUCKLAKE_CATALOG": catalog.replace("user=postgres", f"user={role}")})
+        assert done.returncode == 0, done.stderr
+        report = json.loads(done.stdout)
+        assert "not owned by the catalog role" in report["catalog_vacuum"], report["catalog_vacuum"]
+        assert _rows_of(settings, SUBJECT) == 0
+    finally:
+        from pipeline.lake import instances
+
+        instances.drop_all()
+        with psycopg.connect(catalog, autocommit=True) as conn:
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", [role])
+            conn.execute(f"DROP OWNED BY {role}")
+            conn.execute(f"DROP ROLE {role}")
