@@ -12,8 +12,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
+import duckdb
+
 from pipeline import waiting
-from pipeline.errors import LakeNotCreated, first_line, scrub_secrets
+from pipeline.errors import LakeNotCreated, first_line, is_transient, scrub_secrets
 from pipeline.lake import history, jobs
 from pipeline.lake.connect import lake_session
 from pipeline.lake.identity import table_names
@@ -22,6 +24,7 @@ from pipeline.lake.session import Lake
 from pipeline.ops import health
 from pipeline.ops.status import Status, collect
 from pipeline.settings import ResolvedSettings
+from pipeline.storage.outage import store_outage
 
 log = logging.getLogger(__name__)
 
@@ -129,9 +132,9 @@ class Observer:
                 with contextlib.suppress(LakeNotCreated), lake_session(self.settings, read_only=True) as lake:
                     series = Series.read(lake, [table.name for table in self.settings.tables])
         except Exception as exc:  # noqa: BLE001  a down catalog or source is something to show, not to crash on
-            log.warning("could not observe the pipeline: %s", first_line(exc))
-            return Observation(now, error=scrub_secrets(first_line(exc)) or type(exc).__name__,
-                               seconds=time.monotonic() - start)
+            reason = _named(self.settings, exc)
+            log.warning("could not observe the pipeline: %s", reason)
+            return Observation(now, error=reason or type(exc).__name__, seconds=time.monotonic() - start)
         return Observation(now, status=status, series=series, seconds=time.monotonic() - start)
 
     def start(self) -> Observer:
@@ -240,3 +243,16 @@ class Observer:
             pending.join(CLOSE_WAIT_SECONDS)
             if pending.is_alive():
                 log.info("left a status refresh still reading the lake (read-only) to end with the process")
+
+
+def _named(settings: ResolvedSettings, exc: Exception) -> str:
+    """Why an observation failed, in the words a load uses: DuckDB's own words for a catalog or an
+    object store that went away mid-read are the detail of a line that names it (seen: "Failed to get
+    global stats information …: server closed the connection unexpectedly")."""
+    detail = scrub_secrets(first_line(exc))
+    if not isinstance(exc, duckdb.Error) or not is_transient(exc):
+        return detail
+    store = store_outage(settings, exc)
+    if store is not None:
+        return first_line(store)
+    return f"Lost the lake catalog (DUCKLAKE_CATALOG={settings.catalog.describe()}) ({detail})"

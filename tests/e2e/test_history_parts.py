@@ -62,13 +62,14 @@ def test_a_first_load_killed_after_two_parts_resumes_after_the_last_committed_pa
 
 def test_load_timeout_bounds_each_part_not_the_whole_history(lake_env):
     """LOAD_TIMEOUT bounds one extraction: a history whose parts' reads together take longer than
-    it (each part's one slice sleeps 2 s in Postgres first: six parts, at least 12 s) loads whole,
-    because no part takes that long."""
+    it (each part's one slice sleeps 8 s in Postgres first: four parts, at least 32 s) loads whole,
+    because no part takes that long (each has 22 s to spare: on the busy suite a part of 2 s against
+    10 s of LOAD_TIMEOUT once ran past it)."""
     from tests import faults
 
-    rows, part, timeout = 600, 100, 10
+    rows, part, timeout = 400, 100, 30
     env = {**lake_env, "BACKFILL_BATCH_ROWS": str(part), "LOAD_TIMEOUT": f"{timeout}s", "SPARK_PARTITIONS": "1",
-           faults.ENV: "slow-read", faults.SLOW_ENV: "2"}
+           faults.ENV: "slow-read", faults.SLOW_ENV: "8"}
     settings = resolve(load_settings(env))
     with connect(settings.source_dsn) as conn:
         ensure_table(conn, "public.events")
