@@ -45,7 +45,7 @@ class _StopSignals:
         if self.requests >= FORCE_AFTER:
             os.write(2, b"stopping now (third stop request)\n")
             os._exit(128 + signum)
-        if _interrupt and threading.current_thread() is threading.main_thread():
+        if _interrupt and not _ended and threading.current_thread() is threading.main_thread():
             # interrupt_command's call of interrupt_main() lands here (it runs the SIGINT handler,
             # ours, not Python's default): raise in the main thread as that default would. A stop
             # in a command's first second, before anything registered a canceller, was lost
@@ -65,6 +65,14 @@ class _StopSignals:
 
 _installed: _StopSignals | None = None
 _interrupt: list[bool] = []  # non-empty: interrupt_command asks the main thread's handler to raise
+_ended: list[bool] = []  # non-empty: the command returned; an interruption landing now has nothing to stop
+
+
+def command_ended() -> None:
+    """The command returned (with its last line said): a stop's interruption of the main thread that
+    lands from now on is not raised (it turned a stopped command's exit into a traceback, its
+    code into -2, when it came as the command ended)."""
+    _ended.append(True)
 
 
 def on_stop(handler: Callable[[], None]) -> None:

@@ -6,7 +6,7 @@ before it."""
 
 from __future__ import annotations
 
-from pipeline.process import interrupt_command, on_stop, stop_signal
+from pipeline.process import command_ended, interrupt_command, on_stop, stop_signal
 
 BEFORE_START = "Stopped before the command started; nothing was done."
 
@@ -18,4 +18,9 @@ def entry() -> int:
     except KeyboardInterrupt:
         print(BEFORE_START, flush=True)
         return 128 + (stop_signal() or 2)
-    return command()
+    try:
+        return command()
+    except KeyboardInterrupt:  # a stop's interruption landed as the command returned: it is over
+        return 128 + (stop_signal() or 2)
+    finally:
+        command_ended()
