@@ -39,7 +39,7 @@ import psycopg
 
 from pipeline import actions, staging
 from pipeline.errors import ConfigError
-from pipeline.id_checksum import IdSum, duckdb_identity, duckdb_key, duckdb_sums
+from pipeline.id_checksum import IdSum, duckdb_identity, duckdb_key, of_ids
 from pipeline.lake import subject_rows, tombstones
 from pipeline.lake.identity import lake_id, table_names
 from pipeline.lake.maintain import own_orphans
@@ -204,24 +204,25 @@ class Erasure:
         """``query`` with the parameters it names, of the erasure's (:attr:`params`) and ``extra``."""
         return self.lake.execute(query, subject_rows.bound(query, {**self.params, **(extra or {})}))
 
-    def _count(self, relation: str, subject: str, sums: str = "") -> tuple[int, ...]:
+    def _count(self, relation: str, subject: str) -> tuple[int, ...]:
         return tuple(one_row(self._execute(
-            f"SELECT count(*){sums} FROM {self.lake.name}.{relation} WHERE {subject}")))
+            f"SELECT count(*) FROM {self.lake.name}.{relation} WHERE {subject}")))
 
     def found(self) -> dict[str, TableErasure]:
         """The rows of the subject each table holds now, their ids' sums, and where they are."""
         report = {}
         inlined_prefix = subject_rows.metadata(self.lake)
         for name, (_, rows, quarantine) in self.tables.items():
-            count, high, low = self._count(rows.relation, rows.subject, ", " + duckdb_sums(rows.identity))
-            held = {r[0] for r in self._execute(
+            # one read of the rows' identities: their count and sums are taken from it (of_ids)
+            identities = [r[0] for r in self._execute(
                 f"SELECT {rows.identity} FROM {self.lake.name}.{rows.relation} "
-                f"WHERE {rows.subject}").fetchall()}
+                f"WHERE {rows.subject}").fetchall()]
+            held = set(identities)
             current = [h for h in subject_rows.holdings(self.lake, rows, self.params) if h.end is None]
             inlined = sum(1 for h in current if h.where.startswith(inlined_prefix))
-            report[name] = TableErasure(str(self.keys[name]), count, self._count(quarantine.relation,
-                                                                                 quarantine.subject)[0],
-                                        IdSum.of(count, high, low), len(current) - inlined, inlined,
+            report[name] = TableErasure(str(self.keys[name]), len(identities),
+                                        self._count(quarantine.relation, quarantine.subject)[0],
+                                        of_ids(identities), len(current) - inlined, inlined,
                                         len(self.from_source.get(name, set()) - held))
         return report
 
