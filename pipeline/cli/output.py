@@ -170,6 +170,8 @@ def render_status(status: Status) -> str:
         *([f"by identity     {_identity_line(status.identity)}"] if status.identity else []),
         *([f"history         {status.history.describe()} (read in parts of BACKFILL_BATCH_ROWS rows; a "
            "load goes on from the last committed part)"] if status.history else []),
+        *([f"typed keys      {status.payload.describe()}"]
+          if status.payload.typed or status.payload.drift else []),
         f"data files      {status.data_files} ({status.data_bytes:,} bytes)",
         f"staged, waiting {status.staged_batches_waiting} batch(es)",
         f"quarantined     {status.rows_quarantined} row(s) that cannot be loaded"

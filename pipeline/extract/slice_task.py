@@ -103,12 +103,14 @@ class SliceSource:
 @dataclass(frozen=True)
 class LakeOutput:
     """A zero-copy batch's incoming folder, the ids the lake holds in the window (a Parquet file
-    in ``incoming``'s parent, or None) and whether the lake's columns are typed (UUID/JSON)."""
+    in ``incoming``'s parent, or None), whether the lake's columns are typed (UUID/JSON) and the
+    payload keys it keeps as columns (each day's file then holds them, sorted by the first)."""
 
     incoming: Folder
     lake_ids: Folder | None
     lake_ids_name: str | None
     typed: bool
+    payload_keys: tuple[str, ...] = ()  # the table's typed payload keys (pipeline.lake.payload_fields)
 
 
 @dataclass(frozen=True)
@@ -164,6 +166,9 @@ def _split_for_lake(rows: Iterator[pa.RecordBatch], output: LakeOutput, index: i
     :mod:`.lake_files` expects it; returns the rows read."""
     known = _lake_ids(output)
     files: dict[str, ParquetFile] = {}
+    # with typed payload keys, each day's rows are held until the slice is read, then written sorted
+    # by the first key: a user's rows then sit in a few row groups, which a query on it reads alone
+    held: dict[str, list[pa.Table]] = {}
     total = 0
     try:
         for item in rows:
@@ -186,7 +191,13 @@ def _split_for_lake(rows: Iterator[pa.RecordBatch], output: LakeOutput, index: i
             if lake is None or pc.any(lake).as_py():
                 kept = table if lake is None else table.filter(lake)
                 for folder, day_rows in _by_day(kept.select(list(EVENT_COLUMNS))):
-                    _append(files, output.incoming, f"{DEST}=lake/{folder}", index, day_rows)
+                    if output.payload_keys:
+                        held.setdefault(folder, []).append(day_rows)
+                    else:
+                        _append(files, output.incoming, f"{DEST}=lake/{folder}", index, day_rows)
+        for folder, tables in held.items():
+            _append(files, output.incoming, f"{DEST}=lake/{folder}", index,
+                    payload_columns(pa.concat_tables(tables), output.payload_keys))
     except BaseException:
         for file in files.values():
             file.abort()  # a failed slice leaves no file (see ParquetFile); a retry writes them anew
@@ -194,6 +205,28 @@ def _split_for_lake(rows: Iterator[pa.RecordBatch], output: LakeOutput, index: i
     for file in files.values():
         file.close()
     return total
+
+
+def payload_columns(table: pa.Table, keys: tuple[str, ...]) -> pa.Table:
+    """``table`` with a column per typed payload key, each value ``details->>'key'`` as DuckDB
+    computes it (the seed's own operator: a query reads the same from the column as from the
+    JSON), sorted by the first key's value, then by time."""
+    import duckdb
+
+    from pipeline.lake.payload_fields import column_of, value_sql
+
+    details = table.column("details").combine_chunks()
+    text = details.storage if isinstance(details, pa.ExtensionArray) else details
+    with duckdb.connect() as con:
+        con.register("payload", pa.table({"details": text}))
+        values = con.execute("SELECT " + ", ".join(f"{value_sql(key)} AS k{i}" for i, key in enumerate(keys))
+                             + " FROM payload").to_arrow_table()
+    for i, key in enumerate(keys):
+        table = table.append_column(pa.field(column_of(key), pa.string()),
+                                    values.column(f"k{i}").cast(pa.string()))
+    order = pc.sort_indices(table, null_placement="at_end",
+                            sort_keys=[(column_of(keys[0]), "ascending"), ("event_timestamp", "ascending")])
+    return table.take(order)
 
 
 def _lake_ids(output: LakeOutput) -> pa.Array | None:

@@ -85,7 +85,7 @@ def slice_source(request: ExtractRequest) -> SliceSource:
 
 def lake_output(target: LakeTarget, batch_id: str) -> LakeOutput:
     return LakeOutput(incoming_dir(target, batch_id), target.incoming if target.lake_ids else None,
-                      target.lake_ids, target.typed)
+                      target.lake_ids, target.typed, target.payload_keys)
 
 
 def write_slices(spark: SparkSession, request: ExtractRequest, meter: Progress) -> IdSum | None:

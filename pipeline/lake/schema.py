@@ -10,6 +10,7 @@ from pipeline.columns import ID, TIME
 from pipeline.errors import TerminalError
 from pipeline.lake import ownership, validate
 from pipeline.lake.identity import table_names
+from pipeline.lake.payload_fields import DETAILS, columns_sql, typed_keys
 from pipeline.lake.session import Lake, LakeTable
 from pipeline.lake.transaction import transaction
 from pipeline.settings.model import Promotion, Reader
@@ -17,7 +18,7 @@ from pipeline.source.shape import EVENT_COLUMNS
 from pipeline.sqltext import one_row, quote_ident, quote_literal, read_sql, split_statements
 
 # job history is not a lake table: see jobs.py
-OPS_TABLES = ("batches", "lake_identity", "quarantine", "erasures", "erased_ids")
+OPS_TABLES = ("batches", "lake_identity", "quarantine", "erasures", "erased_ids", "typed_keys")
 # ops.batches columns added after lakes existed: a lake made before gets them on its next write session
 # the ops tables' columns a lake made by an older version may lack (sql/lake_events.sql makes them)
 ADDED_OPS_COLUMNS = {
@@ -58,11 +59,14 @@ def insert_columns_sql(lake: LakeTable, have: Mapping[str, str], rows: str,
                        extra_columns: Iterable[str] = ()) -> str:
     """``INSERT INTO`` the events table from ``rows`` (a relation of staged column names): each of
     the five the table holds (``have``: its columns), under its own name (:mod:`pipeline.columns`),
-    then ``extra_columns``."""
-    pairs = [(quote_ident(lake.own(name)), name) for name in EVENT_COLUMNS if lake.own(name) in have]
-    pairs += [(quote_ident(name), quote_ident(name)) for name in extra_columns]
+    then ``extra_columns``, then each typed payload key's column (:mod:`.payload_fields`)."""
+    pairs = [(quote_ident(lake.own(name)), f"s.{name}") for name in EVENT_COLUMNS if lake.own(name) in have]
+    pairs += [(quote_ident(name), f"s.{quote_ident(name)}") for name in extra_columns]
+    if DETAILS in have:  # each typed payload key's column, from the details the row gets
+        typed = [key for key in typed_keys(lake) if key.column in have]
+        pairs += columns_sql(typed, f"CAST(s.details AS {have[DETAILS]})")
     return (f"INSERT INTO {lake.events_table} ({', '.join(own for own, _ in pairs)}) "
-            f"SELECT {', '.join(f's.{staged}' for _, staged in pairs)} FROM {rows} s")
+            f"SELECT {', '.join(value for _, value in pairs)} FROM {rows} s")
 
 
 def _tables_exist(lake: LakeTable) -> tuple[bool, bool]:

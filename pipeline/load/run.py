@@ -37,6 +37,7 @@ from pipeline.lake.schema import column_types, ensure_tables
 from pipeline.lake.session import Lake, LakeTable
 from pipeline.lake.transaction import one_read
 from pipeline.load import proof
+from pipeline.load.payload_typing import type_payload_keys
 from pipeline.load.plan import plan_batch, whole_transactions
 from pipeline.load.preflight import preflight
 from pipeline.promote import zero_copy
@@ -538,6 +539,7 @@ class _ImageLoad:
             ensure_tables(load.lake, column_types(self.settings.promotion, self.settings.spark.reader))
         if extracts:
             make_own_tables(self.loads)
+            type_payload_keys(self.settings, [(load.table, load.lake) for load in self.loads])
             for load in self.loads:
                 refuse_another_source(load.lake, load.settings.source_name(load.table))
             if not self.grouped:  # SOURCE_TABLE names one table, maybe one of an image

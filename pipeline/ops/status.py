@@ -25,6 +25,7 @@ from pipeline.lake import integrity, jobs
 from pipeline.lake.connect import lake_session
 from pipeline.lake.identity import lake_id, table_names
 from pipeline.lake.integrity import Integrity
+from pipeline.lake.payload_fields import PayloadStatus
 from pipeline.lake.schema import quarantined_rows
 from pipeline.lake.session import LakeTable
 from pipeline.lake.tombstones import receipts
@@ -103,6 +104,7 @@ class TableStatus:
     staged_batches_waiting: int
     catching_up: bool  # the table reads its history in bounded batches
     history: History | None = None  # while its history is read in parts
+    payload: PayloadStatus = field(default_factory=PayloadStatus)  # typed keys, drift
 
     @property
     def source_up(self) -> bool:
@@ -116,7 +118,8 @@ class TableStatus:
                 "rows_quarantined": self.rows_quarantined,
                 "identity_check": self.identity.as_dict() if self.identity else None,
                 "staged_batches_waiting": self.staged_batches_waiting, "catching_up": self.catching_up,
-                "history": self.history.as_dict() if self.history else None}
+                "history": self.history.as_dict() if self.history else None,
+                "payload": self.payload.as_dict()}
 
 
 @dataclass(frozen=True)
@@ -158,6 +161,7 @@ class Status:
     tables: dict[str, TableStatus] = field(default_factory=dict)
     catching_up: bool = False  # a table's status: it reads its history in bounded batches
     history: History | None = None  # how far the histories read in parts are (None: none is)
+    payload: PayloadStatus = field(default_factory=PayloadStatus)  # typed payload keys, and their drift
 
     @property
     def source_up(self) -> bool:
@@ -186,6 +190,7 @@ class Status:
                              for b in self.last_batches],
             "last_hour": self.last_hour,
             "history": self.history.as_dict() if self.history else None,
+            "payload": self.payload.as_dict(),
             **({"tables": {name: table.table_dict() for name, table in self.tables.items()}}
                if self.tables else {}),
         }
@@ -194,7 +199,8 @@ class Status:
         """A table's status as its part of an image's."""
         return TableStatus(self.lake, self.health, self.watermark, self.lag_seconds, self.lake_rows,
                            self.source_rows_after_watermark, self.source_error, self.rows_quarantined,
-                           self.identity, self.staged_batches_waiting, self.catching_up, self.history)
+                           self.identity, self.staged_batches_waiting, self.catching_up, self.history,
+                           self.payload)
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -223,6 +229,7 @@ class LakeFacts:
     catching_up: bool = False  # SOURCE_TABLES: the table's last batch was a bounded part of its history
     history_rate: float | None = None  # rows per second its history's parts were read at
     erasures_interrupted: list[str] = field(default_factory=list)  # receipts a kill left 'erasing'
+    payload: PayloadStatus = field(default_factory=PayloadStatus)
 
     @classmethod
     def read(cls, lake: LakeTable, *, checked: Integrity | None = None) -> LakeFacts:
@@ -251,6 +258,8 @@ class LakeFacts:
         facts.quarantined = quarantined_rows(lake)
         facts.integrity = checked or integrity.check(lake, tables)
         facts.erasures_interrupted = [r.erasure_id for r in receipts(lake) if not r.done]
+        if ("main", lake.table) in tables:
+            facts.payload = PayloadStatus.of(lake)
         return facts
 
 
@@ -368,6 +377,7 @@ def collect(settings: ResolvedSettings) -> Status:
                    set_aside_batches=[batch for s in each.values() for batch in s.set_aside_batches],
                    tables={name: status.part() for name, status in each.items()},
                    history=History.combined([s.history for s in each.values() if s.history is not None]),
+                   payload=PayloadStatus.combined([s.payload for s in each.values()]),
                    # (a table added and not loaded yet, or catching up, is said on its own line)
                    watermark=min((m for m, s in zip(marks, each.values(), strict=True)
                                   if m is not None and not s.catching_up), default=None),
@@ -499,6 +509,6 @@ def _collect(settings: ResolvedSettings, table: TableSpec, *, checked: Integrity
         jobs={r["job"]: {"status": r["status"], "started_at": iso(r["started_at"]),
                          "finished_at": iso(r["finished_at"]), "error": r["error"]} for r in job_runs},
         scheduler=SchedulerStates(settings.home).read(), last_batches=batches, last_hour=facts.last_hour,
-        catching_up=facts.catching_up,
+        catching_up=facts.catching_up, payload=facts.payload,
         history=History.of(facts.lake_rows, pending, facts.history_rate)
         if facts.catching_up or (watermark is None and facts.exists) else None)

@@ -33,6 +33,7 @@ import psycopg
 
 from pipeline.columns import ID, OPTIONAL, TIME
 from pipeline.lake import tombstones
+from pipeline.lake.payload_fields import typed_keys
 from pipeline.lake.schema import events_column_types
 from pipeline.lake.session import LakeTable
 from pipeline.lake.session import table_folder as lake_table_folder
@@ -72,6 +73,7 @@ class LakeTarget:
     lake_id_count: int  # in the window's range, and how many (0: no file)
     snapshot_id: int  # the lake snapshot those ids were read at
     typed: bool = False  # the lake holds event_id as UUID and details as JSON (else both as text)
+    payload_keys: tuple[str, ...] = ()  # the table's typed payload keys: each file holds their columns
 
     @property
     def incoming(self) -> Folder:
@@ -100,13 +102,15 @@ def choose(settings: ResolvedSettings, lake: LakeTable, source: psycopg.Connecti
     if settings.promotion is not Promotion.ZERO_COPY:
         return PromotionChoice(reason=f"PROMOTION={settings.promotion}")
     lake_types = events_column_types(lake)
+    keys = tuple(key.key for key in typed_keys(lake))
     reason = blocker(settings, engine, lake_types, plan.source.types, plan.unique_ids, plan.extra_columns,
-                     named_by=(plan.source.id_column, plan.source.time_column))
+                     named_by=(plan.source.id_column, plan.source.time_column), payload_keys=keys)
     rows = plan.stats.rows
     if reason is None:
         span = ((plan.stats.min_ts, plan.stats.max_ts) if plan.stats.max_ts is not None
                 else (plan.window.low, plan.window.upper))
-        target = write_lake_ids(lake, span, batch_id, typed=lake_types.get("event_id") == "UUID")
+        target = replace(write_lake_ids(lake, span, batch_id, typed=lake_types.get("event_id") == "UUID"),
+                         payload_keys=keys)
         if worth_zero_copy(target.lake_id_count, rows):
             return PromotionChoice(target)
         target.remove_ids()
@@ -118,8 +122,8 @@ def choose(settings: ResolvedSettings, lake: LakeTable, source: psycopg.Connecti
 
 
 def blocker(settings: Settings, engine: str, lake_types: Mapping[str, str], source_types: Mapping[str, str],
-            unique_ids: bool, extra_columns: Mapping[str, str], *, named_by: tuple[str, str] = (ID, TIME)
-            ) -> str | None:
+            unique_ids: bool, extra_columns: Mapping[str, str], *, named_by: tuple[str, str] = (ID, TIME),
+            payload_keys: tuple[str, ...] = ()) -> str | None:
     """Why this run cannot write the lake's files directly (None: it can). Pure: the caller
     gathers the facts (``named_by``: the table's id and time columns)."""
     if engine != Engine.SPARK:
@@ -141,6 +145,9 @@ def blocker(settings: Settings, engine: str, lake_types: Mapping[str, str], sour
     if jdbc and typed:
         return (f"this lake holds {', '.join(typed)}, types Spark's own Parquet writer cannot write "
                 "(the arrow reader, SPARK_READER=arrow, writes them)")
+    if jdbc and payload_keys:
+        return (f"this lake types payload keys ({', '.join(payload_keys)}), whose columns Spark's own writer "
+                "does not compute (the arrow reader, SPARK_READER=arrow, does)")
     loose = [f"{name} is {source_types.get(name)}" for name, allowed in SOURCE_TYPES.items()
              if source_types.get(name) not in allowed]
     if loose:
@@ -202,6 +209,18 @@ def held_elsewhere(lake: LakeTable, paths: list[str]) -> bool:
         "SELECT count(*) FROM (SELECT TRY_CAST(event_id AS UUID) AS event_id FROM "
         f"read_parquet($files, hive_partitioning = false)) f SEMI JOIN ({held}) lake "
         "ON lake.event_id = f.event_id", {"files": paths}))[0])
+
+
+def carries_typed_keys(lake: LakeTable, path: str) -> bool:
+    """Does Spark's file ``path`` hold a column for each payload key the table types now? (A key
+    typed after the batch's files were written: the files lack its column, and registered they
+    would leave it NULL where the JSON holds it.)"""
+    wanted = {key.column.lower() for key in typed_keys(lake)}
+    if not wanted:
+        return True
+    have = {str(name).lower()
+            for (name,) in lake.execute("SELECT name FROM parquet_schema(?)", [path]).fetchall()}
+    return wanted <= have
 
 
 def register(lake: LakeTable, paths: list[str]) -> None:

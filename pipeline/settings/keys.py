@@ -83,6 +83,11 @@ ENV_KEYS: dict[str, EnvKey] = {
                           "(user_id) or a path into a JSON column (details.user_id); under SOURCE_TABLES "
                           "table=key pairs, comma-separated (a key alone: every table) (unset: --erase "
                           "is refused)"),
+    "TYPED_KEYS": EnvKey("payload keys kept as typed columns beside details, so a query on one "
+                         "(details->>'user_id' = ...) reads a column instead of every row's JSON: auto "
+                         "(the keys in half of a sample of the source's rows, decided when a table is "
+                         "made), none, or keys, comma-separated (one named later is added and its rows "
+                         "filled at the next load)", "auto"),
     "ERASURE_KEY": EnvKey("secret key of the keyed hash an erasure receipt holds instead of the value "
                           "(unset: the lake's own id, which anyone reading the catalog can use to test "
                           "guesses; never printed)"),

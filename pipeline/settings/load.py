@@ -22,6 +22,7 @@ from pipeline.settings.catalog import CatalogSpec
 from pipeline.settings.durations import parse_duration
 from pipeline.settings.keys import ENV_KEYS
 from pipeline.settings.model import (
+    PAYLOAD_KEY,
     Intervals,
     Promotion,
     Reader,
@@ -245,7 +246,24 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
         metrics_token=Secret(token) if (token := read.raw("METRICS_TOKEN")) else None,
         subject_keys=_subject_keys(read, tables),
         erasure_key=Secret(erasure) if (erasure := read.raw("ERASURE_KEY")) else None,
+        typed_keys=_typed_keys(read.value("TYPED_KEYS"), read.name("TYPED_KEYS")),
     ))
+
+
+def _typed_keys(text: str, what: str) -> tuple[str, ...] | None:
+    """TYPED_KEYS: None for auto, () for none, else the keys named (each a column's name)."""
+    if text.strip().lower() == "auto":
+        return None
+    if text.strip().lower() in ("none", ""):
+        return ()
+    keys = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+    bad = [key for key in keys if not PAYLOAD_KEY.match(key)]
+    if bad:
+        raise ConfigError(f"{what}: {', '.join(map(repr, bad))} cannot be a typed key: a key becomes the "
+                          "column details_<key>, so it is letters, digits and _ (not starting with a "
+                          "digit, at most 56 characters).",
+                          f"Name top-level payload keys, e.g. {what}=user_id,session_id; or {what}=auto.")
+    return keys
 
 
 def _subject_keys(read: _Reader, tables: tuple[TableSpec, ...]) -> dict[str, SubjectKey]:

@@ -23,6 +23,9 @@ from pipeline.settings.catalog import CatalogSpec
 from pipeline.settings.pgdsn import PgDsn
 from pipeline.settings.secret import Secret
 
+# a payload key TYPED_KEYS may type: it becomes the column details_<key> (pipeline/lake/payload_fields.py)
+PAYLOAD_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,55}$")
+
 
 class Engine(StrEnum):
     """What extracts a batch (``--engine``)."""
@@ -218,6 +221,7 @@ class SettingsKeywords(TypedDict, total=False):
     staging_path: SettingValue
     staging_writer: SettingValue
     subject_key: SettingValue
+    typed_keys: SettingValue
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -260,6 +264,8 @@ class SettingsFields:
     # SUBJECT_KEY: lake table name -> where its rows name their person (--erase); empty: none
     subject_keys: Mapping[str, SubjectKey] = field(default_factory=dict)
     erasure_key: Secret | None = None  # ERASURE_KEY: the receipts' keyed hash (None: the lake's id)
+    # TYPED_KEYS: None = auto (decided from the source when a table is made); else the keys to type
+    typed_keys: tuple[str, ...] | None = None
     ops_schema: str = "ops"
 
     def __post_init__(self) -> None:

@@ -30,8 +30,9 @@ from pipeline.lake.session import Lake
 from pipeline.settings import ResolvedSettings
 from pipeline.settings.catalog import CatalogSpec
 from pipeline.settings.pgdsn import PgDsn
-from pipeline.sql_session import catalog_reader, statement_judge
+from pipeline.sql_session import catalog_reader, statement_judge, typed_rewrite
 from pipeline.sql_session.sandbox import refused_hint, refused_message, sandbox_statements
+from pipeline.sql_session.typed_rewrite import SqlTree
 from pipeline.sqltext import quote_ident
 
 if TYPE_CHECKING:
@@ -108,12 +109,15 @@ def _is_conflict(exc: duckdb.Error) -> bool:
 
 
 def execute_one(con: duckdb.DuckDBPyConnection, index: int, statement: duckdb.Statement,
-                params: dict[str, object], limit: int | None, *, retry: bool = True) -> CommandResult:
-    """Run one statement. In auto-commit mode a statement that lost a commit race with
-    another writer did not commit, so it is retried (DuckLake already retried the commit)."""
+                params: dict[str, object], limit: int | None, *, retry: bool = True,
+                served: str | None = None) -> CommandResult:
+    """Run one statement (as ``served``, its form reading typed payload columns, when given). In
+    auto-commit mode a statement that lost a commit race with another writer did not commit, so
+    it is retried (DuckLake already retried the commit)."""
+    query = served or statement.query
     for attempt in range(MAX_CONFLICT_RETRIES + 1):
         try:
-            cursor = con.execute(statement.query, bind(statement.query, params))
+            cursor = con.execute(query, bind(statement.query, params))
             break
         except duckdb.Error as exc:
             if not retry or attempt == MAX_CONFLICT_RETRIES or not _is_conflict(exc):
@@ -189,11 +193,14 @@ def run_session(con: duckdb.DuckDBPyConnection, texts: list[str], params: dict[s
             return result
     # every statement is judged before the first runs: the default catalog is still the lake (open_session)
     [[lake, memory]] = con.execute("SELECT current_database(), current_setting('memory_limit')").fetchall()
+    served: dict[int, str] = {}
     for index, statement in enumerate(statements):
-        refused = None if write else judge(con, statement, lake)
+        refused, tree = (None, None) if write else judged(con, statement, lake)
         if refused:
             result.error = {"command_index": index, "message": refused, "sql": statement.query.strip()[:500]}
             return result
+        if tree is not None and not params and (form := served_form(con, tree, lake)):
+            served[index] = form
     in_transaction = False
     deadline = Deadline(con, timeout)
     try:
@@ -203,7 +210,7 @@ def run_session(con: duckdb.DuckDBPyConnection, texts: list[str], params: dict[s
                 in_transaction = word in ("BEGIN", "START")
             try:
                 result.commands.append(execute_one(con, index, statement, params, limit,
-                                                   retry=not in_transaction))
+                                                   retry=not in_transaction, served=served.get(index)))
             except (duckdb.InterruptException, RuntimeError) as exc:
                 # DuckDB stops a statement on con.interrupt() (the deadline) with InterruptException,
                 # and on Ctrl-C with RuntimeError("Query interrupted") caused by KeyboardInterrupt
@@ -255,20 +262,39 @@ def _names(con: duckdb.DuckDBPyConnection, lake: str) -> tuple[frozenset[str], f
     return catalogs, schemas
 
 
-def judge(con: duckdb.DuckDBPyConnection, statement: duckdb.Statement, lake: str) -> str | None:
+def judged(con: duckdb.DuckDBPyConnection, statement: duckdb.Statement,
+           lake: str) -> tuple[str | None, SqlTree | None]:
     """Why ``statement`` may not run in a read-only session (the message), or None: judged on
-    the tree DuckDB itself parses (:mod:`pipeline.sql_session.statement_judge`)."""
+    the tree DuckDB itself parses (:mod:`pipeline.sql_session.statement_judge`); and that tree,
+    for a query allowed."""
     verdict = statement_judge.classify(statement.type.name, statement.query)
     if verdict.refused:
-        return refused_message(statement.query, verdict.refused)
+        return refused_message(statement.query, verdict.refused), None
     if verdict.use is not None:
         reason = statement_judge.use_refusal(verdict.use, lake, *_names(con, lake))
-        return refused_message(statement.query, reason) if reason else None
+        return (refused_message(statement.query, reason) if reason else None), None
     if verdict.query is None:
-        return None
+        return None, None
     [[text]] = con.execute("SELECT json_serialize_sql(?)", [verdict.query]).fetchall()
-    reason = statement_judge.refusal(json.loads(text), allowed_scalars())
-    return refused_message(statement.query, reason) if reason else None
+    tree = json.loads(text)
+    reason = statement_judge.refusal(tree, allowed_scalars())
+    return (refused_message(statement.query, reason), None) if reason else (None, tree)
+
+
+def served_form(con: duckdb.DuckDBPyConnection, tree: SqlTree, lake: str) -> str | None:
+    """The query of ``tree`` reading typed payload columns where its JSON filters name a complete
+    typed key (:mod:`.typed_rewrite`), or None to run it as written. A failure to work that out
+    runs it as written: the rewrite only ever saves work."""
+    try:
+        found = typed_rewrite.served_query(con, tree, lake)
+    except duckdb.Error as exc:
+        log.debug("query run as written (typed columns not consulted: %s)", first_line(exc))
+        return None
+    if found is None:
+        return None
+    text, keys = found
+    log.info("details->>%s served from typed column(s)", ", details->>".join(f"'{key}'" for key in keys))
+    return text
 
 
 def _explain(exc: Exception, write: bool, memory: str) -> str:
@@ -371,12 +397,13 @@ def arrow_query(settings: ResolvedSettings, text: str,
                               "Call sql() once per statement.")
         [statement] = statements
         [[lake]] = con.execute("SELECT current_database()").fetchall()
-        refused = None if write else judge(con, statement, lake)
+        refused, tree = (None, None) if write else judged(con, statement, lake)
         if refused:
             raise ConfigError(refused, "Pass write=True for a statement that changes the lake.")
+        query = (tree is not None and not params and served_form(con, tree, lake)) or statement.query
         try:
-            relation = con.execute(statement.query, params) if params else con.execute(statement.query)
-            return relation.fetch_arrow_table()
+            relation = con.execute(query, params) if params else con.execute(query)
+            return relation.to_arrow_table()
         except duckdb.Error as exc:  # said as the CLI says it, a PipelineError with a hint
             if is_transient(exc):
                 raise CatalogUnavailable(f"The lake's catalog went away during the query: {first_line(exc)}",

@@ -1,0 +1,214 @@
+"""Typed payload fields: payload keys kept as columns beside ``details``, so a question about one
+key (a user's journey: ``details->>'user_id' = 'user_1234'``) reads a column, with its statistics,
+instead of parsing every row's JSON.
+
+A typed column holds exactly ``details->>'key'`` (DuckDB's own operator, text) for every row
+written after the key was typed, by every writer: copy promotion computes it in its INSERT, the
+arrow reader's slice tasks with DuckDB on the rows they write (:mod:`pipeline.extract.slice_task`).
+So it equals what the seed's query computes, whatever the key's JSON type (a number is its text, a
+key missing or JSON null is NULL), and a key changing type loses nothing: the change is reported
+as drift (:func:`drift`), never refused.
+
+Which keys: TYPED_KEYS=auto (the default) decides from the data when a table is made, before its
+first row: the keys present in at least :data:`HOT_SHARE` of a sample of the source's rows, with
+scalar values; a list types those keys (a key named later is added, and the rows the table holds
+are filled, in one commit); none types nothing new. ``ops.typed_keys`` records each key with the
+first snapshot at which every row holds it (``complete_since``): the query rewrite
+(:mod:`pipeline.sql_session.typed_rewrite`) serves the JSON form from the column only at that
+snapshot and later, so a query returns the same rows at every snapshot either way.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import duckdb
+
+from pipeline.lake.identity import table_names
+from pipeline.lake.session import LakeTable
+from pipeline.lake.transaction import transaction
+from pipeline.settings.model import PAYLOAD_KEY
+from pipeline.sqltext import one_row, quote_ident, quote_literal
+
+log = logging.getLogger(__name__)
+
+TYPED_KEYS = "typed_keys"  # the ops table
+TOKEN = "typed_keys_token"  # the extra info key naming the commit that typed keys
+DETAILS = "details"  # the payload column keys are typed from
+PREFIX = "details_"  # a typed key's column: details_<key>
+KEY = PAYLOAD_KEY  # keys typed: a column name of their own
+HOT_SHARE = 0.5  # TYPED_KEYS=auto types a key in at least this share of the sampled rows
+MOST_KEYS = 8  # and at most this many (the most frequent)
+SAMPLE_ROWS = 20_000  # rows of the source the decision reads (a page sample, cheap on any size)
+NEVER = 2**62  # the snapshot of a key whose typing commit is unknown: never complete
+SCALARS = ("string", "number", "boolean")  # JSON types a typed column serves (objects stay JSON)
+
+
+@dataclass(frozen=True)
+class TypedKey:
+    """A payload key of a table kept as a column, and since when every row holds it."""
+
+    key: str
+    column: str
+    json_type: str
+    complete_since: int  # the snapshot of the commit that typed it: every row holds it there and later
+
+
+@dataclass(frozen=True)
+class KeyShare:
+    """A payload key seen in the source's sample: its share of the rows, its JSON type there."""
+
+    key: str
+    share: float
+    json_type: str
+
+
+def column_of(key: str) -> str:
+    return f"{PREFIX}{key}"
+
+
+def value_sql(key: str, details: str = DETAILS) -> str:
+    """The SQL of a typed key's value: the seed's own ``details->>'key'``."""
+    return f"({details} ->> {quote_literal(key)})"
+
+
+def typed_keys(lake: LakeTable) -> list[TypedKey]:
+    """The table's typed keys, oldest first ([] in a lake made before typed keys)."""
+    if (lake.ops_schema, TYPED_KEYS) not in table_names(lake):
+        return []
+    return read_typed_keys(lake.con, lake.name, lake.ops_schema, lake.table).get(lake.table.lower(), [])
+
+
+def read_typed_keys(con: duckdb.DuckDBPyConnection, lake: str, ops_schema: str,
+                    table: str | None = None) -> dict[str, list[TypedKey]]:
+    """Each table's typed keys (lower-cased table name -> keys, oldest first), of ``table`` alone
+    if given. A key's snapshot is the commit's that typed it: recorded just after that commit (a
+    commit knows its snapshot id only once made), or until then found by the token it wrote in its
+    extra info. A key whose snapshot is neither (a kill between the two, then that snapshot
+    expired) is never complete: its column is still written, and queries read the JSON."""
+    where, params = ("WHERE k.table_name = ?", [table]) if table is not None else ("", [])
+    rows = con.execute(
+        f"SELECT k.table_name, k.payload_key, k.column_name, k.json_type, "
+        f"coalesce(k.complete_since, s.snapshot_id) FROM {quote_ident(lake)}.{quote_ident(ops_schema)}."
+        f"{TYPED_KEYS} k LEFT JOIN {quote_ident(lake)}.snapshots() s "
+        f"ON json_extract_string(s.commit_extra_info, '$.{TOKEN}') = k.commit_token "
+        f"{where} ORDER BY 5 NULLS LAST, k.payload_key", params).fetchall()
+    found: dict[str, list[TypedKey]] = {}
+    for name, key, column, kind, at in rows:
+        found.setdefault(str(name).lower(), []).append(
+            TypedKey(key, column, kind, NEVER if at is None else int(at)))
+    return found
+
+
+def record_snapshots(lake: LakeTable) -> None:
+    """Record the snapshot of each typed key still known by its token alone (one small commit)."""
+    if not one_row(lake.execute(f"SELECT count(*) FROM {lake.ops(TYPED_KEYS)} WHERE table_name = ? "
+                                "AND complete_since IS NULL", [lake.table]))[0]:
+        return
+    with transaction(lake, f"record the snapshot of typed payload keys of {lake.table}"):
+        lake.execute(f"UPDATE {lake.ops(TYPED_KEYS)} k SET complete_since = s.snapshot_id FROM "
+                     f"{lake.name}.snapshots() s WHERE json_extract_string(s.commit_extra_info, "
+                     f"'$.{TOKEN}') = k.commit_token AND k.table_name = ? AND k.complete_since IS NULL",
+                     [lake.table])
+
+
+def columns_sql(keys: Sequence[TypedKey], details: str = DETAILS) -> list[tuple[str, str]]:
+    """(column, value SQL) of each typed key, for an INSERT of rows whose payload is ``details``."""
+    return [(quote_ident(key.column), value_sql(key.key, details)) for key in keys]
+
+
+def hot_keys(shares: Sequence[KeyShare]) -> list[KeyShare]:
+    """The keys TYPED_KEYS=auto types: scalar, in at least :data:`HOT_SHARE` of the rows, named as a
+    column can be; the :data:`MOST_KEYS` most frequent."""
+    taken: set[str] = set()
+    hot = []
+    for share in shares:
+        if share.share >= HOT_SHARE and share.json_type in SCALARS and KEY.match(share.key) \
+                and share.key.lower() not in taken:
+            hot.append(share)
+            taken.add(share.key.lower())
+    return hot[:MOST_KEYS]
+
+
+def complete_at(key: TypedKey, snapshot: int) -> bool:
+    """Does every row of the table at ``snapshot`` hold the key's column?"""
+    return snapshot >= key.complete_since
+
+
+@dataclass(frozen=True)
+class Drift:
+    """A payload key whose recent rows differ from what was typed: a typed key now of another JSON
+    type, or a hot key not typed."""
+
+    table: str
+    key: str
+    words: str
+
+
+def drift(lake: LakeTable, recent_rows: int = SAMPLE_ROWS) -> list[Drift]:
+    """What the table's latest rows (its newest hour of events, at most ``recent_rows``: read through
+    the time column's statistics, cheap on any size) say about its typed keys: a typed key whose values
+    are now mostly of another JSON type (its column still holds their text: nothing is lost), and a
+    key in at least :data:`HOT_SHARE` of them that is not typed. [] for a table without details."""
+    from pipeline.lake.schema import events_column_types
+
+    types = events_column_types(lake)
+    if DETAILS not in types:
+        return []
+    typed = {key.key: key for key in typed_keys(lake)}
+    try:
+        rows = lake.execute(f"""
+            WITH recent AS (SELECT {quote_ident(DETAILS)}::JSON AS payload FROM {lake.rows}
+                            WHERE json_type({quote_ident(DETAILS)}::JSON) = 'OBJECT' AND event_timestamp >=
+                                (SELECT max(event_timestamp) FROM {lake.rows}) - INTERVAL 1 HOUR
+                            LIMIT {int(recent_rows)}),
+                 keyed AS (SELECT unnest(json_keys(payload)) AS key, payload FROM recent)
+            SELECT key, count(*) / (SELECT count(*) FROM recent),
+                   mode(lower(json_type(payload, '$.' || to_json(key)::VARCHAR)))
+            FROM keyed GROUP BY key""").fetchall()
+    except duckdb.Error as exc:
+        log.info("payload drift of %s not read: %s", lake.table, str(exc).splitlines()[0])
+        return []
+    found: list[Drift] = []
+    for key, share, kind in rows:
+        json_type = {"varchar": "string", "bigint": "number", "ubigint": "number", "double": "number",
+                     "boolean": "boolean", "object": "object", "array": "array", "null": "null"}.get(
+            str(kind), str(kind))
+        if key in typed and json_type != typed[key].json_type and typed[key].json_type in SCALARS:
+            found.append(Drift(lake.table, key, f"typed as {typed[key].json_type}, now mostly {json_type} "
+                                                f"in the latest rows (the column holds their text)"))
+        elif key not in typed and share >= HOT_SHARE and json_type in SCALARS and KEY.match(str(key)):
+            found.append(Drift(lake.table, key, f"in {100 * share:.0f}% of the latest rows, not typed "
+                                                f"(TYPED_KEYS={key} adds it)"))
+    return sorted(found, key=lambda d: d.key)
+
+
+@dataclass(frozen=True)
+class PayloadStatus:
+    """A table's typed keys and what its latest rows say about them (``--status``)."""
+
+    typed: tuple[TypedKey, ...] = ()
+    drift: tuple[Drift, ...] = ()
+
+    @staticmethod
+    def of(lake: LakeTable) -> PayloadStatus:
+        return PayloadStatus(tuple(typed_keys(lake)), tuple(drift(lake)))
+
+    @staticmethod
+    def combined(parts: Sequence[PayloadStatus]) -> PayloadStatus:
+        return PayloadStatus(tuple(k for p in parts for k in p.typed),
+                             tuple(d for p in parts for d in p.drift))
+
+    def as_dict(self) -> dict[str, object]:
+        return {"typed_keys": [{"key": k.key, "column": k.column, "json_type": k.json_type,
+                                "complete_since": None if k.complete_since == NEVER else k.complete_since}
+                               for k in self.typed],
+                "drift": [{"table": d.table, "key": d.key, "words": d.words} for d in self.drift]}
+
+    def describe(self) -> str:
+        typed = ", ".join(f"{k.key} ({k.column}, every row since snapshot "
+                          f"{'?' if k.complete_since == NEVER else k.complete_since})" for k in self.typed)
+        drift = "; ".join(f"{d.table}.details.{d.key}: {d.words}" for d in self.drift)
+        return (typed or "none") + (f"; DRIFT: {drift}" if drift else "")

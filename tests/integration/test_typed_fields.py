@@ -1,0 +1,159 @@
+"""Typed payload fields (TYPED_KEYS): the seed's query, ``details->>'user_id' = …``, returns the same
+rows at every snapshot whether it reads the typed column or the JSON — on a lake whose keys were
+typed after its first loads, with a key that changes type, a key missing in some event types, rows
+promoted by copy, by zero-copy and from a batch staged before the key was typed; drift is reported."""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from pipeline.ops.pipeline import Pipeline
+from pipeline.settings import load_settings
+from tests.conftest import run_main
+from tests.helpers import assert_lake_equals_source, lake_query, run, snapshot_ids, source_db
+
+TABLE = "public.events"
+
+
+def _write(settings, payloads: list[tuple[str, object]], *, ago: timedelta = timedelta(minutes=30)) -> None:
+    """Rows (event type, details as a Python value; None: SQL NULL) dated ``ago`` before now."""
+    now = datetime.now(UTC) - ago
+    with source_db(settings) as conn:
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (event_id uuid PRIMARY KEY, event_type text NOT NULL, "
+                     "event_timestamp timestamptz NOT NULL, details jsonb, created_at timestamptz DEFAULT now())")
+        with conn.cursor() as cur:
+            cur.executemany(f"INSERT INTO {TABLE} (event_id, event_type, event_timestamp, details) "
+                            "VALUES (%s, %s, %s, %s)",
+                            [(uuid.uuid4(), kind, now - timedelta(milliseconds=i),
+                              None if details is None else json.dumps(details))
+                             for i, (kind, details) in enumerate(payloads)])
+
+
+def _mixed(round_: int, user_id_as_number: bool = False) -> list[tuple[str, object]]:
+    """Page views with a user (text, or a number), signups without one, purchases with a numeric
+    user and an amount, a JSON null, a missing payload, a payload that is not an object."""
+    rows: list[tuple[str, object]] = []
+    for i in range(12):
+        user: object = i % 4 if user_id_as_number else f"u{i % 4}"
+        rows.append(("page_view", {"user_id": user, "page": f"/r{round_}/{i}"}))
+    rows += [("signup", {"email": f"e{round_}-{i}@example.com"}) for i in range(3)]
+    rows += [("purchase", {"user_id": 1, "amount": 12.5 + round_}), ("purchase", {"user_id": "1", "amount": 3})]
+    rows += [("page_view", {"user_id": None}), ("page_view", None), ("page_view", ["u1"]),
+             ("page_view", {"user_id": {"nested": "u1"}})]
+    return rows
+
+
+PROBES = ["= 'u1'", "= '1'", "= '2'", "IS NULL", "IS NOT NULL", "IN ('u2', '3')", "LIKE 'u%'", "= 'nobody'"]
+
+
+def _both_forms(settings, version: int, probe: str) -> tuple[list, list]:
+    """The seed's form, as --sql runs it, and the same filter through a function the rewrite never
+    touches (json_extract_string parses every row's JSON)."""
+    with Pipeline(settings) as lake:
+        served = lake.at(version=version).sql(
+            f"SELECT event_id FROM lake.events AT (VERSION => {version}) WHERE details->>'user_id' {probe} "
+            "ORDER BY event_id").column(0).to_pylist()
+    parsed = lake_query(settings, f"SELECT event_id FROM lake.main.events AT (VERSION => {version}) "
+                                  f"WHERE json_extract_string(details, 'user_id') {probe} ORDER BY event_id")
+    return [str(v) for v in served], [str(row[0]) for row in parsed]
+
+
+def test_the_seed_query_returns_the_same_rows_at_every_snapshot_typed_or_not(lake_env, caplog):
+    untyped = load_settings({**lake_env, "TYPED_KEYS": "none"})
+    typed = load_settings({**lake_env, "TYPED_KEYS": "user_id,amount"})
+    _write(untyped, _mixed(1), ago=timedelta(hours=3))
+    run(untyped)  # zero-copy, no typed column
+    _write(untyped, _mixed(2), ago=timedelta(hours=2))
+    run(untyped, engine="dlt")  # copy promotion
+    _write(untyped, _mixed(3), ago=timedelta(hours=1))
+    run(untyped, "extract")  # staged before the keys are typed: its files lack their columns
+    before_typing = max(snapshot_ids(typed))
+    run(typed)  # types user_id and amount (filling every row), then promotes the staged batch by copy
+    _write(typed, _mixed(4, user_id_as_number=True), ago=timedelta(minutes=30))
+    run(typed)  # zero-copy: the slice tasks write the typed columns
+    _write(typed, _mixed(5), ago=timedelta(minutes=10))
+    run(typed, engine="dlt")
+    assert_lake_equals_source(typed)
+
+    infos = [json.loads(info) for (info,) in lake_query(
+        typed, "SELECT commit_extra_info FROM lake.snapshots() WHERE commit_extra_info IS NOT NULL "
+               "ORDER BY snapshot_id")]
+    promoted = [info for info in infos if "batch_id" in info]
+    # the batch staged before typing went by copy, which fills the columns; the next one's files were
+    # written with them and registered (zero-copy)
+    assert "copy_reason" in promoted[2] and promoted[2]["files_registered"] == 0
+    assert "copy_reason" not in promoted[3] and promoted[3]["files_registered"] > 0
+    [(since,)] = lake_query(typed, "SELECT min(complete_since) FROM lake.ops.typed_keys")
+    assert since > before_typing
+    # every row of the latest snapshot holds exactly details->>key in its column
+    [(wrong,)] = lake_query(typed, "SELECT count(*) FROM lake.main.events WHERE details_user_id IS DISTINCT "
+                                   "FROM (details->>'user_id') OR details_amount IS DISTINCT FROM (details->>'amount')")
+    assert wrong == 0
+    caplog.set_level(logging.INFO, logger="pipeline.sql_session.query")
+    [(made,)] = lake_query(typed, "SELECT min(snapshot_id) FROM lake.snapshots() "
+                                  "WHERE list_contains(map_keys(changes), 'tables_created')")
+    for version in [v for v in snapshot_ids(typed) if v >= made]:
+        for probe in PROBES:
+            caplog.clear()
+            served, parsed = _both_forms(typed, version, probe)
+            assert served == parsed, (version, probe)
+            from_column = "served from typed column" in caplog.text
+            assert from_column == (version >= since), (version, probe, caplog.text)
+    [(users,)] = lake_query(typed, "SELECT count(*) FROM lake.main.events WHERE details->>'user_id' = '1'")
+    assert users > 0
+
+
+def test_a_batch_staged_before_its_table_typed_a_key_is_promoted_by_copy_which_fills_the_column(lake_env):
+    """A first load extracted (the table empty, no key typed), then a key typed before it is promoted:
+    no rows were filled, so only the files' columns can tell that they lack the key's."""
+    untyped = load_settings({**lake_env, "TYPED_KEYS": "none"})
+    typed = load_settings({**lake_env, "TYPED_KEYS": "user_id"})
+    _write(untyped, _mixed(1), ago=timedelta(hours=1))
+    run(untyped, "extract")
+    run(typed)
+    [(info,)] = lake_query(typed, "SELECT commit_extra_info FROM lake.snapshots() "
+                                  "WHERE commit_extra_info LIKE '%batch_id%'")
+    assert json.loads(info)["copy_reason"].startswith("the lake typed payload keys after its files were written")
+    [(wrong, held)] = lake_query(typed, "SELECT count(*) FILTER (WHERE details_user_id IS DISTINCT FROM "
+                                        "(details->>'user_id')), count(details_user_id) FROM lake.main.events")
+    assert (wrong, held) == (0, 15)  # 14 scalars and an object, whose ->> is its JSON text
+    assert_lake_equals_source(typed)
+
+
+def test_auto_types_the_hot_keys_of_a_new_table_and_status_reports_drift(lake_env):
+    _write(load_settings(lake_env), [("page_view", {"user_id": f"u{i}", "page": f"/p{i % 3}"}) for i in range(40)]
+           + [("signup", {"email": f"e{i}"}) for i in range(5)], ago=timedelta(hours=1))
+    result = run_main("--run", env=lake_env)
+    assert result.returncode == 0, result.stderr
+    settings = load_settings(lake_env)
+    assert [k for (k,) in lake_query(settings, "SELECT payload_key FROM lake.ops.typed_keys ORDER BY 1")] == \
+        ["page", "user_id"]  # in 40 of 45 sampled rows each; email in 5: not typed
+    # the payload drifts: user_id becomes a number, session_id appears in every row
+    _write(settings, [("page_view", {"user_id": i, "page": "/x", "session_id": f"s{i}"}) for i in range(50)],
+           ago=timedelta(minutes=5))
+    assert run_main("--run", env=lake_env).returncode == 0
+    status = run_main("--status", "--json", env=lake_env)
+    payload = json.loads(status.stdout)["payload"]
+    assert {k["key"] for k in payload["typed_keys"]} == {"page", "user_id"}
+    words = {d["key"]: d["words"] for d in payload["drift"]}
+    assert set(words) == {"session_id", "user_id"}, words
+    assert "now mostly number" in words["user_id"] and "not typed" in words["session_id"]
+    text = run_main("--status", env=lake_env).stdout
+    assert "typed keys" in text and "DRIFT" in text and "session_id" in text
+    # the lake stays exact: the numbers are in the column as text
+    [(wrong,)] = lake_query(settings, "SELECT count(*) FROM lake.main.events "
+                                      "WHERE details_user_id IS DISTINCT FROM (details->>'user_id')")
+    assert wrong == 0
+
+
+@pytest.mark.parametrize("value", ["a.b", "1st", "x" * 60])
+def test_a_key_that_cannot_be_a_column_is_refused_with_the_fix(lake_env, value):
+    result = run_main("--status", env={**lake_env, "TYPED_KEYS": f"user_id,{value}"})
+    assert result.returncode != 0
+    assert f"TYPED_KEYS: {value!r} cannot be a typed key" in result.stderr
+    assert "TYPED_KEYS=user_id,session_id" in result.stderr
