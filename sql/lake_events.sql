@@ -11,7 +11,7 @@ CREATE TABLE IF NOT EXISTS {lake}.main.{table} (
     event_type      VARCHAR,
     event_timestamp TIMESTAMP WITH TIME ZONE,
     details         {details_type},
-    created_at      TIMESTAMP WITH TIME ZONE
+    created_at      TIMESTAMP WITH TIME ZONE{typed_columns}
 );
 
 -- One row per promoted batch; committed in the same transaction as the batch's rows, so the
@@ -107,16 +107,15 @@ CREATE TABLE IF NOT EXISTS {lake}.{ops}.erased_ids (
 );
 
 -- Payload keys kept as typed columns beside details (pipeline/lake/payload_fields.py): one row per
--- key of a table. The commit that typed a key (found by commit_token) added the column and filled
--- the rows the table held; every writer after it fills the column for its rows. So that commit's
--- snapshot is the first at which every row holds it: queries written with details->>'key' are
+-- key of a table. Its column holds details->>key for every row: made with the table (TYPED_KEYS=auto
+-- decides before the first row), or added later in the commit that fills the rows the table held,
+-- and written by every load since. So every snapshot from the column's first one (DuckLake's own
+-- ducklake_column.begin_snapshot) holds it in every row: queries written with details->>'key' are
 -- served from the column there and later, from the JSON before.
 CREATE TABLE IF NOT EXISTS {lake}.{ops}.typed_keys (
     table_name     VARCHAR,
     payload_key    VARCHAR,
     column_name    VARCHAR,
     json_type      VARCHAR,  -- the JSON type its values had when it was typed (drift is a change of it)
-    commit_token   VARCHAR,  -- in the extra info of the commit that typed it, whose snapshot is:
-    complete_since BIGINT,   -- recorded just after it (until then, found by the token)
     typed_on       TIMESTAMP WITH TIME ZONE
 );

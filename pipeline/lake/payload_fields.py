@@ -9,13 +9,14 @@ So it equals what the seed's query computes, whatever the key's JSON type (a num
 key missing or JSON null is NULL), and a key changing type loses nothing: the change is reported
 as drift (:func:`drift`), never refused.
 
-Which keys: TYPED_KEYS=auto (the default) decides from the data when a table is made, before its
-first row: the keys present in at least :data:`HOT_SHARE` of a sample of the source's rows, with
-scalar values; a list types those keys (a key named later is added, and the rows the table holds
-are filled, in one commit); none types nothing new. ``ops.typed_keys`` records each key with the
-first snapshot at which every row holds it (``complete_since``): the query rewrite
-(:mod:`pipeline.sql_session.typed_rewrite`) serves the JSON form from the column only at that
-snapshot and later, so a query returns the same rows at every snapshot either way.
+Which keys: TYPED_KEYS=auto (the default) decides from the data as a table is made: the keys
+present in at least :data:`HOT_SHARE` of a sample of the source's rows, with scalar values, made
+as columns of the table in the commit that makes it; a list types those keys (a key named later
+is added, and the rows the table holds are filled, in one commit); none types nothing new.
+``ops.typed_keys`` names each key; its column's first snapshot (DuckLake's own record) is the
+first at which every row holds it: the query rewrite (:mod:`pipeline.sql_session.typed_rewrite`)
+serves the JSON form from the column only there and later, so a query returns the same rows at
+every snapshot either way.
 """
 
 from __future__ import annotations
@@ -28,21 +29,19 @@ import duckdb
 
 from pipeline.lake.identity import table_names
 from pipeline.lake.session import LakeTable
-from pipeline.lake.transaction import transaction
 from pipeline.settings.model import PAYLOAD_KEY
-from pipeline.sqltext import one_row, quote_ident, quote_literal
+from pipeline.sqltext import quote_ident, quote_literal
 
 log = logging.getLogger(__name__)
 
 TYPED_KEYS = "typed_keys"  # the ops table
-TOKEN = "typed_keys_token"  # the extra info key naming the commit that typed keys
 DETAILS = "details"  # the payload column keys are typed from
 PREFIX = "details_"  # a typed key's column: details_<key>
 KEY = PAYLOAD_KEY  # keys typed: a column name of their own
 HOT_SHARE = 0.5  # TYPED_KEYS=auto types a key in at least this share of the sampled rows
 MOST_KEYS = 8  # and at most this many (the most frequent)
 SAMPLE_ROWS = 20_000  # rows of the source the decision reads (a page sample, cheap on any size)
-NEVER = 2**62  # the snapshot of a key whose typing commit is unknown: never complete
+NEVER = 2**62  # the first snapshot of a key whose column is not found: never complete
 SCALARS = ("string", "number", "boolean")  # JSON types a typed column serves (objects stay JSON)
 
 
@@ -53,7 +52,7 @@ class TypedKey:
     key: str
     column: str
     json_type: str
-    complete_since: int  # the snapshot of the commit that typed it: every row holds it there and later
+    complete_since: int  # its column's first snapshot: every row holds it there and later
 
 
 @dataclass(frozen=True)
@@ -84,34 +83,39 @@ def typed_keys(lake: LakeTable) -> list[TypedKey]:
 def read_typed_keys(con: duckdb.DuckDBPyConnection, lake: str, ops_schema: str,
                     table: str | None = None) -> dict[str, list[TypedKey]]:
     """Each table's typed keys (lower-cased table name -> keys, oldest first), of ``table`` alone
-    if given. A key's snapshot is the commit's that typed it: recorded just after that commit (a
-    commit knows its snapshot id only once made), or until then found by the token it wrote in its
-    extra info. A key whose snapshot is neither (a kill between the two, then that snapshot
-    expired) is never complete: its column is still written, and queries read the JSON."""
+    if given. A key is complete from its column's first snapshot, as DuckLake's own catalog records
+    it (``ducklake_column.begin_snapshot``: it survives the expiry of that snapshot); a key whose
+    column is not found (dropped by hand) is never complete: queries read the JSON."""
+    [[metadata]] = con.execute("SELECT getvariable('lake_metadata')").fetchall()
     where, params = ("WHERE k.table_name = ?", [table]) if table is not None else ("", [])
     rows = con.execute(
-        f"SELECT k.table_name, k.payload_key, k.column_name, k.json_type, "
-        f"coalesce(k.complete_since, s.snapshot_id) FROM {quote_ident(lake)}.{quote_ident(ops_schema)}."
-        f"{TYPED_KEYS} k LEFT JOIN {quote_ident(lake)}.snapshots() s "
-        f"ON json_extract_string(s.commit_extra_info, '$.{TOKEN}') = k.commit_token "
-        f"{where} ORDER BY 5 NULLS LAST, k.payload_key", params).fetchall()
+        f"""SELECT k.table_name, k.payload_key, k.column_name, k.json_type, c.begin_snapshot
+            FROM {quote_ident(lake)}.{quote_ident(ops_schema)}.{TYPED_KEYS} k
+            LEFT JOIN (SELECT t.table_name, c.column_name, min(c.begin_snapshot) AS begin_snapshot
+                       FROM {metadata}.ducklake_column c
+                       JOIN {metadata}.ducklake_table t ON t.table_id = c.table_id AND t.end_snapshot IS NULL
+                       JOIN {metadata}.ducklake_schema s ON s.schema_id = t.schema_id
+                            AND s.end_snapshot IS NULL AND s.schema_name = 'main'
+                       WHERE c.end_snapshot IS NULL AND c.parent_column IS NULL
+                       GROUP BY ALL) c
+                   ON lower(c.table_name) = lower(k.table_name)
+                  AND lower(c.column_name) = lower(k.column_name)
+            {where} ORDER BY 5 NULLS LAST, k.payload_key""", params).fetchall()
     found: dict[str, list[TypedKey]] = {}
-    for name, key, column, kind, at in rows:
+    for name, key, column, kind, since in rows:
         found.setdefault(str(name).lower(), []).append(
-            TypedKey(key, column, kind, NEVER if at is None else int(at)))
+            TypedKey(key, column, kind, NEVER if since is None else int(since)))
     return found
 
 
-def record_snapshots(lake: LakeTable) -> None:
-    """Record the snapshot of each typed key still known by its token alone (one small commit)."""
-    if not one_row(lake.execute(f"SELECT count(*) FROM {lake.ops(TYPED_KEYS)} WHERE table_name = ? "
-                                "AND complete_since IS NULL", [lake.table]))[0]:
-        return
-    with transaction(lake, f"record the snapshot of typed payload keys of {lake.table}"):
-        lake.execute(f"UPDATE {lake.ops(TYPED_KEYS)} k SET complete_since = s.snapshot_id FROM "
-                     f"{lake.name}.snapshots() s WHERE json_extract_string(s.commit_extra_info, "
-                     f"'$.{TOKEN}') = k.commit_token AND k.table_name = ? AND k.complete_since IS NULL",
-                     [lake.table])
+def record_sql(lake: LakeTable) -> str:
+    """The INSERT of a typed key's row (parameters: table, key, column, JSON type)."""
+    return f"INSERT INTO {lake.ops(TYPED_KEYS)} VALUES (?, ?, ?, ?, now())"
+
+
+def created_columns(keys: Sequence[KeyShare]) -> str:
+    """The typed columns of a table made with its keys typed (after its own columns in CREATE TABLE)."""
+    return "".join(f",\n    {quote_ident(column_of(key.key))} VARCHAR" for key in keys)
 
 
 def columns_sql(keys: Sequence[TypedKey], details: str = DETAILS) -> list[tuple[str, str]]:

@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from pipeline import actions
 from pipeline.columns import ID, TIME
 from pipeline.errors import TerminalError
 from pipeline.lake import ownership, validate
 from pipeline.lake.identity import table_names
-from pipeline.lake.payload_fields import DETAILS, columns_sql, typed_keys
+from pipeline.lake.payload_fields import (
+    DETAILS,
+    KeyShare,
+    column_of,
+    columns_sql,
+    created_columns,
+    record_sql,
+    typed_keys,
+)
 from pipeline.lake.session import Lake, LakeTable
 from pipeline.lake.transaction import transaction
 from pipeline.settings.model import Promotion, Reader
@@ -77,7 +85,8 @@ def _tables_exist(lake: LakeTable) -> tuple[bool, bool]:
 
 
 def ensure_tables(lake: LakeTable, new_types: Mapping[str, str], *, recreate_dropped: bool = False,
-                  own_columns: Mapping[str, str] | None = None) -> None:
+                  own_columns: Mapping[str, str] | None = None,
+                  typed: Callable[[], Sequence[KeyShare]] | None = None) -> None:
     """Create schemas, the events table (partitioned by event day; ``new_types``: its id and
     details types, :func:`column_types`) and the ops tables, and claim the data folder for this
     lake (:mod:`.ownership`). A table with its own id and time columns (SOURCE_TABLES) is made
@@ -88,7 +97,9 @@ def ensure_tables(lake: LakeTable, new_types: Mapping[str, str], *, recreate_dro
     other, and the re-check inside it then finds the tables. An events table that is gone
     although ``ops.batches`` holds its watermark was dropped by hand: recreating it silently
     would reload only the look-back, so that stops with the way back, unless
-    ``recreate_dropped`` (``--reconcile``, which can reload the whole history).
+    ``recreate_dropped`` (``--reconcile``, which can reload the whole history). ``typed``: the
+    payload keys a table made now types (asked only then, under the lock): their columns are made
+    with it (:mod:`.payload_fields`).
     """
 
     events_exists, ops_exists = _tables_exist(lake)
@@ -100,7 +111,7 @@ def ensure_tables(lake: LakeTable, new_types: Mapping[str, str], *, recreate_dro
         ownership.claim(lake)  # a lake is never created on another lake's data folder
         if makes_events and not events_exists and ops_exists and not recreate_dropped:
             _stop_if_dropped(lake)
-        _create_tables(lake, new_types, own_columns if makes_events else None, makes_events)
+        _create_tables(lake, new_types, own_columns if makes_events else None, makes_events, typed)
     ownership.claim(lake)  # the folder is this lake's before anything is written to it
     _add_ops_columns(lake)
 
@@ -165,23 +176,29 @@ def _add_ops_columns(lake: Lake) -> None:
 
 
 def _create_tables(lake: LakeTable, new_types: Mapping[str, str], own_columns: Mapping[str, str] | None,
-                   makes_events: bool) -> None:
+                   makes_events: bool, typed: Callable[[], Sequence[KeyShare]] | None = None) -> None:
     with lake.lock_lake("setup"):
         events_exists, ops_exists = _tables_exist(lake)
         if (events_exists or not makes_events) and ops_exists:
             return
+        made_now = makes_events and not events_exists and (own_columns is None or DETAILS in own_columns)
+        keys = list(typed()) if typed is not None and made_now else []
         with transaction(lake, "create lake tables"):
             for statement in split_statements(read_sql("lake_events.sql")):
                 if "{lake}.main.{table}" in statement:
                     if not makes_events:
                         continue
                     if own_columns is not None:  # the table's own columns, its id first
-                        columns = {lake.id_column: "{id_type}", **own_columns}
+                        columns = {lake.id_column: "{id_type}", **own_columns,
+                                   **{column_of(key.key): "VARCHAR" for key in keys}}
                         _create_own(lake, {name: kind.format(**new_types) for name, kind in columns.items()})
                         continue
                 lake.execute(statement.format(**new_types, lake=quote_ident(lake.name),
                                               table=quote_ident(lake.table),
-                                              ops=quote_ident(lake.ops_schema)))
+                                              ops=quote_ident(lake.ops_schema),
+                                              typed_columns=created_columns(keys)))
+            for key in keys:
+                lake.execute(record_sql(lake), [lake.table, key.key, column_of(key.key), key.json_type])
             if makes_events and not events_exists:
                 lake.execute(f"ALTER TABLE {lake.events_table} SET PARTITIONED BY "
                              f"({partition_by(lake.time_column)})")

@@ -1,12 +1,11 @@
 """Type payload keys (TYPED_KEYS; :mod:`pipeline.lake.payload_fields` says what a typed key is):
-decide which from a sample of the source when a table is made (auto), or add the keys the setting
-names, each added and its rows filled in one commit of the table."""
+decide which from a sample of the source as a table is made (auto: its columns made with it), or
+add the keys the setting names, each added and its rows filled in one commit of the table."""
 
 from __future__ import annotations
 
 import logging
-import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import psycopg
 
@@ -14,10 +13,9 @@ from pipeline.lake import payload_fields
 from pipeline.lake.payload_fields import (
     DETAILS,
     SAMPLE_ROWS,
-    TOKEN,
-    TYPED_KEYS,
     KeyShare,
     column_of,
+    record_sql,
     typed_keys,
     value_sql,
 )
@@ -32,16 +30,41 @@ from pipeline.sqltext import one_row, quote_ident, quote_qualified
 log = logging.getLogger(__name__)
 
 
+def keys_of_new_table(settings: ResolvedSettings, spec: TableSpec) -> Callable[[], list[KeyShare]]:
+    """What a table made now types, decided as it is made (its columns are then made with it, in
+    the commit that makes it: a column added to a table in a commit of its own, once that snapshot
+    is expired and inlined rows flushed, made DuckLake 1.5.5 fail reading the oldest snapshot kept)."""
+
+    def decide() -> list[KeyShare]:
+        if settings.typed_keys == ():
+            return []  # no source connection for nothing
+        with connect(settings.source_dsn) as conn:
+            return chosen_keys(settings, conn, spec)
+    return decide
+
+
+def chosen_keys(settings: ResolvedSettings, conn: psycopg.Connection, spec: TableSpec) -> list[KeyShare]:
+    """The keys TYPED_KEYS types in ``spec``'s table: the hot keys of a sample of its source (auto),
+    or the keys named, each with its JSON type in the sample (text when it was not seen)."""
+    if settings.typed_keys == ():
+        return []
+    shares = sample_keys(conn, shape.SourceRelation.of(conn, spec).qualified)
+    if settings.typed_keys is None:
+        return payload_fields.hot_keys(shares)
+    seen = {share.key: share for share in shares}
+    return [seen.get(key, KeyShare(key, 0.0, "string")) for key in settings.typed_keys]
+
+
 def type_payload_keys(settings: ResolvedSettings, tables: Sequence[tuple[TableSpec, LakeTable]]) -> None:
-    """Before a load plans: type what TYPED_KEYS asks of each table with a ``details`` column. auto:
-    the hot keys of the source's sample, for a table that holds no row yet (once it holds rows, a
-    new hot key is reported as drift, not typed: typing it fills every row); a list: each key named
-    the table does not type yet."""
+    """Before a load plans, for tables that exist: add each key TYPED_KEYS names that a table with a
+    ``details`` column does not type yet (its rows filled in the same commit). auto types a table's
+    keys when it is made (:func:`keys_of_new_table`), or, for a table made empty by another command
+    first, before its first row; once it holds rows, a new hot key is drift, reported, not typed."""
     if settings.typed_keys == ():
         return
     pending = [(spec, lake) for spec, lake in tables if payload_fields.DETAILS in events_column_types(lake)]
     if settings.typed_keys is None:
-        pending = [(spec, lake) for spec, lake in pending if not _holds_rows(lake)]
+        pending = [(spec, lake) for spec, lake in pending if not typed_keys(lake) and not _holds_rows(lake)]
     else:
         named = {key.lower() for key in settings.typed_keys}
         pending = [(spec, lake) for spec, lake in pending
@@ -50,13 +73,7 @@ def type_payload_keys(settings: ResolvedSettings, tables: Sequence[tuple[TableSp
         return
     with connect(settings.source_dsn) as conn:
         for spec, lake in pending:
-            shares = sample_keys(conn, shape.SourceRelation.of(conn, spec).qualified)
-            if settings.typed_keys is None:
-                keys = payload_fields.hot_keys(shares)
-            else:
-                seen = {share.key: share for share in shares}
-                keys = [seen.get(key, KeyShare(key, 0.0, "string")) for key in settings.typed_keys]
-            if keys:
+            if keys := chosen_keys(settings, conn, spec):
                 type_keys(lake, keys)
 
 
@@ -96,10 +113,7 @@ def type_keys(lake: LakeTable, keys: Sequence[KeyShare]) -> int | None:
     key, in one commit under the table's promote lock (a load in another process waits, and a
     batch it staged for the old columns is promoted by copy, which fills them); the snapshot made
     (None: nothing to type)."""
-    from pipeline.lake.schema import events_column_types
-
     with LakeCommit([lake]) as commit:
-        payload_fields.record_snapshots(lake)
         have = {key.key.lower() for key in typed_keys(lake)}
         columns = {name.lower() for name in events_column_types(lake)}
         new = []
@@ -115,9 +129,8 @@ def type_keys(lake: LakeTable, keys: Sequence[KeyShare]) -> int | None:
             return None
         rows = one_row(lake.execute(f"SELECT count(*) FROM {lake.rows}"))[0]
         names = ", ".join(key.key for key in new)
-        token = uuid.uuid4().hex
         with commit.transaction(f"type payload key(s) {names} of {lake.table}",
-                                {TOKEN: token, "typed_keys": [key.key for key in new], "rows_filled": rows}):
+                                {"typed_keys": [key.key for key in new], "rows_filled": rows}):
             for key in new:
                 lake.execute(f"ALTER TABLE {lake.events_table} ADD COLUMN {quote_ident(column_of(key.key))} "
                              "VARCHAR")
@@ -125,12 +138,8 @@ def type_keys(lake: LakeTable, keys: Sequence[KeyShare]) -> int | None:
                 lake.execute(f"UPDATE {lake.events_table} SET " + ", ".join(
                     f"{quote_ident(column_of(key.key))} = {value_sql(key.key)}" for key in new))
             for key in new:
-                lake.execute(f"INSERT INTO {lake.ops(TYPED_KEYS)} VALUES (?, ?, ?, ?, ?, NULL, now())",
-                             [lake.table, key.key, column_of(key.key), key.json_type, token])
+                lake.execute(record_sql(lake), [lake.table, key.key, column_of(key.key), key.json_type])
         snapshot = commit.snapshot_id
-        payload_fields.record_snapshots(lake)
     log.info("typed payload key(s) %s of %s as column(s) %s (%s row(s) filled), snapshot %s", names,
              lake.table, ", ".join(column_of(key.key) for key in new), f"{rows:,}", snapshot)
     return snapshot
-
-

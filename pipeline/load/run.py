@@ -7,6 +7,7 @@ through that one session, and the watermark it reports is the one its commits pr
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -37,7 +38,7 @@ from pipeline.lake.schema import column_types, ensure_tables
 from pipeline.lake.session import Lake, LakeTable
 from pipeline.lake.transaction import one_read
 from pipeline.load import proof
-from pipeline.load.payload_typing import type_payload_keys
+from pipeline.load.payload_typing import chosen_keys, keys_of_new_table, type_payload_keys
 from pipeline.load.plan import plan_batch, whole_transactions
 from pipeline.load.preflight import preflight
 from pipeline.promote import zero_copy
@@ -507,7 +508,8 @@ def make_own_tables(loads: list[_TableLoad]) -> None:
             source = shape.SourceRelation.of(conn, load.table)
             extra = shape.check_shape(conn, source, load.settings.schema_drift)
             ensure_tables(load.lake, column_types(load.settings.promotion, load.settings.spark.reader),
-                          own_columns=shape.own_table_columns(source, extra))
+                          own_columns=shape.own_table_columns(source, extra),
+                          typed=functools.partial(chosen_keys, load.settings, conn, load.table))
 
 
 class _ImageLoad:
@@ -536,7 +538,8 @@ class _ImageLoad:
         """What a load checks before its first plan: every table's lake table made, none loaded from
         another source nor torn from an image it belongs to, stale staging cleaned."""
         for load in self.loads:
-            ensure_tables(load.lake, column_types(self.settings.promotion, self.settings.spark.reader))
+            ensure_tables(load.lake, column_types(self.settings.promotion, self.settings.spark.reader),
+                          typed=keys_of_new_table(self.settings, load.table) if extracts else None)
         if extracts:
             make_own_tables(self.loads)
             type_payload_keys(self.settings, [(load.table, load.lake) for load in self.loads])

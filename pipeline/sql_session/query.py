@@ -32,7 +32,7 @@ from pipeline.settings.catalog import CatalogSpec
 from pipeline.settings.pgdsn import PgDsn
 from pipeline.sql_session import catalog_reader, statement_judge, typed_rewrite
 from pipeline.sql_session.sandbox import refused_hint, refused_message, sandbox_statements
-from pipeline.sql_session.typed_rewrite import SqlTree
+from pipeline.sql_session.typed_rewrite import Params, SqlTree
 from pipeline.sqltext import quote_ident
 
 if TYPE_CHECKING:
@@ -199,7 +199,7 @@ def run_session(con: duckdb.DuckDBPyConnection, texts: list[str], params: dict[s
         if refused:
             result.error = {"command_index": index, "message": refused, "sql": statement.query.strip()[:500]}
             return result
-        if tree is not None and not params and (form := served_form(con, tree, lake)):
+        if tree is not None and (form := served_form(con, tree, lake, params)):
             served[index] = form
     in_transaction = False
     deadline = Deadline(con, timeout)
@@ -281,12 +281,13 @@ def judged(con: duckdb.DuckDBPyConnection, statement: duckdb.Statement,
     return (refused_message(statement.query, reason), None) if reason else (None, tree)
 
 
-def served_form(con: duckdb.DuckDBPyConnection, tree: SqlTree, lake: str) -> str | None:
+def served_form(con: duckdb.DuckDBPyConnection, tree: SqlTree, lake: str,
+                params: Params = None) -> str | None:
     """The query of ``tree`` reading typed payload columns where its JSON filters name a complete
     typed key (:mod:`.typed_rewrite`), or None to run it as written. A failure to work that out
     runs it as written: the rewrite only ever saves work."""
     try:
-        found = typed_rewrite.served_query(con, tree, lake)
+        found = typed_rewrite.served_query(con, tree, lake, params)
     except duckdb.Error as exc:
         log.debug("query run as written (typed columns not consulted: %s)", first_line(exc))
         return None
@@ -400,7 +401,7 @@ def arrow_query(settings: ResolvedSettings, text: str,
         refused, tree = (None, None) if write else judged(con, statement, lake)
         if refused:
             raise ConfigError(refused, "Pass write=True for a statement that changes the lake.")
-        query = (tree is not None and not params and served_form(con, tree, lake)) or statement.query
+        query = (tree is not None and served_form(con, tree, lake, params)) or statement.query
         try:
             relation = con.execute(query, params) if params else con.execute(query)
             return relation.to_arrow_table()

@@ -15,7 +15,7 @@ inside a subquery (whose ``details`` may be another table's). Everything else ru
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,7 @@ import duckdb
 from pipeline.lake.payload_fields import DETAILS, KEY, TYPED_KEYS, TypedKey, complete_at, read_typed_keys
 
 SqlTree = dict[str, Any]  # json_serialize_sql's output: DuckDB's own parse tree, as JSON
+Params = Mapping[str, object] | Sequence[object] | None  # the values a query's parameters take
 
 
 @dataclass(frozen=True)
@@ -52,20 +53,43 @@ def one_lake_table(node: SqlTree, lake: str) -> TableRead | None:
     when: tuple[str, object] | None = None
     if at:
         expr = at.get("expr") or {}
-        if expr.get("class") != "CONSTANT" or (expr.get("value") or {}).get("is_null", True):
+        if expr.get("class") == "PARAMETER":  # AT (VERSION => $version): its value comes with the query
+            when = (str(at.get("unit", "")).upper(), Parameter(str(expr.get("identifier", ""))))
+        elif expr.get("class") == "CONSTANT" and not (expr.get("value") or {}).get("is_null", True):
+            when = (str(at.get("unit", "")).upper(), expr["value"]["value"])
+        else:
             return None
-        when = (str(at.get("unit", "")).upper(), expr["value"]["value"])
     return TableRead(source["table_name"], source.get("alias") or "", when)
 
 
-def snapshot_of(con: duckdb.DuckDBPyConnection, lake: str, read: TableRead) -> int | None:
-    """The snapshot id ``read`` reads: its AT clause's, else the session's (None: not known)."""
+@dataclass(frozen=True)
+class Parameter:
+    """A query parameter an AT clause names: ``$name``, or ``$1``/``?`` by position (from 1)."""
+
+    identifier: str
+
+    def value(self, params: Params) -> object | None:
+        if isinstance(params, Mapping):
+            return params.get(self.identifier)
+        if params is not None and self.identifier.isdigit() and 0 < int(self.identifier) <= len(params):
+            return params[int(self.identifier) - 1]
+        return None
+
+
+def snapshot_of(con: duckdb.DuckDBPyConnection, lake: str, read: TableRead,
+                params: Params = None) -> int | None:
+    """The snapshot id ``read`` reads: its AT clause's (a parameter's value from ``params``), else
+    the session's (None: not known)."""
     from pipeline.sqltext import quote_ident
 
     if read.at is None:
         row = con.execute(f"FROM {quote_ident(lake)}.current_snapshot()").fetchone()
         return int(row[0]) if row and row[0] is not None else None
     unit, value = read.at
+    if isinstance(value, Parameter):
+        value = value.value(params)
+        if value is None:
+            return None
     if unit == "VERSION":
         return int(str(value)) if str(value).lstrip("-").isdigit() else None
     if unit == "TIMESTAMP":
@@ -145,7 +169,8 @@ def rewrite(tree: SqlTree, lake: str, keys: dict[str, list[TypedKey]],
     return (tree, served) if served else None
 
 
-def served_query(con: duckdb.DuckDBPyConnection, tree: SqlTree, lake: str) -> tuple[str, list[str]] | None:
+def served_query(con: duckdb.DuckDBPyConnection, tree: SqlTree, lake: str,
+                 params: Params = None) -> tuple[str, list[str]] | None:
     """The query ``tree`` as it runs with typed payload columns serving its JSON filters (and the keys so
     served), or None to run it as written."""
     statements = tree.get("statements") or []
@@ -161,7 +186,7 @@ def served_query(con: duckdb.DuckDBPyConnection, tree: SqlTree, lake: str) -> tu
     keys = read_typed_keys(con, lake, str(ops))
     if not keys.get(read.table.lower()):
         return None
-    snapshot = snapshot_of(con, lake, read)
+    snapshot = snapshot_of(con, lake, read, params)
     if snapshot is None:
         return None
     done = rewrite(tree, lake, keys, snapshot)

@@ -88,7 +88,8 @@ def test_the_seed_query_returns_the_same_rows_at_every_snapshot_typed_or_not(lak
     # written with them and registered (zero-copy)
     assert "copy_reason" in promoted[2] and promoted[2]["files_registered"] == 0
     assert "copy_reason" not in promoted[3] and promoted[3]["files_registered"] > 0
-    [(since,)] = lake_query(typed, "SELECT min(complete_since) FROM lake.ops.typed_keys")
+    with Pipeline(typed) as lake:
+        since = min(key.complete_since for key in lake.status().payload.typed)
     assert since > before_typing
     # every row of the latest snapshot holds exactly details->>key in its column
     [(wrong,)] = lake_query(typed, "SELECT count(*) FROM lake.main.events WHERE details_user_id IS DISTINCT "
@@ -104,8 +105,15 @@ def test_the_seed_query_returns_the_same_rows_at_every_snapshot_typed_or_not(lak
             assert served == parsed, (version, probe)
             from_column = "served from typed column" in caplog.text
             assert from_column == (version >= since), (version, probe, caplog.text)
-    [(users,)] = lake_query(typed, "SELECT count(*) FROM lake.main.events WHERE details->>'user_id' = '1'")
+    [(users,)] = lake_query(typed, "SELECT count(*) FROM lake.main.events WHERE details->>'user_id' = 'u1'")
     assert users > 0
+    # the named journey query, its version a parameter, is served too
+    latest = max(snapshot_ids(typed))
+    journey = run_main("--sql-file", "user_journey_at_version", "--param", "user_id=u1", "--param",
+                       f"version={latest}", "--json", env={**lake_env, "TYPED_KEYS": "user_id,amount"})
+    assert journey.returncode == 0, journey.stderr
+    assert json.loads(journey.stdout)["result"]["commands"][0]["row_count"] == users
+    assert "served from typed column" in journey.stderr
 
 
 def test_a_batch_staged_before_its_table_typed_a_key_is_promoted_by_copy_which_fills_the_column(lake_env):
