@@ -65,7 +65,10 @@ def test_json_output_has_the_documented_shape_and_true_counts(lake_with_history)
     assert out["result"]["command_count"] == 5 == len(commands)
     assert [c["command_index"] for c in commands] == [0, 1, 2, 3, 4]
     assert commands[0] == {"command_index": 0, "row_count": 1, "columns": ["n"], "rows": [{"n": 600}]}
-    assert commands[1]["row_count"] == 5 and commands[2]["row_count"] == 5
+    # the five event columns, then the payload keys TYPED_KEYS=auto typed (the generator's user_id)
+    assert commands[1]["row_count"] == 5
+    assert [row["column_name"] for row in commands[2]["rows"]] == \
+        ["event_id", "event_type", "event_timestamp", "details", "created_at", "details_user_id"]
     assert all({"command_index", "row_count", "columns", "rows"} <= c.keys() for c in commands)
     info = out["catalog_info"]
     assert set(info) == {"catalog_name", "snapshot_count", "latest_snapshot", "table_count", "tables"}
