@@ -23,6 +23,7 @@ from pipeline.lake.schema import events_column_types
 from pipeline.lake.session import LakeTable
 from pipeline.promote.commit import LakeCommit
 from pipeline.settings import ResolvedSettings, TableSpec
+from pipeline.settings.model import Promotion, Reader
 from pipeline.source import shape
 from pipeline.source.connect import connect
 from pipeline.sqltext import one_row, quote_ident, quote_qualified
@@ -47,6 +48,12 @@ def chosen_keys(settings: ResolvedSettings, conn: psycopg.Connection, spec: Tabl
     """The keys TYPED_KEYS types in ``spec``'s table: the hot keys of a sample of its source (auto),
     or the keys named, each with its JSON type in the sample (text when it was not seen)."""
     if settings.typed_keys == ():
+        return []
+    if settings.typed_keys is None and settings.promotion is Promotion.ZERO_COPY \
+            and settings.spark.reader is Reader.JDBC:
+        # Spark's own writer cannot compute the columns: typing would make every batch go by copy
+        log.info("TYPED_KEYS=auto types nothing in a zero-copy lake read by SPARK_READER=jdbc (its files "
+                 "would lack the columns, and every batch would be promoted by copy); name keys to type them")
         return []
     shares = sample_keys(conn, shape.SourceRelation.of(conn, spec).qualified)
     if settings.typed_keys is None:

@@ -48,7 +48,9 @@ def _mixed(round_: int, user_id_as_number: bool = False) -> list[tuple[str, obje
     return rows
 
 
-PROBES = ["= 'u1'", "= '1'", "= '2'", "IS NULL", "IS NOT NULL", "IN ('u2', '3')", "LIKE 'u%'", "= 'nobody'"]
+# a text value, a number's text (typed as a number in some rows, text in others), NULLs (a JSON null, a
+# missing key, a non-object payload), a list
+PROBES = ["= 'u1'", "= '1'", "IS NULL", "IN ('u2', '3', 'nobody')"]
 
 
 def _both_forms(settings, version: int, probe: str) -> tuple[list, list]:
