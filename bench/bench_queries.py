@@ -73,7 +73,7 @@ FROM (SELECT i, 'user_' || ((i::bigint * 2654435761) % 100000) AS usr,
              CASE WHEN i % 20 < 2 THEN 'user_login' WHEN i % 20 < 10 THEN 'api_request'
                   WHEN i % 20 < 12 THEN 'payment_processed' WHEN i % 20 < 13 THEN 'error_occurred'
                   ELSE 'feature_usage' END AS kind
-      FROM generate_series({first}, {last}) i) g
+      FROM generate_series({first}::bigint, {last}::bigint) i) g
 """
 USER = "user_12345"
 # (name, SQL): {version} is the history's snapshot, {previous} the one before the last load
@@ -150,6 +150,19 @@ def _attach_sql(env: dict[str, str]) -> str:
             read_only=True,
         )
     )
+
+
+def _cold(env: dict[str, str], attach: str, sql: str) -> tuple[float, float]:
+    """Wall seconds of ``sql`` in a fresh process: ``--sql``, then a bare DuckDB attach."""
+    times = []
+    for command in (
+        [sys.executable, str(ROOT / "events_pipeline.py"), "--sql", sql, "--json"],
+        [sys.executable, "-c", ALONE, attach + ";USE lake", sql],
+    ):
+        t0 = time.monotonic()
+        subprocess.run(command, env={**os.environ, **env}, cwd=ROOT, check=True, capture_output=True)
+        times.append(time.monotonic() - t0)
+    return times[0], times[1]
 
 
 def _hot(run_one, sql: str, reps: int) -> tuple[float, int]:
@@ -233,29 +246,17 @@ def main() -> int:
                 ("typed keys (TYPED_KEYS=auto)", typed or "none"),
             ]
             for name, sql in names_sql:
-                mine, mine_rows = _hot(ours, sql, args.reps)
-                theirs, their_rows = _hot(plain, sql, args.reps)
+                try:
+                    mine, mine_rows = _hot(ours, sql, args.reps)
+                    theirs, their_rows = _hot(plain, sql, args.reps)
+                except (AssertionError, duckdb.Error) as exc:  # said, and the others still measured
+                    words = str(exc).replace("\n", " ")
+                    rows.append((name, f"FAILED: {words[words.find('Error') :][:150]}"))
+                    continue
                 assert mine_rows == their_rows, (name, mine_rows, their_rows)
                 cold = ""
                 if args.cold:
-                    t0 = time.monotonic()
-                    ran = subprocess.run(
-                        [sys.executable, str(ROOT / "events_pipeline.py"), "--sql", sql, "--json"],
-                        env={**os.environ, **env},
-                        cwd=ROOT,
-                        capture_output=True,
-                        text=True,
-                    )
-                    ours_cold = time.monotonic() - t0
-                    assert ran.returncode == 0, ran.stderr[-1000:]
-                    t0 = time.monotonic()
-                    subprocess.run(
-                        [sys.executable, "-c", ALONE, attach + ";USE lake", sql],
-                        check=True,
-                        capture_output=True,
-                        cwd=ROOT,
-                    )
-                    cold = f"; cold {ours_cold:.2f} vs {time.monotonic() - t0:.2f}"
+                    cold = "; cold " + " vs ".join(f"{s:.2f}" for s in _cold(env, attach, sql))
                 rows.append(
                     (
                         f"{name} ({mine_rows} rows)",
