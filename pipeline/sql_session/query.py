@@ -33,7 +33,7 @@ from pipeline.settings.pgdsn import PgDsn
 from pipeline.sql_session import catalog_reader, statement_judge, typed_rewrite
 from pipeline.sql_session.sandbox import refused_hint, refused_message, sandbox_statements
 from pipeline.sql_session.typed_rewrite import Params, SqlTree
-from pipeline.sqltext import quote_ident
+from pipeline.sqltext import quote_ident, quote_literal
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -275,7 +275,9 @@ def judged(con: duckdb.DuckDBPyConnection, statement: duckdb.Statement,
         return (refused_message(statement.query, reason) if reason else None), None
     if verdict.query is None:
         return None, None
-    [[text]] = con.execute("SELECT json_serialize_sql(?)", [verdict.query]).fetchall()
+    # the statement as a literal, not a parameter: DuckDB's binding of a Python parameter imports
+    # pandas (0.2 s of a 0.8 s --sql start)
+    [[text]] = con.execute(f"SELECT json_serialize_sql({quote_literal(verdict.query)})").fetchall()
     tree = json.loads(text)
     reason = statement_judge.refusal(tree, allowed_scalars())
     return (refused_message(statement.query, reason), None) if reason else (None, tree)

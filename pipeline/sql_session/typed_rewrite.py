@@ -22,6 +22,7 @@ from typing import Any
 import duckdb
 
 from pipeline.lake.payload_fields import DETAILS, KEY, TYPED_KEYS, TypedKey, complete_at, read_typed_keys
+from pipeline.sqltext import quote_ident, quote_literal
 
 SqlTree = dict[str, Any]  # json_serialize_sql's output: DuckDB's own parse tree, as JSON
 Params = Mapping[str, object] | Sequence[object] | None  # the values a query's parameters take
@@ -80,8 +81,6 @@ def snapshot_of(con: duckdb.DuckDBPyConnection, lake: str, read: TableRead,
                 params: Params = None) -> int | None:
     """The snapshot id ``read`` reads: its AT clause's (a parameter's value from ``params``), else
     the session's (None: not known)."""
-    from pipeline.sqltext import quote_ident
-
     if read.at is None:
         row = con.execute(f"FROM {quote_ident(lake)}.current_snapshot()").fetchone()
         return int(row[0]) if row and row[0] is not None else None
@@ -193,5 +192,5 @@ def served_query(con: duckdb.DuckDBPyConnection, tree: SqlTree, lake: str,
     if done is None:
         return None
     new_tree, served = done
-    [[text]] = con.execute("SELECT json_deserialize_sql(?)", [json.dumps(new_tree)]).fetchall()
+    [[text]] = con.execute(f"SELECT json_deserialize_sql({quote_literal(json.dumps(new_tree))})").fetchall()
     return str(text), served
