@@ -184,8 +184,10 @@ def drift(lake: LakeTable, recent_rows: int = SAMPLE_ROWS) -> list[Drift]:
             found.append(Drift(lake.table, key, f"typed as {typed[key].json_type}, now mostly {json_type} "
                                                 f"in the latest rows (the column holds their text)"))
         elif key not in typed and share >= HOT_SHARE and json_type in SCALARS and KEY.match(str(key)):
-            found.append(Drift(lake.table, key, f"in {100 * share:.0f}% of the latest rows, not typed "
-                                                f"(TYPED_KEYS={key} adds it)"))
+            namesake = next((k for k in typed if k.lower() == str(key).lower()), None)
+            found.append(Drift(lake.table, key, f"in {100 * share:.0f}% of the latest rows, not typed " + (
+                f"(its column would be {column_of(key)}, the name of {namesake}'s: column names ignore "
+                "case; query it in the JSON)" if namesake else f"(TYPED_KEYS={key} adds it)")))
     return sorted(found, key=lambda d: d.key)
 
 

@@ -73,9 +73,8 @@ def type_payload_keys(settings: ResolvedSettings, tables: Sequence[tuple[TableSp
     if settings.typed_keys is None:
         pending = [(spec, lake) for spec, lake in pending if not typed_keys(lake) and not _holds_rows(lake)]
     else:
-        named = {key.lower() for key in settings.typed_keys}
-        pending = [(spec, lake) for spec, lake in pending
-                   if named - {key.key.lower() for key in typed_keys(lake)}]
+        named = set(settings.typed_keys)
+        pending = [(spec, lake) for spec, lake in pending if named - {key.key for key in typed_keys(lake)}]
     if not pending:
         return
     with connect(settings.source_dsn) as conn:
@@ -121,17 +120,18 @@ def type_keys(lake: LakeTable, keys: Sequence[KeyShare]) -> int | None:
     batch it staged for the old columns is promoted by copy, which fills them); the snapshot made
     (None: nothing to type)."""
     with LakeCommit([lake]) as commit:
-        have = {key.key.lower() for key in typed_keys(lake)}
         columns = {name.lower() for name in events_column_types(lake)}
         new = []
         for key in keys:
-            if key.key.lower() in have:
+            if key.key in {k.key for k in typed_keys(lake)}:
                 continue
-            if column_of(key.key).lower() in columns:
-                log.warning("payload key %s of %s not typed: the table has a column %s already",
-                            key.key, lake.table, column_of(key.key))
+            if column_of(key.key).lower() in columns:  # column names ignore case: User_ID is user_id's
+                log.warning("payload key %s of %s not typed: the table has a column %s already (column "
+                            "names ignore case); it is queried in the JSON", key.key, lake.table,
+                            column_of(key.key))
                 continue
             new.append(key)
+            columns.add(column_of(key.key).lower())
         if not new:
             return None
         rows = one_row(lake.execute(f"SELECT count(*) FROM {lake.rows}"))[0]

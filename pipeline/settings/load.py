@@ -258,6 +258,11 @@ def _typed_keys(text: str, what: str) -> tuple[str, ...] | None:
         return ()
     keys = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
     bad = [key for key in keys if not PAYLOAD_KEY.match(key)]
+    twins = [key for i, key in enumerate(keys) if key.lower() in {k.lower() for k in keys[:i]}]
+    if twins:
+        raise ConfigError(f"{what}: {', '.join(map(repr, twins))} differs from another key only in case: "
+                          "each key becomes the column details_<key>, and column names ignore case.",
+                          f"Name one of them in {what}; the other stays in the JSON.")
     if bad:
         raise ConfigError(f"{what}: {', '.join(map(repr, bad))} cannot be a typed key: a key becomes the "
                           "column details_<key>, so it is letters, digits and _ (not starting with a "

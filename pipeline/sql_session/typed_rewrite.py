@@ -9,7 +9,8 @@ row's JSON). At a snapshot before the key was typed, the query is left as writte
 The rewrite is deliberately narrow, so that it is exact by construction: one SELECT over one lake
 table (no join, no common table expression), only ``->>`` on that table's ``details`` with a
 constant key, only in the WHERE clause (the result's column names stay the user's), and never
-inside a subquery (whose ``details`` may be another table's). Everything else runs as written.
+inside a subquery or a lambda (whose ``details`` may be another table's, or the lambda's own
+parameter). Everything else runs as written.
 """
 
 from __future__ import annotations
@@ -121,9 +122,10 @@ def _payload_key(node: SqlTree, alias: str, table: str) -> str | None:
 
 
 def _walk(node: Any) -> Iterator[tuple[Any, object]]:
-    """Every (container, index or key) of ``node``'s expressions, not entering subqueries."""
+    """Every (container, index or key) of ``node``'s expressions, not entering subqueries or lambdas
+    (each binds names of its own: ``lambda details: details->>'k'`` is not the table's details)."""
     if isinstance(node, dict):
-        if node.get("class") == "SUBQUERY":
+        if node.get("class") in ("SUBQUERY", "LAMBDA"):
             return
         for name, child in node.items():
             if isinstance(child, (dict, list)):

@@ -144,21 +144,29 @@ def test_auto_types_the_hot_keys_of_a_new_table_and_status_reports_drift(lake_en
     assert [k for (k,) in lake_query(settings, "SELECT payload_key FROM lake.ops.typed_keys ORDER BY 1")] == \
         ["page", "user_id"]  # in 40 of 45 sampled rows each; email in 5: not typed
     # the payload drifts: user_id becomes a number, session_id appears in every row
-    _write(settings, [("page_view", {"user_id": i, "page": "/x", "session_id": f"s{i}"}) for i in range(50)],
-           ago=timedelta(minutes=5))
+    _write(settings, [("page_view", {"user_id": i, "page": "/x", "session_id": f"s{i}", "Page": "P"})
+                      for i in range(50)], ago=timedelta(minutes=5))
     assert run_main("--run", env=lake_env).returncode == 0
     status = run_main("--status", "--json", env=lake_env)
     payload = json.loads(status.stdout)["payload"]
     assert {k["key"] for k in payload["typed_keys"]} == {"page", "user_id"}
     words = {d["key"]: d["words"] for d in payload["drift"]}
-    assert set(words) == {"session_id", "user_id"}, words
-    assert "now mostly number" in words["user_id"] and "not typed" in words["session_id"]
+    assert set(words) == {"session_id", "user_id", "Page"}, words
+    assert "now mostly number" in words["user_id"] and "TYPED_KEYS=session_id adds it" in words["session_id"]
+    # Page would be details_Page, which is page's column (names ignore case): not advised as a fix
+    assert "column names ignore case" in words["Page"] and "TYPED_KEYS" not in words["Page"]
     text = run_main("--status", env=lake_env).stdout
     assert "typed keys" in text and "DRIFT" in text and "session_id" in text
     # the lake stays exact: the numbers are in the column as text
     [(wrong,)] = lake_query(settings, "SELECT count(*) FROM lake.main.events "
                                       "WHERE details_user_id IS DISTINCT FROM (details->>'user_id')")
     assert wrong == 0
+
+
+def test_keys_differing_only_in_case_are_refused_they_would_share_a_column(lake_env):
+    result = run_main("--status", env={**lake_env, "TYPED_KEYS": "user_id,User_ID"})
+    assert result.returncode != 0
+    assert "TYPED_KEYS: 'User_ID' differs from another key only in case" in result.stderr
 
 
 @pytest.mark.parametrize("value", ["a.b", "1st", "x" * 60])

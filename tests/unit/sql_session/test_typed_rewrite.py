@@ -57,6 +57,9 @@ def test_a_filter_on_a_complete_typed_key_reads_its_column(con, sql, column):
     "SELECT * FROM events WHERE details->>'$.user_id' = 'u1'",  # a path, not the key
     "SELECT * FROM other.main.events WHERE details->>'user_id' = 'u1'",  # not the lake
     "SELECT * FROM events AT (VERSION => 2 + 5) WHERE details->>'user_id' = 'u1'",  # not a constant
+    # a lambda's own parameter named details (the adversary's wrong rows)
+    "SELECT * FROM events WHERE len(list_filter(['{\"user_id\": \"u1\"}'::JSON], "
+    "lambda details: (details->>'user_id') = 'u1')) > 0",
 ])
 def test_what_it_cannot_prove_the_same_runs_as_written(con, sql):
     assert _served(con, sql, snapshot=4 if "VERSION => 4" in sql else 9) is None
