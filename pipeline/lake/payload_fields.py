@@ -30,7 +30,7 @@ import duckdb
 from pipeline.lake.identity import table_names
 from pipeline.lake.session import LakeTable
 from pipeline.settings.model import PAYLOAD_KEY
-from pipeline.sqltext import quote_ident, quote_literal
+from pipeline.sqltext import one_row, quote_ident, quote_literal
 
 log = logging.getLogger(__name__)
 
@@ -156,10 +156,9 @@ def drift(lake: LakeTable, recent_rows: int = SAMPLE_ROWS) -> list[Drift]:
     the time column's statistics, cheap on any size) say about its typed keys: a typed key whose values
     are now mostly of another JSON type (its column still holds their text: nothing is lost), and a
     key in at least :data:`HOT_SHARE` of them that is not typed. [] for a table without details."""
-    from pipeline.lake.schema import events_column_types
-
-    types = events_column_types(lake)
-    if DETAILS not in types:
+    if not one_row(lake.execute("SELECT count(*) FROM duckdb_columns() WHERE database_name = ? AND "
+                                "schema_name = 'main' AND table_name = ? AND column_name = ?",
+                                [lake.name, lake.table, DETAILS]))[0]:
         return []
     typed = {key.key: key for key in typed_keys(lake)}
     try:
