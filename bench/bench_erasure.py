@@ -22,14 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import ROOT, drop_databases, measured, print_table, scratch_env
+from bench.common import EVENTS_TABLE_SQL, ROOT, drop_databases, measured, print_table, scratch_env
 
-HISTORY_SQL = """
-CREATE TABLE public.events (event_id uuid PRIMARY KEY, event_type text NOT NULL,
-    event_timestamp timestamptz NOT NULL, details jsonb, created_at timestamptz NOT NULL DEFAULT now());
-CREATE INDEX events_event_timestamp ON public.events (event_timestamp);
-CREATE INDEX events_created_at ON public.events (created_at)
-"""
 SLICE_SQL = """
 INSERT INTO public.events (event_id, event_type, event_timestamp, details)
 SELECT gen_random_uuid(), (ARRAY['page_view','click','purchase','signup'])[1 + i % 4],
@@ -63,7 +57,7 @@ def main() -> None:
         try:
             t0 = time.monotonic()
             with psycopg.connect(env["SOURCE_PG_DSN"], autocommit=True) as conn:
-                conn.execute(HISTORY_SQL)
+                conn.execute(EVENTS_TABLE_SQL)
                 step = options.rows // options.loads
                 for part in range(options.loads):
                     first = part * step + 1

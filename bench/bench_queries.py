@@ -32,14 +32,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import ROOT, drop_databases, measured, print_table, scratch_env
+from bench.common import EVENTS_TABLE_SQL, ROOT, drop_databases, measured, print_table, scratch_env
 
-HISTORY_SQL = """
-CREATE TABLE public.events (event_id uuid PRIMARY KEY, event_type text NOT NULL,
-    event_timestamp timestamptz NOT NULL, details jsonb, created_at timestamptz NOT NULL DEFAULT now());
-CREATE INDEX events_event_timestamp ON public.events (event_timestamp);
-CREATE INDEX events_created_at ON public.events (created_at)
-"""
 # one row per i: its type by i % 20, a user by a multiplicative hash of i (users spread over every day)
 SLICE_SQL = """
 INSERT INTO public.events (event_id, event_type, event_timestamp, details)
@@ -199,7 +193,7 @@ def main() -> int:
             t0 = time.monotonic()
             day = args.rows // 30
             with psycopg.connect(env["SOURCE_PG_DSN"], autocommit=True) as conn:
-                conn.execute(HISTORY_SQL)
+                conn.execute(EVENTS_TABLE_SQL)
                 conn.execute(SLICE_SQL.format(rows=args.rows, first=1, last=args.rows - day))
                 conn.execute("VACUUM (ANALYZE) public.events")
             made = time.monotonic() - t0

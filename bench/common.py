@@ -23,6 +23,15 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH_PG_DSN = os.environ.get("BENCH_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 
 
+# the source table the benches make (as the generator does), its rows then made by generate_series
+EVENTS_TABLE_SQL = """
+CREATE TABLE public.events (event_id uuid PRIMARY KEY, event_type text NOT NULL,
+    event_timestamp timestamptz NOT NULL, details jsonb, created_at timestamptz NOT NULL DEFAULT now());
+CREATE INDEX events_event_timestamp ON public.events (event_timestamp);
+CREATE INDEX events_created_at ON public.events (created_at)
+"""
+
+
 def scratch_env(work: Path, tag: str | None = None,
                 promotion: str = "zero-copy") -> tuple[dict[str, str], list[str]]:
     """Pipeline settings (as environment) on fresh source and catalog databases of BENCH_PG_DSN,

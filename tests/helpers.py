@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import psycopg
@@ -43,6 +43,23 @@ def only_table(settings: Settings) -> TableSpec:
 def source_db(settings: Settings, autocommit: bool = True) -> psycopg.Connection:
     """A connection to the settings' source database (autocommit unless asked otherwise)."""
     return psycopg.connect(resolve(settings).source_dsn.conninfo(), autocommit=autocommit)
+
+
+def write_payloads(settings: Settings, rows: list[tuple[str, str | None]], *, ago: timedelta,
+                   table: str = "public.events") -> None:
+    """Rows (event type, details as JSON text; None: SQL NULL) into ``table`` of the events shape
+    (made if missing), dated ``ago`` before now, 1 ms apart."""
+    import uuid
+
+    now = datetime.now(UTC) - ago
+    with source_db(settings) as conn:
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (event_id uuid PRIMARY KEY, event_type text NOT NULL, "
+                     "event_timestamp timestamptz NOT NULL, details jsonb, created_at timestamptz DEFAULT now())")
+        with conn.cursor() as cur:
+            cur.executemany(f"INSERT INTO {table} (event_id, event_type, event_timestamp, details) "
+                            "VALUES (%s, %s, %s, %s)",
+                            [(uuid.uuid4(), kind, now - timedelta(milliseconds=i), details)
+                             for i, (kind, details) in enumerate(rows)])
 
 
 def source_table(settings: Settings) -> str:

@@ -3,7 +3,7 @@ schema and the data folder's ownership both build on these)."""
 
 from __future__ import annotations
 
-from pipeline.lake.session import Lake
+from pipeline.lake.session import Lake, LakeTable
 from pipeline.sqltext import one_row, quote_ident
 
 
@@ -12,6 +12,13 @@ def table_names(lake: Lake) -> set[tuple[str, str]]:
     return {(schema, table) for schema, table in lake.execute(
         "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = ?",
         [lake.name]).fetchall()}
+
+
+def events_column_types(lake: LakeTable) -> dict[str, str]:
+    """The events table's columns and their types as the lake holds them."""
+    return dict(lake.execute(
+        "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = ? "
+        "AND schema_name = 'main' AND table_name = ?", [lake.name, lake.table]).fetchall())
 
 
 def lake_id(lake: Lake) -> str:

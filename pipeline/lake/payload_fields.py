@@ -27,17 +27,16 @@ from dataclasses import dataclass
 
 import duckdb
 
-from pipeline.lake.identity import table_names
+from pipeline.lake.identity import events_column_types, table_names
 from pipeline.lake.session import LakeTable
 from pipeline.settings.model import PAYLOAD_KEY
-from pipeline.sqltext import one_row, quote_ident, quote_literal
+from pipeline.sqltext import quote_ident, quote_literal
 
 log = logging.getLogger(__name__)
 
 TYPED_KEYS = "typed_keys"  # the ops table
 DETAILS = "details"  # the payload column keys are typed from
 PREFIX = "details_"  # a typed key's column: details_<key>
-KEY = PAYLOAD_KEY  # keys typed: a column name of their own
 HOT_SHARE = 0.5  # TYPED_KEYS=auto types a key in at least this share of the sampled rows
 MOST_KEYS = 8  # and at most this many (the most frequent)
 SAMPLE_ROWS = 20_000  # rows of the source the decision reads (a page sample, cheap on any size)
@@ -129,7 +128,7 @@ def hot_keys(shares: Sequence[KeyShare]) -> list[KeyShare]:
     taken: set[str] = set()
     hot = []
     for share in shares:
-        if share.share >= HOT_SHARE and share.json_type in SCALARS and KEY.match(share.key) \
+        if share.share >= HOT_SHARE and share.json_type in SCALARS and PAYLOAD_KEY.match(share.key) \
                 and share.key.lower() not in taken:
             hot.append(share)
             taken.add(share.key.lower())
@@ -156,9 +155,7 @@ def drift(lake: LakeTable, recent_rows: int = SAMPLE_ROWS) -> list[Drift]:
     the time column's statistics, cheap on any size) say about its typed keys: a typed key whose values
     are now mostly of another JSON type (its column still holds their text: nothing is lost), and a
     key in at least :data:`HOT_SHARE` of them that is not typed. [] for a table without details."""
-    if not one_row(lake.execute("SELECT count(*) FROM duckdb_columns() WHERE database_name = ? AND "
-                                "schema_name = 'main' AND table_name = ? AND column_name = ?",
-                                [lake.name, lake.table, DETAILS]))[0]:
+    if DETAILS not in events_column_types(lake):
         return []
     typed = {key.key: key for key in typed_keys(lake)}
     try:
@@ -182,7 +179,7 @@ def drift(lake: LakeTable, recent_rows: int = SAMPLE_ROWS) -> list[Drift]:
         if key in typed and json_type != typed[key].json_type and typed[key].json_type in SCALARS:
             found.append(Drift(lake.table, key, f"typed as {typed[key].json_type}, now mostly {json_type} "
                                                 f"in the latest rows (the column holds their text)"))
-        elif key not in typed and share >= HOT_SHARE and json_type in SCALARS and KEY.match(str(key)):
+        elif key not in typed and share >= HOT_SHARE and json_type in SCALARS and PAYLOAD_KEY.match(str(key)):
             namesake = next((k for k in typed if k.lower() == str(key).lower()), None)
             found.append(Drift(lake.table, key, f"in {100 * share:.0f}% of the latest rows, not typed " + (
                 f"(its column would be {column_of(key)}, the name of {namesake}'s: column names ignore "

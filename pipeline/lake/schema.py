@@ -9,7 +9,7 @@ from pipeline import actions
 from pipeline.columns import ID, TIME
 from pipeline.errors import TerminalError
 from pipeline.lake import ownership, validate
-from pipeline.lake.identity import table_names
+from pipeline.lake.identity import events_column_types, table_names
 from pipeline.lake.payload_fields import (
     DETAILS,
     KeyShare,
@@ -54,13 +54,6 @@ def column_types(promotion: Promotion, reader: Reader = Reader.ARROW) -> dict[st
     if promotion is Promotion.ZERO_COPY and reader is Reader.JDBC:
         return {"id_type": "VARCHAR", "details_type": "VARCHAR"}
     return {"id_type": "UUID", "details_type": "JSON"}
-
-
-def events_column_types(lake: LakeTable) -> dict[str, str]:
-    """The events table's columns and their types as the lake holds them."""
-    return dict(lake.execute(
-        "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = ? "
-        "AND schema_name = 'main' AND table_name = ?", [lake.name, lake.table]).fetchall())
 
 
 def insert_columns_sql(lake: LakeTable, have: Mapping[str, str], rows: str,

@@ -121,9 +121,10 @@ def type_keys(lake: LakeTable, keys: Sequence[KeyShare]) -> int | None:
     (None: nothing to type)."""
     with LakeCommit([lake]) as commit:
         columns = {name.lower() for name in events_column_types(lake)}
+        typed = {key.key for key in typed_keys(lake)}
         new = []
         for key in keys:
-            if key.key in {k.key for k in typed_keys(lake)}:
+            if key.key in typed:
                 continue
             if column_of(key.key).lower() in columns:  # column names ignore case: User_ID is user_id's
                 log.warning("payload key %s of %s not typed: the table has a column %s already (column "

@@ -22,7 +22,8 @@ from typing import Any
 
 import duckdb
 
-from pipeline.lake.payload_fields import DETAILS, KEY, TYPED_KEYS, TypedKey, complete_at, read_typed_keys
+from pipeline.lake.payload_fields import DETAILS, TYPED_KEYS, TypedKey, complete_at, read_typed_keys
+from pipeline.settings.model import PAYLOAD_KEY
 from pipeline.sqltext import quote_ident, quote_literal
 
 SqlTree = dict[str, Any]  # json_serialize_sql's output: DuckDB's own parse tree, as JSON
@@ -118,7 +119,7 @@ def _payload_key(node: SqlTree, alias: str, table: str) -> str | None:
     if (value.get("type") or {}).get("id") != "VARCHAR" or value.get("is_null", True):
         return None
     text = str(value.get("value"))
-    return text if KEY.match(text) else None
+    return text if PAYLOAD_KEY.match(text) else None
 
 
 def _walk(node: Any) -> Iterator[tuple[Any, object]]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import hmac
 import json
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from hashlib import sha256
 from pathlib import Path
 
@@ -20,7 +20,14 @@ from pipeline.ops.pipeline import Pipeline
 from pipeline.settings import load_settings
 from tests.conftest import run_cli, run_main
 from tests.faults import ENV as FAULT
-from tests.helpers import assert_lake_equals_source, lake_query, run, snapshot_ids, source_db
+from tests.helpers import (
+    assert_lake_equals_source,
+    lake_query,
+    run,
+    snapshot_ids,
+    source_db,
+    write_payloads,
+)
 
 SUBJECT = "subject-7f3a"
 OTHER_SUBJECT = "subject-other"
@@ -28,15 +35,7 @@ OTHER_SUBJECT = "subject-other"
 
 def _write(settings, rows: list[tuple[str, str]], *, ago: timedelta, table: str = "public.events") -> None:
     """Rows (user, details text) dated ``ago`` before now, 1 ms apart."""
-    now = datetime.now(UTC) - ago
-    with source_db(settings) as conn:
-        conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (event_id uuid PRIMARY KEY, event_type text NOT NULL, "
-                     "event_timestamp timestamptz NOT NULL, details jsonb, created_at timestamptz DEFAULT now())")
-        with conn.cursor() as cur:
-            cur.executemany(f"INSERT INTO {table} (event_id, event_type, event_timestamp, details) "
-                            "VALUES (%s, 'page_view', %s, %s)",
-                            [(uuid.uuid4(), now - timedelta(milliseconds=i), details)
-                             for i, (_, details) in enumerate(rows)])
+    write_payloads(settings, [("page_view", details) for _, details in rows], ago=ago, table=table)
 
 
 def _users(n: int, subject_every: int, subject: str = SUBJECT) -> list[tuple[str, str]]:

@@ -7,31 +7,20 @@ from __future__ import annotations
 
 import json
 import logging
-import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
 from pipeline.ops.pipeline import Pipeline
 from pipeline.settings import load_settings
 from tests.conftest import run_main
-from tests.helpers import assert_lake_equals_source, lake_query, run, snapshot_ids, source_db
-
-TABLE = "public.events"
+from tests.helpers import assert_lake_equals_source, lake_query, run, snapshot_ids, write_payloads
 
 
 def _write(settings, payloads: list[tuple[str, object]], *, ago: timedelta = timedelta(minutes=30)) -> None:
     """Rows (event type, details as a Python value; None: SQL NULL) dated ``ago`` before now."""
-    now = datetime.now(UTC) - ago
-    with source_db(settings) as conn:
-        conn.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (event_id uuid PRIMARY KEY, event_type text NOT NULL, "
-                     "event_timestamp timestamptz NOT NULL, details jsonb, created_at timestamptz DEFAULT now())")
-        with conn.cursor() as cur:
-            cur.executemany(f"INSERT INTO {TABLE} (event_id, event_type, event_timestamp, details) "
-                            "VALUES (%s, %s, %s, %s)",
-                            [(uuid.uuid4(), kind, now - timedelta(milliseconds=i),
-                              None if details is None else json.dumps(details))
-                             for i, (kind, details) in enumerate(payloads)])
+    write_payloads(settings, [(kind, None if details is None else json.dumps(details)) for kind, details in payloads],
+                   ago=ago)
 
 
 def _mixed(round_: int, user_id_as_number: bool = False) -> list[tuple[str, object]]:
