@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pipeline import actions
 from pipeline.columns import ID, TIME
 from pipeline.errors import TerminalError
-from pipeline.lake import ownership, validate
+from pipeline.lake import known_since, ownership, validate
 from pipeline.lake.identity import events_column_types, table_names
 from pipeline.lake.payload_fields import (
     DETAILS,
@@ -107,6 +107,8 @@ def ensure_tables(lake: LakeTable, new_types: Mapping[str, str], *, recreate_dro
         _create_tables(lake, new_types, own_columns if makes_events else None, makes_events, typed)
     ownership.claim(lake)  # the folder is this lake's before anything is written to it
     _add_ops_columns(lake)
+    if events_exists:
+        _keep_known_since(lake)  # after the ops tables: its view reads ops.batches
 
 
 def _refuse_other_columns(lake: LakeTable) -> None:
@@ -128,6 +130,29 @@ def _refuse_other_columns(lake: LakeTable) -> None:
             "Name the table's columns as it was loaded (SOURCE_TABLES=schema.table:time_column:id_column), "
             "or load it under another name: a lake table keeps the columns its watermark and partitions "
             "follow.")
+
+
+def _keeps_known_since(lake: LakeTable) -> bool:
+    """Has the table its first-snapshot column and its ``known`` view (:mod:`.known_since`)?"""
+    views = lake.execute("SELECT count(*) FROM duckdb_views() WHERE database_name = ? AND schema_name = ? "
+                         "AND view_name = ?", [lake.name, known_since.SCHEMA, lake.table])
+    return bool(one_row(views)[0]) and known_since.has_column(events_column_types(lake))
+
+
+def _keep_known_since(lake: LakeTable) -> None:
+    """Give a table made by an older version its first-snapshot column and ``known`` view (one
+    snapshot; its rows' own snapshots are their first, no rewrite having moved them yet)."""
+    if _keeps_known_since(lake):
+        return
+    with lake.lock_lake("setup"):
+        if _keeps_known_since(lake):
+            return
+        with transaction(lake, f"keep {lake.table}'s rows' first snapshots (view known.{lake.table})"):
+            if not known_since.has_column(events_column_types(lake)):
+                lake.execute(f"ALTER TABLE {lake.events_table} ADD COLUMN "
+                             f"{quote_ident(known_since.COLUMN)} BIGINT")
+            for statement in known_since.view_sql(lake):
+                lake.execute(statement)
 
 
 def _partition_column(lake: LakeTable) -> str | None:
@@ -183,18 +208,21 @@ def _create_tables(lake: LakeTable, new_types: Mapping[str, str], own_columns: M
                         continue
                     if own_columns is not None:  # the table's own columns, its id first
                         columns = {lake.id_column: "{id_type}", **own_columns,
-                                   **{column_of(key.key): "VARCHAR" for key in keys}}
+                                   **{column_of(key.key): "VARCHAR" for key in keys},
+                                   known_since.COLUMN: "BIGINT"}
                         _create_own(lake, {name: kind.format(**new_types) for name, kind in columns.items()})
                         continue
                 lake.execute(statement.format(**new_types, lake=quote_ident(lake.name),
                                               table=quote_ident(lake.table),
                                               ops=quote_ident(lake.ops_schema),
-                                              typed_columns=created_columns(keys)))
+                                              typed_columns=created_columns(keys) + known_since.column_sql()))
             for key in keys:
                 lake.execute(record_sql(lake), [lake.table, key.key, column_of(key.key), key.json_type])
             if makes_events and not events_exists:
                 lake.execute(f"ALTER TABLE {lake.events_table} SET PARTITIONED BY "
                              f"({partition_by(lake.time_column)})")
+                for statement in known_since.view_sql(lake):
+                    lake.execute(statement)
         if makes_events and own_columns is not None:
             _rename_stand_ins(lake)
 

@@ -40,8 +40,8 @@ import psycopg
 from pipeline import actions, staging
 from pipeline.errors import ConfigError
 from pipeline.id_checksum import IdSum, duckdb_identity, duckdb_key, of_ids
-from pipeline.lake import subject_rows, tombstones
-from pipeline.lake.identity import lake_id, table_names
+from pipeline.lake import known_since, subject_rows, tombstones
+from pipeline.lake.identity import events_column_types, lake_id, table_names
 from pipeline.lake.maintain import own_orphans
 from pipeline.lake.session import Lake, LakeTable
 from pipeline.lake.subject_rows import QUARANTINE, Holding, Scrubbed
@@ -50,7 +50,7 @@ from pipeline.promote.commit import LakeCommit
 from pipeline.settings import ResolvedSettings
 from pipeline.source.connect import connect
 from pipeline.source.shape import IdShape, SourceRelation
-from pipeline.sqltext import one_row, quote_literal
+from pipeline.sqltext import one_row, quote_ident, quote_literal
 
 log = logging.getLogger(__name__)
 VACUUM_LOCK_TIMEOUT = 10  # seconds a catalog table's VACUUM FULL waits for readers to let go
@@ -265,13 +265,43 @@ class Erasure:
             with transaction(lake, f"erasure {self.erasure_id}: flush {table.name}'s inlined rows"):
                 lake.execute("CALL ducklake_flush_inlined_data(?, schema_name => ?, table_name => ?)",
                              [lake.name, table.schema, table.name]).fetchall()
-            with transaction(lake, f"erasure {self.erasure_id}: rewrite {table.name}'s files"):
+            rewrite = f"erasure {self.erasure_id}: rewrite {table.name}'s files"
+            with transaction(lake, rewrite):
                 lake.execute("CALL ducklake_rewrite_data_files(?, ?, schema => ?, delete_threshold => 0)",
                              [lake.name, table.name, table.schema]).fetchall()
+            self._restore_first_snapshots(table, rewrite)
             new = [(path, file_size) for path, _, end, file_size in subject_rows.data_files(lake, table)
                    if end is None and path not in before]
             written, size = written + len(new), size + sum(s for _, s in new)
         return written, size
+
+    def _restore_first_snapshots(self, table: Scrubbed, rewrite: str) -> None:
+        """Give the rows the rewrite moved their first snapshot back (:mod:`pipeline.lake.known_since`):
+        each row's as the snapshot before the rewrite held it (DuckLake keeps row ids through a
+        rewrite), read before step 3 expires that snapshot. The rewrite itself recomputed the table's
+        statistics without the subject; writing these rows again cannot add it back. A rerun after a
+        kill here finds the rewrite by its message and finishes this; once done, no row is left at the
+        rewrite's snapshot."""
+        lake = self.lake
+        relation = f"{quote_ident(lake.name)}.{table.relation}"
+        if table.schema != "main" or not known_since.has_column(
+                events_column_types(lake.table_named(table.name))):
+            return
+        snapshots = f"{quote_ident(lake.name)}.snapshots()"
+        rewritten = one_row(lake.execute(f"SELECT max(snapshot_id) FROM {snapshots} WHERE commit_message = ?",
+                                         [rewrite]))[0]
+        before = None if rewritten is None else one_row(lake.execute(
+            f"SELECT max(snapshot_id) FROM {snapshots} WHERE snapshot_id < ?", [rewritten]))[0]
+        if before is None:
+            return
+        column = quote_ident(known_since.COLUMN)
+        with transaction(lake, f"erasure {self.erasure_id}: keep the first snapshots of {table.name}'s "
+                               "rewritten rows"):
+            lake.execute(
+                f"UPDATE {relation} SET {column} = kept.first FROM (SELECT rowid AS row, coalesce({column}, "
+                f"snapshot_id) AS first FROM {relation} AT (VERSION => {int(before)})) kept "
+                f"WHERE {relation}.rowid = kept.row AND {relation}.snapshot_id = {int(rewritten)} "
+                f"AND {relation}.{column} IS NULL")
 
     def expire_and_delete(self) -> tuple[list[int], int]:
         """Step 3: expire the snapshots still listing the subject, delete the files none lists now.

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 
 import psycopg
 
-from pipeline.lake import payload_fields
+from pipeline.lake import known_since, payload_fields
 from pipeline.lake.payload_fields import (
     DETAILS,
     SAMPLE_ROWS,
@@ -143,8 +143,10 @@ def type_keys(lake: LakeTable, keys: Sequence[KeyShare]) -> int | None:
                 lake.execute(f"ALTER TABLE {lake.events_table} ADD COLUMN {quote_ident(column_of(key.key))} "
                              "VARCHAR")
             if rows:
-                lake.execute(f"UPDATE {lake.events_table} SET " + ", ".join(
-                    f"{quote_ident(column_of(key.key))} = {value_sql(key.key)}" for key in new))
+                # every row written again: its first snapshot kept first (pipeline.lake.known_since)
+                kept = [known_since.kept_sql()] if known_since.has_column(columns) else []
+                lake.execute(f"UPDATE {lake.events_table} SET " + ", ".join(kept + [
+                    f"{quote_ident(column_of(key.key))} = {value_sql(key.key)}" for key in new]))
             for key in new:
                 lake.execute(record_sql(lake), [lake.table, key.key, column_of(key.key), key.json_type])
         snapshot = commit.snapshot_id

@@ -29,7 +29,7 @@ from pipeline.content_hash import RowHash
 from pipeline.errors import ConfigError, TerminalError
 from pipeline.id_checksum import IdKind, IdSum
 from pipeline.image import PerTable
-from pipeline.lake import batches, tombstones
+from pipeline.lake import batches, known_since, tombstones
 from pipeline.lake.schema import events_column_types
 from pipeline.lake.session import LakeTable
 from pipeline.settings.pgdsn import PgDsn
@@ -181,7 +181,7 @@ def other_columns(lake: LakeTable, types: Mapping[str, str]) -> dict[str, str]:
     """Of the lake table's columns (``types``: name -> lake type), those beyond the pipeline's: the
     other columns a quarantined row is kept with (one the source dropped since counts too: a row
     set aside for its value there can be loaded now), and a repair writes."""
-    ours = {lake.own(name) for name in EVENT_COLUMNS}
+    ours = {lake.own(name) for name in EVENT_COLUMNS} | {known_since.COLUMN}
     return {name: kind for name, kind in types.items() if name not in ours}
 
 

@@ -224,8 +224,9 @@ def _contents(lake: LakeTable, batch: StagedBatch) -> _Contents:
     elif lake_files and zero_copy.held_elsewhere(lake, [str(f["uri"]) for f in lake_files]):
         # Spark checked the ids the lake holds in the batch's time range only
         fallback = "the lake holds some of its ids under another event_timestamp (moved in the source)"
-    elif lake_files and not zero_copy.carries_typed_keys(lake, str(lake_files[0]["uri"])):
-        fallback = "the lake typed payload keys after its files were written (copy promotion fills them)"
+    elif lake_files and (lacking := zero_copy.columns_lacking(lake, str(lake_files[0]["uri"]))):
+        fallback = (f"its files lack the table's column(s) {', '.join(lacking)}, made after they were "
+                    "written (copy promotion fills them)")
     if fallback is not None:
         log.info("batch %s: %s; promoting it by copy", batch.batch_id, fallback)
         files, lake_files, copy_reason = files + [str(f["uri"]) for f in lake_files], [], fallback

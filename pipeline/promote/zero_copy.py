@@ -32,7 +32,7 @@ from datetime import datetime
 import psycopg
 
 from pipeline.columns import ID, OPTIONAL, TIME
-from pipeline.lake import tombstones
+from pipeline.lake import known_since, tombstones
 from pipeline.lake.payload_fields import typed_keys
 from pipeline.lake.schema import events_column_types
 from pipeline.lake.session import LakeTable
@@ -211,21 +211,20 @@ def held_elsewhere(lake: LakeTable, paths: list[str]) -> bool:
         "ON lake.event_id = f.event_id", {"files": paths}))[0])
 
 
-def carries_typed_keys(lake: LakeTable, path: str) -> bool:
-    """Does Spark's file ``path`` hold a column for each payload key the table types now? (A key
-    typed after the batch's files were written: the files lack its column, and registered they
-    would leave it NULL where the JSON holds it.)"""
-    wanted = {key.column.lower() for key in typed_keys(lake)}
-    if not wanted:
-        return True
+def columns_lacking(lake: LakeTable, path: str) -> list[str]:
+    """The table's columns Spark's file ``path`` lacks (registered, the file's rows would read NULL
+    in them): a payload key typed after the batch's files were written, where the JSON holds it, a
+    column the table gained since. Not the rows' first snapshot (:mod:`pipeline.lake.known_since`):
+    NULL there is what every row loaded holds — its own snapshot is its first."""
     have = {str(name).lower()
             for (name,) in lake.execute("SELECT name FROM parquet_schema(?)", [path]).fetchall()}
-    return wanted <= have
+    return [name for name in events_column_types(lake)
+            if name.lower() not in have and name != known_since.COLUMN]
 
 
 def register(lake: LakeTable, paths: list[str]) -> None:
     """Add ``paths`` (in the table's day folders) to the events table, inside the open transaction."""
-    lake.execute("CALL ducklake_add_data_files(?, ?, ?, hive_partitioning => true)",
+    lake.execute("CALL ducklake_add_data_files(?, ?, ?, hive_partitioning => true, allow_missing => true)",
                 [lake.name, lake.table, paths])
 
 

@@ -68,7 +68,8 @@ def test_json_output_has_the_documented_shape_and_true_counts(lake_with_history)
     # the five event columns, then the payload keys TYPED_KEYS=auto typed (the generator's user_id)
     assert commands[1]["row_count"] == 5
     assert [row["column_name"] for row in commands[2]["rows"]] == \
-        ["event_id", "event_type", "event_timestamp", "details", "created_at", "details_user_id"]
+        ["event_id", "event_type", "event_timestamp", "details", "created_at", "details_user_id",
+         "_el_known_snapshot"]
     assert all({"command_index", "row_count", "columns", "rows"} <= c.keys() for c in commands)
     info = out["catalog_info"]
     assert set(info) == {"catalog_name", "snapshot_count", "latest_snapshot", "table_count", "tables"}

@@ -49,9 +49,11 @@ def test_a_table_lands_with_its_own_columns_and_types(orders):
     report = run(orders, engine="dlt")
     assert report.rows_inserted == 40
     types = dict(lake_query(orders, "SELECT column_name, data_type FROM duckdb_columns() WHERE "
-                                    f"database_name = '{orders.lake_name}' AND table_name = 'orders'"))
+                                    f"database_name = '{orders.lake_name}' AND schema_name = 'main' "
+                                    "AND table_name = 'orders'"))
     assert types == {"order_id": "UUID", "placed_at": "TIMESTAMP WITH TIME ZONE", "amount": "DECIMAL(10,2)",
-                     "tags": "VARCHAR", "payload": "JSON", "paid": "BOOLEAN"}, types
+                     "tags": "VARCHAR", "payload": "JSON", "paid": "BOOLEAN",
+                     "_el_known_snapshot": "BIGINT"}, types  # each row's first snapshot (lake.known.orders)
     assert _loaded(orders) == {"rows": 40, "ids": 40, "amount": Decimal("1025.00"), "payloads": 40}
     assert_lake_equals_source(orders, expected_rows=40)
     # the lake table is partitioned by the day of its own time column

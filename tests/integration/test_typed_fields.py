@@ -117,7 +117,7 @@ def test_a_batch_staged_before_its_table_typed_a_key_is_promoted_by_copy_which_f
     run(typed)
     [(info,)] = lake_query(typed, "SELECT commit_extra_info FROM lake.snapshots() "
                                   "WHERE commit_extra_info LIKE '%batch_id%'")
-    assert json.loads(info)["copy_reason"].startswith("the lake typed payload keys after its files were written")
+    assert json.loads(info)["copy_reason"].startswith("its files lack the table's column(s) details_user_id")
     [(wrong, held)] = lake_query(typed, "SELECT count(*) FILTER (WHERE details_user_id IS DISTINCT FROM "
                                         "(details->>'user_id')), count(details_user_id) FROM lake.main.events")
     assert (wrong, held) == (0, 15)  # 14 scalars and an object, whose ->> is its JSON text
