@@ -30,7 +30,7 @@ from pipeline.errors import (
 from pipeline.extract.batch import Extractor, ExtractRequest, extract
 from pipeline.extract.engines import make_extractor
 from pipeline.id_checksum import IdSum
-from pipeline.lake import batches, jobs
+from pipeline.lake import batches, jobs, type_views
 from pipeline.lake.connect import lake_session
 from pipeline.lake.identity import lake_id
 from pipeline.lake.maintain import unmerged_files
@@ -301,6 +301,9 @@ class Loader:
                     image.load(ready.lake_identity, engines, promote_now=True)
             else:
                 image.read_watermarks()
+            if report.rows_inserted:  # a new event type, or a new key of one, gets its view's column
+                for load in image.loads:
+                    type_views.refresh(load.lake)
             if report.rows_inserted and count_unmerged:  # in this session: no attach of its own
                 report.files_to_merge = unmerged_files(lake, [load.lake.table for load in image.loads])
             report.seconds["total"] = time.monotonic() - started

@@ -1,7 +1,8 @@
-"""Known since (``lake.known.<table>``): every row's first snapshot and its time beside the row's own
-event time — for a late event, and kept through what rewrites rows (a payload key typed later fills
-every row; an erasure rewrites every file that held the subject, inlined rows included) and through
-maintenance expiring the snapshots themselves."""
+"""The lake's views. Known since (``lake.known.<table>``): every row's first snapshot and its time beside
+the row's own event time — for a late event, and kept through what rewrites rows (a payload key typed
+later fills every row; an erasure rewrites every file that held the subject, inlined rows included) and
+through maintenance expiring the snapshots themselves. A view per event type
+(``lake.<table>_by_type.<type>``) with its keys as columns, which only ever gains columns."""
 
 from __future__ import annotations
 
@@ -94,3 +95,36 @@ def test_a_lake_made_before_known_since_gets_its_column_and_view_on_the_next_loa
         feed = lake.sql(f"SELECT c.change_type, k.lateness FROM table_changes('events', {latest}, {latest}) c "
                         "LEFT JOIN known.events k USING (event_id) WHERE k.lateness IS NOT NULL").num_rows
     assert per_type[0]["events"] == 35 and feed == 5
+
+
+def test_a_view_per_event_type_has_its_keys_as_columns_and_only_ever_gains_columns(lake_env):
+    """Types with different keys, a key typed as a column, a key in few rows, a type named as another but
+    for case, a key named as a base column; a later load adds a key and a type, drops one from the rows."""
+    settings = load_settings({**lake_env, "TYPED_KEYS": "user_id"})
+    rows = [("purchase", {"user_id": f"u{i}", "amount": i, "currency": "EUR"}) for i in range(20)]
+    rows += [("page_view", {"user_id": f"u{i}", "url": f"/p{i}"}) for i in range(40)]
+    rows += [("page_view", {"user_id": "u1", "url": "/rare", "rare": 1})]  # 1 of 41: not a column
+    rows += [("Page_View", {"other": 1}), ("signup", {"event_id": "x", "email": "a@b"})]
+    write_payloads(settings, [(kind, json.dumps(d)) for kind, d in rows], ago=timedelta(minutes=30))
+    run(settings)
+    columns = dict(lake_query(settings, "SELECT table_name, list(column_name ORDER BY column_index) FROM "
+                                        "duckdb_columns() WHERE schema_name = 'events_by_type' GROUP BY ALL"))
+    # keys by share, then name; page_view's "rare" (1 of 41) stays in details; Page_View names page_view's view
+    assert columns == {"page_view": ["event_id", "event_timestamp", "created_at", "url", "user_id", "details"],
+                       "purchase": ["event_id", "event_timestamp", "created_at", "amount", "currency", "user_id",
+                                    "details"],
+                       "signup": ["event_id", "event_timestamp", "created_at", "email", "details"]}, columns
+    assert lake_query(settings, "SELECT user_id, amount, currency FROM lake.events_by_type.purchase "
+                                "WHERE user_id = 'u7'") == [("u7", "7", "EUR")]
+    assert lake_query(settings, "SELECT count(*) FROM lake.events_by_type.page_view") == [(41,)]
+
+    write_payloads(settings, [("purchase", json.dumps({"user_id": "u1", "coupon": c})) for c in "XYZ"]
+                   + [("refund", json.dumps({"amount": 3}))], ago=timedelta(minutes=5))
+    run(settings)
+    columns = dict(lake_query(settings, "SELECT table_name, list(column_name ORDER BY column_index) FROM "
+                                        "duckdb_columns() WHERE schema_name = 'events_by_type' GROUP BY ALL"))
+    assert columns["purchase"][3:] == ["amount", "currency", "user_id", "coupon", "details"]  # kept, and gained
+    assert columns["refund"][3:] == ["amount", "details"]
+    with Pipeline(settings) as lake:  # through the project's session, unqualified
+        assert lake.sql("SELECT coupon FROM events_by_type.purchase WHERE coupon IS NOT NULL ORDER BY 1") \
+            .column(0).to_pylist() == ["X", "Y", "Z"]

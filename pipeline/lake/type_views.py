@@ -1,0 +1,130 @@
+"""A view per event type with its payload keys as columns (``lake.<table>_by_type.<event_type>``), as
+Segment and Hightouch give a table per event: ``SELECT user_id, amount FROM events_by_type.purchase``.
+
+A view's columns are the type's event id, time and arrival, then each key found in at least
+:data:`KEY_SHARE` of that type's latest rows (the text ``details->>'key'`` gives; from the typed
+column where the key is typed, the same text with its statistics), then ``details`` whole. Which
+keys is read from the lake's newest hour of rows after every load that inserted rows (at most
+:data:`SAMPLE_ROWS` of them, through the time column's statistics: milliseconds on any size), and a
+view changes only by gaining columns: a key once in a type's view stays in it, a type that stops
+arriving keeps its view, so a query written against a view keeps working. A view is rewritten in a
+commit of its own only when it gains a type or a key.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+
+import duckdb
+
+from pipeline.lake.identity import events_column_types
+from pipeline.lake.payload_fields import DETAILS, typed_keys
+from pipeline.lake.session import LakeTable
+from pipeline.lake.transaction import transaction
+from pipeline.source.shape import EVENT_COLUMNS
+from pipeline.sqltext import quote_ident, quote_literal
+
+log = logging.getLogger(__name__)
+
+KEY_SHARE = 0.05  # a key in at least this share of a type's sampled rows is a column of its view
+MAX_KEYS = 64  # columns per view, beyond which the rest stay in details
+SAMPLE_ROWS = 50_000
+EVENT_TYPE = "event_type"
+
+
+def schema_of(lake: LakeTable) -> str:
+    return f"{lake.table}_by_type"
+
+
+def _schema(lake: LakeTable) -> str:
+    return f"{quote_ident(lake.name)}.{quote_ident(schema_of(lake))}"
+
+
+def recent_keys(lake: LakeTable, sample_rows: int = SAMPLE_ROWS) -> dict[str, list[str]]:
+    """Each event type of the table's newest hour of rows, the most frequent first -> its keys in at
+    least :data:`KEY_SHARE` of its rows there, the most frequent first (then by name)."""
+    details, kind, time = (quote_ident(lake.own(name)) for name in (DETAILS, EVENT_TYPE, "event_timestamp"))
+    rows = lake.execute(f"""
+        WITH recent AS (SELECT {kind} AS kind, {details}::JSON AS payload FROM {lake.events_table}
+                        WHERE {kind} IS NOT NULL AND json_type({details}::JSON) = 'OBJECT'
+                          AND {time} >= (SELECT max({time}) FROM {lake.events_table}) - INTERVAL 1 HOUR
+                        LIMIT {int(sample_rows)}),
+             sizes AS (SELECT kind, count(*) AS rows FROM recent GROUP BY kind),
+             keyed AS (SELECT kind, unnest(json_keys(payload)) AS key FROM recent)
+        SELECT kind, key FROM keyed JOIN sizes USING (kind) GROUP BY kind, key, rows
+        HAVING count(*) >= {KEY_SHARE} * rows ORDER BY rows DESC, kind, count(*) DESC, key""").fetchall()
+    found: dict[str, list[str]] = {}
+    for kind_value, key in rows:
+        found.setdefault(str(kind_value), []).append(str(key))
+    return found
+
+
+def _existing(lake: LakeTable) -> dict[str, tuple[list[str], str]]:
+    """Each view of the table's ``_by_type`` schema (by name, lower case) -> its columns and SQL."""
+    views = dict(lake.execute("SELECT lower(view_name), sql FROM duckdb_views() WHERE database_name = ? "
+                              "AND schema_name = ?", [lake.name, schema_of(lake)]).fetchall())
+    columns: dict[str, list[str]] = {}
+    for view, column in lake.execute(
+            "SELECT lower(table_name), column_name FROM duckdb_columns() WHERE database_name = ? "
+            "AND schema_name = ? ORDER BY table_name, column_index", [lake.name, schema_of(lake)]).fetchall():
+        columns.setdefault(str(view), []).append(str(column))
+    return {name: (columns.get(name, []), str(sql)) for name, sql in views.items()}
+
+
+def _view_sql(lake: LakeTable, kind: str, keys: Sequence[str], typed: Mapping[str, str],
+              have: Mapping[str, str]) -> str:
+    base = [lake.own(name) for name in EVENT_COLUMNS if name not in (DETAILS, EVENT_TYPE)
+            and lake.own(name) in have]
+    taken = {name.lower() for name in [*base, DETAILS]}
+    items = [quote_ident(name) for name in base]
+    for key in keys:
+        if key.lower() in taken:  # a key named as a base column, or a case twin of a key before it
+            continue
+        taken.add(key.lower())
+        value = (quote_ident(typed[key]) if key in typed
+                 else f"{quote_ident(lake.own(DETAILS))}->>{quote_literal(key)}")
+        items.append(f"{value} AS {quote_ident(key)}")
+    items.append(quote_ident(lake.own(DETAILS)))
+    return (f"CREATE OR REPLACE VIEW {_schema(lake)}.{quote_ident(kind)} "
+            f"AS SELECT {', '.join(items)} FROM main.{quote_ident(lake.table)} "
+            f"WHERE {quote_ident(lake.own(EVENT_TYPE))} = {quote_literal(kind)}")
+
+
+def refresh(lake: LakeTable) -> list[str]:
+    """Make or widen the views the table's latest rows call for, in one commit; the types whose view
+    changed. A table without ``event_type`` and ``details`` has none. A failure (another process's
+    commit of the same view) is logged: the next load makes it."""
+    have = events_column_types(lake)
+    if lake.own(DETAILS) not in have or lake.own(EVENT_TYPE) not in have:
+        return []
+    try:
+        wanted = recent_keys(lake)
+        existing = _existing(lake)
+        typed = {key.key: key.column for key in typed_keys(lake)}
+        changes: list[tuple[str, list[str]]] = []
+        named = {name.lower() for name in [*have, DETAILS]}
+        for kind, keys in wanted.items():  # the most frequent type first: it keeps a shared name
+            view = existing.get(kind.lower())
+            if not kind or any(k.lower() == kind.lower() for k, _ in changes) or (
+                    view is not None and quote_literal(kind) not in view[1]):
+                # names ignore case: "Purchase" and "purchase" would share a view; the first keeps it
+                log.info("event type %r of %s has no view of its own: its name is another type's",
+                         kind, lake.table)
+                continue
+            held = [c for c in (view[0] if view else []) if c.lower() not in named]
+            merged = held + [key for key in keys if key.lower() not in {c.lower() for c in held}]
+            if view is None or len(merged) > len(held):
+                changes.append((kind, merged[:max(MAX_KEYS, len(held))]))
+        if not changes:
+            return []
+        with transaction(lake, f"views by event type of {lake.table}: " + ", ".join(k for k, _ in changes)):
+            lake.execute(f"CREATE SCHEMA IF NOT EXISTS {_schema(lake)}")
+            for kind, keys in changes:
+                lake.execute(_view_sql(lake, kind, keys, typed, have))
+    except duckdb.Error as exc:
+        log.warning("views by event type of %s not made now (the next load makes them): %s", lake.table,
+                    str(exc).splitlines()[0])
+        return []
+    log.info("views by event type of %s made or widened: %s", lake.table, ", ".join(k for k, _ in changes))
+    return [kind for kind, _ in changes]
