@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pipeline import actions
 from pipeline.columns import ID, TIME
 from pipeline.errors import TerminalError
-from pipeline.lake import known_since, ownership, validate
+from pipeline.lake import known_since, ownership, type_views, validate
 from pipeline.lake.identity import events_column_types, table_names
 from pipeline.lake.payload_fields import (
     DETAILS,
@@ -79,7 +79,8 @@ def _tables_exist(lake: LakeTable) -> tuple[bool, bool]:
 
 def ensure_tables(lake: LakeTable, new_types: Mapping[str, str], *, recreate_dropped: bool = False,
                   own_columns: Mapping[str, str] | None = None,
-                  typed: Callable[[], Sequence[KeyShare]] | None = None) -> None:
+                  typed: Callable[[], Sequence[KeyShare]] | None = None,
+                  types: Callable[[], Mapping[str, Sequence[str]]] | None = None) -> None:
     """Create schemas, the events table (partitioned by event day; ``new_types``: its id and
     details types, :func:`column_types`) and the ops tables, and claim the data folder for this
     lake (:mod:`.ownership`). A table with its own id and time columns (SOURCE_TABLES) is made
@@ -92,7 +93,8 @@ def ensure_tables(lake: LakeTable, new_types: Mapping[str, str], *, recreate_dro
     would reload only the look-back, so that stops with the way back, unless
     ``recreate_dropped`` (``--reconcile``, which can reload the whole history). ``typed``: the
     payload keys a table made now types (asked only then, under the lock): their columns are made
-    with it (:mod:`.payload_fields`).
+    with it (:mod:`.payload_fields`); ``types``: its event types' keys, its views by event type made
+    with it (:mod:`.type_views`).
     """
 
     events_exists, ops_exists = _tables_exist(lake)
@@ -104,7 +106,7 @@ def ensure_tables(lake: LakeTable, new_types: Mapping[str, str], *, recreate_dro
         ownership.claim(lake)  # a lake is never created on another lake's data folder
         if makes_events and not events_exists and ops_exists and not recreate_dropped:
             _stop_if_dropped(lake)
-        _create_tables(lake, new_types, own_columns if makes_events else None, makes_events, typed)
+        _create_tables(lake, new_types, own_columns if makes_events else None, makes_events, typed, types)
     ownership.claim(lake)  # the folder is this lake's before anything is written to it
     _add_ops_columns(lake)
     if events_exists:
@@ -194,7 +196,8 @@ def _add_ops_columns(lake: Lake) -> None:
 
 
 def _create_tables(lake: LakeTable, new_types: Mapping[str, str], own_columns: Mapping[str, str] | None,
-                   makes_events: bool, typed: Callable[[], Sequence[KeyShare]] | None = None) -> None:
+                   makes_events: bool, typed: Callable[[], Sequence[KeyShare]] | None = None,
+                   types: Callable[[], Mapping[str, Sequence[str]]] | None = None) -> None:
     with lake.lock_lake("setup"):
         events_exists, ops_exists = _tables_exist(lake)
         if (events_exists or not makes_events) and ops_exists:
@@ -223,6 +226,12 @@ def _create_tables(lake: LakeTable, new_types: Mapping[str, str], own_columns: M
                              f"({partition_by(lake.time_column)})")
                 for statement in known_since.view_sql(lake):
                     lake.execute(statement)
+                have = events_column_types(lake)
+                if types is not None and made_now and type_views.has_types(lake, have):
+                    changes = type_views.wanted_changes(lake, types(), have, {})
+                    typed_columns = {key.key: column_of(key.key) for key in keys}
+                    for statement in type_views.statements(lake, changes, typed_columns, have):
+                        lake.execute(statement)
         if makes_events and own_columns is not None:
             _rename_stand_ins(lake)
 

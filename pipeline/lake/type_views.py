@@ -4,17 +4,19 @@ Segment and Hightouch give a table per event: ``SELECT user_id, amount FROM even
 A view's columns are the type's event id, time and arrival, then each key found in at least
 :data:`KEY_SHARE` of that type's latest rows (the text ``details->>'key'`` gives; from the typed
 column where the key is typed, the same text with its statistics), then ``details`` whole. Which
-keys is read from the lake's newest hour of rows after every load that inserted rows (at most
-:data:`SAMPLE_ROWS` of them, through the time column's statistics: milliseconds on any size), and a
-view changes only by gaining columns: a key once in a type's view stays in it, a type that stops
-arriving keeps its view, so a query written against a view keeps working. A view is rewritten in a
-commit of its own only when it gains a type or a key.
+keys is read from the lake's newest hour of rows (at most :data:`SAMPLE_ROWS` of them, through the
+time column's statistics: milliseconds on any size), and a view changes only by gaining columns: a
+key once in a type's view stays in it, a type that stops arriving keeps its view, so a query
+written against a view keeps working. A new table's views are
+made with it, in its first commit, from the same source sample that decides its typed keys
+(:mod:`pipeline.load.payload_typing`); later ones at the start of a load, in a commit of their own
+only when a type or a key is new — never after a load's commit, which stays a run's last snapshot.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import duckdb
 
@@ -73,9 +75,10 @@ def _existing(lake: LakeTable) -> dict[str, tuple[list[str], str]]:
 
 
 def _view_sql(lake: LakeTable, kind: str, keys: Sequence[str], typed: Mapping[str, str],
-              have: Mapping[str, str]) -> str:
+              have: Iterable[str]) -> str:
+    columns = set(have)
     base = [lake.own(name) for name in EVENT_COLUMNS if name not in (DETAILS, EVENT_TYPE)
-            and lake.own(name) in have]
+            and lake.own(name) in columns]
     taken = {name.lower() for name in [*base, DETAILS]}
     items = [quote_ident(name) for name in base]
     for key in keys:
@@ -91,37 +94,57 @@ def _view_sql(lake: LakeTable, kind: str, keys: Sequence[str], typed: Mapping[st
             f"WHERE {quote_ident(lake.own(EVENT_TYPE))} = {quote_literal(kind)}")
 
 
+def has_types(lake: LakeTable, have: Iterable[str]) -> bool:
+    """Has a table of columns ``have`` event types and payloads to make views of?"""
+    columns = set(have)
+    return lake.own(DETAILS) in columns and lake.own(EVENT_TYPE) in columns
+
+
+def statements(lake: LakeTable, changes: Sequence[tuple[str, Sequence[str]]], typed: Mapping[str, str],
+               have: Iterable[str]) -> list[str]:
+    """Make each view of ``changes`` (type -> its keys), in the open transaction; ``typed``: each
+    typed key's column, ``have``: the table's columns."""
+    columns = list(have)
+    return [f"CREATE SCHEMA IF NOT EXISTS {_schema(lake)}",
+            *(_view_sql(lake, kind, keys, typed, columns) for kind, keys in changes)]
+
+
+def wanted_changes(lake: LakeTable, wanted: Mapping[str, Sequence[str]], have: Iterable[str],
+                   existing: Mapping[str, tuple[list[str], str]]) -> list[tuple[str, list[str]]]:
+    """The views to make or widen for ``wanted`` (each type, the most frequent first -> its keys)
+    beside the views that exist: a new type's, and one whose keys grew."""
+    changes: list[tuple[str, list[str]]] = []
+    named = {name.lower() for name in [*have, DETAILS]}
+    for kind, keys in wanted.items():  # the most frequent type first: it keeps a shared name
+        view = existing.get(kind.lower())
+        if not kind or any(k.lower() == kind.lower() for k, _ in changes) or (
+                view is not None and quote_literal(kind) not in view[1]):
+            # names ignore case: "Purchase" and "purchase" would share a view; the first keeps it
+            log.info("event type %r of %s has no view of its own: its name is another type's",
+                     kind, lake.table)
+            continue
+        held = [c for c in (view[0] if view else []) if c.lower() not in named]
+        merged = held + [key for key in keys if key.lower() not in {c.lower() for c in held}]
+        if view is None or len(merged) > len(held):
+            changes.append((kind, merged[:max(MAX_KEYS, len(held))]))
+    return changes
+
+
 def refresh(lake: LakeTable) -> list[str]:
     """Make or widen the views the table's latest rows call for, in one commit; the types whose view
     changed. A table without ``event_type`` and ``details`` has none. A failure (another process's
     commit of the same view) is logged: the next load makes it."""
     have = events_column_types(lake)
-    if lake.own(DETAILS) not in have or lake.own(EVENT_TYPE) not in have:
+    if not has_types(lake, have):
         return []
     try:
-        wanted = recent_keys(lake)
-        existing = _existing(lake)
-        typed = {key.key: key.column for key in typed_keys(lake)}
-        changes: list[tuple[str, list[str]]] = []
-        named = {name.lower() for name in [*have, DETAILS]}
-        for kind, keys in wanted.items():  # the most frequent type first: it keeps a shared name
-            view = existing.get(kind.lower())
-            if not kind or any(k.lower() == kind.lower() for k, _ in changes) or (
-                    view is not None and quote_literal(kind) not in view[1]):
-                # names ignore case: "Purchase" and "purchase" would share a view; the first keeps it
-                log.info("event type %r of %s has no view of its own: its name is another type's",
-                         kind, lake.table)
-                continue
-            held = [c for c in (view[0] if view else []) if c.lower() not in named]
-            merged = held + [key for key in keys if key.lower() not in {c.lower() for c in held}]
-            if view is None or len(merged) > len(held):
-                changes.append((kind, merged[:max(MAX_KEYS, len(held))]))
+        changes = wanted_changes(lake, recent_keys(lake), have, _existing(lake))
         if not changes:
             return []
+        typed = {key.key: key.column for key in typed_keys(lake)}
         with transaction(lake, f"views by event type of {lake.table}: " + ", ".join(k for k, _ in changes)):
-            lake.execute(f"CREATE SCHEMA IF NOT EXISTS {_schema(lake)}")
-            for kind, keys in changes:
-                lake.execute(_view_sql(lake, kind, keys, typed, have))
+            for statement in statements(lake, changes, typed, have):
+                lake.execute(statement)
     except duckdb.Error as exc:
         log.warning("views by event type of %s not made now (the next load makes them): %s", lake.table,
                     str(exc).splitlines()[0])

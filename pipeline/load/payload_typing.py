@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 
 import psycopg
 
-from pipeline.lake import known_since, payload_fields
+from pipeline.lake import known_since, payload_fields, type_views
 from pipeline.lake.payload_fields import (
     DETAILS,
     SAMPLE_ROWS,
@@ -41,6 +41,16 @@ def keys_of_new_table(settings: ResolvedSettings, spec: TableSpec) -> Callable[[
             return []  # no source connection for nothing
         with connect(settings.source_dsn) as conn:
             return chosen_keys(settings, conn, spec)
+    return decide
+
+
+def types_of_new_table(settings: ResolvedSettings, spec: TableSpec) -> Callable[[], dict[str, list[str]]]:
+    """The views by event type a table made now is made with (:mod:`pipeline.lake.type_views`), from a
+    page sample of its source, decided as it is made."""
+
+    def decide() -> dict[str, list[str]]:
+        with connect(settings.source_dsn) as conn:
+            return sample_type_keys(conn, shape.SourceRelation.of(conn, spec).qualified)
     return decide
 
 
@@ -87,31 +97,60 @@ def _holds_rows(lake: LakeTable) -> bool:
     return bool(one_row(lake.execute(f"SELECT count(*) FROM (SELECT 1 FROM {lake.rows} LIMIT 1)"))[0])
 
 
-def sample_keys(source: psycopg.Connection, qualified: str, details: str = DETAILS) -> list[KeyShare]:
-    """The payload keys of a page sample of the source table ``qualified`` (schema.table), most
-    frequent first, each with its share of the sampled rows and its most common JSON type; [] when
-    the payload is not JSON objects (or the relation cannot be sampled: a view)."""
-    column, relation = quote_ident(details), quote_qualified(qualified)
+def _sample_percent(source: psycopg.Connection, relation: str) -> float:
+    """The page sample's percent that holds about :data:`SAMPLE_ROWS` rows of ``relation``: a large
+    table is sampled by pages (reading 20k rows of a 100M-row table whole would be a scan); a small
+    one is read whole, LIMIT bounding it."""
     estimate = one_row(source.execute("SELECT greatest(1, reltuples) FROM pg_class WHERE oid = %s::regclass",
                                       (relation,)))[0]
-    percent = min(100.0, max(0.01, 100.0 * SAMPLE_ROWS / float(estimate)))
-    # a page sample when the table is large (reading 20k rows of a 100M-row table whole would be a
-    # scan); a small table is read whole, LIMIT bounding it
-    query = f"""
+    return min(100.0, max(0.01, 100.0 * SAMPLE_ROWS / float(estimate)))
+
+
+def _sampled(source: psycopg.Connection, qualified: str, query: str) -> list[tuple[object, ...]]:
+    """``query`` over ``sampled`` (a page sample's JSON-object payloads, and their event types when the
+    query names them); [] when the payload is not JSON (or the relation cannot be sampled: a view)."""
+    relation = quote_qualified(qualified)
+    try:
+        with source.transaction():
+            params = {"rows": SAMPLE_ROWS, "percent": _sample_percent(source, relation)}
+            return source.execute(query.format(relation=relation), params).fetchall()
+    except psycopg.Error as exc:  # details not JSON (a text column of anything): nothing typed
+        log.info("payload keys of %s not sampled: %s", relation, str(exc).splitlines()[0])
+        return []
+
+
+def sample_keys(source: psycopg.Connection, qualified: str, details: str = DETAILS) -> list[KeyShare]:
+    """The payload keys of a page sample of the source table ``qualified`` (schema.table), most
+    frequent first, each with its share of the sampled rows and its most common JSON type."""
+    column = quote_ident(details)
+    rows = _sampled(source, qualified, f"""
         WITH sampled AS (
-            SELECT {column}::jsonb AS payload FROM {relation}
+            SELECT {column}::jsonb AS payload FROM {{relation}}
             TABLESAMPLE SYSTEM (%(percent)s)
             WHERE jsonb_typeof({column}::jsonb) = 'object' LIMIT %(rows)s)
         SELECT e.key, count(*)::float / (SELECT count(*) FROM sampled),
                mode() WITHIN GROUP (ORDER BY jsonb_typeof(e.value))
-        FROM sampled, jsonb_each(sampled.payload) e GROUP BY e.key ORDER BY 2 DESC, 1"""
-    try:
-        with source.transaction():
-            rows = source.execute(query, {"rows": SAMPLE_ROWS, "percent": percent}).fetchall()
-    except psycopg.Error as exc:  # details not JSON (a text column of anything): nothing typed
-        log.info("payload keys of %s not sampled: %s", relation, str(exc).splitlines()[0])
-        return []
-    return [KeyShare(str(key), float(share), str(kind)) for key, share, kind in rows]
+        FROM sampled, jsonb_each(sampled.payload) e GROUP BY e.key ORDER BY 2 DESC, 1""")
+    return [KeyShare(str(key), float(str(share)), str(kind)) for key, share, kind in rows]
+
+
+def sample_type_keys(source: psycopg.Connection, qualified: str) -> dict[str, list[str]]:
+    """Each event type of a page sample of the source table, the most frequent first -> its keys in
+    at least :data:`type_views.KEY_SHARE` of its sampled rows (what its view's columns start as)."""
+    details, kind = quote_ident(DETAILS), quote_ident(type_views.EVENT_TYPE)
+    rows = _sampled(source, qualified, f"""
+        WITH sampled AS (
+            SELECT {kind}::text AS kind, {details}::jsonb AS payload FROM {{relation}}
+            TABLESAMPLE SYSTEM (%(percent)s)
+            WHERE {kind} IS NOT NULL AND jsonb_typeof({details}::jsonb) = 'object' LIMIT %(rows)s),
+             sizes AS (SELECT kind, count(*) AS n FROM sampled GROUP BY kind),
+             keyed AS (SELECT kind, jsonb_object_keys(payload) AS key FROM sampled)
+        SELECT kind, key FROM keyed JOIN sizes USING (kind) GROUP BY kind, key, n
+        HAVING count(*) >= {type_views.KEY_SHARE} * n ORDER BY n DESC, kind, count(*) DESC, key""")
+    found: dict[str, list[str]] = {}
+    for kind_value, key in rows:
+        found.setdefault(str(kind_value), []).append(str(key))
+    return found
 
 
 def type_keys(lake: LakeTable, keys: Sequence[KeyShare]) -> int | None:

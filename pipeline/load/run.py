@@ -38,7 +38,7 @@ from pipeline.lake.schema import column_types, ensure_tables
 from pipeline.lake.session import Lake, LakeTable
 from pipeline.lake.transaction import one_read
 from pipeline.load import proof
-from pipeline.load.payload_typing import chosen_keys, keys_of_new_table, type_payload_keys
+from pipeline.load.payload_typing import chosen_keys, keys_of_new_table, type_payload_keys, types_of_new_table
 from pipeline.load.plan import plan_batch, whole_transactions
 from pipeline.load.preflight import preflight
 from pipeline.promote import zero_copy
@@ -301,9 +301,6 @@ class Loader:
                     image.load(ready.lake_identity, engines, promote_now=True)
             else:
                 image.read_watermarks()
-            if report.rows_inserted:  # a new event type, or a new key of one, gets its view's column
-                for load in image.loads:
-                    type_views.refresh(load.lake)
             if report.rows_inserted and count_unmerged:  # in this session: no attach of its own
                 report.files_to_merge = unmerged_files(lake, [load.lake.table for load in image.loads])
             report.seconds["total"] = time.monotonic() - started
@@ -542,10 +539,13 @@ class _ImageLoad:
         another source nor torn from an image it belongs to, stale staging cleaned."""
         for load in self.loads:
             ensure_tables(load.lake, column_types(self.settings.promotion, self.settings.spark.reader),
-                          typed=keys_of_new_table(self.settings, load.table) if extracts else None)
+                          typed=keys_of_new_table(self.settings, load.table) if extracts else None,
+                          types=types_of_new_table(self.settings, load.table) if extracts else None)
         if extracts:
             make_own_tables(self.loads)
             type_payload_keys(self.settings, [(load.table, load.lake) for load in self.loads])
+            for load in self.loads:  # a new event type, or a new key of one, gets its view's column: before
+                type_views.refresh(load.lake)  # the load's commit, which stays the run's last snapshot
             for load in self.loads:
                 refuse_another_source(load.lake, load.settings.source_name(load.table))
             if not self.grouped:  # SOURCE_TABLE names one table, maybe one of an image
