@@ -38,9 +38,25 @@ def kept_sql() -> str:
     return f"{column} = coalesce({column}, snapshot_id)"
 
 
+# DuckLake's virtual columns this reads: a table column of the same name hides them (a source table
+# of its own columns may have one), and the view's own columns
+VIRTUAL = ("snapshot_id", "rowid", "filename")
+VIEW_COLUMNS = ("known_snapshot", "known_since", "lateness", "_el_first")
+
+
 def has_column(columns: Iterable[str]) -> bool:
-    """Does a table of ``columns`` (names) keep its rows' first snapshots?"""
-    return COLUMN.lower() in {name.lower() for name in columns}
+    """Does a table of ``columns`` (names) keep its rows' first snapshots? Not one whose own columns
+    hide DuckLake's per-row snapshot (its ``known`` view is not made either)."""
+    names = {name.lower() for name in columns}
+    return COLUMN.lower() in names and not names & set(VIRTUAL)
+
+
+def view_possible(columns: Iterable[str]) -> str | None:
+    """Why a table of ``columns`` has no ``known`` view (None: it has one): a column of its own named
+    as DuckLake's per-row snapshot, or as one of the view's columns."""
+    clashes = sorted({name for name in columns if name.lower() in {*VIRTUAL, *VIEW_COLUMNS}})
+    return (f"its own column(s) {', '.join(clashes)} hide DuckLake's per-row snapshot or the view's columns"
+            if clashes else None)
 
 
 def view_name(lake: LakeTable) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
@@ -23,6 +24,8 @@ from pipeline.lake.session import Lake, LakeTable
 from pipeline.lake.transaction import transaction
 from pipeline.settings.model import Promotion, Reader
 from pipeline.sqltext import one_row, quote_ident, quote_literal, read_sql, split_statements
+
+log = logging.getLogger(__name__)
 
 # job history is not a lake table: see jobs.py
 OPS_TABLES = ("batches", "lake_identity", "quarantine", "erasures", "erased_ids", "typed_keys")
@@ -142,8 +145,9 @@ def _keeps_known_since(lake: LakeTable) -> bool:
 
 def _keep_known_since(lake: LakeTable) -> None:
     """Give a table made by an older version its first-snapshot column and ``known`` view (one
-    snapshot; its rows' own snapshots are their first, no rewrite having moved them yet)."""
-    if _keeps_known_since(lake):
+    snapshot; its rows' own snapshots are their first, no rewrite having moved them yet). A table
+    whose own columns hide DuckLake's per-row snapshot has neither (said once, as it is made)."""
+    if known_since.view_possible(events_column_types(lake)) is not None or _keeps_known_since(lake):
         return
     with lake.lock_lake("setup"):
         if _keeps_known_since(lake):
@@ -223,9 +227,12 @@ def _create_tables(lake: LakeTable, new_types: Mapping[str, str], own_columns: M
             if makes_events and not events_exists:
                 lake.execute(f"ALTER TABLE {lake.events_table} SET PARTITIONED BY "
                              f"({partition_by(lake.time_column)})")
-                for statement in known_since.view_sql(lake):
-                    lake.execute(statement)
                 have = events_column_types(lake)
+                if (why_not := known_since.view_possible(have)) is None:
+                    for statement in known_since.view_sql(lake):
+                        lake.execute(statement)
+                else:
+                    log.info("%s has no view known.%s: %s", lake.table, lake.table, why_not)
                 if types is not None and made_now and type_views.has_types(lake, have):
                     changes = type_views.wanted_changes(lake, types(), have, {})
                     typed_columns = {key.key: column_of(key.key) for key in keys}

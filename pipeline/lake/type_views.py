@@ -74,12 +74,22 @@ def _existing(lake: LakeTable) -> dict[str, tuple[list[str], str]]:
     return {name: (columns.get(name, []), str(sql)) for name, sql in views.items()}
 
 
+def _base(lake: LakeTable, have: Iterable[str]) -> list[str]:
+    """The table's columns a view starts with (its id, time and arrival, those the table has)."""
+    columns = set(have)
+    return [lake.own(name) for name in EVENT_COLUMNS if name not in (DETAILS, EVENT_TYPE)
+            and lake.own(name) in columns]
+
+
+def _own_columns(lake: LakeTable, have: Iterable[str]) -> set[str]:
+    """The view columns that are not keys (lower case): its base columns and details."""
+    return {name.lower() for name in [*_base(lake, have), lake.own(DETAILS)]}
+
+
 def _view_sql(lake: LakeTable, kind: str, keys: Sequence[str], typed: Mapping[str, str],
               have: Iterable[str]) -> str:
-    columns = set(have)
-    base = [lake.own(name) for name in EVENT_COLUMNS if name not in (DETAILS, EVENT_TYPE)
-            and lake.own(name) in columns]
-    taken = {name.lower() for name in [*base, DETAILS]}
+    base = _base(lake, have)
+    taken = _own_columns(lake, have)
     items = [quote_ident(name) for name in base]
     for key in keys:
         if key.lower() in taken:  # a key named as a base column, or a case twin of a key before it
@@ -92,6 +102,17 @@ def _view_sql(lake: LakeTable, kind: str, keys: Sequence[str], typed: Mapping[st
     return (f"CREATE OR REPLACE VIEW {_schema(lake)}.{quote_ident(kind)} "
             f"AS SELECT {', '.join(items)} FROM main.{quote_ident(lake.table)} "
             f"WHERE {quote_ident(lake.own(EVENT_TYPE))} = {quote_literal(kind)}")
+
+
+def _nameable(name: str) -> bool:
+    """Can ``name`` be an identifier (DuckDB refuses an empty quoted one, and a NUL in one)?"""
+    return bool(name) and "\x00" not in name
+
+
+def _shows(sql: str, kind: str) -> bool:
+    """Is the view of ``sql`` (as DuckDB keeps it: ``… WHERE (event_type = 'kind');``) the one of
+    ``kind``, and not of a type whose name differs in case only?"""
+    return sql.rstrip().endswith(f"= {quote_literal(kind)});")
 
 
 def has_types(lake: LakeTable, have: Iterable[str]) -> bool:
@@ -114,19 +135,23 @@ def wanted_changes(lake: LakeTable, wanted: Mapping[str, Sequence[str]], have: I
     """The views to make or widen for ``wanted`` (each type, the most frequent first -> its keys)
     beside the views that exist: a new type's, and one whose keys grew."""
     changes: list[tuple[str, list[str]]] = []
-    named = {name.lower() for name in [*have, DETAILS]}
+    own = _own_columns(lake, have)
     for kind, keys in wanted.items():  # the most frequent type first: it keeps a shared name
         view = existing.get(kind.lower())
-        if not kind or any(k.lower() == kind.lower() for k, _ in changes) or (
-                view is not None and quote_literal(kind) not in view[1]):
+        if not _nameable(kind):
+            continue  # an empty type is queried from the table
+        twin = any(k.lower() == kind.lower() for k, _ in changes)
+        if twin or (view is not None and not _shows(view[1], kind)):
             # names ignore case: "Purchase" and "purchase" would share a view; the first keeps it
             log.info("event type %r of %s has no view of its own: its name is another type's",
                      kind, lake.table)
             continue
-        held = [c for c in (view[0] if view else []) if c.lower() not in named]
-        merged = held + [key for key in keys if key.lower() not in {c.lower() for c in held}]
+        held = [c for c in (view[0] if view else []) if c.lower() not in own]
+        kept = {c.lower() for c in held}
+        merged = held + [key for key in keys if _nameable(key) and key.lower() not in kept]
+        merged = merged[:max(MAX_KEYS, len(held))]
         if view is None or len(merged) > len(held):
-            changes.append((kind, merged[:max(MAX_KEYS, len(held))]))
+            changes.append((kind, merged))
     return changes
 
 
@@ -146,8 +171,8 @@ def refresh(lake: LakeTable) -> list[str]:
             for statement in statements(lake, changes, typed, have):
                 lake.execute(statement)
     except duckdb.Error as exc:
-        log.warning("views by event type of %s not made now (the next load makes them): %s", lake.table,
-                    str(exc).splitlines()[0])
+        log.warning("views by event type of %s not made or widened now (the next load tries again): %s",
+                    lake.table, str(exc).splitlines()[0])
         return []
     log.info("views by event type of %s made or widened: %s", lake.table, ", ".join(k for k, _ in changes))
     return [kind for kind, _ in changes]

@@ -136,3 +136,48 @@ def test_a_view_per_event_type_has_its_keys_as_columns_and_only_ever_gains_colum
     with Pipeline(settings) as lake:  # through the project's session, unqualified
         assert lake.sql("SELECT coupon FROM events_by_type.purchase WHERE coupon IS NOT NULL ORDER BY 1") \
             .column(0).to_pylist() == ["X", "Y", "Z"]
+
+
+def test_views_by_type_survive_hostile_keys_and_types_and_are_not_remade_when_nothing_changed(lake_env):
+    """Found by an adversary: an empty key failed the table's first commit for good; a key named as a
+    table column (event_type) was dropped from its view and the view remade on every run; a type whose
+    name differs in case took over the view of another when the other's key was its name; a type with
+    more keys than a view holds was "widened" to the same view on every run."""
+    settings = load_settings({**lake_env, "TYPED_KEYS": "none"})
+    wide = {f"k{i:02}": i for i in range(70)}
+    rows = [("click", {"user_id": "u", "": "blank", "event_type": "nested"})] * 30
+    rows += [("Purchase", {"purchase": "p"})] * 60 + [("wide", wide)] * 10
+    write_payloads(settings, [(kind, json.dumps(d)) for kind, d in rows], ago=timedelta(minutes=50))
+    assert run(settings, engine="dlt").rows_inserted == 100
+    write_payloads(settings, [("purchase", json.dumps({"zzz": "z"}))] * 100, ago=timedelta(minutes=10))
+    assert run(settings, engine="dlt").rows_inserted == 100
+    run(settings, engine="dlt")
+    views_commits = lake_query(settings, "SELECT count(*) FROM lake.snapshots() WHERE commit_message LIKE 'views%'")
+    run(settings, engine="dlt")  # nothing new: no views commit
+    assert lake_query(settings, "SELECT count(*) FROM lake.snapshots() WHERE commit_message LIKE 'views%'") \
+        == views_commits
+    columns = _view_columns(settings)
+    assert columns["click"][3:] == ["event_type", "user_id", "details"]  # the empty key stays in details
+    assert len(columns["wide"]) == 3 + 64 + 1
+    assert lake_query(settings, "SELECT count(*), min(purchase) FROM lake.events_by_type.purchase") == [(60, "p")]
+    assert lake_query(settings, "SELECT count(*) FROM lake.events_by_type.click WHERE event_type = 'nested'") \
+        == [(30,)]
+
+
+def test_a_table_whose_own_columns_hide_the_row_snapshot_loads_without_a_known_view(settings):
+    from dataclasses import replace
+
+    from pipeline.settings import TableSpec
+    from pipeline.settings.resolve import resolve
+    from tests.helpers import source_db
+
+    with source_db(settings) as conn:
+        conn.execute("CREATE TABLE public.sessions (session_id bigint PRIMARY KEY, started_at timestamptz NOT NULL, "
+                     "snapshot_id bigint, lateness text, created_at timestamptz DEFAULT now())")
+        conn.execute("INSERT INTO public.sessions SELECT i, now() - interval '5 minutes', 424242, 'mine' "
+                     "FROM generate_series(1, 20) i")
+    sessions = resolve(replace(settings, tables=(TableSpec("public.sessions", "started_at", "session_id"),)))
+    assert run(sessions, engine="dlt").rows_inserted == 20
+    assert lake_query(sessions, "SELECT count(*) FROM duckdb_views() WHERE schema_name = 'known'") == [(0,)]
+    assert lake_query(sessions, f"SELECT sum(snapshot_id), count(_el_known_snapshot) FROM "
+                                f"{sessions.lake_name}.main.sessions") == [(424242 * 20, 0)]
