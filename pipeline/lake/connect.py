@@ -169,11 +169,10 @@ class _Attach:
     def attach(self, con: duckdb.DuckDBPyConnection, statement: str, *, creates: bool) -> None:
         settings = self.settings
         # The first ATTACH creates the catalog's metadata tables; two processes doing that at once
-        # collide in Postgres ("duplicate key … pg_namespace"), so writable attaches of one lake are
-        # serialized (they take milliseconds). A read-only one creates and migrates nothing: it
-        # takes no lock (and a read-only session's start no connection of its own for one).
+        # collide in Postgres ("duplicate key … pg_namespace"), so attaches of one lake are
+        # serialized (they take milliseconds).
         try:
-            with locks.hold(settings, "attach") if creates else contextlib.nullcontext():
+            with locks.hold(settings, "attach"):
                 if creates:  # a writable attach creates the lake if the catalog has none
                     ownership.refuse_before_creating(settings.catalog, settings.lake_name, settings.data_path,
                                                      folder_of(settings.data_path, settings.storage))
