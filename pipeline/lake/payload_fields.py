@@ -150,6 +150,19 @@ class Drift:
     words: str
 
 
+def newest_payloads_sql(lake: LakeTable, rows: int, *, with_type: bool = False) -> str:
+    """The payload objects (``payload``) of the table's newest hour of rows, at most ``rows`` of them,
+    read through the time column's statistics (cheap on any size); with each row's ``event_type``
+    (rows without one left out) when ``with_type``: what drift and the views by type look at."""
+    details = quote_ident(DETAILS)
+    kind = "event_type, " if with_type else ""
+    typed_only = "event_type IS NOT NULL AND " if with_type else ""
+    return (f"SELECT {kind}{details}::JSON AS payload FROM {lake.rows} "
+            f"WHERE {typed_only}json_type({details}::JSON) = 'OBJECT' "
+            f"AND event_timestamp >= (SELECT max(event_timestamp) FROM {lake.rows}) - INTERVAL 1 HOUR "
+            f"LIMIT {int(rows)}")
+
+
 def drift(lake: LakeTable, recent_rows: int = SAMPLE_ROWS) -> list[Drift]:
     """What the table's latest rows (its newest hour of events, at most ``recent_rows``: read through
     the time column's statistics, cheap on any size) say about its typed keys: a typed key whose values
@@ -160,10 +173,7 @@ def drift(lake: LakeTable, recent_rows: int = SAMPLE_ROWS) -> list[Drift]:
     typed = {key.key: key for key in typed_keys(lake)}
     try:
         rows = lake.execute(f"""
-            WITH recent AS (SELECT {quote_ident(DETAILS)}::JSON AS payload FROM {lake.rows}
-                            WHERE json_type({quote_ident(DETAILS)}::JSON) = 'OBJECT' AND event_timestamp >=
-                                (SELECT max(event_timestamp) FROM {lake.rows}) - INTERVAL 1 HOUR
-                            LIMIT {int(recent_rows)}),
+            WITH recent AS ({newest_payloads_sql(lake, recent_rows)}),
                  keyed AS (SELECT unnest(json_keys(payload)) AS key, payload FROM recent)
             SELECT key, count(*) / (SELECT count(*) FROM recent),
                    mode(lower(json_type(payload, '$.' || to_json(key)::VARCHAR)))

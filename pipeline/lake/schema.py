@@ -137,24 +137,27 @@ def _refuse_other_columns(lake: LakeTable) -> None:
             "follow.")
 
 
-def _keeps_known_since(lake: LakeTable) -> bool:
-    """Has the table its first-snapshot column and its ``known`` view (:mod:`.known_since`)?"""
+def _keeps_known_since(lake: LakeTable, columns: Iterable[str]) -> bool:
+    """Has the table (of ``columns``) its first-snapshot column and its ``known`` view
+    (:mod:`.known_since`)?"""
     views = lake.execute("SELECT count(*) FROM duckdb_views() WHERE database_name = ? AND schema_name = ? "
                          "AND view_name = ?", [lake.name, known_since.SCHEMA, lake.table])
-    return bool(one_row(views)[0]) and known_since.has_column(events_column_types(lake))
+    return bool(one_row(views)[0]) and known_since.has_column(columns)
 
 
 def _keep_known_since(lake: LakeTable) -> None:
     """Give a table made by an older version its first-snapshot column and ``known`` view (one
     snapshot; its rows' own snapshots are their first, no rewrite having moved them yet). A table
     whose own columns hide DuckLake's per-row snapshot has neither (said once, as it is made)."""
-    if known_since.view_possible(events_column_types(lake)) is not None or _keeps_known_since(lake):
+    columns = events_column_types(lake)
+    if known_since.view_possible(columns) is not None or _keeps_known_since(lake, columns):
         return
     with lake.lock_lake("setup"):
-        if _keeps_known_since(lake):
+        columns = events_column_types(lake)  # another process may have made them meanwhile
+        if _keeps_known_since(lake, columns):
             return
         with transaction(lake, f"keep {lake.table}'s rows' first snapshots (view known.{lake.table})"):
-            if not known_since.has_column(events_column_types(lake)):
+            if not known_since.has_column(columns):
                 lake.execute(f"ALTER TABLE {lake.events_table} ADD COLUMN "
                              f"{quote_ident(known_since.COLUMN)} BIGINT")
             for statement in known_since.view_sql(lake):

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import duckdb
 
 from pipeline.lake.identity import events_column_types
-from pipeline.lake.payload_fields import DETAILS, typed_keys
+from pipeline.lake.payload_fields import DETAILS, newest_payloads_sql, typed_keys
 from pipeline.lake.session import LakeTable
 from pipeline.lake.transaction import transaction
 from pipeline.source.shape import EVENT_COLUMNS
@@ -46,19 +46,20 @@ def _schema(lake: LakeTable) -> str:
 def recent_keys(lake: LakeTable, sample_rows: int = SAMPLE_ROWS) -> dict[str, list[str]]:
     """Each event type of the table's newest hour of rows, the most frequent first -> its keys in at
     least :data:`KEY_SHARE` of its rows there, the most frequent first (then by name)."""
-    details, kind, time = (quote_ident(lake.own(name)) for name in (DETAILS, EVENT_TYPE, "event_timestamp"))
     rows = lake.execute(f"""
-        WITH recent AS (SELECT {kind} AS kind, {details}::JSON AS payload FROM {lake.events_table}
-                        WHERE {kind} IS NOT NULL AND json_type({details}::JSON) = 'OBJECT'
-                          AND {time} >= (SELECT max({time}) FROM {lake.events_table}) - INTERVAL 1 HOUR
-                        LIMIT {int(sample_rows)}),
-             sizes AS (SELECT kind, count(*) AS rows FROM recent GROUP BY kind),
-             keyed AS (SELECT kind, unnest(json_keys(payload)) AS key FROM recent)
-        SELECT kind, key FROM keyed JOIN sizes USING (kind) GROUP BY kind, key, rows
-        HAVING count(*) >= {KEY_SHARE} * rows ORDER BY rows DESC, kind, count(*) DESC, key""").fetchall()
+        WITH recent AS ({newest_payloads_sql(lake, sample_rows, with_type=True)}),
+             sizes AS (SELECT event_type, count(*) AS rows FROM recent GROUP BY event_type),
+             keyed AS (SELECT event_type, unnest(json_keys(payload)) AS key FROM recent)
+        SELECT event_type, key FROM keyed JOIN sizes USING (event_type) GROUP BY event_type, key, rows
+        HAVING count(*) >= {KEY_SHARE} * rows ORDER BY rows DESC, event_type, count(*) DESC, key""")
+    return keys_by_type(rows.fetchall())
+
+
+def keys_by_type(rows: Iterable[tuple[object, ...]]) -> dict[str, list[str]]:
+    """``(event type, key)`` rows, in the order wanted, as each type -> its keys."""
     found: dict[str, list[str]] = {}
-    for kind_value, key in rows:
-        found.setdefault(str(kind_value), []).append(str(key))
+    for kind, key in rows:
+        found.setdefault(str(kind), []).append(str(key))
     return found
 
 

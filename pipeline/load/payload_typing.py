@@ -147,10 +147,7 @@ def sample_type_keys(source: psycopg.Connection, qualified: str) -> dict[str, li
              keyed AS (SELECT kind, jsonb_object_keys(payload) AS key FROM sampled)
         SELECT kind, key FROM keyed JOIN sizes USING (kind) GROUP BY kind, key, n
         HAVING count(*) >= {type_views.KEY_SHARE} * n ORDER BY n DESC, kind, count(*) DESC, key""")
-    found: dict[str, list[str]] = {}
-    for kind_value, key in rows:
-        found.setdefault(str(kind_value), []).append(str(key))
-    return found
+    return type_views.keys_by_type(rows)
 
 
 def type_keys(lake: LakeTable, keys: Sequence[KeyShare]) -> int | None:
