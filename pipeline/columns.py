@@ -19,6 +19,9 @@ from dataclasses import dataclass
 from pipeline.sqltext import quote_ident
 
 ID, TIME = "event_id", "event_timestamp"
+# The five columns of an event, in the order the source, the staged files and the lake hold them;
+# columns the source adds later (schema drift) follow them.
+EVENT_COLUMNS = ("event_id", "event_type", "event_timestamp", "details", "created_at")
 # the columns beside the id and the time that a table may lack, and the type it reads as then
 OPTIONAL = {"event_type": "text", "details": "json", "created_at": "timestamptz"}
 # and the type a lake table holds it in

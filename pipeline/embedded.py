@@ -18,7 +18,6 @@ import warnings
 from pathlib import Path
 
 import fasteners
-import psycopg
 
 from pipeline.errors import ConfigError, TerminalError
 from pipeline.settings import ResolvedSettings, Settings
@@ -167,6 +166,8 @@ def _start(pgdata: Path) -> int:
 
 
 def _wait_ready(dsn: PgDsn, pgdata: Path, timeout: float = 30) -> None:
+    import psycopg  # imported where the embedded server is reached: a configured one never pays for it
+
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -181,6 +182,8 @@ def _wait_ready(dsn: PgDsn, pgdata: Path, timeout: float = 30) -> None:
 
 def ensure_database(server: PgDsn, dbname: str) -> PgDsn:
     """Create ``dbname`` on ``server`` if it is missing; return a DSN to it."""
+    import psycopg
+
     with psycopg.connect(server.conninfo(), autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (dbname,)).fetchone()
         if not exists:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.source.shape import EVENT_COLUMNS
+from pipeline.columns import EVENT_COLUMNS
 
 if TYPE_CHECKING:
     from pipeline.storage.folder import Folder

@@ -32,10 +32,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from pipeline.columns import EVENT_COLUMNS
 from pipeline.extract import read_ids
 from pipeline.extract.arrow_writer import ParquetFile, staging_schema, to_staging_schema
 from pipeline.extract.task_reports import ReportTo
-from pipeline.source.shape import EVENT_COLUMNS
 from pipeline.storage.folder import Folder
 
 # what each task tells Spark (Spark DDL): its rows, and the ids it read dated in the window's range

@@ -10,7 +10,14 @@ from contextlib import contextmanager
 import duckdb
 
 from pipeline import actions
-from pipeline.errors import CatalogUnavailable, ConfigError, LakeNotCreated, PipelineError, service_error
+from pipeline.errors import (
+    CatalogUnavailable,
+    ConfigError,
+    LakeNotCreated,
+    PipelineError,
+    is_transient,
+    service_error,
+)
 from pipeline.lake import extensions, instances, locks, ownership
 from pipeline.lake.attach_sql import (
     SOURCE_ALIAS,
@@ -169,10 +176,12 @@ class _Attach:
     def attach(self, con: duckdb.DuckDBPyConnection, statement: str, *, creates: bool) -> None:
         settings = self.settings
         # The first ATTACH creates the catalog's metadata tables; two processes doing that at once
-        # collide in Postgres ("duplicate key … pg_namespace"), so attaches of one lake are
-        # serialized (they take milliseconds).
+        # collide in Postgres ("duplicate key … pg_namespace"), so writable attaches of one lake are
+        # serialized (they take milliseconds). A read-only one creates and migrates nothing (a
+        # migration is one catalog transaction: it sees the lake before or after): it takes no lock,
+        # and a read-only session's start (--sql) no connection and no psycopg for one.
         try:
-            with locks.hold(settings, "attach"):
+            with locks.hold(settings, "attach") if creates else contextlib.nullcontext():
                 if creates:  # a writable attach creates the lake if the catalog has none
                     ownership.refuse_before_creating(settings.catalog, settings.lake_name, settings.data_path,
                                                      folder_of(settings.data_path, settings.storage))
@@ -194,6 +203,8 @@ class _Attach:
                                "created), or point DUCKLAKE_CATALOG or DUCKLAKE_NAME at the lake you mean.")
         where = f"Cannot open the lake catalog (DUCKLAKE_CATALOG={catalog.describe()})"
         if catalog.kind == "postgres":
+            if is_transient(exc):  # as the attach lock's connection says it (a read-only attach takes none)
+                where = f"Cannot reach the catalog (DUCKLAKE_CATALOG={catalog.describe()})"
             return service_error(exc, where, unavailable=CatalogUnavailable,
                                  transient_hint="Check that the catalog Postgres runs and DUCKLAKE_CATALOG "
                                  "points at it (host, port, dbname, user, password).",

@@ -40,15 +40,18 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import fasteners
-import psycopg
-from psycopg.conninfo import conninfo_to_dict
 
 from pipeline.errors import CatalogUnavailable, LockBusy, service_error
 from pipeline.settings import ResolvedSettings
 from pipeline.settings.catalog import CatalogSpec
+from pipeline.settings.pgdsn import PgDsn
 from pipeline.sqltext import one_row
+
+if TYPE_CHECKING:  # psycopg is imported where a lock is taken: a read-only --sql session never takes one
+    import psycopg
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +90,8 @@ class Lease:
         server released it and another process may hold it now)."""
         if self.conn is None:
             return  # a file lock lives in this process: it cannot be lost while we run
+        import psycopg
+
         try:
             self.conn.execute("SELECT 1")
         except psycopg.Error:
@@ -128,6 +133,8 @@ def hold_named(catalog: CatalogSpec, name: str, job: str, *, timeout: float | No
 
 @contextmanager
 def _advisory(conninfo: str, name: str, timeout: float | None, where: str) -> Iterator[Lease]:
+    import psycopg
+
     key = lock_key(name)
     try:
         app, options = _session_params(conninfo)
@@ -212,6 +219,6 @@ def application_name() -> str:
 
 def _session_params(conninfo: str) -> tuple[str, str]:
     """This process's name, and the server-side keepalives added to any ``options`` the DSN has."""
-    options = conninfo_to_dict(conninfo).get("options") or ""
+    options = PgDsn.parse(conninfo, "DUCKLAKE_CATALOG").params.get("options") or ""
     keepalive = " ".join(f"-c {k}={v}" for k, v in KEEPALIVE.items())
     return application_name(), f"{options} {keepalive}".strip()

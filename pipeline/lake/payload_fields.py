@@ -86,7 +86,8 @@ def read_typed_keys(con: duckdb.DuckDBPyConnection, lake: str, ops_schema: str,
     it (``ducklake_column.begin_snapshot``: it survives the expiry of that snapshot); a key whose
     column is not found (dropped by hand) is never complete: queries read the JSON."""
     [[metadata]] = con.execute("SELECT getvariable('lake_metadata')").fetchall()
-    where, params = ("WHERE k.table_name = ?", [table]) if table is not None else ("", [])
+    # a literal: a Python parameter's binding imports pandas (a --sql session's start reads this)
+    where = f"WHERE k.table_name = {quote_literal(table)}" if table is not None else ""
     rows = con.execute(
         f"""SELECT k.table_name, k.payload_key, k.column_name, k.json_type, c.begin_snapshot
             FROM {quote_ident(lake)}.{quote_ident(ops_schema)}.{TYPED_KEYS} k
@@ -99,7 +100,7 @@ def read_typed_keys(con: duckdb.DuckDBPyConnection, lake: str, ops_schema: str,
                        GROUP BY ALL) c
                    ON lower(c.table_name) = lower(k.table_name)
                   AND lower(c.column_name) = lower(k.column_name)
-            {where} ORDER BY 5 NULLS LAST, k.payload_key""", params).fetchall()
+            {where} ORDER BY 5 NULLS LAST, k.payload_key""").fetchall()
     found: dict[str, list[TypedKey]] = {}
     for name, key, column, kind, since in rows:
         found.setdefault(str(name).lower(), []).append(

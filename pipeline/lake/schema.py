@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from pipeline import actions
-from pipeline.columns import ID, TIME
+from pipeline.columns import EVENT_COLUMNS, ID, TIME
 from pipeline.errors import TerminalError
 from pipeline.lake import known_since, ownership, type_views, validate
 from pipeline.lake.identity import events_column_types, table_names
@@ -23,7 +23,6 @@ from pipeline.lake.payload_fields import (
 from pipeline.lake.session import Lake, LakeTable
 from pipeline.lake.transaction import transaction
 from pipeline.settings.model import Promotion, Reader
-from pipeline.source.shape import EVENT_COLUMNS
 from pipeline.sqltext import one_row, quote_ident, quote_literal, read_sql, split_statements
 
 log = logging.getLogger(__name__)

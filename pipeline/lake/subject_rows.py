@@ -17,13 +17,14 @@ from uuid import UUID
 import psycopg
 from psycopg import sql
 
+from pipeline.columns import EVENT_COLUMNS
 from pipeline.errors import ConfigError
 from pipeline.id_checksum import IdKind, duckdb_identity, duckdb_key, postgres_id
 from pipeline.lake.schema import events_column_types
 from pipeline.lake.session import Lake, LakeTable
 from pipeline.settings import ResolvedSettings
 from pipeline.settings.model import SubjectKey
-from pipeline.source.shape import EVENT_COLUMNS, SourceRelation
+from pipeline.source.shape import SourceRelation
 from pipeline.sqltext import one_row, quote_ident, quote_literal
 
 QUARANTINE = "quarantine"  # the ops table a table's unloadable rows are kept in, rows of the subject too

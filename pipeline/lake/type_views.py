@@ -20,11 +20,11 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import duckdb
 
+from pipeline.columns import EVENT_COLUMNS
 from pipeline.lake.identity import events_column_types
 from pipeline.lake.payload_fields import DETAILS, newest_payloads_sql, typed_keys
 from pipeline.lake.session import LakeTable
 from pipeline.lake.transaction import transaction
-from pipeline.source.shape import EVENT_COLUMNS
 from pipeline.sqltext import quote_ident, quote_literal
 
 log = logging.getLogger(__name__)

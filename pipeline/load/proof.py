@@ -25,6 +25,7 @@ from uuid import UUID
 import psycopg
 
 from pipeline import actions, id_checksum
+from pipeline.columns import EVENT_COLUMNS
 from pipeline.content_hash import RowHash
 from pipeline.errors import ConfigError, TerminalError
 from pipeline.id_checksum import IdKind, IdSum
@@ -34,7 +35,7 @@ from pipeline.lake.schema import events_column_types
 from pipeline.lake.session import LakeTable
 from pipeline.settings.pgdsn import PgDsn
 from pipeline.source import stats
-from pipeline.source.shape import EVENT_COLUMNS, IdShape, SourceRelation
+from pipeline.source.shape import IdShape, SourceRelation
 from pipeline.source.window import complete_after, iso
 
 log = logging.getLogger(__name__)

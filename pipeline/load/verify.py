@@ -16,7 +16,7 @@ from datetime import datetime
 import duckdb
 import psycopg
 
-from pipeline.columns import OPTIONAL, WallClock, canonical_relation
+from pipeline.columns import EVENT_COLUMNS, OPTIONAL, WallClock, canonical_relation
 from pipeline.id_checksum import duckdb_identity
 from pipeline.image import PerTable
 from pipeline.lake import batches, tombstones, validate
@@ -29,7 +29,7 @@ from pipeline.load.proof import RangeCheck
 from pipeline.progress import Progress
 from pipeline.settings import ResolvedSettings, TableSpec
 from pipeline.source.connect import connect
-from pipeline.source.shape import EVENT_COLUMNS, SourceRelation
+from pipeline.source.shape import SourceRelation
 from pipeline.source.window import complete_after
 from pipeline.sqltext import one_row, quote_ident, quote_literal, quote_qualified
 

@@ -12,12 +12,28 @@ import re
 from dataclasses import dataclass, field
 from urllib.parse import quote, unquote
 
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
-
 from pipeline.errors import MASK, ConfigError, scrub_secrets
+from pipeline.settings import conninfo as libpq_text
 from pipeline.settings.secret import Secret
 
 _JDBC_PASSTHROUGH = ("sslmode", "sslrootcert", "sslcert", "sslkey", "connect_timeout")
+
+
+def _libpq_parse(text: str) -> dict[str, str]:
+    """libpq's own reading of ``text`` (what :mod:`.conninfo` leaves to it: URLs, errors)."""
+    from psycopg.conninfo import conninfo_to_dict  # psycopg's import is a tenth of a second
+
+    return {k: str(v) for k, v in conninfo_to_dict(text).items()}
+
+
+def _rendered(params: dict[str, str]) -> str:
+    """``params`` as a libpq string (:mod:`.conninfo`; psycopg's make_conninfo for what it declines)."""
+    text = libpq_text.render(params)
+    if text is None:
+        from psycopg.conninfo import make_conninfo
+
+        text = make_conninfo("", **params)
+    return text
 
 
 @dataclass(frozen=True)
@@ -58,7 +74,7 @@ class PgDsn:
                               "postgresql://user:password@host:5432/dbname or 'host=… dbname=… user=…'.",
                               f"Fix {what}.")
         try:
-            params = {k: str(v) for k, v in conninfo_to_dict(rest).items()}
+            params = libpq_text.parse(rest) or _libpq_parse(rest)
         except Exception as exc:  # noqa: BLE001  psycopg.ProgrammingError, quoting the text it choked on
             raise ConfigError(
                 f"{what} {shown!r} is not a valid Postgres connection string ({_parser_reason(exc)}); "
@@ -107,11 +123,11 @@ class PgDsn:
         """The libpq string with the password, for handing to a client (never to a log)."""
         extra = {"password": self.password.reveal()} if self.password else {}
         options = self.session_options()
-        return make_conninfo("", **{**self.params, **({"options": options} if options else {})}, **extra)
+        return _rendered({**self.params, **({"options": options} if options else {}), **extra})
 
     def params_without_password(self) -> str:
         """libpq ``key=value`` text of every setting but the password (safe to print)."""
-        return make_conninfo("", **self.params)
+        return _rendered(self.params)
 
     def masked(self) -> str:
         """A URL safe to print: the password is replaced by ``***``."""

@@ -12,6 +12,7 @@ import psycopg
 
 from pipeline.columns import (
     CONVERTIBLE_WALL_TIMES,
+    EVENT_COLUMNS,
     ID,
     OPTIONAL,
     OPTIONAL_LAKE_TYPES,
@@ -27,9 +28,6 @@ from pipeline.sqltext import one_row, quote_ident, quote_qualified
 
 log = logging.getLogger(__name__)
 
-# The five columns of an event, in the order the source, the staged files and the lake hold them;
-# columns the source adds later (schema drift) follow them.
-EVENT_COLUMNS = ("event_id", "event_type", "event_timestamp", "details", "created_at")
 
 # Staged column -> Postgres expression. event_id in its canonical text form, details as the
 # jsonb's own text; timestamps as instants (Parquet TIMESTAMP(isAdjustedToUTC=true, MICROS)):

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import contextlib
 
-import psycopg
-
 from pipeline.settings.catalog import EMBEDDED_READER, CatalogSpec
 from pipeline.settings.pgdsn import PgDsn
 from pipeline.sqltext import quote_ident
@@ -64,6 +62,8 @@ def ensure_embedded(catalog: CatalogSpec, schema: str) -> bool:
     once per lake, not on every --sql); run as the embedded server's superuser. False when the
     lake is not created yet (no schema to grant on)."""
     assert catalog.pg is not None and catalog.reader is not None
+    import psycopg  # only the embedded default's sessions and doctor connect: imported then (0.1 s)
+
     role = catalog.reader.user
     with psycopg.connect(catalog.pg.conninfo(), autocommit=True) as conn:
         [(has_schema, granted)] = conn.execute(
@@ -86,6 +86,8 @@ def ensure_embedded(catalog: CatalogSpec, schema: str) -> bool:
 def can_write(reader: PgDsn, schema: str) -> list[str]:
     """What ``reader`` can do beyond reading the catalog (empty when it is a true reader):
     asked of the server as that role, so doctor reports what a session would really hold."""
+    import psycopg
+
     with psycopg.connect(reader.conninfo(), connect_timeout=10) as conn:
         row = conn.execute(
             "SELECT r.rolsuper, r.rolcreaterole, "

@@ -30,7 +30,7 @@ from pipeline.lake.session import Lake
 from pipeline.settings import ResolvedSettings
 from pipeline.settings.catalog import CatalogSpec
 from pipeline.settings.pgdsn import PgDsn
-from pipeline.sql_session import catalog_reader, statement_judge, typed_rewrite
+from pipeline.sql_session import builtin_functions, catalog_reader, statement_judge, typed_rewrite
 from pipeline.sql_session.sandbox import refused_hint, refused_message, sandbox_statements
 from pipeline.sql_session.typed_rewrite import Params, SqlTree
 from pipeline.sqltext import quote_ident, quote_literal
@@ -244,13 +244,11 @@ def run_session(con: duckdb.DuckDBPyConnection, texts: list[str], params: dict[s
 
 @functools.cache
 def allowed_scalars() -> frozenset[str]:
-    """DuckDB's own scalar, aggregate and macro functions, as a fresh instance without any
-    extension lists them (extensions' functions, such as postgres_execute, are not among them)."""
-    with duckdb.connect(config={"autoload_known_extensions": False,
-                                "autoinstall_known_extensions": False}) as fresh:
-        return frozenset(name.lower() for (name,) in fresh.execute(
-            "SELECT DISTINCT function_name FROM duckdb_functions() "
-            "WHERE function_type IN ('scalar', 'aggregate', 'macro')").fetchall())
+    """DuckDB's own scalar, aggregate and macro functions (extensions' functions, such as
+    postgres_execute, are not among them): as written down for this DuckDB version, else asked."""
+    if duckdb.__version__ == builtin_functions.DUCKDB_VERSION:
+        return builtin_functions.NAMES
+    return builtin_functions.listed()
 
 
 def _names(con: duckdb.DuckDBPyConnection, lake: str) -> tuple[frozenset[str], frozenset[str]]:
@@ -258,7 +256,7 @@ def _names(con: duckdb.DuckDBPyConnection, lake: str) -> tuple[frozenset[str], f
     catalogs = frozenset(r[0].lower() for r in
                          con.execute("SELECT database_name FROM duckdb_databases()").fetchall())
     schemas = frozenset(r[0].lower() for r in con.execute(
-        "SELECT schema_name FROM duckdb_schemas() WHERE database_name = ?", [lake]).fetchall())
+        f"SELECT schema_name FROM duckdb_schemas() WHERE database_name = {quote_literal(lake)}").fetchall())
     return catalogs, schemas
 
 

@@ -95,8 +95,9 @@ def snapshot_of(con: duckdb.DuckDBPyConnection, lake: str, read: TableRead,
         return int(str(value)) if str(value).lstrip("-").isdigit() else None
     if unit == "TIMESTAMP":
         try:
+            at = quote_literal(str(value))
             row = con.execute(f"SELECT max(snapshot_id) FROM {quote_ident(lake)}.snapshots() "
-                              "WHERE snapshot_time <= CAST(? AS TIMESTAMPTZ)", [str(value)]).fetchone()
+                              f"WHERE snapshot_time <= CAST({at} AS TIMESTAMPTZ)").fetchone()
         except duckdb.Error:
             return None
         return int(row[0]) if row and row[0] is not None else None
@@ -181,8 +182,10 @@ def served_query(con: duckdb.DuckDBPyConnection, tree: SqlTree, lake: str,
     read = one_lake_table(statements[0].get("node") or {}, lake)
     if read is None:
         return None
-    [[ops]] = con.execute("SELECT coalesce(min(schema_name), '') FROM duckdb_tables() "
-                          "WHERE database_name = ? AND table_name = ?", [lake, TYPED_KEYS]).fetchall()
+    # literals, not parameters: DuckDB's binding of a Python parameter imports pandas (0.9 s of a
+    # --sql session's 1.3 s start, measured)
+    [[ops]] = con.execute("SELECT coalesce(min(schema_name), '') FROM duckdb_tables() WHERE database_name = "
+                          f"{quote_literal(lake)} AND table_name = {quote_literal(TYPED_KEYS)}").fetchall()
     if not ops:
         return None  # a lake made before typed keys
     keys = read_typed_keys(con, lake, str(ops))

@@ -164,3 +164,23 @@ def test_a_key_that_cannot_be_a_column_is_refused_with_the_fix(lake_env, value):
     assert result.returncode != 0
     assert f"TYPED_KEYS: {value!r} cannot be a typed key" in result.stderr
     assert "TYPED_KEYS=user_id,session_id" in result.stderr
+
+
+def test_a_sql_session_serving_a_typed_key_imports_no_pandas(lake_env):
+    """DuckDB's binding of a Python parameter imports pandas: a session's own reads (the typed keys,
+    a snapshot by time) bound their values that way and made ``--sql``'s start 2.5x a bare attach."""
+    from tests.conftest import run_cli
+
+    settings = load_settings(lake_env)
+    _write(settings, [("page_view", {"user_id": f"u{i % 3}"}) for i in range(30)], ago=timedelta(hours=1))
+    assert run_main("--run", "--engine", "dlt", env=lake_env).returncode == 0
+    [(version, made)] = lake_query(settings, "SELECT max(snapshot_id), max(snapshot_time) FROM lake.snapshots()")
+    seed = "SELECT count(*) AS n FROM events AT ({}) WHERE details->>'user_id' = 'u1'"
+    for clause in (f"VERSION => {version}", f"TIMESTAMP => '{made.isoformat()}'"):
+        result = run_cli("events_pipeline.py", "--sql", seed.format(clause), "--json",
+                         env={**lake_env, "PYTHONPROFILEIMPORTTIME": "1"})
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert json.loads(result.stdout)["result"]["commands"][0]["rows"] == [{"n": 10}], result.stdout
+        assert "served from typed column" in result.stderr, result.stderr[-3000:]
+        imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines() if "|" in line}
+        assert "pandas" not in imported and "json" in imported, sorted(imported)[:20]
