@@ -17,7 +17,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import duckdb
 
@@ -30,7 +30,13 @@ from pipeline.lake.session import Lake
 from pipeline.settings import ResolvedSettings
 from pipeline.settings.catalog import CatalogSpec
 from pipeline.settings.pgdsn import PgDsn
-from pipeline.sql_session import builtin_functions, catalog_reader, statement_judge, typed_rewrite
+from pipeline.sql_session import (
+    arrow_grouping,
+    builtin_functions,
+    catalog_reader,
+    statement_judge,
+    typed_rewrite,
+)
 from pipeline.sql_session.sandbox import refused_hint, refused_message, sandbox_statements
 from pipeline.sql_session.typed_rewrite import Params, SqlTree
 from pipeline.sqltext import quote_ident, quote_literal
@@ -111,9 +117,9 @@ def _is_conflict(exc: duckdb.Error) -> bool:
 def execute_one(con: duckdb.DuckDBPyConnection, index: int, statement: duckdb.Statement,
                 params: dict[str, object], limit: int | None, *, retry: bool = True,
                 served: str | None = None) -> CommandResult:
-    """Run one statement (as ``served``, its form reading typed payload columns, when given). In
-    auto-commit mode a statement that lost a commit race with another writer did not commit, so
-    it is retried (DuckLake already retried the commit)."""
+    """Run one statement (as ``served`` when given: its form reading typed payload columns, or with
+    an arrow regrouped). In auto-commit mode a statement that lost a commit race with another
+    writer did not commit, so it is retried (DuckLake already retried the commit)."""
     query = served or statement.query
     for attempt in range(MAX_CONFLICT_RETRIES + 1):
         try:
@@ -195,12 +201,14 @@ def run_session(con: duckdb.DuckDBPyConnection, texts: list[str], params: dict[s
     [[lake, memory]] = con.execute("SELECT current_database(), current_setting('memory_limit')").fetchall()
     served: dict[int, str] = {}
     for index, statement in enumerate(statements):
-        refused, tree = (None, None) if write else judged(con, statement, lake)
-        if refused:
-            result.error = {"command_index": index, "message": refused, "sql": statement.query.strip()[:500]}
+        verdict = Judged() if write else judged(con, statement, lake)
+        if verdict.refused:
+            result.error = {"command_index": index, "message": verdict.refused,
+                            "sql": statement.query.strip()[:500]}
             return result
-        if tree is not None and (form := served_form(con, tree, lake, params)):
-            served[index] = form
+        form = served_form(con, verdict.tree, lake, params) if verdict.tree is not None else None
+        if run_as := form or verdict.regrouped:
+            served[index] = run_as
     in_transaction = False
     deadline = Deadline(con, timeout)
     try:
@@ -260,25 +268,45 @@ def _names(con: duckdb.DuckDBPyConnection, lake: str) -> tuple[frozenset[str], f
     return catalogs, schemas
 
 
-def judged(con: duckdb.DuckDBPyConnection, statement: duckdb.Statement,
-           lake: str) -> tuple[str | None, SqlTree | None]:
-    """Why ``statement`` may not run in a read-only session (the message), or None: judged on
-    the tree DuckDB itself parses (:mod:`pipeline.sql_session.statement_judge`); and that tree,
-    for a query allowed."""
+@dataclass(frozen=True)
+class Judged:
+    """A statement judged: why it may not run (None: it may), the tree of the query that runs, and
+    that query's text when it is not the statement as written (an arrow regrouped)."""
+
+    refused: str | None = None
+    tree: SqlTree | None = None
+    regrouped: str | None = None
+
+
+def judged(con: duckdb.DuckDBPyConnection, statement: duckdb.Statement, lake: str) -> Judged:
+    """Whether ``statement`` may run in a read-only session, judged on the tree DuckDB itself parses
+    (:mod:`pipeline.sql_session.statement_judge`) of what will run: the statement, or, where DuckDB
+    read an ``->>`` with a boolean left operand, the statement with it regrouped
+    (:mod:`pipeline.sql_session.arrow_grouping`)."""
     verdict = statement_judge.classify(statement.type.name, statement.query)
     if verdict.refused:
-        return refused_message(statement.query, verdict.refused), None
+        return Judged(refused_message(statement.query, verdict.refused))
     if verdict.use is not None:
         reason = statement_judge.use_refusal(verdict.use, lake, *_names(con, lake))
-        return (refused_message(statement.query, reason) if reason else None), None
+        return Judged(refused_message(statement.query, reason) if reason else None)
     if verdict.query is None:
-        return None, None
-    # the statement as a literal, not a parameter: DuckDB's binding of a Python parameter imports
-    # pandas (0.2 s of a 0.8 s --sql start)
-    [[text]] = con.execute(f"SELECT json_serialize_sql({quote_literal(verdict.query)})").fetchall()
-    tree = json.loads(text)
+        return Judged()
+
+    def parse(text: str) -> SqlTree:
+        # the statement as a literal, not a parameter: DuckDB's binding of a Python parameter imports
+        # pandas (0.2 s of a 0.8 s --sql start)
+        [[tree]] = con.execute(f"SELECT json_serialize_sql({quote_literal(text)})").fetchall()
+        return cast(SqlTree, json.loads(tree))
+
+    tree, regrouped = parse(verdict.query), None
+    if verdict.query == statement.query and (grouped := arrow_grouping.regrouped(verdict.query, tree, parse)):
+        regrouped, tree = grouped
+        log.info("read %s as %s: DuckDB groups an arrow with everything left of it",
+                 " ".join(statement.query.split())[:200], " ".join(regrouped.split())[:200])
     reason = statement_judge.refusal(tree, allowed_scalars())
-    return (refused_message(statement.query, reason), None) if reason else (None, tree)
+    if reason:
+        return Judged(refused_message(statement.query, reason))
+    return Judged(tree=tree, regrouped=regrouped)
 
 
 def served_form(con: duckdb.DuckDBPyConnection, tree: SqlTree, lake: str,
@@ -398,10 +426,11 @@ def arrow_query(settings: ResolvedSettings, text: str,
                               "Call sql() once per statement.")
         [statement] = statements
         [[lake]] = con.execute("SELECT current_database()").fetchall()
-        refused, tree = (None, None) if write else judged(con, statement, lake)
-        if refused:
-            raise ConfigError(refused, "Pass write=True for a statement that changes the lake.")
-        query = (tree is not None and served_form(con, tree, lake, params)) or statement.query
+        verdict = Judged() if write else judged(con, statement, lake)
+        if verdict.refused:
+            raise ConfigError(verdict.refused, "Pass write=True for a statement that changes the lake.")
+        query = ((verdict.tree is not None and served_form(con, verdict.tree, lake, params))
+                 or verdict.regrouped or statement.query)
         try:
             relation = con.execute(query, params) if params else con.execute(query)
             return relation.to_arrow_table()
