@@ -35,8 +35,11 @@ def only_worker_dies(settings, lake_env, tmp_path, through: str) -> None:
         add_events(settings, 200, seed=97)
         port = free_port()
         env = {**lake_env, **spark, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_EXECUTOR_WAIT": "10s"}
+        # the runs that must load wait as long as a busy host takes to give an application its first
+        # executor (a 10 s wait failed the first run in CI); the give-ups below wait 10 s
+        patient = {**env, "SPARK_EXECUTOR_WAIT": "5m"}
         # a healthy lake first: its last load a moment ago, so only the give-up can make it unhealthy
-        first = run_cli("events_pipeline.py", "--run", env=env)
+        first = run_cli("events_pipeline.py", "--run", env=patient)
         assert first.returncode == 0, first.stdout + first.stderr
         add_events(settings, 100, seed=98)
         follow = Proc("tests/faulty_cli.py", "--follow", "--every", "2s", "--metrics-port", str(port),
@@ -77,7 +80,7 @@ def only_worker_dies(settings, lake_env, tmp_path, through: str) -> None:
             alone.stdout + alone.stderr
         assert time.monotonic() - started < 90
         cluster.add_worker()
-        again = run_cli("events_pipeline.py", "--run", env=env)
+        again = run_cli("events_pipeline.py", "--run", env=patient)
         assert again.returncode == 0, again.stdout + again.stderr
     finally:
         if follow is not None and follow.popen.poll() is None:
