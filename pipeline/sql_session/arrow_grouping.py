@@ -20,38 +20,50 @@ from collections.abc import Callable, Iterator
 
 from pipeline.sql_session.typed_rewrite import SqlTree
 
-ARROW = "->>"
+ARROW = b"->>"
 _BOOLEAN_CLASSES = frozenset({"CONJUNCTION", "COMPARISON"})
 # what may follow the arrow as its key: a string literal, a number, a parameter
-_KEY = re.compile(r"\s*('(?:[^']|'')*'|\$\w+|\?|\d+)")
+_KEY = re.compile(rb"\s*('(?:[^']|'')*'|\$\w+|\?|\d+)")
+_LAST_WORD = re.compile(rb'(?:[A-Za-z_][A-Za-z0-9_$]*|"(?:[^"]|"")*")$')
 _NO_LOCATION = 2**63  # DuckDB's parse tree marks a node without a place in the text with 2**64 - 1
 
 
 def regrouped(text: str, tree: SqlTree, parse: Callable[[str], SqlTree]) -> tuple[str, SqlTree] | None:
     """``text`` with each arrow DuckDB read with a boolean left operand grouped with the operand
     just left of it, and its tree (``parse`` of the new text); None when no arrow was so read, or
-    when a grouping cannot be placed in the text (the statement then runs as written)."""
+    when a grouping cannot be placed so that DuckDB reads that very operand and key under the arrow
+    (the statement then runs as written: it fails as DuckDB fails it, it never answers otherwise)."""
+    raw = text.encode()  # DuckDB places nodes by byte, not by character
     changed = False
-    for _ in range(text.count(ARROW)):
-        arrow = next(_captured(tree), None)
-        if arrow is None:
+    for _ in range(raw.count(ARROW)):
+        captured = list(_captured(tree))
+        if not captured:
             break
-        start = _start(_operand(arrow["children"][0]))
-        end = _key_end(text, arrow)
-        if start is None or end is None:
+        arrow = captured[0]
+        operand, key = _operand(arrow["children"][0]), arrow["children"][1]
+        end = _key_end(raw, arrow)
+        if end is None:
             return None
-        text = f"{text[:start]}({text[start:end]}){text[end:]}"
-        tree, changed = parse(text), True
-        if tree.get("error"):  # not placed as meant: the statement runs as written
+        for start in _starts(raw, operand):
+            candidate = raw[:start] + b"(" + raw[start:end] + b")" + raw[end:]
+            try:
+                new_tree = parse(candidate.decode())
+            except UnicodeDecodeError:
+                continue
+            if not new_tree.get("error") and _holds(new_tree, operand, key) \
+                    and len(list(_captured(new_tree))) < len(captured):
+                raw, tree, changed = candidate, new_tree, True
+                break
+        else:
             return None
-    return (text, tree) if changed else None
+    return (raw.decode(), tree) if changed else None
 
 
 def _captured(node: object) -> Iterator[SqlTree]:
     """Every ``->>`` whose left operand is a boolean expression, outermost first."""
     if isinstance(node, dict):
         children = node.get("children")
-        if node.get("class") == "FUNCTION" and node.get("function_name") == ARROW \
+        if node.get("class") == "FUNCTION" and node.get("function_name") == ARROW.decode() \
                 and isinstance(children, list) and len(children) == 2 and _boolean(children[0]):
             yield node
         for value in node.values():
@@ -72,11 +84,23 @@ def _operand(node: SqlTree) -> SqlTree:
     return node
 
 
-def _start(node: SqlTree) -> int | None:
-    """Where ``node``'s text begins: the least place of it and its parts (an operator's own place is
-    its operator's: ``d::JSON`` is placed at ``::``, its column before it)."""
+def _starts(raw: bytes, node: SqlTree) -> Iterator[int]:
+    """Where ``node``'s text may begin, likeliest first: the least place of it and its parts (an
+    operator is placed at its operator: ``d::JSON`` at ``::``, its column before it); then, as some
+    nodes are placed after their first word, that place moved back over a call's name and its
+    parenthesis (``coalesce(details, …)`` is placed at ``details``) or over one word (a typed
+    literal, ``JSON '{…}'``, is placed at its string). The caller keeps the one DuckDB reads back."""
     places = [place for place in _places(node) if place < _NO_LOCATION]
-    return min(places) if places else None
+    if not places:
+        return
+    start = min(places)
+    yield start
+    before = raw[:start].rstrip()
+    if before.endswith(b"("):
+        before = before[:-1].rstrip()
+    word = _LAST_WORD.search(before)
+    if word:
+        yield word.start()
 
 
 def _places(node: object) -> Iterator[int]:
@@ -91,10 +115,33 @@ def _places(node: object) -> Iterator[int]:
             yield from _places(item)
 
 
-def _key_end(text: str, arrow: SqlTree) -> int | None:
-    """Where the arrow's key ends in ``text`` (the arrow is placed at its ``->>``)."""
+def _key_end(raw: bytes, arrow: SqlTree) -> int | None:
+    """Where the arrow's key ends in ``raw`` (the arrow is placed at its ``->>``)."""
     place = arrow.get("query_location")
-    if not isinstance(place, int) or text[place:place + len(ARROW)] != ARROW:
+    if not isinstance(place, int) or raw[place:place + len(ARROW)] != ARROW:
         return None
-    found = _KEY.match(text, place + len(ARROW))
+    found = _KEY.match(raw, place + len(ARROW))
     return found.end() if found else None
+
+
+def _holds(tree: object, operand: SqlTree, key: SqlTree) -> bool:
+    """Whether ``tree`` has an arrow reading ``key`` of ``operand`` (places aside)."""
+    if isinstance(tree, dict):
+        children = tree.get("children")
+        if tree.get("class") == "FUNCTION" and tree.get("function_name") == ARROW.decode() \
+                and isinstance(children, list) and len(children) == 2 \
+                and _unplaced(children[0]) == _unplaced(operand) and _unplaced(children[1]) == _unplaced(key):
+            return True
+        return any(_holds(value, operand, key) for value in tree.values())
+    if isinstance(tree, list):
+        return any(_holds(item, operand, key) for item in tree)
+    return False
+
+
+def _unplaced(node: object) -> object:
+    """``node`` without its places in the text."""
+    if isinstance(node, dict):
+        return {name: _unplaced(value) for name, value in node.items() if name != "query_location"}
+    if isinstance(node, list):
+        return [_unplaced(item) for item in node]
+    return node
