@@ -291,6 +291,8 @@ def judged(con: duckdb.DuckDBPyConnection, statement: duckdb.Statement, lake: st
         return Judged(refused_message(statement.query, reason) if reason else None)
     if verdict.query is None:
         return Judged()
+    if "\x00" in verdict.query:  # a literal ends at a NUL: its tree would be of another text
+        return Judged(refused_message(statement.query.replace("\x00", "\\0"), "it holds a NUL character"))
 
     def parse(text: str) -> SqlTree:
         # the statement as a literal, not a parameter: DuckDB's binding of a Python parameter imports
@@ -420,7 +422,10 @@ def arrow_query(settings: ResolvedSettings, text: str,
     ``write``, at a snapshot when asked)."""
     con = open_session(settings, write=write, at_version=at_version, at_time=at_time)
     try:
-        statements = con.extract_statements(text)
+        try:
+            statements = con.extract_statements(text)
+        except duckdb.Error as exc:  # said as the CLI says it (a NUL in the text raised DuckDB's own error)
+            raise ConfigError(f"The SQL cannot be parsed: {first_line(exc)}", "Fix the statement.") from None
         if len(statements) != 1:
             raise ConfigError(f"One statement at a time: got {len(statements)}.",
                               "Call sql() once per statement.")

@@ -261,3 +261,14 @@ def test_create_as_and_merge_report_their_rows_and_an_open_transaction_fails(scr
     assert "BEGIN without COMMIT" in out["error"]["message"]
     _, out = sql_json(env, "--sql", "SELECT count(*) AS n FROM duckdb_tables() WHERE table_name = 'lost'")
     assert out["result"]["commands"][0]["rows"][0]["n"] == 0
+
+
+def test_python_sql_refuses_a_statement_holding_a_nul_by_name(lake_with_history):
+    """A NUL in the text raised DuckDB's own ParserException from Pipeline.sql (found by an adversary)."""
+    from pipeline.errors import ConfigError
+    from pipeline.ops.pipeline import Pipeline
+    from pipeline.settings import load_settings
+
+    with Pipeline(load_settings(lake_with_history["env"])) as lake, \
+            pytest.raises(ConfigError, match="NUL character"):
+        lake.sql("SELECT 1\x00")
