@@ -153,9 +153,10 @@ def _copy_uncommitted(conn: psycopg.Connection, table: str, events: list) -> Non
 def test_rows_dated_ahead_are_loaded_once_due_although_they_arrived_long_before(settings, spark):
     add_events(settings, 200, seed=209)
     run(settings, spark=spark)
-    # dated up to 8 s ahead of the source's clock: on a busy machine a run's plan may come when
-    # the first of them are due already; those load, the rest wait
-    soon = datetime.now(UTC) + timedelta(seconds=8)
+    # dated 18-20 s ahead of the source's clock (the generator's jitter is 2 s): both next runs plan
+    # before any is due. A transaction's rows are read together once one of them is due, so at 8 s
+    # ahead a busy CI host's third run found the first due and read all 50 (nothing left to wait)
+    soon = datetime.now(UTC) + timedelta(seconds=20)
     add_events(settings, 50, seed=210, now=soon)
     report = run(settings, spark=spark)
     ahead = report.rows_in_future
