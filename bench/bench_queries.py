@@ -149,16 +149,15 @@ def _attach_sql(env: dict[str, str]) -> str:
 def _as_duckdb_runs_it(sql: str) -> str:
     """``sql`` as DuckDB alone must be given it: an ``->>`` after AND, OR or NOT in parentheses (DuckDB
     1.5 groups the arrow with everything left of it; the session regroups it itself)."""
+    import functools
+
     import duckdb
 
     from pipeline.sql_session.arrow_grouping import regrouped
-    from pipeline.sqltext import quote_literal
+    from pipeline.sql_session.query import parsed_tree
 
     with duckdb.connect() as con:
-        def parse(text: str) -> dict:
-            [[tree]] = con.execute(f"SELECT json_serialize_sql({quote_literal(text)})").fetchall()
-            return json.loads(tree)
-
+        parse = functools.partial(parsed_tree, con)
         found = regrouped(sql, parse(sql), parse)
     return found[0] if found else sql
 

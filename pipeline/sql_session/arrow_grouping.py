@@ -59,18 +59,29 @@ def regrouped(text: str, tree: SqlTree, parse: Callable[[str], SqlTree]) -> tupl
     return (raw.decode(), tree) if changed else None
 
 
-def _captured(node: object) -> Iterator[SqlTree]:
+def _captured(tree: object) -> Iterator[SqlTree]:
     """Every ``->>`` whose left operand is a boolean expression, outermost first."""
-    if isinstance(node, dict):
+    return (arrow for arrow in _arrows(tree) if _boolean(arrow["children"][0]))
+
+
+def _arrows(tree: object) -> Iterator[SqlTree]:
+    """Every ``->>`` of ``tree`` (operand and key), outermost first."""
+    for node in _nodes(tree):
         children = node.get("children")
         if node.get("class") == "FUNCTION" and node.get("function_name") == ARROW.decode() \
-                and isinstance(children, list) and len(children) == 2 and _boolean(children[0]):
+                and isinstance(children, list) and len(children) == 2:
             yield node
-        for value in node.values():
-            yield from _captured(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from _captured(item)
+
+
+def _nodes(tree: object) -> Iterator[SqlTree]:
+    """Every node of ``tree``, each before its parts."""
+    if isinstance(tree, dict):
+        yield tree
+        for value in tree.values():
+            yield from _nodes(value)
+    elif isinstance(tree, list):
+        for item in tree:
+            yield from _nodes(item)
 
 
 def _boolean(node: SqlTree) -> bool:
@@ -103,16 +114,11 @@ def _starts(raw: bytes, node: SqlTree) -> Iterator[int]:
         yield word.start()
 
 
-def _places(node: object) -> Iterator[int]:
-    if isinstance(node, dict):
-        place = node.get("query_location")
+def _places(node: SqlTree) -> Iterator[int]:
+    for part in _nodes(node):
+        place = part.get("query_location")
         if isinstance(place, int):
             yield place
-        for value in node.values():
-            yield from _places(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from _places(item)
 
 
 def _key_end(raw: bytes, arrow: SqlTree) -> int | None:
@@ -126,16 +132,8 @@ def _key_end(raw: bytes, arrow: SqlTree) -> int | None:
 
 def _holds(tree: object, operand: SqlTree, key: SqlTree) -> bool:
     """Whether ``tree`` has an arrow reading ``key`` of ``operand`` (places aside)."""
-    if isinstance(tree, dict):
-        children = tree.get("children")
-        if tree.get("class") == "FUNCTION" and tree.get("function_name") == ARROW.decode() \
-                and isinstance(children, list) and len(children) == 2 \
-                and _unplaced(children[0]) == _unplaced(operand) and _unplaced(children[1]) == _unplaced(key):
-            return True
-        return any(_holds(value, operand, key) for value in tree.values())
-    if isinstance(tree, list):
-        return any(_holds(item, operand, key) for item in tree)
-    return False
+    wanted = [_unplaced(operand), _unplaced(key)]
+    return any(_unplaced(arrow["children"]) == wanted for arrow in _arrows(tree))
 
 
 def _unplaced(node: object) -> object:

@@ -268,6 +268,15 @@ def _names(con: duckdb.DuckDBPyConnection, lake: str) -> tuple[frozenset[str], f
     return catalogs, schemas
 
 
+def parsed_tree(con: duckdb.DuckDBPyConnection, text: str) -> SqlTree:
+    """DuckDB's own parse tree of ``text`` (``json_serialize_sql``; a text it cannot parse gives a tree
+    saying ``"error": true``)."""
+    # the statement as a literal, not a parameter: DuckDB's binding of a Python parameter imports
+    # pandas (0.2 s of a 0.8 s --sql start)
+    [[tree]] = con.execute(f"SELECT json_serialize_sql({quote_literal(text)})").fetchall()
+    return cast(SqlTree, json.loads(tree))
+
+
 @dataclass(frozen=True)
 class Judged:
     """A statement judged: why it may not run (None: it may), the tree of the query that runs, and
@@ -293,13 +302,7 @@ def judged(con: duckdb.DuckDBPyConnection, statement: duckdb.Statement, lake: st
         return Judged()
     if "\x00" in verdict.query:  # a literal ends at a NUL: its tree would be of another text
         return Judged(refused_message(statement.query.replace("\x00", "\\0"), "it holds a NUL character"))
-
-    def parse(text: str) -> SqlTree:
-        # the statement as a literal, not a parameter: DuckDB's binding of a Python parameter imports
-        # pandas (0.2 s of a 0.8 s --sql start)
-        [[tree]] = con.execute(f"SELECT json_serialize_sql({quote_literal(text)})").fetchall()
-        return cast(SqlTree, json.loads(tree))
-
+    parse = functools.partial(parsed_tree, con)
     tree, regrouped = parse(verdict.query), None
     if verdict.query == statement.query and (grouped := arrow_grouping.regrouped(verdict.query, tree, parse)):
         regrouped, tree = grouped

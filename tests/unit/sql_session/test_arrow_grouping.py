@@ -1,17 +1,16 @@
 """An arrow DuckDB read with a boolean left operand is grouped with the operand just left of it; every
 other statement is left exactly as written. Parsed by DuckDB itself, as the session does."""
 
-import json
-
 import duckdb
 import pytest
 
 from pipeline.sql_session.arrow_grouping import regrouped
-from pipeline.sqltext import quote_literal
+from pipeline.sql_session.query import parsed_tree
 
 
 def _parse(text: str) -> dict:
-    return json.loads(duckdb.execute(f"SELECT json_serialize_sql({quote_literal(text)})").fetchone()[0])
+    with duckdb.connect() as con:
+        return parsed_tree(con, text)
 
 
 def _regrouped(text: str) -> str | None:
