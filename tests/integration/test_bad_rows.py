@@ -176,10 +176,25 @@ def test_naive_timestamps_are_wall_clock_time_in_the_source_zone(lake_env, spark
     assert_lake_equals_source(settings, expected_rows=340)
 
 
+def _noon_offset() -> int:
+    """Hours west of UTC of a zone whose standard wall clock reads about noon now, so a daylight
+    period of a few minutes or hours around now never straddles a local midnight or a year's end."""
+    return (datetime.now(UTC).hour - 12 + 12) % 24 - 12
+
+
+def _posix_day(wall: datetime) -> int:
+    """The zero-based day of the year of a POSIX rule's ``n`` form (counts February 29, unlike ``Jn``)."""
+    return wall.timetuple().tm_yday - 1
+
+
 def _dst_began(minutes_ago: int) -> str:
-    """A POSIX-rule zone (UTC-3; daylight time UTC-2) whose daylight time began ``minutes_ago``."""
-    change = datetime.now(UTC) - timedelta(minutes=minutes_ago) - timedelta(hours=3)  # its wall clock
-    return f"AAA3BBB,J{change.timetuple().tm_yday}/{change:%H:%M:%S},J365/23:00"
+    """A POSIX-rule zone (daylight time an hour ahead) whose daylight time began ``minutes_ago``
+    and lasts past the test."""
+    offset = _noon_offset()
+    change = datetime.now(UTC) - timedelta(minutes=minutes_ago) - timedelta(hours=offset)  # its wall clock
+    end = change + timedelta(hours=3)
+    return (f"AAA{offset}BBB{offset - 1},{_posix_day(change)}/{change:%H:%M:%S},"
+            f"{_posix_day(end)}/{end:%H:%M:%S}")
 
 
 @pytest.mark.parametrize("engine", ["spark", "dlt", pytest.param("spark-jdbc", marks=NEEDS_JDBC_JAR)])
@@ -220,14 +235,15 @@ def test_naive_times_across_a_daylight_saving_change_load_as_they_read_whatever_
 
 
 def _dst_for(began_minutes_ago: int, ended_minutes_ago: int) -> str:
-    """A POSIX-rule zone (UTC-3; daylight time UTC-2) whose daylight time lasted from
-    ``began_minutes_ago`` to ``ended_minutes_ago``: a period shorter than a day."""
+    """A POSIX-rule zone (daylight time an hour ahead) whose daylight time lasted from
+    ``began_minutes_ago`` to ``ended_minutes_ago``: a period shorter than a day, on one local day
+    whatever the hour the test runs (the zone's offset puts its wall clock near noon)."""
+    offset = _noon_offset()
     now = datetime.now(UTC)
-    start = now - timedelta(minutes=began_minutes_ago) - timedelta(hours=3)  # standard wall time
-    end = now - timedelta(minutes=ended_minutes_ago) - timedelta(hours=2)  # daylight wall time
-    assert start.date() == end.date(), "run again: the period straddles a local midnight"
-    day = start.timetuple().tm_yday
-    return f"AAA3BBB2,J{day}/{start:%H:%M:%S},J{day}/{end:%H:%M:%S}"
+    start = now - timedelta(minutes=began_minutes_ago) - timedelta(hours=offset)  # standard wall time
+    end = now - timedelta(minutes=ended_minutes_ago) - timedelta(hours=offset - 1)  # daylight wall time
+    return (f"AAA{offset}BBB{offset - 1},{_posix_day(start)}/{start:%H:%M:%S},"
+            f"{_posix_day(end)}/{end:%H:%M:%S}")
 
 
 def test_a_daylight_period_of_minutes_in_a_posix_zone_loses_no_row(lake_env):
