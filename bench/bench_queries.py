@@ -32,7 +32,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import EVENTS_TABLE_SQL, ROOT, drop_databases, measured, print_table, scratch_env
+from bench.common import (
+    EVENTS_TABLE_SQL,
+    ROOT,
+    drop_databases,
+    fill_in_parallel,
+    measured,
+    print_table,
+    scratch_env,
+)
 
 # one row per i: its type by i % 20, a user by a multiplicative hash of i (users spread over every day)
 SLICE_SQL = """
@@ -210,7 +218,13 @@ def main() -> int:
             day = args.rows // 30
             with psycopg.connect(env["SOURCE_PG_DSN"], autocommit=True) as conn:
                 conn.execute(EVENTS_TABLE_SQL)
-                conn.execute(SLICE_SQL.format(rows=args.rows, first=1, last=args.rows - day))
+            fill_in_parallel(
+                env["SOURCE_PG_DSN"],
+                lambda lo, hi: SLICE_SQL.format(rows=args.rows, first=lo, last=hi),
+                1,
+                args.rows - day,
+            )
+            with psycopg.connect(env["SOURCE_PG_DSN"], autocommit=True) as conn:
                 conn.execute("VACUUM (ANALYZE) public.events")
             made = time.monotonic() - t0
             load, load_wall, _, _ = measured(

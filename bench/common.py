@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -30,6 +31,30 @@ CREATE TABLE public.events (event_id uuid PRIMARY KEY, event_type text NOT NULL,
 CREATE INDEX events_event_timestamp ON public.events (event_timestamp);
 CREATE INDEX events_created_at ON public.events (created_at)
 """
+
+
+def fill_in_parallel(dsn: str, statement: Callable[[int, int], str], first: int, last: int,
+                     writers: int = 2) -> None:
+    """Run ``statement(lo, hi)`` over ``first..last`` split in ``writers`` ranges, concurrently, one
+    connection each: a 100M-row history made by one backend takes one core about 40 minutes."""
+    size = -(-(last - first + 1) // writers)
+    ranges = [(lo, min(lo + size - 1, last)) for lo in range(first, last + 1, size)]
+    failures: list[BaseException] = []
+
+    def write(lo: int, hi: int) -> None:
+        try:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute(statement(lo, hi))
+        except BaseException as exc:  # noqa: BLE001 - raised below, in the caller's thread
+            failures.append(exc)
+
+    threads = [threading.Thread(target=write, args=bounds) for bounds in ranges]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
 
 
 def scratch_env(work: Path, tag: str | None = None,

@@ -4,14 +4,21 @@ schema and the data folder's ownership both build on these)."""
 from __future__ import annotations
 
 from pipeline.lake.session import Lake, LakeTable
+from pipeline.lake.transaction import read_memo
 from pipeline.sqltext import one_row, quote_ident
 
 
 def table_names(lake: Lake) -> set[tuple[str, str]]:
-    """Every ``(schema, table)`` the attached lake holds."""
-    return {(schema, table) for schema, table in lake.execute(
+    """Every ``(schema, table)`` the attached lake holds (read once in a :func:`.one_read`)."""
+    memo = read_memo(lake)
+    if memo is not None and isinstance(found := memo.get("table_names"), frozenset):
+        return set(found)
+    names = {(schema, table) for schema, table in lake.execute(
         "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = ?",
         [lake.name]).fetchall()}
+    if memo is not None:
+        memo["table_names"] = frozenset(names)
+    return names
 
 
 def events_column_types(lake: LakeTable) -> dict[str, str]:

@@ -49,14 +49,27 @@ def transaction(lake: Lake, message: str, extra_info: str | None = None) -> Iter
         raise
 
 
+# what a read transaction found once, by its connection, for the length of that transaction: its
+# view of the lake cannot change under it (a status asked which tables exist about 17 times)
+_READS: dict[int, dict[str, object]] = {}
+
+
 @contextlib.contextmanager
 def one_read(lake: Lake) -> Iterator[None]:
     """The body's reads in one transaction: one view of the lake (DuckLake reads its catalog's
     snapshot once per transaction, so a plan's few reads cost one round of catalog queries, not
     one each), ended with ROLLBACK: a read commits nothing."""
     lake.execute("BEGIN")
+    _READS[id(lake.con)] = {}
     try:
         yield
     finally:
+        del _READS[id(lake.con)]
         with contextlib.suppress(duckdb.Error):
             lake.execute("ROLLBACK")
+
+
+def read_memo(lake: Lake) -> dict[str, object] | None:
+    """What the lake's open :func:`one_read` remembered so far (None: no read transaction is open,
+    and nothing may be remembered: another process's commit changes what the next read sees)."""
+    return _READS.get(id(lake.con))

@@ -21,6 +21,7 @@ from pipeline.lake.connect import lake_session
 from pipeline.lake.identity import table_names
 from pipeline.lake.rows import Rows
 from pipeline.lake.session import Lake
+from pipeline.lake.transaction import one_read
 from pipeline.ops import health
 from pipeline.ops.status import Status, collect
 from pipeline.settings import ResolvedSettings
@@ -129,7 +130,8 @@ class Observer:
             series = Series()
             if status.lake_exists:
                 # (a lake created between the two reads: nothing to chart yet)
-                with contextlib.suppress(LakeNotCreated), lake_session(self.settings, read_only=True) as lake:
+                with contextlib.suppress(LakeNotCreated), lake_session(self.settings, read_only=True) as lake, \
+                        one_read(lake):  # one view of the lake, its catalog read once
                     series = Series.read(lake, [table.name for table in self.settings.tables])
         except Exception as exc:  # noqa: BLE001  a down catalog or source is something to show, not to crash on
             reason = _named(self.settings, exc)
