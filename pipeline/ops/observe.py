@@ -130,8 +130,8 @@ class Observer:
             series = Series()
             if status.lake_exists:
                 # (a lake created between the two reads: nothing to chart yet)
-                with contextlib.suppress(LakeNotCreated), lake_session(self.settings, read_only=True) as lake, \
-                        one_read(lake):  # one view of the lake, its catalog read once
+                with contextlib.suppress(LakeNotCreated), \
+                        lake_session(self.settings, read_only=True) as lake, one_read(lake):  # one view
                     series = Series.read(lake, [table.name for table in self.settings.tables])
         except Exception as exc:  # noqa: BLE001  a down catalog or source is something to show, not to crash on
             reason = _named(self.settings, exc)
