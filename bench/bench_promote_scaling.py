@@ -32,7 +32,8 @@ SYNTHETIC = """
 
 
 def fill_lake(con, settings, rows: int, now: datetime) -> None:
-    con.execute(f"INSERT INTO {settings.lake_table(settings.tables[0])} {SYNTHETIC}",
+    con.execute(f"INSERT INTO {settings.lake_table(settings.tables[0])} "
+                f"(event_id, event_type, event_timestamp, details, created_at) {SYNTHETIC}",
                 {"now": now, "span": 30 * 86400, "n": rows})
 
 

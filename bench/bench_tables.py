@@ -49,8 +49,10 @@ for one in lakes:
 t0 = time.monotonic()
 con.execute("BEGIN")
 for one, table in zip(lakes, settings.tables):
-    con.execute(f"INSERT INTO {one.events_table} SELECT event_id, event_type, event_timestamp, "
-                f"details::JSON, created_at FROM src.{table.qualified}")
+    con.execute(f"INSERT INTO {one.events_table} "
+                "(event_id, event_type, event_timestamp, details, created_at) "
+                "SELECT event_id, event_type, event_timestamp, details::JSON, created_at "
+                f"FROM src.{table.qualified}")
 con.execute("COMMIT")
 print(time.monotonic() - t0)
 """

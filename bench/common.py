@@ -210,7 +210,9 @@ con = lake.connect(settings, source=True)
 [events] = Lake.of(con, settings).tables(settings.tables).values()
 schema.ensure_tables(events, schema.column_types(settings.promotion, settings.spark.reader))
 t0 = time.monotonic()
-con.execute(f"INSERT INTO {settings.lake_table(settings.tables[0])} SELECT event_id, event_type, "
+# the source's columns named: the lake table has its own after them (known since)
+con.execute(f"INSERT INTO {settings.lake_table(settings.tables[0])} "
+            "(event_id, event_type, event_timestamp, details, created_at) SELECT event_id, event_type, "
             "event_timestamp, details::JSON, created_at FROM src.public.events")
 print(time.monotonic() - t0)
 """
