@@ -416,7 +416,7 @@ def _collect(settings: ResolvedSettings, table: TableSpec, *, checked: Integrity
     """``table``'s status (``checked``: the lake's file integrity, when known: :meth:`LakeFacts.read`)."""
     try:
         # one lake transaction: one view of the lake, and DuckLake reads its catalog once for the
-        # dozens of reads below, not once each (4 s of a two-table status on a small lake)
+        # dozens of reads below, not once each
         with lake_session(settings, read_only=True) as lake, one_read(lake):
             facts = LakeFacts.read(lake.table_of(table), checked=checked)
     except LakeNotCreated:

@@ -179,7 +179,7 @@ def test_naive_timestamps_are_wall_clock_time_in_the_source_zone(lake_env, spark
 def _noon_offset() -> int:
     """Hours west of UTC of a zone whose standard wall clock reads about noon now, so a daylight
     period of a few minutes or hours around now never straddles a local midnight or a year's end."""
-    return (datetime.now(UTC).hour - 12 + 12) % 24 - 12
+    return datetime.now(UTC).hour - 12
 
 
 def _posix_day(wall: datetime) -> int:
@@ -189,12 +189,8 @@ def _posix_day(wall: datetime) -> int:
 
 def _dst_began(minutes_ago: int) -> str:
     """A POSIX-rule zone (daylight time an hour ahead) whose daylight time began ``minutes_ago``
-    and lasts past the test."""
-    offset = _noon_offset()
-    change = datetime.now(UTC) - timedelta(minutes=minutes_ago) - timedelta(hours=offset)  # its wall clock
-    end = change + timedelta(hours=3)
-    return (f"AAA{offset}BBB{offset - 1},{_posix_day(change)}/{change:%H:%M:%S},"
-            f"{_posix_day(end)}/{end:%H:%M:%S}")
+    and lasts two hours, past the test."""
+    return _dst_for(minutes_ago, minutes_ago - 120)
 
 
 @pytest.mark.parametrize("engine", ["spark", "dlt", pytest.param("spark-jdbc", marks=NEEDS_JDBC_JAR)])
@@ -236,8 +232,9 @@ def test_naive_times_across_a_daylight_saving_change_load_as_they_read_whatever_
 
 def _dst_for(began_minutes_ago: int, ended_minutes_ago: int) -> str:
     """A POSIX-rule zone (daylight time an hour ahead) whose daylight time lasted from
-    ``began_minutes_ago`` to ``ended_minutes_ago``: a period shorter than a day, on one local day
-    whatever the hour the test runs (the zone's offset puts its wall clock near noon)."""
+    ``began_minutes_ago`` to ``ended_minutes_ago`` (negative: from now): a period shorter than a
+    day, on one local day whatever the hour the test runs (the zone's offset puts its wall clock
+    near noon)."""
     offset = _noon_offset()
     now = datetime.now(UTC)
     start = now - timedelta(minutes=began_minutes_ago) - timedelta(hours=offset)  # standard wall time

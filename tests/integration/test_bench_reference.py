@@ -5,11 +5,11 @@ column (known since), and every first-load bench failed before measuring anythin
 from __future__ import annotations
 
 from bench.common import run_reference
-from tests.helpers import add_events, lake_query
+from tests.helpers import add_events, assert_lake_equals_source
 
 
 def test_the_benches_reference_loads_the_source_into_the_lake(settings, lake_env):
     add_events(settings, 40, seed=5)
     measured = run_reference(lake_env)
     assert measured["load s"] >= 0 and measured["wall s"] > 0
-    assert lake_query(settings, "SELECT count(*), count(DISTINCT event_id) FROM lake.main.events") == [(40, 40)]
+    assert_lake_equals_source(settings, expected_rows=40)
