@@ -13,22 +13,25 @@ the process under test. A test that breaks a real CLI process runs it through
   Spark job is surely running on the executors while a test cancels or kills it;
 - ``drop-rows``: copy promotion leaves some rows out silently (a defect such as a source column
   shadowing one of validation's), for the identity check to catch;
-- ``erase-after-commit``, ``erase-after-rewrite``: SIGKILL once an erasure committed its deletes
-  (nothing rewritten or expired yet), or rewrote its files (nothing expired or deleted yet).
+- ``erase-after-commit``, ``erase-mid-move``, ``erase-after-rewrite``: SIGKILL once an erasure
+  committed its deletes (nothing rewritten or expired yet), committed the first of its moves of the
+  rows sharing a file with the subject's (one file per commit: the others not moved yet), or
+  rewrote its files (nothing expired or deleted yet).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 log = logging.getLogger("tests.faults")
 POINTS = ("after-stage", "before-commit", "lose-lock", "slow-read", "drop-rows", "erase-after-commit",
-          "erase-after-rewrite")
+          "erase-mid-move", "erase-after-rewrite")
 SLOW_READ_SECONDS = 30
 SLOW_ENV = "EVENT_LAKE_TEST_SLOW_SECONDS"  # slow-read's sleep, when not SLOW_READ_SECONDS
 ENV = "EVENT_LAKE_TEST_FAULT"
@@ -48,6 +51,11 @@ def install(point: str, patch: Callable[[object, str, Any], None] | None = None)
         from pipeline.lake import locks
 
         setter(locks.Lease, "check", _at_fencing(locks.Lease.check, point))
+    elif point == "erase-mid-move":
+        from pipeline.load import erasure
+
+        setter(erasure, "MOVE_BYTES", 1)
+        setter(erasure, "transaction", _killing_after(erasure.transaction, "keep the first snapshots", point))
     elif point.startswith("erase-after-"):
         from pipeline.load.erasure import Erasure
 
@@ -82,6 +90,18 @@ def _then_kill(extract: Callable[..., Any], point: str) -> Callable[..., Any]:
         _kill(point)
 
     return staged_then_killed
+
+
+def _killing_after(transaction: Callable[..., Any], marker: str, point: str) -> Callable[..., Any]:
+    """``transaction``, killing the process once the first one whose message holds ``marker`` committed."""
+    @contextlib.contextmanager
+    def then_killed(lake: Any, message: str, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        with transaction(lake, message, *args, **kwargs) as inside:
+            yield inside
+        if marker in message:
+            _kill(point)
+
+    return then_killed
 
 
 def _at_fencing(check: Callable[..., None], point: str) -> Callable[..., None]:

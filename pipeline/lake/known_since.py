@@ -3,12 +3,13 @@ row's own event time, so "how late did events arrive" is one query (``lake.known
 
 DuckLake keeps, for every row, the snapshot that wrote it (its virtual ``snapshot_id`` column),
 through the maintenance this pipeline runs: inlined rows flushed to files and adjacent files merged
-keep it. A rewrite does not: an UPDATE writes the row again (a payload key typed later fills its
-column in every row, :mod:`pipeline.load.payload_typing`), and so does DuckLake's rewrite of the
-files an erasure deleted rows from (every other row of those files, :mod:`pipeline.load.erasure`).
-Before either, the rewrite copies each row's snapshot into :data:`COLUMN` (``coalesce``: a row
-rewritten twice keeps the first), so the view reads ``coalesce(COLUMN, snapshot_id)``: the row's
-first snapshot, whatever rewrote it since.
+keep it. A rewrite does not: an UPDATE writes the row again with the UPDATE's snapshot (a payload
+key typed later fills its column in every row, :mod:`pipeline.load.payload_typing`; an erasure
+moves every other row of the files it deleted rows from, :mod:`pipeline.load.erasure`, by an UPDATE
+too, as DuckLake's own rewrite of such files would lose the snapshot as well). Each such UPDATE
+copies the row's snapshot into :data:`COLUMN` (``coalesce``: a row rewritten twice keeps the
+first), so the view reads ``coalesce(COLUMN, snapshot_id)``: the row's first snapshot, whatever
+rewrote it since.
 
 Its time: the snapshot's own time while DuckLake keeps the snapshot, and once maintenance has
 expired it, the time ``ops.batches`` recorded for the load that committed in it (ops rows are

@@ -10,7 +10,10 @@ catalog's inlined rows, and in every older snapshot that still lists them. So, o
    and the DELETE of the rows from each table and from ``ops.quarantine``. From this snapshot on,
    no current row is the subject's, and no load, reconcile or repair loads those ids again.
 2. **Rewrite**: the tables' inlined rows are flushed to files, and every file holding a deleted row
-   is rewritten without it (``ducklake_rewrite_data_files``, ``delete_threshold => 0``).
+   is rewritten without it: the rows of an events table's once, by an UPDATE keeping each row's first
+   snapshot (:meth:`Erasure.keep_known_since`), the rest's by ``ducklake_rewrite_data_files``
+   (``delete_threshold => 0``); each table's column bounds in the catalog are then made again from
+   its files (:mod:`pipeline.lake.column_stats`: DuckLake would keep the subject's values there).
 3. **Expire** exactly the snapshots that still list a file or an inlined row holding the subject (a
    snapshot is the whole lake's: DuckLake cannot expire one table's history; ``--dry-run`` says which
    versions go), then delete the files no snapshot lists any more, at once.
@@ -40,7 +43,7 @@ import psycopg
 from pipeline import actions, staging
 from pipeline.errors import ConfigError
 from pipeline.id_checksum import IdSum, duckdb_identity, duckdb_key, of_ids
-from pipeline.lake import known_since, subject_rows, tombstones
+from pipeline.lake import column_stats, known_since, subject_rows, tombstones
 from pipeline.lake.identity import events_column_types, lake_id, table_names
 from pipeline.lake.maintain import own_orphans
 from pipeline.lake.session import Lake, LakeTable
@@ -54,6 +57,9 @@ from pipeline.sqltext import one_row, quote_ident, quote_literal
 
 log = logging.getLogger(__name__)
 VACUUM_LOCK_TIMEOUT = 10  # seconds a catalog table's VACUUM FULL waits for readers to let go
+# files moved per commit keeping their rows' first snapshots: an UPDATE's memory grows with the rows it
+# moves (at 10M rows, 424 MB of files: 1.3 GiB peak in one commit; bench/bench_erasure.py)
+MOVE_BYTES = 128 * 2**20
 
 
 @dataclass
@@ -265,43 +271,45 @@ class Erasure:
             with transaction(lake, f"erasure {self.erasure_id}: flush {table.name}'s inlined rows"):
                 lake.execute("CALL ducklake_flush_inlined_data(?, schema_name => ?, table_name => ?)",
                              [lake.name, table.schema, table.name]).fetchall()
-            rewrite = f"erasure {self.erasure_id}: rewrite {table.name}'s files"
-            with transaction(lake, rewrite):
+            self.keep_known_since(table)
+            with transaction(lake, f"erasure {self.erasure_id}: rewrite {table.name}'s files"):
                 lake.execute("CALL ducklake_rewrite_data_files(?, ?, schema => ?, delete_threshold => 0)",
                              [lake.name, table.name, table.schema]).fetchall()
-            self._restore_first_snapshots(table, rewrite)
+            column_stats.tighten(lake, table.schema, table.name)  # the subject's values out of its bounds
             new = [(path, file_size) for path, _, end, file_size in subject_rows.data_files(lake, table)
                    if end is None and path not in before]
             written, size = written + len(new), size + sum(s for _, s in new)
         return written, size
 
-    def _restore_first_snapshots(self, table: Scrubbed, rewrite: str) -> None:
-        """Give the rows the rewrite moved their first snapshot back (:mod:`pipeline.lake.known_since`):
-        each row's as the snapshot before the rewrite held it (DuckLake keeps row ids through a
-        rewrite), read before step 3 expires that snapshot. The rewrite itself recomputed the table's
-        statistics without the subject; writing these rows again cannot add it back. A rerun after a
-        kill here finds the rewrite by its message and finishes this; once done, no row is left at the
-        rewrite's snapshot."""
+    def keep_known_since(self, table: Scrubbed) -> None:
+        """Rewrite the rows of ``table``'s files that lost rows with each row's first snapshot kept
+        (:mod:`pipeline.lake.known_since`), before DuckLake's rewrite would give them its own: an
+        UPDATE of every row of those files writes them once, keeping their row ids, and leaves the
+        files wholly deleted, which the rewrite then drops without writing anything. In commits of
+        at most :data:`MOVE_BYTES` of files each, as an UPDATE's memory grows with the rows it
+        moves. A rerun after a kill finds the files moved already gone, and moves the rest."""
         lake = self.lake
-        relation = f"{quote_ident(lake.name)}.{table.relation}"
         if table.schema != "main" or not known_since.has_column(
                 events_column_types(lake.table_named(table.name))):
             return
-        snapshots = f"{quote_ident(lake.name)}.snapshots()"
-        rewritten = one_row(lake.execute(f"SELECT max(snapshot_id) FROM {snapshots} WHERE commit_message = ?",
-                                         [rewrite]))[0]
-        before = None if rewritten is None else one_row(lake.execute(
-            f"SELECT max(snapshot_id) FROM {snapshots} WHERE snapshot_id < ?", [rewritten]))[0]
-        if before is None:
-            return
-        column = quote_ident(known_since.COLUMN)
-        with transaction(lake, f"erasure {self.erasure_id}: keep the first snapshots of {table.name}'s "
-                               "rewritten rows"):
-            lake.execute(
-                f"UPDATE {relation} SET {column} = kept.first FROM (SELECT rowid AS row, coalesce({column}, "
-                f"snapshot_id) AS first FROM {relation} AT (VERSION => {int(before)})) kept "
-                f"WHERE {relation}.rowid = kept.row AND {relation}.snapshot_id = {int(rewritten)} "
-                f"AND {relation}.{column} IS NULL")
+        losing = lake.execute(
+            "SELECT data_file, data_file_size_bytes FROM ducklake_list_files(?, ?, schema => ?) "
+            "WHERE delete_file IS NOT NULL ORDER BY data_file",
+            [lake.name, table.name, table.schema]).fetchall()
+        groups: list[list[str]] = []
+        size = 0
+        for path, file_size in losing:
+            if not groups or size + int(file_size or 0) > MOVE_BYTES:
+                groups.append([])
+                size = 0
+            groups[-1].append(path)
+            size += int(file_size or 0)
+        for number, group in enumerate(groups, 1):
+            with transaction(lake, f"erasure {self.erasure_id}: keep the first snapshots of the rows of "
+                                   f"{table.name}'s {len(group)} file(s) it deleted from ({number} of "
+                                   f"{len(groups)})"):
+                lake.execute(f"UPDATE {quote_ident(lake.name)}.{table.relation} SET {known_since.kept_sql()} "
+                             "WHERE filename IN (SELECT unnest(?::VARCHAR[]))", [group])
 
     def expire_and_delete(self) -> tuple[list[int], int]:
         """Step 3: expire the snapshots still listing the subject, delete the files none lists now.

@@ -97,11 +97,12 @@ def _rows_of(settings, value: str, version: int | None = None) -> int:
                                 "WHERE json_extract_string(details, '$.user_id') = ?", [value])[0][0]
 
 
-def _others(settings) -> tuple[int, str]:
-    """Count and content checksum of every row not of the subject."""
-    return tuple(lake_query(settings, "SELECT count(*), md5(string_agg(event_id::VARCHAR || details::VARCHAR, ',' "
-                                      "ORDER BY event_id)) FROM lake.main.events "
-                                      "WHERE json_extract_string(details, '$.user_id') <> ?", [SUBJECT])[0])
+def _others(settings, subject: str = SUBJECT) -> tuple[int, str]:
+    """Count and content checksum of every row not of the subject, with the snapshot each was first
+    loaded in (an erasure moves the rows sharing a file with the subject's: they keep it)."""
+    return tuple(lake_query(settings, "SELECT count(*), md5(string_agg(event_id::VARCHAR || details::VARCHAR || "
+                                      "known_snapshot, ',' ORDER BY event_id)) FROM lake.known.events "
+                                      "WHERE json_extract_string(details, '$.user_id') <> ?", [subject])[0])
 
 
 @pytest.fixture
@@ -202,9 +203,12 @@ def test_a_kill_during_the_erasure_is_completed_by_the_rerun(erasure_env):
     _spread_subject(settings)
     data = Path(erasure_env["DUCKLAKE_DATA_PATH"])
     before_others = _others(settings)
-    for point in ("erase-after-commit", "erase-after-rewrite"):
+    for point in ("erase-after-commit", "erase-mid-move", "erase-after-rewrite"):
         killed = run_cli("tests/faulty_cli.py", "--erase", SUBJECT, "--yes", env={**erasure_env, FAULT: point})
         assert killed.returncode == -9, (point, killed.stderr)
+        if point == "erase-mid-move":  # killed between two files' moves: one moved, others not yet
+            assert lake_query(settings, "SELECT count(*) FROM ducklake_list_files('lake', 'events') "
+                                        "WHERE delete_file IS NOT NULL")[0][0] > 0
         # the commit stands: no current row of the subject, whatever the history still holds
         assert _rows_of(settings, SUBJECT) == 0
         listed = run_main("--erasures", env=erasure_env)
@@ -242,6 +246,31 @@ def test_one_erasure_covers_every_table_in_one_commit(new_lake_env):
         assert lake_query(settings, f"SELECT count(*) FROM lake.main.{table} "
                                     "WHERE json_extract_string(details, '$.user_id') = ?", [SUBJECT])[0][0] == 0
     assert_lake_equals_source(settings)
+
+
+def test_a_subject_alone_in_its_files_leaves_no_bound_in_the_catalog(erasure_env):
+    """The subject's rows fill their own load's file (DuckLake drops such a file at the DELETE and has
+    nothing to rewrite, so its own rewrite never makes the table's bounds again), and its value is
+    the key's smallest: the catalog's table statistics must lose it too. Every other row keeps its
+    first snapshot (``lake.known``), its file moved or not."""
+    value = "aaa-subject-alone"
+    settings = load_settings(erasure_env)
+    _write(settings, _users(40, 1, subject=value), ago=timedelta(hours=2))  # only the subject
+    run(settings, engine="dlt")
+    _write(settings, _users(60, 20, subject=value), ago=timedelta(hours=1))  # and shared with others
+    run(settings, engine="dlt")
+    _write(settings, _users(50, 1000, subject=value), ago=timedelta(minutes=30))  # once, at i = 0
+    run(settings, engine="dlt")
+    before = _others(settings, value)
+    assert _catalog_tables_holding(erasure_env["DUCKLAKE_CATALOG"], value)  # the bound holds it now
+    with Pipeline(settings) as lake:
+        report = lake.erase(value)
+    assert report.tables["events"].rows == 40 + 3 + 1
+    assert _catalog_tables_holding(erasure_env["DUCKLAKE_CATALOG"], value) == []
+    assert _files_holding(Path(erasure_env["DUCKLAKE_DATA_PATH"]), value) == []
+    assert _others(settings, value) == before
+    assert lake_query(settings, "SELECT count(*) FROM lake.main.events WHERE json_extract_string(details, "
+                                "'$.user_id') >= 'user-'") == [(57 + 49,)]  # the bounds still cover the rest
 
 
 def test_erase_without_a_subject_key_is_refused(lake_env):
