@@ -248,12 +248,15 @@ def test_one_erasure_covers_every_table_in_one_commit(new_lake_env):
     assert_lake_equals_source(settings)
 
 
-def test_a_subject_alone_in_its_files_leaves_no_bound_in_the_catalog(erasure_env):
+@pytest.mark.parametrize("catalog", ["postgres", "sqlite", "duckdb"])
+def test_a_subject_alone_in_its_files_leaves_no_bound_in_the_catalog(catalog, erasure_env, tmp_path):
     """The subject's rows fill their own load's file (DuckLake drops such a file at the DELETE and has
     nothing to rewrite, so its own rewrite never makes the table's bounds again), and its value is
-    the key's smallest: the catalog's table statistics must lose it too. Every other row keeps its
-    first snapshot (``lake.known``), its file moved or not."""
+    the key's smallest: the catalog's table statistics must lose it too, whatever the catalog. Every
+    other row keeps its first snapshot (``lake.known``), its file moved or not."""
     value = "aaa-subject-alone"
+    if catalog != "postgres":
+        erasure_env = {**erasure_env, "DUCKLAKE_CATALOG": f"{catalog}:{tmp_path / ('catalog.' + catalog)}"}
     settings = load_settings(erasure_env)
     _write(settings, _users(40, 1, subject=value), ago=timedelta(hours=2))  # only the subject
     run(settings, engine="dlt")
@@ -262,11 +265,16 @@ def test_a_subject_alone_in_its_files_leaves_no_bound_in_the_catalog(erasure_env
     _write(settings, _users(50, 1000, subject=value), ago=timedelta(minutes=30))  # once, at i = 0
     run(settings, engine="dlt")
     before = _others(settings, value)
-    assert _catalog_tables_holding(erasure_env["DUCKLAKE_CATALOG"], value)  # the bound holds it now
+    [[metadata]] = lake_query(settings, "SELECT getvariable('lake_metadata')")
+    bounds = (f"SELECT count(*) FROM {metadata}.ducklake_table_column_stats "
+              "WHERE contains(min_value, ?) OR contains(max_value, ?)")
+    assert lake_query(settings, bounds, [value, value]) != [(0,)]  # a bound holds it now
     with Pipeline(settings) as lake:
         report = lake.erase(value)
     assert report.tables["events"].rows == 40 + 3 + 1
-    assert _catalog_tables_holding(erasure_env["DUCKLAKE_CATALOG"], value) == []
+    assert lake_query(settings, bounds, [value, value]) == [(0,)]
+    if catalog == "postgres":
+        assert _catalog_tables_holding(erasure_env["DUCKLAKE_CATALOG"], value) == []
     assert _files_holding(Path(erasure_env["DUCKLAKE_DATA_PATH"]), value) == []
     assert _others(settings, value) == before
     assert lake_query(settings, "SELECT count(*) FROM lake.main.events WHERE json_extract_string(details, "
