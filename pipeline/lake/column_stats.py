@@ -19,9 +19,9 @@ from pipeline.sqltext import one_row, quote_ident
 def tighten(lake: Lake, schema: str, table: str) -> int:
     """Make ``schema.table``'s column bounds again from its current files; a column whose values
     cannot be compared here (a nested one's fields) loses its bounds (DuckLake reads that as none
-    known). Call once the table's inlined rows are flushed (theirs are in no file's statistics),
-    with no writer of the table about (the caller holds its promote lock). Returns how many
-    columns' bounds changed."""
+    known). Call once the table's inlined rows are flushed (theirs are in no file's statistics;
+    refused while it holds any), with no writer of the table about (the caller holds its promote
+    lock). Returns how many columns' bounds changed."""
     catalog = one_row(lake.execute("SELECT getvariable('lake_metadata')"))[0]
     found = lake.execute(
         f"SELECT t.table_id FROM {catalog}.ducklake_table t JOIN {catalog}.ducklake_schema s "
@@ -30,6 +30,12 @@ def tighten(lake: Lake, schema: str, table: str) -> int:
     if found is None:
         return 0
     table_id = int(found[0])
+    for (inlined,) in lake.execute(f"SELECT table_name FROM {catalog}.ducklake_inlined_data_tables "
+                                   "WHERE table_id = ?", [table_id]).fetchall():
+        if one_row(lake.execute(f"SELECT count(*) FROM {catalog}.{quote_ident(inlined)} "
+                                "WHERE end_snapshot IS NULL"))[0]:
+            raise RuntimeError(f"{schema}.{table} holds inlined rows: its bounds are made from its files "
+                               "once they are flushed")
     types = {name: kind for name, kind in lake.execute(
         f"SELECT column_name, column_type FROM (DESCRIBE {quote_ident(lake.name)}.{quote_ident(schema)}."
         f"{quote_ident(table)})").fetchall()}
@@ -44,11 +50,15 @@ def tighten(lake: Lake, schema: str, table: str) -> int:
         bounds: tuple[object, object] = (None, None)
         if kind is not None:
             # as DuckLake compares them: cast to the column's type (text order is not a number's)
-            # (a file holding values but no bound of them leaves the table's unknown)
+            # a file holding values but no bound of them, or a bound that is not a value of the type
+            # (DuckLake cuts a long text's bounds to 256 characters: a JSON cut short is no JSON),
+            # leaves the table's unknown
             low, high, unbounded = one_row(lake.execute(
                 f"SELECT arg_min(f.min_value, TRY_CAST(f.min_value AS {kind})), "
                 f"arg_max(f.max_value, TRY_CAST(f.max_value AS {kind})), "
-                "bool_or((f.min_value IS NULL OR f.max_value IS NULL) AND coalesce(f.value_count, 1) > 0) "
+                "bool_or((f.min_value IS NULL OR f.max_value IS NULL) AND coalesce(f.value_count, 1) > 0 "
+                f"OR TRY_CAST(f.min_value AS {kind}) IS NULL <> (f.min_value IS NULL) "
+                f"OR TRY_CAST(f.max_value AS {kind}) IS NULL <> (f.max_value IS NULL)) "
                 f"FROM {catalog}.ducklake_file_column_stats f JOIN {catalog}.ducklake_data_file d "
                 "USING (data_file_id) WHERE d.table_id = ? AND d.end_snapshot IS NULL AND f.column_id = ?",
                 [table_id, column_id]))

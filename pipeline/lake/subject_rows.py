@@ -213,6 +213,9 @@ def data_files(lake: Lake, table: Scrubbed) -> list[tuple[str, int, int | None, 
     return found
 
 
+FILE_COLUMN = "_el_holding_file"
+
+
 def _inlined_tables(lake: Lake, table: Scrubbed) -> list[str]:
     meta = metadata(lake)
     return [f"{meta}.{quote_ident(name)}" for (name,) in lake.execute(
@@ -230,7 +233,9 @@ def holdings(lake: Lake, table: Scrubbed, params: Mapping[str, object]) -> list[
              if lake.data_folder.exists_uri(path)}
     if files:
         held = lake.execute(
-            f"SELECT DISTINCT filename FROM read_parquet($files, filename = true, union_by_name = true, "
+            # the path under a name of ours: a table may have its own column named filename
+            f"SELECT DISTINCT {FILE_COLUMN} FROM read_parquet($files, filename = '{FILE_COLUMN}', "
+            "union_by_name = true, "
             f"hive_partitioning = false) WHERE {table.subject}",
             {**bound(table.subject, params), "files": sorted(files)}).fetchall()
         found += [Holding(path, files[path][0], files[path][1], files[path][2]) for (path,) in held]

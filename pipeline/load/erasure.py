@@ -268,10 +268,11 @@ class Erasure:
         for table in self.scrubbed():
             self.step(f"rewriting {table.schema}.{table.name}'s files without the subject")
             before = {path for path, _, end, _ in subject_rows.data_files(lake, table) if end is None}
-            with transaction(lake, f"erasure {self.erasure_id}: flush {table.name}'s inlined rows"):
-                lake.execute("CALL ducklake_flush_inlined_data(?, schema_name => ?, table_name => ?)",
-                             [lake.name, table.schema, table.name]).fetchall()
+            # flushed before the moves (a few rows' deletes wait in the catalog until then) and after
+            # (an UPDATE of a few rows keeps them inlined): the bounds below are made from files
+            self._flush(table)
             self.keep_known_since(table)
+            self._flush(table)
             with transaction(lake, f"erasure {self.erasure_id}: rewrite {table.name}'s files"):
                 lake.execute("CALL ducklake_rewrite_data_files(?, ?, schema => ?, delete_threshold => 0)",
                              [lake.name, table.name, table.schema]).fetchall()
@@ -280,6 +281,12 @@ class Erasure:
                    if end is None and path not in before]
             written, size = written + len(new), size + sum(s for _, s in new)
         return written, size
+
+    def _flush(self, table: Scrubbed) -> None:
+        lake = self.lake
+        with transaction(lake, f"erasure {self.erasure_id}: flush {table.name}'s inlined rows"):
+            lake.execute("CALL ducklake_flush_inlined_data(?, schema_name => ?, table_name => ?)",
+                         [lake.name, table.schema, table.name]).fetchall()
 
     def keep_known_since(self, table: Scrubbed) -> None:
         """Rewrite the rows of ``table``'s files that lost rows with each row's first snapshot kept
