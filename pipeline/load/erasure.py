@@ -5,7 +5,7 @@ staging paths and from the catalog, so that no load brings the rows back, and le
 DuckLake keeps a deleted row where it was: in its Parquet file (masked by a delete file), in the
 catalog's inlined rows, and in every older snapshot that still lists them. So, one step after another:
 
-1. **Commit** (one DuckLake transaction, under every written table's promote lock): the tombstones
+1. **Commit** (one DuckLake transaction, under every table's promote lock, held to step 4): the tombstones
    (the rows' identities, never the value: :mod:`.tombstones`), the receipt in state ``erasing``,
    and the DELETE of the rows from each table and from ``ops.quarantine``. From this snapshot on,
    no current row is the subject's, and no load, reconcile or repair loads those ids again.
@@ -195,9 +195,12 @@ class Erasure:
                                                                 str(value))
 
     @property
-    def written(self) -> list[LakeTable]:
-        """The lake tables it deletes from (their promote locks: :class:`LakeCommit`)."""
-        return [table for table, _, _ in self.tables.values()]
+    def locked(self) -> list[LakeTable]:
+        """The lake tables whose promote locks it holds throughout (:class:`LakeCommit`): every
+        table of the image, not only those it deletes from, as every table's promotion writes the
+        quarantine, whose bounds it makes again outside DuckLake's transactions (a promotion begun
+        before would write the old ones back, the subject's value with them, at its commit)."""
+        return [self.lake.table_of(spec) for spec in self.settings.tables]
 
     def scrubbed(self) -> list[Scrubbed]:
         """Every table scrubbed: the events tables, and the quarantine once (one table for all)."""
@@ -541,7 +544,7 @@ def run_erasure(lake: Lake, settings: ResolvedSettings, value: str, *, dry_run: 
         report.snapshots_expired, report.snapshots_kept = subject_rows.expiring(lake, erasure.held())
         report.seconds = time.monotonic() - started
         return report
-    with LakeCommit(erasure.written) as commit:
+    with LakeCommit(erasure.locked) as commit:
         for pending in (r for r in tombstones.receipts(lake) if not r.done):
             step(f"completing erasure {pending.erasure_id}, which was interrupted")
             _complete(Erasure(lake, settings, pending.erasure_id, None, step), report)

@@ -16,6 +16,8 @@ import psycopg
 import pyarrow.parquet as pq
 import pytest
 
+from pipeline.errors import LockBusy
+from pipeline.load.erasure import Erasure
 from pipeline.ops.pipeline import Pipeline
 from pipeline.settings import load_settings
 from tests.conftest import run_cli, run_main
@@ -286,9 +288,11 @@ def test_erase_without_a_subject_key_is_refused(lake_env):
     assert refused.returncode != 0 and "SUBJECT_KEY" in refused.stderr
 
 
-def test_a_bigint_keyed_table_listed_second_by_a_column_whose_min_is_the_subject(new_lake_env):
+def test_a_bigint_keyed_table_listed_second_by_a_column_whose_min_is_the_subject(new_lake_env, monkeypatch):
     """A key that is not a UUID, a table named second, a plain text column as the key, and the
-    subject's value the smallest of the column (its files' and the table's min statistics)."""
+    subject's value the smallest of the column (its files' and the table's min statistics). The table
+    without a SUBJECT_KEY cannot promote meanwhile: its promotions write the quarantine too, whose
+    bounds the erasure makes again outside DuckLake's transactions."""
     env = {**new_lake_env(""), "SOURCE_TABLES": "public.events,public.orders:placed_at:order_id",
            "SUBJECT_KEY": "orders=customer"}
     settings = load_settings(env)
@@ -301,8 +305,19 @@ def test_a_bigint_keyed_table_listed_second_by_a_column_whose_min_is_the_subject
                      "make_interval(secs => i), CASE WHEN i %% 4 = 0 THEN %s ELSE 'customer-' || i END "
                      "FROM generate_series(1, 200) i", [value])
     run(settings, engine="dlt")
+    busy: list[str] = []
+    rewrite = Erasure.rewrite
+
+    def rewrite_while_probing(erasure: Erasure) -> tuple[int, int]:
+        with pytest.raises(LockBusy), erasure.lake.table_named("events").lock("promote", timeout=0.2):
+            pass
+        busy.append("events")
+        return rewrite(erasure)
+
+    monkeypatch.setattr(Erasure, "rewrite", rewrite_while_probing)
     with Pipeline(settings) as lake:
         report = lake.erase(value)
+    assert busy == ["events"]
     assert report.tables["orders"].rows == 50 and "events" not in report.tables
     assert lake_query(settings, "SELECT count(*) FROM lake.main.orders WHERE customer = ?", [value]) == [(0,)]
     assert lake_query(settings, "SELECT count(*) FROM lake.main.orders") == [(150,)]
