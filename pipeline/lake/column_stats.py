@@ -22,7 +22,7 @@ def tighten(lake: Lake, schema: str, table: str) -> int:
     known). Call once the table's inlined rows are flushed (theirs are in no file's statistics;
     refused while it holds any), with no writer of the table about (the caller holds its promote
     lock). Returns how many columns' bounds changed."""
-    catalog = one_row(lake.execute("SELECT getvariable('lake_metadata')"))[0]
+    catalog = lake.metadata()
     found = lake.execute(
         f"SELECT t.table_id FROM {catalog}.ducklake_table t JOIN {catalog}.ducklake_schema s "
         "USING (schema_id) WHERE t.end_snapshot IS NULL AND s.end_snapshot IS NULL "

@@ -182,7 +182,7 @@ def foreign_markers(folder: Folder) -> list[str]:
 
 def own_table_folders(lake: Lake) -> list[str]:
     """Every folder the lake's catalog ever put a table's files in (dropped tables included)."""
-    metadata = one_row(lake.execute("SELECT getvariable('lake_metadata')"))[0]
+    metadata = lake.metadata()
     rows = lake.execute(
         f"SELECT s.path, s.path_is_relative, t.path, t.path_is_relative FROM {metadata}.ducklake_table t "
         f"JOIN {metadata}.ducklake_schema s USING (schema_id)").fetchall()

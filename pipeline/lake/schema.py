@@ -165,7 +165,7 @@ def _keep_known_since(lake: LakeTable) -> None:
 
 def _partition_column(lake: LakeTable) -> str | None:
     """The column the events table's day partitions follow (its time column when it was made)."""
-    metadata = one_row(lake.execute("SELECT getvariable('lake_metadata')"))[0]
+    metadata = lake.metadata()
     row = lake.execute(
         f"SELECT c.column_name FROM {metadata}.ducklake_table t "
         f"JOIN {metadata}.ducklake_schema s USING (schema_id) "
@@ -298,7 +298,7 @@ def _stop_if_dropped(lake: LakeTable) -> None:
         [lake.table]).fetchall()
     if not batches:
         return
-    metadata = one_row(lake.execute("SELECT getvariable('lake_metadata')"))[0]
+    metadata = lake.metadata()
     [[ended]] = lake.execute(
         f"SELECT max(t.end_snapshot) FROM {metadata}.ducklake_table t JOIN {metadata}.ducklake_schema s "
         "USING (schema_id) WHERE s.schema_name = 'main' AND t.table_name = ?",

@@ -16,6 +16,7 @@ import duckdb
 from pipeline.columns import ID, TIME, canonical_relation, own_name
 from pipeline.id_checksum import IdKind
 from pipeline.lake import locks
+from pipeline.sqltext import one_row
 from pipeline.storage.folder import Folder, folder_of
 
 if TYPE_CHECKING:
@@ -82,6 +83,11 @@ class Lake:
 
     def execute(self, sql: str, params: Any = None) -> duckdb.DuckDBPyConnection:
         return self.con.execute(sql, params)
+
+    def metadata(self) -> str:
+        """DuckLake's own catalog tables' schema as the session attached it (``ducklake_table``,
+        ``ducklake_data_file``… are read there by name: :mod:`pipeline.lake.connect` sets it)."""
+        return str(one_row(self.execute("SELECT getvariable('lake_metadata')"))[0])
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from pipeline.lake.session import Lake, LakeTable
 from pipeline.settings import ResolvedSettings
 from pipeline.settings.model import SubjectKey
 from pipeline.source.shape import SourceRelation
-from pipeline.sqltext import one_row, quote_ident, quote_literal
+from pipeline.sqltext import quote_ident, quote_literal
 
 QUARANTINE = "quarantine"  # the ops table a table's unloadable rows are kept in, rows of the subject too
 
@@ -174,10 +174,6 @@ def _at_path(text: str, path: tuple[str, ...]) -> str | None:
     return found if isinstance(found, str) else json.dumps(found)
 
 
-def metadata(lake: Lake) -> str:
-    return one_row(lake.execute("SELECT getvariable('lake_metadata')"))[0]
-
-
 @dataclass(frozen=True)
 class Holding:
     """A data file or an inlined table of a scrubbed table that holds rows of the subject, and the
@@ -192,7 +188,7 @@ class Holding:
 def data_files(lake: Lake, table: Scrubbed) -> list[tuple[str, int, int | None, int]]:
     """Every data file of ``table`` some retained snapshot lists, or DuckLake has yet to delete:
     (path, begin, end snapshot, size)."""
-    meta = metadata(lake)
+    meta = lake.metadata()
     [[data_path]] = lake.execute(
         f"SELECT value FROM {meta}.ducklake_metadata WHERE key = 'data_path'").fetchall()
     rows = lake.execute(
@@ -217,7 +213,7 @@ FILE_COLUMN = "_el_holding_file"
 
 
 def _inlined_tables(lake: Lake, table: Scrubbed) -> list[str]:
-    meta = metadata(lake)
+    meta = lake.metadata()
     return [f"{meta}.{quote_ident(name)}" for (name,) in lake.execute(
         f"SELECT i.table_name FROM {meta}.ducklake_inlined_data_tables i "
         f"JOIN (SELECT DISTINCT table_id, schema_id FROM {meta}.ducklake_table WHERE table_name = ?) t "

@@ -220,7 +220,7 @@ class Erasure:
     def found(self) -> dict[str, TableErasure]:
         """The rows of the subject each table holds now, their ids' sums, and where they are."""
         report = {}
-        inlined_prefix = subject_rows.metadata(self.lake)
+        inlined_prefix = self.lake.metadata()
         for name, (_, rows, quarantine) in self.tables.items():
             # one read of the rows' identities: their count and sums are taken from it (of_ids)
             identities = [r[0] for r in self._execute(
@@ -360,7 +360,7 @@ class Erasure:
             where, end = str(entry["where"]), entry["end"]
             if where in listed:
                 found.append(Holding(where, *listed[where]))
-            elif where.startswith(subject_rows.metadata(self.lake)) and end is not None:
+            elif where.startswith(self.lake.metadata()) and end is not None:
                 found.append(Holding(where, int(entry["begin"]), int(end)))
         return found
 

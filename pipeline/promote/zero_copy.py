@@ -184,7 +184,7 @@ def write_lake_ids(lake: LakeTable, span: TimeSpan,
 def inserted_since(lake: LakeTable, snapshot_id: int) -> bool:
     """Did a snapshot after ``snapshot_id`` insert into the events table? (Then a batch whose ids
     were checked at ``snapshot_id`` may hold rows the lake took meanwhile.)"""
-    metadata = one_row(lake.execute("SELECT getvariable('lake_metadata')"))[0]
+    metadata = lake.metadata()
     table_id = one_row(lake.execute(
         f"SELECT t.table_id FROM {metadata}.ducklake_table t JOIN {metadata}.ducklake_schema s "
         "USING (schema_id) WHERE s.schema_name = 'main' AND t.table_name = ? AND t.end_snapshot IS NULL "
