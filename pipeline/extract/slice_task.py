@@ -23,10 +23,11 @@ import contextlib
 import os
 import socket
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -37,6 +38,9 @@ from pipeline.extract import read_ids
 from pipeline.extract.arrow_writer import ParquetFile, staging_schema, to_staging_schema
 from pipeline.extract.task_reports import ReportTo
 from pipeline.storage.folder import Folder
+
+if TYPE_CHECKING:
+    import duckdb
 
 # what each task tells Spark (Spark DDL): its rows, and the ids it read dated in the window's range
 # when it sums them (pipeline.extract.read_ids; null: it did not)
@@ -211,22 +215,37 @@ def payload_columns(table: pa.Table, keys: tuple[str, ...]) -> pa.Table:
     """``table`` with a column per typed payload key, each value ``details->>'key'`` as DuckDB
     computes it (the seed's own operator: a query reads the same from the column as from the
     JSON), sorted by the first key's value, then by time."""
-    import duckdb
-
     from pipeline.lake.payload_fields import column_of, value_sql
 
     details = table.column("details").combine_chunks()
     text = details.storage if isinstance(details, pa.ExtensionArray) else details
-    with duckdb.connect() as con:
-        con.register("payload", pa.table({"details": text}))
+    con = _payload_reader()
+    con.register("payload", pa.table({"details": text}))
+    try:
         values = con.execute("SELECT " + ", ".join(f"{value_sql(key)} AS k{i}" for i, key in enumerate(keys))
                              + " FROM payload").to_arrow_table()
+    finally:
+        con.unregister("payload")
     for i, key in enumerate(keys):
         table = table.append_column(pa.field(column_of(key), pa.string()),
                                     values.column(f"k{i}").cast(pa.string()))
     order = pc.sort_indices(table, null_placement="at_end",
                             sort_keys=[(column_of(keys[0]), "ascending"), ("event_timestamp", "ascending")])
     return table.take(order)
+
+
+_READERS = threading.local()
+
+
+def _payload_reader() -> duckdb.DuckDBPyConnection:
+    """This thread's DuckDB for the payload keys, made once (a worker runs its tasks one after the
+    other): one made per day of a slice cost a fifth of the keys' work. One thread: the other
+    tasks run in worker processes of their own."""
+    if getattr(_READERS, "con", None) is None:
+        import duckdb
+
+        _READERS.con = duckdb.connect(config={"threads": "1"})
+    return _READERS.con
 
 
 def _lake_ids(output: LakeOutput) -> pa.Array | None:

@@ -51,7 +51,7 @@ def plan_batch(snapshot: PlannerSnapshot, lake: LakeTable, settings: ResolvedSet
     backfill, walked = False, None
     if bound_rows or bound_at is not None:
         # the rows after the watermark: the look-back before it was read by the last part
-        walked = stats.part_end(conn, source, watermark, upper, bound_rows) if bound_at is None else None
+        walked = snapshot.ends.end(conn, source, watermark, upper, bound_rows) if bound_at is None else None
         bounded = bound_at if bound_at is not None else walked.at if walked else None
         if bounded is not None and bounded < upper:
             # from where the last part ended, without the look-back: re-read behind every part, a history

@@ -10,7 +10,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -38,6 +38,7 @@ from pipeline.lake.schema import column_types, ensure_tables
 from pipeline.lake.session import Lake, LakeTable
 from pipeline.lake.transaction import one_read
 from pipeline.load import proof
+from pipeline.load.ahead import PartAhead
 from pipeline.load.payload_typing import chosen_keys, keys_of_new_table, type_payload_keys, types_of_new_table
 from pipeline.load.plan import plan_batch, whole_transactions
 from pipeline.load.preflight import preflight
@@ -283,8 +284,8 @@ class Loader:
         settings, engines = self.settings, self.engines
         checking = ready is None
         with lake_session(settings) as lake, \
-                jobs.JobHistory(settings).recorded(record_as, lake) as details:
-            image = _ImageLoad(settings, lake, report)
+                jobs.JobHistory(settings).recorded(record_as, lake) as details, \
+                contextlib.closing(_ImageLoad(settings, lake, report)) as image:
             if ready is None:
                 image.check(extracts=mode.extracts)
                 ready = Readiness(lake_id(lake))
@@ -533,6 +534,42 @@ class _ImageLoad:
         self.history_moved = False
         self.history_rows = 0
         self._made: Extractor | None = None  # the extractor, once the first extraction made it
+        self._ahead: PartAhead | None = None  # the next part's snapshot, its walk made meanwhile
+
+    def close(self) -> None:
+        """End what this load opened ahead and did not use (a stop, a failure, the last part)."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            ahead.close()
+
+    @contextlib.contextmanager
+    def _planner_snapshot(self, *, ahead_ok: bool) -> Iterator[PlannerSnapshot]:
+        """The image's planner snapshot: the one taken ahead while the last part loaded, when there is
+        one and ``ahead_ok``, else a fresh one. A second image of the same load (a short table's
+        look-back read again) is not ``ahead_ok``, and drops the one taken ahead: no plan may take a
+        snapshot older than the last image's."""
+        ahead, self._ahead = self._ahead, None
+        try:
+            taken = ahead.take() if ahead is not None and ahead_ok else None
+            if taken is not None:
+                yield taken
+                return
+        finally:
+            if ahead is not None:
+                ahead.close()
+        with self._fresh_snapshot() as fresh:
+            yield fresh
+
+    def _fresh_snapshot(self) -> contextlib.AbstractContextManager[PlannerSnapshot]:
+        return exported_snapshot(self.settings.source_dsn, arrivals=self.settings.arrival_column is not None)
+
+    def _plan_ahead(self, plans: list[BatchPlan]) -> None:
+        """A history goes on after this part: take the next part's snapshot now, and walk to its end in
+        it while this part loads (each table reading one starts its next part at this part's bound)."""
+        walks = [(load.table, plan.window.upper, self.settings.backfill_rows)
+                 for load, plan in zip(self.loads, plans, strict=True) if plan.backfill]
+        if walks and self._ahead is None:
+            self._ahead = PartAhead(self._fresh_snapshot(), walks)
 
     def check(self, extracts: bool) -> None:
         """What a load checks before its first plan: every table's lake table made, none loaded from
@@ -654,7 +691,7 @@ class _ImageLoad:
         settings, t0 = self.settings, time.monotonic()
         # the planner's transaction stays open until the engine has read and the batch is checked:
         # its snapshot is shared, and it is what the lake is compared with
-        with exported_snapshot(settings.source_dsn, arrivals=settings.arrival_column is not None) as snapshot:
+        with self._planner_snapshot(ahead_ok=not rows_behind) as snapshot:
             plans: list[BatchPlan] = []
             starts: list[tuple[datetime | None, int]] = []  # each table's plan_batch(after, rows_behind)
             with one_read(self.lake):  # every table's lake reads in one lake snapshot too
@@ -697,6 +734,8 @@ class _ImageLoad:
             self.report.rows_in_future = sum(load.report.rows_in_future for load in self.loads)
             self.report.seconds["plan"] = self.report.seconds.get("plan", 0.0) + time.monotonic() - t0
             loading = [(load, plan) for load, plan in zip(self.loads, plans, strict=True) if plan.stats.rows]
+            if promote_now and not rows_behind:
+                self._plan_ahead(plans)
             results = self._extract_and_promote(lake_identity, engines, snapshot, loading, promote_now)
             if not promote_now:
                 return {}

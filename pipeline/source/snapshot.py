@@ -12,8 +12,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import NamedTuple
 
 import psycopg
 
@@ -21,10 +21,12 @@ from pipeline.process import cancellable
 from pipeline.settings.pgdsn import PgDsn
 from pipeline.source.arrivals import arrival_mark, oldest_writer
 from pipeline.source.connect import connect
+from pipeline.source.stats import PartEnds
 from pipeline.sqltext import one_row, quote_literal
 
 
-class PlannerSnapshot(NamedTuple):
+@dataclass(frozen=True)
+class PlannerSnapshot:
     conn: psycopg.Connection  # inside the snapshot's transaction
     snapshot_id: str  # for readers to import
     arrival_mark: datetime | None  # rows arriving up to here are all visible (pipeline.source.arrivals)
@@ -32,6 +34,7 @@ class PlannerSnapshot(NamedTuple):
     # written by an older one that committed is visible in it (recorded with the batch; the next
     # plan reads newer ones)
     xmin: int | None = None
+    ends: PartEnds = field(default_factory=PartEnds, compare=False)  # the walks made in it
 
 
 @contextmanager

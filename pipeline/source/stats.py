@@ -147,15 +147,34 @@ def part_end(conn: psycopg.Connection, source: SourceRelation, low: datetime | N
     # a naive column's index walk: rows in wall-time order are about as many (the window ends at
     # this row's instant, exactly, whichever it is)
     order = source.wall_clock.column if source.wall_clock else "event_timestamp"
-    query = sql.SQL(f"SELECT {_utc('event_timestamp')} FROM {{t}} WHERE {_range_sql(low, source)} "
-                    "ORDER BY {order} OFFSET %(skip)s LIMIT 2").format(t=sql.SQL(source.sql),
-                                                                        order=sql.Identifier(order))
+    # the instant computed for the two rows kept, outside the walk: computed for every row the walk
+    # skips, it made a walk over 5M entries of the index take 0.34 s instead of 0.19 s
+    walk = f"SELECT event_timestamp FROM {{t}} WHERE {_range_sql(low, source)} ORDER BY {{order}} " \
+           "OFFSET %(skip)s LIMIT 2"
+    query = sql.SQL(f"SELECT {_utc('event_timestamp')} FROM ({walk}) walked").format(
+        t=sql.SQL(source.sql), order=sql.Identifier(order))
     found = [row[0].replace(tzinfo=UTC) for row in conn.execute(query, {"low": low, "upper": upper,
                                                                        "skip": rows - 1}).fetchall()]
     if not found:
         return None
     exact = source.wall_clock is None and (len(found) == 1 or found[1] > found[0])
     return PartEnd(found[0], rows if exact else None)
+
+
+class PartEnds:
+    """The walks to parts' ends (:func:`part_end`) made in one snapshot, each made once: the next
+    part's walk runs ahead, while this part loads (:mod:`pipeline.load.ahead`), and its plan finds
+    it here. A walk's answer is its snapshot's, so keeping it changes nothing but when it is made."""
+
+    def __init__(self) -> None:
+        self._found: dict[tuple[SourceRelation, datetime | None, datetime, int], PartEnd | None] = {}
+
+    def end(self, conn: psycopg.Connection, source: SourceRelation, low: datetime | None, upper: datetime,
+            rows: int) -> PartEnd | None:
+        key = (source, low, upper, rows)
+        if key not in self._found:
+            self._found[key] = part_end(conn, source, low, upper, rows)
+        return self._found[key]
 
 
 def part_stats(conn: psycopg.Connection, source: SourceRelation, window: Window, dated: int) -> WindowStats:

@@ -25,7 +25,7 @@ from pipeline.source.snapshot import exported_snapshot
 from pipeline.source.window import Window
 from pipeline.storage.folder import folder_of
 from tests.conftest import load_settings, run_cli
-from tests.helpers import add_events, assert_lake_equals_source, lake_query, only_table, source_table
+from tests.helpers import add_events, assert_lake_equals_source, lake_query, only_table, run, source_table
 
 
 def _source_sums(conn, source: SourceRelation, low: datetime | None, upper: datetime) -> IdSum:
@@ -40,7 +40,8 @@ def test_the_slices_sum_exactly_the_ids_the_source_holds_in_the_range_however_th
         conn.execute(f"INSERT INTO {table} (event_id, event_type, event_timestamp) SELECT gen_random_uuid(), "
                      "'x', ts FROM unnest(ARRAY['infinity', '-infinity', now() + interval '1 day', "
                      "now() + interval '2 days']::timestamptz[]) ts")
-    with exported_snapshot(settings.source_dsn) as (conn, snapshot_id, _, _):
+    with exported_snapshot(settings.source_dsn) as snapshot:
+        conn, snapshot_id = snapshot.conn, snapshot.snapshot_id
         conn.execute(f"ANALYZE {table}")
         source, upper = SourceRelation.of(conn, only_table(settings)), stats.server_now(conn)
         low = datetime.now(UTC) - timedelta(days=365 * 5)
@@ -110,7 +111,8 @@ def test_a_plan_reads_the_first_instant_of_year_one_in_a_zone_west_of_utc(settin
         conn.execute(f"INSERT INTO {source_table(settings)} (event_id, event_type, event_timestamp) VALUES "
                      "(gen_random_uuid(), 'first', '0001-01-01 00:00:00+00'), "
                      "(gen_random_uuid(), 'early', '0001-01-01 00:00:00.000001+00')")
-    with exported_snapshot(settings.source_dsn) as (conn, _, _, _):
+    with exported_snapshot(settings.source_dsn) as snapshot:
+        conn = snapshot.conn
         conn.execute("SET TIME ZONE 'America/St_Johns'")
         source, upper = SourceRelation.of(conn, only_table(settings)), stats.server_now(conn)
         whole = stats.window_stats(conn, source, Window(None, upper))
@@ -140,3 +142,50 @@ def test_rows_before_1970_fall_in_the_same_minute_on_both_sides_when_a_differenc
                                      "WHERE event_type <> 'old' LIMIT 1) RETURNING event_id").fetchall()
         check = pipeline.prove(None).tables[only_table(settings).name]
     assert (check.extra, check.moved, check.missing) == ([gone], [], []), check.describe()
+
+
+def test_rows_written_into_any_part_while_one_loads_reach_the_lake_though_the_next_was_planned_ahead(
+        lake_env, monkeypatch):
+    """The next part's snapshot is taken, and the walk to its end made in it, while a part loads
+    (pipeline.load.ahead): rows written meanwhile, into that part's range, the next one's (planned
+    in a snapshot that cannot see them) or a later one's, all reach the lake, each once, in the
+    same load: its last image reads what arrived since each part's snapshot."""
+    from pipeline.load import run as load_run
+
+    env = {**lake_env, "BACKFILL_BATCH_ROWS": "1000", "LOOKBACK": "15m"}
+    settings = resolve(load_settings(env))
+    table = source_table(settings)
+    with connect(settings.source_dsn) as conn:
+        ensure_table(conn, table)
+        conn.execute(f"INSERT INTO {table} (event_id, event_type, event_timestamp) SELECT gen_random_uuid(), "
+                     "'view', now() - interval '1 hour' - make_interval(mins => i) FROM generate_series(1, 4000) i")
+    walked: list[str] = []  # the thread each walk to a part's end ran on
+    real_walk = stats.part_end
+
+    def walk(*args, **kwargs):
+        import threading
+
+        walked.append(threading.current_thread().name)
+        return real_walk(*args, **kwargs)
+
+    real_extract, wrote = load_run.extract, []
+
+    def extract_then_write(*args, **kwargs):
+        staged = real_extract(*args, **kwargs)
+        if not wrote:  # the first part is read; the second one's snapshot was taken before it began
+            with connect(settings.source_dsn) as conn:
+                conn.execute(f"INSERT INTO {table} (event_id, event_type, event_timestamp) SELECT "
+                             "gen_random_uuid(), 'late', now() - interval '1 hour' - make_interval(mins => m) "
+                             "FROM unnest(ARRAY[3990, 3500, 2500, 2400, 500, 1]) m")
+            wrote.append(6)
+        return staged
+
+    monkeypatch.setattr(stats, "part_end", walk)
+    monkeypatch.setattr(load_run, "extract", extract_then_write)
+    report = run(settings, engine="dlt")
+    assert wrote and len(report.parts) >= 4, report.parts
+    assert walked[0] == "MainThread" and "part-end walk" in walked[1:], walked  # made ahead, then found
+    assert_lake_equals_source(settings, expected_rows=4006)
+    with connect(settings.source_dsn) as conn:  # nothing of the load left open in the source
+        assert conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                            "AND state LIKE 'idle in transaction%'").fetchone() == (0,)

@@ -42,7 +42,8 @@ def test_each_slice_reads_the_planners_snapshot_not_rows_committed_after_the_pla
     the same query sees them (so this test can tell the two apart)."""
     settings = resolve(settings)
     add_events(settings, 400, seed=101)
-    with exported_snapshot(settings.source_dsn) as (conn, snapshot_id, _, _):
+    with exported_snapshot(settings.source_dsn) as snapshot:
+        conn, snapshot_id = snapshot.conn, snapshot.snapshot_id
         source = SourceRelation.of(conn, only_table(settings))
         planned = stats.window_stats(conn, source, Window(None, stats.server_now(conn))).rows
         add_events(settings, 250, seed=102)  # commits while the plan's transaction is open
@@ -58,7 +59,8 @@ def test_slice_tasks_split_a_window_by_pages_or_time_and_stage_every_row_once(se
     slices of a later window each stage the rows the planner counted, no row twice."""
     settings = resolve(settings)
     add_events(settings, 3_000, seed=103)
-    with exported_snapshot(settings.source_dsn) as (conn, snapshot_id, _, _):
+    with exported_snapshot(settings.source_dsn) as snapshot:
+        conn, snapshot_id = snapshot.conn, snapshot.snapshot_id
         conn.execute(f"ANALYZE {source_table(settings)}")  # the page count and row estimate the planner reads
         upper, source = stats.server_now(conn), SourceRelation.of(conn, only_table(settings))
         for name, window in (("pages", Window(None, upper)),
