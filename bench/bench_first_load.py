@@ -131,9 +131,11 @@ def measured_rows(env: dict[str, str], args: argparse.Namespace, reference: dict
     ours = seconds["total"] - seconds.get("engine_start", 0.0)
     plan = seconds.get("plan", 0.0)
     return [
-        ("reference: DuckDB alone s (own process, first)", f"{reference['load s']:.2f}"),
-        ("ours: total s excl. engine start (proof included)", f"{ours:.2f}"),
-        ("ratio ours / reference", f"{ours / reference['load s']:.2f}"),
+        ("reference: DuckDB alone s (own process, first): its INSERT / with its attach and "
+         "CREATE TABLE", f"{reference['load s']:.2f} / {reference['load s'] + reference['setup s']:.2f}"),
+        ("ours: total s excl. engine start (proof, attach and CREATE TABLE included)", f"{ours:.2f}"),
+        ("ratio ours / reference (INSERT / with attach and CREATE TABLE)",
+         f"{ours / reference['load s']:.2f} / {ours / (reference['load s'] + reference['setup s']):.2f}"),
         ("plan s (share of the load)", f"{plan:.2f} ({100 * plan / ours:.1f}%)"),
         ("extract / promote / check s",
          " / ".join(f"{seconds.get(step, 0):.2f}" for step in ("extract", "promote", "check"))),

@@ -301,7 +301,8 @@ def executor_facts(tasks: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     for _ in tasks:  # consume the input: a worker whose input was left unread is not reused
         pass
     problems = []
-    for module in ("pyarrow", "adbc_driver_postgresql.dbapi", "pipeline.extract.slice_task"):
+    # duckdb: each day's typed payload keys are read with it (imported here, the first slices do not)
+    for module in ("pyarrow", "adbc_driver_postgresql.dbapi", "pipeline.extract.slice_task", "duckdb"):
         try:
             __import__(module)
         except Exception as exc:  # noqa: BLE001  any import failure is the finding
