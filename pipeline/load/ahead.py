@@ -19,6 +19,7 @@ from datetime import datetime
 
 import psycopg
 
+from pipeline.errors import PipelineError
 from pipeline.settings import TableSpec
 from pipeline.source import shape, stats
 from pipeline.source.snapshot import PlannerSnapshot
@@ -36,7 +37,7 @@ class PartAhead:
                  walks: list[tuple[TableSpec, datetime, int]]) -> None:
         self._stack = contextlib.ExitStack()
         self.snapshot = self._stack.enter_context(taking)  # taken now: the next image's instant
-        self._walked = True
+        self._walked, self._taken = True, False
         self._thread = threading.Thread(target=self._walk, args=(walks,), name="part-end walk", daemon=True)
         self._thread.start()
 
@@ -47,20 +48,34 @@ class PartAhead:
                 # what plan_batch asks in this snapshot, asked the same way: its answer is kept for it
                 source = shape.SourceRelation.of(conn, table)
                 self.snapshot.ends.end(conn, source, low, stats.server_now(conn), rows)
-        except psycopg.Error as exc:  # cancelled, or the source went away: the plan starts over
+        except Exception as exc:  # noqa: BLE001  cancelled, the source gone, a table dropped: the plan
+            # starts over in a fresh snapshot, and meets what failed here the way it reports it
             log.debug("the walk ahead to the next part's end failed: %s", exc)
             self._walked = False
 
     def take(self) -> PlannerSnapshot | None:
         """The snapshot, once the walks are made (the caller then owns it through :meth:`close`);
-        None when they failed (its transaction may be gone: plan in a fresh one)."""
+        None when they failed or its transaction is gone (the server ended the session while it
+        waited: plan in a fresh one)."""
         self._thread.join()
-        return self.snapshot if self._walked else None
+        if not self._walked:
+            return None
+        try:
+            self.snapshot.conn.execute("SELECT 1")
+        except psycopg.Error:
+            return None
+        self._taken = True
+        return self.snapshot
 
     def close(self) -> None:
-        """Stop a walk still running, and end the snapshot's transaction."""
+        """Stop a walk still running, and end the snapshot's transaction. One never handed over
+        read nothing anyone used: a session the source ended meanwhile is no error then."""
         if self._thread.is_alive():
             with contextlib.suppress(psycopg.Error):
                 self.snapshot.conn.cancel()
             self._thread.join()
-        self._stack.close()
+        if self._taken:
+            self._stack.close()
+            return
+        with contextlib.suppress(PipelineError, psycopg.Error):
+            self._stack.close()

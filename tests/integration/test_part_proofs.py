@@ -189,3 +189,32 @@ def test_rows_written_into_any_part_while_one_loads_reach_the_lake_though_the_ne
     with connect(settings.source_dsn) as conn:  # nothing of the load left open in the source
         assert conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
                             "AND state LIKE 'idle in transaction%'").fetchone() == (0,)
+
+
+def test_a_snapshot_taken_ahead_that_the_source_ended_is_replaced_and_the_history_loads(lake_env, monkeypatch):
+    """The source may end the next part's session while it waits, idle in its transaction (an
+    idle_in_transaction_session_timeout, an administrator): that part is planned in a fresh snapshot."""
+    from pipeline.load import run as load_run
+
+    env = {**lake_env, "BACKFILL_BATCH_ROWS": "1000", "LOOKBACK": "15m"}
+    settings = resolve(load_settings(env))
+    table = source_table(settings)
+    with connect(settings.source_dsn) as conn:
+        ensure_table(conn, table)
+        conn.execute(f"INSERT INTO {table} (event_id, event_type, event_timestamp) SELECT gen_random_uuid(), "
+                     "'view', now() - interval '1 hour' - make_interval(mins => i) FROM generate_series(1, 3000) i")
+    real_extract, ended = load_run.extract, []
+
+    def end_the_newest_snapshot_then_extract(*args, **kwargs):
+        with connect(settings.source_dsn) as conn:  # the one taken ahead: the newest session in a transaction
+            ended.extend(conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid() AND xact_start IS NOT NULL "
+                "ORDER BY backend_start DESC LIMIT 1").fetchall())
+        return real_extract(*args, **kwargs)
+
+    monkeypatch.setattr(load_run, "extract", end_the_newest_snapshot_then_extract)
+    report = run(settings, engine="dlt")
+    assert len(ended) >= 2 and all(row == (True,) for row in ended), ended
+    assert len(report.parts) >= 3, report.parts
+    assert_lake_equals_source(settings, expected_rows=3000)
