@@ -23,6 +23,7 @@ from pipeline.errors import PipelineError
 from pipeline.settings import TableSpec
 from pipeline.source import shape, stats
 from pipeline.source.snapshot import PlannerSnapshot
+from pipeline.sqltext import one_row
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +62,16 @@ class PartAhead:
         if not self._walked:
             return None
         try:
-            self.snapshot.conn.execute("SELECT 1")
-        except psycopg.Error:
+            # a statement waiting for this snapshot's locks (an ALTER TABLE, queued while this part
+            # committed) would wait for the next part's readers, which wait behind it: let it go first
+            waiting = one_row(self.snapshot.conn.execute(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))"))[0]
+        except psycopg.Error:  # the server ended the session while it waited
+            return None
+        if waiting:
+            log.info("%d statement(s) wait for the snapshot taken ahead: the next part is planned after them",
+                     waiting)
             return None
         self._taken = True
         return self.snapshot

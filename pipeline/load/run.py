@@ -10,7 +10,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -49,7 +49,7 @@ from pipeline.settings.model import Engine
 from pipeline.source import shape
 from pipeline.source.connect import connect
 from pipeline.source.plan import BatchPlan
-from pipeline.source.snapshot import PlannerSnapshot, exported_snapshot
+from pipeline.source.snapshot import PlannerSnapshot, TablesBusy, exported_snapshot
 from pipeline.source.window import Window
 from pipeline.staging import StagedBatch
 from pipeline.storage.outage import store_outage
@@ -560,16 +560,27 @@ class _ImageLoad:
         with self._fresh_snapshot() as fresh:
             yield fresh
 
-    def _fresh_snapshot(self) -> contextlib.AbstractContextManager[PlannerSnapshot]:
-        return exported_snapshot(self.settings.source_dsn, arrivals=self.settings.arrival_column is not None)
+    def _fresh_snapshot(self, locked: Sequence[str] = ()
+                        ) -> contextlib.AbstractContextManager[PlannerSnapshot]:
+        return exported_snapshot(self.settings.source_dsn, arrivals=self.settings.arrival_column is not None,
+                                 locked=locked)
 
     def _plan_ahead(self, plans: list[BatchPlan]) -> None:
-        """A history goes on after this part: take the next part's snapshot now, and walk to its end in
-        it while this part loads (each table reading one starts its next part at this part's bound)."""
+        """A history goes on after this part, which is read: take the next part's snapshot now, and
+        walk to its end in it while this part commits (each table reading one starts its next part at
+        this part's bound). Its tables are locked first, at once or not at all: a statement holding or
+        waiting for a stronger lock (an ALTER TABLE) leaves the next part to be planned after it."""
         walks = [(load.table, plan.window.upper, self.settings.backfill_rows)
                  for load, plan in zip(self.loads, plans, strict=True) if plan.backfill]
-        if walks and self._ahead is None:
-            self._ahead = PartAhead(self._fresh_snapshot(), walks)
+        if not walks or self._ahead is not None:
+            return
+        try:
+            tables = [load.table.qualified for load in self.loads]
+            self._ahead = PartAhead(self._fresh_snapshot(locked=tables), walks)
+        except TablesBusy as busy:
+            log.info("a statement holds or waits to change %s: the next part is planned after it", busy)
+        except PipelineError as exc:  # the source gone: the next plan meets it, and says it
+            log.debug("the next part is not planned ahead: %s", first_line(str(exc)))
 
     def check(self, extracts: bool) -> None:
         """What a load checks before its first plan: every table's lake table made, none loaded from
@@ -734,9 +745,8 @@ class _ImageLoad:
             self.report.rows_in_future = sum(load.report.rows_in_future for load in self.loads)
             self.report.seconds["plan"] = self.report.seconds.get("plan", 0.0) + time.monotonic() - t0
             loading = [(load, plan) for load, plan in zip(self.loads, plans, strict=True) if plan.stats.rows]
-            if promote_now and not rows_behind:
-                self._plan_ahead(plans)
-            results = self._extract_and_promote(lake_identity, engines, snapshot, loading, promote_now)
+            results = self._extract_and_promote(lake_identity, engines, snapshot, loading, promote_now,
+                                                then=None if rows_behind else lambda: self._plan_ahead(plans))
             if not promote_now:
                 return {}
             short = {}
@@ -814,9 +824,10 @@ class _ImageLoad:
                 if where.watermark is None or where.catching_up is not None}
 
     def _extract_and_promote(self, lake_identity: str, engines: Engines, snapshot: PlannerSnapshot,
-                             loading: list[tuple[_TableLoad, BatchPlan]],
-                             promote_now: bool) -> dict[str, PromotionResult]:
-        """Stage each table's rows (a group of batches when grouped), then promote them in one commit."""
+                             loading: list[tuple[_TableLoad, BatchPlan]], promote_now: bool,
+                             then: Callable[[], None] | None = None) -> dict[str, PromotionResult]:
+        """Stage each table's rows (a group of batches when grouped), then promote them in one commit
+        (calling ``then`` between: the next part planned ahead while this one commits)."""
         if not loading:
             return {}
         group = staging.new_batch_id() if self.grouped else None
@@ -840,6 +851,8 @@ class _ImageLoad:
             self.report.rows_in_window = sum(batch.manifest.row_count for _, batch in staged)
             if not promote_now:
                 return {}
+            if then is not None:
+                then()
             t0 = time.monotonic()
             if group:
                 results = self._promote_group(group, ids)

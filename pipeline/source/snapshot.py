@@ -10,7 +10,7 @@ batch that staged fewer rows than were counted is a real loss, never a race.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,7 +22,7 @@ from pipeline.settings.pgdsn import PgDsn
 from pipeline.source.arrivals import arrival_mark, oldest_writer
 from pipeline.source.connect import connect
 from pipeline.source.stats import PartEnds
-from pipeline.sqltext import one_row, quote_literal
+from pipeline.sqltext import one_row, quote_literal, quote_qualified
 
 
 @dataclass(frozen=True)
@@ -37,12 +37,23 @@ class PlannerSnapshot:
     ends: PartEnds = field(default_factory=PartEnds, compare=False)  # the walks made in it
 
 
+class TablesBusy(Exception):
+    """A table to lock before the snapshot is held, or waited for, by a statement that conflicts
+    (an ALTER TABLE): the tables, comma-separated."""
+
+
 @contextmanager
-def exported_snapshot(dsn: PgDsn, *, arrivals: bool = True) -> Iterator[PlannerSnapshot]:
+def exported_snapshot(dsn: PgDsn, *, arrivals: bool = True,
+                      locked: Sequence[str] = ()) -> Iterator[PlannerSnapshot]:
     """A connection inside a REPEATABLE READ transaction, the id of its exported snapshot, and
     with ``arrivals`` its arrival mark (read just before the snapshot is taken; a source without
     an arrival column gets None and no look at pg_stat_activity). The snapshot can be imported
-    until the block ends (the transaction is rolled back)."""
+    until the block ends (the transaction is rolled back).
+
+    ``locked``: tables (schema.table) locked for reading before the snapshot is taken, at once or
+    not at all (:class:`TablesBusy` when a statement holds or waits for a stronger lock: an ALTER
+    TABLE). A table rewritten (ALTER … TYPE, TRUNCATE, VACUUM FULL) after a snapshot
+    but before that snapshot first reads it reads empty in it; locked first, it cannot be."""
     # a stop request cancels the planner's query (a one-shot command's: pipeline.process)
     with connect(dsn, autocommit=True) as conn, cancellable(conn.cancel):
         mark = arrival_mark(conn) if arrivals else None
@@ -50,6 +61,12 @@ def exported_snapshot(dsn: PgDsn, *, arrivals: bool = True) -> Iterator[PlannerS
         conn.autocommit = False
         conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         try:
+            if locked:  # a LOCK takes no snapshot: the transaction's is taken by the next statement
+                try:
+                    conn.execute(f"LOCK TABLE {', '.join(map(quote_qualified, locked))} "
+                                 "IN ACCESS SHARE MODE NOWAIT")
+                except psycopg.errors.LockNotAvailable:
+                    raise TablesBusy(", ".join(locked)) from None
             snapshot_id = one_row(conn.execute("SELECT pg_export_snapshot()"))[0]
             yield PlannerSnapshot(conn, snapshot_id, mark, xmin)
         finally:

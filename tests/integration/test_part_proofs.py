@@ -10,6 +10,7 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
+import pytest
 
 from pipeline.extract import spark_arrow
 from pipeline.extract.batch import ExtractRequest
@@ -146,10 +147,10 @@ def test_rows_before_1970_fall_in_the_same_minute_on_both_sides_when_a_differenc
 
 def test_rows_written_into_any_part_while_one_loads_reach_the_lake_though_the_next_was_planned_ahead(
         lake_env, monkeypatch):
-    """The next part's snapshot is taken, and the walk to its end made in it, while a part loads
-    (pipeline.load.ahead): rows written meanwhile, into that part's range, the next one's (planned
-    in a snapshot that cannot see them) or a later one's, all reach the lake, each once, in the
-    same load: its last image reads what arrived since each part's snapshot."""
+    """The next part's snapshot is taken, and the walk to its end made in it, once a part is read
+    and before it commits (pipeline.load.ahead): rows written meanwhile, into that part's range, the
+    next one's (planned in a snapshot that cannot see them) or a later one's, all reach the lake,
+    each once, in the same load: its last image reads what arrived since each part's snapshot."""
     from pipeline.load import run as load_run
 
     env = {**lake_env, "BACKFILL_BATCH_ROWS": "1000", "LOOKBACK": "15m"}
@@ -168,20 +169,19 @@ def test_rows_written_into_any_part_while_one_loads_reach_the_lake_though_the_ne
         walked.append(threading.current_thread().name)
         return real_walk(*args, **kwargs)
 
-    real_extract, wrote = load_run.extract, []
+    real_promote, wrote = load_run._TableLoad.promote_or_set_aside, []
 
-    def extract_then_write(*args, **kwargs):
-        staged = real_extract(*args, **kwargs)
-        if not wrote:  # the first part is read; the second one's snapshot was taken before it began
+    def write_then_promote(self, *args, **kwargs):
+        if not wrote:  # the first part is read; the second one's snapshot was taken as it was
             with connect(settings.source_dsn) as conn:
                 conn.execute(f"INSERT INTO {table} (event_id, event_type, event_timestamp) SELECT "
                              "gen_random_uuid(), 'late', now() - interval '1 hour' - make_interval(mins => m) "
                              "FROM unnest(ARRAY[3990, 3500, 2500, 2400, 500, 1]) m")
             wrote.append(6)
-        return staged
+        return real_promote(self, *args, **kwargs)
 
     monkeypatch.setattr(stats, "part_end", walk)
-    monkeypatch.setattr(load_run, "extract", extract_then_write)
+    monkeypatch.setattr(load_run._TableLoad, "promote_or_set_aside", write_then_promote)
     report = run(settings, engine="dlt")
     assert wrote and len(report.parts) >= 4, report.parts
     assert walked[0] == "MainThread" and "part-end walk" in walked[1:], walked  # made ahead, then found
@@ -203,18 +203,113 @@ def test_a_snapshot_taken_ahead_that_the_source_ended_is_replaced_and_the_histor
         ensure_table(conn, table)
         conn.execute(f"INSERT INTO {table} (event_id, event_type, event_timestamp) SELECT gen_random_uuid(), "
                      "'view', now() - interval '1 hour' - make_interval(mins => i) FROM generate_series(1, 3000) i")
-    real_extract, ended = load_run.extract, []
+    real_promote, ended = load_run._TableLoad.promote_or_set_aside, []
 
-    def end_the_newest_snapshot_then_extract(*args, **kwargs):
+    def end_the_newest_snapshot_then_promote(self, *args, **kwargs):
         with connect(settings.source_dsn) as conn:  # the one taken ahead: the newest session in a transaction
-            ended.extend(conn.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND pid <> pg_backend_pid() AND xact_start IS NOT NULL "
-                "ORDER BY backend_start DESC LIMIT 1").fetchall())
-        return real_extract(*args, **kwargs)
+            ended.extend(conn.execute(  # when there is one: this part's planner is the other
+                "SELECT pg_terminate_backend(pid) FROM (SELECT pid, backend_start, count(*) OVER () AS open "
+                "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                "AND xact_start IS NOT NULL) s WHERE open >= 2 ORDER BY backend_start DESC LIMIT 1").fetchall())
+        return real_promote(self, *args, **kwargs)
 
-    monkeypatch.setattr(load_run, "extract", end_the_newest_snapshot_then_extract)
+    monkeypatch.setattr(load_run._TableLoad, "promote_or_set_aside", end_the_newest_snapshot_then_promote)
     report = run(settings, engine="dlt")
     assert len(ended) >= 2 and all(row == (True,) for row in ended), ended
     assert len(report.parts) >= 3, report.parts
     assert_lake_equals_source(settings, expected_rows=3000)
+
+
+@pytest.mark.parametrize("comes", ["before the next part's snapshot is taken", "while the part commits"])
+def test_an_alter_table_coming_while_a_history_loads_goes_first(lake_env, monkeypatch, comes):
+    """An ALTER TABLE that comes once a part is read waits for that part's planner, then for the
+    next part's snapshot taken ahead (its lock): the next part's readers would queue behind the
+    ALTER, and the ALTER behind them through their planner, until a timeout. Coming before that
+    snapshot, it is not taken (its lock is asked for at once or not at all); coming after, it is
+    given up. Either way the ALTER goes through, and the next part is planned after it."""
+    import threading
+    import time
+
+    import psycopg
+
+    from pipeline.load import run as load_run
+
+    env = {**lake_env, "BACKFILL_BATCH_ROWS": "1000", "LOOKBACK": "15m"}
+    settings = resolve(load_settings(env))
+    table = source_table(settings)
+    with connect(settings.source_dsn) as conn:
+        ensure_table(conn, table)
+        conn.execute(f"INSERT INTO {table} (event_id, event_type, event_timestamp) SELECT gen_random_uuid(), "
+                     "'view', now() - interval '1 hour' - make_interval(mins => i) FROM generate_series(1, 3000) i")
+    dsn, altered = settings.source_dsn.conninfo(), {}
+
+    def alter() -> None:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            altered["pid"] = conn.info.backend_pid
+            conn.execute("SET lock_timeout = '60s'")
+            try:
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN extra int")
+                altered["done"] = True
+            except psycopg.Error as exc:
+                altered["failed"] = str(exc)
+
+    altering: list[threading.Thread] = []
+
+    def an_alter_comes() -> None:
+        if altering:
+            return
+        thread = threading.Thread(target=alter)
+        thread.start()
+        altering.append(thread)
+        deadline = time.monotonic() + 60
+        with psycopg.connect(dsn, autocommit=True) as conn:  # until it waits for the locks
+            while time.monotonic() < deadline and conn.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE pid = %s AND wait_event_type = 'Lock'",
+                    (altered.get("pid", 0),)).fetchone() != (1,):
+                time.sleep(0.05)
+
+    if comes == "while the part commits":
+        real_promote = load_run._TableLoad.promote_or_set_aside
+        monkeypatch.setattr(load_run._TableLoad, "promote_or_set_aside",
+                            lambda self, *args, **kwargs: (an_alter_comes(), real_promote(self, *args, **kwargs))[1])
+    else:  # the part is read (its readers gone), its planner still open
+        real_extract = load_run.extract
+        monkeypatch.setattr(load_run, "extract",
+                            lambda *args, **kwargs: (real_extract(*args, **kwargs), an_alter_comes())[0])
+    report = run(settings, engine="dlt")
+    altering[0].join()
+    assert altered.get("done"), altered  # not: canceling statement due to lock timeout
+    assert len(report.parts) >= 3, report.parts
+    assert_lake_equals_source(settings, expected_rows=3000)
+
+
+def test_a_row_moved_into_the_next_part_while_a_part_is_read_reaches_the_lake(lake_env, monkeypatch):
+    """The next part's snapshot is taken once this part is read, not as it begins: rows whose time
+    moves from a later part's range into the next one's while this part is read are in the next
+    part's snapshot, there (taken as the read began, it saw them in the later range, and that part's
+    snapshot behind its start: they were lost, found by the adversary). Their arrival time is old:
+    no arrival reaches back to them."""
+    from pipeline.load import run as load_run
+
+    env = {**lake_env, "BACKFILL_BATCH_ROWS": "1000"}
+    settings = resolve(load_settings(env))
+    table = source_table(settings)
+    with connect(settings.source_dsn) as conn:
+        ensure_table(conn, table)
+        conn.execute(f"INSERT INTO {table} (event_id, event_type, event_timestamp, details, created_at) "
+                     "SELECT gen_random_uuid(), 'view', now() - interval '1 hour' - make_interval(mins => i), "
+                     "jsonb_build_object('i', i), now() - interval '3 days' FROM generate_series(1, 4000) i")
+    real_extract, reads = load_run.extract, []
+
+    def move_then_extract(*args, **kwargs):
+        reads.append(1)
+        if len(reads) == 1:  # the first part is being read: five rows of the third part's range move
+            with connect(settings.source_dsn) as conn:  # into the second's
+                conn.execute(f"UPDATE {table} SET event_timestamp = event_timestamp - interval '1000 minutes' "
+                             "WHERE (details->>'i')::int BETWEEN 1500 AND 1504")
+        return real_extract(*args, **kwargs)
+
+    monkeypatch.setattr(load_run, "extract", move_then_extract)
+    report = run(settings, engine="dlt")
+    assert len(report.parts) >= 4, report.parts
+    assert_lake_equals_source(settings, expected_rows=4000)
