@@ -1,13 +1,17 @@
-"""The next part of a history, planned ahead: its planner snapshot is taken as this part's
-extraction starts, and the walk to its end (:func:`pipeline.source.stats.part_end`, a range scan
-of the time index of about BACKFILL_BATCH_ROWS entries) runs in it on a thread meanwhile. The
-next plan then finds the walk made (:class:`pipeline.source.stats.PartEnds`) instead of making
-the load wait for it: it was about a tenth of a first load.
+"""The next part of a history, planned ahead: its planner snapshot is taken once this part is
+read, before it commits (a first load's first part: while the lake's tables are made), and the walk
+to its end (:func:`pipeline.source.stats.part_end`, a range scan of the time index over about
+BACKFILL_BATCH_ROWS entries) runs in it on a thread meanwhile. The plan then finds the walk made
+(:class:`pipeline.source.stats.PartEnds`) instead of making the load wait for it: it was about a
+tenth of a first load.
 
-Taking the snapshot earlier changes nothing a plan relies on: it is still taken after this
-part's (the marks it records move forward), the source is not what the lake's commit changes,
-and every lake read of the plan is made when it is planned, after this part committed. Nothing
-is written ahead: a kill, a stop or a failure only rolls the snapshot's transaction back.
+Taking the snapshot earlier changes nothing a plan relies on: it still follows this part's read
+(taken as the read began, it missed rows re-dated into the next part's range during the read),
+the source is not what the lake's commit changes, and every lake read of the plan is made when it
+is planned, after this part committed. Its tables are locked for reading first, at once or not at
+all, and a statement that waits for that lock makes :meth:`PartAhead.take` give the snapshot up
+(see :mod:`pipeline.source.snapshot`). Nothing is written ahead: a kill, a stop or a failure only
+rolls the snapshot's transaction back.
 """
 
 from __future__ import annotations
@@ -31,18 +35,18 @@ log = logging.getLogger(__name__)
 class PartAhead:
     """The next image's planner snapshot (``taking``: how the load takes one), with the walks to
     its histories' part ends made in it on a thread: ``walks`` holds, per table reading its
-    history, where its next part starts (this part's bound) and the part's rows. Owns the
-    snapshot's transaction until :meth:`take` hands it over, or :meth:`close`."""
+    history, where its next part starts (this part's bound; None: its first part) and the part's
+    rows. Owns the snapshot's transaction until :meth:`take` hands it over, or :meth:`close`."""
 
     def __init__(self, taking: contextlib.AbstractContextManager[PlannerSnapshot],
-                 walks: list[tuple[TableSpec, datetime, int]]) -> None:
+                 walks: list[tuple[TableSpec, datetime | None, int]]) -> None:
         self._stack = contextlib.ExitStack()
         self.snapshot = self._stack.enter_context(taking)  # taken now: the next image's instant
         self._walked, self._taken = True, False
         self._thread = threading.Thread(target=self._walk, args=(walks,), name="part-end walk", daemon=True)
         self._thread.start()
 
-    def _walk(self, walks: list[tuple[TableSpec, datetime, int]]) -> None:
+    def _walk(self, walks: list[tuple[TableSpec, datetime | None, int]]) -> None:
         conn = self.snapshot.conn
         try:
             for table, low, rows in walks:

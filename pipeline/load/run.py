@@ -17,6 +17,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 import duckdb
+import psycopg
 
 from pipeline import actions, logs, process, staging
 from pipeline.errors import (
@@ -32,7 +33,7 @@ from pipeline.extract.engines import make_extractor
 from pipeline.id_checksum import IdSum
 from pipeline.lake import batches, jobs, type_views
 from pipeline.lake.connect import lake_session
-from pipeline.lake.identity import lake_id
+from pipeline.lake.identity import lake_id, table_names
 from pipeline.lake.maintain import unmerged_files
 from pipeline.lake.schema import column_types, ensure_tables
 from pipeline.lake.session import Lake, LakeTable
@@ -287,6 +288,8 @@ class Loader:
                 jobs.JobHistory(settings).recorded(record_as, lake) as details, \
                 contextlib.closing(_ImageLoad(settings, lake, report)) as image:
             if ready is None:
+                if mode.extracts and mode.promotes:
+                    image.plan_first_part_ahead()
                 image.check(extracts=mode.extracts)
                 ready = Readiness(lake_id(lake))
             if mode.promotes and checking:  # a load's own batches are promoted as it goes
@@ -570,8 +573,18 @@ class _ImageLoad:
         walk to its end in it while this part commits (each table reading one starts its next part at
         this part's bound). Its tables are locked first, at once or not at all: a statement holding or
         waiting for a stronger lock (an ALTER TABLE) leaves the next part to be planned after it."""
-        walks = [(load.table, plan.window.upper, self.settings.backfill_rows)
-                 for load, plan in zip(self.loads, plans, strict=True) if plan.backfill]
+        self._start_ahead([(load.table, plan.window.upper, self.settings.backfill_rows)
+                           for load, plan in zip(self.loads, plans, strict=True) if plan.backfill])
+
+    def plan_first_part_ahead(self) -> None:
+        """A first load of tables never loaded (their lake tables not made yet): the walk to the end
+        of their first part is made while the lake's tables are made, in the snapshot their first
+        plan then takes."""
+        if self.settings.backfill_rows and not any(("main", load.lake.table) in table_names(load.lake)
+                                                   for load in self.loads):
+            self._start_ahead([(load.table, None, self.settings.backfill_rows) for load in self.loads])
+
+    def _start_ahead(self, walks: list[tuple[TableSpec, datetime | None, int]]) -> None:
         if not walks or self._ahead is not None:
             return
         try:
@@ -579,7 +592,8 @@ class _ImageLoad:
             self._ahead = PartAhead(self._fresh_snapshot(locked=tables), walks)
         except TablesBusy as busy:
             log.info("a statement holds or waits to change %s: the next part is planned after it", busy)
-        except PipelineError as exc:  # the source gone: the next plan meets it, and says it
+        except (PipelineError, psycopg.Error) as exc:  # the source gone, a table it cannot lock (a
+            # foreign table, one dropped since): the next plan meets it, and says it, or plans alone
             log.debug("the next part is not planned ahead: %s", first_line(str(exc)))
 
     def check(self, extracts: bool) -> None:
