@@ -20,6 +20,7 @@ import contextlib
 import logging
 import threading
 from datetime import datetime
+from types import TracebackType
 
 import psycopg
 
@@ -59,9 +60,10 @@ class PartAhead:
             self._walked = False
 
     def take(self) -> PlannerSnapshot | None:
-        """The snapshot, once the walks are made (the caller then owns it through :meth:`close`);
-        None when they failed or its transaction is gone (the server ended the session while it
-        waited: plan in a fresh one)."""
+        """The snapshot, once the walks are made (the caller then uses it inside ``with`` this
+        object, which ends its transaction as a ``with`` of the snapshot would); None when they
+        failed or its transaction is gone (the server ended the session while it waited: plan in a
+        fresh one, and :meth:`close` this)."""
         self._thread.join()
         if not self._walked:
             return None
@@ -81,14 +83,25 @@ class PartAhead:
         return self.snapshot
 
     def close(self) -> None:
-        """Stop a walk still running, and end the snapshot's transaction. One never handed over
-        read nothing anyone used: a session the source ended meanwhile is no error then."""
+        """Stop a walk still running, and end the snapshot's transaction."""
+        self.__exit__(None, None, None)
+
+    def __enter__(self) -> PartAhead:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        """As :meth:`close`; with the error the block that used the snapshot failed with, its
+        transaction ends as it would have in a ``with`` of its own: rolled back, that error the one
+        raised (ended as if all went well, a source gone meanwhile replaced it with "Lost the
+        source"). One never handed over read nothing anyone used: a session the source ended
+        meanwhile is no error then."""
         if self._thread.is_alive():
             with contextlib.suppress(psycopg.Error):
                 self.snapshot.conn.cancel()
             self._thread.join()
         if self._taken:
-            self._stack.close()
+            self._stack.__exit__(kind, error, trace)
             return
         with contextlib.suppress(PipelineError, psycopg.Error):
             self._stack.close()

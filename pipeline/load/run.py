@@ -552,14 +552,12 @@ class _ImageLoad:
         look-back read again) is not ``ahead_ok``, and drops the one taken ahead: no plan may take a
         snapshot older than the last image's."""
         ahead, self._ahead = self._ahead, None
-        try:
-            taken = ahead.take() if ahead is not None and ahead_ok else None
-            if taken is not None:
-                yield taken
-                return
-        finally:
-            if ahead is not None:
-                ahead.close()
+        if ahead is not None:
+            with ahead:
+                taken = ahead.take() if ahead_ok else None
+                if taken is not None:
+                    yield taken
+                    return
         with self._fresh_snapshot() as fresh:
             yield fresh
 

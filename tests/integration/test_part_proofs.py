@@ -357,3 +357,27 @@ def test_a_history_read_through_a_partitioned_table_or_a_view_loads_in_parts_pla
     assert len(report.parts) >= 3, report.parts
     assert walked and set(walked) == {"part-end walk"}, walked  # locked and walked ahead
     assert_lake_equals_source(settings, expected_rows=3000)
+
+
+def test_a_part_planned_in_the_snapshot_taken_ahead_fails_with_its_own_error(lake_env, monkeypatch):
+    """The source going away mid-read ends the planner's session too: the snapshot taken ahead, in
+    which the part was planned, then ends as a snapshot of the part's own would, rolled back, and the
+    read's error is the one said ("… lost the source mid-read", temporary), not "Lost the source
+    Postgres … the connection is lost" from ending it as if all went well (a TerminalError: caught by
+    test_outages in a fresh clone)."""
+    from pipeline.errors import SourceUnavailable
+    from pipeline.load import run as load_run
+
+    settings = resolve(load_settings(lake_env))  # a first load: its first part is walked ahead
+    add_events(settings, 200, seed=549)
+
+    def source_lost_mid_read(*args, **kwargs):
+        with connect(settings.source_dsn) as conn:  # the planner's session goes with the source
+            assert conn.execute("SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
+                                "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                                "AND xact_start IS NOT NULL").fetchone() == (1,)
+        raise SourceUnavailable("Extraction with dlt lost the source Postgres mid-read (test).", "Run again.")
+
+    monkeypatch.setattr(load_run, "extract", source_lost_mid_read)
+    with pytest.raises(SourceUnavailable, match="mid-read"):
+        run(settings, engine="dlt")
