@@ -16,7 +16,7 @@ from pipeline.extract import spark_arrow
 from pipeline.extract.batch import ExtractRequest
 from pipeline.extract.slice_task import LakeOutput
 from pipeline.id_checksum import IdKind, IdSum
-from pipeline.settings.resolve import resolve
+from pipeline.settings.resolve import ResolvedSettings, resolve
 from pipeline.source import stats
 from pipeline.source.connect import connect
 from pipeline.source.ddl import ensure_table
@@ -145,6 +145,33 @@ def test_rows_before_1970_fall_in_the_same_minute_on_both_sides_when_a_differenc
     assert (check.extra, check.moved, check.missing) == ([gone], [], []), check.describe()
 
 
+def _minute_history(lake_env, rows: int) -> tuple[ResolvedSettings, str]:
+    """Settings reading a history in parts of 1,000 rows (a look-back of 15 minutes), and its table
+    holding ``rows`` events, one a minute back from an hour ago."""
+    settings = resolve(load_settings({**lake_env, "BACKFILL_BATCH_ROWS": "1000", "LOOKBACK": "15m"}))
+    table = source_table(settings)
+    with connect(settings.source_dsn) as conn:
+        ensure_table(conn, table)
+        conn.execute(f"INSERT INTO {table} (event_id, event_type, event_timestamp) SELECT gen_random_uuid(), "
+                     f"'view', now() - interval '1 hour' - make_interval(mins => i) FROM generate_series(1, {rows}) i")
+    return settings, table
+
+
+def _walk_threads(monkeypatch) -> list[str]:
+    """The name of the thread each walk to a part's end runs on, from now on."""
+    import threading
+
+    walked: list[str] = []
+    real_walk = stats.part_end
+
+    def walk(*args, **kwargs):
+        walked.append(threading.current_thread().name)
+        return real_walk(*args, **kwargs)
+
+    monkeypatch.setattr(stats, "part_end", walk)
+    return walked
+
+
 def test_rows_written_into_any_part_while_one_loads_reach_the_lake_though_the_next_was_planned_ahead(
         lake_env, monkeypatch):
     """The next part's snapshot is taken, and the walk to its end made in it, once a part is read
@@ -153,22 +180,8 @@ def test_rows_written_into_any_part_while_one_loads_reach_the_lake_though_the_ne
     each once, in the same load: its last image reads what arrived since each part's snapshot."""
     from pipeline.load import run as load_run
 
-    env = {**lake_env, "BACKFILL_BATCH_ROWS": "1000", "LOOKBACK": "15m"}
-    settings = resolve(load_settings(env))
-    table = source_table(settings)
-    with connect(settings.source_dsn) as conn:
-        ensure_table(conn, table)
-        conn.execute(f"INSERT INTO {table} (event_id, event_type, event_timestamp) SELECT gen_random_uuid(), "
-                     "'view', now() - interval '1 hour' - make_interval(mins => i) FROM generate_series(1, 4000) i")
-    walked: list[str] = []  # the thread each walk to a part's end ran on
-    real_walk = stats.part_end
-
-    def walk(*args, **kwargs):
-        import threading
-
-        walked.append(threading.current_thread().name)
-        return real_walk(*args, **kwargs)
-
+    settings, table = _minute_history(lake_env, 4000)
+    walked = _walk_threads(monkeypatch)
     real_promote, wrote = load_run._TableLoad.promote_or_set_aside, []
 
     def write_then_promote(self, *args, **kwargs):
@@ -180,7 +193,6 @@ def test_rows_written_into_any_part_while_one_loads_reach_the_lake_though_the_ne
             wrote.append(6)
         return real_promote(self, *args, **kwargs)
 
-    monkeypatch.setattr(stats, "part_end", walk)
     monkeypatch.setattr(load_run._TableLoad, "promote_or_set_aside", write_then_promote)
     report = run(settings, engine="dlt")
     assert wrote and len(report.parts) >= 4, report.parts
@@ -197,13 +209,7 @@ def test_a_snapshot_taken_ahead_that_the_source_ended_is_replaced_and_the_histor
     idle_in_transaction_session_timeout, an administrator): that part is planned in a fresh snapshot."""
     from pipeline.load import run as load_run
 
-    env = {**lake_env, "BACKFILL_BATCH_ROWS": "1000", "LOOKBACK": "15m"}
-    settings = resolve(load_settings(env))
-    table = source_table(settings)
-    with connect(settings.source_dsn) as conn:
-        ensure_table(conn, table)
-        conn.execute(f"INSERT INTO {table} (event_id, event_type, event_timestamp) SELECT gen_random_uuid(), "
-                     "'view', now() - interval '1 hour' - make_interval(mins => i) FROM generate_series(1, 3000) i")
+    settings, table = _minute_history(lake_env, 3000)
     real_promote, ended = load_run._TableLoad.promote_or_set_aside, []
 
     def end_the_newest_snapshot_then_promote(self, *args, **kwargs):
@@ -235,13 +241,7 @@ def test_an_alter_table_coming_while_a_history_loads_goes_first(lake_env, monkey
 
     from pipeline.load import run as load_run
 
-    env = {**lake_env, "BACKFILL_BATCH_ROWS": "1000", "LOOKBACK": "15m"}
-    settings = resolve(load_settings(env))
-    table = source_table(settings)
-    with connect(settings.source_dsn) as conn:
-        ensure_table(conn, table)
-        conn.execute(f"INSERT INTO {table} (event_id, event_type, event_timestamp) SELECT gen_random_uuid(), "
-                     "'view', now() - interval '1 hour' - make_interval(mins => i) FROM generate_series(1, 3000) i")
+    settings, table = _minute_history(lake_env, 3000)
     dsn, altered = settings.source_dsn.conninfo(), {}
 
     def alter() -> None:
@@ -343,16 +343,7 @@ def test_a_history_read_through_a_partitioned_table_or_a_view_loads_in_parts_pla
         conn.execute(f"INSERT INTO {target} (event_id, event_type, event_timestamp) SELECT gen_random_uuid(), "
                      "'view', date_trunc('day', now()) - interval '1 minute' - make_interval(secs => i * 60) "
                      "FROM generate_series(1, 3000) i")
-    walked: list[str] = []
-    real_walk = stats.part_end
-
-    def walk(*args, **kwargs):
-        import threading
-
-        walked.append(threading.current_thread().name)
-        return real_walk(*args, **kwargs)
-
-    monkeypatch.setattr(stats, "part_end", walk)
+    walked = _walk_threads(monkeypatch)
     report = run(settings, engine="dlt")
     assert len(report.parts) >= 3, report.parts
     assert walked and set(walked) == {"part-end walk"}, walked  # locked and walked ahead
