@@ -547,7 +547,7 @@ class _ImageLoad:
 
     @contextlib.contextmanager
     def _planner_snapshot(self, *, ahead_ok: bool) -> Iterator[PlannerSnapshot]:
-        """The image's planner snapshot: the one taken ahead while the last part loaded, when there is
+        """The image's planner snapshot: the one taken ahead while the last part committed, when there is
         one and ``ahead_ok``, else a fresh one. A second image of the same load (a short table's
         look-back read again) is not ``ahead_ok``, and drops the one taken ahead: no plan may take a
         snapshot older than the last image's."""

@@ -163,7 +163,7 @@ def part_end(conn: psycopg.Connection, source: SourceRelation, low: datetime | N
 
 class PartEnds:
     """The walks to parts' ends (:func:`part_end`) made in one snapshot, each made once: the next
-    part's walk runs ahead, while this part loads (:mod:`pipeline.load.ahead`), and its plan finds
+    part's walk runs ahead, while this part commits (:mod:`pipeline.load.ahead`), and its plan finds
     it here. A walk's answer is its snapshot's, so keeping it changes nothing but when it is made."""
 
     def __init__(self) -> None:
