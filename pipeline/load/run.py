@@ -578,8 +578,10 @@ class _ImageLoad:
         """A first load of tables never loaded (their lake tables not made yet): the walk to the end
         of their first part is made while the lake's tables are made, in the snapshot their first
         plan then takes."""
-        if self.settings.backfill_rows and not any(("main", load.lake.table) in table_names(load.lake)
-                                                   for load in self.loads):
+        if not self.settings.backfill_rows:
+            return
+        made = table_names(self.lake)  # one read of the catalog for every table of the image
+        if not any(("main", load.lake.table) in made for load in self.loads):
             self._start_ahead([(load.table, None, self.settings.backfill_rows) for load in self.loads])
 
     def _start_ahead(self, walks: list[tuple[TableSpec, datetime | None, int]]) -> None:
