@@ -53,7 +53,8 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="bench-erasure-") as work:
         env, names = scratch_env(Path(work))
-        env |= {"SUBJECT_KEY": "details.user_id", "BACKFILL_BATCH_ROWS": "0"}
+        env |= {"SUBJECT_KEY": "details.user_id", "ERASURE_KEY": "bench-erasure-key",
+                "BACKFILL_BATCH_ROWS": "0"}
         try:
             t0 = time.monotonic()
             with psycopg.connect(env["SOURCE_PG_DSN"], autocommit=True) as conn:

@@ -117,10 +117,11 @@ def in_source(conn: psycopg.Connection, source: SourceRelation, key: SubjectKey,
     query = sql.SQL("SELECT {identity}, {column}::text FROM {t} "
                     "WHERE strpos({column}::text, %(spelled)s) > 0 OR strpos({column}::text, '\\') > 0")
     spelled = json.dumps(value, ensure_ascii=False)[1:-1]
+    unreadable = re.compile(unreadable_pattern(value, key) or "$^")
     found = set()
     for identity_value, text in conn.execute(query.format(identity=identity, t=sql.SQL(source.sql),
                                                           column=column), {"spelled": spelled}):
-        if identity_value is not None and _at_path(text, key.path) == value:
+        if identity_value is not None and _holds(text, key.path, value, unreadable):
             found.add(identity_value)
     return found
 
@@ -144,27 +145,40 @@ def _literal(text: str) -> str:
 
 
 def unreadable_pattern(value: str | None, key: SubjectKey) -> str | None:
-    """The parameter the quarantine's test takes besides ``$value`` (:func:`of_quarantine`): a pattern
-    of the key's last name and the value, as JSON writes them, in a row whose JSON cannot be read:
-    ``"user_id": "user_1"`` (not ``"user_10"``, not ``"n": 1``), the value as a JSON string in either
-    spelling of its non-ASCII characters, or as a number when it is one. None: no value (a rerun
-    completing an erasure by its tombstones)."""
+    """The parameter the quarantine's test takes besides ``$value`` (:func:`of_quarantine`), and the
+    source's for a row whose JSON cannot be read (:func:`in_source`): a pattern (RE2's and Python's
+    alike) of the key's last name and the value as JSON writes them, in a row whose JSON cannot be
+    read. The value is a JSON string in its quotes, in either spelling of its non-ASCII characters
+    (``"user_id": "user_1"``, not ``"user_10"``), or a number when it is one, ended as JSON ends one
+    (``"n": 1,``, not ``"n": 10``); or either cut short right after it — the text ends there, or
+    inside the string's closing quote (``{"user_id": "user_1"``, ``{"user_id": "user_1``: the
+    commonest broken JSON, a payload truncated, holds the value's bytes all the same). None: no value
+    (a rerun completing an erasure by its tombstones)."""
     if value is None or not key.path:
         return None
-    spellings = {json.dumps(value, ensure_ascii=False), json.dumps(value)}
+    strings = sorted({json.dumps(value, ensure_ascii=False), json.dumps(value)})
+    whole = [_literal(spelled) for spelled in strings]
+    cut = [_literal(spelled[:-1]) + "$" for spelled in strings]  # the closing quote cut off
     if re.fullmatch(r"-?\d+(\.\d+)?([eE][+-]?\d+)?", value):
-        spellings.add(value)
+        whole.append(_literal(value) + r"\s*([,}\]]|$)")
     name = _literal(json.dumps(key.path[-1], ensure_ascii=False))
-    either = "|".join(_literal(spelled) for spelled in sorted(spellings))
-    return rf"{name}\s*:\s*({either})\s*[,}}\]]"
+    return rf"{name}\s*:\s*({'|'.join([*whole, *cut])})"
+
+
+def _holds(text: str, path: tuple[str, ...], value: str, unreadable: re.Pattern[str]) -> bool:
+    """Does a source row's JSON ``text`` hold ``value`` at ``path`` — read as JSON, or, where it cannot
+    be, by the quarantine's pattern (:func:`unreadable_pattern`): the same rule on both sides."""
+    try:
+        return _at_path(text, path) == value
+    except ValueError:
+        return unreadable.search(text) is not None
 
 
 def _at_path(text: str, path: tuple[str, ...]) -> str | None:
     """The value at ``path`` in the JSON ``text``, as text as ``json_extract_string`` gives it."""
-    try:  # a key given twice counts once, the first time, as DuckDB's json_extract_string reads it
-        found: object = json.loads(text, object_pairs_hook=_first_of_each)
-    except ValueError:
-        return None
+    # a key given twice counts once, the first time, as DuckDB's json_extract_string reads it;
+    # text that is no JSON raises ValueError
+    found: object = json.loads(text, object_pairs_hook=_first_of_each)
     for part in path:
         if not isinstance(found, dict) or part not in found:
             return None

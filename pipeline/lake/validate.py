@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from pipeline.id_checksum import IdKind, duckdb_key
+from pipeline.id_checksum import IdKind, duckdb_identity, duckdb_key
 from pipeline.sqltext import quote_ident, quote_literal
 
 REASON_NULL_ID = "event_id is NULL"
@@ -220,10 +220,16 @@ def rejected_sql(has_invalid: bool, has_duplicates: bool,
     return " UNION ALL ".join(parts) if parts else None
 
 
-def quarantine_sql(quarantine_table: str, rejected: str, extra_columns: dict[str, str] | None = None) -> str:
+def quarantine_sql(quarantine_table: str, rejected: str, extra_columns: dict[str, str] | None = None,
+                   erased: str | None = None, *, id_kind: IdKind = IdKind.UUID) -> str:
     """Insert ``rejected`` rows (of :func:`rejected_sql` with the same ``extra_columns``) as raw
-    text, each distinct bad row once across all batches."""
+    text, each distinct bad row once across all batches. ``erased``: the table's erased identities
+    (:func:`pipeline.lake.tombstones.erased_relation`): an erased row the source still holds, read
+    again, is kept out of the quarantine as out of the table (an erasure took it from both)."""
     h = Helpers.beside(extra_columns or ())
+    identity = duckdb_identity(duckdb_key(h.raw_id, id_kind), id_kind)
+    never_again = (f"\n      AND NOT EXISTS (SELECT 1 FROM {erased} erased "
+                   f"WHERE erased.identity = {identity})" if erased else "")
     return f"""
     INSERT INTO {quarantine_table} (batch_id, table_name, reason, event_id, event_type, event_timestamp,
                                     details, created_at, raw_hash, quarantined_at, source_columns)
@@ -235,5 +241,6 @@ def quarantine_sql(quarantine_table: str, rejected: str, extra_columns: dict[str
                                   CAST(created_at AS VARCHAR),
                                   CAST({h.raw_columns} AS VARCHAR))) AS {h.raw_hash}
           FROM ({rejected}))
-    WHERE {h.raw_hash} NOT IN (SELECT raw_hash FROM {quarantine_table} WHERE table_name = $table_name)
+    WHERE {h.raw_hash} NOT IN (SELECT raw_hash FROM {quarantine_table}
+                               WHERE table_name = $table_name){never_again}
     """

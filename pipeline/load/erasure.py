@@ -44,7 +44,7 @@ from pipeline import actions, staging
 from pipeline.errors import ConfigError
 from pipeline.id_checksum import IdSum, duckdb_identity, duckdb_key, of_ids
 from pipeline.lake import column_stats, known_since, subject_rows, tombstones
-from pipeline.lake.identity import events_column_types, lake_id, table_names
+from pipeline.lake.identity import events_column_types, table_names
 from pipeline.lake.maintain import own_orphans
 from pipeline.lake.session import Lake, LakeTable
 from pipeline.lake.subject_rows import QUARANTINE, Holding, Scrubbed
@@ -98,6 +98,8 @@ class ErasureReport:
     completed_before: list[str] = field(default_factory=list)  # interrupted erasures completed first
     orphans_deleted: int = 0  # files no snapshot ever listed (an interrupted write's) that held the subject
     catalog_vacuum: str = ""  # what the catalog's vacuum did (vacuum_catalog); "" before it ran
+    already_erased: str | None = None  # the receipt of an earlier erasure of the value: nothing written
+    snapshots_before: int | None = None  # the latest snapshot before the erasure's own commits
     # receipts completed but for the catalog's vacuum: erasure id -> what the receipt records (finish())
     finishing: dict[str, dict[str, object]] = field(default_factory=dict, repr=False)
     seconds: float = 0.0
@@ -114,25 +116,54 @@ class ErasureReport:
                 "snapshots_kept": self.snapshots_kept, "files_rewritten": self.files_rewritten,
                 "bytes_written": self.bytes_written, "staged_batches_removed": self.staged_batches_removed,
                 "completed_before": self.completed_before, "orphans_deleted": self.orphans_deleted,
-                "catalog_vacuum": self.catalog_vacuum,
+                "catalog_vacuum": self.catalog_vacuum, "already_erased": self.already_erased,
+                "own_snapshots_expired": self.own_snapshots_expired,
+                "files_held": self.files_held,
                 "seconds": round(self.seconds, 3)}
 
+    @property
+    def own_snapshots_expired(self) -> int:
+        """Of the snapshots expired, those the erasure itself committed before its rewrite (its
+        deletes, flushes and moves list the old files too): a dry run cannot number them yet."""
+        if self.snapshots_before is None:
+            return 0
+        return sum(1 for v in self.snapshots_expired if v > self.snapshots_before)
+
+    @property
+    def files_held(self) -> int:
+        """Data files of the tables holding the subject's current rows: each rewritten without them."""
+        return sum(t.files for t in self.tables.values())
+
     def describe(self) -> str:
+        if self.already_erased is not None:
+            return (f"already erased (receipt {self.already_erased}, snapshot {self.snapshot_id}): nothing "
+                    "of the subject is left in the lake, its history, its quarantine or the source's rows "
+                    "not loaded yet; nothing was written"
+                    + (f" (completed the interrupted erasure(s) {', '.join(self.completed_before)} first)"
+                       if self.completed_before else ""))
         rows = ", ".join(_table_words(name, t) for name, t in self.tables.items())
         expired = self.snapshots_expired
         was = "would be" if self.dry_run else "was"
-        lost = (f"time travel to {len(expired)} snapshot(s) {_versions(expired)} {was} "
-                "lost, for every table of the lake (DuckLake expires snapshots lake-wide; these are the only "
-                f"ones that list the subject's rows); {self.snapshots_kept} other snapshot(s) kept"
-                if expired else "no snapshot's time travel lost")
+        own = self.own_snapshots_expired
+        lost = (f"time travel to {len(expired) - own} snapshot(s) {_versions(expired[:len(expired) - own])} "
+                f"{was} lost, for every table of the lake (DuckLake expires snapshots lake-wide; these are "
+                f"the only ones that list the subject's rows); {self.snapshots_kept} other snapshot(s) kept"
+                if len(expired) > own else "no snapshot's time travel lost")
+        if self.dry_run:
+            lost += (" — and the erasure's own snapshots before its rewrite (its deletes, flushes and "
+                     "moves), which list the same files; a load committed before the erasure runs may add "
+                     "to both")
+        elif own:
+            lost += f", and the erasure's own {own} snapshot(s) before its rewrite"
         if not (self.rows or any(t.not_loaded for t in self.tables.values()) or expired):
             rows += (" — nothing of the subject was found: the value is compared exactly, as text (case, "
                      "spaces and spelling count)")
         if self.dry_run:
-            return f"dry run, nothing changed: would erase {rows}; {lost}"
+            return (f"dry run, nothing changed: would erase {rows}; {self.files_held} file(s) holding them "
+                    f"would be rewritten without them; {lost}")
         parts = [f"erased {rows} (receipt {self.erasure_id}, snapshot {self.snapshot_id})", lost,
-                 f"{self.files_rewritten} file(s) rewritten ({self.bytes_written:,} bytes), "
-                 f"{self.staged_batches_removed} staged batch(es) removed"]
+                 f"{self.files_held} file(s) holding them rewritten into {self.files_rewritten} "
+                 f"({self.bytes_written:,} bytes), {self.staged_batches_removed} staged batch(es) removed"]
         if self.orphans_deleted:
             parts.append(f"{self.orphans_deleted} file(s) of interrupted writes deleted")
         if self.catalog_vacuum not in ("full", "") and not self.catalog_vacuum.startswith("none"):
@@ -213,15 +244,11 @@ class Erasure:
         """``query`` with the parameters it names, of the erasure's (:attr:`params`) and ``extra``."""
         return self.lake.execute(query, subject_rows.bound(query, {**self.params, **(extra or {})}))
 
-    def _count(self, relation: str, subject: str) -> tuple[int, ...]:
-        return tuple(one_row(self._execute(
-            f"SELECT count(*) FROM {self.lake.name}.{relation} WHERE {subject}")))
-
     def found(self) -> dict[str, TableErasure]:
         """The rows of the subject each table holds now, their ids' sums, and where they are."""
         report = {}
         inlined_prefix = self.lake.metadata()
-        for name, (_, rows, quarantine) in self.tables.items():
+        for name, (table, rows, quarantine) in self.tables.items():
             # one read of the rows' identities: their count and sums are taken from it (of_ids)
             identities = [r[0] for r in self._execute(
                 f"SELECT {rows.identity} FROM {self.lake.name}.{rows.relation} "
@@ -229,10 +256,15 @@ class Erasure:
             held = set(identities)
             current = [h for h in subject_rows.holdings(self.lake, rows, self.params) if h.end is None]
             inlined = sum(1 for h in current if h.where.startswith(inlined_prefix))
-            report[name] = TableErasure(str(self.keys[name]), len(identities),
-                                        self._count(quarantine.relation, quarantine.subject)[0],
-                                        of_ids(identities), len(current) - inlined, inlined,
-                                        len(self.from_source.get(name, set()) - held))
+            set_aside = [r[0] for r in self._execute(
+                f"SELECT {quarantine.identity} FROM {self.lake.name}.{quarantine.relation} "
+                f"WHERE {quarantine.subject}").fetchall()]
+            # not loaded yet: the source's rows neither in the table nor in the quarantine, nor
+            # tombstoned by an earlier erasure (never loaded already: not this one's)
+            waiting = (self.from_source.get(name, set()) - held - set(set_aside)
+                       - tombstones.erased_identities(table))
+            report[name] = TableErasure(str(self.keys[name]), len(identities), len(set_aside),
+                                        of_ids(identities), len(current) - inlined, inlined, len(waiting))
         return report
 
     def held(self) -> list[Holding]:
@@ -450,19 +482,25 @@ class Erasure:
             f"(SELECT identity FROM {self.lake.ops(tombstones.ERASED_IDS)} WHERE erasure_id = $erasure)",
             {"value": self.params["value"] or "\x00", "files": files}))[0])
 
-# the catalog tables that hold values of rows: inlined rows, and the min/max statistics of files and tables
-# (the others hold ids, paths, counts and commit messages, never a value)
-_VALUE_TABLES = ("ducklake\\_inlined\\_data\\_%", "ducklake\\_%stats")
+# the catalog's tables: every one DuckLake writes. Those holding values of rows (inlined rows, min/max
+# statistics) are not the only ones an erasure must rewrite: each of its commits writes new versions of
+# snapshot, file and statistics rows, and VACUUM FULL is what leaves no dead version of any behind
+_CATALOG_TABLES = "ducklake\\_%"
+# Postgres's planner statistics of every table, one catalog of the database: ANALYZE replaces a row of
+# it, leaving the old one (values of the analysed table among them) as a dead version until VACUUM FULL
+_STATISTICS = "pg_catalog.pg_statistic"
 
 
 def vacuum_catalog(settings: ResolvedSettings) -> str:
-    """Step 5: a Postgres catalog keeps a deleted row's bytes in its table's pages until VACUUM FULL
-    rewrites the table, and a value in its planner statistics until ANALYZE; an SQLite file keeps
-    them in free pages until VACUUM (a DuckDB file catalog reuses its free blocks: docs/erasure.md).
+    """Step 5, the last, after every commit of the erasure: a Postgres catalog keeps a deleted row's
+    bytes in its table's pages, and a replaced row's old version, until VACUUM FULL rewrites the
+    table, and a value in its planner statistics until ANALYZE (whose old statistics stay in
+    ``pg_statistic`` until it is rewritten too: only a superuser may); an SQLite file keeps them in
+    free pages until VACUUM (a DuckDB file catalog reuses its free blocks: docs/erasure.md).
     VACUUM FULL waits for every reader of the table: one that keeps a transaction open (another
     process's lake session) would hold it, and every query queued behind it, so past
     :data:`VACUUM_LOCK_TIMEOUT` that table gets a plain VACUUM. Returns what was done, as the receipt
-    records it: ``full``, or what is left to do and why (said in the log too)."""
+    records it: ``full``, or what is left to do, why, and the command (said in the log too)."""
     catalog = settings.catalog
     if catalog.pg is None:
         if catalog.kind == "sqlite" and catalog.path is not None:
@@ -477,7 +515,7 @@ def vacuum_catalog(settings: ResolvedSettings) -> str:
         conn.execute(f"SET lock_timeout = '{VACUUM_LOCK_TIMEOUT}s'")
         tables = [t for (t,) in conn.execute(
             "SELECT format('%%I.%%I', schemaname, tablename) FROM pg_tables WHERE tablename LIKE %s "
-            "OR tablename LIKE %s", list(_VALUE_TABLES)).fetchall()]
+            "ORDER BY 1", [_CATALOG_TABLES]).fetchall()]
         for table in tables:
             skipped.clear()
             try:
@@ -491,10 +529,29 @@ def vacuum_catalog(settings: ResolvedSettings) -> str:
             if any("skipping" in message for message in skipped):  # not its owner: Postgres only warns
                 log.warning("the catalog role may not VACUUM FULL %s (it does not own it): its pages may "
                             "keep erased bytes; run VACUUM (FULL, ANALYZE) %s as its owner", table, table)
-                left.append(f"{table} (not owned by the catalog role)")
+                left.append(f"{table} (not owned by the catalog role: VACUUM (FULL, ANALYZE) {table} as its "
+                            "owner)")
+        left += _vacuum_statistics(conn)
     if left:
-        return "VACUUM (FULL, ANALYZE) left to do as the tables' owner, when idle: " + "; ".join(left)
+        return "left to do, when idle: " + "; ".join(left)
     return "full"
+
+
+def _vacuum_statistics(conn: psycopg.Connection) -> list[str]:
+    """Rewrite ``pg_statistic`` (the old statistics ANALYZE replaced, values among them), where the
+    catalog role may: a superuser. Returns what is left to do ([] when done)."""
+    [(superuser, database)] = conn.execute(
+        "SELECT rolsuper, current_database() FROM pg_roles WHERE rolname = current_user").fetchall()
+    if superuser:
+        try:
+            conn.execute(f"VACUUM FULL {_STATISTICS}")
+            return []
+        except psycopg.errors.LockNotAvailable:
+            pass
+    command = f"VACUUM FULL {_STATISTICS}"
+    log.warning("the catalog database's old planner statistics may keep erased values until a superuser "
+                "runs %s in the database %s (docs/erasure.md)", command, database)
+    return [f"{_STATISTICS} (only a superuser may rewrite it: {command} in the database {database})"]
 
 
 def _forget_statistics_if_empty(conn: psycopg.Connection, table: str) -> None:
@@ -530,18 +587,21 @@ def run_erasure(lake: Lake, settings: ResolvedSettings, value: str, *, dry_run: 
     session; the caller holds the lake's expire and compact locks; this holds the tables' promote
     locks throughout), after completing any erasure a kill interrupted. The caller then vacuums the
     catalog (:func:`vacuum_catalog`: with its own sessions closed, which would hold it back) and
-    marks the receipts done (:func:`finish`)."""
+    marks the receipts done (:func:`finish`). A value a receipt already names (the same keyed hash)
+    of which nothing is left is not erased twice: the report names that receipt and nothing is
+    written (one request, one receipt; a rerun of a killed erasure completes its receipt)."""
     started = time.monotonic()
-    key, hash_key = ((settings.erasure_key.reveal(), "ERASURE_KEY") if settings.erasure_key
-                     else (lake_id(lake), "lake_id"))
-    report = ErasureReport(dry_run, uuid.uuid4().hex[:16], tombstones.value_hash(value, key), hash_key)
-    erasure = Erasure(lake, settings, report.erasure_id, value, step)
+    erasure = Erasure(lake, settings, uuid.uuid4().hex[:16], value, step)  # refused without SUBJECT_KEY
+    report = ErasureReport(dry_run, erasure.erasure_id, tombstones.value_hash(value, _key(settings)),
+                           "ERASURE_KEY")
     step("finding the subject's rows the source holds")
     erasure.read_source()
     if dry_run:
         step("finding the subject's rows")
         report.tables = erasure.found()
-        report.snapshots_expired, report.snapshots_kept = subject_rows.expiring(lake, erasure.held())
+        held = erasure.held()
+        report.snapshots_expired, report.snapshots_kept = subject_rows.expiring(lake, held)
+        report.already_erased = _already_erased(lake, report, held)
         report.seconds = time.monotonic() - started
         return report
     with LakeCommit(erasure.locked) as commit:
@@ -551,23 +611,56 @@ def run_erasure(lake: Lake, settings: ResolvedSettings, value: str, *, dry_run: 
             report.completed_before.append(pending.erasure_id)
         step("finding the subject's rows")
         report.tables = erasure.found()
+        held = erasure.held()
+        report.already_erased = _already_erased(lake, report, held)
+        if report.already_erased is not None:
+            report.seconds = time.monotonic() - started
+            return report
         quarantined = {f"{name} (quarantined)": t.quarantined for name, t in report.tables.items()
                        if t.quarantined}
         receipt: dict[str, object] = {
             "erasure_id": report.erasure_id, "state": tombstones.ERASING,
             "requested_at": one_row(lake.execute("SELECT now()"))[0],
             "subject_keys": json.dumps({name: str(k) for name, k in erasure.keys.items()}),
-            "value_hash": report.value_hash, "hash_key": hash_key,
+            "value_hash": report.value_hash, "hash_key": report.hash_key,
             "rows_erased": json.dumps({name: t.rows for name, t in report.tables.items()} | quarantined),
             "ids_checksum": json.dumps({name: t.ids.as_dict() for name, t in report.tables.items()}),
             # where the subject is now, every snapshot included: what completes it without the value
-            "holdings": json.dumps([{"where": h.where, "begin": h.begin, "end": h.end}
-                                    for h in erasure.held()])}
+            "holdings": json.dumps([{"where": h.where, "begin": h.begin, "end": h.end} for h in held])}
+        report.snapshots_before = one_row(lake.execute(
+            f"SELECT max(snapshot_id) FROM {lake.name}.snapshots()"))[0]
         step("committing the erasure (tombstones, receipt, deletes)")
         erasure.commit(commit, receipt, report.tables)
         _complete(erasure, report)
     report.seconds = time.monotonic() - started
     return report
+
+
+def _key(settings: ResolvedSettings) -> str:
+    """ERASURE_KEY, without which an erasure is refused: a key the lake held (its own id, once) is
+    one any reader of the lake can use to test guesses against a receipt, and finds a value at once."""
+    if settings.erasure_key is None:
+        raise ConfigError(
+            f"{actions.ERASE} needs ERASURE_KEY: a receipt holds a keyed hash of the value, and a key anyone "
+            "who reads the lake could read would let them test guesses against it. Nothing was erased.",
+            "Set ERASURE_KEY to a secret kept outside the lake (ERASURE_KEY_FILE: a file holding it), "
+            "e.g. ERASURE_KEY=$(openssl rand -hex 32), and use the same one for every erasure of this "
+            "lake (docs/erasure.md#the-receipt).")
+    return settings.erasure_key.reveal()
+
+
+def _already_erased(lake: Lake, report: ErasureReport, held: list[Holding]) -> str | None:
+    """The receipt of an earlier erasure of the same value (its keyed hash) when nothing of the
+    subject is left anywhere — no row, quarantined row, row in any retained snapshot, nor a row of
+    the source no tombstone names yet: a second request then writes nothing. None otherwise."""
+    left = any(t.rows or t.quarantined or t.not_loaded for t in report.tables.values()) or held
+    if left:
+        return None
+    same = [r for r in tombstones.receipts(lake) if r.value_hash == report.value_hash]
+    if not same:
+        return None
+    report.snapshot_id = same[-1].snapshot_id
+    return same[-1].erasure_id
 
 
 def _complete(erasure: Erasure, report: ErasureReport) -> None:

@@ -21,7 +21,7 @@ import psycopg
 
 from pipeline import id_checksum
 from pipeline.id_checksum import IdKind
-from pipeline.lake import batches, validate
+from pipeline.lake import batches, tombstones, validate
 from pipeline.lake.attach_sql import SOURCE_ALIAS
 from pipeline.lake.connect import lake_session
 from pipeline.lake.schema import events_column_types, insert_columns_sql
@@ -182,7 +182,8 @@ class _Plan:
         loaded = one_row(lake.execute(insert_columns_sql(lake, self.have, rows, list(self.extra))))[0]
         rejected = validate.rejected_sql(True, False, self.extra, relation=self.source, id_kind=kind)
         if rejected is not None:
-            lake.execute(validate.quarantine_sql(lake.quarantine_table, rejected, self.extra),
+            lake.execute(validate.quarantine_sql(lake.quarantine_table, rejected, self.extra,
+                                                 tombstones.erased_relation(lake), id_kind=kind),
                          {"batch_id": f"repair {iso(self.check.upper)}", "table_name": lake.table})
         return int(removed), int(loaded)
 

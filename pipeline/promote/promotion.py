@@ -290,7 +290,8 @@ def _write(lake: LakeTable, batch: StagedBatch,
     rejected = validate.rejected_sql(contents.invalid > 0, contents.has_duplicates, lake_extra, id_kind=kind)
     if rejected is not None:
         meter.step("quarantining rows that cannot load")
-        into_quarantine = validate.quarantine_sql(lake.quarantine_table, rejected, lake_extra)
+        into_quarantine = validate.quarantine_sql(lake.quarantine_table, rejected, lake_extra,
+                                                  tombstones.erased_relation(lake), id_kind=kind)
         quarantined = one_row(lake.execute(into_quarantine,
                                           {"files": files, "batch_id": batch.batch_id,
                                            "table_name": lake.table}))[0]

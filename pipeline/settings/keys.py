@@ -88,9 +88,9 @@ ENV_KEYS: dict[str, EnvKey] = {
                          "(the keys in half of a sample of the source's rows, decided when a table is "
                          "made), none, or keys, comma-separated (one named later is added and its rows "
                          "filled at the next load)", "auto"),
-    "ERASURE_KEY": EnvKey("secret key of the keyed hash an erasure receipt holds instead of the value "
-                          "(unset: the lake's own id, which anyone reading the catalog can use to test "
-                          "guesses; never printed)"),
+    "ERASURE_KEY": EnvKey("secret key of the keyed hash an erasure receipt holds instead of the value; "
+                          "--erase is refused without it (a key the lake held would let anyone who reads "
+                          "the lake test guesses); never printed"),
     "SOURCE_ARRIVAL_COLUMN": EnvKey("the source's arrival time (a timestamp the database sets as a row "
                                     "is written, best indexed): a run reads only the rows that arrived "
                                     "since the last load instead of the whole look-back; none turns that "

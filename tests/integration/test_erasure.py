@@ -32,6 +32,7 @@ from tests.helpers import (
 )
 
 SUBJECT = "subject-7f3a"
+ERASURE_KEY = "a key the tests keep, outside the lake"
 OTHER_SUBJECT = "subject-other"
 
 
@@ -109,7 +110,7 @@ def _others(settings, subject: str = SUBJECT) -> tuple[int, str]:
 
 @pytest.fixture
 def erasure_env(lake_env):
-    return {**lake_env, "SUBJECT_KEY": "details.user_id"}
+    return {**lake_env, "SUBJECT_KEY": "details.user_id", "ERASURE_KEY": ERASURE_KEY}
 
 
 def _spread_subject(settings) -> None:
@@ -189,13 +190,12 @@ def test_erase_removes_the_subject_everywhere_and_never_loads_it_again(erasure_e
     assert _rows_of(settings, SUBJECT) == 2  # only the two written after the erasure
     assert_lake_equals_source(settings)  # --verify: the erased rows are absent on purpose
 
-    # the receipt: a keyed hash (by the lake's id, no ERASURE_KEY set), never the value
+    # the receipt: a keyed hash under ERASURE_KEY, which the lake does not hold, never the value
     listed = run_main("--erasures", "--json", env=erasure_env)
     assert listed.returncode == 0, listed.stderr
     [receipt] = json.loads(listed.stdout)["erasures"]
     assert SUBJECT not in listed.stdout
-    [[lake_id]] = lake_query(settings, "SELECT lake_id FROM lake.ops.lake_identity")
-    assert receipt["value_hash"] == hmac.new(lake_id.encode(), SUBJECT.encode(), sha256).hexdigest()
+    assert receipt["value_hash"] == hmac.new(ERASURE_KEY.encode(), SUBJECT.encode(), sha256).hexdigest()
     assert receipt["state"] == "done" and receipt["rows_erased"]["events"] == held
     assert receipt["snapshot_id"] in snapshot_ids(settings)
 
@@ -219,20 +219,22 @@ def test_a_kill_during_the_erasure_is_completed_by_the_rerun(erasure_env):
         assert status.returncode == 2 and "interrupted" in status.stdout + status.stderr
     rerun = run_main("--erase", SUBJECT, "--yes", "--json", env=erasure_env)
     assert rerun.returncode == 0, rerun.stderr
-    # the second kill struck while that run completed the first one (it does so before anything else)
-    assert len(json.loads(rerun.stdout)["completed_before"]) == 1
+    # the second kill struck while that run completed the first one (it does so before anything else);
+    # the rerun completes that receipt and writes none of its own: one request, one receipt
+    completed = json.loads(rerun.stdout)
+    assert len(completed["completed_before"]) == 1 and completed["already_erased"] == completed["completed_before"][0]
     for version in snapshot_ids(settings):
         assert _rows_of(settings, SUBJECT, version) == 0, version
     assert _files_holding(data, SUBJECT) == []
     assert _catalog_tables_holding(erasure_env["DUCKLAKE_CATALOG"], SUBJECT) == []
     assert _others(settings) == before_others
-    assert all(r["state"] == "done" for r in json.loads(
-        run_main("--erasures", "--json", env=erasure_env).stdout)["erasures"])
+    [receipt] = json.loads(run_main("--erasures", "--json", env=erasure_env).stdout)["erasures"]
+    assert receipt["state"] == "done" and receipt["rows_erased"]["events"] == 21, receipt
 
 
 def test_one_erasure_covers_every_table_in_one_commit(new_lake_env):
     env = {**new_lake_env(""), "SOURCE_TABLES": "public.events,public.clicks",
-           "SUBJECT_KEY": "events=details.user_id,clicks=details.user_id"}
+           "SUBJECT_KEY": "events=details.user_id,clicks=details.user_id", "ERASURE_KEY": ERASURE_KEY}
     settings = load_settings(env)
     _write(settings, _users(50, 10), ago=timedelta(hours=2))
     _write(settings, _users(40, 8), ago=timedelta(hours=2), table="public.clicks")
@@ -288,13 +290,114 @@ def test_erase_without_a_subject_key_is_refused(lake_env):
     assert refused.returncode != 0 and "SUBJECT_KEY" in refused.stderr
 
 
+def test_erase_without_an_erasure_key_is_refused_before_anything_changes(erasure_env):
+    """A receipt hashed with a key the lake holds (its id, once) is reversed by anyone who reads the
+    lake: without ERASURE_KEY nothing is erased, and the error names the fix."""
+    settings = load_settings(erasure_env)
+    _write(settings, _users(10, 2), ago=timedelta(hours=1))
+    assert run(settings, engine="dlt").rows_inserted == 10
+    versions = snapshot_ids(settings)
+    env = {name: value for name, value in erasure_env.items() if name != "ERASURE_KEY"}
+    for dry in ((), ("--dry-run",)):
+        refused = run_main("--erase", SUBJECT, "--yes", *dry, env=env)
+        assert refused.returncode != 0 and "ERASURE_KEY" in refused.stderr, refused.stderr
+        assert "ERASURE_KEY_FILE" in refused.stderr and SUBJECT not in refused.stderr
+    assert snapshot_ids(settings) == versions and _rows_of(settings, SUBJECT) == 5
+
+
+def _catalog_files_holding(dsn: str, value: str) -> list[str]:
+    """The catalog database's relation files (every one under its folder: tables, TOAST, indexes,
+    its own pg_statistic) whose bytes hold ``value``, after a CHECKPOINT wrote every page out and
+    dropped the files of rewritten relations: a dead version of a row is found here, not by SQL."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CHECKPOINT")
+        [[directory, oid]] = conn.execute(
+            "SELECT current_setting('data_directory'), oid FROM pg_database "
+            "WHERE datname = current_database()").fetchall()
+        folder = Path(directory) / "base" / str(oid)
+        try:
+            files = [path for path in folder.iterdir() if path.is_file()]
+        except PermissionError:
+            pytest.skip(f"the server's files ({folder}) are not readable by this user")
+        holding = sorted(path.name for path in files if value.encode() in path.read_bytes())
+        # named by the relation each file is now (a file no relation has: left behind by a rewrite)
+        return [f"{name} ({conn.execute('SELECT pg_filenode_relation(0, %s)::text', [int(name.split('.')[0].split('_')[0])]).fetchone()[0]})"
+                for name in holding]
+
+
+def test_no_byte_of_the_subject_is_left_in_the_catalog_files_or_the_quarantine_nor_put_back(erasure_env):
+    """The subject in files, inlined rows, a payload cut short right after the value and one cut
+    inside its closing quote, an unreadable one, a row of an infinite time (re-read by every load):
+    after the erasure no relation file of the catalog database holds the value (dead versions and
+    pg_statistic included), nor any file under the data, staging or home folders; three more loads
+    put nothing back; a second request writes no receipt; the receipt is not the lake's to reverse."""
+    subject = f"subject-{uuid.uuid4().hex[:10]}"  # the test databases are reused: a value of its own
+    settings = load_settings(erasure_env)
+    _write(settings, _users(200, 20, subject), ago=timedelta(hours=3))
+    assert run(settings, engine="dlt").rows_inserted == 200
+    _write(settings, _users(3, 2, subject), ago=timedelta(hours=2))  # inlined rows
+    assert run(settings, engine="dlt").rows_inserted == 3
+    with source_db(settings) as conn:
+        conn.execute("ALTER TABLE public.events ALTER COLUMN details TYPE text")
+        conn.execute("INSERT INTO public.events (event_id, event_type, event_timestamp, details) VALUES "
+                     "(gen_random_uuid(), 'page_view', 'infinity', %s)", [json.dumps({"user_id": subject})])
+    _write(settings, [(subject, '{"user_id": "' + subject + '"'), (subject, '{"user_id": "' + subject),
+                      (subject, '{"user_id": "' + subject + '", bad'),
+                      ("other", '{"user_id": "' + subject[:-1])],  # cut within the value: not it
+           ago=timedelta(minutes=30))
+    assert run(settings, engine="dlt").rows_quarantined == 5
+    catalog = erasure_env["DUCKLAKE_CATALOG"]
+    with psycopg.connect(catalog, autocommit=True) as conn:
+        conn.execute("ANALYZE")  # as autovacuum would: Postgres's statistics of the catalog hold values
+    assert _catalog_files_holding(catalog, subject)  # the search finds what is there
+    folders = [Path(erasure_env[name]) for name in ("DUCKLAKE_DATA_PATH", "STAGING_PATH", "EVENT_LAKE_HOME")]
+
+    dry = json.loads(run_main("--erase", subject, "--dry-run", "--json", env=erasure_env).stdout)
+    assert dry["tables"]["events"]["quarantined"] == 4, dry
+    done = run_main("--erase", subject, "--yes", "--json", env=erasure_env)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["tables"]["events"]["quarantined"] == 4 and report["catalog_vacuum"] == "full", report
+    # the dry run named exactly the snapshots of the lake the erasure then expired; the rest are its own
+    own = report["own_snapshots_expired"]
+    assert report["snapshots_expired"][:len(report["snapshots_expired"]) - own] == dry["snapshots_expired"]
+    assert dry["files_held"] == report["files_held"] > 0
+    assert lake_query(settings, "SELECT details FROM lake.ops.quarantine") == [('{"user_id": "' + subject[:-1],)]
+    assert _catalog_files_holding(catalog, subject) == []
+    for _ in range(3):  # the infinite time is read again by every load, beside new events
+        _write(settings, _users(2, 1000, "x")[1:] * 2, ago=timedelta(minutes=1))
+        assert run(settings, engine="dlt").rows_inserted == 2
+        assert lake_query(settings, "SELECT count(*) FROM lake.ops.quarantine")[0][0] == 1
+    with psycopg.connect(catalog, autocommit=True) as conn:
+        conn.execute("ANALYZE")
+    assert _catalog_files_holding(catalog, subject) == []
+    assert _catalog_tables_holding(catalog, subject) == []
+    for folder in folders:
+        assert _files_holding(folder, subject) == [], folder
+
+    # a second request: already erased, nothing written, no second receipt
+    versions = snapshot_ids(settings)
+    again = run_main("--erase", subject, "--yes", "--json", env=erasure_env)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["already_erased"] == report["erasure_id"]
+    assert "already erased" in run_main("--erase", subject, "--yes", env=erasure_env).stdout
+    assert snapshot_ids(settings) == versions
+    [receipt] = json.loads(run_main("--erasures", "--json", env=erasure_env).stdout)["erasures"]
+    # a read-only session holds nothing that reverses the receipt: the key is nowhere in the lake
+    readable = run_main("--sql", "SELECT * FROM ops.lake_identity", "--json", env=erasure_env)
+    assert readable.returncode == 0 and ERASURE_KEY not in readable.stdout
+    assert _catalog_tables_holding(catalog, ERASURE_KEY) == []
+    for guess in (subject, *lake_query(settings, "SELECT * FROM lake.ops.lake_identity")[0]):
+        assert receipt["value_hash"] != hmac.new(str(guess).encode(), subject.encode(), sha256).hexdigest()
+
+
 def test_a_bigint_keyed_table_listed_second_by_a_column_whose_min_is_the_subject(new_lake_env, monkeypatch):
     """A key that is not a UUID, a table named second, a plain text column as the key, and the
     subject's value the smallest of the column (its files' and the table's min statistics). The table
     without a SUBJECT_KEY cannot promote meanwhile: its promotions write the quarantine too, whose
     bounds the erasure makes again outside DuckLake's transactions."""
     env = {**new_lake_env(""), "SOURCE_TABLES": "public.events,public.orders:placed_at:order_id",
-           "SUBJECT_KEY": "orders=customer"}
+           "SUBJECT_KEY": "orders=customer", "ERASURE_KEY": ERASURE_KEY}
     settings = load_settings(env)
     _write(settings, _users(20, 5), ago=timedelta(hours=1))
     value = "aaa-first-customer"

@@ -14,12 +14,12 @@ import pytest
 from pipeline.ops.pipeline import Pipeline
 from pipeline.settings import load_settings
 from tests.helpers import assert_lake_equals_source, lake_query, run
-from tests.integration.test_erasure import SUBJECT, _files_holding, _others, _write
+from tests.integration.test_erasure import ERASURE_KEY, SUBJECT, _files_holding, _others, _write
 
 
 @pytest.fixture
 def erasure_env(lake_env):
-    return {**lake_env, "SUBJECT_KEY": "details.user_id"}
+    return {**lake_env, "SUBJECT_KEY": "details.user_id", "ERASURE_KEY": ERASURE_KEY}
 
 
 def _bounds_missing(settings, table: str = "lake.main.events") -> dict[str, tuple[int, int]]:
@@ -74,7 +74,8 @@ def test_rows_a_move_leaves_inlined_stay_inside_the_bounds(catalog, erasure_env,
 
 
 def _table(env, tables: str, keys: str, **extra: str):
-    return load_settings({**env, "SOURCE_TABLES": tables, "SUBJECT_KEY": keys, **extra})
+    return load_settings({**env, "SOURCE_TABLES": tables, "SUBJECT_KEY": keys, "ERASURE_KEY": ERASURE_KEY,
+                          **extra})
 
 
 def test_an_own_column_named_filename_does_not_stop_the_erasure(new_lake_env):

@@ -23,7 +23,8 @@ def _users(rows: int, *, ago: timedelta, settings) -> None:
 
 
 def test_known_since_of_a_late_event_survives_typing_erasure_and_expiry(lake_env):
-    env = {**lake_env, "TYPED_KEYS": "none", "SUBJECT_KEY": "details.user_id"}
+    env = {**lake_env, "TYPED_KEYS": "none", "SUBJECT_KEY": "details.user_id",
+           "ERASURE_KEY": "a key the tests keep"}
     settings = load_settings(env)
     _users(200, ago=timedelta(hours=3), settings=settings)
     run(settings)  # zero-copy: Spark's files
