@@ -157,7 +157,7 @@ def _metadata_table(con: duckdb.DuckDBPyConnection) -> str:
     return f"{one_row(con.execute('SELECT getvariable(?)', ['lake_metadata']))[0]}.{TABLE}"
 
 
-def _exists(con: duckdb.DuckDBPyConnection, qualified: str) -> bool:
+def table_exists(con: duckdb.DuckDBPyConnection, qualified: str) -> bool:
     # duckdb_tables() does not list the tables of DuckLake's attached metadata database
     try:
         con.execute(f"SELECT 1 FROM {qualified} LIMIT 0")
@@ -169,7 +169,7 @@ def _exists(con: duckdb.DuckDBPyConnection, qualified: str) -> bool:
 def source(lake: Lake) -> str | None:
     """The table holding the history (the catalog's, else an old lake's ``ops.jobs``), or None."""
     for table in (_metadata_table(lake.con), lake.ops("jobs")):
-        if _exists(lake.con, table):
+        if table_exists(lake.con, table):
             return table
     return None
 
@@ -177,13 +177,13 @@ def source(lake: Lake) -> str | None:
 def ensure_table(lake: Lake) -> str:
     """The history table in the catalog database, made (and filled from ``ops.jobs``) if missing."""
     table = _metadata_table(lake.con)
-    if _exists(lake.con, table):
+    if table_exists(lake.con, table):
         return table
     with lake.lock_lake("setup"):  # two first records at once: one creates, one waits
-        if not _exists(lake.con, table):
+        if not table_exists(lake.con, table):
             lake.execute(f"CREATE TABLE {table} ({COLUMNS})")
             legacy = lake.ops("jobs")
-            if _exists(lake.con, legacy):
+            if table_exists(lake.con, legacy):
                 lake.execute(f"INSERT INTO {table} SELECT run_id, job, started_at, finished_at, status, "
                             f"error, CAST(details AS VARCHAR), host FROM {legacy}")
     return table

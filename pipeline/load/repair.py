@@ -21,7 +21,7 @@ import psycopg
 
 from pipeline import id_checksum
 from pipeline.id_checksum import IdKind
-from pipeline.lake import batches, tombstones, validate
+from pipeline.lake import batches, divergences, tombstones, validate
 from pipeline.lake.attach_sql import SOURCE_ALIAS
 from pipeline.lake.connect import lake_session
 from pipeline.lake.schema import events_column_types, insert_columns_sql
@@ -127,6 +127,8 @@ def repair(settings: ResolvedSettings, since: timedelta | None) -> RepairReport:
                          for member, table in zip(lakes, tables, strict=True)]
             todo = [plan for plan in plans if plan.ids]
             if not todo:
+                for plan in plans:  # compared equal: what a check saw there is gone
+                    divergences.clear(plan.lake, plan.check.low, plan.check.upper, "a repair's proof")
                 return _report(plans, {}, grouped=settings.grouped)
             named = settings.grouped  # SOURCE_TABLES: each table's part named
             message = "; ".join((f"{plan.lake.table} " if named else "") + plan.describe() for plan in todo)
@@ -137,6 +139,8 @@ def repair(settings: ResolvedSettings, since: timedelta | None) -> RepairReport:
                 for plan in todo:
                     done[plan.lake.table] = plan.apply()
             snapshot_id = commit.snapshot_id
+        for plan in plans:  # what checks saw differ in the ranges it compared is repaired (or was not so)
+            divergences.clear(plan.lake, plan.check.low, plan.check.upper, "a repair")
     report = _report(plans, done, snapshot_id, grouped=settings.grouped)
     log.info("%s", report.summary())
     return report

@@ -31,7 +31,7 @@ from pipeline.errors import (
 from pipeline.extract.batch import Extractor, ExtractRequest, extract
 from pipeline.extract.engines import make_extractor
 from pipeline.id_checksum import IdSum
-from pipeline.lake import batches, jobs, type_views
+from pipeline.lake import batches, divergences, jobs, type_views
 from pipeline.lake.connect import lake_session
 from pipeline.lake.identity import lake_id, table_names
 from pipeline.lake.maintain import unmerged_files
@@ -453,12 +453,17 @@ class _TableLoad:
             return False
         self.report.check = proof.RangeCheck(plan.window.low, plan.window.upper, plan.source_ids,
                                              plan.lake_ids)
+        self._kept(self.report.check)
         return True
 
-    def check_identity(self, snapshot: PlannerSnapshot, plan: BatchPlan, inserted: int = 0) -> int:
-        """Compare the lake with the planner's snapshot over the window's range, by id; return how
-        many ids the lake lacks. Lake rows the source no longer has there are reported (they were
-        deleted or moved in the source after loading), never hidden and never deleted."""
+    def check_identity(self, snapshot: PlannerSnapshot, plan: BatchPlan, inserted: int = 0,
+                       duplicates: int = 0) -> int:
+        """Compare the lake with the planner's snapshot over the window's range, by id — and by
+        content when the batch held rows the lake had already (``duplicates``: a reach-back or the
+        look-back re-read them; one the source changed since is a divergence, never dropped
+        unsaid); return how many ids the lake lacks. Lake rows the source no longer has there are
+        reported (they were deleted or moved in the source after loading), never hidden and never
+        deleted, and kept (:mod:`pipeline.lake.divergences`) until a repair clears them."""
         source = plan.source_ids
         if plan.ids_read:  # summed by the readers, recorded with the batch (else the snapshot's, now)
             source = self.read_ids or _snapshot_ids(snapshot, plan)
@@ -470,20 +475,41 @@ class _TableLoad:
             # deduplicated), and it inserted as many as the snapshot holds there, so it inserted
             # them all — a subset of equal size is the set. No scan of what was just written.
             self.report.check = proof.RangeCheck(plan.window.low, plan.window.upper, source, source)
+            self._kept(self.report.check)
             return 0
         t0 = time.monotonic()
         with one_read(self.lake):
+            content = proof.row_hash(self.lake, plan.source, plan.ids) if duplicates else None
             check = proof.compare(snapshot.conn, self.lake, plan.source, plan.window.low,
-                                  plan.window.upper, plan.ids, source=source, ahead_of=plan.window.upper)
+                                  plan.window.upper, plan.ids, source=source, ahead_of=plan.window.upper,
+                                  content=content)
         check = proof.newer_than_snapshot(self.settings.source_dsn, plan.source, check, plan.ids)
         self.report.seconds["check"] = self.report.seconds.get("check", 0.0) + time.monotonic() - t0
         self.report.check = check
-        if check.extra:
-            log.warning("%s. The source deleted or moved them after they were loaded; the lake keeps "
-                        "what it loaded (%s names every row that differs)", check.describe(), actions.VERIFY)
+        if check.extra or check.changed:
+            log.warning("%s. The source deleted, moved or changed them after they were loaded; the lake "
+                        "keeps what it loaded (%s names every row that differs)", check.describe(),
+                        actions.VERIFY)
         elif check.missing:
             log.info("%s: reading the whole look-back for them", check.describe())
+        self._kept(check)
         return len(check.missing)
+
+    def _kept(self, check: proof.RangeCheck) -> None:
+        """What the check saw differ that no load repairs (rows deleted, moved or changed after
+        loading), kept for --status until a repair clears it; an exact check clears what was kept
+        inside its range (proven gone)."""
+        if check.exact:
+            divergences.clear(self.lake, check.low, check.upper, "a load's identity check")
+        elif check.extra or check.moved or check.changed:
+            shown = [check.id_kind.key_of(i) for i in [*check.extra, *check.moved, *check.changed][:10]]
+            # kept up to the watermark: a repair compares up to it (rows the lake holds past it, read
+            # ahead with their transaction, every check compares wherever they are)
+            mark = batches.watermark(self.lake)
+            upper = min(check.upper, mark) if mark is not None else check.upper
+            divergences.record(self.lake, check.low, upper, extra=len(check.extra),
+                               moved=len(check.moved), changed=len(check.changed),
+                               example_ids=[str(i) for i in shown], seen_by="load's identity check")
 
     def promote_or_set_aside(self, batch: StagedBatch) -> PromotionResult | None:
         """Promote ``batch``; if the batch itself cannot be read or loaded (a corrupt or foreign
@@ -772,7 +798,8 @@ class _ImageLoad:
                         continue
                 elif result is None or not result.outcome.moves_the_watermark:
                     continue
-                missing = load.check_identity(snapshot, plan, result.rows_inserted if result else 0)
+                missing = load.check_identity(snapshot, plan, result.rows_inserted if result else 0,
+                                              result.rows_duplicate if result else 0)
                 if missing:
                     short[load.lake.table] = missing
             self.report.seconds["check"] = sum(load.report.seconds.get("check", 0.0) for load in self.loads)

@@ -21,8 +21,9 @@ from pipeline.errors import (
     first_line,
 )
 from pipeline.lake import batches as batch_table
-from pipeline.lake import integrity, jobs
+from pipeline.lake import divergences, integrity, jobs
 from pipeline.lake.connect import lake_session
+from pipeline.lake.divergences import Divergence
 from pipeline.lake.identity import lake_id, table_names
 from pipeline.lake.integrity import Integrity
 from pipeline.lake.payload_fields import PayloadStatus
@@ -105,6 +106,7 @@ class TableStatus:
     catching_up: bool  # the table reads its history in bounded batches
     history: History | None = None  # while its history is read in parts
     payload: PayloadStatus = field(default_factory=PayloadStatus)  # typed keys, drift
+    divergences: list[Divergence] = field(default_factory=list)  # seen by a check, not repaired yet
 
     @property
     def source_up(self) -> bool:
@@ -119,7 +121,8 @@ class TableStatus:
                 "identity_check": self.identity.as_dict() if self.identity else None,
                 "staged_batches_waiting": self.staged_batches_waiting, "catching_up": self.catching_up,
                 "history": self.history.as_dict() if self.history else None,
-                "payload": self.payload.as_dict()}
+                "payload": self.payload.as_dict(),
+                "divergences": [d.as_dict() for d in self.divergences]}
 
 
 @dataclass(frozen=True)
@@ -162,6 +165,8 @@ class Status:
     catching_up: bool = False  # a table's status: it reads its history in bounded batches
     history: History | None = None  # how far the histories read in parts are (None: none is)
     payload: PayloadStatus = field(default_factory=PayloadStatus)  # typed payload keys, and their drift
+    # what a load's check, a part's proof or a reach-back saw differ, kept until repaired (any table)
+    divergences: list[Divergence] = field(default_factory=list)
 
     @property
     def source_up(self) -> bool:
@@ -191,6 +196,7 @@ class Status:
             "last_hour": self.last_hour,
             "history": self.history.as_dict() if self.history else None,
             "payload": self.payload.as_dict(),
+            "divergences": [d.as_dict() | {"table": d.table} for d in self.divergences],
             **({"tables": {name: table.table_dict() for name, table in self.tables.items()}}
                if self.tables else {}),
         }
@@ -200,7 +206,7 @@ class Status:
         return TableStatus(self.lake, self.health, self.watermark, self.lag_seconds, self.lake_rows,
                            self.source_rows_after_watermark, self.source_error, self.rows_quarantined,
                            self.identity, self.staged_batches_waiting, self.catching_up, self.history,
-                           self.payload)
+                           self.payload, self.divergences)
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -230,6 +236,7 @@ class LakeFacts:
     history_rate: float | None = None  # rows per second its history's parts were read at
     erasures_interrupted: list[str] = field(default_factory=list)  # receipts a kill left 'erasing'
     payload: PayloadStatus = field(default_factory=PayloadStatus)
+    divergences: list[Divergence] = field(default_factory=list)  # seen by a check, not repaired yet
 
     @classmethod
     def read(cls, lake: LakeTable, *, checked: Integrity | None = None) -> LakeFacts:
@@ -260,7 +267,23 @@ class LakeFacts:
         facts.erasures_interrupted = [r.erasure_id for r in receipts(lake) if not r.done]
         if ("main", lake.table) in tables:
             facts.payload = PayloadStatus.of(lake)
+        facts.divergences = divergences.unrepaired(lake)
         return facts
+
+
+def _unrepaired(seen: list[Divergence], watermark: datetime | None, now: datetime) -> list[str]:
+    """A divergence a check saw is failing until a repair over its range (or a later exact proof of
+    it) clears it: the repair that does, as the user types it."""
+    reasons = []
+    for divergence in seen:
+        # --repair compares SINCE before the watermark: from the divergence's low, rounded up to the hour
+        behind = (watermark or now) - divergence.low if divergence.low is not None else None
+        hours = None if behind is None else max(1, -(-int(behind.total_seconds()) // 3600))
+        repair = f"{actions.REPAIR} {actions.SINCE} {hours}h" if hours is not None else f"{actions.REPAIR}"
+        reasons.append(f"{divergence.describe()}; the lake keeps it until repaired: {repair} replaces those "
+                       f"rows with the source's in one snapshot ({actions.VERIFY} {actions.SINCE} all names "
+                       "them)")
+    return reasons
 
 
 def _interrupted(erasures: list[str]) -> list[str]:
@@ -378,6 +401,7 @@ def collect(settings: ResolvedSettings) -> Status:
                    tables={name: status.part() for name, status in each.items()},
                    history=History.combined([s.history for s in each.values() if s.history is not None]),
                    payload=PayloadStatus.combined([s.payload for s in each.values()]),
+                   divergences=[d for s in each.values() for d in s.divergences],
                    # (a table added and not loaded yet, or catching up, is said on its own line)
                    watermark=min((m for m, s in zip(marks, each.values(), strict=True)
                                   if m is not None and not s.catching_up), default=None),
@@ -492,7 +516,8 @@ def _collect(settings: ResolvedSettings, table: TableSpec, *, checked: Integrity
                            far_future=far_future, source_error=source_error, lake_surplus=surplus,
                            lake_changed=changed,
                            lake_damage=[*(facts.integrity.problems if facts.integrity else []),
-                                        *missed, *_interrupted(facts.erasures_interrupted)])
+                                        *missed, *_interrupted(facts.erasures_interrupted),
+                                        *_unrepaired(facts.divergences, watermark, now)])
     behind = facts.last_hour["rows_behind_mark"] if facts.last_hour else 0
     return Status(
         health=judged, lake=settings.lake_table(table), lake_exists=facts.exists,
@@ -511,6 +536,6 @@ def _collect(settings: ResolvedSettings, table: TableSpec, *, checked: Integrity
         jobs={r["job"]: {"status": r["status"], "started_at": iso(r["started_at"]),
                          "finished_at": iso(r["finished_at"]), "error": r["error"]} for r in job_runs},
         scheduler=SchedulerStates(settings.home).read(), last_batches=batches, last_hour=facts.last_hour,
-        catching_up=facts.catching_up, payload=facts.payload,
+        catching_up=facts.catching_up, payload=facts.payload, divergences=facts.divergences,
         history=History.of(facts.lake_rows, pending, facts.history_rate)
         if facts.catching_up or (watermark is None and facts.exists) else None)
