@@ -202,7 +202,11 @@ def _plan(conn: psycopg.Connection, lake: LakeTable, settings: ResolvedSettings,
     # reaches it: taken out now, the lake would lack it meanwhile (and an image its session's events)
     ahead = stats.ids_in_range(conn, source, check.upper, FOREVER, {*check.extra, *check.moved},
                                id_kind=how.kind)
-    ids = sorted({*check.missing, *check.extra, *check.moved, *check.changed} - ahead)
+    # but one moved past the source's clock waits for its time, which no load reaches before: its
+    # old version is taken out now (time travel keeps it), and a load takes the row when due
+    due_later = stats.ids_in_range(conn, source, stats.server_now(conn), FOREVER, ahead,
+                                   id_kind=how.kind) if ahead else set()
+    ids = sorted({*check.missing, *check.extra, *check.moved, *check.changed} - (ahead - due_later))
     # every column the lake table has beyond the pipeline's that the source still has, as the source
     # holds it (cast as a load casts); one the source dropped stays NULL in the repaired rows
     have, there = events_column_types(lake), source.types
@@ -216,7 +220,9 @@ def _plan(conn: psycopg.Connection, lake: LakeTable, settings: ResolvedSettings,
     watermark = batches.watermark(lake)
     beyond = (f" OR event_timestamp > {quote_literal(iso(watermark))}::timestamptz"
               if watermark is not None else "")
-    source_query = (f"SELECT {columns} FROM {source.sql} WHERE {among} "
+    waiting = (" AND NOT " + id_checksum.postgres_among("event_id", how.kind, id_checksum.among_literal(
+        sorted(due_later), how.kind))) if due_later else ""
+    source_query = (f"SELECT {columns} FROM {source.sql} WHERE {among}{waiting} "
                     f"AND (event_timestamp <= {quote_literal(iso(check.upper))}::timestamptz{beyond})")
     return _Plan(lake, check, ids, f"postgres_query('{SOURCE_ALIAS}', {quote_literal(source_query)})", extra,
                  have, how.kind)

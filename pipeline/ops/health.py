@@ -20,6 +20,9 @@ STALE_AFTER_INTERVALS = 2  # one missed load is normal jitter; two are not
 # rows dated further than this after the source's clock are no clock jitter: most likely naive
 # timestamps written in another zone than the source's (they would wait hours to load)
 FUTURE_TOLERANCE = timedelta(minutes=5)
+# the furthest a time zone is ahead of UTC (UTC+14): rows dated further ahead than that are no
+# naive timestamps written in another zone, only future-dated rows (loaded when due)
+ZONE_SPAN = timedelta(hours=14)
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,8 @@ def assess(now: datetime, load_every: timedelta | Cadence, last_success: datetim
            lake_damage: Sequence[str] = (), lake_changed: int = 0) -> Health:
     """``last_success``: the newest successful load (a scheduled or manual run's job record, or
     a promoted batch); ``source_rows``: rows the source holds (0: nothing to be stale about);
-    ``far_future``: rows dated more than :data:`FUTURE_TOLERANCE` after the source's clock;
+    ``far_future``: rows dated more than :data:`FUTURE_TOLERANCE`, and at most a time zone's offset
+    (:data:`ZONE_SPAN`) more, after the source's clock;
     ``source_error``: why the source could not be read (no load can succeed: failing);
     ``lake_surplus``: rows the lake holds in the look-back that the source no longer has there;
     ``lake_changed``: rows it holds there whose contents the source changed since;

@@ -325,7 +325,9 @@ def _held_ahead(settings: ResolvedSettings, table: TableSpec, conn: psycopg.Conn
             ahead = stats.future_rows(conn, source, instant, id_kind=kind, limit=PULL_LIMIT + 1)
             return {i for ids in ahead.values() for i in ids}
 
-        held = batch_table.held_ids(lake, ids_after(now), kind=kind)
+        # held dated ahead as the source dates them: a row the lake holds at the time it was loaded
+        # at, which the source then moved into the future, waits (a repair took the old one out)
+        held = batch_table.held_ids(lake, ids_after(now), kind=kind, after=now)
         return len(held), len(held & ids_after(far)) if far is not None else 0
 
 
@@ -467,12 +469,16 @@ def _collect(settings: ResolvedSettings, table: TableSpec, *, checked: Integrity
             if exists:
                 relation = source.sql
                 future = stats.rows_after(conn, source, now)
-                far_future = stats.rows_after(conn, source, now + health.FUTURE_TOLERANCE) \
-                    if future else 0
+                # ahead by more than the tolerance and at most a time zone's offset: naive times
+                # written in another zone, most likely; further ahead, a date no zone explains
+                # (2099, a row moved days ahead): future-dated, loaded when due, no reason for STALE
+                tolerated = now + health.FUTURE_TOLERANCE
+                far_future = (stats.rows_after(conn, source, tolerated)
+                              - stats.rows_after(conn, source, tolerated + health.ZONE_SPAN)) if future else 0
                 if future and watermark is not None:  # those a load read with their transaction wait not
                     held, held_far = _held_ahead(settings, table, conn, source, now,
                                                  now + health.FUTURE_TOLERANCE if far_future else None)
-                    future, far_future = future - held, far_future - held_far
+                    future, far_future = future - held, max(0, far_future - held_far)
                 # bounded by the event_timestamp index: the newest loadable row (future-dated rows
                 # wait, so they are no lag), and the rows past the watermark
                 newest = one_row(conn.execute(f"SELECT max(event_timestamp)::timestamptz FROM {relation} "

@@ -49,3 +49,37 @@ def test_a_divergence_a_load_saw_keeps_status_failing_until_the_advised_repair(l
     assert code == 0 and status["divergences"] == [], status["health"]
     assert_lake_equals_source(settings, 300 - 5 + 2)
     assert lake_query(settings, "SELECT count(*) FROM lake.main.events WHERE details->>'n' = '-1'")[0][0] == 7
+
+
+def test_a_row_moved_into_the_future_after_loading_is_taken_out_by_the_repair_and_waits(lake_env):
+    """A loaded row the source then moves three days ahead: the repair takes the lake's old version
+    out (time travel keeps it), --status counts the row as future-dated and is HEALTHY, verify equal;
+    a row dated 2099 does not make --status STALE."""
+    settings = load_settings(lake_env)
+    write_payloads(settings, [("page_view", json.dumps({"n": i})) for i in range(50)], ago=timedelta(hours=2))
+    assert run(settings, engine="dlt").rows_inserted == 50
+    with source_db(settings) as conn:
+        [[moved]] = conn.execute("SELECT event_id FROM public.events ORDER BY event_id LIMIT 1").fetchall()
+        conn.execute("UPDATE public.events SET event_timestamp = now() + interval '3 days' WHERE event_id = %s",
+                     [moved])
+    write_payloads(settings, [("page_view", "{}")], ago=timedelta(minutes=1))
+    run(settings, engine="dlt")
+    code, status = _status(lake_env)
+    assert code == 2 and status["source_rows_in_future"] == 1, status["health"]
+    [[before]] = lake_query(settings, "SELECT max(snapshot_id) FROM lake.snapshots()")
+
+    repaired = run_main("--repair", "--json", env=lake_env)
+    assert repaired.returncode == 0, repaired.stderr
+    run(settings, engine="dlt")  # not due: nothing to load
+    code, status = _status(lake_env)
+    assert code == 0 and status["source_rows_in_future"] == 1, status["health"]
+    assert lake_query(settings, "SELECT count(*) FROM lake.main.events WHERE event_id = ?", [str(moved)]) == [(0,)]
+    assert lake_query(settings, f"SELECT count(*) FROM lake.main.events AT (VERSION => {before}) "
+                                "WHERE event_id = ?", [str(moved)]) == [(1,)]
+    assert_lake_equals_source(settings, 50)
+
+    with source_db(settings) as conn:  # one bad date far ahead: no reason for STALE
+        conn.execute("INSERT INTO public.events (event_id, event_type, event_timestamp, details) "
+                     "VALUES (gen_random_uuid(), 'page_view', '2099-01-01', '{}')")
+    code, status = _status(lake_env)
+    assert code == 0 and status["source_rows_in_future"] == 2, status["health"]
