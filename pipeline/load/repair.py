@@ -198,31 +198,27 @@ def _plan(conn: psycopg.Connection, lake: LakeTable, settings: ResolvedSettings,
     check_shape(conn, source, settings.schema_drift)  # a misnamed column: said, not a Binder error
     check = proof.prove_in(conn, lake, source, since, common, retention=settings.source_retention)
     how = proof.key_shape(conn, lake, source)
-    # a row the source moved past the compared range stays as loaded until a load or a repair's range
-    # reaches it: taken out now, the lake would lack it meanwhile (and an image its session's events)
+    # a row the source moved past the compared range is re-dated where the source dates it now, as
+    # a row read ahead (past the watermark: every check compares it wherever it is); kept as loaded,
+    # the repair did not converge (status named it again, as a row of the look-back the source lacks)
     ahead = stats.ids_in_range(conn, source, check.upper, FOREVER, {*check.extra, *check.moved},
                                id_kind=how.kind)
-    # but one moved past the source's clock waits for its time, which no load reaches before: its
-    # old version is taken out now (time travel keeps it), and a load takes the row when due
+    # but one moved past the source's clock waits for its time: its old version is taken out now
+    # (time travel keeps it), and a load takes the row when due
     due_later = stats.ids_in_range(conn, source, stats.server_now(conn), FOREVER, ahead,
                                    id_kind=how.kind) if ahead else set()
-    ids = sorted({*check.missing, *check.extra, *check.moved, *check.changed} - (ahead - due_later))
+    ids = sorted({*check.missing, *check.extra, *check.moved, *check.changed})
     # every column the lake table has beyond the pipeline's that the source still has, as the source
     # holds it (cast as a load casts); one the source dropped stays NULL in the repaired rows
     have, there = events_column_types(lake), source.types
     extra = {name: kind for name, kind in proof.other_columns(lake, have).items() if name in there}
     columns = ", ".join([f"{expr} AS {name}" for name, expr in STAGED_COLUMNS.items()]
                         + staged_extra(extra))
-    # as the source holds them now, up to the compared range's end (a row it moved past it is loaded
-    # when due, by a load), or after the watermark: a row a load read ahead of the source's clock
-    # with the rest of its transaction, whose contents the source changed since
+    # as the source holds them now, wherever it dates them (in the range, moved past it, or read
+    # ahead with their transaction and changed since), but for those due later
     among = id_checksum.postgres_among("event_id", how.kind, id_checksum.among_literal(ids, how.kind))
-    watermark = batches.watermark(lake)
-    beyond = (f" OR event_timestamp > {quote_literal(iso(watermark))}::timestamptz"
-              if watermark is not None else "")
     waiting = (" AND NOT " + id_checksum.postgres_among("event_id", how.kind, id_checksum.among_literal(
         sorted(due_later), how.kind))) if due_later else ""
-    source_query = (f"SELECT {columns} FROM {source.sql} WHERE {among}{waiting} "
-                    f"AND (event_timestamp <= {quote_literal(iso(check.upper))}::timestamptz{beyond})")
+    source_query = f"SELECT {columns} FROM {source.sql} WHERE {among}{waiting}"
     return _Plan(lake, check, ids, f"postgres_query('{SOURCE_ALIAS}', {quote_literal(source_query)})", extra,
                  have, how.kind)

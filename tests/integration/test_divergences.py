@@ -83,3 +83,45 @@ def test_a_row_moved_into_the_future_after_loading_is_taken_out_by_the_repair_an
                      "VALUES (gen_random_uuid(), 'page_view', '2099-01-01', '{}')")
     code, status = _status(lake_env)
     assert code == 0 and status["source_rows_in_future"] == 2, status["health"]
+
+
+def test_changes_behind_committed_parts_of_a_first_load_keep_status_failing_until_repaired(lake_env,
+                                                                                             monkeypatch):
+    """A first load in parts; once its second part committed, the application updates, deletes and
+    moves rows of the parts committed: what the load's checks saw is kept, --status is FAILING naming
+    it after the load ends, and the advised repair leaves lake == source by id and content, HEALTHY."""
+    from pipeline.load import run as run_module
+
+    env = {**lake_env, "BACKFILL_BATCH_ROWS": "100"}
+    settings = load_settings(env)
+    write_payloads(settings, [("page_view", json.dumps({"n": i})) for i in range(500)], ago=timedelta(hours=3))
+    promote, promoted = run_module.promote, []
+
+    def promote_then_change(lake, batch):
+        result = promote(lake, batch)
+        promoted.append(result)
+        if len(promoted) == 2:
+            with source_db(settings) as conn:
+                ids = [r[0] for r in conn.execute("SELECT event_id FROM public.events ORDER BY event_timestamp "
+                                                  "LIMIT 150").fetchall()]
+                conn.execute("UPDATE public.events SET details = '{\"n\": -1}' WHERE event_id = ANY(%s)", [ids[:10]])
+                conn.execute("DELETE FROM public.events WHERE event_id = ANY(%s)", [ids[10:15]])
+                conn.execute("UPDATE public.events SET event_timestamp = event_timestamp + interval '20 minutes' "
+                             "WHERE event_id = ANY(%s)", [ids[15:18]])
+        return result
+
+    monkeypatch.setattr(run_module, "promote", promote_then_change)
+    run(settings, engine="dlt")
+    monkeypatch.undo()
+    assert len(promoted) >= 3, promoted
+    code, status = _status(env)
+    assert code == 2, status["health"]
+    seen = status["divergences"]
+    assert sum(d["extra"] + d["moved"] for d in seen) >= 5 and sum(d["changed"] for d in seen) == 10, seen
+    reason = next(r for r in status["health"]["reasons"] if "until repaired" in r)
+    repair = reason.split("until repaired: ")[1].split(" replaces")[0].split()
+    repaired = run_main(*repair, "--json", env=env)
+    assert repaired.returncode == 0, repaired.stderr
+    code, status = _status(env)
+    assert code == 0 and status["divergences"] == [], status["health"]
+    assert_lake_equals_source(settings, 495)

