@@ -16,7 +16,11 @@ the process under test. A test that breaks a real CLI process runs it through
 - ``erase-after-commit``, ``erase-mid-move``, ``erase-after-rewrite``: SIGKILL once an erasure
   committed its deletes (nothing rewritten or expired yet), committed the first of its moves of the
   rows sharing a file with the subject's (one file per commit: the others not moved yet), or
-  rewrote its files (nothing expired or deleted yet).
+  rewrote its files (nothing expired or deleted yet);
+- ``duckdb-fatal``: the first compaction's merge transaction meets a real DuckDB INTERNAL error
+  (a query DuckDB 1.5.5 answers with "Attempted to access index 0 within vector of size 0",
+  duckdb/duckdb#22352), which invalidates the process's instance of the lake while the transaction
+  is open: what aborted a scheduler in the field (exit 134) when its session was closed.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from typing import Any
 
 log = logging.getLogger("tests.faults")
 POINTS = ("after-stage", "before-commit", "lose-lock", "slow-read", "drop-rows", "erase-after-commit",
-          "erase-mid-move", "erase-after-rewrite")
+          "erase-mid-move", "erase-after-rewrite", "duckdb-fatal")
 SLOW_READ_SECONDS = 30
 SLOW_ENV = "EVENT_LAKE_TEST_SLOW_SECONDS"  # slow-read's sleep, when not SLOW_READ_SECONDS
 ENV = "EVENT_LAKE_TEST_FAULT"
@@ -61,6 +65,10 @@ def install(point: str, patch: Callable[[object, str, Any], None] | None = None)
 
         step = point.removeprefix("erase-after-")
         setter(Erasure, step, _then_kill(getattr(Erasure, step), point))
+    elif point == "duckdb-fatal":
+        from pipeline.lake import maintain
+
+        setter(maintain, "transaction", _fatal_inside(maintain.transaction, "merge adjacent data files"))
     elif point == "drop-rows":
         from pipeline.lake import validate
 
@@ -102,6 +110,32 @@ def _killing_after(transaction: Callable[..., Any], marker: str, point: str) -> 
             _kill(point)
 
     return then_killed
+
+
+# a query DuckDB 1.5.5 fails, some runs in a few hundred, with an INTERNAL error that invalidates its
+# instance (duckdb/duckdb#22352)
+_INTERNAL_ERROR = """WITH final_cols AS (SELECT i AS x FROM range(1) t(i)),
+final_people AS (SELECT * FROM final_cols WHERE x >= 5000 UNION ALL
+  SELECT * FROM final_cols WHERE NOT EXISTS (SELECT 1 FROM final_cols WHERE x >= 5000))
+SELECT x, count() OVER () AS full_count FROM final_people ORDER BY x DESC LIMIT 5"""
+
+
+def _fatal_inside(transaction: Callable[..., Any], marker: str) -> Callable[..., Any]:
+    """``transaction``, meeting a real INTERNAL error inside the first one whose message holds ``marker``."""
+    met: list[bool] = []
+
+    @contextlib.contextmanager
+    def then_fatal(lake: Any, message: str, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        with transaction(lake, message, *args, **kwargs) as inside:
+            if marker in message and not met:
+                met.append(True)
+                log.warning("%s=duckdb-fatal: an INTERNAL error inside %r now", ENV, message)
+                for _ in range(100_000):
+                    lake.con.execute(_INTERNAL_ERROR).fetchall()  # raises duckdb.InternalException
+                raise AssertionError("DuckDB no longer fails the query of duckdb/duckdb#22352")
+            yield inside
+
+    return then_fatal
 
 
 def _at_fencing(check: Callable[..., None], point: str) -> Callable[..., None]:

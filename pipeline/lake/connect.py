@@ -93,8 +93,8 @@ def lake_session(settings: ResolvedSettings, *, read_only: bool = False, tables:
     time_travel = snapshot_version is not None or snapshot_time is not None
     opened: contextlib.AbstractContextManager[duckdb.DuckDBPyConnection]
     if settings.catalog.kind != "postgres" or time_travel:
-        opened = contextlib.closing(connect(settings, read_only=read_only, snapshot_version=snapshot_version,
-                                            snapshot_time=snapshot_time, source=source, own_sql=True))
+        opened = instances.owned(connect(settings, read_only=read_only, snapshot_version=snapshot_version,
+                                         snapshot_time=snapshot_time, source=source, own_sql=True))
     else:
         opened = _Attach(settings).shared(read_only, source)
     # a stop request ends a one-shot command's query now (a transaction in flight rolls back)

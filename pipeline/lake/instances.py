@@ -25,6 +25,8 @@ so they open instances of their own.
 
 from __future__ import annotations
 
+import ctypes
+import logging
 import os
 import threading
 from collections.abc import Callable, Hashable, Iterator
@@ -34,12 +36,24 @@ from dataclasses import dataclass
 
 import duckdb
 
+log = logging.getLogger(__name__)
 
 @dataclass(eq=False)
 class _Instance:
     root: duckdb.DuckDBPyConnection
     sessions: int = 0
     dropped: bool = False
+    invalidated: bool = False  # a fatal error: never closed (see _abandon)
+
+
+# Instances a fatal DuckDB error invalidated, and their sessions, kept for the process's life. An
+# INTERNAL error in any session (DuckDB 1.5.5 raised "Attempted to access index 0 within vector of
+# size 0" in a scheduler's first compaction) invalidates the whole instance; closing a session of it
+# that holds an open DuckLake transaction then rolls that back from a destructor, which throws, and
+# C++ aborts the process (exit 134: every other job of a scheduler with it). Kept, and their
+# reference counts raised so that neither a collection nor the interpreter's exit destroys them:
+# the job that met the error fails with it, and the next session attaches a new instance.
+_ABANDONED: list[duckdb.DuckDBPyConnection] = []
 
 
 _lock = threading.Lock()  # guards every pool and each instance's counters (cursor() included)
@@ -113,8 +127,15 @@ class Pool:
 
     def _release(self, key: Hashable, instance: _Instance, con: duckdb.DuckDBPyConnection | None,
                  failed: bool) -> None:
+        if failed and not instance.invalidated and _invalidated(instance):
+            log.error("a fatal DuckDB error invalidated this process's instance of the lake; it is set "
+                      "aside, never closed (closing it would abort the process), and the next session "
+                      "attaches anew (docs/troubleshooting.md#duckdb-fatal-errors)")
         if con is not None:
-            con.close()  # an open transaction rolls back
+            if instance.invalidated:
+                _abandon(con)
+            else:
+                con.close()  # an open transaction rolls back
         with _lock:
             instance.sessions -= 1
             if failed:
@@ -129,7 +150,52 @@ class Pool:
 
 def _close_if_done(instance: _Instance) -> None:
     if instance.dropped and instance.sessions == 0:
-        instance.root.close()
+        if instance.invalidated:  # closing its root closes its sessions: abandoned too
+            _abandon(instance.root)
+        else:
+            instance.root.close()
+
+
+def _invalidated(instance: _Instance) -> bool:
+    """Did a fatal error invalidate the instance? Asked of its root connection, which no session
+    uses; remembered on the instance."""
+    with _lock:
+        instance.invalidated = instance.invalidated or _fatal(instance.root)
+        return instance.invalidated
+
+
+def _fatal(con: duckdb.DuckDBPyConnection) -> bool:
+    """Does every statement of ``con``'s instance now fail as FATAL (a fatal error invalidated it)?"""
+    try:
+        con.execute("SELECT 1").fetchall()
+    except duckdb.FatalException:
+        return True
+    except duckdb.Error:  # closed, interrupted, an aborted transaction: not fatal
+        pass
+    return False
+
+
+@contextmanager
+def owned(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    """``con``, an instance of its own (not pooled), closed after the block — unless a fatal error
+    invalidated it there: then abandoned (:data:`_ABANDONED`), as closing it could abort the process."""
+    try:
+        yield con
+    except BaseException:
+        if _fatal(con):
+            log.error("a fatal DuckDB error invalidated a lake instance; it is set aside, never closed "
+                      "(closing it would abort the process) (docs/troubleshooting.md#duckdb-fatal-errors)")
+            _abandon(con)
+        else:
+            con.close()
+        raise
+    con.close()
+
+
+def _abandon(con: duckdb.DuckDBPyConnection) -> None:
+    """Keep ``con`` for good (:data:`_ABANDONED`): never closed, never destroyed."""
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(con))
+    _ABANDONED.append(con)
 
 
 SHARED = Pool()

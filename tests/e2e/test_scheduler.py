@@ -293,3 +293,25 @@ def test_a_stop_that_hangs_leaves_where_each_thread_was(settings):
     assert path.parent == scheduler.settings.home / "logs" and path.name.startswith("stuck-")
     stacks = path.read_text()
     assert "stuck_in_a_catalog_call" in stacks and "test_a_stop_that_hangs_leaves_where_each_thread_was" in stacks
+
+
+def test_a_fatal_duckdb_error_in_a_job_fails_that_job_and_the_scheduler_survives(settings, lake_env):
+    """A DuckDB INTERNAL error inside the first compaction's transaction invalidates the process's
+    instance of the lake: closing that session aborted the scheduler (exit 134). The compaction fails,
+    saying why; the next load attaches anew and succeeds; SIGTERM exits 0."""
+    from tests.faults import ENV as FAULT
+
+    add_events(settings, 300, seed=91)
+    scheduler = Proc("tests/faulty_cli.py", "--schedule", "--run-now", "--engine", "dlt", "--load-every", "1s",
+                     "--expire-every", "1h", "--compact-every", "2s", "--metrics-port", "0",
+                     env={**lake_env, FAULT: "duckdb-fatal"})
+    try:
+        failed = scheduler.wait_for("job compact failed", timeout=120)
+        add_events(settings, 50, seed=92)
+        scheduler.wait_for("job load success", timeout=60, after=failed + 1)
+        scheduler.wait_for("job compact success", timeout=60, after=failed + 1)
+    finally:
+        code = scheduler.terminate()
+    assert code == 0, scheduler.output[-3000:]
+    assert "INTERNAL Error" in scheduler.output and "never closed" in scheduler.output
+    assert_lake_equals_source(settings, 350)
