@@ -265,9 +265,9 @@ class LakeFacts:
         facts.quarantined = quarantined_rows(lake)
         facts.integrity = checked or integrity.check(lake, tables)
         facts.erasures_interrupted = [r.erasure_id for r in receipts(lake) if not r.done]
-        if ("main", lake.table) in tables:
-            facts.payload = PayloadStatus.of(lake)
         facts.divergences = divergences.unrepaired(lake)
+        if ("main", lake.table) in tables:  # last: a damaged file fails its read, and the transaction
+            facts.payload = PayloadStatus.of(lake)
         return facts
 
 
