@@ -19,8 +19,13 @@ catalog's inlined rows, and in every older snapshot that still lists them. So, o
    versions go), then delete the files no snapshot lists any more, at once.
 4. **Staging**: a staged batch holding the subject (waiting, or set aside) is removed whole; its rows
    are read again from the source, where the tombstones keep the subject's out.
-5. **Catalog**: a Postgres catalog's tables are vacuumed (``VACUUM FULL``: a deleted row's bytes stay in
-   its pages until then); an SQLite catalog is vacuumed. 6. The receipt is marked ``done``.
+5. **Catalog**: every DuckLake table of a Postgres catalog is vacuumed (``VACUUM FULL``: a deleted row's
+   bytes, and every replaced version, stay in its pages until then), then ``pg_statistic`` (ANALYZE's
+   old statistics); an SQLite catalog is vacuumed. 6. The receipt is marked ``done``, and the catalog
+   vacuumed once more: the receipt's own commit wrote new versions after the first vacuum.
+
+A request for a value a receipt names already, of which nothing is left, writes nothing (one request,
+one receipt); without ERASURE_KEY an erasure is refused (a key the lake held, any reader could use).
 
 A kill between steps leaves the commit of step 1 (the subject is gone from the current lake) and a
 receipt in state ``erasing``; the next ``--erase`` completes it first, by the tombstones' ids.
