@@ -157,12 +157,20 @@ def unreadable_pattern(value: str | None, key: SubjectKey) -> str | None:
     if value is None or not key.path:
         return None
     strings = sorted({json.dumps(value, ensure_ascii=False), json.dumps(value)})
-    whole = [_literal(spelled) for spelled in strings]
-    cut = [_literal(spelled[:-1]) + "$" for spelled in strings]  # the closing quote cut off
+    whole = [_any_case_escapes(_literal(spelled)) for spelled in strings]
+    # or cut off before its closing quote
+    cut = [_any_case_escapes(_literal(spelled[:-1])) + "$" for spelled in strings]
     if re.fullmatch(r"-?\d+(\.\d+)?([eE][+-]?\d+)?", value):
         whole.append(_literal(value) + r"\s*([,}\]]|$)")
     name = _literal(json.dumps(key.path[-1], ensure_ascii=False))
     return rf"{name}\s*:\s*({'|'.join([*whole, *cut])})"
+
+
+def _any_case_escapes(pattern: str) -> str:
+    """``pattern`` (a :func:`_literal`) with each ``\\uXXXX`` escape matching its hex digits in either
+    case, as JSON reads them (``\\u00FC`` is ``\\u00fc``, which json.dumps writes)."""
+    return re.sub(r"\\\\u([0-9a-f]{4})", lambda m: "\\\\u" + "".join(
+        f"[{d}{d.upper()}]" if d.isalpha() else d for d in m.group(1)), pattern)
 
 
 def _holds(text: str, path: tuple[str, ...], value: str, unreadable: re.Pattern[str]) -> bool:

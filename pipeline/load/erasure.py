@@ -141,11 +141,13 @@ class ErasureReport:
 
     def describe(self) -> str:
         if self.already_erased is not None:
-            return (f"already erased (receipt {self.already_erased}, snapshot {self.snapshot_id}): nothing "
-                    "of the subject is left in the lake, its history, its quarantine or the source's rows "
-                    "not loaded yet; nothing was written"
-                    + (f" (completed the interrupted erasure(s) {', '.join(self.completed_before)} first)"
-                       if self.completed_before else ""))
+            left = ("nothing of the subject is left in the lake, its history, its quarantine or the "
+                    "source's rows not loaded yet")
+            if self.already_erased in self.completed_before:
+                return (f"completed the interrupted erasure of this value (receipt {self.already_erased}, "
+                        f"snapshot {self.snapshot_id}): {left}; no second receipt written")
+            return (f"already erased (receipt {self.already_erased}, snapshot {self.snapshot_id}): {left}; "
+                    "nothing was written")
         rows = ", ".join(_table_words(name, t) for name, t in self.tables.items())
         expired = self.snapshots_expired
         was = "would be" if self.dry_run else "was"
@@ -664,8 +666,12 @@ def _already_erased(lake: Lake, report: ErasureReport, held: list[Holding]) -> s
     same = [r for r in tombstones.receipts(lake) if r.value_hash == report.value_hash]
     if not same:
         return None
-    report.snapshot_id = same[-1].snapshot_id
-    return same[-1].erasure_id
+    receipt = same[-1]
+    # completed by this run, its snapshot is not recorded yet (finish())
+    finishing = report.finishing.get(receipt.erasure_id, {}).get("snapshot_id")
+    report.snapshot_id = receipt.snapshot_id if receipt.snapshot_id is not None else (
+        int(str(finishing)) if finishing is not None else None)
+    return receipt.erasure_id
 
 
 def _complete(erasure: Erasure, report: ErasureReport) -> None:

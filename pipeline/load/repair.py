@@ -30,6 +30,7 @@ from pipeline.load import proof
 from pipeline.promote.commit import LakeCommit
 from pipeline.settings import ResolvedSettings, TableSpec
 from pipeline.source import stats
+from pipeline.source.connect import connect
 from pipeline.source.shape import (
     STAGED_COLUMNS,
     SourceRelation,
@@ -127,8 +128,7 @@ def repair(settings: ResolvedSettings, since: timedelta | None) -> RepairReport:
                          for member, table in zip(lakes, tables, strict=True)]
             todo = [plan for plan in plans if plan.ids]
             if not todo:
-                for plan in plans:  # compared equal: what a check saw there is gone
-                    divergences.clear(plan.lake, plan.check.low, plan.check.upper, "a repair's proof")
+                _settle_kept(settings, plans, tables, "a repair's proof")  # compared equal
                 return _report(plans, {}, grouped=settings.grouped)
             named = settings.grouped  # SOURCE_TABLES: each table's part named
             message = "; ".join((f"{plan.lake.table} " if named else "") + plan.describe() for plan in todo)
@@ -139,11 +139,33 @@ def repair(settings: ResolvedSettings, since: timedelta | None) -> RepairReport:
                 for plan in todo:
                     done[plan.lake.table] = plan.apply()
             snapshot_id = commit.snapshot_id
-        for plan in plans:  # what checks saw differ in the ranges it compared is repaired (or was not so)
-            divergences.clear(plan.lake, plan.check.low, plan.check.upper, "a repair")
+        _settle_kept(settings, plans, tables, "a repair")
     report = _report(plans, done, snapshot_id, grouped=settings.grouped)
     log.info("%s", report.summary())
     return report
+
+
+def _settle_kept(settings: ResolvedSettings, plans: list[_Plan], tables: list[TableSpec], by: str) -> None:
+    """What checks saw differ (:mod:`pipeline.lake.divergences`) inside the range the repair compared
+    is repaired, or was not so; one kept beyond it (a table whose watermark is past the image's: the
+    repair compares every table up to the oldest) is proven over its own range now, by id and
+    content, and cleared where lake == source — else it stays, and --status says it."""
+    for plan in plans:
+        divergences.clear(plan.lake, plan.check.low, plan.check.upper, by)
+    beyond = [(plan, table, kept) for plan, table in zip(plans, tables, strict=True)
+              if (kept := divergences.unrepaired(plan.lake))]
+    if not beyond:
+        return
+    with connect(settings.source_dsn) as conn:
+        for plan, table, kept in beyond:
+            source = SourceRelation.of(conn, table)
+            how = proof.key_shape(conn, plan.lake, source)
+            for divergence in kept:
+                check = proof.compare(conn, plan.lake, source, divergence.low, divergence.upper, how,
+                                      every_bucket=True, content=proof.row_hash(plan.lake, source, how))
+                if check.exact:
+                    divergences.clear(plan.lake, divergence.low, divergence.upper,
+                                      f"{by}'s proof of its range")
 
 
 def _report(plans: list[_Plan], done: dict[str, tuple[int, int]], snapshot_id: int | None = None, *,

@@ -276,9 +276,10 @@ def _unrepaired(seen: list[Divergence], watermark: datetime | None, now: datetim
     it) clears it: the repair that does, as the user types it."""
     reasons = []
     for divergence in seen:
-        # --repair compares SINCE before the watermark: from the divergence's low, rounded up to the hour
+        # --repair compares SINCE before the watermark: from before the divergence's low, in whole hours
+        # (one more than it is behind: 48 h and a microsecond is 49 h, not 48)
         behind = (watermark or now) - divergence.low if divergence.low is not None else None
-        hours = None if behind is None else max(1, -(-int(behind.total_seconds()) // 3600))
+        hours = None if behind is None else int(behind.total_seconds() // 3600) + 1
         repair = f"{actions.REPAIR} {actions.SINCE} {hours}h" if hours is not None else f"{actions.REPAIR}"
         reasons.append(f"{divergence.describe()}; the lake keeps it until repaired: {repair} replaces those "
                        f"rows with the source's in one snapshot ({actions.VERIFY} {actions.SINCE} all names "

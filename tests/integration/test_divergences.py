@@ -125,3 +125,48 @@ def test_changes_behind_committed_parts_of_a_first_load_keep_status_failing_unti
     code, status = _status(env)
     assert code == 0 and status["divergences"] == [], status["health"]
     assert_lake_equals_source(settings, 495)
+
+
+def test_the_advised_repair_reaches_back_past_a_divergence_just_over_whole_hours():
+    """Found by the adversary: 48 h and a microsecond behind the watermark was advised as
+    --since 48h, which stops a microsecond short: the repair left it kept, and FAILING."""
+    from datetime import UTC, datetime
+
+    from pipeline.lake.divergences import Divergence
+    from pipeline.ops.status import _unrepaired
+
+    watermark = datetime(2026, 12, 7, 6, tzinfo=UTC)
+    seen = Divergence("events", watermark - timedelta(hours=48, microseconds=1), watermark, 0, 1, 0, 0, [],
+                      "load's identity check", watermark)
+    [reason] = _unrepaired([seen], watermark, watermark)
+    assert "since" in reason and " 49h " in reason, reason
+
+
+def test_a_divergence_past_the_oldest_watermark_of_two_tables_is_cleared_by_the_repair_it_advises(lake_env):
+    """Found by the adversary: with two tables, a repair compares every table up to the oldest
+    watermark; a divergence kept up to the later table's own watermark was never cleared, though
+    lake == source: --status stayed FAILING whatever was run."""
+    env = {**lake_env, "SOURCE_TABLES": "public.events,public.clicks"}
+    settings = load_settings(env)
+    write_payloads(settings, [("page_view", json.dumps({"n": i})) for i in range(100)], ago=timedelta(hours=1))
+    write_payloads(settings, [("click", json.dumps({"n": i})) for i in range(50)], ago=timedelta(hours=5),
+                   table="public.clicks")
+    run(settings, engine="dlt")
+    with source_db(settings) as conn:  # behind the look-back of events: moved back three days, one deleted
+        [[moved], [deleted]] = conn.execute("SELECT event_id FROM public.events ORDER BY event_timestamp "
+                                            "LIMIT 2").fetchall()
+        conn.execute("UPDATE public.events SET event_timestamp = event_timestamp - interval '3 days' "
+                     "WHERE event_id = %s", [moved])
+        conn.execute("DELETE FROM public.events WHERE event_id = %s", [deleted])
+    write_payloads(settings, [("page_view", "{}")], ago=timedelta(seconds=1))
+    write_payloads(settings, [("click", "{}")], ago=timedelta(minutes=1), table="public.clicks")
+    run(settings, engine="dlt")
+    code, status = _status(env)
+    assert code == 2 and status["divergences"], status["health"]
+    reason = next(r for r in status["health"]["reasons"] if "until repaired" in r)
+    repair = reason.split("until repaired: ")[1].split(" replaces")[0].split()
+    repaired = run_main(*repair, "--json", env=env)
+    assert repaired.returncode == 0, repaired.stderr
+    code, status = _status(env)
+    assert code == 0 and status["divergences"] == [], status["health"]
+    assert_lake_equals_source(settings, {"events": 100, "clicks": 51})
