@@ -91,11 +91,14 @@ class WallClock:
         return hint if low is None else f"{wall} > {_wall_bound(low, 'min')} AND {hint}"
 
     def undated_hint_sql(self) -> str:
-        """Where the rows without an instant (:meth:`instant_sql` NULL or infinite) are, for the index."""
+        """Where the rows without an instant (:meth:`instant_sql` NULL, infinite or past the horizon)
+        are, for the index."""
         if not self.indexed:
             return "TRUE"
         wall = quote_ident(self.column)
-        return f"({wall} IS NULL OR {wall} < '0001-01-02' OR {wall} > '294276-12-30')"
+        # the horizon (pipeline.source.window.LATEST) as a wall time, less two days for any zone's offset
+        horizon = "(date_trunc('year', localtimestamp) + interval '2 years' - interval '2 days')"
+        return f"({wall} IS NULL OR {wall} < '0001-01-02' OR {wall} > {horizon})"
 
 
 def _wall_bound(instant: str, pick: str) -> str:

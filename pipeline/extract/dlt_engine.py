@@ -39,12 +39,23 @@ class DltExtractor:
             chunk_size=CHUNK_ROWS,
             reflection_level="minimal",
             query_adapter_callback=lambda _query, _table: query,
+            # every column may read NULL: the time of a row without one (±infinity, past the horizon)
+            # is read as NULL, and a batch of such rows alone failed ("A null type field may not be
+            # non-nullable": the table's NOT NULL became the Arrow field's)
+            table_adapter_callback=_nullable,
         )
         try:
             write_tables(request.folder, resource, request.extra_columns, on_rows=meter.update)
         finally:
             engine.dispose()
         return None
+
+
+def _nullable(table):
+    """The reflected table with every column nullable (what a read of it may give)."""
+    for column in table.columns:
+        column.nullable = True
+    return table
 
 
 def _read_in_snapshot(engine, snapshot_id: str) -> None:

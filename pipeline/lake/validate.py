@@ -26,7 +26,8 @@ from pipeline.sqltext import quote_ident, quote_literal
 REASON_NULL_ID = "event_id is NULL"
 REASON_BAD_ID = "event_id is not a UUID"
 REASON_BAD_KEY = "event_id is not an integer"  # a table keyed by an integer (pipeline.id_checksum.IdKind)
-REASON_NULL_TS = "event_timestamp is NULL or infinite"  # or before year 1, or past DuckDB's last instant
+# or before year 1, or from the horizon on: the start of the year after next (pipeline.source.window)
+REASON_NULL_TS = "event_timestamp is NULL, infinite or out of range (before year 1, or years ahead)"
 REASON_BAD_JSON = "details is not valid JSON"
 REASON_CONFLICT = "event_id staged twice with different contents; kept the newest created_at"
 # a value of the table's other columns its lake column cannot hold (a NaN in a DECIMAL, a JSON

@@ -23,7 +23,14 @@ XID_SPAN = 2 ** 32
 # small": the first load's range took it, and its min), an infinity waited as future-dated for ever.
 # So do instants before year 1 (no Python datetime holds them: "timestamp too small" stopped every
 # run too) and after DuckDB's last (its Postgres reader wrapped one round to a date 290,279 BC).
-EARLIEST, LATEST = "'0001-01-01 00:00:00+00'::timestamptz", "'294247-01-01 00:00:00+00'::timestamptz"
+# And so does a time past the horizon: no event the source's clock will reach soon (a 2099 typed for
+# 1999) but a bad value, set aside with the undated rows with its reason — waited for as future-dated,
+# one such row kept --status stale until 2099. The horizon is the start of the year after next (at
+# least a year ahead): one instant for every transaction of a load (their now() differ, the year
+# they start in does not; a load whose readers straddle New Year's midnight fails its count and runs
+# again). It is far below DuckDB's last instant (294247), which it replaces as the bound.
+EARLIEST = "'0001-01-01 00:00:00+00'::timestamptz"
+LATEST = "(date_trunc('year', now()) + interval '2 years')"
 DATED = f"event_timestamp >= {EARLIEST} AND event_timestamp < {LATEST}"  # what a time range can hold
 FINITE_FLOOR = f"event_timestamp >= {EARLIEST}"  # what a range without a low bound starts at
 UNDATED = f"(event_timestamp IS NULL OR NOT ({DATED}))"

@@ -11,7 +11,7 @@ import json
 
 import psycopg
 
-from pipeline.lake.validate import Helpers
+from pipeline.lake.validate import REASON_NULL_TS, Helpers
 from pipeline.settings import load_settings
 from pipeline.settings.resolve import resolve
 from tests.conftest import run_cli
@@ -58,7 +58,7 @@ def test_source_columns_named_as_the_pipelines_own_load_every_value(settings, la
     [(reason, raw_id, kept)] = lake_query(settings, "SELECT reason, event_id, source_columns::VARCHAR FROM "
                                                     f"{settings.lake_name}.ops.quarantine "
                                                     "WHERE table_name = 'refunds'")
-    assert reason == "event_timestamp is NULL or infinite" and raw_id
+    assert reason == REASON_NULL_TS and raw_id
     # the set-aside row keeps every column of the table, as the source sent them
     assert json.loads(kept) == {"amount": None, **{name: name for name in TAKEN}}
     assert_lake_equals_source(load_settings(env), {"refunds": REFUNDS, "events": 60})

@@ -78,11 +78,18 @@ def test_a_row_moved_into_the_future_after_loading_is_taken_out_by_the_repair_an
                                 "WHERE event_id = ?", [str(moved)]) == [(1,)]
     assert_lake_equals_source(settings, 50)
 
-    with source_db(settings) as conn:  # one bad date far ahead: no reason for STALE
+    with source_db(settings) as conn:  # one bad date far ahead: a bad value, no reason for STALE
         conn.execute("INSERT INTO public.events (event_id, event_type, event_timestamp, details) "
                      "VALUES (gen_random_uuid(), 'page_view', '2099-01-01', '{}')")
     code, status = _status(lake_env)
-    assert code == 0 and status["source_rows_in_future"] == 2, status["health"]
+    assert code == 0 and status["source_rows_in_future"] == 1, status["health"]
+    assert run(settings, engine="dlt").rows_quarantined == 1
+    [(reason,)] = lake_query(settings, "SELECT reason FROM lake.ops.quarantine")
+    assert "years ahead" in reason
+    assert run(settings, engine="dlt").rows_quarantined == 0  # read again, set aside once
+    code, status = _status(lake_env)
+    assert code == 0 and status["rows_quarantined"] == 1, status["health"]
+    assert_lake_equals_source(settings, 50)
 
 
 def test_changes_behind_committed_parts_of_a_first_load_keep_status_failing_until_repaired(lake_env,
