@@ -46,9 +46,9 @@ def _loose_rows(now: datetime) -> tuple[list[tuple], dict[str, int]]:
         (" " + str(same).replace("-", "") + " ", "feature_usage", ts, "{}", ts),  # duplicates
         (str(conflict), "payment_processed", ts, '{"v": 1}', ts - timedelta(minutes=1)),  # loses
         (str(conflict), "payment_processed", ts, '{"v": 2}', ts),           # newest created_at wins
-        (str(uuid.uuid4()), "user_login", datetime(2099, 1, 1, tzinfo=UTC), "{}", ts),  # future
+        (str(uuid.uuid4()), "user_login", datetime(2099, 1, 1, tzinfo=UTC), "{}", ts),  # past the horizon
     ]
-    reasons = {validate.REASON_NULL_ID: 1, validate.REASON_BAD_ID: 1, validate.REASON_NULL_TS: 5,
+    reasons = {validate.REASON_NULL_ID: 1, validate.REASON_BAD_ID: 1, validate.REASON_NULL_TS: 6,
                validate.REASON_BAD_JSON: 2, validate.REASON_CONFLICT: 1}
     return rows, reasons
 
@@ -68,9 +68,9 @@ def test_bad_rows_are_quarantined_once_and_good_rows_load(lake_env, spark, engin
             cur.executemany("INSERT INTO public.loose_events VALUES (%s, %s, %s, %s, %s)", rows)
 
     report = run(settings, engine=engine, spark=spark)
-    # good, NULL type, the thrice-spelled id, the winner; and the row dated 2099, written in the same
-    # transaction (executemany): read with the rest of it
-    assert report.rows_inserted == 50 + 1 + 1 + 1 + 1
+    # good, NULL type, the thrice-spelled id, the winner; the row dated 2099 (written in the same
+    # transaction, executemany) is past the horizon: a bad value, quarantined, not read with the rest
+    assert report.rows_inserted == 50 + 1 + 1 + 1
     assert report.rows_quarantined == sum(reasons.values())
     assert report.rows_in_future == 0
     quarantined = dict(lake_query(settings, "SELECT reason, count(*) FROM lake.ops.quarantine GROUP BY ALL"))
