@@ -35,11 +35,13 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from uuid import UUID
 
 import duckdb
@@ -511,8 +513,7 @@ def vacuum_catalog(settings: ResolvedSettings) -> str:
     catalog = settings.catalog
     if catalog.pg is None:
         if catalog.kind == "sqlite" and catalog.path is not None:
-            with sqlite3.connect(catalog.path) as conn:
-                conn.execute("VACUUM")
+            _vacuum_sqlite(catalog.path)
             return "full"
         return "none: a DuckDB file catalog reuses its free blocks"
     left: list[str] = []
@@ -542,6 +543,25 @@ def vacuum_catalog(settings: ResolvedSettings) -> str:
     if left:
         return "left to do, when idle: " + "; ".join(left)
     return "full"
+
+
+# Run in a process of its own: this one's DuckDB holds the file open through its own copy of SQLite,
+# and two copies in one process do not see each other's POSIX locks (closing one's descriptor drops
+# the other's: sqlite.org/howtocorrupt.html, 2.2): a VACUUM beside it read the file as "malformed"
+_SQLITE_VACUUM = ("import sqlite3, sys\n"
+                  "conn = sqlite3.connect(sys.argv[1], timeout=float(sys.argv[2]), isolation_level=None)\n"
+                  "conn.execute('VACUUM')\n"
+                  "conn.close()\n")
+
+
+def _vacuum_sqlite(path: Path) -> None:
+    """VACUUM an SQLite catalog file from another process, waiting up to
+    :data:`VACUUM_LOCK_TIMEOUT` for its writers; its error, if any, raised with SQLite's words."""
+    done = subprocess.run([sys.executable, "-c", _SQLITE_VACUUM, str(path), str(VACUUM_LOCK_TIMEOUT)],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        said = done.stderr.strip().splitlines() or [f"exit code {done.returncode}"]
+        raise RuntimeError(f"VACUUM of the SQLite catalog {path} failed: {said[-1]}")
 
 
 def _vacuum_statistics(conn: psycopg.Connection) -> list[str]:
