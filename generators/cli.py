@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
             args.sessions = f"public.{args.sessions}"
         settings = load_settings(flags={"SOURCE_PG_DSN": ("--dsn", args.dsn),
                                         "SOURCE_TABLE": ("--table", args.table)})
-        if settings.grouped:  # the generator writes one table (and --sessions' table)
+        if len(settings.tables) > 1:  # the generator writes one table (and --sessions' table)
             raise ConfigError(f"SOURCE_TABLES is set ({', '.join(t.qualified for t in settings.tables)}): "
                               "the generator writes one table and would not know which.",
                               "Name it with --table, e.g. --table public.events (with --sessions "

@@ -4,6 +4,7 @@ process and watch its output."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import queue
 import shutil
@@ -260,8 +261,15 @@ def catalog_through_proxy(env: dict[str, str]) -> tuple[TcpProxy, dict[str, str]
 
 def files_registered(settings: Settings) -> int:
     """Spark-written files the lake registered as they were (zero-copy promotions)."""
-    return lake_query(settings, f"SELECT coalesce(sum(CAST(json_extract(commit_extra_info, "
-                                f"'$.files_registered') AS BIGINT)), 0) FROM {settings.lake_name}.snapshots()")[0][0]
+    return sum(batch["files_registered"] for info in commit_infos(settings, "tables")
+               for batch in info["tables"].values())
+
+
+def commit_infos(settings: Settings, key: str) -> list[dict]:
+    """The extra info of every snapshot whose commit recorded ``key``, oldest first."""
+    return [json.loads(info) for (info,) in lake_query(
+        settings, f"SELECT commit_extra_info FROM {settings.lake_name}.snapshots() "
+                  "WHERE json_exists(commit_extra_info, ?) ORDER BY snapshot_id", [f"$.{key}"])]
 
 
 def assert_promoted_by_mode(settings: Settings) -> None:
@@ -400,11 +408,12 @@ def slow_reads_left(source_dsn: str, within: float = 15) -> int:
 def promote_batch(resolved, batch):
     """Promote one staged batch in a lake session of its own, as a run does."""
     from pipeline.lake.connect import lake_session
-    from pipeline.promote.promotion import promote
+    from pipeline.promote.promotion import promote_together
 
     with lake_session(resolved, tables=True) as lake:
-        return promote(lake.table_named(batch.manifest.table, batch.manifest.id_column,
-                                        batch.manifest.time_column), batch)
+        table = lake.table_named(batch.manifest.table, batch.manifest.id_column, batch.manifest.time_column)
+        [result] = promote_together(batch.manifest.group or batch.batch_id, [(table, batch)])
+        return result
 
 
 def torn_images(env: dict[str, str]) -> list[str]:

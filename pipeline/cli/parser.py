@@ -23,7 +23,7 @@ SETTING_FLAGS = {"--lookback": "LOOKBACK", "--load-every": "LOAD_EVERY", "--ever
                  "--compact-every": "COMPACT_EVERY", "--retention": "RETENTION",
                  "--reconcile-every": "RECONCILE_EVERY", "--since": "RECONCILE_SINCE",
                  "--metrics-port": "METRICS_PORT", "--memory": "SQL_MEMORY",
-                 "--tables": "SOURCE_TABLES"}
+                 "--tables": "SOURCE_TABLES", "--leave-image": "LEAVE_IMAGE"}
 
 
 
@@ -90,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tables", metavar="TABLES",
                         help="Load several source tables as one image (one snapshot, one commit): "
                         "schema.table[:time_column[:id_column]],… (overrides SOURCE_TABLES).")
+    parser.add_argument("--leave-image", action="store_const", const="true",
+                        help="Load the listed tables although one was last loaded as one image with a table "
+                        "not listed, leaving that image on purpose (env LEAVE_IMAGE).")
     parser.add_argument("--json", action="store_true",
                         help="Machine-readable output: stdout holds one JSON document, logs go to stderr.")
     parser.add_argument("--format", choices=("table", "json", "csv", "jsonl"),

@@ -10,7 +10,7 @@ from pipeline.actions import Action
 FLAGS = {
     actions.RUN: "--run", actions.STATUS: "--status", actions.RETRY_FAILED: "--retry-failed",
     actions.RECONCILE: "--reconcile", actions.SINCE: "--since", actions.VERIFY: "--verify",
-    actions.REPAIR: "--repair",
+    actions.REPAIR: "--repair", actions.LEAVE_IMAGE: "--leave-image",
     actions.SQL: "--sql", actions.WRITE: "--write", actions.PARAM: "--param",
     actions.SNAPSHOTS: "--snapshots", actions.AT_VERSION: "--at-version", actions.AT_TIME: "--at-time",
     actions.ENGINE: "--engine", actions.SPARK_CONF: "--spark-conf", actions.METRICS_PORT: "--metrics-port",

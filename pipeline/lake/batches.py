@@ -63,12 +63,12 @@ def watermark(lake: LakeTable) -> datetime | None:
     ))[0]
 
 
-def image_bounds(tables: Mapping[K, LakeTable]) -> dict[K, datetime | None]:
-    """Where each table's comparison over an image ends (prove, repair, reconcile), beyond its own
-    watermark: the oldest watermark of the tables that are not catching up — one range for them, as
-    a load's floor — and none for a table still catching up (BACKFILL_BATCH_ROWS: its history is
-    days behind; bounding the others by it hid their differences, found by the adversary). One
-    table: its own watermark, the range it has alone."""
+def load_floors(tables: Mapping[K, LakeTable]) -> dict[K, datetime | None]:
+    """Where the next load of each table starts reading (before its look-back): the image's floor,
+    the oldest watermark of the tables loaded and not catching up (every such table's window starts
+    there, so that a transaction's rows are read in all of them together); None for a table catching
+    up (it reads its own history in parts). A reconcile backfills up to it (the next load reads what
+    is after it, as one image); a repair leaves it the source's rows the lake lacks after it."""
     standings = {key: standing(lake) for key, lake in tables.items()}
     catching = {key for key, where in standings.items() if where.catching_up is not None}
     common = image_floor(standings, catching)

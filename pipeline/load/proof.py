@@ -378,17 +378,17 @@ class ImageCheck(PerTable[RangeCheck]):
 
 
 def prove_in(conn: psycopg.Connection, lake: LakeTable, table: SourceRelation,
-             since: timedelta | None, common: datetime | None = None, *, retention: timedelta) -> RangeCheck:
-    """:func:`prove` on a source connection (its snapshot) and a lake session the caller holds;
-    ``common``: SOURCE_TABLES' watermark every table's range ends at (the oldest); ``retention``:
-    how far back the source keeps its rows (SOURCE_RETENTION, zero: all), where the range starts
-    at the latest."""
+             since: timedelta | None, *, retention: timedelta) -> RangeCheck:
+    """:func:`prove` on a source connection (its snapshot) and a lake session the caller holds, over
+    the table's own range (up to its own watermark: tables of an image need not share one);
+    ``retention``: how far back the source keeps its rows (SOURCE_RETENTION, zero: all), where the
+    range starts at the latest."""
     watermark = batches.watermark(lake)
     if watermark is None:
         raise ConfigError("Nothing has been loaded yet: there is no range to prove.",
                           f"Load first ({actions.RUN}).")
     now = stats.server_now(conn)
-    upper = min(watermark, now, *([common] if common else []))
+    upper = min(watermark, now)
     low = complete_after(upper - since if since is not None else None, now, retention)
     bucket = HOUR if since is None or since > timedelta(days=1) else MINUTE
     how = key_shape(conn, lake, table)

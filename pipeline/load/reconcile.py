@@ -15,7 +15,6 @@ import logging
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 from pipeline import actions, id_checksum, staging
 from pipeline.extract.batch import STAGED_COLUMNS
@@ -45,7 +44,7 @@ HOUR_SECONDS = 3600
 
 @dataclass
 class TableReconcile:
-    """What reconcile found and backfilled in one table (for SOURCE_TABLE's one table, the whole)."""
+    """What reconcile found and backfilled in one table (its part of :class:`ReconcileReport`)."""
 
     since: str
     low: str | None = None
@@ -81,17 +80,57 @@ class TableReconcile:
 
 
 @dataclass
-class ReconcileReport(TableReconcile):
-    """What a reconcile did over every table: the figures of the whole and, for tables listed in
-    SOURCE_TABLES, each table's."""
+class ReconcileReport:
+    """What a reconcile did: each table's part (``tables``) and the image's figures over them."""
 
-    tables: dict[str, TableReconcile] = field(default_factory=dict)  # SOURCE_TABLES: each table's
+    since: str
+    tables: dict[str, TableReconcile] = field(default_factory=dict)
+    snapshot_id: int | None = None  # the one commit of every table's backfill
+    seconds: float = 0.0
+
+    @property
+    def low(self) -> str | None:
+        return min((p.low for p in self.tables.values() if p.low), default=None)
+
+    @property
+    def upper(self) -> str | None:
+        return max((p.upper for p in self.tables.values() if p.upper), default=None)
+
+    @property
+    def hours_compared(self) -> int:
+        return sum(p.hours_compared for p in self.tables.values())
+
+    @property
+    def hours_differing(self) -> list[str]:
+        return sorted({h for p in self.tables.values() for h in p.hours_differing})
+
+    @property
+    def rows_backfilled(self) -> int:
+        return sum(p.rows_backfilled for p in self.tables.values())
+
+    @property
+    def rows_quarantined(self) -> int:
+        return sum(p.rows_quarantined for p in self.tables.values())
+
+    @property
+    def lake_rows_not_in_source(self) -> int:
+        return sum(p.lake_rows_not_in_source for p in self.tables.values())
+
+    @property
+    def lake_ids_doubled(self) -> int:
+        return sum(p.lake_ids_doubled for p in self.tables.values())
+
+    def as_dict(self) -> dict[str, object]:
+        return {"since": self.since, "low": self.low, "upper": self.upper,
+                "hours_compared": self.hours_compared, "hours_differing": self.hours_differing,
+                "rows_backfilled": self.rows_backfilled, "rows_quarantined": self.rows_quarantined,
+                "lake_rows_not_in_source": self.lake_rows_not_in_source,
+                "lake_ids_doubled": self.lake_ids_doubled, "snapshot_id": self.snapshot_id,
+                "seconds": self.seconds, "tables": {name: p.as_dict() for name, p in self.tables.items()}}
 
     def summary(self) -> str:
-        if self.tables:
-            one = f" (one image, snapshot {self.snapshot_id})" if self.snapshot_id is not None else ""
-            return "; ".join(f"{name}: {part.summary()}" for name, part in self.tables.items()) + one
-        return super().summary()
+        one = f" (one image, snapshot {self.snapshot_id})" if self.snapshot_id is not None else ""
+        return "; ".join(f"{name}: {part.summary()}" for name, part in self.tables.items()) + one
 
 
 ALL = "all"  # --since all: every row the source ever held, however old (0001-01-01 included)
@@ -128,59 +167,38 @@ def _reconcile_image(lake: Lake, resolved: ResolvedSettings, since: timedelta | 
     """Every table of the image compared over one range and its backfill written; the backfills
     promoted in one commit (a late session and its late events land together). Tables listed in
     SOURCE_TABLES are sealed as one group, claimed in every table's folder meanwhile (a load's
-    leftover pass leaves it alone), each with its part of the report; SOURCE_TABLE's one table's
-    backfill is a batch of its own, its part the report."""
-    grouped = resolved.grouped
-    group = staging.new_batch_id() if grouped else None
-    claims = [(staging.table_dir(resolved, t), group) for t in resolved.tables] if group else []
+    leftover pass leaves it alone), each with its part of the report."""
+    group = staging.new_batch_id()
+    claims = [(staging.table_dir(resolved, t), group) for t in resolved.tables]
     for folder, claim in claims:
         staging.claim_batch(folder, claim)
     try:
         written: list[_Backfill] = []
         lakes = lake.tables(resolved.tables)
-        # one range for every table: up to the oldest watermark's look-back (each table's own bound
-        # backfilled a late session and left its events, dated alike, to a later load: a torn image)
         loaded = (lake.ops_schema, "batches") in table_names(lake)  # (a lake made by this reconcile: none)
-        bounds = batches.image_bounds(lakes) if loaded else {}  # a table catching up: its own range
-        parts: dict[str, TableReconcile] = {}
+        floors = batches.load_floors(lakes) if loaded else {}
         for table, member in lakes.items():
-            part = parts[table.name] = TableReconcile(since=report.since) if grouped else report
-            backfill = _compare_and_write(member, resolved, table, since, part, bounds.get(table))
+            part = report.tables[table.name] = TableReconcile(since=report.since)
+            backfill = _compare_and_write(member, resolved, table, since, part, floors.get(table))
             if backfill is not None:
                 written.append(backfill)
         members = {b.lake.table: b.batch_id for b in written}
-        staged = [(b.lake, b.seal(group=group, group_batches=members) if group else b.seal())
-                  for b in written]
+        staged = [(b.lake, b.seal(group=group, group_batches=members)) for b in written]
         results = promote_together(group, staged) if staged else []
         for (member, _), result in zip(staged, results, strict=True):
-            _settled(parts[member.table], result)
+            _settled(report.tables[member.table], result)
+            report.snapshot_id = result.snapshot_id
     finally:
         for folder, claim in claims:
             staging.release_batch(folder, claim)
-    if grouped:
-        _sum_parts(report, parts)
-
-
-def _sum_parts(report: ReconcileReport, parts: dict[str, TableReconcile]) -> None:
-    """The image's report: every table's part, and their range, counts and snapshot."""
-    report.tables = parts
-    every = list(parts.values())
-    report.low, report.upper = min((p.low or "" for p in every), default=None) or None, max(
-        (p.upper or "" for p in every), default="") or None
-    report.hours_compared = sum(p.hours_compared for p in every)
-    report.hours_differing = sorted({h for p in every for h in p.hours_differing})
-    report.rows_backfilled = sum(p.rows_backfilled for p in every)
-    report.rows_quarantined = sum(p.rows_quarantined for p in every)
-    report.lake_rows_not_in_source = sum(p.lake_rows_not_in_source for p in every)
-    report.lake_ids_doubled = sum(p.lake_ids_doubled for p in every)
-    report.snapshot_id = max((p.snapshot_id for p in every if p.snapshot_id is not None), default=None)
 
 
 def _compare_and_write(lake: LakeTable, resolved: ResolvedSettings, table: TableSpec, since: timedelta | str,
-                       report: TableReconcile, common: datetime | None = None) -> _Backfill | None:
-    """Compare ``table``'s hours over ``since`` and write the rows the lake lacks (unsealed).
-    ``common``: the image's bound of its range (:func:`pipeline.lake.batches.image_bounds`; None:
-    its own watermark)."""
+                       report: TableReconcile, floor: datetime | None = None) -> _Backfill | None:
+    """Compare ``table``'s hours over ``since`` and write the rows the lake lacks (unsealed), up to
+    the look-back of the table's next load: its watermark's, or the image's ``floor`` where its next
+    load starts (:func:`pipeline.lake.batches.load_floors`: a late session and its events dated
+    after it are read by that load, together; backfilled here in one table alone, an image tore)."""
     # a table dropped by hand is made again empty: then the look-back is reloaded here too
     dropped = ("main", lake.table) not in table_names(lake)
     with connect_source(resolved.source_dsn) as conn:
@@ -195,8 +213,8 @@ def _compare_and_write(lake: LakeTable, resolved: ResolvedSettings, table: Table
         watermark = batches.watermark(lake)
         if watermark is None:
             return None
-        if common is not None:
-            watermark = min(watermark, common)
+        if floor is not None:
+            watermark = min(watermark, floor)
         upper = watermark if dropped else watermark - resolved.lookback
         low = complete_after(watermark - since if isinstance(since, timedelta) else None,
                              stats.server_now(conn), resolved.source_retention)
@@ -252,7 +270,7 @@ class _Backfill:
     rows: int
     files: list[str]
 
-    def seal(self, **group: Any) -> StagedBatch:
+    def seal(self, group: str, group_batches: dict[str, str]) -> StagedBatch:
         lake, source = self.lake, self.source
         return staging.seal(self.folder, batch_id=self.batch_id, table=lake.table, engine=RECONCILE_ENGINE,
                             window=self.window, row_count=self.rows, files=self.files,
@@ -261,7 +279,7 @@ class _Backfill:
                             extra_columns=source.extra_columns or None, id_kind=source.id_kind.value,
                             # checked against every lake row: a source without a unique id may hold,
                             # in these hours, an id the lake has under another time (reconcile is rare)
-                            ids_unique=False, **group)
+                            ids_unique=False, group=group, group_batches=group_batches)
 
 
 def _backfill(lake: LakeTable, source: Source, staged: Folder, hours: list[datetime], window: Window,

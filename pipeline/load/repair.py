@@ -53,29 +53,34 @@ class TableRepair:
     rows_removed: int = 0
     rows_loaded: int = 0
     snapshot_id: int | None = None
+    # source ids the lake lacks dated after where the table's next load starts: left to that load,
+    # which reads them with the image's other tables (loaded here alone, an image would tear)
+    left_to_load: int = 0
 
     def as_dict(self) -> dict[str, object]:
         return {"before": self.check.as_dict(), "rows_removed": self.rows_removed,
-                "rows_loaded": self.rows_loaded, "snapshot_id": self.snapshot_id}
+                "rows_loaded": self.rows_loaded, "snapshot_id": self.snapshot_id,
+                "left_to_load": self.left_to_load}
 
     def summary(self) -> str:
+        left = (f"; {self.left_to_load} source id(s) the lake lacks are left to the next load, which "
+                "reads them with the image's other tables" if self.left_to_load else "")
         if self.check.exact:
             return f"nothing to repair: {self.check.describe()}"
         if self.snapshot_id is None:
-            return (f"nothing repaired: {self.check.describe()}; the rows the source moved past the compared "
-                    "range stay as loaded until a load reaches them")
+            return (f"nothing repaired: {self.check.describe()}"
+                    + (left or "; the rows the source moved past the compared range stay as loaded until "
+                       "a load reaches them"))
         return (f"repaired {self.check.describe()}: removed {self.rows_removed} lake row(s), loaded "
                 f"{self.rows_loaded} as the source holds them, in snapshot {self.snapshot_id} (the "
-                f"snapshot before it keeps the old state)")
+                f"snapshot before it keeps the old state){left}")
 
 
 @dataclass(frozen=True)
 class RepairReport:
-    """A repair of the image: each table's, committed in one snapshot. Tables listed in SOURCE_TABLES
-    are named in its words and its document; SOURCE_TABLE's one table's are the repair's own."""
+    """A repair of the image: each table's part, committed in one snapshot."""
 
     tables: dict[str, TableRepair]
-    grouped: bool = False
 
     @property
     def exact(self) -> bool:
@@ -96,17 +101,11 @@ class RepairReport:
         return max((p.snapshot_id for p in self.tables.values() if p.snapshot_id is not None), default=None)
 
     def as_dict(self) -> dict[str, object]:
-        if not self.grouped:
-            [part] = self.tables.values()
-            return part.as_dict()
         return {"tables": {name: part.as_dict() for name, part in self.tables.items()},
                 "rows_removed": self.rows_removed, "rows_loaded": self.rows_loaded,
                 "snapshot_id": self.snapshot_id}
 
     def summary(self) -> str:
-        if not self.grouped:
-            [part] = self.tables.values()
-            return part.summary()
         return "; ".join(f"{name}: {part.summary()}" for name, part in self.tables.items())
 
 
@@ -120,27 +119,25 @@ def repair(settings: ResolvedSettings, since: timedelta | None) -> RepairReport:
         loaded = batches.loaded(every)  # none loaded: the comparison says so
         tables, lakes = list(loaded), list(loaded.values())
         with LakeCommit(lakes) as commit:  # every table's promote lock, held from compare to commit
-            # one range for every table, up to the oldest watermark (each table to its own replaced a
-            # session's events without it when the watermarks differed: found by the adversary)
-            bounds = batches.image_bounds(loaded)
+            # each table over its own range, up to its own watermark; what the lake lacks after where
+            # its next load starts (the image's floor) is that load's, read with the other tables
+            floors = batches.load_floors(loaded)
             with exported_snapshot(settings.source_dsn, arrivals=False) as snapshot:
-                plans = [_plan(snapshot.conn, member, settings, table, since, bounds[table])
+                plans = [_plan(snapshot.conn, member, settings, table, since, floors[table])
                          for member, table in zip(lakes, tables, strict=True)]
             todo = [plan for plan in plans if plan.ids]
             if not todo:
                 _settle_kept(settings, plans, tables, "a repair's proof")  # compared equal
-                return _report(plans, {}, grouped=settings.grouped)
-            named = settings.grouped  # SOURCE_TABLES: each table's part named
-            message = "; ".join((f"{plan.lake.table} " if named else "") + plan.describe() for plan in todo)
-            info: dict[str, object] = ({"repair": {plan.lake.table: plan.check.as_dict() for plan in plans}}
-                                       if named else {"repair": plans[0].check.as_dict()})
+                return _report(plans, {})
+            message = "; ".join(f"{plan.lake.table} {plan.describe()}" for plan in todo)
+            info: dict[str, object] = {"repair": {plan.lake.table: plan.check.as_dict() for plan in plans}}
             done = {}
             with commit.transaction(message, info):
                 for plan in todo:
                     done[plan.lake.table] = plan.apply()
             snapshot_id = commit.snapshot_id
         _settle_kept(settings, plans, tables, "a repair")
-    report = _report(plans, done, snapshot_id, grouped=settings.grouped)
+    report = _report(plans, done, snapshot_id)
     log.info("%s", report.summary())
     return report
 
@@ -168,13 +165,13 @@ def _settle_kept(settings: ResolvedSettings, plans: list[_Plan], tables: list[Ta
                                       f"{by}'s proof of its range")
 
 
-def _report(plans: list[_Plan], done: dict[str, tuple[int, int]], snapshot_id: int | None = None, *,
-            grouped: bool) -> RepairReport:
-    """The repair's report: each table's part (the words and document of SOURCE_TABLE's one table's
-    are the repair's)."""
+def _report(plans: list[_Plan], done: dict[str, tuple[int, int]], snapshot_id: int | None = None
+            ) -> RepairReport:
+    """The repair's report: each table's part."""
     return RepairReport({plan.lake.table: TableRepair(plan.check, *done.get(plan.lake.table, (0, 0)),
-                                                      snapshot_id if plan.lake.table in done else None)
-                         for plan in plans}, grouped=grouped)
+                                                      snapshot_id if plan.lake.table in done else None,
+                                                      plan.left_to_load)
+                         for plan in plans})
 
 
 @dataclass(frozen=True)
@@ -188,6 +185,7 @@ class _Plan:
     extra: dict[str, str]  # the table's other columns those rows carry -> their lake types
     have: Mapping[str, str]  # the lake table's columns
     kind: IdKind  # the table's key (pipeline.id_checksum)
+    left_to_load: int = 0  # source ids the lake lacks after the floor: the next load's
 
     def describe(self) -> str:
         low = iso(self.check.low) if self.check.low else "-inf"
@@ -215,10 +213,10 @@ class _Plan:
 
 
 def _plan(conn: psycopg.Connection, lake: LakeTable, settings: ResolvedSettings, table: TableSpec,
-          since: timedelta | None, common: datetime | None) -> _Plan:
+          since: timedelta | None, floor: datetime | None) -> _Plan:
     source = SourceRelation.of(conn, table)
     check_shape(conn, source, settings.schema_drift)  # a misnamed column: said, not a Binder error
-    check = proof.prove_in(conn, lake, source, since, common, retention=settings.source_retention)
+    check = proof.prove_in(conn, lake, source, since, retention=settings.source_retention)
     how = proof.key_shape(conn, lake, source)
     # a row the source moved past the compared range is re-dated where the source dates it now, as
     # a row read ahead (past the watermark: every check compares it wherever it is); kept as loaded,
@@ -229,7 +227,10 @@ def _plan(conn: psycopg.Connection, lake: LakeTable, settings: ResolvedSettings,
     # (time travel keeps it), and a load takes the row when due
     due_later = stats.ids_in_range(conn, source, stats.server_now(conn), FOREVER, ahead,
                                    id_kind=how.kind) if ahead else set()
-    ids = sorted({*check.missing, *check.extra, *check.moved, *check.changed})
+    # a source row the lake lacks dated after the floor: the next load reads it (and its linked rows)
+    later = (stats.ids_in_range(conn, source, floor, FOREVER, set(check.missing), id_kind=how.kind)
+             if floor is not None and check.missing and floor < check.upper else set())
+    ids = sorted({*(i for i in check.missing if i not in later), *check.extra, *check.moved, *check.changed})
     # every column the lake table has beyond the pipeline's that the source still has, as the source
     # holds it (cast as a load casts); one the source dropped stays NULL in the repaired rows
     have, there = events_column_types(lake), source.types
@@ -243,4 +244,4 @@ def _plan(conn: psycopg.Connection, lake: LakeTable, settings: ResolvedSettings,
         sorted(due_later), how.kind))) if due_later else ""
     source_query = f"SELECT {columns} FROM {source.sql} WHERE {among}{waiting}"
     return _Plan(lake, check, ids, f"postgres_query('{SOURCE_ALIAS}', {quote_literal(source_query)})", extra,
-                 have, how.kind)
+                 have, how.kind, len(later))

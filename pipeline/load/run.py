@@ -44,7 +44,7 @@ from pipeline.load.payload_typing import chosen_keys, keys_of_new_table, type_pa
 from pipeline.load.plan import plan_batch, whole_transactions
 from pipeline.load.preflight import preflight
 from pipeline.promote import zero_copy
-from pipeline.promote.promotion import Outcome, PromotionResult, promote, promote_together
+from pipeline.promote.promotion import Outcome, PromotionResult, promote_together
 from pipeline.settings import ResolvedSettings, TableSpec
 from pipeline.settings.model import Engine
 from pipeline.source import shape
@@ -107,7 +107,7 @@ class HistoryPart:
 
 @dataclass
 class TableRun:
-    """What a load did to one table (for SOURCE_TABLE's one table, the load's own report)."""
+    """What a load did to one table of the image (its part of :class:`RunReport`)."""
 
     window: Window | None = None
     rows_in_window: int = 0
@@ -193,23 +193,70 @@ class TableRun:
 
 
 @dataclass
-class RunReport(TableRun):
-    """What a load did, for the last line of output and for tests: its figures over every table
-    (every promotion, all tables' rows) and, for tables listed in SOURCE_TABLES, each table's."""
+class RunReport:
+    """What a load did, for the last line of output and for tests: each table's part (``tables``,
+    by lake table; SOURCE_TABLE's one table is an image of one) and the image's figures over them."""
 
+    tables: dict[str, TableRun] = field(default_factory=dict)
+    # every promotion (each table's, and those of tables a leftover group held that are no longer listed)
+    promotions: list[PromotionResult] = field(default_factory=list)
+    staged_batch: str | None = None  # the group of batches the last extraction staged (one per table)
+    rows_in_window: int = 0  # the rows that extraction staged, over every table
+    set_aside: list[str] = field(default_factory=list)  # batches that could not be promoted
+    seconds: dict[str, float] = field(default_factory=dict)
     files_to_merge: int = 0  # small data files waiting to be merged after this load (when it inserted)
     parts: list[HistoryPart] = field(default_factory=list)  # a history read in parts: each one committed
-    tables: dict[str, TableRun] = field(default_factory=dict)  # SOURCE_TABLES: each table's part
     # table -> source ids the lake still lacks after this load read its whole look-back again in
     # its own snapshot: ids it read and did not load (a defect, not a late arrival): the run fails
     lacking: dict[str, int] = field(default_factory=dict)
 
+    @property
+    def rows_inserted(self) -> int:
+        return sum(p.rows_inserted for p in self.promotions)
+
+    @property
+    def rows_quarantined(self) -> int:
+        return sum(p.rows_quarantined for p in self.promotions)
+
+    @property
+    def snapshots(self) -> list[int]:
+        """The snapshots committed, each once (a group's batches share one)."""
+        return list(dict.fromkeys(p.snapshot_id for p in self.promotions if p.snapshot_id is not None))
+
+    @property
+    def rows_read(self) -> int:
+        return sum(table.rows_read for table in self.tables.values())
+
+    @property
+    def rows_in_future(self) -> int:
+        return sum(table.rows_in_future for table in self.tables.values())
+
+    @property
+    def rows_behind_mark(self) -> int:
+        return sum(table.rows_behind_mark for table in self.tables.values())
+
+    @property
+    def watermark(self) -> datetime | None:
+        """The latest of the tables' watermarks (each table has its own: ``tables``)."""
+        return max((t.watermark for t in self.tables.values() if t.watermark is not None), default=None)
+
+    def advance(self, result: PromotionResult | None, batch_id: str) -> None:
+        """A promotion in the image's figures (None: its batch set aside)."""
+        if result is None:
+            self.set_aside.append(batch_id)
+        else:
+            self.promotions.append(result)
+
     def as_dict(self) -> dict[str, object]:
         """The report as ``--run --json`` prints it (after ``"status"``)."""
-        document = super().as_dict()
-        if self.tables:
-            document["rows_read"] = sum(table.rows_read for table in self.tables.values())
-            document["tables"] = {name: table.as_dict() for name, table in self.tables.items()}
+        document: dict[str, object] = {
+            "rows_read": self.rows_read, "rows_inserted": self.rows_inserted,
+            "rows_quarantined": self.rows_quarantined,
+            "rows_in_future": self.rows_in_future, "snapshots": self.snapshots,
+            "staged_batch": self.staged_batch,
+            "watermark": self.watermark.isoformat() if self.watermark else None,
+            "set_aside": self.set_aside, "seconds": self.seconds,
+            "tables": {name: table.as_dict() for name, table in self.tables.items()}}
         if self.parts:
             document["parts"] = [part.as_dict() for part in self.parts]
         if self.lacking:
@@ -221,12 +268,15 @@ class RunReport(TableRun):
         return ", ".join(f"{count} id(s) of {table}" for table, count in self.lacking.items())
 
     def summary(self) -> str:
-        if self.tables:  # SOURCE_TABLES: each table's words, then the commits they shared
-            snapshots = sorted(set(self.snapshots))
-            return "; ".join([f"{name}: {table.summary()}" for name, table in self.tables.items()]
-                             + [f"one image committed as snapshot(s) {', '.join(map(str, snapshots))}"
-                                if snapshots else "no new snapshot"])
-        return super().summary()
+        """Each table's words, then the commits they shared."""
+        snapshots = self.snapshots
+        words = [f"{name}: {table.summary()}" for name, table in self.tables.items()]
+        if set(self.set_aside) - {b for table in self.tables.values() for b in table.set_aside}:
+            words.append(f"{len(self.set_aside)} batch(es) SET ASIDE, not loaded: "
+                         f"{', '.join(self.set_aside)} (see the error above; then {actions.RETRY_FAILED})")
+        words.append(f"one image committed as snapshot(s) {', '.join(map(str, snapshots))}"
+                     if snapshots else "no new snapshot")
+        return "; ".join(words)
 
 
 @dataclass(frozen=True)
@@ -332,20 +382,28 @@ def refuse_another_source(lake: LakeTable, source_name: str) -> None:
         f"ops.batches SET source = '{source_name}' WHERE table_name = '{lake.table}'\".")
 
 
-def refuse_tearing_an_image(lake: LakeTable) -> None:
-    """A table last loaded as one image with others (SOURCE_TABLES) is not loaded alone by a
-    one-table run (SOURCE_TABLE, maybe a cron job that lost its environment): its snapshot would
-    hold rows whose linked rows in the other tables are not there. Listing it alone in
-    SOURCE_TABLES says it leaves the image on purpose."""
-    tables = batches.loaded_with(lake)
-    if len(tables) < 2:
-        return
-    others = ", ".join(t for t in tables if t != lake.table)
-    raise ConfigError(
-        f"Lake table {lake.events_table} is loaded as one image with {others} (SOURCE_TABLES); loading it "
-        "alone would commit a snapshot holding its rows without theirs. Nothing was read.",
-        f"Load them together: SOURCE_TABLES listing {', '.join(tables)} (in the environment or .env). To "
-        f"load {lake.table} alone from now on, leaving the image on purpose, list it alone in SOURCE_TABLES.")
+def refuse_tearing_an_image(lakes: list[LakeTable], leave_image: bool) -> None:
+    """A table last loaded as one image with tables this run does not list (a cron job that lost
+    part of its environment) is not loaded without them: its snapshot would hold rows whose linked
+    rows in the other tables are not there. ``LEAVE_IMAGE`` (``--leave-image``) says the run
+    leaves that image on purpose: its commit makes the listed tables the image from then on."""
+    listed = {lake.table for lake in lakes}
+    for lake in lakes:
+        image = batches.loaded_with(lake)
+        left_out = [t for t in image if t not in listed]
+        if not left_out:
+            continue
+        if leave_image:
+            log.warning("%s leaves its image with %s (LEAVE_IMAGE): its snapshots no longer hold them",
+                        lake.table, ", ".join(left_out))
+            continue
+        raise ConfigError(
+            f"Lake table {lake.events_table} is loaded as one image with {', '.join(left_out)}; loading "
+            f"{', '.join(sorted(listed))} without {'it' if len(left_out) == 1 else 'them'} would commit a "
+            "snapshot holding its rows without theirs. Nothing was read.",
+            f"Load them together: SOURCE_TABLES listing {', '.join(sorted(listed | set(image)))} (in the "
+            f"environment or .env). To load {', '.join(sorted(listed))} without {', '.join(left_out)} from "
+            f"now on, leaving the image on purpose, run once with {actions.LEAVE_IMAGE}.")
 
 
 @dataclass(frozen=True)
@@ -411,7 +469,7 @@ class _TableLoad:
             log.info("removed the leftovers of batch %s, whose extraction died with its process", batch_id)
 
     def extract(self, lake_identity: str, extractor: Extractor, snapshot: PlannerSnapshot,
-                plan: BatchPlan, group: tuple[str, dict[str, str]] | None = None) -> StagedBatch:
+                plan: BatchPlan, group: tuple[str, dict[str, str]]) -> StagedBatch:
         """Stage the plan's rows as a batch with ``extractor`` (the load's, made once), read in the
         planner's snapshot (``group``: a SOURCE_TABLES plan's name and batch ids, this table's
         among them, claimed by the image)."""
@@ -419,7 +477,7 @@ class _TableLoad:
         log.info("extracting %d rows in window %s with %s", plan.stats.rows, plan.window.describe(),
                  extractor.engine)
         t0 = time.monotonic()
-        batch_id = group[1][self.lake.table] if group else staging.new_batch_id()
+        batch_id = group[1][self.lake.table]
         # claimed before its first file (the lake ids zero-copy writes into the data path): a kill
         # from here on leaves a record the next run cleans up after, not an hour later
         try:
@@ -511,21 +569,6 @@ class _TableLoad:
                                moved=len(check.moved), changed=len(check.changed),
                                example_ids=[str(i) for i in shown], seen_by="load's identity check")
 
-    def promote_or_set_aside(self, batch: StagedBatch) -> PromotionResult | None:
-        """Promote ``batch``; if the batch itself cannot be read or loaded (a corrupt or foreign
-        file, not an outage), move it aside with the error so the batches after it still load
-        (and return None)."""
-        try:
-            return promote(self.lake, batch)
-        except duckdb.Error as exc:
-            if is_transient(exc):  # the catalog or object store is away: the batch is fine, retry later
-                raise promotion_outage(self.settings, exc) from None
-            folder = staging.set_aside(self.staged, batch, first_line(exc))
-            log.error("batch %s cannot be promoted (%s); set aside in %s, kept whole, so later batches "
-                      "load. Fix the cause, then run: %s", batch.batch_id, first_line(exc), folder.uri(),
-                      actions.RETRY_FAILED.command())
-            return None
-
 
 def make_own_tables(loads: list[_TableLoad]) -> None:
     """The lake tables of tables with their own id and time columns, made from their source's
@@ -546,17 +589,14 @@ class _ImageLoad:
     """One load of the image: every table the settings list (SOURCE_TABLES; SOURCE_TABLE is an image
     of one) planned under one exported snapshot (one instant: the planner transaction's ``now()``),
     extracted table by table with one engine, and committed in one lake transaction: each lake
-    snapshot is one image of the source across the tables. Tables listed in SOURCE_TABLES commit as
-    a group (each batch names it, and each table has its own report); SOURCE_TABLE's one table
-    commits its batch alone, its report the load's."""
+    snapshot is one image of the source across the tables, its batches a group (each names it;
+    SOURCE_TABLE's one table is an image of one), each table with its part of the report."""
 
     def __init__(self, settings: ResolvedSettings, lake: Lake, report: RunReport) -> None:
         self.settings, self.lake, self.report = settings, lake, report
-        self.grouped = settings.grouped
-        self.loads = [_TableLoad(settings, spec, table, TableRun() if self.grouped else report)
+        self.loads = [_TableLoad(settings, spec, table, TableRun())
                       for spec, table in lake.tables(settings.tables).items()]
-        if self.grouped:
-            report.tables = {load.lake.table: load.report for load in self.loads}
+        report.tables = {load.lake.table: load.report for load in self.loads}
         # a history read in parts: the bound of this image's part (None: no table reads one), whether
         # it moved past the last part's, and the tables' rows as pg_class estimates them
         self.history_bound: datetime | None = None
@@ -636,32 +676,27 @@ class _ImageLoad:
                 type_views.refresh(load.lake)  # the load's commit, which stays the run's last snapshot
             for load in self.loads:
                 refuse_another_source(load.lake, load.settings.source_name(load.table))
-            if not self.grouped:  # SOURCE_TABLE names one table, maybe one of an image
-                [load] = self.loads
-                refuse_tearing_an_image(load.lake)
+            refuse_tearing_an_image([load.lake for load in self.loads], self.settings.leave_image)
         for load in self.loads:
             load.clean_staging()
 
     def _advance(self, load: _TableLoad, result: PromotionResult | None, batch_id: str) -> None:
         """A promotion (None: its batch set aside) in its table's report and the load's."""
-        # SOURCE_TABLE's one table's report is the load's: advanced once
-        for report in [load.report] if load.report is self.report else [load.report, self.report]:
-            if result is None:
-                report.set_aside.append(batch_id)
-            else:
-                report.advance(result)
+        if result is None:
+            load.report.set_aside.append(batch_id)
+        else:
+            load.report.advance(result)
+        self.report.advance(result, batch_id)
 
     def promote_leftovers(self, lake_identity: str) -> None:
-        """Every table's leftover batches (a crash, --extract-only); a group's with its group, once,
-        in one commit."""
+        """Every table's leftover batches (a crash, --extract-only), each with its group, once, in one
+        commit (a batch staged by a version that staged one table's batch alone: a group of one)."""
         for load in self.loads:
             for batch in staging.complete_batches(load.staged, lake_identity):
-                if batch.manifest.group is None:
-                    log.info("promoting staged batch %s of %s (%d rows)", batch.batch_id, load.lake.table,
-                             batch.manifest.row_count)
-                    self._advance(load, load.promote_or_set_aside(batch), batch.batch_id)
-                elif staging.is_complete(batch.folder):  # an earlier group of this pass took it
-                    self._promote_group(batch.manifest.group, batch.manifest.group_batches or {})
+                if staging.is_complete(batch.folder):  # an earlier group of this pass took it
+                    group = batch.manifest.group or batch.batch_id
+                    members = batch.manifest.group_batches or {load.lake.table: batch.batch_id}
+                    self._promote_group(group, members)
 
     def _promote_group(self, group: str, members: dict[str, str]) -> dict[str, PromotionResult]:
         """A group's batches promoted together, each result in its table's report and the load's."""
@@ -671,7 +706,7 @@ class _ImageLoad:
             if table in loads:
                 self._advance(loads[table], result, result.batch_id)
             else:  # a table no longer listed: the load's report alone
-                self.report.advance(result)
+                self.report.advance(result, result.batch_id)
         self.report.set_aside.extend(set_aside)
         return dict(results)
 
@@ -782,7 +817,6 @@ class _ImageLoad:
                 plans = whole_transactions(snapshot, [load.lake for load in self.loads], plans)
             for load, plan in zip(self.loads, plans, strict=True):
                 load.report.planned(plan)
-            self.report.rows_in_future = sum(load.report.rows_in_future for load in self.loads)
             self.report.seconds["plan"] = self.report.seconds.get("plan", 0.0) + time.monotonic() - t0
             loading = [(load, plan) for load, plan in zip(self.loads, plans, strict=True) if plan.stats.rows]
             results = self._extract_and_promote(lake_identity, engines, snapshot, loading, promote_now,
@@ -867,41 +901,34 @@ class _ImageLoad:
     def _extract_and_promote(self, lake_identity: str, engines: Engines, snapshot: PlannerSnapshot,
                              loading: list[tuple[_TableLoad, BatchPlan]], promote_now: bool,
                              then: Callable[[], None] | None = None) -> dict[str, PromotionResult]:
-        """Stage each table's rows (a group of batches when grouped), then promote them in one commit
-        (calling ``then`` between: the next part planned ahead while this one commits)."""
+        """Stage each table's rows, a group of batches, then promote them in one commit (calling
+        ``then`` between: the next part planned ahead while this one commits)."""
         if not loading:
             return {}
-        group = staging.new_batch_id() if self.grouped else None
+        group = staging.new_batch_id()
         ids = {load.lake.table: staging.new_batch_id() for load, _ in loading}
         # a group is claimed in every table's folder until it is promoted: another process's leftover
         # pass leaves a group alone while any of its batches may still be written (a batch alone is
         # claimed by its extraction)
         claimed: list[tuple[_TableLoad, str]] = []
         try:
-            if group is not None:
-                for load, _ in loading:
-                    try:
-                        staging.claim_batch(load.staged, group)
-                    except OSError as exc:
-                        raise store_outage(self.settings, exc) or exc from None
-                    claimed.append((load, group))
+            for load, _ in loading:
+                try:
+                    staging.claim_batch(load.staged, group)
+                except OSError as exc:
+                    raise store_outage(self.settings, exc) or exc from None
+                claimed.append((load, group))
             staged = [(load, load.extract(lake_identity, self._extractor(engines, load), snapshot, plan,
-                                          group=(group, ids) if group else None))
+                                          group=(group, ids)))
                       for load, plan in loading]
-            self.report.staged_batch = group or staged[0][1].batch_id
+            self.report.staged_batch = group
             self.report.rows_in_window = sum(batch.manifest.row_count for _, batch in staged)
             if not promote_now:
                 return {}
             if then is not None:
                 then()
             t0 = time.monotonic()
-            if group:
-                results = self._promote_group(group, ids)
-            else:
-                [(load, batch)] = staged
-                result = load.promote_or_set_aside(batch)
-                self._advance(load, result, batch.batch_id)
-                results = {load.lake.table: result} if result else {}
+            results = self._promote_group(group, ids)
             self.report.seconds["promote"] = self.report.seconds.get("promote", 0.0) + time.monotonic() - t0
         finally:
             for step in ("engine_start", "extract"):  # each table's, in the whole's seconds

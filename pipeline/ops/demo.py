@@ -107,9 +107,9 @@ def _demo(lake: Pipeline, table: TableSpec) -> DemoResult:
 
 
 def _events_table(settings: Settings) -> TableSpec:
-    """The table the demo writes its events into: SOURCE_TABLE's (listed tables are the user's own
-    image, which the demo does not write into)."""
-    if settings.grouped:
+    """The table the demo writes its events into: the one table the settings name (several are the
+    user's own image, which the demo does not write into)."""
+    if len(settings.tables) > 1:
         listed = ", ".join(table.qualified for table in settings.tables)
         raise ConfigError(f"The demo writes its own events into one table; SOURCE_TABLES lists {listed}.",
                           "Run the demo with SOURCE_TABLE alone (unset SOURCE_TABLES), e.g. in an empty "
@@ -128,7 +128,7 @@ def _one_image(lake: Pipeline, schema: str, seed: int) -> list[tuple[int, int, i
              "one image (SOURCE_TABLES)", DEMO_SESSIONS, EVENTS_PER_SESSION, sessions.qualified,
              events.qualified)
     add_sessions(settings.source_dsn, sessions.qualified, events.qualified, DEMO_SESSIONS, seed)
-    both = replace(settings, tables=(sessions, events), grouped=True)
+    both = replace(settings, tables=(sessions, events))
     with lake.sibling(both) as tables, logs.routine():
         report = tables.run()
     log.info("    %s", report.summary())

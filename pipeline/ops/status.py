@@ -197,8 +197,7 @@ class Status:
             "history": self.history.as_dict() if self.history else None,
             "payload": self.payload.as_dict(),
             "divergences": [d.as_dict() | {"table": d.table} for d in self.divergences],
-            **({"tables": {name: table.table_dict() for name, table in self.tables.items()}}
-               if self.tables else {}),
+            "tables": {name: table.table_dict() for name, table in self.tables.items()},
         }
 
     def part(self) -> TableStatus:
@@ -377,24 +376,28 @@ def _denied(conn: psycopg.Connection, table: str) -> str | None:
 
 def collect(settings: ResolvedSettings) -> Status:
     """Read where the pipeline stands: the lake (read-only), the source, staging, the scheduler's
-    state; with SOURCE_TABLES, each table's, and the whole judged by the worst of them."""
-    if not settings.grouped:
-        [table] = settings.tables
-        return _collect(settings, table)
-    # the data folder is listed once, with the first table: its files are the whole lake's
+    state; each table's (SOURCE_TABLE's one table is an image of one), and the whole folded from
+    them: the worst health with every reason, sums, and what is the lake's read once."""
+    # the data folder is listed once, with the first table read: its files are the whole lake's
     first_table, *others = settings.tables
     each = {first_table.name: _collect(settings, first_table)}
     checked = each[first_table.name].integrity
     each.update({table.name: _collect(settings, table, checked=checked) for table in others})
+    return _fold(each)
+
+
+def _fold(each: dict[str, Status]) -> Status:
+    """The image's status from each table's: no table speaks for the others."""
     worst = max(each.values(), key=lambda status: status.health.code)
     reasons = [f"{name}: {reason}" for name, status in each.items() for reason in status.health.reasons]
-    first = next(iter(each.values()))  # what is the lake's (catalog, files, snapshots, jobs) is in each
-    marks = [status.watermark for status in each.values()]
+    lake_wide = next(iter(each.values()))  # what is the lake's (catalog, files, snapshots, jobs) is in each
     errors = [f"{name}: {status.source_error}" for name, status in each.items() if status.source_error]
     future = [s.source_rows_in_future for s in each.values() if s.source_rows_in_future is not None]
-    # the whole: the image's watermark (the oldest table's), each table's identity check in its own line;
-    # what the source says is every table's (it was the first listed table's: found by the adversary)
-    return replace(first, health=replace(worst.health, reasons=reasons),
+    # the image's watermark: the oldest of the tables loaded and not catching up (a table catching
+    # up, or not loaded yet, says so on its own line), else the oldest of any
+    steady = [s.watermark for s in each.values() if s.watermark is not None and not s.catching_up]
+    marks = steady or [s.watermark for s in each.values() if s.watermark is not None]
+    return replace(lake_wide, health=replace(worst.health, reasons=reasons),
                    source_error="; ".join(errors) or None,
                    source_newest_event=max((s.source_newest_event for s in each.values()
                                             if s.source_newest_event is not None), default=None),
@@ -405,10 +408,9 @@ def collect(settings: ResolvedSettings) -> Status:
                    history=History.combined([s.history for s in each.values() if s.history is not None]),
                    payload=PayloadStatus.combined([s.payload for s in each.values()]),
                    divergences=[d for s in each.values() for d in s.divergences],
-                   # (a table added and not loaded yet, or catching up, is said on its own line)
-                   watermark=min((m for m, s in zip(marks, each.values(), strict=True)
-                                  if m is not None and not s.catching_up), default=None),
-                   identity=None,
+                   watermark=min(marks, default=None),
+                   identity=_weakest([s.identity for s in each.values() if s.identity is not None]),
+                   catching_up=any(s.catching_up for s in each.values()),
                    lake_rows_not_in_source=sum(s.lake_rows_not_in_source for s in each.values()),
                    lake_rows_changed_in_source=sum(s.lake_rows_changed_in_source for s in each.values()),
                    lake=", ".join(status.lake for status in each.values()),
@@ -420,11 +422,18 @@ def collect(settings: ResolvedSettings) -> Status:
                                    default=None),
                    rows_quarantined=sum(status.rows_quarantined for status in each.values()),
                    staged_batches_waiting=sum(status.staged_batches_waiting for status in each.values()),
-                   # every table's loads and batches (they were the first table's: found by the adversary)
                    last_hour=batch_table.combined(hours) if (hours := [s.last_hour for s in each.values()
                                                                         if s.last_hour]) else None,
                    last_batches=sorted((b for s in each.values() for b in s.last_batches),
                                        key=lambda b: str(b.get("promoted_at")), reverse=True)[:5])
+
+
+def _weakest(checks: list[proof.RangeCheck]) -> proof.RangeCheck | None:
+    """The image's identity check: the table's that differs most, else the one proven through the
+    earliest instant (the image is proven through it); each table's own is in ``tables``."""
+    return min(checks, key=lambda check: (check.exact, -(len(check.missing) + len(check.extra)
+                                                          + len(check.moved) + len(check.changed)),
+                                          check.upper), default=None)
 
 
 def _arrivals_of(each: dict[str, Status]) -> ArrivalFacts:
@@ -460,7 +469,7 @@ def _collect(settings: ResolvedSettings, table: TableSpec, *, checked: Integrity
             if not exists:
                 source_error = (f"the table {table.qualified} does not exist in {settings.source_dsn} "
                                 "(the generator creates it; or set "
-                                f"{'SOURCE_TABLES' if settings.grouped else 'SOURCE_TABLE'})")
+                                "SOURCE_TABLES or SOURCE_TABLE)")
             elif denied := _denied(conn, table.qualified):  # no SELECT: said, with the GRANT
                 source_error, exists = denied, False
             else:  # the table as every stage reads it; a misnamed or retyped column: said, with the fix

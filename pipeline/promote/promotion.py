@@ -98,18 +98,11 @@ class PromotionResult:
         return f"batch {self.batch_id}: {self.outcome} ({self.rows_staged} staged), no snapshot"
 
 
-def promote(lake: LakeTable, batch: StagedBatch) -> PromotionResult:
-    """Promote one complete staged batch in the caller's lake session (the lake attached, its
-    tables created); remove its staging folder once it is settled."""
-    [result] = promote_together(None, [(lake, batch)])
-    return result
-
-
-def promote_together(group: str | None,
+def promote_together(group: str,
                      members: list[tuple[LakeTable, StagedBatch]]) -> list[PromotionResult]:
     """Staged batches (each with its table's view of one lake session) in **one** lake transaction
-    — one snapshot — or none of them: a batch alone (``group`` None), or a SOURCE_TABLES plan's
-    batches across tables (one image of the source at the plan's instant). Through the lake's one
+    — one snapshot — or none of them: a group, one plan's batches across its tables (one image of
+    the source at the plan's instant; SOURCE_TABLE's one table is an image of one). Through the lake's one
     commit (:class:`~pipeline.promote.commit.LakeCommit`: each table's promote lock in table order,
     fencing, the snapshot found by its own commit). Results in the members' order; their staging
     folders are removed once settled."""
@@ -118,7 +111,7 @@ def promote_together(group: str | None,
         results = _promote_locked(commit, group, members, started)
     for (lake, batch), result in zip(members, results, strict=True):
         _settle(lake, batch, result)
-        log.info("%s", f"{lake.table}: {result.describe()}" if group else result.describe())
+        log.info("%s: %s", lake.table, result.describe())
     return results
 
 
@@ -138,7 +131,7 @@ def _result(started: float, batch_id: str, outcome: Outcome, staged: int = 0, in
                            time.monotonic() - started, outcome, max_ts, quarantined, registered)
 
 
-def _promote_locked(commit: LakeCommit, group: str | None, members: list[tuple[LakeTable, StagedBatch]],
+def _promote_locked(commit: LakeCommit, group: str, members: list[tuple[LakeTable, StagedBatch]],
                     started: float) -> list[PromotionResult]:
     result = functools.partial(_result, started)
 
@@ -158,7 +151,7 @@ def _promote_locked(commit: LakeCommit, group: str | None, members: list[tuple[L
                 for (_, batch), rows in zip(members, staged, strict=True)]
     message, info = _commit_text(group, members, contents, staged)
     written: list[tuple[int, int]] = []
-    meter = Progress(f"promoting group {group}" if group else f"promoting {members[0][1].batch_id}")
+    meter = Progress(f"promoting group {group}")
     with meter.ticking(), commit.transaction(message, info) as tx:
         for (lake, batch), content in zip(members, contents, strict=True):
             if content is None or content.staged == 0:
@@ -248,31 +241,35 @@ def _contents(lake: LakeTable, batch: StagedBatch) -> _Contents:
                      distinct_ids < loadable, min_ts, max_ts)
 
 
-def _commit_text(group: str | None, members: list[tuple[LakeTable, StagedBatch]],
+def _commit_text(group: str, members: list[tuple[LakeTable, StagedBatch]],
                  contents: list[_Contents | None], staged: list[int]) -> tuple[str, dict[str, object]]:
-    """The snapshot's commit message and its extra info (what ``--status`` and tests read): a
-    batch's own, or a group's naming each table's batch."""
-    if group is not None:
-        message = f"promote group {group}: " + ", ".join(
-            f"{lake.table} {rows} row(s) window {batch.manifest.window.brief()}"
-            for (lake, batch), rows in zip(members, staged, strict=True))
-        return message, {"group": group,
-                         "batches": {lake.table: batch.batch_id for lake, batch in members},
-                         "rows_staged": {lake.table: rows
-                                         for (lake, _), rows in zip(members, staged, strict=True)}}
-    [(_, batch)], [content] = members, contents
-    assert content is not None
+    """The snapshot's commit message and its extra info (what ``--status`` and tests read): the
+    group's, naming each table's batch, and under ``tables`` each batch's own (its window, engine,
+    files registered, proof and why it was copied)."""
+    verb = ("reconcile" if all(batch.manifest.engine == RECONCILE_ENGINE for _, batch in members)
+            else "promote")
+    late = ", backfill late events" if verb == "reconcile" else ""
+    message = f"{verb} group {group}: " + ", ".join(
+        f"{lake.table} {rows} row(s){late} window {batch.manifest.window.brief()}"
+        for (lake, batch), rows in zip(members, staged, strict=True))
+    return message, {"group": group,
+                     "batches": {lake.table: batch.batch_id for lake, batch in members},
+                     "rows_staged": {lake.table: rows
+                                     for (lake, _), rows in zip(members, staged, strict=True)},
+                     "tables": {lake.table: _batch_info(batch, content)
+                                for (lake, batch), content in zip(members, contents, strict=True)}}
+
+
+def _batch_info(batch: StagedBatch, content: _Contents | None) -> dict[str, object]:
     manifest = batch.manifest
-    message = (f"reconcile batch {batch.batch_id}: backfill late events in {manifest.window.brief()}"
-               if manifest.engine == RECONCILE_ENGINE else
-               f"promote batch {batch.batch_id} window {manifest.window.brief()}")
-    return message, {"batch_id": batch.batch_id, "engine": manifest.engine,
-                     "window_low": manifest.window_low, "window_upper": manifest.window_upper,
-                     "rows_staged": content.staged, "files_registered": len(content.lake_files),
-                     **({"proof": {"source_ids": manifest.source_ids,
-                                   "source_id_checksum": manifest.source_id_checksum}}
-                        if manifest.source_ids is not None else {}),
-                     **({"copy_reason": content.copy_reason} if content.copy_reason else {})}
+    return {"batch_id": batch.batch_id, "engine": manifest.engine,
+            "window_low": manifest.window_low, "window_upper": manifest.window_upper,
+            "rows_staged": content.staged if content else manifest.rows_seen,
+            "files_registered": len(content.lake_files) if content else 0,
+            **({"proof": {"source_ids": manifest.source_ids,
+                          "source_id_checksum": manifest.source_id_checksum}}
+               if manifest.source_ids is not None else {}),
+            **({"copy_reason": content.copy_reason} if content and content.copy_reason else {})}
 
 
 def _write(lake: LakeTable, batch: StagedBatch,

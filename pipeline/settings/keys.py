@@ -23,6 +23,9 @@ ENV_KEYS: dict[str, EnvKey] = {
     "SOURCE_TABLES": EnvKey("several source tables loaded as one image (one snapshot, one commit): "
                             "comma-separated schema.table[:time_column[:id_column]], each landing as "
                             "main.<table>; instead of SOURCE_TABLE"),
+    "LEAVE_IMAGE": EnvKey("true: load the listed tables although one was last loaded as one image with a "
+                          "table not listed, leaving that image on purpose (once is enough: the commit "
+                          "makes the listed tables the image)", "false"),
     "DUCKLAKE_CATALOG": EnvKey("catalog database: postgresql://…, key=value, sqlite:PATH or duckdb:PATH "
                                "(embedded when neither it nor SOURCE_PG_DSN is set; beside a source of your "
                                "own, embedded only as DUCKLAKE_CATALOG=embedded)"),

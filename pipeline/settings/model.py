@@ -182,6 +182,7 @@ class SettingsKeywords(TypedDict, total=False):
     load_every: SettingValue
     load_timeout: SettingValue
     lookback: SettingValue
+    leave_image: SettingValue
     metrics_host: SettingValue
     metrics_port: SettingValue
     metrics_token: SettingValue
@@ -233,9 +234,8 @@ class SettingsFields:
     source_dsn: PgDsn | None
     # every table one run reads under one snapshot: SOURCE_TABLES, or SOURCE_TABLE alone; never empty
     tables: tuple[TableSpec, ...]
-    # the tables were listed (SOURCE_TABLES): each commit names its group of batches and each table has
-    # its own part of every report; SOURCE_TABLE's one table commits its batches alone
-    grouped: bool = False
+    # LEAVE_IMAGE: a load may leave out tables its tables were last loaded with as one image
+    leave_image: bool = False
     catalog: CatalogSpec | None
     # DUCKLAKE_CATALOG=embedded: the embedded catalog chosen beside a source of one's own (never silently)
     embedded_catalog_chosen: bool = False

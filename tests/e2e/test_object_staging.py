@@ -83,7 +83,7 @@ def test_spark_with_driver_staging_writes_the_batch_to_s3(s3_env, spark):
     settings = load_settings({**env, "STAGING_WRITER": "driver"})
     add_events(settings, 900, seed=43)
     report = run(settings, mode="extract", spark=spark)
-    batch_keys = [k for k in keys() if report.staged_batch in k]
+    batch_keys = [k for k in keys() if report.tables["events"].staged_batch in k]
     assert sorted(k.rsplit("/", 1)[1] for k in batch_keys) == [staging.MANIFEST, "part-00000.parquet"]
     run(settings, mode="promote")
     assert keys() == []
@@ -98,7 +98,7 @@ def test_the_arrow_readers_tasks_write_s3_staging_without_hadoop(s3_env, spark):
     settings = load_settings({**env, "SPARK_PARTITIONS": "3"})
     add_events(settings, 1_200, seed=45)
     report = run(settings, mode="extract", spark=spark)
-    batch_keys = sorted(k.rsplit("/", 1)[1] for k in keys() if report.staged_batch in k)
+    batch_keys = sorted(k.rsplit("/", 1)[1] for k in keys() if report.tables["events"].staged_batch in k)
     assert batch_keys == [staging.MANIFEST, "part-00000.parquet", "part-00001.parquet", "part-00002.parquet"]
     assert run(settings, mode="promote").rows_inserted == 1_200
     assert keys() == []

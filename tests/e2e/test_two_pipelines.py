@@ -104,6 +104,6 @@ def test_the_python_page_runs_as_written(settings, lake_env, tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
     summary, sql_line = done.stdout.strip().splitlines()[-2:]
-    assert summary.startswith("staged 250 rows") and "250 new rows" in summary, done.stdout
+    assert summary.startswith("events: staged 250 rows") and "250 new rows" in summary, done.stdout
     assert "'n': 250" in sql_line and sql_line.endswith(" 250"), sql_line
     assert_lake_equals_source(settings, expected_rows=250)

@@ -98,7 +98,7 @@ def test_rows_stamped_far_ahead_are_read_once_and_a_backfill_after_them_is_loade
     report = run(settings, spark=spark)
     assert (report.rows_inserted, report.rows_behind_mark) == (20, 20)
     assert len(report.promotions) == 1  # the whole look-back at once
-    assert report.check is not None and report.check.exact
+    assert (check := report.tables["events"].check) is not None and check.exact
     assert run(settings, spark=spark).rows_in_window == 0  # the rows stamped ahead are not read again
     assert_lake_equals_source(settings, expected_rows=250)
 

@@ -102,10 +102,10 @@ def test_changes_behind_committed_parts_of_a_first_load_keep_status_failing_unti
     env = {**lake_env, "BACKFILL_BATCH_ROWS": "100"}
     settings = load_settings(env)
     write_payloads(settings, [("page_view", json.dumps({"n": i})) for i in range(500)], ago=timedelta(hours=3))
-    promote, promoted = run_module.promote, []
+    promote, promoted = run_module.promote_together, []
 
-    def promote_then_change(lake, batch):
-        result = promote(lake, batch)
+    def promote_then_change(group, members):
+        result = promote(group, members)
         promoted.append(result)
         if len(promoted) == 2:
             with source_db(settings) as conn:
@@ -117,7 +117,7 @@ def test_changes_behind_committed_parts_of_a_first_load_keep_status_failing_unti
                              "WHERE event_id = ANY(%s)", [ids[15:18]])
         return result
 
-    monkeypatch.setattr(run_module, "promote", promote_then_change)
+    monkeypatch.setattr(run_module, "promote_together", promote_then_change)
     run(settings, engine="dlt")
     monkeypatch.undo()
     assert len(promoted) >= 3, promoted

@@ -69,7 +69,7 @@ def test_a_row_deleted_beside_a_backfill_hides_neither(settings, lake_env, spark
     assert report.rows_inserted == 1
     assert lake_query(settings, f"SELECT count(*) FROM {events_table(settings)} "
                                 f"WHERE event_id = '{came}'") == [(1,)]
-    assert report.check is not None and report.check.extra == [gone]
+    assert (check := report.tables["events"].check) is not None and check.extra == [gone]
     status = collect(resolve(settings))
     assert status.health.state == "failing"
     assert status.lake_rows_not_in_source == 1
@@ -95,7 +95,7 @@ def test_a_row_deleted_beside_a_backfill_hides_neither(settings, lake_env, spark
     assert gauges["event_lake_rows_diverged"] == 0 and gauges["event_lake_proven_seconds"] >= 0
     [(message,)] = lake_query(settings, "SELECT commit_message FROM lake.snapshots() WHERE snapshot_id = "
                                         f"{before + 1}")
-    assert message.startswith("repair ")
+    assert message.startswith("events repair ")
     assert lake_query(settings, f"SELECT count(*) FROM lake.main.events AT (VERSION => {before}) "
                                 f"WHERE event_id = '{gone}'") == [(1,)]
 
@@ -132,7 +132,7 @@ def test_a_loaded_row_moved_into_the_look_back_is_not_loaded_again(settings, spa
     report = run(settings, spark=spark)
     assert report.rows_inserted == 5
     assert _lake_ids(settings) == (125, 125)
-    assert report.check is not None and report.check.moved == [moved]
+    assert (check := report.tables["events"].check) is not None and check.moved == [moved]
     status = collect(resolve(settings))
     assert status.health.state == "failing" and status.identity is not None
     assert status.identity.moved == [moved]
@@ -163,7 +163,7 @@ def test_a_quarantined_row_fixed_in_the_source_is_loaded(lake_env, spark):
                      "VALUES (%s, 'click', now() - interval '1 minute', '{broken')", (bad,))
     first = run(settings, spark=spark)
     assert (first.rows_inserted, first.rows_quarantined) == (30, 1)
-    assert first.check is not None and first.check.exact  # a row set aside is held while unchanged
+    assert (check := first.tables["loose_events"].check) is not None and check.exact  # a row set aside is held while unchanged
     again = run(settings, spark=spark)
     assert (again.rows_inserted, again.rows_quarantined) == (0, 0)
     assert collect(resolve(settings)).health.state == "healthy"
@@ -186,7 +186,7 @@ def test_a_backfill_alone_is_loaded_by_the_next_run(settings, spark, writer):
         conn.execute(f"INSERT INTO {table} VALUES (gen_random_uuid(), 'x', now() - interval '3 minutes', "
                      f"'{{}}', {writer})")
     report = run(settings, spark=spark)
-    assert report.rows_inserted == 1 and report.check is not None and report.check.exact
+    assert report.rows_inserted == 1 and (check := report.tables["events"].check) is not None and check.exact
 
 
 def _swapped(row_id: uuid.UUID) -> uuid.UUID:
@@ -214,7 +214,7 @@ def test_ids_a_one_value_checksum_confused_are_told_apart(settings, spark, repla
         conn.execute(f"INSERT INTO {table} VALUES (%s, 'backfill', %s, '{{}}', now() - interval '1 day')",
                      (came, dated))
     report = run(settings, spark=spark)
-    assert report.rows_inserted == 1 and report.check is not None and report.check.extra == [gone]
+    assert report.rows_inserted == 1 and (check := report.tables["events"].check) is not None and check.extra == [gone]
     status = collect(resolve(settings))
     assert status.health.state == "failing" and status.identity is not None and status.identity.extra == [gone]
 
@@ -234,7 +234,7 @@ def test_one_id_spelled_twice_in_a_text_key_is_one_id(lake_env, spark):
                      # one brace only: not a UUID to either side (was: every run crashed on the cast)
                      "('{c0ffee00-0000-4000-8000-000000000008', 'b', now() - interval '1 minute', '{}')")
     report = run(settings, spark=spark)
-    assert report.rows_inserted == 21 and report.check is not None and report.check.exact
+    assert report.rows_inserted == 21 and (check := report.tables["loose_events"].check) is not None and check.exact
     assert lake_query(settings, "SELECT count(*) FROM lake.ops.quarantine WHERE reason = 'event_id is not a UUID'") \
         == [(1,)]
     assert collect(resolve(settings)).health.state == "healthy"
@@ -298,7 +298,7 @@ def test_every_spelling_of_an_id_is_read_alike_by_both_sides_and_repair_never_re
     report = run(settings, spark=spark)
     invalid = sum(not valid for _, valid in SPELLINGS)
     assert (report.rows_inserted, report.rows_quarantined) == (20 + len(uuids), invalid)
-    assert report.check is not None and report.check.exact
+    assert (check := report.tables["loose_events"].check) is not None and check.exact
     loaded = {row[0] for row in lake_query(settings, "SELECT event_id FROM lake.main.loose_events "
                                                      "WHERE event_type = 'odd'")}
     assert loaded == set(uuids)

@@ -114,14 +114,14 @@ def test_doctor_checks_every_table_by_its_own_columns(settings):
     from pipeline.ops.doctor import FAIL, OK, Doctor
 
     _orders(settings, 3)
-    fine = resolve(replace(settings, tables=(ORDERS, TableSpec("public.events")), grouped=True))
+    fine = resolve(replace(settings, tables=(ORDERS, TableSpec("public.events"))))
     add_events_to(settings.source_dsn, "public.events", 3, seed=41)
     check = Doctor(fine).source()
     assert check.status == OK and "public.orders, public.events" in check.detail, check
     with connect(settings.source_dsn) as conn:
         conn.execute("CREATE TABLE public.accounts (account_id numeric PRIMARY KEY, opened_at timestamptz)")
     accounts = TableSpec("public.accounts", "opened_at", "account_id")
-    check = Doctor(resolve(replace(settings, tables=(ORDERS, accounts), grouped=True))).source()
+    check = Doctor(resolve(replace(settings, tables=(ORDERS, accounts)))).source()
     assert check.status == FAIL and "public.accounts.account_id is numeric" in check.detail, check
     assert "view" in check.hint, check
 

@@ -92,7 +92,7 @@ def test_events_later_than_lookback_are_missed_by_runs_and_backfilled_by_reconci
     assert report["lake_rows_not_in_source"] == 0
     [message] = lake_query(settings, "SELECT commit_message FROM lake.snapshots() WHERE snapshot_id = ?",
                            [report["snapshot_id"]])[0]
-    assert message.startswith("reconcile batch") and "backfill late events" in message
+    assert message.startswith("reconcile group") and "events 10 row(s), backfill late events" in message
     assert_lake_equals_source(settings, expected_rows=110)
     again = cli("--reconcile", "--json", env=lake_env)
     assert json.loads(again.stdout)["hours_differing"] == []
@@ -172,7 +172,7 @@ def test_spark_partitions_overrides_the_planned_split(settings, lake_env, spark)
     three = load_settings({**lake_env, "SPARK_PARTITIONS": "3"})
     report = run(three, mode="extract", spark=spark)
     [batch] = staging.complete_batches(staging_folder(three))
-    assert batch.batch_id == report.staged_batch
+    assert batch.batch_id == report.tables["events"].staged_batch
     assert len(batch.manifest.files) + len(batch.lake_files) == 3, batch.manifest
 
 

@@ -14,7 +14,14 @@ import pytest
 from pipeline.ops.pipeline import Pipeline
 from pipeline.settings import load_settings
 from tests.conftest import run_main
-from tests.helpers import assert_lake_equals_source, lake_query, run, snapshot_ids, write_payloads
+from tests.helpers import (
+    assert_lake_equals_source,
+    commit_infos,
+    lake_query,
+    run,
+    snapshot_ids,
+    write_payloads,
+)
 
 
 def _write(settings, payloads: list[tuple[str, object]], *, ago: timedelta = timedelta(minutes=30)) -> None:
@@ -76,10 +83,7 @@ def test_the_seed_query_returns_the_same_rows_at_every_snapshot_typed_or_not(lak
     run(typed, engine="dlt")
     assert_lake_equals_source(typed)
 
-    infos = [json.loads(info) for (info,) in lake_query(
-        typed, "SELECT commit_extra_info FROM lake.snapshots() WHERE commit_extra_info IS NOT NULL "
-               "ORDER BY snapshot_id")]
-    promoted = [info for info in infos if "batch_id" in info]
+    promoted = [info["tables"]["events"] for info in commit_infos(typed, "tables")]
     # the batch staged before typing went by copy, which fills the columns; the next one's files were
     # written with them and registered (zero-copy)
     assert "copy_reason" in promoted[2] and promoted[2]["files_registered"] == 0
@@ -132,9 +136,8 @@ def test_a_batch_staged_before_its_table_typed_a_key_is_promoted_by_copy_which_f
     _write(untyped, _mixed(1), ago=timedelta(hours=1))
     run(untyped, "extract")
     run(typed)
-    [(info,)] = lake_query(typed, "SELECT commit_extra_info FROM lake.snapshots() "
-                                  "WHERE commit_extra_info LIKE '%batch_id%'")
-    assert json.loads(info)["copy_reason"].startswith("its files lack the table's column(s) details_user_id")
+    [info] = commit_infos(typed, "tables")
+    assert info["tables"]["events"]["copy_reason"].startswith("its files lack the table's column(s) details_user_id")
     [(wrong, held)] = lake_query(typed, "SELECT count(*) FILTER (WHERE details_user_id IS DISTINCT FROM "
                                         "(details->>'user_id')), count(details_user_id) FROM lake.main.events")
     assert (wrong, held) == (0, 15)  # 14 scalars and an object, whose ->> is its JSON text

@@ -16,6 +16,7 @@ from tests.conftest import COPY_MODE, NEEDS_JDBC_JAR, jdbc_jar
 from tests.helpers import (
     add_events,
     assert_lake_equals_source,
+    commit_infos,
     files_registered,
     lake_query,
     promote_batch,
@@ -42,7 +43,7 @@ def test_spark_files_are_registered_in_the_day_folders_then_compacted_like_any_o
     for path in files:  # DuckLake's own layout, so its compactor can merge them
         relative = Path(path).relative_to(data / "main" / "events")
         assert [p.split("=")[0] for p in relative.parts[:3]] == ["year", "month", "day"], path
-        assert relative.name.startswith(report.staged_batch), path
+        assert relative.name.startswith(report.tables["events"].staged_batch), path
     # the arrow reader writes Parquet's UUID and JSON types: the lake keeps the source's types
     assert lake_query(settings, "SELECT DISTINCT typeof(event_id), typeof(details) FROM lake.main.events") == \
         [("UUID", "JSON")]
@@ -107,7 +108,7 @@ def test_compaction_keeps_the_files_a_second_tables_staged_batch_waits_for(setti
     from pipeline.settings import TableSpec
 
     sessions, events = TableSpec("public.sessions", "started_at", "session_id"), TableSpec("public.events")
-    both = resolve(replace(settings, tables=(sessions, events), grouped=True))
+    both = resolve(replace(settings, tables=(sessions, events)))
     add_sessions(both.source_dsn, sessions.qualified, events.qualified, 20, seed=9)
     run(both, mode="extract", spark=spark)  # the group staged; the events' files wait in the lake's folder
     [batch] = staging.complete_batches(staging.table_dir(both, events))
@@ -142,9 +143,7 @@ def test_a_lake_made_in_copy_mode_takes_the_arrow_readers_files_as_they_are(sett
     assert lake_query(zero, "SELECT DISTINCT typeof(event_id), typeof(details) FROM lake.main.events") == \
         [("UUID", "JSON")]
     # each batch's snapshot says how it was promoted, and why by copy
-    reasons = [reason for (reason,) in lake_query(
-        zero, "SELECT json_extract_string(commit_extra_info, '$.copy_reason') FROM lake.snapshots() "
-              "WHERE json_extract_string(commit_extra_info, '$.batch_id') IS NOT NULL ORDER BY snapshot_id")]
+    reasons = [info["tables"]["events"].get("copy_reason") for info in commit_infos(zero, "tables")]
     assert reasons[:2] == ["PROMOTION=copy", None], reasons
     if jdbc_jar():
         assert reasons[2].startswith("this lake holds event_id UUID, details JSON"), reasons

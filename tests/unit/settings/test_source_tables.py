@@ -14,7 +14,7 @@ def test_tables_are_read_in_order_with_their_default_columns_and_schema():
     settings = load_settings({"SOURCE_TABLES": "sessions, app.events:event_timestamp:event_id"})
     assert settings.tables == (TableSpec("public.sessions"), TableSpec("app.events"))
     assert [t.name for t in settings.tables] == ["sessions", "events"]
-    assert settings.grouped and [settings.lake_table(t) for t in settings.tables] == [
+    assert [settings.lake_table(t) for t in settings.tables] == [
         "lake.main.sessions", "lake.main.events"]
     # a table's options live in its TableSpec alone: the settings hold no table of their own
     assert not any(hasattr(settings, name) for name in
@@ -30,9 +30,11 @@ def test_a_table_names_its_own_time_and_id_columns():
     assert (events.schema, events.name) == ("public", "events")
 
 
-def test_source_table_alone_means_one_table():
-    settings = load_settings({"SOURCE_TABLE": "app.clicks"})
-    assert not settings.grouped and settings.tables == (TableSpec("app.clicks"),)
+def test_source_table_alone_means_one_table_and_no_one_can_tell_how_it_was_written():
+    alone = load_settings({"SOURCE_TABLE": "app.clicks"})
+    listed = load_settings({"SOURCE_TABLES": "app.clicks"})
+    assert alone.tables == (TableSpec("app.clicks"),)
+    assert alone == listed  # every field: nothing after reading the settings can tell the two apart
 
 
 def test_the_flag_overrides_the_environment():
