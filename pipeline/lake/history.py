@@ -111,6 +111,7 @@ CHANGE_WORDS = {
 
 
 CHANGES_WIDTH = 60  # characters of a snapshot's changes shown in the human listing (all: --format)
+MESSAGE_WIDTH = 100  # a group's commit names every table's rows and window: the whole is in --json
 
 
 def table_names(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
@@ -141,7 +142,7 @@ def snapshot_listing(lake: str, names: dict[str, str], *, human: bool) -> str:
     change = (f"(CASE e.key {words} ELSE replace(e.key, '_', ' ') END) || ' ' "
               f"|| array_to_string({values}, ', ')")
     # the changes column is capped (a table's creation lists every table), so no row pads all
-    # the others; the message comes last, so each line is as long as its own message
+    # the others; the message comes last, so each line is as long as its own message (capped too)
     return f"""WITH listed AS (
             SELECT *, array_to_string(list_transform(map_entries(changes), e -> {change}), '; ') AS said
             FROM {source})
@@ -149,5 +150,6 @@ def snapshot_listing(lake: str, names: dict[str, str], *, human: bool) -> str:
             strftime(snapshot_time AT TIME ZONE 'UTC', '%Y-%m-%d %H:%M:%S') AS "time (UTC)", author,
             CASE WHEN length(said) > {CHANGES_WIDTH} THEN said[:{CHANGES_WIDTH - 1}] || '…' ELSE said END
               AS changes,
-            commit_message AS message
+            CASE WHEN length(commit_message) > {MESSAGE_WIDTH}
+              THEN commit_message[:{MESSAGE_WIDTH - 1}] || '…' ELSE commit_message END AS message
         FROM listed ORDER BY snapshot_id"""

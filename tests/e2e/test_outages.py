@@ -80,9 +80,8 @@ def test_catalog_lost_as_promotion_begins_is_a_temporary_error_naming_it(lake_en
     try:
         proxy.stop(admit=1)  # the promotion's lock gets through, the lake's reconnect does not
         with pytest.raises(CatalogUnavailable) as lost:
-            [(table, events)] = Lake.of(con, settings).tables(settings.tables).items()
-            load = running._TableLoad(settings, table, events, running.TableRun())
-            load.promote_or_set_aside(batch)
+            running.promote_staged_group(settings, Lake.of(con, settings), batch.manifest.group or batch.batch_id,
+                                         batch.manifest.group_batches or {})
     finally:
         con.close()
     assert f"Lost the lake catalog (DUCKLAKE_CATALOG={settings.catalog.describe()}) during promotion" \

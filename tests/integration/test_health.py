@@ -43,8 +43,8 @@ def test_status_exit_codes_follow_manual_runs_and_set_aside_batches(settings, la
     staging.set_aside(staging_folder(resolved), batch, "unreadable file")
     text = cli("--status", env=env)
     assert text.returncode == FAILING, text.stdout + text.stderr
-    assert text.stdout.startswith("health          FAILING: 1 batch(es) set aside")
-    assert text.stdout.strip().splitlines()[-1].startswith("Status: failing (1 batch(es) set aside")
+    assert text.stdout.startswith("health          FAILING: events: 1 batch(es) set aside")
+    assert text.stdout.strip().splitlines()[-1].startswith("Status: failing (events: 1 batch(es) set aside")
 
 
 def test_a_row_dated_ahead_is_no_lag_and_makes_the_lake_stale_with_a_hint_only_within_a_zone(settings):

@@ -22,7 +22,6 @@ from tests.conftest import run_main
 from tests.helpers import assert_lake_equals_source, lake_query, run
 
 SESSIONS = "public.sessions:started_at:session_id"
-T0 = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=30)
 
 
 def _plain(value: object, env: dict[str, str]) -> object:
@@ -45,13 +44,13 @@ def _plain(value: object, env: dict[str, str]) -> object:
     return value
 
 
-def _session(env: dict[str, str]) -> dict[str, object]:
+def _session(env: dict[str, str], t0: datetime) -> dict[str, object]:
     """The same user session on a lake: a load, late rows, a source change repaired, the status."""
     settings = load_settings(env)
     dsn = resolve(settings).source_dsn
-    add_events_to(dsn, "public.events", 40, seed=1, now=T0)
+    add_events_to(dsn, "public.events", 40, seed=1, now=t0)
     first = run_main("--run", "--engine", "dlt", "--json", env=env)
-    add_events_to(dsn, "public.events", 10, seed=2, now=T0 + timedelta(minutes=20))
+    add_events_to(dsn, "public.events", 10, seed=2, now=t0 + timedelta(minutes=20))
     second = run_main("--run", "--engine", "dlt", "--json", env=env)
     with connect(dsn) as conn:
         conn.execute("DELETE FROM public.events WHERE event_id = (SELECT event_id FROM public.events "
@@ -74,8 +73,9 @@ def _session(env: dict[str, str]) -> dict[str, object]:
 
 def test_source_table_and_source_tables_of_one_table_are_the_same_pipeline(new_lake_env):
     alone, listed = new_lake_env("alone"), new_lake_env("listed")
-    one = _session({**alone, "SOURCE_TABLE": "public.events"})
-    other = _session({**listed, "SOURCE_TABLES": "public.events"})
+    t0 = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=30)
+    one = _session({**alone, "SOURCE_TABLE": "public.events"}, t0)
+    other = _session({**listed, "SOURCE_TABLES": "public.events"}, t0)
     assert one["documents"][0]["tables"].keys() == {"events"}  # the one table's part, named
     for part in one:
         if one[part] != other[part]:

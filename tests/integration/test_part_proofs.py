@@ -182,18 +182,18 @@ def test_rows_written_into_any_part_while_one_loads_reach_the_lake_though_the_ne
 
     settings, table = _minute_history(lake_env, 4000)
     walked = _walk_threads(monkeypatch)
-    real_promote, wrote = load_run._TableLoad.promote_or_set_aside, []
+    real_promote, wrote = load_run.promote_staged_group, []
 
-    def write_then_promote(self, *args, **kwargs):
+    def write_then_promote(*args, **kwargs):
         if not wrote:  # the first part is read; the second one's snapshot was taken as it was
             with connect(settings.source_dsn) as conn:
                 conn.execute(f"INSERT INTO {table} (event_id, event_type, event_timestamp) SELECT "
                              "gen_random_uuid(), 'late', now() - interval '1 hour' - make_interval(mins => m) "
                              "FROM unnest(ARRAY[3990, 3500, 2500, 2400, 500, 1]) m")
             wrote.append(6)
-        return real_promote(self, *args, **kwargs)
+        return real_promote(*args, **kwargs)
 
-    monkeypatch.setattr(load_run._TableLoad, "promote_or_set_aside", write_then_promote)
+    monkeypatch.setattr(load_run, "promote_staged_group", write_then_promote)
     report = run(settings, engine="dlt")
     assert wrote and len(report.parts) >= 4, report.parts
     # every walk made ahead (the first one while the lake's tables were made), then found by its plan
@@ -210,17 +210,17 @@ def test_a_snapshot_taken_ahead_that_the_source_ended_is_replaced_and_the_histor
     from pipeline.load import run as load_run
 
     settings, table = _minute_history(lake_env, 3000)
-    real_promote, ended = load_run._TableLoad.promote_or_set_aside, []
+    real_promote, ended = load_run.promote_staged_group, []
 
-    def end_the_newest_snapshot_then_promote(self, *args, **kwargs):
+    def end_the_newest_snapshot_then_promote(*args, **kwargs):
         with connect(settings.source_dsn) as conn:  # the one taken ahead: the newest session in a transaction
             ended.extend(conn.execute(  # when there is one: this part's planner is the other
                 "SELECT pg_terminate_backend(pid) FROM (SELECT pid, backend_start, count(*) OVER () AS open "
                 "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() "
                 "AND xact_start IS NOT NULL) s WHERE open >= 2 ORDER BY backend_start DESC LIMIT 1").fetchall())
-        return real_promote(self, *args, **kwargs)
+        return real_promote(*args, **kwargs)
 
-    monkeypatch.setattr(load_run._TableLoad, "promote_or_set_aside", end_the_newest_snapshot_then_promote)
+    monkeypatch.setattr(load_run, "promote_staged_group", end_the_newest_snapshot_then_promote)
     report = run(settings, engine="dlt")
     assert len(ended) >= 2 and all(row == (True,) for row in ended), ended
     assert len(report.parts) >= 3, report.parts
@@ -270,9 +270,9 @@ def test_an_alter_table_coming_while_a_history_loads_goes_first(lake_env, monkey
                 time.sleep(0.05)
 
     if comes == "while the part commits":
-        real_promote = load_run._TableLoad.promote_or_set_aside
-        monkeypatch.setattr(load_run._TableLoad, "promote_or_set_aside",
-                            lambda self, *args, **kwargs: (an_alter_comes(), real_promote(self, *args, **kwargs))[1])
+        real_promote = load_run.promote_staged_group
+        monkeypatch.setattr(load_run, "promote_staged_group",
+                            lambda *args, **kwargs: (an_alter_comes(), real_promote(*args, **kwargs))[1])
     else:  # the part is read (its readers gone), its planner still open
         real_extract = load_run.extract
         monkeypatch.setattr(load_run, "extract",

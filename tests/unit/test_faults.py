@@ -17,10 +17,10 @@ def test_the_product_has_no_fault_switch():
     assert not hasattr(load_settings({"EVENT_LAKE_FAULT": "after-stage"}), "fault")
     from pipeline.extract.batch import ExtractRequest
     from pipeline.ops.scheduler import Scheduler
-    from pipeline.promote.promotion import promote
+    from pipeline.promote.promotion import promote_together
     from tests.helpers import run
 
-    for product in (run, promote, Scheduler.__init__, ExtractRequest):
+    for product in (run, promote_together, Scheduler.__init__, ExtractRequest):
         assert "faults" not in inspect.signature(product).parameters, product
 
 
