@@ -104,11 +104,12 @@ def test_a_second_scheduler_does_no_duplicate_work(settings, lake_env):
         assert SchedulerStates(settings.home).read()["running"] == 2  # both publish their state, in their own file
         # (once, under a loaded suite, the second exited -6, aborted at SIGTERM, not reproduced in 8 runs
         # beside two CPU hogs: its output says where, next time)
-        assert second.terminate() == 0, second.output()[-4000:]
+        stopped = second.terminate()
+        assert stopped == 0, (stopped, second.output[-4000:])
         assert SchedulerStates(settings.home).read()["running"] == 1  # the one still up is still shown
     finally:
-        assert first.terminate() == 0, first.output()[-4000:]
-        assert second.terminate() == 0, second.output()[-4000:]
+        assert first.terminate() == 0, first.output[-4000:]
+        assert second.terminate() == 0, second.output[-4000:]
     assert SchedulerStates(settings.home).read() is None
     loads = [(s, e) for job, status, s, e, _ in _jobs(settings) if job == "load" and status == "success"]
     assert loads
