@@ -24,7 +24,7 @@ _PUBLIC = {
     "Pipeline": "pipeline.ops.pipeline",
     "Settings": "pipeline.settings.load",
     "load_settings": "pipeline.settings.load",
-    "RunReport": "pipeline.load.run",
+    "RunReport": "pipeline.load.report",
     "MaintenanceReport": "pipeline.lake.maintain",
     "ReconcileReport": "pipeline.load.reconcile",
     "Status": "pipeline.ops.status",
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from pipeline.errors import ConfigError, PipelineError, TransientError
     from pipeline.lake.maintain import MaintenanceReport
     from pipeline.load.reconcile import ReconcileReport
-    from pipeline.load.run import RunReport
+    from pipeline.load.report import RunReport
     from pipeline.ops.pipeline import Pipeline
     from pipeline.ops.status import Status
     from pipeline.settings.load import Settings, load_settings

@@ -12,7 +12,7 @@ from typing import Protocol
 
 
 class Report(Protocol):
-    """What every step's report offers (a load's :class:`~pipeline.load.run.RunReport`, …)."""
+    """What every step's report offers (a load's :class:`~pipeline.load.report.RunReport`, …)."""
 
     def as_dict(self) -> dict[str, object]: ...
     def summary(self) -> str: ...

@@ -56,12 +56,12 @@ def install(point: str, patch: Callable[[object, str, Any], None] | None = None)
 
         setter(locks.Lease, "check", _at_fencing(locks.Lease.check, point))
     elif point == "erase-mid-move":
-        from pipeline.load import erasure
+        from pipeline.erase import erasure
 
         setter(erasure, "MOVE_BYTES", 1)
         setter(erasure, "transaction", _killing_after(erasure.transaction, "keep the first snapshots", point))
     elif point.startswith("erase-after-"):
-        from pipeline.load.erasure import Erasure
+        from pipeline.erase.erasure import Erasure
 
         step = point.removeprefix("erase-after-")
         setter(Erasure, step, _then_kill(getattr(Erasure, step), point))

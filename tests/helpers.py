@@ -31,7 +31,8 @@ from tests.conftest import ROOT
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from pipeline.load.run import RunMode, RunReport
+    from pipeline.load.report import RunReport
+    from pipeline.load.run import RunMode
     from pipeline.storage.folder import Folder
 
 

@@ -5,7 +5,7 @@ DuckLake keeps, for every row, the snapshot that wrote it (its virtual ``snapsho
 through the maintenance this pipeline runs: inlined rows flushed to files and adjacent files merged
 keep it. A rewrite does not: an UPDATE writes the row again with the UPDATE's snapshot (a payload
 key typed later fills its column in every row, :mod:`pipeline.load.payload_typing`; an erasure
-moves every other row of the files it deleted rows from, :mod:`pipeline.load.erasure`, by an UPDATE
+moves every other row of the files it deleted rows from, :mod:`pipeline.erase.erasure`, by an UPDATE
 too, as DuckLake's own rewrite of such files would lose the snapshot as well). Each such UPDATE
 copies the row's snapshot into :data:`COLUMN` (``coalesce``: a row rewritten twice keeps the
 first), so the view reads ``coalesce(COLUMN, snapshot_id)``: the row's first snapshot, whatever

@@ -1,4 +1,4 @@
-"""What erasures left behind (``--erase``, :mod:`pipeline.load.erasure`): the erased rows'
+"""What erasures left behind (``--erase``, :mod:`pipeline.erase.erasure`): the erased rows'
 identities, which no load brings back and every comparison counts as intentionally absent, and the
 receipts that say what was erased without holding the value.
 

@@ -11,7 +11,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING
@@ -21,12 +21,10 @@ import psycopg
 
 from pipeline import actions, logs, process, staging
 from pipeline.errors import (
-    CatalogUnavailable,
     ConfigError,
     PipelineError,
     first_line,
     is_transient,
-    scrub_secrets,
 )
 from pipeline.extract.batch import Extractor, ExtractRequest, extract
 from pipeline.extract.engines import make_extractor
@@ -43,15 +41,16 @@ from pipeline.load.ahead import PartAhead
 from pipeline.load.payload_typing import chosen_keys, keys_of_new_table, type_payload_keys, types_of_new_table
 from pipeline.load.plan import plan_batch, whole_transactions
 from pipeline.load.preflight import preflight
+from pipeline.load.report import HistoryPart, RunReport, TableRun
 from pipeline.promote import zero_copy
-from pipeline.promote.promotion import Outcome, PromotionResult, promote_together
+from pipeline.promote.group import promote_staged_group, promotion_outage
+from pipeline.promote.promotion import PromotionResult
 from pipeline.settings import ResolvedSettings, TableSpec
 from pipeline.settings.model import Engine
 from pipeline.source import shape
 from pipeline.source.connect import connect
 from pipeline.source.plan import BatchPlan
 from pipeline.source.snapshot import PlannerSnapshot, TablesBusy, exported_snapshot
-from pipeline.source.window import Window
 from pipeline.staging import StagedBatch
 from pipeline.storage.outage import store_outage
 
@@ -87,196 +86,6 @@ def run_mode(mode: RunMode | str) -> RunMode:
     except ValueError:
         modes = ", ".join(m.value for m in RunMode)
         raise ConfigError(f"No run mode {mode!r}.", f"Give one of {modes}.") from None
-
-
-@dataclass(frozen=True)
-class HistoryPart:
-    """One image of histories read in parts: every table read up to ``upper``, committed."""
-
-    upper: datetime
-    rows_read: int
-    rows_inserted: int
-    snapshots: list[int]
-    seconds: float
-
-    def as_dict(self) -> dict[str, object]:
-        return {"upper": self.upper.isoformat(), "rows_read": self.rows_read,
-                "rows_inserted": self.rows_inserted, "snapshots": self.snapshots,
-                "seconds": round(self.seconds, 3)}
-
-
-@dataclass
-class TableRun:
-    """What a load did to one table of the image (its part of :class:`RunReport`)."""
-
-    window: Window | None = None
-    rows_in_window: int = 0
-    staged_batch: str | None = None
-    promotions: list[PromotionResult] = field(default_factory=list)
-    watermark: datetime | None = None
-    rows_in_future: int = 0  # dated after the source's clock: they wait until due
-    set_aside: list[str] = field(default_factory=list)  # batches that could not be promoted
-    rows_behind_mark: int = 0  # rows the completeness check found had arrived behind the last mark
-    check: proof.RangeCheck | None = None  # the last identity check of the window's range, after promotion
-    seconds: dict[str, float] = field(default_factory=dict)
-    catching_up: bool = False  # this table reads its history in parts (BACKFILL_BATCH_ROWS)
-    rows_read: int = 0  # rows the extractions read from the source (every pass, every part)
-
-    @property
-    def rows_inserted(self) -> int:
-        return sum(p.rows_inserted for p in self.promotions)
-
-    @property
-    def rows_quarantined(self) -> int:
-        return sum(p.rows_quarantined for p in self.promotions)
-
-    @property
-    def snapshots(self) -> list[int]:
-        """The snapshots committed, each once (a group's batches share one)."""
-        return list(dict.fromkeys(p.snapshot_id for p in self.promotions if p.snapshot_id is not None))
-
-    def planned(self, plan: BatchPlan) -> None:
-        """Record a plan: its window and what it counted there (and so its extraction reads)."""
-        self.window, self.rows_in_window = plan.window, plan.stats.rows
-        self.rows_in_future = plan.rows_in_future
-        self.rows_behind_mark += plan.rows_behind
-        self.rows_read += plan.stats.rows
-
-    def advance(self, result: PromotionResult) -> None:
-        """Record a promotion; a committed one may move the watermark."""
-        self.promotions.append(result)
-        if result.max_event_timestamp is not None and (
-                self.watermark is None or result.max_event_timestamp > self.watermark):
-            self.watermark = result.max_event_timestamp
-
-    def as_dict(self) -> dict[str, object]:
-        """The report as ``--run --json`` prints it (after ``"status"``)."""
-        document: dict[str, object] = {
-            "rows_read": self.rows_read, "rows_inserted": self.rows_inserted,
-            "rows_quarantined": self.rows_quarantined,
-            "rows_in_future": self.rows_in_future, "snapshots": self.snapshots,
-            "staged_batch": self.staged_batch,
-            "watermark": self.watermark.isoformat() if self.watermark else None,
-            "set_aside": self.set_aside, "seconds": self.seconds}
-        return document
-
-    def summary(self) -> str:
-        parts = []
-        if self.staged_batch:
-            parts.append(f"staged {self.rows_in_window} rows as batch {self.staged_batch}")
-        elif self.window is not None:
-            parts.append(f"no new events in window {self.window.describe()}")
-        if self.promotions:
-            committed = [p for p in self.promotions if p.outcome is Outcome.COMMITTED]
-            parts.append(f"promoted {len(committed)} of {len(self.promotions)} batch(es), "
-                         f"{self.rows_inserted} new rows"
-                         + (f", {self.rows_quarantined} quarantined (see ops.quarantine)"
-                            if self.rows_quarantined else "")
-                         + (f", snapshot(s) {', '.join(map(str, self.snapshots))}"
-                            if self.snapshots else ", no new snapshot"))
-        if self.watermark:
-            parts.append(f"watermark {self.watermark.isoformat()}")
-        if self.catching_up:
-            parts.append("its history is still being read in parts of BACKFILL_BATCH_ROWS rows (the next "
-                         "load goes on after the last part committed)")
-        if self.rows_behind_mark:
-            parts.append(f"{self.rows_behind_mark} row(s) had arrived behind the last load's arrival mark "
-                         "and were read with the whole look-back")
-        if self.rows_in_future:
-            parts.append(f"{self.rows_in_future} events dated in the future wait until due")
-        if self.check is not None and (self.check.missing or self.check.extra or self.check.moved):
-            parts.append(f"{self.check.describe()} (see {actions.STATUS})")
-        if self.set_aside:
-            parts.append(f"{len(self.set_aside)} batch(es) SET ASIDE, not loaded: "
-                         f"{', '.join(self.set_aside)} (see the error above; then {actions.RETRY_FAILED})")
-        return "; ".join(parts) or "nothing to do"
-
-
-@dataclass
-class RunReport:
-    """What a load did, for the last line of output and for tests: each table's part (``tables``,
-    by lake table; SOURCE_TABLE's one table is an image of one) and the image's figures over them."""
-
-    tables: dict[str, TableRun] = field(default_factory=dict)
-    # every promotion (each table's, and those of tables a leftover group held that are no longer listed)
-    promotions: list[PromotionResult] = field(default_factory=list)
-    staged_batch: str | None = None  # the group of batches the last extraction staged (one per table)
-    rows_in_window: int = 0  # the rows that extraction staged, over every table
-    set_aside: list[str] = field(default_factory=list)  # batches that could not be promoted
-    seconds: dict[str, float] = field(default_factory=dict)
-    files_to_merge: int = 0  # small data files waiting to be merged after this load (when it inserted)
-    parts: list[HistoryPart] = field(default_factory=list)  # a history read in parts: each one committed
-    # table -> source ids the lake still lacks after this load read its whole look-back again in
-    # its own snapshot: ids it read and did not load (a defect, not a late arrival): the run fails
-    lacking: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def rows_inserted(self) -> int:
-        return sum(p.rows_inserted for p in self.promotions)
-
-    @property
-    def rows_quarantined(self) -> int:
-        return sum(p.rows_quarantined for p in self.promotions)
-
-    @property
-    def snapshots(self) -> list[int]:
-        """The snapshots committed, each once (a group's batches share one)."""
-        return list(dict.fromkeys(p.snapshot_id for p in self.promotions if p.snapshot_id is not None))
-
-    @property
-    def rows_read(self) -> int:
-        return sum(table.rows_read for table in self.tables.values())
-
-    @property
-    def rows_in_future(self) -> int:
-        return sum(table.rows_in_future for table in self.tables.values())
-
-    @property
-    def rows_behind_mark(self) -> int:
-        return sum(table.rows_behind_mark for table in self.tables.values())
-
-    @property
-    def watermark(self) -> datetime | None:
-        """The latest of the tables' watermarks (each table has its own: ``tables``)."""
-        return max((t.watermark for t in self.tables.values() if t.watermark is not None), default=None)
-
-    def advance(self, result: PromotionResult | None, batch_id: str) -> None:
-        """A promotion in the image's figures (None: its batch set aside)."""
-        if result is None:
-            self.set_aside.append(batch_id)
-        else:
-            self.promotions.append(result)
-
-    def as_dict(self) -> dict[str, object]:
-        """The report as ``--run --json`` prints it (after ``"status"``)."""
-        document: dict[str, object] = {
-            "rows_read": self.rows_read, "rows_inserted": self.rows_inserted,
-            "rows_quarantined": self.rows_quarantined,
-            "rows_in_future": self.rows_in_future, "snapshots": self.snapshots,
-            "staged_batch": self.staged_batch,
-            "watermark": self.watermark.isoformat() if self.watermark else None,
-            "set_aside": self.set_aside, "seconds": self.seconds,
-            "tables": {name: table.as_dict() for name, table in self.tables.items()}}
-        if self.parts:
-            document["parts"] = [part.as_dict() for part in self.parts]
-        if self.lacking:
-            document["lacking"] = self.lacking
-        return document
-
-    def lacking_words(self) -> str:
-        """Which tables the lake lacks ids of after the whole look-back was read (empty: none)."""
-        return ", ".join(f"{count} id(s) of {table}" for table, count in self.lacking.items())
-
-    def summary(self) -> str:
-        """Each table's words, then the commits they shared."""
-        snapshots = self.snapshots
-        words = [f"{name}: {table.summary()}" for name, table in self.tables.items()]
-        if set(self.set_aside) - {b for table in self.tables.values() for b in table.set_aside}:
-            words.append(f"{len(self.set_aside)} batch(es) SET ASIDE, not loaded: "
-                         f"{', '.join(self.set_aside)} (see the error above; then {actions.RETRY_FAILED})")
-        words.append(f"one image committed as snapshot(s) {', '.join(map(str, snapshots))}"
-                     if snapshots else "no new snapshot")
-        return "; ".join(words)
 
 
 @dataclass(frozen=True)
@@ -937,68 +746,3 @@ class _ImageLoad:
                 with contextlib.suppress(OSError):
                     staging.release_batch(load.staged, claim)
         return results
-
-
-def promote_staged_group(settings: ResolvedSettings, lake: Lake, group: str,
-                         members: dict[str, str]) -> tuple[list[tuple[str, PromotionResult]], list[str]]:
-    """A SOURCE_TABLES plan's batches (table -> batch id), staged in their tables' folders:
-    promoted together when every one is complete; left alone while a process still extracts them;
-    dropped when one never completed (the next plan reads their rows again: no table's watermark
-    moved). Returns the results by table, and the batches set aside (all of the group's, kept
-    whole, when the group cannot be promoted)."""
-    root = staging.staging_root(settings)
-    found = {table: staging.batch_dir(root.child(table), batch_id) for table, batch_id in members.items()}
-    complete = {table: folder for table, folder in found.items() if staging.is_complete(folder)}
-    if not complete:  # settled by another process meanwhile
-        return [], []
-    if len(complete) < len(found):
-        if any(root.child(table).child(staging.RUNNING).exists(f"{group}.json") for table in members):
-            return [], []  # a process is still extracting the group: it promotes it
-        missing = set(found) - set(complete)
-        if any(staging.is_set_aside(root.child(table), members[table]) for table in missing):
-            # a batch of the group is set aside (a --retry-failed of one table restored this one): the
-            # group is kept whole there, together, until its cause is fixed
-            for table, folder in complete.items():
-                manifest = staging.read_manifest(folder)
-                if manifest is not None:
-                    staging.set_aside(root.child(table), staging.StagedBatch(folder, manifest),
-                                      f"its group {group} has a batch set aside; kept with it")
-            return [], []
-        for table, folder in complete.items():
-            log.warning("dropping staged batch %s of %s: its group %s lost %s's batch in a crash; the "
-                        "next load reads those rows again", members[table], table, group,
-                        ", ".join(sorted(set(found) - set(complete))))
-            manifest = staging.read_manifest(folder)
-            staging.remove_batch(folder)  # the manifest first: a crash here leaves it incomplete
-            if manifest is not None and manifest.lake_files:  # zero-copy files it would have registered
-                zero_copy.remove_files(manifest.lake_files, lake.table_named(table).table_folder)
-        return [], []
-    staged = [(lake.table_named(table, manifest.id_column, manifest.time_column),
-               staging.StagedBatch(folder, manifest))
-              for table, folder in complete.items() if (manifest := staging.read_manifest(folder))]
-    log.info("promoting group %s (%s)", group,
-             ", ".join(f"{member.table} {batch.manifest.row_count} rows" for member, batch in staged))
-    try:
-        results = promote_together(group, staged)
-    except duckdb.Error as exc:
-        if is_transient(exc):  # the catalog or object store is away: the batches are fine, retry later
-            raise promotion_outage(settings, exc) from None
-        for member, batch in staged:  # all or none: every batch of the group is kept whole
-            staging.set_aside(root.child(member.table), batch, first_line(exc))
-        log.error("group %s cannot be promoted (%s); its batches are set aside, kept whole, so later "
-                  "batches load. Fix the cause, then run: %s", group, first_line(exc),
-                  actions.RETRY_FAILED.command())
-        return [], [batch.batch_id for _, batch in staged]
-    return [(member.table, result) for (member, _), result in zip(staged, results, strict=True)], []
-
-
-def promotion_outage(settings: ResolvedSettings, exc: duckdb.Error) -> PipelineError:
-    """A service promotion needs went away: the object store holding staged batches or the data
-    path, else the catalog; temporary, and named."""
-    store = store_outage(settings, exc)
-    if store is not None:
-        return store
-    return CatalogUnavailable(f"Lost the lake catalog (DUCKLAKE_CATALOG={settings.catalog.describe()}) "
-                              f"during promotion ({first_line(scrub_secrets(str(exc)))}).",
-                              "Check that the catalog database runs; nothing was committed, the batch stays "
-                              "staged and the next run promotes it.")

@@ -17,7 +17,7 @@ from pipeline import logs
 from pipeline.errors import ConfigError, PipelineError
 from pipeline.extract.engines import engine_of
 from pipeline.lake.connect import lake_session
-from pipeline.load.run import RunReport
+from pipeline.load.report import RunReport
 from pipeline.load.verify import ImageComparison
 from pipeline.ops.pipeline import Pipeline
 from pipeline.settings import Settings

@@ -28,7 +28,8 @@ from pipeline.extract.engines import engine_of
 from pipeline.lake import instances, jobs, locks
 from pipeline.lake.connect import lake_session
 from pipeline.lake.maintain import BOTH, Step, compaction_due, run_maintenance
-from pipeline.load.run import Engines, Loader, Readiness, RunMode, RunReport, run_mode
+from pipeline.load.report import RunReport
+from pipeline.load.run import Engines, Loader, Readiness, RunMode, run_mode
 from pipeline.settings import ResolvedSettings, Settings
 from pipeline.settings.model import Engine
 
@@ -38,10 +39,10 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import SparkSession
 
+    from pipeline.erase.erasure import ErasureReport
     from pipeline.extract.spark_lease import SparkLease
     from pipeline.lake.maintain import MaintenanceReport
     from pipeline.lake.tombstones import Receipt
-    from pipeline.load.erasure import ErasureReport
     from pipeline.load.proof import ImageCheck
     from pipeline.load.reconcile import ReconcileReport
     from pipeline.load.repair import RepairReport
@@ -258,10 +259,11 @@ class Pipeline:
 
     def erase(self, value: str, *, dry_run: bool = False) -> ErasureReport:
         """``--erase``: remove ``value``'s rows (SUBJECT_KEY) from every table, snapshot, file and the
-        catalog, never to be loaded again, with a receipt (:mod:`pipeline.load.erasure`); with
+        catalog, never to be loaded again, with a receipt (:mod:`pipeline.erase.erasure`); with
         ``dry_run``, only what it would do. Waits for a running expiry or compaction (they rewrite
         the same files); recorded in the job history (the receipt, never the value)."""
-        from pipeline.load.erasure import finish, run_erasure, vacuum_catalog
+        from pipeline.erase.catalog_vacuum import vacuum_catalog
+        from pipeline.erase.erasure import finish, run_erasure
         from pipeline.progress import Progress
 
         settings, started = self.settings, time.monotonic()

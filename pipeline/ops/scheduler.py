@@ -63,7 +63,7 @@ from pipeline.settings.model import Engine
 if TYPE_CHECKING:
     from pipeline.lake.maintain import MaintenanceReport
     from pipeline.load.reconcile import ReconcileReport
-    from pipeline.load.run import RunReport
+    from pipeline.load.report import RunReport
     from pipeline.ops.web import WebServer
     from pipeline.settings import ResolvedSettings
 
@@ -331,7 +331,7 @@ class Scheduler:
         import duckdb
 
         if isinstance(exc, duckdb.Error) and is_transient(exc):
-            from pipeline.load.run import promotion_outage
+            from pipeline.promote.group import promotion_outage
 
             return promotion_outage(self.settings, exc)
         return exc

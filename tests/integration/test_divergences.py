@@ -97,12 +97,12 @@ def test_changes_behind_committed_parts_of_a_first_load_keep_status_failing_unti
     """A first load in parts; once its second part committed, the application updates, deletes and
     moves rows of the parts committed: what the load's checks saw is kept, --status is FAILING naming
     it after the load ends, and the advised repair leaves lake == source by id and content, HEALTHY."""
-    from pipeline.load import run as run_module
+    from pipeline.promote import group as group_module
 
     env = {**lake_env, "BACKFILL_BATCH_ROWS": "100"}
     settings = load_settings(env)
     write_payloads(settings, [("page_view", json.dumps({"n": i})) for i in range(500)], ago=timedelta(hours=3))
-    promote, promoted = run_module.promote_together, []
+    promote, promoted = group_module.promote_together, []
 
     def promote_then_change(group, members):
         result = promote(group, members)
@@ -117,7 +117,7 @@ def test_changes_behind_committed_parts_of_a_first_load_keep_status_failing_unti
                              "WHERE event_id = ANY(%s)", [ids[15:18]])
         return result
 
-    monkeypatch.setattr(run_module, "promote_together", promote_then_change)
+    monkeypatch.setattr(group_module, "promote_together", promote_then_change)
     run(settings, engine="dlt")
     monkeypatch.undo()
     assert len(promoted) >= 3, promoted

@@ -16,8 +16,8 @@ import psycopg
 import pyarrow.parquet as pq
 import pytest
 
+from pipeline.erase.erasure import Erasure
 from pipeline.errors import LockBusy
-from pipeline.load.erasure import Erasure
 from pipeline.ops.pipeline import Pipeline
 from pipeline.settings import load_settings
 from tests.conftest import run_cli, run_main

@@ -1,5 +1,5 @@
 """``--erase``'s rewrite (rows moved by an UPDATE keeping their first snapshot) and the catalog's column
-bounds made again afterwards (:mod:`pipeline.lake.column_stats`): a bound that leaves out a value the
+bounds made again afterwards (:mod:`pipeline.erase.column_stats`): a bound that leaves out a value the
 table holds makes DuckDB fold a filter on it into an empty result, so every value must stay inside.
 Each test broke the first version of that change (an adversary's, kept)."""
 

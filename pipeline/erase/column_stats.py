@@ -5,7 +5,7 @@ DuckLake only ever widens them: a DELETE, or an UPDATE moving every row of a fil
 bounds, and so do the values of rows no file holds any more. Its rewrite of files with deleted rows
 makes them again, but only when it rewrites a file: not when the deleted rows filled their files
 (DuckLake ends such a file at once), nor when every file that lost rows was moved by an UPDATE. An
-erasure must not leave the subject's value there (:mod:`pipeline.load.erasure`), so it has them
+erasure must not leave the subject's value there (:mod:`pipeline.erase.erasure`), so it has them
 made again here, from ``ducklake_file_column_stats`` of the current files, as DuckLake's rewrite
 does: each bound is still a bound of every value the table holds, compared as the column's type.
 """

@@ -1,6 +1,6 @@
 """Where a subject's rows are: the SQL that tells a row of the subject (SUBJECT_KEY's value, or an id
 an erasure tombstoned) in a lake table and in the quarantine, and every data file and inlined row of a
-table, in any snapshot time travel can reach, that holds one (:mod:`pipeline.load.erasure`).
+table, in any snapshot time travel can reach, that holds one (:mod:`pipeline.erase.erasure`).
 
 Files are read by DuckDB each column by its name, as DuckLake wrote it; a Postgres catalog keeps an
 inlined text value as bytea, read back as the UTF-8 it holds.
