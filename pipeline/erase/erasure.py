@@ -494,8 +494,8 @@ def run_erasure(lake: Lake, settings: ResolvedSettings, value: str, *, dry_run: 
     session; the caller holds the lake's expire and compact locks; this holds the tables' promote
     locks throughout), after completing any erasure a kill interrupted. The caller then vacuums the
     catalog (:mod:`pipeline.erase.catalog_vacuum`: with its own sessions closed, which would hold
-    it back) and marks the receipts done (:func:`finish`). A value a receipt already names (the same keyed hash)
-    of which nothing is left is not erased twice: the report names that receipt and nothing is
+    it back) and marks the receipts done (:func:`finish`). A value a receipt already names (the same
+    keyed hash) of which nothing is left is not erased twice: the report names that receipt and nothing is
     written (one request, one receipt; a rerun of a killed erasure completes its receipt)."""
     started = time.monotonic()
     erasure = Erasure(lake, settings, uuid.uuid4().hex[:16], value, step)  # refused without SUBJECT_KEY
