@@ -184,7 +184,7 @@ def _reconcile_image(lake: Lake, resolved: ResolvedSettings, since: timedelta | 
                 written.append(backfill)
         members = {b.lake.table: b.batch_id for b in written}
         staged = [(b.lake, b.seal(group=group, group_batches=members)) for b in written]
-        results = promote_together(group, staged) if staged else []
+        results = promote_together(group, staged, [t.name for t in resolved.tables]) if staged else []
         for (member, _), result in zip(staged, results, strict=True):
             _settled(report.tables[member.table], result)
             report.snapshot_id = result.snapshot_id

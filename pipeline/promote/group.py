@@ -60,7 +60,7 @@ def promote_staged_group(settings: ResolvedSettings, lake: Lake, group: str,
     log.info("promoting group %s (%s)", group,
              ", ".join(f"{member.table} {batch.manifest.row_count} rows" for member, batch in staged))
     try:
-        results = promote_together(group, staged)
+        results = promote_together(group, staged, [table.name for table in settings.tables])
     except duckdb.Error as exc:
         if is_transient(exc):  # the catalog or object store is away: the batches are fine, retry later
             raise promotion_outage(settings, exc) from None

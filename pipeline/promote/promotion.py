@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -98,17 +98,19 @@ class PromotionResult:
         return f"batch {self.batch_id}: {self.outcome} ({self.rows_staged} staged), no snapshot"
 
 
-def promote_together(group: str,
-                     members: list[tuple[LakeTable, StagedBatch]]) -> list[PromotionResult]:
+def promote_together(group: str, members: list[tuple[LakeTable, StagedBatch]],
+                     image: Sequence[str] = ()) -> list[PromotionResult]:
     """Staged batches (each with its table's view of one lake session) in **one** lake transaction
     — one snapshot — or none of them: a group, one plan's batches across its tables (one image of
-    the source at the plan's instant; SOURCE_TABLE's one table is an image of one). Through the lake's one
+    the source at the plan's instant; SOURCE_TABLE's one table is an image of one). ``image``: every
+    lake table of that image, those without rows this time too, recorded with the commit (the
+    tearing rule reads it: :func:`pipeline.lake.batches.loaded_with`). Through the lake's one
     commit (:class:`~pipeline.promote.commit.LakeCommit`: each table's promote lock in table order,
     fencing, the snapshot found by its own commit). Results in the members' order; their staging
     folders are removed once settled."""
     started = time.monotonic()
     with LakeCommit([lake for lake, _ in members]) as commit:
-        results = _promote_locked(commit, group, members, started)
+        results = _promote_locked(commit, group, members, started, image)
     for (lake, batch), result in zip(members, results, strict=True):
         _settle(lake, batch, result)
         log.info("%s: %s", lake.table, result.describe())
@@ -132,7 +134,7 @@ def _result(started: float, batch_id: str, outcome: Outcome, staged: int = 0, in
 
 
 def _promote_locked(commit: LakeCommit, group: str, members: list[tuple[LakeTable, StagedBatch]],
-                    started: float) -> list[PromotionResult]:
+                    started: float, image: Sequence[str]) -> list[PromotionResult]:
     result = functools.partial(_result, started)
 
     # all or none: a group's batches are recorded in one transaction, so one recorded means all were
@@ -150,6 +152,7 @@ def _promote_locked(commit: LakeCommit, group: str, members: list[tuple[LakeTabl
         return [result(batch.batch_id, Outcome.NO_NEW_ROWS if rows else Outcome.EMPTY, rows)
                 for (_, batch), rows in zip(members, staged, strict=True)]
     message, info = _commit_text(group, members, contents, staged)
+    info["image"] = sorted({*image, *(lake.table for lake, _ in members)})
     written: list[tuple[int, int]] = []
     meter = Progress(f"promoting group {group}")
     with meter.ticking(), commit.transaction(message, info) as tx:

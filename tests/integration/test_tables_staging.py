@@ -167,6 +167,21 @@ def test_a_run_leaving_out_a_table_of_its_image_is_refused_unless_it_leaves_on_p
     assert run(alone, engine="dlt").rows_inserted == 15  # its image is itself now
 
 
+def test_a_table_of_the_image_that_had_no_rows_last_time_still_holds_it_together(lake_env):
+    """Adversary: the rule read the tables of a table's last group, which holds only the tables
+    that had rows: after a load where only events had any, events alone was loaded without a word.
+    Each commit records every table of its image."""
+    env = {**lake_env, "SOURCE_TABLES": BOTH}
+    both = resolve(load_settings(env))
+    _linked(both, 5, seed=21)
+    run(both, engine="dlt")
+    _events_move_on(both, datetime.now(UTC), seed=22)  # events alone get rows: a group of one batch
+    assert run(both, engine="dlt").tables["sessions"].rows_inserted == 0
+    with pytest.raises(ConfigError) as refused:
+        run(load_settings({**lake_env, "SOURCE_TABLE": EVENTS.qualified}), engine="dlt")
+    assert "loaded as one image with sessions" in str(refused.value)
+
+
 def test_a_group_set_aside_comes_back_whole_from_either_table(lake_env):
     """Adversary: --retry-failed of one table restored its batch alone, and the next pass dropped it
     as 'lost in a crash'. Restoring one batch of a group restores the group; a group with one batch
