@@ -100,17 +100,23 @@ def bound_source(lake: LakeTable) -> str | None:
 
 
 def loaded_with(lake: LakeTable) -> list[str]:
-    """The lake tables this table's last batch was committed with as one image, itself included:
-    every table its load listed (``image`` in the commit), or, in a commit that did not record
-    them, the tables of its group's batches; [] when it was committed alone (or none was)."""
+    """The lake tables this table was last committed with as one image, itself included: the image
+    of the latest commit that records one holding it (a load, reconcile or repair listing it, with
+    rows of it or not), or, before commits recorded theirs, the tables of its last batch's group;
+    [] when that was committed alone (or none was)."""
+    recorded = lake.execute(
+        "SELECT json_extract_string(commit_extra_info, '$.image[*]') AS image "
+        f"FROM {lake.name}.snapshots() WHERE json_exists(commit_extra_info, '$.image') "
+        "ORDER BY snapshot_id DESC").fetchall()
+    for (image,) in recorded:
+        if lake.table in image:
+            return sorted(image)
     last = lake.execute(f"SELECT batch_id FROM {lake.batches_table} WHERE table_name = ? "
                         "ORDER BY promoted_at DESC LIMIT 1", [lake.table]).fetchone()
     if last is None:
         return []
     row = lake.execute(
-        "SELECT CASE WHEN json_exists(commit_extra_info, '$.image') "
-        "THEN json_extract_string(commit_extra_info, '$.image[*]') "
-        f"ELSE json_keys(commit_extra_info, '$.batches') END FROM {lake.name}.snapshots() "
+        f"SELECT json_keys(commit_extra_info, '$.batches') FROM {lake.name}.snapshots() "
         "WHERE json_extract_string(commit_extra_info, '$.batches.' || ?) = ? LIMIT 1",
         [lake.table, last[0]]).fetchone()
     return sorted(row[0]) if row and row[0] else []

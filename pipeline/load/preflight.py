@@ -4,16 +4,21 @@ stages anything. Each failure names the value and the fix."""
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 from pathlib import Path
 
-from pipeline import staging
+from pipeline import actions, staging
 from pipeline.errors import ConfigError, PipelineError, TransientError, is_transient
+from pipeline.lake import batches
+from pipeline.lake.session import LakeTable
 from pipeline.settings import ResolvedSettings
 from pipeline.source import shape, stats
 from pipeline.source.connect import connect as connect_source
 from pipeline.storage.folder import Folder, is_object_store
+
+log = logging.getLogger(__name__)
 
 
 def preflight(settings: ResolvedSettings, *, reads_source: bool) -> None:
@@ -65,3 +70,27 @@ def _writable_staging(folder: Folder, staging_path: str) -> None:
             error = ConfigError(f"STAGING_PATH={staging_path} cannot be written: {exc}",
                                 "Check the bucket, the S3_* settings and the key's permissions.")
         raise error from None
+
+
+def refuse_tearing_an_image(lakes: list[LakeTable], leave_image: bool) -> None:
+    """A table last loaded as one image with tables this run does not list (a cron job that lost
+    part of its environment) is not loaded without them: its snapshot would hold rows whose linked
+    rows in the other tables are not there. ``LEAVE_IMAGE`` (``--leave-image``) says the run
+    leaves that image on purpose: its commit makes the listed tables the image from then on."""
+    listed = {lake.table for lake in lakes}
+    for lake in lakes:
+        image = batches.loaded_with(lake)
+        left_out = [t for t in image if t not in listed]
+        if not left_out:
+            continue
+        if leave_image:
+            log.warning("%s leaves its image with %s (LEAVE_IMAGE): its snapshots no longer hold them",
+                        lake.table, ", ".join(left_out))
+            continue
+        raise ConfigError(
+            f"Lake table {lake.events_table} is loaded as one image with {', '.join(left_out)}; loading "
+            f"{', '.join(sorted(listed))} without {'it' if len(left_out) == 1 else 'them'} would commit a "
+            "snapshot holding its rows without theirs. Nothing was read.",
+            f"Load them together: SOURCE_TABLES listing {', '.join(sorted(listed | set(image)))} (in the "
+            f"environment or .env). To load {', '.join(sorted(listed))} without {', '.join(left_out)} from "
+            f"now on, leaving the image on purpose, run once with {actions.LEAVE_IMAGE}.")

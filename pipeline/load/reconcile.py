@@ -26,6 +26,7 @@ from pipeline.lake.identity import lake_id, table_names
 from pipeline.lake.schema import column_types, ensure_tables
 from pipeline.lake.session import Lake, LakeTable
 from pipeline.load import proof
+from pipeline.load.preflight import refuse_tearing_an_image
 from pipeline.promote.promotion import RECONCILE_ENGINE, PromotionResult, promote_together
 from pipeline.settings import ResolvedSettings, TableSpec
 from pipeline.settings.durations import format_duration
@@ -175,6 +176,7 @@ def _reconcile_image(lake: Lake, resolved: ResolvedSettings, since: timedelta | 
     try:
         written: list[_Backfill] = []
         lakes = lake.tables(resolved.tables)
+        refuse_tearing_an_image(list(lakes.values()), resolved.leave_image)
         loaded = (lake.ops_schema, "batches") in table_names(lake)  # (a lake made by this reconcile: none)
         floors = batches.load_floors(lakes) if loaded else {}
         for table, member in lakes.items():

@@ -27,6 +27,7 @@ from pipeline.lake.connect import lake_session
 from pipeline.lake.schema import events_column_types, insert_columns_sql
 from pipeline.lake.session import LakeTable
 from pipeline.load import proof
+from pipeline.load.preflight import refuse_tearing_an_image
 from pipeline.promote.commit import LakeCommit
 from pipeline.settings import ResolvedSettings, TableSpec
 from pipeline.source import stats
@@ -118,6 +119,7 @@ def repair(settings: ResolvedSettings, since: timedelta | None) -> RepairReport:
         every = lake.tables(settings.tables)
         loaded = batches.loaded(every)  # none loaded: the comparison says so
         tables, lakes = list(loaded), list(loaded.values())
+        refuse_tearing_an_image(list(every.values()), settings.leave_image)
         with LakeCommit(lakes) as commit:  # every table's promote lock, held from compare to commit
             # each table over its own range, up to its own watermark; what the lake lacks after where
             # its next load starts (the image's floor) is that load's, read with the other tables
@@ -130,7 +132,8 @@ def repair(settings: ResolvedSettings, since: timedelta | None) -> RepairReport:
                 _settle_kept(settings, plans, tables, "a repair's proof")  # compared equal
                 return _report(plans, {})
             message = "; ".join(f"{plan.lake.table} {plan.describe()}" for plan in todo)
-            info: dict[str, object] = {"repair": {plan.lake.table: plan.check.as_dict() for plan in plans}}
+            info: dict[str, object] = {"repair": {plan.lake.table: plan.check.as_dict() for plan in plans},
+                                       "image": sorted(t.name for t in settings.tables)}
             done = {}
             with commit.transaction(message, info):
                 for plan in todo:

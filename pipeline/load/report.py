@@ -162,8 +162,11 @@ class RunReport:
 
     @property
     def watermark(self) -> datetime | None:
-        """The latest of the tables' watermarks (each table has its own: ``tables``)."""
-        return max((t.watermark for t in self.tables.values() if t.watermark is not None), default=None)
+        """The image's watermark, as ``--status`` says it: the oldest of the tables not catching up
+        (else the oldest of any); each table's own is in ``tables``."""
+        steady = [t.watermark for t in self.tables.values() if t.watermark is not None and not t.catching_up]
+        return min(steady or [t.watermark for t in self.tables.values() if t.watermark is not None],
+                   default=None)
 
     def advance(self, result: PromotionResult | None, batch_id: str) -> None:
         """A promotion in the image's figures (None: its batch set aside)."""

@@ -40,7 +40,7 @@ from pipeline.load import proof
 from pipeline.load.ahead import PartAhead
 from pipeline.load.payload_typing import chosen_keys, keys_of_new_table, type_payload_keys, types_of_new_table
 from pipeline.load.plan import plan_batch, whole_transactions
-from pipeline.load.preflight import preflight
+from pipeline.load.preflight import preflight, refuse_tearing_an_image
 from pipeline.load.report import HistoryPart, RunReport, TableRun
 from pipeline.promote import zero_copy
 from pipeline.promote.group import promote_staged_group, promotion_outage
@@ -189,30 +189,6 @@ def refuse_another_source(lake: LakeTable, source_name: str) -> None:
         f"Give this source a lake of its own (another DUCKLAKE_NAME). If {source_name} is the "
         f"same table under a new name, record that with {actions.WRITE} {actions.SQL} \"UPDATE "
         f"ops.batches SET source = '{source_name}' WHERE table_name = '{lake.table}'\".")
-
-
-def refuse_tearing_an_image(lakes: list[LakeTable], leave_image: bool) -> None:
-    """A table last loaded as one image with tables this run does not list (a cron job that lost
-    part of its environment) is not loaded without them: its snapshot would hold rows whose linked
-    rows in the other tables are not there. ``LEAVE_IMAGE`` (``--leave-image``) says the run
-    leaves that image on purpose: its commit makes the listed tables the image from then on."""
-    listed = {lake.table for lake in lakes}
-    for lake in lakes:
-        image = batches.loaded_with(lake)
-        left_out = [t for t in image if t not in listed]
-        if not left_out:
-            continue
-        if leave_image:
-            log.warning("%s leaves its image with %s (LEAVE_IMAGE): its snapshots no longer hold them",
-                        lake.table, ", ".join(left_out))
-            continue
-        raise ConfigError(
-            f"Lake table {lake.events_table} is loaded as one image with {', '.join(left_out)}; loading "
-            f"{', '.join(sorted(listed))} without {'it' if len(left_out) == 1 else 'them'} would commit a "
-            "snapshot holding its rows without theirs. Nothing was read.",
-            f"Load them together: SOURCE_TABLES listing {', '.join(sorted(listed | set(image)))} (in the "
-            f"environment or .env). To load {', '.join(sorted(listed))} without {', '.join(left_out)} from "
-            f"now on, leaving the image on purpose, run once with {actions.LEAVE_IMAGE}.")
 
 
 @dataclass(frozen=True)

@@ -182,6 +182,32 @@ def test_a_table_of_the_image_that_had_no_rows_last_time_still_holds_it_together
     assert "loaded as one image with sessions" in str(refused.value)
 
 
+def test_a_reconcile_or_repair_of_one_table_of_an_image_is_refused_and_a_rejoined_image_holds(lake_env):
+    """Adversary: --reconcile and --repair of events alone were not refused and committed torn
+    snapshots (and their commits then let a one-table --run through); after leaving the image and
+    rejoining it in a load where events had no rows, events alone loaded again without a word."""
+    env = {**lake_env, "SOURCE_TABLES": BOTH}
+    both = resolve(load_settings(env))
+    _linked(both, 5, seed=31)
+    run(both, engine="dlt")
+    alone = load_settings({**lake_env, "SOURCE_TABLE": EVENTS.qualified})
+    for refused_job in (lambda p: p.reconcile(), lambda p: p.repair(None)):
+        with Pipeline(alone, engine="dlt") as pipeline, pytest.raises(ConfigError) as refused:
+            refused_job(pipeline)
+        assert "loaded as one image with sessions" in str(refused.value)
+    _events_move_on(both, datetime.now(UTC), seed=32)
+    leaving = load_settings({**lake_env, "SOURCE_TABLE": EVENTS.qualified, "LEAVE_IMAGE": "true"})
+    assert run(leaving, engine="dlt").rows_inserted == 3
+    _linked(both, 2, seed=33)
+    with connect(both.source_dsn) as conn:  # the sessions alone have rows this time
+        conn.execute("DELETE FROM public.events WHERE event_timestamp > now() - interval '1 minute' "
+                     "AND details->>'session_id' IN (SELECT session_id::text FROM public.sessions "
+                     "WHERE started_at > now() - interval '1 minute')")
+    assert run(both, engine="dlt").tables["events"].rows_inserted == 0  # rejoined
+    with pytest.raises(ConfigError):
+        run(alone, engine="dlt")
+
+
 def test_a_group_set_aside_comes_back_whole_from_either_table(lake_env):
     """Adversary: --retry-failed of one table restored its batch alone, and the next pass dropped it
     as 'lost in a crash'. Restoring one batch of a group restores the group; a group with one batch
