@@ -104,8 +104,8 @@ def test_changes_behind_committed_parts_of_a_first_load_keep_status_failing_unti
     write_payloads(settings, [("page_view", json.dumps({"n": i})) for i in range(500)], ago=timedelta(hours=3))
     promote, promoted = group_module.promote_together, []
 
-    def promote_then_change(group, members):
-        result = promote(group, members)
+    def promote_then_change(group, members, image=()):
+        result = promote(group, members, image)
         promoted.append(result)
         if len(promoted) == 2:
             with source_db(settings) as conn:
