@@ -3,7 +3,9 @@ settings list them (SOURCE_TABLES; SOURCE_TABLE is an image of one), and words f
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Generic, Protocol, TypeVar
 
 
@@ -12,6 +14,15 @@ class Described(Protocol):
 
 
 R = TypeVar("R", bound=Described)
+
+
+def image_watermark(tables: Iterable[tuple[datetime | None, bool]]) -> datetime | None:
+    """The image's watermark from each table's (watermark, catching up): the oldest of the tables
+    loaded and not catching up (one catching up, or not loaded yet, says so on its own), else the
+    oldest of any — what ``--run --json`` and ``--status`` both call the watermark."""
+    marks = list(tables)
+    steady = [mark for mark, catching_up in marks if mark is not None and not catching_up]
+    return min(steady or [mark for mark, _ in marks if mark is not None], default=None)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from pipeline import actions
+from pipeline.image import image_watermark
 from pipeline.load import proof
 from pipeline.promote.promotion import Outcome, PromotionResult
 from pipeline.source.plan import BatchPlan
@@ -31,21 +32,11 @@ class HistoryPart:
 
 
 @dataclass
-class TableRun:
-    """What a load did to one table of the image (its part of :class:`RunReport`)."""
+class Promoted:
+    """Promotions and what they inserted: a table's (:class:`TableRun`) or the image's
+    (:class:`RunReport`)."""
 
-    window: Window | None = None
-    rows_in_window: int = 0
-    staged_batch: str | None = None
     promotions: list[PromotionResult] = field(default_factory=list)
-    watermark: datetime | None = None
-    rows_in_future: int = 0  # dated after the source's clock: they wait until due
-    set_aside: list[str] = field(default_factory=list)  # batches that could not be promoted
-    rows_behind_mark: int = 0  # rows the completeness check found had arrived behind the last mark
-    check: proof.RangeCheck | None = None  # the last identity check of the window's range, after promotion
-    seconds: dict[str, float] = field(default_factory=dict)
-    catching_up: bool = False  # this table reads its history in parts (BACKFILL_BATCH_ROWS)
-    rows_read: int = 0  # rows the extractions read from the source (every pass, every part)
 
     @property
     def rows_inserted(self) -> int:
@@ -59,6 +50,23 @@ class TableRun:
     def snapshots(self) -> list[int]:
         """The snapshots committed, each once (a group's batches share one)."""
         return list(dict.fromkeys(p.snapshot_id for p in self.promotions if p.snapshot_id is not None))
+
+
+@dataclass
+class TableRun(Promoted):
+    """What a load did to one table of the image (its part of :class:`RunReport`)."""
+
+    window: Window | None = None
+    rows_in_window: int = 0
+    staged_batch: str | None = None
+    watermark: datetime | None = None
+    rows_in_future: int = 0  # dated after the source's clock: they wait until due
+    set_aside: list[str] = field(default_factory=list)  # batches that could not be promoted
+    rows_behind_mark: int = 0  # rows the completeness check found had arrived behind the last mark
+    check: proof.RangeCheck | None = None  # the last identity check of the window's range, after promotion
+    seconds: dict[str, float] = field(default_factory=dict)
+    catching_up: bool = False  # this table reads its history in parts (BACKFILL_BATCH_ROWS)
+    rows_read: int = 0  # rows the extractions read from the source (every pass, every part)
 
     def planned(self, plan: BatchPlan) -> None:
         """Record a plan: its window and what it counted there (and so its extraction reads)."""
@@ -118,13 +126,13 @@ class TableRun:
 
 
 @dataclass
-class RunReport:
+class RunReport(Promoted):
     """What a load did, for the last line of output and for tests: each table's part (``tables``,
     by lake table; SOURCE_TABLE's one table is an image of one) and the image's figures over them."""
 
     tables: dict[str, TableRun] = field(default_factory=dict)
-    # every promotion (each table's, and those of tables a leftover group held that are no longer listed)
-    promotions: list[PromotionResult] = field(default_factory=list)
+    # (its promotions: every one, each table's and those of tables a leftover group held that are
+    # no longer listed)
     staged_batch: str | None = None  # the group of batches the last extraction staged (one per table)
     rows_in_window: int = 0  # the rows that extraction staged, over every table
     set_aside: list[str] = field(default_factory=list)  # batches that could not be promoted
@@ -134,19 +142,6 @@ class RunReport:
     # table -> source ids the lake still lacks after this load read its whole look-back again in
     # its own snapshot: ids it read and did not load (a defect, not a late arrival): the run fails
     lacking: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def rows_inserted(self) -> int:
-        return sum(p.rows_inserted for p in self.promotions)
-
-    @property
-    def rows_quarantined(self) -> int:
-        return sum(p.rows_quarantined for p in self.promotions)
-
-    @property
-    def snapshots(self) -> list[int]:
-        """The snapshots committed, each once (a group's batches share one)."""
-        return list(dict.fromkeys(p.snapshot_id for p in self.promotions if p.snapshot_id is not None))
 
     @property
     def rows_read(self) -> int:
@@ -164,9 +159,7 @@ class RunReport:
     def watermark(self) -> datetime | None:
         """The image's watermark, as ``--status`` says it: the oldest of the tables not catching up
         (else the oldest of any); each table's own is in ``tables``."""
-        steady = [t.watermark for t in self.tables.values() if t.watermark is not None and not t.catching_up]
-        return min(steady or [t.watermark for t in self.tables.values() if t.watermark is not None],
-                   default=None)
+        return image_watermark((t.watermark, t.catching_up) for t in self.tables.values())
 
     def advance(self, result: PromotionResult | None, batch_id: str) -> None:
         """A promotion in the image's figures (None: its batch set aside)."""

@@ -20,6 +20,7 @@ from pipeline.errors import (
     TerminalError,
     first_line,
 )
+from pipeline.image import image_watermark
 from pipeline.lake import batches as batch_table
 from pipeline.lake import divergences, integrity, jobs
 from pipeline.lake.connect import lake_session
@@ -393,10 +394,6 @@ def _fold(each: dict[str, Status]) -> Status:
     lake_wide = next(iter(each.values()))  # what is the lake's (catalog, files, snapshots, jobs) is in each
     errors = [f"{name}: {status.source_error}" for name, status in each.items() if status.source_error]
     future = [s.source_rows_in_future for s in each.values() if s.source_rows_in_future is not None]
-    # the image's watermark: the oldest of the tables loaded and not catching up (a table catching
-    # up, or not loaded yet, says so on its own line), else the oldest of any
-    steady = [s.watermark for s in each.values() if s.watermark is not None and not s.catching_up]
-    marks = steady or [s.watermark for s in each.values() if s.watermark is not None]
     return replace(lake_wide, health=replace(worst.health, reasons=reasons),
                    source_error="; ".join(errors) or None,
                    source_newest_event=max((s.source_newest_event for s in each.values()
@@ -408,7 +405,7 @@ def _fold(each: dict[str, Status]) -> Status:
                    history=History.combined([s.history for s in each.values() if s.history is not None]),
                    payload=PayloadStatus.combined([s.payload for s in each.values()]),
                    divergences=[d for s in each.values() for d in s.divergences],
-                   watermark=min(marks, default=None),
+                   watermark=image_watermark((s.watermark, s.catching_up) for s in each.values()),
                    identity=_weakest([s.identity for s in each.values() if s.identity is not None]),
                    catching_up=any(s.catching_up for s in each.values()),
                    lake_rows_not_in_source=sum(s.lake_rows_not_in_source for s in each.values()),
