@@ -89,7 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--lookback", help=f"Override LOOKBACK, e.g. {default('LOOKBACK')}.")
     parser.add_argument("--tables", metavar="TABLES",
                         help="Load several source tables as one image (one snapshot, one commit): "
-                        "schema.table[:time_column[:id_column]],… (overrides SOURCE_TABLES).")
+                        "schema.table(time=…, id=…, subject=…) or schema.table[:time_column[:id_column]],… "
+                        "(overrides SOURCE_TABLES).")
     parser.add_argument("--leave-image", action="store_const", const="true",
                         help="Load the listed tables although one was last loaded as one image with a table "
                         "not listed, leaving that image on purpose (env LEAVE_IMAGE).")

@@ -46,13 +46,13 @@ class Scrubbed:
 
 def subject_keys(settings: ResolvedSettings) -> dict[str, SubjectKey]:
     """The image's tables that name a subject, and where (SUBJECT_KEY); refused when none does."""
-    keys = {table.name: settings.subject_keys[table.name] for table in settings.tables
-            if table.name in settings.subject_keys}
+    keys = dict(settings.subject_keys)
     if not keys:
         raise ConfigError("No table says where its rows name a person (SUBJECT_KEY is unset): nothing was "
                           "erased.",
                           "Set SUBJECT_KEY to the column (user_id) or JSON path (details.user_id) holding "
-                          "the subject; with SOURCE_TABLES, table=key pairs (events=details.user_id,...).")
+                          "the subject; with SOURCE_TABLES, table=key pairs (events=details.user_id,...) or "
+                          "the table's own subject= (public.events(subject=details.user_id)).")
     return keys
 
 

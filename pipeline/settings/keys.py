@@ -21,8 +21,10 @@ ENV_KEYS: dict[str, EnvKey] = {
     "SOURCE_PG_DSN": EnvKey("Postgres holding the source events table (embedded when unset)"),
     "SOURCE_TABLE": EnvKey("source table, schema-qualified", "public.events"),
     "SOURCE_TABLES": EnvKey("several source tables loaded as one image (one snapshot, one commit): "
-                            "comma-separated schema.table[:time_column[:id_column]], each landing as "
-                            "main.<table>; instead of SOURCE_TABLE"),
+                            "comma-separated, each schema.table(time=column, id=column, "
+                            "subject=column[.key]) (any option left out: the default) or "
+                            "schema.table[:time_column[:id_column]], "
+                            "landing as main.<table>; instead of SOURCE_TABLE"),
     "LEAVE_IMAGE": EnvKey("true: load the listed tables although one was last loaded as one image with a "
                           "table not listed, leaving that image on purpose (once is enough: the commit "
                           "makes the listed tables the image)", "false"),
@@ -84,7 +86,8 @@ ENV_KEYS: dict[str, EnvKey] = {
                                   "5000000"),
     "SUBJECT_KEY": EnvKey("where a table holds the person its rows are about, for --erase: a column "
                           "(user_id) or a path into a JSON column (details.user_id); under SOURCE_TABLES "
-                          "table=key pairs, comma-separated (a key alone: every table) (unset: --erase "
+                          "table=key pairs, comma-separated (a key alone: every table that names none; "
+                          "a table may say its own: SOURCE_TABLES=events(subject=user_id)) (unset: --erase "
                           "is refused)"),
     "TYPED_KEYS": EnvKey("payload keys kept as typed columns beside details, so a query on one "
                          "(details->>'user_id' = ...) reads a column instead of every row's JSON: auto "

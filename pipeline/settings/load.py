@@ -11,7 +11,7 @@ import logging
 import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Unpack, cast
@@ -22,6 +22,8 @@ from pipeline.settings.catalog import CatalogSpec
 from pipeline.settings.durations import parse_duration
 from pipeline.settings.keys import ENV_KEYS
 from pipeline.settings.model import (
+    DEFAULT_ID_COLUMN,
+    DEFAULT_TIME_COLUMN,
     PAYLOAD_KEY,
     Intervals,
     Promotion,
@@ -184,7 +186,8 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
 
     home = Path(read.raw("EVENT_LAKE_HOME") or default_home()).expanduser().absolute()
     listed = _source_tables(read)
-    tables = listed or (TableSpec(_table_name(read.value("SOURCE_TABLE"), read.name("SOURCE_TABLE"))),)
+    tables = _with_subject_keys(read, listed or (
+        TableSpec(_table_name(read.value("SOURCE_TABLE"), read.name("SOURCE_TABLE"))),))
     lake_name = read.value("DUCKLAKE_NAME")
     if not _IDENT.match(lake_name):
         raise ConfigError(f"{read.name('DUCKLAKE_NAME')} {lake_name!r} is not a valid name.",
@@ -244,7 +247,6 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
         metrics_host=read.value("METRICS_HOST"),
         metrics_port_text=read.value("METRICS_PORT"), metrics_port_name=read.name("METRICS_PORT"),
         metrics_token=Secret(token) if (token := read.raw("METRICS_TOKEN")) else None,
-        subject_keys=_subject_keys(read, tables),
         erasure_key=Secret(erasure) if (erasure := read.raw("ERASURE_KEY")) else None,
         typed_keys=_typed_keys(read.value("TYPED_KEYS"), read.name("TYPED_KEYS")),
     ))
@@ -271,18 +273,20 @@ def _typed_keys(text: str, what: str) -> tuple[str, ...] | None:
     return keys
 
 
-def _subject_keys(read: _Reader, tables: tuple[TableSpec, ...]) -> dict[str, SubjectKey]:
-    """SUBJECT_KEY: ``key`` for every table, or ``table=key`` pairs (comma-separated) naming tables
-    of the image; {} when unset."""
+def _with_subject_keys(read: _Reader, tables: tuple[TableSpec, ...]) -> tuple[TableSpec, ...]:
+    """``tables`` with SUBJECT_KEY's keys: ``key`` for every table, or ``table=key`` pairs
+    (comma-separated) naming tables of the image. A table whose own entry says ``subject=`` keeps it;
+    SUBJECT_KEY naming another key for it is refused (one table, one key)."""
     text, what = read.raw("SUBJECT_KEY"), read.name("SUBJECT_KEY")
     if not text:
-        return {}
+        return tables
     names = {table.name.lower(): table.name for table in tables}
-    keys: dict[str, SubjectKey] = {}
+    keys: dict[str, SubjectKey] = {}  # the tables SUBJECT_KEY names
+    every: SubjectKey | None = None  # a key alone: every table that says none
     for entry in (part.strip() for part in text.split(",") if part.strip()):
         table, _, key = entry.rpartition("=")
         if not table:
-            keys.update({name: SubjectKey.parse(key, what) for name in names.values() if name not in keys})
+            every = SubjectKey.parse(key, what)
             continue
         name = names.get(table.strip().split(".")[-1].lower())
         if name is None:
@@ -291,25 +295,81 @@ def _subject_keys(read: _Reader, tables: tuple[TableSpec, ...]) -> dict[str, Sub
                               f"Write table=key pairs for the tables of SOURCE_TABLES, e.g. "
                               f"{what}={next(iter(names.values()))}=details.user_id.")
         keys[name] = SubjectKey.parse(key, what)
-    return keys
+    for spec in tables:
+        if spec.subject is not None and spec.name in keys and keys[spec.name] != spec.subject:
+            raise ConfigError(f"{what} names {keys[spec.name]} as {spec.name}'s subject, and "
+                              f"SOURCE_TABLES' entry for it says subject={spec.subject}.",
+                              "Say it in one place: the table's own subject= in SOURCE_TABLES, "
+                              "or SUBJECT_KEY.")
+    return tuple(spec if spec.subject is not None else replace(spec, subject=keys.get(spec.name, every))
+                 for spec in tables)
+
+
+_TABLE_OPTIONS = ("time", "id", "subject")
+_TABLES_FORMS = ("schema.table(time=column, id=column, subject=column[.key…]) or "
+                 "schema.table[:time_column[:id_column]]")
+
+
+def _table_entries(text: str, what: str) -> list[str]:
+    """SOURCE_TABLES split at the commas between its tables (not those inside a table's options)."""
+    entries, depth, current = [], 0, ""
+    for char in text:
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth not in (0, 1):
+            raise ConfigError(f"{what}: {text!r} has unbalanced or nested parentheses.",
+                              f"Write each table as {_TABLES_FORMS}, separated by commas.")
+        if char == "," and depth == 0:
+            entries.append(current.strip())
+            current = ""
+        else:
+            current += char
+    if depth:
+        raise ConfigError(f"{what}: {text!r} has a '(' that is never closed.",
+                          f"Write each table as {_TABLES_FORMS}, separated by commas.")
+    return [*entries, current.strip()]
+
+
+def _table_spec(entry: str, what: str) -> TableSpec:
+    """One entry of SOURCE_TABLES, in the keyed form ``schema.table(time=…, id=…, subject=…)`` or the
+    positional ``schema.table[:time_column[:id_column]]``."""
+    bad = ConfigError(f"{what}: {entry!r} is not {_TABLES_FORMS}.",
+                      "Separate tables with commas, e.g. SOURCE_TABLES=public.sessions(time=started_at, "
+                      "id=session_id, subject=user_id),public.events; column names are plain identifiers "
+                      "(letters, digits, _): a column whose name needs quotes is read through a view that "
+                      "renames it.")
+    if "(" in entry:
+        name, _, rest = entry.partition("(")
+        if not rest.endswith(")"):
+            raise bad
+        options: dict[str, str] = {}
+        for option in (part.strip() for part in rest[:-1].split(",") if part.strip()):
+            key, equals, value = (part.strip() for part in option.partition("="))
+            if key not in _TABLE_OPTIONS or not equals or not value:
+                raise ConfigError(f"{what}: {option!r} in {entry!r} is not an option of a table.",
+                                  f"A table takes {', '.join(k + '=' for k in _TABLE_OPTIONS)}, e.g. "
+                                  "public.sessions(time=started_at, id=session_id).")
+            if key in options:
+                raise ConfigError(f"{what}: {entry!r} says {key}= twice.", "Give each option once.")
+            if key != "subject" and not _IDENT.match(value):
+                raise bad
+            options[key] = value
+        return TableSpec(_table_name(name.strip(), what), options.get("time", DEFAULT_TIME_COLUMN),
+                         options.get("id", DEFAULT_ID_COLUMN),
+                         SubjectKey.parse(options["subject"], what) if "subject" in options else None)
+    name, *columns = entry.split(":")
+    if not entry or len(columns) > 2 or not all(_IDENT.match(c) for c in columns):
+        raise bad
+    return TableSpec(_table_name(name, what), columns[0] if columns else DEFAULT_TIME_COLUMN,
+                     columns[1] if len(columns) > 1 else DEFAULT_ID_COLUMN)
 
 
 def _source_tables(read: _Reader) -> tuple[TableSpec, ...]:
-    """SOURCE_TABLES: ``schema.table[:time_column[:id_column]]``, comma-separated; () when unset."""
+    """SOURCE_TABLES: comma-separated tables, each keyed (``schema.table(time=…, id=…, subject=…)``)
+    or positional (``schema.table[:time_column[:id_column]]``); () when unset."""
     text, what = read.raw("SOURCE_TABLES"), read.name("SOURCE_TABLES")
     if text is None or read.name("SOURCE_TABLE") != "SOURCE_TABLE":
         return ()  # unset, or one table named by a flag (the generator's --table): that table alone
-    tables = []
-    for entry in (part.strip() for part in text.split(",")):
-        name, *columns = entry.split(":")
-        if not entry or len(columns) > 2 or not all(_IDENT.match(c) for c in columns):
-            raise ConfigError(f"{what}: {entry!r} is not schema.table[:time_column[:id_column]].",
-                              "Separate tables with commas, e.g. "
-                              "SOURCE_TABLES=public.sessions:started_at:session_id,public.events; column "
-                              "names are plain identifiers (letters, digits, _): a column whose name needs "
-                              "quotes is read through a view that renames it.")
-        table = TableSpec(_table_name(name, what), *columns)
-        tables.append(table)
+    tables = [_table_spec(entry, what) for entry in _table_entries(text, what)]
     # DuckDB's names ignore case: public.Items and public.items would be one lake table
     lake_tables = [t.name.lower() for t in tables]
     twice = sorted({n for n in lake_tables if lake_tables.count(n) > 1})

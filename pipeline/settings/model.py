@@ -57,32 +57,6 @@ class Promotion(StrEnum):
 DEFAULT_TIME_COLUMN, DEFAULT_ID_COLUMN = "event_timestamp", "event_id"
 
 
-@dataclass(frozen=True)
-class TableSpec:
-    """One table of the image, the only home of a table's options: where it is read (``SOURCE_TABLE``,
-    or one entry ``schema.table[:time_column[:id_column]]`` of ``SOURCE_TABLES``), which column dates
-    a row and which names it. It lands as ``main.<name>`` in the lake."""
-
-    qualified: str  # schema.table in the source
-    time_column: str = DEFAULT_TIME_COLUMN
-    id_column: str = DEFAULT_ID_COLUMN
-
-    @property
-    def name(self) -> str:
-        """The lake table it lands in (in the lake's main schema)."""
-        return self.qualified.split(".")[-1]
-
-    @property
-    def schema(self) -> str:
-        """The source schema it is read from."""
-        return self.qualified.split(".")[0]
-
-    @property
-    def names_own_columns(self) -> bool:
-        """Does the table name and date a row by columns of its own (``schema.table:time:id``)?"""
-        return (self.id_column, self.time_column) != (DEFAULT_ID_COLUMN, DEFAULT_TIME_COLUMN)
-
-
 _KEY_PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -106,6 +80,35 @@ class SubjectKey:
 
     def __str__(self) -> str:
         return ".".join((self.column, *self.path))
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """One table of the image, the only home of a table's options: where it is read (``SOURCE_TABLE``,
+    or one entry of ``SOURCE_TABLES``: ``schema.table(time=…, id=…, subject=…)`` or the positional
+    ``schema.table[:time_column[:id_column]]``), which column dates a row and which names it, and
+    where a row names its person (``subject=`` or SUBJECT_KEY, for ``--erase``). It lands as
+    ``main.<name>`` in the lake."""
+
+    qualified: str  # schema.table in the source
+    time_column: str = DEFAULT_TIME_COLUMN
+    id_column: str = DEFAULT_ID_COLUMN
+    subject: SubjectKey | None = None  # None: its rows name no person (--erase leaves it alone)
+
+    @property
+    def name(self) -> str:
+        """The lake table it lands in (in the lake's main schema)."""
+        return self.qualified.split(".")[-1]
+
+    @property
+    def schema(self) -> str:
+        """The source schema it is read from."""
+        return self.qualified.split(".")[0]
+
+    @property
+    def names_own_columns(self) -> bool:
+        """Does the table name and date a row by columns of its own (``time=``, ``id=``)?"""
+        return (self.id_column, self.time_column) != (DEFAULT_ID_COLUMN, DEFAULT_TIME_COLUMN)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -261,8 +264,6 @@ class SettingsFields:
     metrics_port_text: str = "8900"
     metrics_port_name: str = "METRICS_PORT"  # the key or flag that gave it, for the error
     metrics_token: Secret | None = None  # bearer token for every path but /healthz
-    # SUBJECT_KEY: lake table name -> where its rows name their person (--erase); empty: none
-    subject_keys: Mapping[str, SubjectKey] = field(default_factory=dict)
     erasure_key: Secret | None = None  # ERASURE_KEY: the receipts' keyed hash (None: the lake's id)
     # TYPED_KEYS: None = auto (decided from the source when a table is made); else the keys to type
     typed_keys: tuple[str, ...] | None = None
@@ -291,6 +292,11 @@ class SettingsFields:
                               f"Set {self.metrics_port_name} to a free port such as 8900 "
                               "(0 turns the scheduler's server off).")
         return int(text)
+
+    @property
+    def subject_keys(self) -> Mapping[str, SubjectKey]:
+        """Lake table name -> where its rows name their person (``--erase``): the tables that say."""
+        return {table.name: table.subject for table in self.tables if table.subject is not None}
 
     def lake_table(self, table: TableSpec) -> str:
         """Where ``table`` lands, fully qualified, e.g. ``lake.main.events``."""

@@ -7,7 +7,7 @@ import pytest
 
 from pipeline.errors import ConfigError
 from pipeline.settings import load_settings
-from pipeline.settings.model import TableSpec
+from pipeline.settings.model import SubjectKey, TableSpec
 
 
 def test_tables_are_read_in_order_with_their_default_columns_and_schema():
@@ -42,8 +42,36 @@ def test_the_flag_overrides_the_environment():
     assert [t.qualified for t in settings.tables] == ["public.b", "public.c"]
 
 
+def test_the_keyed_form_names_any_option_and_reads_as_the_positional_one():
+    keyed = load_settings({"SOURCE_TABLES": "public.sessions(id=session_id, time=started_at, "
+                                            "subject=details.user_id), events(time=occurred_at)"})
+    positional = load_settings({"SOURCE_TABLES": "public.sessions:started_at:session_id,events:occurred_at",
+                                "SUBJECT_KEY": "sessions=details.user_id"})
+    assert keyed.tables == positional.tables == (
+        TableSpec("public.sessions", "started_at", "session_id", SubjectKey("details", ("user_id",))),
+        TableSpec("public.events", "occurred_at"))
+    assert keyed.subject_keys == {"sessions": SubjectKey("details", ("user_id",))}
+
+
+def test_subject_key_fills_the_tables_that_say_none_and_may_not_contradict_one():
+    settings = load_settings({"SOURCE_TABLES": "sessions(subject=user_id),events", "SUBJECT_KEY": "account_id"})
+    assert {t.name: str(t.subject) for t in settings.tables} == {"sessions": "user_id", "events": "account_id"}
+    same = load_settings({"SOURCE_TABLES": "sessions(subject=user_id)", "SUBJECT_KEY": "sessions=user_id"})
+    assert str(same.tables[0].subject) == "user_id"
+    with pytest.raises(ConfigError, match="SUBJECT_KEY names account_id as sessions's subject") as err:
+        load_settings({"SOURCE_TABLES": "sessions(subject=user_id)", "SUBJECT_KEY": "sessions=account_id"})
+    assert "one place" in err.value.hint
+
+
 @pytest.mark.parametrize(("value", "words"), [
     ("public.sessions,", "'' is not schema.table"),
+    ("public.sessions(time=started_at", "never closed"),
+    ("public.sessions(time=a(b))", "nested parentheses"),
+    ("public.sessions(when=started_at)", "'when=started_at' in 'public.sessions(when=started_at)' is not an option"),
+    ("public.sessions(time=a, time=b)", "says time= twice"),
+    ("public.sessions(time=started at)", "is not schema.table(time="),
+    ("public.sessions(subject=a..b)", "'a..b' is not a column or a column.key path"),
+    ("public.sessions(time=a)x", "is not schema.table(time="),
     ("public.sessions:a:b:c", "'public.sessions:a:b:c' is not schema.table"),
     ("public.events; DROP TABLE x", "is not a table name"),
     ("public.events,tenant.events", "two tables would land as main.events"),
