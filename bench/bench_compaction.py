@@ -62,9 +62,9 @@ def main() -> int:
         t0 = time.monotonic()
         for i in range(args.batches):
             batch = stage_synthetic_batch(con, settings, args.rows, start + timedelta(hours=i))
-            promote.promote(con, batch)
+            promote.promote_together(batch.batch_id, [(con, batch)])
         build = time.monotonic() - t0
-        files_before = maintain.data_file_count(con)
+        files_before = maintain.data_file_count(con.lake)
         before = time_queries(settings, args.repeat)
         report = maintain.run_maintenance(settings, timedelta(0))
         after = time_queries(settings, args.repeat)

@@ -31,8 +31,8 @@ SYNTHETIC = """
 """
 
 
-def fill_lake(con, settings, rows: int, now: datetime) -> None:
-    con.execute(f"INSERT INTO {settings.lake_table(settings.tables[0])} "
+def fill_lake(table, settings, rows: int, now: datetime) -> None:
+    table.lake.execute(f"INSERT INTO {settings.lake_table(settings.tables[0])} "
                 f"(event_id, event_type, event_timestamp, details, created_at) {SYNTHETIC}",
                 {"now": now, "span": 30 * 86400, "n": rows})
 
@@ -63,7 +63,7 @@ def scaling(mode: str, args: argparse.Namespace) -> list[tuple[str, str]]:
             best = float("inf")
             for _ in range(args.repeat):
                 batch = stage_synthetic_batch(con, settings, args.batch, now, overlap=args.batch // 10)
-                result = promote.promote(con, batch)
+                [result] = promote.promote_together(batch.batch_id, [(con, batch)])
                 assert result.outcome == "committed", result.describe()
                 best = min(best, result.seconds)
             timings[size] = best

@@ -159,7 +159,7 @@ def stage_synthetic_batch(opened, settings: Settings, rows: int, now, *, overlap
     from pipeline.promote import zero_copy
     from pipeline.source.window import Window
 
-    con = opened.con
+    con = opened.lake.con
     batch_id = staging.new_batch_id()
     path = staging.batch_dir(staging.table_dir(settings, settings.tables[0]), batch_id)
     path.make(exist_ok=False)
@@ -184,7 +184,9 @@ def stage_synthetic_batch(opened, settings: Settings, rows: int, now, *, overlap
         incoming.child("_dest=seen").make(exist_ok=True)  # the overlap: counted by Spark, not staged
         con.execute(f"COPY ({seen}) TO '{incoming.child('_dest=seen').uri('part-0.parquet')}' "
                     "(FORMAT parquet)", {"now": now})
-        con.execute(f"""COPY (SELECT *, year(event_timestamp) AS year, month(event_timestamp) AS month,
+        # the lake's own types (UUID, JSON: the arrow reader's), as DuckLake registers only those
+        con.execute(f"""COPY (SELECT * REPLACE (event_id::UUID AS event_id, details::JSON AS details),
+                                     year(event_timestamp) AS year, month(event_timestamp) AS month,
                                      day(event_timestamp) AS day FROM ({new}))
                         TO '{incoming.child('_dest=lake').uri()}'
                         (FORMAT parquet, PARTITION_BY (year, month, day))""",

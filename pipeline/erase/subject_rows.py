@@ -64,27 +64,27 @@ def _text_of(expr: str, key: SubjectKey) -> str:
     return f"json_extract_string(CASE WHEN json_valid({expr}) THEN {expr} END, {quote_literal(path)})"
 
 
-def of_table(lake: LakeTable, key: SubjectKey, kind: IdKind, erased: str) -> Scrubbed:
+def of_table(table: LakeTable, key: SubjectKey, kind: IdKind, erased: str) -> Scrubbed:
     """The table's rows of the subject: its key's value, or an id in ``erased`` (a relation)."""
-    columns = events_column_types(lake)
+    columns = events_column_types(table)
     if key.column not in columns:
-        raise ConfigError(f"SUBJECT_KEY names {key.column!r}, which the lake table {lake.events_table} "
+        raise ConfigError(f"SUBJECT_KEY names {key.column!r}, which the lake table {table.events_table} "
                           f"does not have (it has {', '.join(columns)}). Nothing was erased.",
                           "Name a column of the table, or a path into its JSON column (details.user_id).")
     if key.path and columns[key.column] not in ("JSON", "VARCHAR"):
         raise ConfigError(f"SUBJECT_KEY {key} is a path into {key.column}, which holds "
                           f"{columns[key.column]}, not JSON. Nothing was erased.",
                           f"Name the column alone ({key.column}).")
-    identity = duckdb_identity(quote_ident(lake.id_column), kind)
+    identity = duckdb_identity(quote_ident(table.id_column), kind)
     text = _text_of(f"CAST({quote_ident(key.column)} AS VARCHAR)", key)
-    return Scrubbed("main", lake.table, f"({text} = $value OR {identity} IN {erased})", identity)
+    return Scrubbed("main", table.name, f"({text} = $value OR {identity} IN {erased})", identity)
 
 
-def of_quarantine(lake: LakeTable, key: SubjectKey, kind: IdKind, erased: str, pattern: str) -> Scrubbed:
+def of_quarantine(table: LakeTable, key: SubjectKey, kind: IdKind, erased: str, pattern: str) -> Scrubbed:
     """The table's rows in ``ops.quarantine``: its own columns by their pipeline names, the others in
     ``source_columns``; a row whose JSON cannot be read, by the parameter named ``pattern``
     (:func:`unreadable_pattern`)."""
-    canonical = {lake.own(name): name for name in EVENT_COLUMNS}.get(key.column)
+    canonical = {table.own(name): name for name in EVENT_COLUMNS}.get(key.column)
     column = (quote_ident(canonical) if canonical else
               f"json_extract_string(source_columns, {quote_literal('$.' + json.dumps(key.column))})")
     identity = duckdb_identity(duckdb_key("event_id", kind), kind)
@@ -92,9 +92,9 @@ def of_quarantine(lake: LakeTable, key: SubjectKey, kind: IdKind, erased: str, p
     # (value_params), as a whole ("user_1" is not within "user_10")
     unreadable = (f" OR (NOT json_valid({column}) AND regexp_matches({column}, ${pattern}))"
                   if key.path else "")
-    subject = (f"(table_name = {quote_literal(lake.table)} AND ({_text_of(column, key)} = $value{unreadable} "
+    subject = (f"(table_name = {quote_literal(table.name)} AND ({_text_of(column, key)} = $value{unreadable} "
                f"OR {identity} IN {erased}))")
-    return Scrubbed(lake.ops_schema, QUARANTINE, subject, identity)
+    return Scrubbed(table.lake.ops_schema, QUARANTINE, subject, identity)
 
 
 def in_source(conn: psycopg.Connection, source: SourceRelation, key: SubjectKey, kind: IdKind,

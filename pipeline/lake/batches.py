@@ -55,11 +55,11 @@ class BatchRecord:
     backfill: bool | None = None
 
 
-def watermark(lake: LakeTable) -> datetime | None:
+def watermark(table: LakeTable) -> datetime | None:
     """The largest ``event_timestamp`` already promoted for this table (None before any)."""
-    return one_row(lake.execute(
-        f"SELECT max(max_event_timestamp) FROM {lake.batches_table} WHERE table_name = ?",
-        [lake.table],
+    return one_row(table.lake.execute(
+        f"SELECT max(max_event_timestamp) FROM {table.lake.batches_table} WHERE table_name = ?",
+        [table.name],
     ))[0]
 
 
@@ -91,34 +91,34 @@ def loaded(tables: Mapping[K, LakeTable]) -> dict[K, LakeTable]:
     return found or dict(tables)
 
 
-def bound_source(lake: LakeTable) -> str | None:
+def bound_source(table: LakeTable) -> str | None:
     """The source this lake table was last loaded from (None before its first recorded batch)."""
-    row = lake.execute(
-        f"SELECT source FROM {lake.batches_table} WHERE table_name = ? AND source IS NOT NULL "
-        "ORDER BY promoted_at DESC LIMIT 1", [lake.table]).fetchone()
+    row = table.lake.execute(
+        f"SELECT source FROM {table.lake.batches_table} WHERE table_name = ? AND source IS NOT NULL "
+        "ORDER BY promoted_at DESC LIMIT 1", [table.name]).fetchone()
     return row[0] if row else None
 
 
-def loaded_with(lake: LakeTable) -> list[str]:
+def loaded_with(table: LakeTable) -> list[str]:
     """The lake tables this table was last committed with as one image, itself included: the image
     of the latest commit that records one holding it (a load, reconcile or repair listing it, with
     rows of it or not), or, before commits recorded theirs, the tables of its last batch's group;
     [] when that was committed alone (or none was)."""
-    recorded = lake.execute(
+    recorded = table.lake.execute(
         "SELECT json_extract_string(commit_extra_info, '$.image[*]') AS image "
-        f"FROM {lake.name}.snapshots() WHERE json_exists(commit_extra_info, '$.image') "
+        f"FROM {table.lake.name}.snapshots() WHERE json_exists(commit_extra_info, '$.image') "
         "ORDER BY snapshot_id DESC").fetchall()
     for (image,) in recorded:
-        if lake.table in image:
+        if table.name in image:
             return sorted(image)
-    last = lake.execute(f"SELECT batch_id FROM {lake.batches_table} WHERE table_name = ? "
-                        "ORDER BY promoted_at DESC LIMIT 1", [lake.table]).fetchone()
+    last = table.lake.execute(f"SELECT batch_id FROM {table.lake.batches_table} WHERE table_name = ? "
+                              "ORDER BY promoted_at DESC LIMIT 1", [table.name]).fetchone()
     if last is None:
         return []
-    row = lake.execute(
-        f"SELECT json_keys(commit_extra_info, '$.batches') FROM {lake.name}.snapshots() "
+    row = table.lake.execute(
+        f"SELECT json_keys(commit_extra_info, '$.batches') FROM {table.lake.name}.snapshots() "
         "WHERE json_extract_string(commit_extra_info, '$.batches.' || ?) = ? LIMIT 1",
-        [lake.table, last[0]]).fetchone()
+        [table.name, last[0]]).fetchone()
     return sorted(row[0]) if row and row[0] else []
 
 
@@ -139,28 +139,28 @@ class Standing:
     catching_up: datetime | None
 
 
-def standing(lake: LakeTable) -> Standing:
+def standing(table: LakeTable) -> Standing:
     """The table's watermark and catch-up (:class:`Standing`), in one read of ``ops.batches``."""
-    mark, latest = one_row(lake.execute(
+    mark, latest = one_row(table.lake.execute(
         "SELECT max(max_event_timestamp), arg_max(struct_pack(part := backfill, upper := window_upper), "
-        f"promoted_at) FROM {lake.batches_table} WHERE table_name = ?", [lake.table]))
+        f"promoted_at) FROM {table.lake.batches_table} WHERE table_name = ?", [table.name]))
     return Standing(mark, latest["upper"] if latest and latest["part"] else None)
 
 
-def catching_up(lake: LakeTable) -> datetime | None:
+def catching_up(table: LakeTable) -> datetime | None:
     """Where the table's catch-up stands (:attr:`Standing.catching_up`)."""
-    return standing(lake).catching_up
+    return standing(table).catching_up
 
 
-def last_arrivals(lake: LakeTable
+def last_arrivals(table: LakeTable
                   ) -> tuple[datetime, datetime, int | None] | None:
     """The latest arrival mark a promoted batch's plan recorded, with that plan's ``upper`` and
     snapshot xmin (None: no batch recorded one — a first load, or a lake loaded without an
     arrival column)."""
-    row = lake.execute(
-        f"SELECT arrival_mark, window_upper, snapshot_xmin FROM {lake.batches_table} "
+    row = table.lake.execute(
+        f"SELECT arrival_mark, window_upper, snapshot_xmin FROM {table.lake.batches_table} "
         "WHERE table_name = ? AND arrival_mark IS NOT NULL ORDER BY arrival_mark DESC LIMIT 1",
-        [lake.table]).fetchone()
+        [table.name]).fetchone()
     return (row[0], row[1], row[2]) if row else None
 
 
@@ -168,7 +168,7 @@ def _range_sql(low: datetime | None) -> str:
     return ("event_timestamp > $low AND " if low is not None else "") + "event_timestamp <= $upper"
 
 
-def id_sums(lake: LakeTable, low: datetime | None, upper: datetime, bucket_seconds: int | None = None,
+def id_sums(table: LakeTable, low: datetime | None, upper: datetime, bucket_seconds: int | None = None,
             content: RowHash | None = None, *, kind: IdKind) -> dict[int, IdSum]:
     """Which ids the events table holds dated in ``(low, upper]``, as (count, checksum) per bucket
     (the lake side of :mod:`pipeline.load.proof`). Every row counts: an id held twice differs.
@@ -176,44 +176,44 @@ def id_sums(lake: LakeTable, low: datetime | None, upper: datetime, bucket_secon
     (the callers refused a lake keyed otherwise: :func:`pipeline.load.proof.refuse_other_key`)."""
     bucket = id_checksum.duckdb_bucket(bucket_seconds) if bucket_seconds else "0"
     hashes = id_checksum.duckdb_hash_sums("hash") if content else "0, 0"
-    rows = lake.execute(
+    rows = table.lake.execute(
         f"SELECT bucket, count(*), {id_checksum.duckdb_sums('id')}, {hashes} FROM (SELECT "
         # (a UUID as text in a zero-copy lake made by the JDBC reader)
         f"{duckdb_identity('event_id', kind)} AS id, {bucket} AS bucket"
-        f"{f', {content.duckdb()} AS hash' if content else ''} FROM {lake.rows} "
+        f"{f', {content.duckdb()} AS hash' if content else ''} FROM {table.rows} "
         f"WHERE {_range_sql(low)}) GROUP BY bucket", {"upper": upper, **({"low": low} if low else {})}
     ).fetchall()
     return {int(number): IdSum.of(count, high, low_sum).with_content(c_high, c_low)
             for number, count, high, low_sum, c_high, c_low in rows}
 
 
-def rows_in_buckets(lake: LakeTable, low: datetime | None, upper: datetime, buckets: list[int],
+def rows_in_buckets(table: LakeTable, low: datetime | None, upper: datetime, buckets: list[int],
                     bucket_seconds: int, content: RowHash) -> set[tuple[int, UUID, str]]:
     """(bucket, id, row hash) of the events table's rows dated in ``(low, upper]`` in ``buckets``."""
     bucket = id_checksum.duckdb_bucket(bucket_seconds)
-    rows = lake.execute(
+    rows = table.lake.execute(
         f"SELECT {bucket}, {duckdb_identity('event_id', content.id_kind)}, {content.duckdb()} "
-        f"FROM {lake.rows} "
+        f"FROM {table.rows} "
         f"WHERE {_range_sql(low)} AND list_contains($buckets, {bucket})",
         {"buckets": buckets, "upper": upper, **({"low": low} if low else {})}).fetchall()
     return {(int(number), row_id, digest) for number, row_id, digest in rows if row_id is not None}
 
 
-def rows_after(lake: LakeTable, after: datetime, content: RowHash | None, *,
+def rows_after(table: LakeTable, after: datetime, content: RowHash | None, *,
                kind: IdKind) -> dict[UUID, str | None]:
     """The events table's rows dated after ``after``: id -> row hash (None without ``content``)."""
     digest = content.duckdb() if content is not None else "NULL"
-    rows = lake.execute(f"SELECT {duckdb_identity('event_id', kind)}, {digest} FROM {lake.rows} "
-                        "WHERE event_timestamp > $after", {"after": after}).fetchall()
+    rows = table.lake.execute(f"SELECT {duckdb_identity('event_id', kind)}, {digest} FROM {table.rows} "
+                              "WHERE event_timestamp > $after", {"after": after}).fetchall()
     return {row_id: row_hash for row_id, row_hash in rows if row_id is not None}
 
 
-def ids_in_buckets(lake: LakeTable, low: datetime | None, upper: datetime,
+def ids_in_buckets(table: LakeTable, low: datetime | None, upper: datetime,
                    buckets: list[int], bucket_seconds: int, *, kind: IdKind) -> dict[int, Counter[UUID]]:
     """The ids the events table holds dated in ``(low, upper]`` in each of ``buckets``, with how often."""
     bucket = id_checksum.duckdb_bucket(bucket_seconds)
-    rows = lake.execute(
-        f"SELECT {bucket}, {duckdb_identity('event_id', kind)}, count(*) FROM {lake.rows} "
+    rows = table.lake.execute(
+        f"SELECT {bucket}, {duckdb_identity('event_id', kind)}, count(*) FROM {table.rows} "
         f"WHERE {_range_sql(low)} AND list_contains($buckets, {bucket}) GROUP BY ALL",
         {"buckets": buckets, "upper": upper, **({"low": low} if low else {})}).fetchall()
     found: dict[int, Counter[UUID]] = {b: Counter() for b in buckets}
@@ -223,20 +223,20 @@ def ids_in_buckets(lake: LakeTable, low: datetime | None, upper: datetime,
     return found
 
 
-def holds_no_row(lake: LakeTable, after: datetime | None = None) -> bool:
+def holds_no_row(table: LakeTable, after: datetime | None = None) -> bool:
     """Does the events table hold no row (dated after ``after``; file statistics prune the rest)?"""
     if after is None:
-        return rows_held(lake) == 0
-    return one_row(lake.execute(f"SELECT count(*) FROM {lake.rows} WHERE event_timestamp > $after",
-                                {"after": after}))[0] == 0
+        return rows_held(table) == 0
+    return one_row(table.lake.execute(f"SELECT count(*) FROM {table.rows} WHERE event_timestamp > $after",
+                                      {"after": after}))[0] == 0
 
 
-def rows_held(lake: LakeTable) -> int:
+def rows_held(table: LakeTable) -> int:
     """The events table's rows."""
-    return int(one_row(lake.execute(f"SELECT count(*) FROM {lake.events_table}"))[0])
+    return int(one_row(table.lake.execute(f"SELECT count(*) FROM {table.events_table}"))[0])
 
 
-def held_ids(lake: LakeTable, ids: set[UUID], *, kind: IdKind, after: datetime | None = None) -> set[UUID]:
+def held_ids(table: LakeTable, ids: set[UUID], *, kind: IdKind, after: datetime | None = None) -> set[UUID]:
     """Which of ``ids`` the events table holds, however dated (``after``: dated after it)."""
     if not ids:
         return set()
@@ -244,13 +244,13 @@ def held_ids(lake: LakeTable, ids: set[UUID], *, kind: IdKind, after: datetime |
     # and --status took 440 s for 31,000 ids missing from a 2.65M-row lake
     identity = duckdb_identity("event_id", kind)
     dated = "" if after is None else " AND event_timestamp > $after"
-    rows = lake.execute(f"SELECT DISTINCT {identity} FROM {lake.rows} "
-                        f"WHERE {identity} IN (SELECT unnest($ids)){dated}",
-                        {"ids": list(ids), **({} if after is None else {"after": after})}).fetchall()
+    rows = table.lake.execute(f"SELECT DISTINCT {identity} FROM {table.rows} "
+                              f"WHERE {identity} IN (SELECT unnest($ids)){dated}",
+                              {"ids": list(ids), **({} if after is None else {"after": after})}).fetchall()
     return {row[0] for row in rows}
 
 
-def quarantined_in_range(lake: LakeTable, low: datetime | None, upper: datetime,
+def quarantined_in_range(table: LakeTable, low: datetime | None, upper: datetime,
                          columns: Iterable[str] = (), *, kind: IdKind) -> dict[UUID, set[str]]:
     """Rows set aside for their contents (a valid id and time: details that are not JSON, a value
     its lake column cannot hold) dated in ``(low, upper]`` that the events table does not hold:
@@ -259,17 +259,17 @@ def quarantined_in_range(lake: LakeTable, low: datetime | None, upper: datetime,
     record has them (:func:`pipeline.source.stats.unchanged_rows`: a row changed A, B, then A
     again is recorded once as A — the records are kept once each); a row the source fixed is read
     and loaded again."""
-    rows = lake.execute(f"""
+    rows = table.lake.execute(f"""
         SELECT id, list(DISTINCT digest) FROM (
             SELECT {duckdb_identity(duckdb_key("event_id", kind), kind)} AS id,
                    TRY_CAST(event_timestamp AS TIMESTAMPTZ) AS event_timestamp,
                    {set_aside_digest(columns)} AS digest, quarantined_at
-            FROM {lake.quarantine_table} WHERE table_name = $table
+            FROM {table.lake.quarantine_table} WHERE table_name = $table
               AND (reason = $bad_json OR starts_with(reason, $unfit)))
         WHERE id IS NOT NULL AND {_range_sql(low)}
-          AND id NOT IN (SELECT {duckdb_identity("event_id", kind)} FROM {lake.rows}
+          AND id NOT IN (SELECT {duckdb_identity("event_id", kind)} FROM {table.rows}
                          WHERE event_id IS NOT NULL AND {_range_sql(low)})
-        GROUP BY id""", {"table": lake.table, "bad_json": REASON_BAD_JSON, "unfit": REASON_UNFIT,
+        GROUP BY id""", {"table": table.name, "bad_json": REASON_BAD_JSON, "unfit": REASON_UNFIT,
                          "upper": upper, **({"low": low} if low else {})}).fetchall()
     return {row_id: set(digests) for row_id, digests in rows}
 
@@ -288,7 +288,7 @@ def set_aside_digest(columns: Iterable[str]) -> str:
 def record(lake: Lake, row: BatchRecord) -> None:
     values = asdict(row)
     lake.execute(f"INSERT INTO {lake.batches_table} ({', '.join(values)}) "
-                f"VALUES ({', '.join('?' * len(values))})", list(values.values()))
+                 f"VALUES ({', '.join('?' * len(values))})", list(values.values()))
 
 
 class SteadyState(TypedDict):
@@ -303,24 +303,24 @@ class SteadyState(TypedDict):
     rows_behind_mark: int
 
 
-def history_rate(lake: LakeTable) -> float | None:
+def history_rate(table: LakeTable) -> float | None:
     """Rows per second the table's history has been read at: its parts' rows over their extraction
     and promotion seconds (None: no part yet)."""
-    rows, seconds = one_row(lake.execute(
-        f"SELECT sum(rows_staged), sum(extract_seconds + promote_seconds) FROM {lake.batches_table} "
-        "WHERE table_name = ? AND backfill", [lake.table]))
+    rows, seconds = one_row(table.lake.execute(
+        f"SELECT sum(rows_staged), sum(extract_seconds + promote_seconds) FROM {table.lake.batches_table} "
+        "WHERE table_name = ? AND backfill", [table.name]))
     return float(rows) / float(seconds) if rows and seconds else None
 
 
-def steady_state(lake: LakeTable, since: datetime) -> SteadyState:
+def steady_state(table: LakeTable, since: datetime) -> SteadyState:
     """Loads since ``since``: rows read (staged) per row inserted — about 1 when loads read only
     what arrived, the look-back's multiple when they re-read it — and freshness (seconds from a
     row's arrival to its commit: the median of the loads' p50s, the highest of their p95s)."""
     def totals(freshness: str) -> tuple:
-        return one_row(lake.execute(
+        return one_row(table.lake.execute(
             f"SELECT count(*), sum(rows_staged), sum(rows_inserted), {freshness} FROM "
-            f"{lake.batches_table} WHERE table_name = ? AND promoted_at > ?",
-            [lake.table, since]))
+            f"{table.lake.batches_table} WHERE table_name = ? AND promoted_at > ?",
+            [table.name, since]))
 
     try:
         loads, read, inserted, p50, p95, behind = totals(
@@ -347,6 +347,6 @@ def combined(states: list[SteadyState]) -> SteadyState:
                        rows_behind_mark=sum(s["rows_behind_mark"] for s in states))
 
 
-def recent_batches(lake: LakeTable, limit: int = 5) -> list[dict]:
-    return fetch_dicts(lake.con, f"SELECT * FROM {lake.batches_table} WHERE table_name = ? "
-                       "ORDER BY promoted_at DESC LIMIT ?", [lake.table, limit])
+def recent_batches(table: LakeTable, limit: int = 5) -> list[dict]:
+    return fetch_dicts(table.lake.con, f"SELECT * FROM {table.lake.batches_table} WHERE table_name = ? "
+                       "ORDER BY promoted_at DESC LIMIT ?", [table.name, limit])

@@ -70,30 +70,31 @@ def record(lake: LakeTable, low: datetime | None, upper: datetime, *, missing: i
            moved: int = 0, changed: int = 0, example_ids: list[str] | None = None, seen_by: str) -> None:
     """Keep what a check saw differ in ``lake``'s table over ``(low, upper]``; once: what a kept
     divergence names already (each load's look-back sees it again) is not kept twice."""
-    table = _table(lake)
+    table = _table(lake.lake)
     shown = set(example_ids or [])
     if shown and any(shown <= set(kept.example_ids) for kept in unrepaired(lake)):
         return
-    if not table_exists(lake.con, table):
-        with lake.lock_lake("setup"):  # two first records at once: one creates, one waits
-            if not table_exists(lake.con, table):
-                lake.execute(f"CREATE TABLE {table} ({COLUMNS})")
-    lake.execute(f"INSERT INTO {table} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, now(), NULL, NULL)",
-                 [lake.table, low, upper, missing, extra, moved, changed,
-                  json.dumps((example_ids or [])[:10]), seen_by])
-    log.warning("%s: kept until repaired — %s", lake.table,
+    if not table_exists(lake.lake.con, table):
+        with lake.lake.lock_lake("setup"):  # two first records at once: one creates, one waits
+            if not table_exists(lake.lake.con, table):
+                lake.lake.execute(f"CREATE TABLE {table} ({COLUMNS})")
+    lake.lake.execute(f"INSERT INTO {table} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, now(), NULL, NULL)",
+                      [lake.name, low, upper, missing, extra, moved, changed,
+                       json.dumps((example_ids or [])[:10]), seen_by])
+    log.warning("%s: kept until repaired — %s", lake.name,
                 unrepaired(lake)[-1].describe())
 
 
 def unrepaired(lake: LakeTable) -> list[Divergence]:
     """What checks saw differ in the table that no repair or later proof cleared, oldest first."""
-    table = _table(lake)
-    if not table_exists(lake.con, table):
+    table = _table(lake.lake)
+    if not table_exists(lake.lake.con, table):
         return []
-    rows = lake.execute(f"SELECT low, upper, missing, extra, moved, changed, example_ids, seen_by, seen_at "
-                        f"FROM {table} WHERE table_name = ? AND cleared_at IS NULL ORDER BY seen_at",
-                        [lake.table]).fetchall()
-    return [Divergence(lake.table, low, upper, int(missing), int(extra), int(moved), int(changed),
+    rows = lake.lake.execute(f"SELECT low, upper, missing, extra, moved, changed, example_ids, seen_by, "
+                             f"seen_at FROM {table} WHERE table_name = ? AND cleared_at IS NULL "
+                             "ORDER BY seen_at",
+                             [lake.name]).fetchall()
+    return [Divergence(lake.name, low, upper, int(missing), int(extra), int(moved), int(changed),
                        json.loads(examples or "[]"), seen_by, seen_at)
             for low, upper, missing, extra, moved, changed, examples, seen_by, seen_at in rows]
 
@@ -101,14 +102,14 @@ def unrepaired(lake: LakeTable) -> list[Divergence]:
 def clear(lake: LakeTable, low: datetime | None, upper: datetime, by: str) -> int:
     """Clear the divergences of the table inside ``(low, upper]``, which ``by`` proved exact (or
     repaired and proved). Returns how many."""
-    table = _table(lake)
-    if not table_exists(lake.con, table):
+    table = _table(lake.lake)
+    if not table_exists(lake.lake.con, table):
         return 0
     within = "upper <= ?" + ("" if low is None else " AND low IS NOT NULL AND low >= ?")
-    params: list[object] = [by, lake.table, upper] + ([] if low is None else [low])
-    cleared = lake.execute(f"UPDATE {table} SET cleared_at = now(), cleared_by = ? "
-                           f"WHERE table_name = ? AND cleared_at IS NULL AND {within}", params).fetchall()
+    params: list[object] = [by, lake.name, upper] + ([] if low is None else [low])
+    cleared = lake.lake.execute(f"UPDATE {table} SET cleared_at = now(), cleared_by = ? WHERE table_name = ? "
+                                f"AND cleared_at IS NULL AND {within}", params).fetchall()
     count = int(cleared[0][0]) if cleared else 0
     if count:
-        log.info("%s: %d divergence(s) seen before cleared by %s", lake.table, count, by)
+        log.info("%s: %d divergence(s) seen before cleared by %s", lake.name, count, by)
     return count

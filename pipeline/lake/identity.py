@@ -21,11 +21,11 @@ def table_names(lake: Lake) -> set[tuple[str, str]]:
     return names
 
 
-def events_column_types(lake: LakeTable) -> dict[str, str]:
+def events_column_types(table: LakeTable) -> dict[str, str]:
     """The events table's columns and their types as the lake holds them."""
-    return dict(lake.execute(
+    return dict(table.lake.execute(
         "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = ? "
-        "AND schema_name = 'main' AND table_name = ?", [lake.name, lake.table]).fetchall())
+        "AND schema_name = 'main' AND table_name = ?", [table.lake.name, table.name]).fetchall())
 
 
 def lake_id(lake: Lake) -> str:

@@ -60,23 +60,23 @@ def view_possible(columns: Iterable[str]) -> str | None:
             if clashes else None)
 
 
-def view_name(lake: LakeTable) -> str:
-    return f"{quote_ident(lake.name)}.{quote_ident(SCHEMA)}.{quote_ident(lake.table)}"
+def view_name(table: LakeTable) -> str:
+    return f"{quote_ident(table.lake.name)}.{quote_ident(SCHEMA)}.{quote_ident(table.name)}"
 
 
-def view_sql(lake: LakeTable) -> list[str]:
+def view_sql(table: LakeTable) -> list[str]:
     """The statements making ``lake.known.<table>``: every column of the table (but :data:`COLUMN`),
     then ``known_snapshot``, ``known_since`` and ``lateness`` (known_since minus the table's time
     column). Its body names the lake's own schemas only (``main``, the ops schema, ``snapshots()``
     unqualified), so it binds in whatever name the lake is attached under."""
-    column, time = quote_ident(COLUMN), quote_ident(lake.time_column)
-    batches = f"{quote_ident(lake.ops_schema)}.batches"
+    column, time = quote_ident(COLUMN), quote_ident(table.time_column)
+    batches = f"{quote_ident(table.lake.ops_schema)}.batches"
     return [
-        f"CREATE SCHEMA IF NOT EXISTS {quote_ident(lake.name)}.{quote_ident(SCHEMA)}",
-        f"""CREATE OR REPLACE VIEW {view_name(lake)} AS
+        f"CREATE SCHEMA IF NOT EXISTS {quote_ident(table.lake.name)}.{quote_ident(SCHEMA)}",
+        f"""CREATE OR REPLACE VIEW {view_name(table)} AS
 SELECT e.* EXCLUDE ({column}, _el_first), e._el_first AS known_snapshot, k.known_since,
        k.known_since - e.{time} AS lateness
-FROM (SELECT *, coalesce({column}, snapshot_id) AS _el_first FROM main.{quote_ident(lake.table)}) e
+FROM (SELECT *, coalesce({column}, snapshot_id) AS _el_first FROM main.{quote_ident(table.name)}) e
 LEFT JOIN (
     SELECT snapshot_id, snapshot_time AS known_since FROM snapshots()
     UNION ALL

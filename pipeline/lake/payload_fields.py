@@ -72,11 +72,12 @@ def value_sql(key: str, details: str = DETAILS) -> str:
     return f"({details} ->> {quote_literal(key)})"
 
 
-def typed_keys(lake: LakeTable) -> list[TypedKey]:
+def typed_keys(table: LakeTable) -> list[TypedKey]:
     """The table's typed keys, oldest first ([] in a lake made before typed keys)."""
-    if (lake.ops_schema, TYPED_KEYS) not in table_names(lake):
+    if (table.lake.ops_schema, TYPED_KEYS) not in table_names(table.lake):
         return []
-    return read_typed_keys(lake.con, lake.name, lake.ops_schema, lake.table).get(lake.table.lower(), [])
+    keys = read_typed_keys(table.lake.con, table.lake.name, table.lake.ops_schema, table.name)
+    return keys.get(table.name.lower(), [])
 
 
 def read_typed_keys(con: duckdb.DuckDBPyConnection, lake: str, ops_schema: str,
@@ -108,9 +109,9 @@ def read_typed_keys(con: duckdb.DuckDBPyConnection, lake: str, ops_schema: str,
     return found
 
 
-def record_sql(lake: LakeTable) -> str:
+def record_sql(table: LakeTable) -> str:
     """The INSERT of a typed key's row (parameters: table, key, column, JSON type)."""
-    return f"INSERT INTO {lake.ops(TYPED_KEYS)} VALUES (?, ?, ?, ?, now())"
+    return f"INSERT INTO {table.lake.ops(TYPED_KEYS)} VALUES (?, ?, ?, ?, now())"
 
 
 def created_columns(keys: Sequence[KeyShare]) -> str:
@@ -151,36 +152,36 @@ class Drift:
     words: str
 
 
-def newest_payloads_sql(lake: LakeTable, rows: int, *, with_type: bool = False) -> str:
+def newest_payloads_sql(table: LakeTable, rows: int, *, with_type: bool = False) -> str:
     """The payload objects (``payload``) of the table's newest hour of rows, at most ``rows`` of them,
     read through the time column's statistics (cheap on any size); with each row's ``event_type``
     (rows without one left out) when ``with_type``: what drift and the views by type look at."""
     details = quote_ident(DETAILS)
     kind = "event_type, " if with_type else ""
     typed_only = "event_type IS NOT NULL AND " if with_type else ""
-    return (f"SELECT {kind}{details}::JSON AS payload FROM {lake.rows} "
+    return (f"SELECT {kind}{details}::JSON AS payload FROM {table.rows} "
             f"WHERE {typed_only}json_type({details}::JSON) = 'OBJECT' "
-            f"AND event_timestamp >= (SELECT max(event_timestamp) FROM {lake.rows}) - INTERVAL 1 HOUR "
+            f"AND event_timestamp >= (SELECT max(event_timestamp) FROM {table.rows}) - INTERVAL 1 HOUR "
             f"LIMIT {int(rows)}")
 
 
-def drift(lake: LakeTable, recent_rows: int = SAMPLE_ROWS) -> list[Drift]:
+def drift(table: LakeTable, recent_rows: int = SAMPLE_ROWS) -> list[Drift]:
     """What the table's latest rows (its newest hour of events, at most ``recent_rows``: read through
     the time column's statistics, cheap on any size) say about its typed keys: a typed key whose values
     are now mostly of another JSON type (its column still holds their text: nothing is lost), and a
     key in at least :data:`HOT_SHARE` of them that is not typed. [] for a table without details."""
-    if DETAILS not in events_column_types(lake):
+    if DETAILS not in events_column_types(table):
         return []
-    typed = {key.key: key for key in typed_keys(lake)}
+    typed = {key.key: key for key in typed_keys(table)}
     try:
-        rows = lake.execute(f"""
-            WITH recent AS ({newest_payloads_sql(lake, recent_rows)}),
+        rows = table.lake.execute(f"""
+            WITH recent AS ({newest_payloads_sql(table, recent_rows)}),
                  keyed AS (SELECT unnest(json_keys(payload)) AS key, payload FROM recent)
             SELECT key, count(*) / (SELECT count(*) FROM recent),
                    mode(lower(json_type(payload, '$.' || to_json(key)::VARCHAR)))
             FROM keyed GROUP BY key""").fetchall()
     except duckdb.Error as exc:
-        log.info("payload drift of %s not read: %s", lake.table, str(exc).splitlines()[0])
+        log.info("payload drift of %s not read: %s", table.name, str(exc).splitlines()[0])
         return []
     found: list[Drift] = []
     for key, share, kind in rows:
@@ -188,11 +189,11 @@ def drift(lake: LakeTable, recent_rows: int = SAMPLE_ROWS) -> list[Drift]:
                      "boolean": "boolean", "object": "object", "array": "array", "null": "null"}.get(
             str(kind), str(kind))
         if key in typed and json_type != typed[key].json_type and typed[key].json_type in SCALARS:
-            found.append(Drift(lake.table, key, f"typed as {typed[key].json_type}, now mostly {json_type} "
+            found.append(Drift(table.name, key, f"typed as {typed[key].json_type}, now mostly {json_type} "
                                                 f"in the latest rows (the column holds their text)"))
         elif key not in typed and share >= HOT_SHARE and json_type in SCALARS and PAYLOAD_KEY.match(str(key)):
             namesake = next((k for k in typed if k.lower() == str(key).lower()), None)
-            found.append(Drift(lake.table, key, f"in {100 * share:.0f}% of the latest rows, not typed " + (
+            found.append(Drift(table.name, key, f"in {100 * share:.0f}% of the latest rows, not typed " + (
                 f"(its column would be {column_of(key)}, the name of {namesake}'s: column names ignore "
                 "case; query it in the JSON)" if namesake else f"(TYPED_KEYS={key} adds it)")))
     return sorted(found, key=lambda d: d.key)
@@ -206,8 +207,8 @@ class PayloadStatus:
     drift: tuple[Drift, ...] = ()
 
     @staticmethod
-    def of(lake: LakeTable) -> PayloadStatus:
-        return PayloadStatus(tuple(typed_keys(lake)), tuple(drift(lake)))
+    def of(table: LakeTable) -> PayloadStatus:
+        return PayloadStatus(tuple(typed_keys(table)), tuple(drift(table)))
 
     @staticmethod
     def combined(parts: Sequence[PayloadStatus]) -> PayloadStatus:

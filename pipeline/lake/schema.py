@@ -58,28 +58,28 @@ def column_types(promotion: Promotion, reader: Reader = Reader.ARROW) -> dict[st
     return {"id_type": "UUID", "details_type": "JSON"}
 
 
-def insert_columns_sql(lake: LakeTable, have: Mapping[str, str], rows: str,
+def insert_columns_sql(table: LakeTable, have: Mapping[str, str], rows: str,
                        extra_columns: Iterable[str] = ()) -> str:
     """``INSERT INTO`` the events table from ``rows`` (a relation of staged column names): each of
     the five the table holds (``have``: its columns), under its own name (:mod:`pipeline.columns`),
     then ``extra_columns``, then each typed payload key's column (:mod:`.payload_fields`)."""
-    pairs = [(quote_ident(lake.own(name)), f"s.{name}") for name in EVENT_COLUMNS if lake.own(name) in have]
+    pairs = [(quote_ident(table.own(name)), f"s.{name}") for name in EVENT_COLUMNS if table.own(name) in have]
     pairs += [(quote_ident(name), f"s.{quote_ident(name)}") for name in extra_columns]
     if DETAILS in have:  # each typed payload key's column, from the details the row gets
-        typed = [key for key in typed_keys(lake) if key.column in have]
+        typed = [key for key in typed_keys(table) if key.column in have]
         pairs += columns_sql(typed, f"CAST(s.details AS {have[DETAILS]})")
-    return (f"INSERT INTO {lake.events_table} ({', '.join(own for own, _ in pairs)}) "
+    return (f"INSERT INTO {table.events_table} ({', '.join(own for own, _ in pairs)}) "
             f"SELECT {', '.join(value for _, value in pairs)} FROM {rows} s")
 
 
-def _tables_exist(lake: LakeTable) -> tuple[bool, bool]:
+def _tables_exist(table: LakeTable) -> tuple[bool, bool]:
     """(events table exists, every ops table exists)."""
-    found = table_names(lake)
-    ops = all((lake.ops_schema, t) in found for t in OPS_TABLES)
-    return ("main", lake.table) in found, ops
+    found = table_names(table.lake)
+    ops = all((table.lake.ops_schema, t) in found for t in OPS_TABLES)
+    return ("main", table.name) in found, ops
 
 
-def ensure_tables(lake: LakeTable, new_types: Mapping[str, str], *, recreate_dropped: bool = False,
+def ensure_tables(table: LakeTable, new_types: Mapping[str, str], *, recreate_dropped: bool = False,
                   own_columns: Mapping[str, str] | None = None,
                   typed: Callable[[], Sequence[KeyShare]] | None = None,
                   types: Callable[[], Mapping[str, Sequence[str]]] | None = None) -> None:
@@ -99,74 +99,75 @@ def ensure_tables(lake: LakeTable, new_types: Mapping[str, str], *, recreate_dro
     with it (:mod:`.type_views`).
     """
 
-    events_exists, ops_exists = _tables_exist(lake)
+    events_exists, ops_exists = _tables_exist(table)
     if events_exists:
-        _name_inlining_columns(lake)  # a process stopped between a table's first two commits
-        _refuse_other_columns(lake)
-    makes_events = (lake.id_column, lake.time_column) == (ID, TIME) or own_columns is not None
+        _name_inlining_columns(table)  # a process stopped between a table's first two commits
+        _refuse_other_columns(table)
+    makes_events = (table.id_column, table.time_column) == (ID, TIME) or own_columns is not None
     if not ops_exists or (makes_events and not events_exists):
-        ownership.claim(lake)  # a lake is never created on another lake's data folder
+        ownership.claim(table.lake)  # a lake is never created on another lake's data folder
         if makes_events and not events_exists and ops_exists and not recreate_dropped:
-            _stop_if_dropped(lake)
-        _create_tables(lake, new_types, own_columns if makes_events else None, makes_events, typed, types)
-    ownership.claim(lake)  # the folder is this lake's before anything is written to it
-    _add_ops_columns(lake)
+            _stop_if_dropped(table)
+        _create_tables(table, new_types, own_columns if makes_events else None, makes_events, typed, types)
+    ownership.claim(table.lake)  # the folder is this lake's before anything is written to it
+    _add_ops_columns(table.lake)
     if events_exists:
-        _keep_known_since(lake)  # after the ops tables: its view reads ops.batches
+        _keep_known_since(table)  # after the ops tables: its view reads ops.batches
 
 
-def _refuse_other_columns(lake: LakeTable) -> None:
+def _refuse_other_columns(table: LakeTable) -> None:
     """A lake table loaded by other id or time columns than the settings name (SOURCE_TABLES'
     ``schema.table:time:id`` changed) is refused: its watermark and partitions are the old column's."""
-    have = events_column_types(lake)
-    missing = [column for column in (lake.id_column, lake.time_column) if column not in have]
-    dated_by = _partition_column(lake)
-    if not missing and dated_by is not None and dated_by != lake.time_column:
+    have = events_column_types(table)
+    missing = [column for column in (table.id_column, table.time_column) if column not in have]
+    dated_by = _partition_column(table)
+    if not missing and dated_by is not None and dated_by != table.time_column:
         raise TerminalError(
-            f"The lake table {lake.events_table} was loaded dating rows by {dated_by} (its watermark and "
-            f"day partitions follow it), not by {lake.time_column}. Nothing was read or written.",
+            f"The lake table {table.events_table} was loaded dating rows by {dated_by} (its watermark and "
+            f"day partitions follow it), not by {table.time_column}. Nothing was read or written.",
             f"Name {dated_by} as the table's time column in SOURCE_TABLES (schema.table:{dated_by}:"
-            f"{lake.id_column}), or load it under another name.")
+            f"{table.id_column}), or load it under another name.")
     if missing:
         raise TerminalError(
-            f"The lake table {lake.events_table} has no column {', '.join(missing)}: it was loaded naming "
+            f"The lake table {table.events_table} has no column {', '.join(missing)}: it was loaded naming "
             f"and dating rows by other columns (it has {', '.join(have)}). Nothing was read or written.",
             "Name the table's columns as it was loaded (SOURCE_TABLES=schema.table:time_column:id_column), "
             "or load it under another name: a lake table keeps the columns its watermark and partitions "
             "follow.")
 
 
-def _keeps_known_since(lake: LakeTable, columns: Iterable[str]) -> bool:
+def _keeps_known_since(table: LakeTable, columns: Iterable[str]) -> bool:
     """Has the table (of ``columns``) its first-snapshot column and its ``known`` view
     (:mod:`.known_since`)?"""
-    views = lake.execute("SELECT count(*) FROM duckdb_views() WHERE database_name = ? AND schema_name = ? "
-                         "AND view_name = ?", [lake.name, known_since.SCHEMA, lake.table])
+    views = table.lake.execute("SELECT count(*) FROM duckdb_views() WHERE database_name = ? "
+                               "AND schema_name = ? AND view_name = ?",
+                               [table.lake.name, known_since.SCHEMA, table.name])
     return bool(one_row(views)[0]) and known_since.has_column(columns)
 
 
-def _keep_known_since(lake: LakeTable) -> None:
+def _keep_known_since(table: LakeTable) -> None:
     """Give a table made by an older version its first-snapshot column and ``known`` view (one
     snapshot; its rows' own snapshots are their first, no rewrite having moved them yet). A table
     whose own columns hide DuckLake's per-row snapshot has neither (said once, as it is made)."""
-    columns = events_column_types(lake)
-    if known_since.view_possible(columns) is not None or _keeps_known_since(lake, columns):
+    columns = events_column_types(table)
+    if known_since.view_possible(columns) is not None or _keeps_known_since(table, columns):
         return
-    with lake.lock_lake("setup"):
-        columns = events_column_types(lake)  # another process may have made them meanwhile
-        if _keeps_known_since(lake, columns):
+    with table.lake.lock_lake("setup"):
+        columns = events_column_types(table)  # another process may have made them meanwhile
+        if _keeps_known_since(table, columns):
             return
-        with transaction(lake, f"keep {lake.table}'s rows' first snapshots (view known.{lake.table})"):
+        with transaction(table.lake, f"keep {table.name}'s rows' first snapshots (view known.{table.name})"):
             if not known_since.has_column(columns):
-                lake.execute(f"ALTER TABLE {lake.events_table} ADD COLUMN "
-                             f"{quote_ident(known_since.COLUMN)} BIGINT")
-            for statement in known_since.view_sql(lake):
-                lake.execute(statement)
+                table.lake.execute(f"ALTER TABLE {table.events_table} ADD COLUMN "
+                                   f"{quote_ident(known_since.COLUMN)} BIGINT")
+            for statement in known_since.view_sql(table):
+                table.lake.execute(statement)
 
 
-def _partition_column(lake: LakeTable) -> str | None:
+def _partition_column(table: LakeTable) -> str | None:
     """The column the events table's day partitions follow (its time column when it was made)."""
-    metadata = lake.metadata()
-    row = lake.execute(
+    metadata = table.lake.metadata()
+    row = table.lake.execute(
         f"SELECT c.column_name FROM {metadata}.ducklake_table t "
         f"JOIN {metadata}.ducklake_schema s USING (schema_id) "
         f"JOIN {metadata}.ducklake_partition_info p ON p.table_id = t.table_id AND p.end_snapshot IS NULL "
@@ -174,7 +175,7 @@ def _partition_column(lake: LakeTable) -> str | None:
         "AND pc.table_id = t.table_id "
         f"JOIN {metadata}.ducklake_column c ON c.column_id = pc.column_id AND c.table_id = t.table_id "
         "AND c.end_snapshot IS NULL WHERE s.schema_name = 'main' AND t.table_name = ? "
-        "AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL LIMIT 1", [lake.table]).fetchone()
+        "AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL LIMIT 1", [table.name]).fetchone()
     return row[0] if row else None
 
 
@@ -201,48 +202,50 @@ def _add_ops_columns(lake: Lake) -> None:
                              f"{ADDED_OPS_COLUMNS[table][name]}")
 
 
-def _create_tables(lake: LakeTable, new_types: Mapping[str, str], own_columns: Mapping[str, str] | None,
+def _create_tables(table: LakeTable, new_types: Mapping[str, str], own_columns: Mapping[str, str] | None,
                    makes_events: bool, typed: Callable[[], Sequence[KeyShare]] | None = None,
                    types: Callable[[], Mapping[str, Sequence[str]]] | None = None) -> None:
-    with lake.lock_lake("setup"):
-        events_exists, ops_exists = _tables_exist(lake)
+    with table.lake.lock_lake("setup"):
+        events_exists, ops_exists = _tables_exist(table)
         if (events_exists or not makes_events) and ops_exists:
             return
         made_now = makes_events and not events_exists and (own_columns is None or DETAILS in own_columns)
         keys = list(typed()) if typed is not None and made_now else []
-        with transaction(lake, "create lake tables"):
+        with transaction(table.lake, "create lake tables"):
             for statement in split_statements(read_sql("lake_events.sql")):
                 if "{lake}.main.{table}" in statement:
                     if not makes_events:
                         continue
                     if own_columns is not None:  # the table's own columns, its id first
-                        columns = {lake.id_column: "{id_type}", **own_columns,
+                        columns = {table.id_column: "{id_type}", **own_columns,
                                    **{column_of(key.key): "VARCHAR" for key in keys},
                                    known_since.COLUMN: "BIGINT"}
-                        _create_own(lake, {name: kind.format(**new_types) for name, kind in columns.items()})
+                        _create_own(table, {name: kind.format(**new_types) for name, kind in columns.items()})
                         continue
-                lake.execute(statement.format(**new_types, lake=quote_ident(lake.name),
-                                              table=quote_ident(lake.table),
-                                              ops=quote_ident(lake.ops_schema),
-                                              typed_columns=created_columns(keys) + known_since.column_sql()))
+                table.lake.execute(statement.format(**new_types, lake=quote_ident(table.lake.name),
+                                                    table=quote_ident(table.name),
+                                                    ops=quote_ident(table.lake.ops_schema),
+                                                    typed_columns=created_columns(keys)
+                                                    + known_since.column_sql()))
             for key in keys:
-                lake.execute(record_sql(lake), [lake.table, key.key, column_of(key.key), key.json_type])
+                table.lake.execute(record_sql(table),
+                                   [table.name, key.key, column_of(key.key), key.json_type])
             if makes_events and not events_exists:
-                lake.execute(f"ALTER TABLE {lake.events_table} SET PARTITIONED BY "
-                             f"({partition_by(lake.time_column)})")
-                have = events_column_types(lake)
+                table.lake.execute(f"ALTER TABLE {table.events_table} SET PARTITIONED BY "
+                                   f"({partition_by(table.time_column)})")
+                have = events_column_types(table)
                 if (why_not := known_since.view_possible(have)) is None:
-                    for statement in known_since.view_sql(lake):
-                        lake.execute(statement)
+                    for statement in known_since.view_sql(table):
+                        table.lake.execute(statement)
                 else:
-                    log.info("%s has no view known.%s: %s", lake.table, lake.table, why_not)
-                if types is not None and made_now and type_views.has_types(lake, have):
-                    changes = type_views.wanted_changes(lake, types(), have, {})
+                    log.info("%s has no view known.%s: %s", table.name, table.name, why_not)
+                if types is not None and made_now and type_views.has_types(table, have):
+                    changes = type_views.wanted_changes(table, types(), have, {})
                     typed_columns = {key.key: column_of(key.key) for key in keys}
-                    for statement in type_views.statements(lake, changes, typed_columns, have):
-                        lake.execute(statement)
+                    for statement in type_views.statements(table, changes, typed_columns, have):
+                        table.lake.execute(statement)
         if makes_events and own_columns is not None:
-            _rename_stand_ins(lake)
+            _rename_stand_ins(table)
 
 
 # The columns DuckLake keeps a table's inlined rows beside: a table holds a column of one of these
@@ -253,57 +256,58 @@ INLINING_COLUMNS = ("row_id", "begin_snapshot", "end_snapshot")
 _STAND_IN = re.compile(r"^_*_el_inlining_(" + "|".join(INLINING_COLUMNS) + ")$", re.IGNORECASE)
 
 
-def _create_own(lake: LakeTable, columns: Mapping[str, str]) -> None:
+def _create_own(table: LakeTable, columns: Mapping[str, str]) -> None:
     """The table of a source table's own ``columns`` (name -> lake type). One named as DuckLake's
     inlined rows' (:data:`INLINING_COLUMNS`) is made under a stand-in name, renamed by
     :func:`_name_inlining_columns` once the table is committed: DuckLake refuses the name while
     the table inlines rows, and sets no option of a table made in the same transaction."""
     prefix = validate.Helpers.beside(columns).prefix
-    lake.execute(f"CREATE TABLE IF NOT EXISTS {lake.events_table} (" + ", ".join(
+    table.lake.execute(f"CREATE TABLE IF NOT EXISTS {table.events_table} (" + ", ".join(
         f"{quote_ident(f'{prefix}inlining_{name}' if name.lower() in INLINING_COLUMNS else name)} {kind}"
         for name, kind in columns.items()) + ")")
 
 
-def _name_inlining_columns(lake: LakeTable) -> None:
+def _name_inlining_columns(table: LakeTable) -> None:
     """Give the table's stand-in columns (:func:`_create_own`) their names, if it has any (one
     process does, under the setup lock)."""
-    if any(_STAND_IN.match(name) for name in events_column_types(lake)):
-        with lake.lock_lake("setup"):
-            _rename_stand_ins(lake)
+    if any(_STAND_IN.match(name) for name in events_column_types(table)):
+        with table.lake.lock_lake("setup"):
+            _rename_stand_ins(table)
 
 
-def _rename_stand_ins(lake: LakeTable) -> None:
+def _rename_stand_ins(table: LakeTable) -> None:
     """Give the table's stand-in columns their names, its inlining off, in one commit."""
-    stand_ins = {name: found.group(1) for name in events_column_types(lake)
+    stand_ins = {name: found.group(1) for name in events_column_types(table)
                  if (found := _STAND_IN.match(name))}
     if not stand_ins:
         return
-    with transaction(lake, f"name {', '.join(stand_ins.values())} (columns of DuckLake's inlined rows)"):
-        without_inlining(lake)
+    with transaction(table.lake,
+                     f"name {', '.join(stand_ins.values())} (columns of DuckLake's inlined rows)"):
+        without_inlining(table)
         for stand_in, name in stand_ins.items():
-            lake.execute(f"ALTER TABLE {lake.events_table} RENAME COLUMN {quote_ident(stand_in)} "
-                         f"TO {quote_ident(name)}")
+            table.lake.execute(f"ALTER TABLE {table.events_table} RENAME COLUMN {quote_ident(stand_in)} "
+                               f"TO {quote_ident(name)}")
 
 
-def without_inlining(lake: LakeTable) -> None:
+def without_inlining(table: LakeTable) -> None:
     """Turn DuckLake's data inlining off for the table: its rows go to Parquet files, whatever the
     batch's size, and it may hold columns named as :data:`INLINING_COLUMNS`."""
-    lake.execute(f"CALL {quote_ident(lake.name)}.set_option('data_inlining_row_limit', 0, "
-                 f"table_name => {quote_literal(lake.table)})")
+    table.lake.execute(f"CALL {quote_ident(table.lake.name)}.set_option('data_inlining_row_limit', 0, "
+                       f"table_name => {quote_literal(table.name)})")
 
 
 def _stop_if_dropped(lake: LakeTable) -> None:
-    [[batches, watermark]] = lake.execute(
-        f"SELECT count(*), max(max_event_timestamp) FROM {lake.batches_table} WHERE table_name = ?",
-        [lake.table]).fetchall()
+    [[batches, watermark]] = lake.lake.execute(
+        f"SELECT count(*), max(max_event_timestamp) FROM {lake.lake.batches_table} WHERE table_name = ?",
+        [lake.name]).fetchall()
     if not batches:
         return
-    metadata = lake.metadata()
-    [[ended]] = lake.execute(
+    metadata = lake.lake.metadata()
+    [[ended]] = lake.lake.execute(
         f"SELECT max(t.end_snapshot) FROM {metadata}.ducklake_table t JOIN {metadata}.ducklake_schema s "
         "USING (schema_id) WHERE s.schema_name = 'main' AND t.table_name = ?",
-        [lake.table]).fetchall()
-    table = lake.table
+        [lake.name]).fetchall()
+    table = lake.name
     restore = (f"time travel to snapshot {ended - 1}, the last that had it: "
                f"{actions.WRITE} {actions.SQL} \"CREATE TABLE "
                f"{table} AS SELECT * FROM {table} AT (VERSION => {ended - 1})\"; or " if ended else "")
@@ -316,9 +320,9 @@ def _stop_if_dropped(lake: LakeTable) -> None:
         "again and backfills every row the source still has).")
 
 
-def quarantined_rows(lake: LakeTable) -> int:
+def quarantined_rows(table: LakeTable) -> int:
     """Rows of this table in ``ops.quarantine`` (0 before the table exists)."""
-    if (lake.ops_schema, "quarantine") not in table_names(lake):
+    if (table.lake.ops_schema, "quarantine") not in table_names(table.lake):
         return 0
-    return one_row(lake.execute(f"SELECT count(*) FROM {lake.quarantine_table} WHERE table_name = ?",
-                               [lake.table]))[0]
+    return one_row(table.lake.execute(f"SELECT count(*) FROM {table.lake.quarantine_table} "
+                                      "WHERE table_name = ?", [table.name]))[0]

@@ -48,8 +48,7 @@ class Lake:
 
     def table_named(self, name: str, id_column: str = ID, time_column: str = TIME) -> LakeTable:
         """The lake table ``main.<name>``, whose rows ``id_column`` names and ``time_column`` dates."""
-        return LakeTable(self.con, self.name, self.ops_schema, self.data_path, self.storage, self.catalog,
-                         name, id_column, time_column)
+        return LakeTable(self, name, id_column, time_column)
 
     def table_of(self, spec: TableSpec) -> LakeTable:
         """The lake table ``spec`` lands in, as this session sees it."""
@@ -91,21 +90,22 @@ class Lake:
 
 
 @dataclass(frozen=True)
-class LakeTable(Lake):
-    """One table of the lake, in a session (:meth:`Lake.tables`, :meth:`Lake.table_named`): the
-    lake's session and names, and the table's own — its name, the columns that name and date a row
+class LakeTable:
+    """One table of the lake, in a session (:meth:`Lake.tables`, :meth:`Lake.table_named`): it holds
+    its :class:`Lake` (``table.lake``: the session it reads and writes through, the ops tables, the
+    data folder) and says what is its own — its name, the columns that name and date a row
     (SOURCE_TABLES' own: :mod:`pipeline.columns`), its folder and its lock. What needs a table takes
-    one of these; what is the lake's takes a :class:`Lake` (a table reads and writes through its
-    lake's session)."""
+    one of these; what is the lake's takes a :class:`Lake`: a table is not a lake."""
 
-    table: str  # in the lake's main schema
+    lake: Lake  # the session it is read and written through
+    name: str  # in the lake's main schema
     id_column: str = ID
     time_column: str = TIME
 
     def lock(self, job: str, *, timeout: float | None = None) -> AbstractContextManager[locks.Lease]:
         """This table's lock for ``job`` (:func:`.locks.table_lock`; the lake's: :meth:`Lake.lock_lake`)."""
-        name = locks.table_lock(self.name, self.table, job)
-        return locks.hold_named(self.catalog, name, job, timeout=timeout)
+        name = locks.table_lock(self.lake.name, self.name, job)
+        return locks.hold_named(self.lake.catalog, name, job, timeout=timeout)
 
     @property
     def rows(self) -> str:
@@ -115,9 +115,9 @@ class LakeTable(Lake):
 
     def id_type(self) -> str | None:
         """The lake type of the table's id column (None: the table is not made yet)."""
-        row = self.execute("SELECT data_type FROM duckdb_columns() WHERE database_name = ? "
-                           "AND schema_name = 'main' AND table_name = ? AND column_name = ?",
-                           [self.name, self.table, self.id_column]).fetchone()
+        row = self.lake.execute("SELECT data_type FROM duckdb_columns() WHERE database_name = ? "
+                                "AND schema_name = 'main' AND table_name = ? AND column_name = ?",
+                                [self.lake.name, self.name, self.id_column]).fetchone()
         return row[0] if row else None
 
     def id_kind(self) -> IdKind:
@@ -131,11 +131,11 @@ class LakeTable(Lake):
     @property
     def events_table(self) -> str:
         """Fully qualified, e.g. ``lake.main.events``."""
-        return f"{self.name}.main.{self.table}"
+        return f"{self.lake.name}.main.{self.name}"
 
     @property
     def table_folder(self) -> Folder:
-        return table_folder(self.data_folder, self.table)
+        return table_folder(self.lake.data_folder, self.name)
 
 
 def table_folder(data: Folder, table: str) -> Folder:

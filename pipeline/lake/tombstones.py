@@ -28,23 +28,24 @@ def _has(lake: Lake, table: str) -> bool:
     return (lake.ops_schema, table) in table_names(lake)
 
 
-def erased_identities(lake: LakeTable) -> set[UUID]:
+def erased_identities(table: LakeTable) -> set[UUID]:
     """The identities (:func:`pipeline.id_checksum.duckdb_identity`) of every row erased from the table."""
-    if not _has(lake, ERASED_IDS):
+    if not _has(table.lake, ERASED_IDS):
         return set()
-    return {row[0] for row in lake.execute(
-        f"SELECT DISTINCT identity FROM {lake.ops(ERASED_IDS)} WHERE table_name = ?",
-        [lake.table]).fetchall()}
+    return {row[0] for row in table.lake.execute(
+        f"SELECT DISTINCT identity FROM {table.lake.ops(ERASED_IDS)} WHERE table_name = ?",
+        [table.name]).fetchall()}
 
 
-def erased_relation(lake: LakeTable) -> str | None:
+def erased_relation(table: LakeTable) -> str | None:
     """A relation of the table's erased identities (column ``identity``), for a query to anti-join
     with; None when the table has none (the query stays as it was)."""
-    if not _has(lake, ERASED_IDS) or not lake.execute(
-            f"SELECT 1 FROM {lake.ops(ERASED_IDS)} WHERE table_name = ? LIMIT 1", [lake.table]).fetchone():
+    if not _has(table.lake, ERASED_IDS) or not table.lake.execute(
+            f"SELECT 1 FROM {table.lake.ops(ERASED_IDS)} WHERE table_name = ? LIMIT 1",
+            [table.name]).fetchone():
         return None
-    return (f"(SELECT DISTINCT identity FROM {lake.ops(ERASED_IDS)} "
-            f"WHERE table_name = {quote_literal(lake.table)})")
+    return (f"(SELECT DISTINCT identity FROM {table.lake.ops(ERASED_IDS)} "
+            f"WHERE table_name = {quote_literal(table.name)})")
 
 
 def value_hash(value: str, key: str) -> str:

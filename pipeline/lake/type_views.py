@@ -35,19 +35,19 @@ SAMPLE_ROWS = 50_000
 EVENT_TYPE = "event_type"
 
 
-def schema_of(lake: LakeTable) -> str:
-    return f"{lake.table}_by_type"
+def schema_of(table: LakeTable) -> str:
+    return f"{table.name}_by_type"
 
 
-def _schema(lake: LakeTable) -> str:
-    return f"{quote_ident(lake.name)}.{quote_ident(schema_of(lake))}"
+def _schema(table: LakeTable) -> str:
+    return f"{quote_ident(table.lake.name)}.{quote_ident(schema_of(table))}"
 
 
-def recent_keys(lake: LakeTable, sample_rows: int = SAMPLE_ROWS) -> dict[str, list[str]]:
+def recent_keys(table: LakeTable, sample_rows: int = SAMPLE_ROWS) -> dict[str, list[str]]:
     """Each event type of the table's newest hour of rows, the most frequent first -> its keys in at
     least :data:`KEY_SHARE` of its rows there, the most frequent first (then by name)."""
-    rows = lake.execute(f"""
-        WITH recent AS ({newest_payloads_sql(lake, sample_rows, with_type=True)}),
+    rows = table.lake.execute(f"""
+        WITH recent AS ({newest_payloads_sql(table, sample_rows, with_type=True)}),
              sizes AS (SELECT event_type, count(*) AS rows FROM recent GROUP BY event_type),
              keyed AS (SELECT event_type, unnest(json_keys(payload)) AS key FROM recent)
         SELECT event_type, key FROM keyed JOIN sizes USING (event_type) GROUP BY event_type, key, rows
@@ -63,46 +63,48 @@ def keys_by_type(rows: Iterable[tuple[object, ...]]) -> dict[str, list[str]]:
     return found
 
 
-def _existing(lake: LakeTable) -> dict[str, tuple[list[str], str]]:
+def _existing(table: LakeTable) -> dict[str, tuple[list[str], str]]:
     """Each view of the table's ``_by_type`` schema (by name, lower case) -> its columns and SQL."""
-    views = dict(lake.execute("SELECT lower(view_name), sql FROM duckdb_views() WHERE database_name = ? "
-                              "AND schema_name = ?", [lake.name, schema_of(lake)]).fetchall())
+    views = dict(table.lake.execute("SELECT lower(view_name), sql FROM duckdb_views() "
+                                    "WHERE database_name = ? AND schema_name = ?",
+                                    [table.lake.name, schema_of(table)]).fetchall())
     columns: dict[str, list[str]] = {}
-    for view, column in lake.execute(
+    for view, column in table.lake.execute(
             "SELECT lower(table_name), column_name FROM duckdb_columns() WHERE database_name = ? "
-            "AND schema_name = ? ORDER BY table_name, column_index", [lake.name, schema_of(lake)]).fetchall():
+            "AND schema_name = ? ORDER BY table_name, column_index",
+            [table.lake.name, schema_of(table)]).fetchall():
         columns.setdefault(str(view), []).append(str(column))
     return {name: (columns.get(name, []), str(sql)) for name, sql in views.items()}
 
 
-def _base(lake: LakeTable, have: Iterable[str]) -> list[str]:
+def _base(table: LakeTable, have: Iterable[str]) -> list[str]:
     """The table's columns a view starts with (its id, time and arrival, those the table has)."""
     columns = set(have)
-    return [lake.own(name) for name in EVENT_COLUMNS if name not in (DETAILS, EVENT_TYPE)
-            and lake.own(name) in columns]
+    return [table.own(name) for name in EVENT_COLUMNS if name not in (DETAILS, EVENT_TYPE)
+            and table.own(name) in columns]
 
 
-def _own_columns(lake: LakeTable, have: Iterable[str]) -> set[str]:
+def _own_columns(table: LakeTable, have: Iterable[str]) -> set[str]:
     """The view columns that are not keys (lower case): its base columns and details."""
-    return {name.lower() for name in [*_base(lake, have), lake.own(DETAILS)]}
+    return {name.lower() for name in [*_base(table, have), table.own(DETAILS)]}
 
 
-def _view_sql(lake: LakeTable, kind: str, keys: Sequence[str], typed: Mapping[str, str],
+def _view_sql(table: LakeTable, kind: str, keys: Sequence[str], typed: Mapping[str, str],
               have: Iterable[str]) -> str:
-    base = _base(lake, have)
-    taken = _own_columns(lake, have)
+    base = _base(table, have)
+    taken = _own_columns(table, have)
     items = [quote_ident(name) for name in base]
     for key in keys:
         if key.lower() in taken:  # a key named as a base column, or a case twin of a key before it
             continue
         taken.add(key.lower())
         value = (quote_ident(typed[key]) if key in typed
-                 else f"{quote_ident(lake.own(DETAILS))}->>{quote_literal(key)}")
+                 else f"{quote_ident(table.own(DETAILS))}->>{quote_literal(key)}")
         items.append(f"{value} AS {quote_ident(key)}")
-    items.append(quote_ident(lake.own(DETAILS)))
-    return (f"CREATE OR REPLACE VIEW {_schema(lake)}.{quote_ident(kind)} "
-            f"AS SELECT {', '.join(items)} FROM main.{quote_ident(lake.table)} "
-            f"WHERE {quote_ident(lake.own(EVENT_TYPE))} = {quote_literal(kind)}")
+    items.append(quote_ident(table.own(DETAILS)))
+    return (f"CREATE OR REPLACE VIEW {_schema(table)}.{quote_ident(kind)} "
+            f"AS SELECT {', '.join(items)} FROM main.{quote_ident(table.name)} "
+            f"WHERE {quote_ident(table.own(EVENT_TYPE))} = {quote_literal(kind)}")
 
 
 def _nameable(name: str) -> bool:
@@ -116,27 +118,27 @@ def _shows(sql: str, kind: str) -> bool:
     return sql.rstrip().endswith(f"= {quote_literal(kind)});")
 
 
-def has_types(lake: LakeTable, have: Iterable[str]) -> bool:
+def has_types(table: LakeTable, have: Iterable[str]) -> bool:
     """Has a table of columns ``have`` event types and payloads to make views of?"""
     columns = set(have)
-    return lake.own(DETAILS) in columns and lake.own(EVENT_TYPE) in columns
+    return table.own(DETAILS) in columns and table.own(EVENT_TYPE) in columns
 
 
-def statements(lake: LakeTable, changes: Sequence[tuple[str, Sequence[str]]], typed: Mapping[str, str],
+def statements(table: LakeTable, changes: Sequence[tuple[str, Sequence[str]]], typed: Mapping[str, str],
                have: Iterable[str]) -> list[str]:
     """Make each view of ``changes`` (type -> its keys), in the open transaction; ``typed``: each
     typed key's column, ``have``: the table's columns."""
     columns = list(have)
-    return [f"CREATE SCHEMA IF NOT EXISTS {_schema(lake)}",
-            *(_view_sql(lake, kind, keys, typed, columns) for kind, keys in changes)]
+    return [f"CREATE SCHEMA IF NOT EXISTS {_schema(table)}",
+            *(_view_sql(table, kind, keys, typed, columns) for kind, keys in changes)]
 
 
-def wanted_changes(lake: LakeTable, wanted: Mapping[str, Sequence[str]], have: Iterable[str],
+def wanted_changes(table: LakeTable, wanted: Mapping[str, Sequence[str]], have: Iterable[str],
                    existing: Mapping[str, tuple[list[str], str]]) -> list[tuple[str, list[str]]]:
     """The views to make or widen for ``wanted`` (each type, the most frequent first -> its keys)
     beside the views that exist: a new type's, and one whose keys grew."""
     changes: list[tuple[str, list[str]]] = []
-    own = _own_columns(lake, have)
+    own = _own_columns(table, have)
     for kind, keys in wanted.items():  # the most frequent type first: it keeps a shared name
         view = existing.get(kind.lower())
         if not _nameable(kind):
@@ -145,7 +147,7 @@ def wanted_changes(lake: LakeTable, wanted: Mapping[str, Sequence[str]], have: I
         if twin or (view is not None and not _shows(view[1], kind)):
             # names ignore case: "Purchase" and "purchase" would share a view; the first keeps it
             log.info("event type %r of %s has no view of its own: its name is another type's",
-                     kind, lake.table)
+                     kind, table.name)
             continue
         held = [c for c in (view[0] if view else []) if c.lower() not in own]
         kept = {c.lower() for c in held}
@@ -156,24 +158,25 @@ def wanted_changes(lake: LakeTable, wanted: Mapping[str, Sequence[str]], have: I
     return changes
 
 
-def refresh(lake: LakeTable) -> list[str]:
+def refresh(table: LakeTable) -> list[str]:
     """Make or widen the views the table's latest rows call for, in one commit; the types whose view
     changed. A table without ``event_type`` and ``details`` has none. A failure (another process's
     commit of the same view) is logged: the next load makes it."""
-    have = events_column_types(lake)
-    if not has_types(lake, have):
+    have = events_column_types(table)
+    if not has_types(table, have):
         return []
     try:
-        changes = wanted_changes(lake, recent_keys(lake), have, _existing(lake))
+        changes = wanted_changes(table, recent_keys(table), have, _existing(table))
         if not changes:
             return []
-        typed = {key.key: key.column for key in typed_keys(lake)}
-        with transaction(lake, f"views by event type of {lake.table}: " + ", ".join(k for k, _ in changes)):
-            for statement in statements(lake, changes, typed, have):
-                lake.execute(statement)
+        typed = {key.key: key.column for key in typed_keys(table)}
+        with transaction(table.lake,
+                         f"views by event type of {table.name}: " + ", ".join(k for k, _ in changes)):
+            for statement in statements(table, changes, typed, have):
+                table.lake.execute(statement)
     except duckdb.Error as exc:
         log.warning("views by event type of %s not made or widened now (the next load tries again): %s",
-                    lake.table, str(exc).splitlines()[0])
+                    table.name, str(exc).splitlines()[0])
         return []
-    log.info("views by event type of %s made or widened: %s", lake.table, ", ".join(k for k, _ in changes))
+    log.info("views by event type of %s made or widened: %s", table.name, ", ".join(k for k, _ in changes))
     return [kind for kind, _ in changes]

@@ -93,8 +93,8 @@ def type_payload_keys(settings: ResolvedSettings, tables: Sequence[tuple[TableSp
                 type_keys(lake, keys)
 
 
-def _holds_rows(lake: LakeTable) -> bool:
-    return bool(one_row(lake.execute(f"SELECT count(*) FROM (SELECT 1 FROM {lake.rows} LIMIT 1)"))[0])
+def _holds_rows(table: LakeTable) -> bool:
+    return bool(one_row(table.lake.execute(f"SELECT count(*) FROM (SELECT 1 FROM {table.rows} LIMIT 1)"))[0])
 
 
 def _sample_percent(source: psycopg.Connection, relation: str) -> float:
@@ -150,42 +150,43 @@ def sample_type_keys(source: psycopg.Connection, qualified: str) -> dict[str, li
     return type_views.keys_by_type(rows)
 
 
-def type_keys(lake: LakeTable, keys: Sequence[KeyShare]) -> int | None:
+def type_keys(table: LakeTable, keys: Sequence[KeyShare]) -> int | None:
     """Add a column per key the table does not type yet, fill the rows it holds, and record each
     key, in one commit under the table's promote lock (a load in another process waits, and a
     batch it staged for the old columns is promoted by copy, which fills them); the snapshot made
     (None: nothing to type)."""
-    with LakeCommit([lake]) as commit:
-        columns = {name.lower() for name in events_column_types(lake)}
-        typed = {key.key for key in typed_keys(lake)}
+    with LakeCommit([table]) as commit:
+        columns = {name.lower() for name in events_column_types(table)}
+        typed = {key.key for key in typed_keys(table)}
         new = []
         for key in keys:
             if key.key in typed:
                 continue
             if column_of(key.key).lower() in columns:  # column names ignore case: User_ID is user_id's
                 log.warning("payload key %s of %s not typed: the table has a column %s already (column "
-                            "names ignore case); it is queried in the JSON", key.key, lake.table,
+                            "names ignore case); it is queried in the JSON", key.key, table.name,
                             column_of(key.key))
                 continue
             new.append(key)
             columns.add(column_of(key.key).lower())
         if not new:
             return None
-        rows = one_row(lake.execute(f"SELECT count(*) FROM {lake.rows}"))[0]
+        rows = one_row(table.lake.execute(f"SELECT count(*) FROM {table.rows}"))[0]
         names = ", ".join(key.key for key in new)
-        with commit.transaction(f"type payload key(s) {names} of {lake.table}",
+        with commit.transaction(f"type payload key(s) {names} of {table.name}",
                                 {"typed_keys": [key.key for key in new], "rows_filled": rows}):
             for key in new:
-                lake.execute(f"ALTER TABLE {lake.events_table} ADD COLUMN {quote_ident(column_of(key.key))} "
-                             "VARCHAR")
+                table.lake.execute(f"ALTER TABLE {table.events_table} "
+                                   f"ADD COLUMN {quote_ident(column_of(key.key))} VARCHAR")
             if rows:
                 # every row written again: its first snapshot kept first (pipeline.lake.known_since)
                 kept = [known_since.kept_sql()] if known_since.has_column(columns) else []
-                lake.execute(f"UPDATE {lake.events_table} SET " + ", ".join(kept + [
+                table.lake.execute(f"UPDATE {table.events_table} SET " + ", ".join(kept + [
                     f"{quote_ident(column_of(key.key))} = {value_sql(key.key)}" for key in new]))
             for key in new:
-                lake.execute(record_sql(lake), [lake.table, key.key, column_of(key.key), key.json_type])
+                table.lake.execute(record_sql(table),
+                                   [table.name, key.key, column_of(key.key), key.json_type])
         snapshot = commit.snapshot_id
     log.info("typed payload key(s) %s of %s as column(s) %s (%s row(s) filled), snapshot %s", names,
-             lake.table, ", ".join(column_of(key.key) for key in new), f"{rows:,}", snapshot)
+             table.name, ", ".join(column_of(key.key) for key in new), f"{rows:,}", snapshot)
     return snapshot

@@ -77,7 +77,7 @@ def refuse_tearing_an_image(lakes: list[LakeTable], leave_image: bool) -> None:
     part of its environment) is not loaded without them: its snapshot would hold rows whose linked
     rows in the other tables are not there. ``LEAVE_IMAGE`` (``--leave-image``) says the run
     leaves that image on purpose: its commit makes the listed tables the image from then on."""
-    listed = {lake.table for lake in lakes}
+    listed = {lake.name for lake in lakes}
     for lake in lakes:
         image = batches.loaded_with(lake)
         left_out = [t for t in image if t not in listed]
@@ -85,7 +85,7 @@ def refuse_tearing_an_image(lakes: list[LakeTable], leave_image: bool) -> None:
             continue
         if leave_image:
             log.warning("%s leaves its image with %s (LEAVE_IMAGE): its snapshots no longer hold them",
-                        lake.table, ", ".join(left_out))
+                        lake.name, ", ".join(left_out))
             continue
         raise ConfigError(
             f"Lake table {lake.events_table} is loaded as one image with {', '.join(left_out)}; loading "

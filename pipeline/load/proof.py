@@ -178,41 +178,41 @@ def plus(one: Mapping[int, IdSum], other: Mapping[int, IdSum]) -> dict[int, IdSu
             for number in one.keys() | other.keys()}
 
 
-def other_columns(lake: LakeTable, types: Mapping[str, str]) -> dict[str, str]:
+def other_columns(table: LakeTable, types: Mapping[str, str]) -> dict[str, str]:
     """Of the lake table's columns (``types``: name -> lake type), those beyond the pipeline's: the
     other columns a quarantined row is kept with (one the source dropped since counts too: a row
     set aside for its value there can be loaded now), and a repair writes."""
-    ours = {lake.own(name) for name in EVENT_COLUMNS} | {known_since.COLUMN}
+    ours = {table.own(name) for name in EVENT_COLUMNS} | {known_since.COLUMN}
     return {name: kind for name, kind in types.items() if name not in ours}
 
 
-def row_hash(lake: LakeTable, source: SourceRelation, how: IdShape) -> RowHash:
+def row_hash(table: LakeTable, source: SourceRelation, how: IdShape) -> RowHash:
     """The content proof's columns of a table: the lake table's that the source has
     (:mod:`pipeline.content_hash`)."""
-    return RowHash.of(events_column_types(lake), source.types, source.id_column, source.time_column,
+    return RowHash.of(events_column_types(table), source.types, source.id_column, source.time_column,
                       id_kind=how.kind, utf8=source.utf8)
 
 
-def key_shape(conn: psycopg.Connection, lake: LakeTable, source: SourceRelation) -> IdShape:
+def key_shape(conn: psycopg.Connection, table: LakeTable, source: SourceRelation) -> IdShape:
     """How the source's ids are read for the lake table ``lake`` (:class:`IdShape`); a key the lake
     cannot hold refused (:func:`refuse_other_key`)."""
-    how = IdShape.read(conn, source, lake.id_type())
-    refuse_other_key(lake, source, how)
+    how = IdShape.read(conn, source, table.id_type())
+    refuse_other_key(table, source, how)
     return how
 
 
-def refuse_other_key(lake: LakeTable, source: SourceRelation, ids: IdShape) -> None:
+def refuse_other_key(table: LakeTable, source: SourceRelation, ids: IdShape) -> None:
     """A lake table holds its key in one type: a source key retyped between a UUID (or text spelling
     one), an integer and text is refused before anything is read, naming both (its rows could not be
     compared with, or inserted beside, the rows loaded before)."""
-    held = lake.id_type()
-    if held is None or ids.kind.holds(IdKind.of_lake(held, lake.id_column)):
+    held = table.id_type()
+    if held is None or ids.kind.holds(IdKind.of_lake(held, table.id_column)):
         return
     column = f"{source.qualified}.{source.id_column}"
     raise TerminalError(
         f"The source key {column} is {source.types.get(source.id_column)}, {ids.kind.described}, but the "
-        f"lake table {lake.events_table} holds its key {lake.id_column} as {held}. Nothing was read, staged "
-        "or changed.",
+        f"lake table {table.events_table} holds its key {table.id_column} as {held}. Nothing was read, "
+        "staged or changed.",
         f"Give {column} back its type (the lake's rows are keyed by it), or load the table into a new lake "
         "(DUCKLAKE_CATALOG and DUCKLAKE_DATA_PATH of its own). A table of the events shape (event_id, "
         "event_timestamp) is made with a UUID key before its source is read: an integer key needs the "
@@ -284,7 +284,7 @@ def _in_range(conn: psycopg.Connection, lake: LakeTable, table: SourceRelation, 
     lake_ids = (batches.ids_in_buckets(lake, low, upper, differing, bucket_seconds, kind=how.kind)
                 if differing else {})
     source_rows = stats.ids_in_buckets(conn, table, low, upper, differing, bucket_seconds,
-                                      id_kind=how.kind) if differing else {}
+                                       id_kind=how.kind) if differing else {}
     absent: set[UUID] = set()
     surplus: list[UUID] = []  # one entry per lake row the source does not hold in its bucket
     buckets = []  # the buckets where an id differs (not only a kept quarantined row)

@@ -184,11 +184,11 @@ def _reconcile_image(lake: Lake, resolved: ResolvedSettings, since: timedelta | 
             backfill = _compare_and_write(member, resolved, table, since, part, floors.get(table))
             if backfill is not None:
                 written.append(backfill)
-        members = {b.lake.table: b.batch_id for b in written}
+        members = {b.lake.name: b.batch_id for b in written}
         staged = [(b.lake, b.seal(group=group, group_batches=members)) for b in written]
         results = promote_together(group, staged, [t.name for t in resolved.tables]) if staged else []
         for (member, _), result in zip(staged, results, strict=True):
-            _settled(report.tables[member.table], result)
+            _settled(report.tables[member.name], result)
             report.snapshot_id = result.snapshot_id
     finally:
         for folder, claim in claims:
@@ -202,7 +202,7 @@ def _compare_and_write(lake: LakeTable, resolved: ResolvedSettings, table: Table
     load starts (:func:`pipeline.lake.batches.load_floors`: a late session and its events dated
     after it are read by that load, together; backfilled here in one table alone, an image tore)."""
     # a table dropped by hand is made again empty: then the look-back is reloaded here too
-    dropped = ("main", lake.table) not in table_names(lake)
+    dropped = ("main", lake.name) not in table_names(lake.lake)
     with connect_source(resolved.source_dsn) as conn:
         stats.require_table(conn, table.qualified)
         relation = SourceRelation.of(conn, table)
@@ -250,11 +250,11 @@ class Source:
     id_kind: IdKind  # its key (pipeline.id_checksum)
 
 
-def _doubled(lake: LakeTable, low: datetime | None,
+def _doubled(table: LakeTable, low: datetime | None,
              upper: datetime) -> int:
     """Lake rows beyond one per id in the compared range (a hour holding them differs by id too)."""
-    return int(one_row(lake.execute(
-        f"SELECT count(*) - count(DISTINCT event_id) FROM {lake.rows} "
+    return int(one_row(table.lake.execute(
+        f"SELECT count(*) - count(DISTINCT event_id) FROM {table.rows} "
         "WHERE ($low IS NULL OR event_timestamp > $low) AND event_timestamp <= $upper",
         {"low": low, "upper": upper}))[0])
 
@@ -274,9 +274,9 @@ class _Backfill:
 
     def seal(self, group: str, group_batches: dict[str, str]) -> StagedBatch:
         lake, source = self.lake, self.source
-        return staging.seal(self.folder, batch_id=self.batch_id, table=lake.table, engine=RECONCILE_ENGINE,
+        return staging.seal(self.folder, batch_id=self.batch_id, table=lake.name, engine=RECONCILE_ENGINE,
                             window=self.window, row_count=self.rows, files=self.files,
-                            lake_id=lake_id(lake), source=source.name, id_column=lake.id_column,
+                            lake_id=lake_id(lake.lake), source=source.name, id_column=lake.id_column,
                             time_column=lake.time_column, absent=list(source.table.absent) or None,
                             extra_columns=source.extra_columns or None, id_kind=source.id_kind.value,
                             # checked against every lake row: a source without a unique id may hold,
@@ -284,7 +284,7 @@ class _Backfill:
                             ids_unique=False, group=group, group_batches=group_batches)
 
 
-def _backfill(lake: LakeTable, source: Source, staged: Folder, hours: list[datetime], window: Window,
+def _backfill(table: LakeTable, source: Source, staged: Folder, hours: list[datetime], window: Window,
               report: TableReconcile) -> _Backfill | None:
     """Write the rows of ``hours`` the lake lacks as one batch's file in ``staged`` (sealed by
     the caller, alone or with the other tables' backfills)."""
@@ -304,7 +304,7 @@ def _backfill(lake: LakeTable, source: Source, staged: Folder, hours: list[datet
              f"(SELECT xmin::text::bigint FROM {source.table.sql} WHERE {in_hours}))"
              if source.table.row_versions else "")
     source_query = f"SELECT {columns} FROM {source.table.sql} WHERE ({in_hours}){later}"
-    con = lake.con
+    con = table.lake.con
     kind = source.id_kind
     con.execute("CREATE OR REPLACE TEMP TABLE reconcile_source AS " + validate.validated_sql(
         f"postgres_query('{SOURCE_ALIAS}', {quote_literal(source_query)})", source.extra_columns,
@@ -312,12 +312,12 @@ def _backfill(lake: LakeTable, source: Source, staged: Folder, hours: list[datet
     hour_list = ", ".join(f"{quote_literal(iso(h))}::TIMESTAMPTZ" for h in hours)
     # compared as the validated source rows hold them (a zero-copy lake holds UUIDs as text)
     lake_in_hours = f"{window.literal_sql()} AND date_trunc('hour', event_timestamp) IN ({hour_list})"
-    lake_ids = f"SELECT {duckdb_key('event_id', kind)} AS event_id FROM {lake.rows} WHERE {lake_in_hours}"
+    lake_ids = f"SELECT {duckdb_key('event_id', kind)} AS event_id FROM {table.rows} WHERE {lake_in_hours}"
     report.lake_rows_not_in_source = one_row(con.execute(
         f"SELECT count(*) FROM ({lake_ids}) l WHERE l.event_id NOT IN "
         "(SELECT event_id FROM reconcile_source WHERE event_id IS NOT NULL)"))[0]
     # what the backfill must not write again: the lake's rows of those hours, and of after the range
-    held = (f"SELECT {duckdb_key('event_id', kind)} AS event_id FROM {lake.rows} "
+    held = (f"SELECT {duckdb_key('event_id', kind)} AS event_id FROM {table.rows} "
             f"WHERE ({lake_in_hours}) OR {after}")
 
     batch_id = staging.new_batch_id()
@@ -325,7 +325,7 @@ def _backfill(lake: LakeTable, source: Source, staged: Folder, hours: list[datet
     folder.make(exist_ok=False)
     name = "part-00000.parquet"
     h = validate.Helpers.beside(source.extra_columns)
-    erased = tombstones.erased_relation(lake)
+    erased = tombstones.erased_relation(table)
     never_again = (f" AND {duckdb_identity('event_id', kind)} NOT IN (SELECT identity FROM {erased})"
                    if erased else "")
     missing = one_row(con.execute(
@@ -336,4 +336,4 @@ def _backfill(lake: LakeTable, source: Source, staged: Folder, hours: list[datet
     if missing == 0:
         staging.remove_batch(folder)
         return None
-    return _Backfill(lake, source, folder, batch_id, window, int(missing), [name])
+    return _Backfill(table, source, folder, batch_id, window, int(missing), [name])

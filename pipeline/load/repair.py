@@ -131,13 +131,13 @@ def repair(settings: ResolvedSettings, since: timedelta | None) -> RepairReport:
             if not todo:
                 _settle_kept(settings, plans, tables, "a repair's proof")  # compared equal
                 return _report(plans, {})
-            message = "; ".join(f"{plan.lake.table} {plan.describe()}" for plan in todo)
-            info: dict[str, object] = {"repair": {plan.lake.table: plan.check.as_dict() for plan in plans},
+            message = "; ".join(f"{plan.lake.name} {plan.describe()}" for plan in todo)
+            info: dict[str, object] = {"repair": {plan.lake.name: plan.check.as_dict() for plan in plans},
                                        "image": sorted(t.name for t in settings.tables)}
             done = {}
             with commit.transaction(message, info):
                 for plan in todo:
-                    done[plan.lake.table] = plan.apply()
+                    done[plan.lake.name] = plan.apply()
             snapshot_id = commit.snapshot_id
         _settle_kept(settings, plans, tables, "a repair")
     report = _report(plans, done, snapshot_id)
@@ -171,9 +171,9 @@ def _settle_kept(settings: ResolvedSettings, plans: list[_Plan], tables: list[Ta
 def _report(plans: list[_Plan], done: dict[str, tuple[int, int]], snapshot_id: int | None = None
             ) -> RepairReport:
     """The repair's report: each table's part."""
-    return RepairReport({plan.lake.table: TableRepair(plan.check, *done.get(plan.lake.table, (0, 0)),
-                                                      snapshot_id if plan.lake.table in done else None,
-                                                      plan.left_to_load)
+    return RepairReport({plan.lake.name: TableRepair(plan.check, *done.get(plan.lake.name, (0, 0)),
+                                                     snapshot_id if plan.lake.name in done else None,
+                                                     plan.left_to_load)
                          for plan in plans})
 
 
@@ -204,14 +204,15 @@ class _Plan:
         kind = self.kind
         own_id = quote_ident(lake.own("event_id"))
         identity = id_checksum.duckdb_identity(own_id, kind)
-        removed = one_row(lake.execute(f"DELETE FROM {lake.events_table} WHERE {identity} IN ({id_list})"))[0]
+        removed = one_row(lake.lake.execute(
+            f"DELETE FROM {lake.events_table} WHERE {identity} IN ({id_list})"))[0]
         rows = f"({validate.loadable_sql(True, self.source, extra_columns=self.extra, id_kind=kind)})"
-        loaded = one_row(lake.execute(insert_columns_sql(lake, self.have, rows, list(self.extra))))[0]
+        loaded = one_row(lake.lake.execute(insert_columns_sql(lake, self.have, rows, list(self.extra))))[0]
         rejected = validate.rejected_sql(True, False, self.extra, relation=self.source, id_kind=kind)
         if rejected is not None:
-            lake.execute(validate.quarantine_sql(lake.quarantine_table, rejected, self.extra,
-                                                 tombstones.erased_relation(lake), id_kind=kind),
-                         {"batch_id": f"repair {iso(self.check.upper)}", "table_name": lake.table})
+            lake.lake.execute(validate.quarantine_sql(lake.lake.quarantine_table, rejected, self.extra,
+                                                      tombstones.erased_relation(lake), id_kind=kind),
+                              {"batch_id": f"repair {iso(self.check.upper)}", "table_name": lake.name})
         return int(removed), int(loaded)
 
 

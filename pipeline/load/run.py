@@ -165,7 +165,7 @@ class Loader:
             else:
                 image.read_watermarks()
             if report.rows_inserted and count_unmerged:  # in this session: no attach of its own
-                report.files_to_merge = unmerged_files(lake, [load.lake.table for load in image.loads])
+                report.files_to_merge = unmerged_files(lake, [load.lake.name for load in image.loads])
             report.seconds["total"] = time.monotonic() - started
             details.update(rows_inserted=report.rows_inserted, summary=report.summary())
             if report.set_aside:  # the command exits 1: the record says failed too
@@ -175,20 +175,20 @@ class Loader:
         return ready
 
 
-def refuse_another_source(lake: LakeTable, source_name: str) -> None:
+def refuse_another_source(table: LakeTable, source_name: str) -> None:
     """A lake table holds one source's events, under one watermark: a second source whose table
     has the same name (tenant_b.events after tenant_a.events) would be read from the first one's
     watermark on and lose everything older, so it is refused before anything is read."""
-    bound = batches.bound_source(lake)
+    bound = batches.bound_source(table)
     if bound is None or bound == source_name:
         return
     raise ConfigError(
-        f"Lake table {lake.events_table} holds the events of {bound}; SOURCE_TABLE "
+        f"Lake table {table.events_table} holds the events of {bound}; SOURCE_TABLE "
         f"{source_name} is another source and would share its watermark (its older rows "
         "would never load). Nothing was read.",
         f"Give this source a lake of its own (another DUCKLAKE_NAME). If {source_name} is the "
         f"same table under a new name, record that with {actions.WRITE} {actions.SQL} \"UPDATE "
-        f"ops.batches SET source = '{source_name}' WHERE table_name = '{lake.table}'\".")
+        f"ops.batches SET source = '{source_name}' WHERE table_name = '{table.name}'\".")
 
 
 @dataclass(frozen=True)
@@ -262,7 +262,7 @@ class _TableLoad:
         log.info("extracting %d rows in window %s with %s", plan.stats.rows, plan.window.describe(),
                  extractor.engine)
         t0 = time.monotonic()
-        batch_id = group[1][self.lake.table]
+        batch_id = group[1][self.lake.name]
         # claimed before its first file (the lake ids zero-copy writes into the data path): a kill
         # from here on leaves a record the next run cleans up after, not an hour later
         try:
@@ -321,7 +321,7 @@ class _TableLoad:
             self._kept(self.report.check)
             return 0
         t0 = time.monotonic()
-        with one_read(self.lake):
+        with one_read(self.lake.lake):
             content = proof.row_hash(self.lake, plan.source, plan.ids) if duplicates else None
             check = proof.compare(snapshot.conn, self.lake, plan.source, plan.window.low,
                                   plan.window.upper, plan.ids, source=source, ahead_of=plan.window.upper,
@@ -381,7 +381,7 @@ class _ImageLoad:
         self.settings, self.lake, self.report = settings, lake, report
         self.loads = [_TableLoad(settings, spec, table, TableRun())
                       for spec, table in lake.tables(settings.tables).items()]
-        report.tables = {load.lake.table: load.report for load in self.loads}
+        report.tables = {load.lake.name: load.report for load in self.loads}
         # a history read in parts: the bound of this image's part (None: no table reads one), whether
         # it moved past the last part's, and the tables' rows as pg_class estimates them
         self.history_bound: datetime | None = None
@@ -432,7 +432,7 @@ class _ImageLoad:
         if not self.settings.backfill_rows:
             return
         made = table_names(self.lake)  # one read of the catalog for every table of the image
-        if not any(("main", load.lake.table) in made for load in self.loads):
+        if not any(("main", load.lake.name) in made for load in self.loads):
             self._start_ahead([(load.table, None, self.settings.backfill_rows) for load in self.loads])
 
     def _start_ahead(self, walks: list[tuple[TableSpec, datetime | None, int]]) -> None:
@@ -480,13 +480,13 @@ class _ImageLoad:
             for batch in staging.complete_batches(load.staged, lake_identity):
                 if staging.is_complete(batch.folder):  # an earlier group of this pass took it
                     group = batch.manifest.group or batch.batch_id
-                    members = batch.manifest.group_batches or {load.lake.table: batch.batch_id}
+                    members = batch.manifest.group_batches or {load.lake.name: batch.batch_id}
                     self._promote_group(group, members)
 
     def _promote_group(self, group: str, members: dict[str, str]) -> dict[str, PromotionResult]:
         """A group's batches promoted together, each result in its table's report and the load's."""
         results, set_aside = promote_staged_group(self.settings, self.lake, group, members)
-        loads = {load.lake.table: load for load in self.loads}
+        loads = {load.lake.name: load for load in self.loads}
         for table, result in results:
             if table in loads:
                 self._advance(loads[table], result, result.batch_id)
@@ -566,7 +566,7 @@ class _ImageLoad:
             plans: list[BatchPlan] = []
             starts: list[tuple[datetime | None, int]] = []  # each table's plan_batch(after, rows_behind)
             with one_read(self.lake):  # every table's lake reads in one lake snapshot too
-                standing = {load.lake.table: batches.standing(load.lake) for load in self.loads}
+                standing = {load.lake.name: batches.standing(load.lake) for load in self.loads}
                 marks = {table: where.watermark for table, where in standing.items()}
                 catching = self._catching_up(standing)
                 # one floor for every table's window: the oldest watermark. A transaction that wrote a
@@ -577,7 +577,7 @@ class _ImageLoad:
                 # watermark in bounded batches, outside the floor (it would hold the others back).
                 floor = batches.image_floor(standing, catching)
                 for load in self.loads:
-                    table = load.lake.table
+                    table = load.lake.name
                     behind = rows_behind.get(table, 0)
                     if table in catching:  # its next part starts where the last one ended (whose rows
                         # may all have been quarantined: the watermark did not move); None: the beginning
@@ -610,9 +610,9 @@ class _ImageLoad:
                 return {}
             short = {}
             for load, plan in zip(self.loads, plans, strict=True):
-                result = results.get(load.lake.table)
+                result = results.get(load.lake.name)
                 if plan.stats.rows == 0:
-                    log.info("no new events in window %s of %s", plan.window.describe(), load.lake.table)
+                    log.info("no new events in window %s of %s", plan.window.describe(), load.lake.name)
                     if load.held_as_planned(plan):
                         continue
                 elif result is None or not result.outcome.moves_the_watermark:
@@ -620,14 +620,14 @@ class _ImageLoad:
                 missing = load.check_identity(snapshot, plan, result.rows_inserted if result else 0,
                                               result.rows_duplicate if result else 0)
                 if missing:
-                    short[load.lake.table] = missing
+                    short[load.lake.name] = missing
             self.report.seconds["check"] = sum(load.report.seconds.get("check", 0.0) for load in self.loads)
             return short
 
     def _history_part(self, plans: list[BatchPlan], catching: dict[str, datetime | None]) -> None:
         """Note this image's part of the histories read in parts (none: no table reads one)."""
         reading = [(load, plan) for load, plan in zip(self.loads, plans, strict=True)
-                   if load.lake.table in catching]
+                   if load.lake.name in catching]
         if not reading:
             self.history_bound, self.history_moved = None, False
             return
@@ -644,12 +644,12 @@ class _ImageLoad:
         instant (a small table read whole beside a large one's first part held sessions whose events
         were not loaded yet). A table already past the bound reads nothing new."""
         bounds = [plan.window.upper for load, plan in zip(self.loads, plans, strict=True)
-                  if load.lake.table in catching and plan.backfill]
+                  if load.lake.name in catching and plan.backfill]
         if not bounds:
             return
         bound = min(bounds)
         for i, load in enumerate(self.loads):
-            if load.lake.table in catching and plans[i].window.upper > bound:
+            if load.lake.name in catching and plans[i].window.upper > bound:
                 after, behind = starts[i]
                 plans[i] = plan_batch(snapshot, load.lake, self.settings, load.table, after,
                                       rows_behind=behind, bound_at=bound)
@@ -662,13 +662,13 @@ class _ImageLoad:
         table without an arrival column reads that range whole), so the session such a transaction
         wrote is not loaded an image before its events."""
         floors = [plan.window.low for load, plan in zip(self.loads, plans, strict=True)
-                  if load.lake.table not in catching and plan.window.low is not None]
+                  if load.lake.name not in catching and plan.window.low is not None]
         if not floors or min(floors) == max(floors):
             return
         reach = min(floors)
         for i, load in enumerate(self.loads):
             low = plans[i].window.low
-            if load.lake.table in catching or low is None or low == reach:
+            if load.lake.name in catching or low is None or low == reach:
                 continue
             after, behind = starts[i]
             plans[i] = plan_batch(snapshot, load.lake, self.settings, load.table, after, rows_behind=behind,
@@ -691,7 +691,7 @@ class _ImageLoad:
         if not loading:
             return {}
         group = staging.new_batch_id()
-        ids = {load.lake.table: staging.new_batch_id() for load, _ in loading}
+        ids = {load.lake.name: staging.new_batch_id() for load, _ in loading}
         # a group is claimed in every table's folder until it is promoted: another process's leftover
         # pass leaves a group alone while any of its batches may still be written (a batch alone is
         # claimed by its extraction)

@@ -115,7 +115,7 @@ def _compare_table(lake: LakeTable, table: TableSpec, upper: datetime, low: date
                    meter: Progress, source: psycopg.Connection) -> Comparison:
     """``table`` in the lake against its source: the source as the lake should hold it, the rows
     that can be loaded, one per id; and every column's contents (``source``: Postgres)."""
-    con, named = lake.con, f" of {table.name}"
+    con, named = lake.lake.con, f" of {table.name}"
     relation = SourceRelation.of(source, table)
     how = proof.key_shape(source, lake, relation)  # compared by the other type, every row would differ
     source_table = _as_read(con, _source_instants(con, table), (SOURCE_ALIAS, table.schema, table.name),
@@ -130,7 +130,7 @@ def _compare_table(lake: LakeTable, table: TableSpec, upper: datetime, low: date
     left_out += [f"{identity} NOT IN (SELECT identity FROM {erased})"] if erased else []
     beside = f" WHERE {' AND '.join(left_out)}" if left_out else ""
     source_relation = f"(SELECT * FROM ({validate.loadable_sql(True, source_table, id_kind=kind)}){beside})"
-    lake_relation = _as_read(con, lake.events_table, (lake.name, "main", table.name), table)
+    lake_relation = _as_read(con, lake.events_table, (lake.lake.name, "main", table.name), table)
     quarantined = quarantined_rows(lake)
     meter.step(f"fingerprinting the lake{named} (count, ids, checksum)")
     in_lake = fingerprint(con, lake_relation, upper, low)

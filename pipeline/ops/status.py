@@ -26,10 +26,9 @@ from pipeline.lake import divergences, integrity, jobs
 from pipeline.lake.connect import lake_session
 from pipeline.lake.divergences import Divergence
 from pipeline.lake.identity import lake_id, table_names
-from pipeline.lake.integrity import Integrity
 from pipeline.lake.payload_fields import PayloadStatus
 from pipeline.lake.schema import quarantined_rows
-from pipeline.lake.session import LakeTable
+from pipeline.lake.session import Lake, LakeTable
 from pipeline.lake.tombstones import receipts
 from pipeline.lake.transaction import one_read
 from pipeline.load import proof
@@ -215,43 +214,25 @@ def _iso(value: datetime | None) -> str | None:
 
 @dataclass
 class LakeFacts:
-    """What the lake holds, read in one session; a lake not created yet (no run so far) holds
-    nothing (``exists`` False): a state, not an error."""
+    """What the whole lake holds (its snapshots, files, jobs, identity, erasures), read once for
+    every table of the image; a lake not created yet (no run so far) holds nothing (``exists``
+    False): a state, not an error."""
 
     exists: bool = False
-    watermark: datetime | None = None
-    batches: list[dict[str, object]] = field(default_factory=list)  # the last ones, newest first
-    lake_rows: int = 0
     snapshots: int = 0
     latest: int | None = None
     files: int = 0
     size: int = 0
     job_runs: list[jobs.JobRun] = field(default_factory=list)
     lake_id: str | None = None
-    quarantined: int = 0
     last_load_success: datetime | None = None
-    last_hour: batch_table.SteadyState | None = None
     integrity: integrity.Integrity | None = None
-    catching_up: bool = False  # SOURCE_TABLES: the table's last batch was a bounded part of its history
-    history_rate: float | None = None  # rows per second its history's parts were read at
     erasures_interrupted: list[str] = field(default_factory=list)  # receipts a kill left 'erasing'
-    payload: PayloadStatus = field(default_factory=PayloadStatus)
-    divergences: list[Divergence] = field(default_factory=list)  # seen by a check, not repaired yet
 
     @classmethod
-    def read(cls, lake: LakeTable, *, checked: Integrity | None = None) -> LakeFacts:
-        """``checked``: the lake's file integrity when known already (it is lake-wide: a status of
-        several tables lists the data folder once, with its first table)."""
-        tables = table_names(lake)
+    def read(cls, lake: Lake, tables: set[tuple[str, str]]) -> LakeFacts:
+        """``tables``: the lake's tables (:func:`~pipeline.lake.identity.table_names`)."""
         facts = cls(exists=True)
-        if (lake.ops_schema, "batches") in tables:
-            facts.watermark = batch_table.watermark(lake)
-            facts.batches = batch_table.recent_batches(lake, 5)
-            facts.last_hour = batch_table.steady_state(lake, datetime.now(UTC) - HOUR)
-            facts.catching_up = batch_table.catching_up(lake) is not None
-            facts.history_rate = batch_table.history_rate(lake) if facts.catching_up else None
-            if ("main", lake.table) in tables:  # (a table added to SOURCE_TABLES: made by its first load)
-                facts.lake_rows = batch_table.rows_held(lake)
         facts.snapshots, facts.latest = one_row(lake.execute(
             f"SELECT count(*), max(snapshot_id) FROM {lake.name}.snapshots()"))
         files, size = one_row(lake.execute(
@@ -262,13 +243,56 @@ class LakeFacts:
         facts.last_load_success = jobs.last_success(lake, "load")
         if (lake.ops_schema, "lake_identity") in tables:
             facts.lake_id = lake_id(lake)
-        facts.quarantined = quarantined_rows(lake)
-        facts.integrity = checked or integrity.check(lake, tables)
+        facts.integrity = integrity.check(lake, tables)
         facts.erasures_interrupted = [r.erasure_id for r in receipts(lake) if not r.done]
-        facts.divergences = divergences.unrepaired(lake)
-        if ("main", lake.table) in tables:  # last: a damaged file fails its read, and the transaction
-            facts.payload = PayloadStatus.of(lake)
         return facts
+
+
+@dataclass
+class TableFacts:
+    """What the lake holds of one table, read in the lake's one read of a status (a table not made
+    yet holds nothing: a table added to SOURCE_TABLES, made by its first load)."""
+
+    watermark: datetime | None = None
+    batches: list[dict[str, object]] = field(default_factory=list)  # the last ones, newest first
+    lake_rows: int = 0
+    quarantined: int = 0
+    last_hour: batch_table.SteadyState | None = None
+    catching_up: bool = False  # the table's last batch was a bounded part of its history
+    history_rate: float | None = None  # rows per second its history's parts were read at
+    payload: PayloadStatus = field(default_factory=PayloadStatus)
+    divergences: list[Divergence] = field(default_factory=list)  # seen by a check, not repaired yet
+
+    @classmethod
+    def read(cls, table: LakeTable, tables: set[tuple[str, str]]) -> TableFacts:
+        facts = cls()
+        if (table.lake.ops_schema, "batches") in tables:
+            facts.watermark = batch_table.watermark(table)
+            facts.batches = batch_table.recent_batches(table, 5)
+            facts.last_hour = batch_table.steady_state(table, datetime.now(UTC) - HOUR)
+            facts.catching_up = batch_table.catching_up(table) is not None
+            facts.history_rate = batch_table.history_rate(table) if facts.catching_up else None
+            if ("main", table.name) in tables:
+                facts.lake_rows = batch_table.rows_held(table)
+        facts.quarantined = quarantined_rows(table)
+        facts.divergences = divergences.unrepaired(table)
+        return facts
+
+
+def read_lake(settings: ResolvedSettings) -> tuple[LakeFacts, dict[str, TableFacts]]:
+    """The lake's facts and each table's, in one lake session and one read transaction: one view of
+    the lake, whose catalog DuckLake reads once for the dozens of reads, not once per table."""
+    try:
+        with lake_session(settings, read_only=True) as lake, one_read(lake):
+            tables = table_names(lake)
+            wide = LakeFacts.read(lake, tables)
+            each = {spec.name: TableFacts.read(lake.table_of(spec), tables) for spec in settings.tables}
+            for spec in settings.tables:  # last: a damaged file fails its read, and the transaction
+                if ("main", spec.name) in tables:
+                    each[spec.name].payload = PayloadStatus.of(lake.table_of(spec))
+            return wide, each
+    except LakeNotCreated:
+        return LakeFacts(), {spec.name: TableFacts() for spec in settings.tables}
 
 
 def _unrepaired(seen: list[Divergence], watermark: datetime | None, now: datetime) -> list[str]:
@@ -376,22 +400,20 @@ def _denied(conn: psycopg.Connection, table: str) -> str | None:
 
 
 def collect(settings: ResolvedSettings) -> Status:
-    """Read where the pipeline stands: the lake (read-only), the source, staging, the scheduler's
-    state; each table's (SOURCE_TABLE's one table is an image of one), and the whole folded from
-    them: the worst health with every reason, sums, and what is the lake's read once."""
-    # the data folder is listed once, with the first table read: its files are the whole lake's
-    first_table, *others = settings.tables
-    each = {first_table.name: _collect(settings, first_table)}
-    checked = each[first_table.name].integrity
-    each.update({table.name: _collect(settings, table, checked=checked) for table in others})
-    return _fold(each)
+    """Read where the pipeline stands: the lake (read-only, once for every table), the source,
+    staging, the scheduler's state; each table's status (SOURCE_TABLE's one table is an image of
+    one), and the whole folded from them: the worst health with every reason, and sums."""
+    wide, facts = read_lake(settings)
+    return _fold({table.name: _collect(settings, table, wide, facts[table.name])
+                  for table in settings.tables})
 
 
 def _fold(each: dict[str, Status]) -> Status:
-    """The image's status from each table's: no table speaks for the others."""
+    """The image's status from each table's: no table speaks for the others (what is the lake's —
+    catalog, files, snapshots, jobs — each holds alike, read once: :func:`read_lake`)."""
     worst = max(each.values(), key=lambda status: status.health.code)
     reasons = [f"{name}: {reason}" for name, status in each.items() for reason in status.health.reasons]
-    lake_wide = next(iter(each.values()))  # what is the lake's (catalog, files, snapshots, jobs) is in each
+    lake_wide = next(iter(each.values()))
     errors = [f"{name}: {status.source_error}" for name, status in each.items() if status.source_error]
     future = [s.source_rows_in_future for s in each.values() if s.source_rows_in_future is not None]
     return replace(lake_wide, health=replace(worst.health, reasons=reasons),
@@ -420,7 +442,7 @@ def _fold(each: dict[str, Status]) -> Status:
                    rows_quarantined=sum(status.rows_quarantined for status in each.values()),
                    staged_batches_waiting=sum(status.staged_batches_waiting for status in each.values()),
                    last_hour=batch_table.combined(hours) if (hours := [s.last_hour for s in each.values()
-                                                                        if s.last_hour]) else None,
+                                                                       if s.last_hour]) else None,
                    last_batches=sorted((b for s in each.values() for b in s.last_batches),
                                        key=lambda b: str(b.get("promoted_at")), reverse=True)[:5])
 
@@ -429,7 +451,7 @@ def _weakest(checks: list[proof.RangeCheck]) -> proof.RangeCheck | None:
     """The image's identity check: the table's that differs most, else the one proven through the
     earliest instant (the image is proven through it); each table's own is in ``tables``."""
     return min(checks, key=lambda check: (check.exact, -(len(check.missing) + len(check.extra)
-                                                          + len(check.moved) + len(check.changed)),
+                                                         + len(check.moved) + len(check.changed)),
                                           check.upper), default=None)
 
 
@@ -445,16 +467,10 @@ def _arrivals_of(each: dict[str, Status]) -> ArrivalFacts:
                         sum(fact.rows_behind_mark_last_hour for fact in facts), "; ".join(notes) or None)
 
 
-def _collect(settings: ResolvedSettings, table: TableSpec, *, checked: Integrity | None = None) -> Status:
-    """``table``'s status (``checked``: the lake's file integrity, when known: :meth:`LakeFacts.read`)."""
-    try:
-        # one lake transaction: one view of the lake, and DuckLake reads its catalog once for the
-        # dozens of reads below, not once each
-        with lake_session(settings, read_only=True) as lake, one_read(lake):
-            facts = LakeFacts.read(lake.table_of(table), checked=checked)
-    except LakeNotCreated:
-        facts = LakeFacts()
-    watermark, batches, job_runs = facts.watermark, facts.batches, facts.job_runs
+def _collect(settings: ResolvedSettings, table: TableSpec, wide: LakeFacts, facts: TableFacts) -> Status:
+    """``table``'s status, from what the lake holds (``wide``: the lake's, ``facts``: the table's)
+    and its source."""
+    watermark, batches, job_runs = facts.watermark, facts.batches, wide.job_runs
     newest, pending, future, far_future, now, source_error = None, None, None, 0, datetime.now(UTC), None
     surplus, changed, identity = 0, 0, None
     column = settings.arrival_column
@@ -493,7 +509,7 @@ def _collect(settings: ResolvedSettings, table: TableSpec, *, checked: Integrity
                                               {"now": now}))[0]
                 pending = one_row(conn.execute(f"SELECT count(*) FROM {relation} WHERE %(wm)s::timestamptz "
                                                "IS NULL OR event_timestamp > %(wm)s", {"wm": watermark}))[0]
-                damaged = facts.integrity is not None and facts.integrity.problems
+                damaged = wide.integrity is not None and wide.integrity.problems
                 if watermark is not None and not damaged:  # the look-back, id by id (a damaged file
                     # fails every read of the ids, and is the finding already)
                     try:
@@ -514,7 +530,7 @@ def _collect(settings: ResolvedSettings, table: TableSpec, *, checked: Integrity
     set_aside = staging.failed_batches(staged)
     last_load = next((r for r in job_runs if r["job"] == "load"), None)
     promoted = [b["promoted_at"] for b in batches if b.get("promoted_at")]
-    successes = [t for t in (facts.last_load_success, *promoted) if isinstance(t, datetime)]
+    successes = [t for t in (wide.last_load_success, *promoted) if isinstance(t, datetime)]
     # rows the source holds: counted when nothing is loaded yet (all of them are after no watermark)
     holds = (pending or 0) if watermark is None and pending else 1 if newest else 0
     shown = ", ".join(identity.id_kind.key_of(i) for i in identity.missed[:3]) if identity is not None else ""
@@ -528,12 +544,12 @@ def _collect(settings: ResolvedSettings, table: TableSpec, *, checked: Integrity
                            last_load["error"] if last_load else None, len(set_aside), holds,
                            far_future=far_future, source_error=source_error, lake_surplus=surplus,
                            lake_changed=changed,
-                           lake_damage=[*(facts.integrity.problems if facts.integrity else []),
-                                        *missed, *_interrupted(facts.erasures_interrupted),
+                           lake_damage=[*(wide.integrity.problems if wide.integrity else []),
+                                        *missed, *_interrupted(wide.erasures_interrupted),
                                         *_unrepaired(facts.divergences, watermark, now)])
     behind = facts.last_hour["rows_behind_mark"] if facts.last_hour else 0
     return Status(
-        health=judged, lake=settings.lake_table(table), lake_exists=facts.exists,
+        health=judged, lake=settings.lake_table(table), lake_exists=wide.exists,
         catalog=settings.catalog.describe(), data_path=settings.data_path, watermark=watermark,
         source_error=source_error, source_newest_event=newest, lag_seconds=lag,
         source_rows_after_watermark=pending, source_rows_in_future=future, rows_quarantined=facts.quarantined,
@@ -541,14 +557,14 @@ def _collect(settings: ResolvedSettings, table: TableSpec, *, checked: Integrity
         if column else ArrivalFacts(rows_behind_mark_last_hour=behind),
         lake_rows_not_in_source=surplus, lake_rows_changed_in_source=changed, identity=identity,
         lake_rows=facts.lake_rows,
-        snapshot_count=facts.snapshots, latest_snapshot=facts.latest, data_files=facts.files,
-        data_bytes=facts.size, integrity=facts.integrity,
-        staged_batches_waiting=len(staging.complete_batches(staged, facts.lake_id))
-        if facts.lake_id else 0,
+        snapshot_count=wide.snapshots, latest_snapshot=wide.latest, data_files=wide.files,
+        data_bytes=wide.size, integrity=wide.integrity,
+        staged_batches_waiting=len(staging.complete_batches(staged, wide.lake_id))
+        if wide.lake_id else 0,
         set_aside_batches=set_aside,
         jobs={r["job"]: {"status": r["status"], "started_at": iso(r["started_at"]),
                          "finished_at": iso(r["finished_at"]), "error": r["error"]} for r in job_runs},
         scheduler=SchedulerStates(settings.home).read(), last_batches=batches, last_hour=facts.last_hour,
         catching_up=facts.catching_up, payload=facts.payload, divergences=facts.divergences,
         history=History.of(facts.lake_rows, pending, facts.history_rate)
-        if facts.catching_up or (watermark is None and facts.exists) else None)
+        if facts.catching_up or (watermark is None and wide.exists) else None)

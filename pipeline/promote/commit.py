@@ -39,7 +39,10 @@ class LakeCommit:
     def __init__(self, tables: Sequence[LakeTable]) -> None:
         if not tables:
             raise ValueError("a commit writes at least one table")
-        self.tables = sorted(tables, key=lambda lake: lake.table)
+        self.lake = tables[0].lake  # the one session the commit is made in
+        if any(table.lake.con is not self.lake.con for table in tables):
+            raise ValueError("a commit's tables are views of one lake session")
+        self.tables = sorted(tables, key=lambda table: table.name)
         self.leases: list[locks.Lease] = []
         self.snapshot_id: int | None = None  # the snapshot the commit made (None: none, or not yet)
         self._held = contextlib.ExitStack()
@@ -60,10 +63,9 @@ class LakeCommit:
         check, COMMIT; a body that calls ``rollback()`` (nothing changed) commits nothing and makes
         no snapshot. :attr:`snapshot_id` is set after a commit."""
         commit_id = uuid.uuid4().hex
-        session = self.tables[0]
         began = time.time()
         try:
-            with transaction(session, message, json.dumps({**extra_info, COMMIT_ID: commit_id})) as tx:
+            with transaction(self.lake, message, json.dumps({**extra_info, COMMIT_ID: commit_id})) as tx:
                 yield tx
                 if not tx.finished:
                     for lease in self.leases:
@@ -74,20 +76,20 @@ class LakeCommit:
             for lake in self.tables:
                 with contextlib.suppress(Exception):
                     remove_partial_files(lake, began)
-            raise disk_full(exc, session.data_path, "DUCKLAKE_DATA_PATH") from None
+            raise disk_full(exc, self.lake.data_path, "DUCKLAKE_DATA_PATH") from None
         if not tx.finished:
-            self.snapshot_id = one_row(session.execute(
-                f"SELECT max(snapshot_id) FROM {session.name}.snapshots() "
+            self.snapshot_id = one_row(self.lake.execute(
+                f"SELECT max(snapshot_id) FROM {self.lake.name}.snapshots() "
                 f"WHERE json_extract_string(commit_extra_info, '$.{COMMIT_ID}') = ?", [commit_id]))[0]
 
 
-def remove_partial_files(lake: LakeTable, since: float) -> None:
+def remove_partial_files(table: LakeTable, since: float) -> None:
     """DuckLake's own files in the table folder written since ``since`` that its catalog does not
     list: the failed insert's (a disk full for this commit is full for every writer, so no other
     insert can be completing one of them)."""
-    folder = lake.table_folder
-    listed = {r[0] for r in lake.execute("SELECT data_file FROM ducklake_list_files(?, ?)",
-                                        [lake.name, lake.table]).fetchall()}
+    folder = table.table_folder
+    listed = {r[0] for r in table.lake.execute("SELECT data_file FROM ducklake_list_files(?, ?)",
+                                               [table.lake.name, table.name]).fetchall()}
     for info in folder.files_below():
         uri = f"{folder.scheme}://{info.path}" if folder.scheme else info.path
         if (info.base_name.startswith("ducklake-")

@@ -58,19 +58,19 @@ def promote_staged_group(settings: ResolvedSettings, lake: Lake, group: str,
                staging.StagedBatch(folder, manifest))
               for table, folder in complete.items() if (manifest := staging.read_manifest(folder))]
     log.info("promoting group %s (%s)", group,
-             ", ".join(f"{member.table} {batch.manifest.row_count} rows" for member, batch in staged))
+             ", ".join(f"{member.name} {batch.manifest.row_count} rows" for member, batch in staged))
     try:
         results = promote_together(group, staged, [table.name for table in settings.tables])
     except duckdb.Error as exc:
         if is_transient(exc):  # the catalog or object store is away: the batches are fine, retry later
             raise promotion_outage(settings, exc) from None
         for member, batch in staged:  # all or none: every batch of the group is kept whole
-            staging.set_aside(root.child(member.table), batch, first_line(exc))
+            staging.set_aside(root.child(member.name), batch, first_line(exc))
         log.error("group %s cannot be promoted (%s); its batches are set aside, kept whole, so later "
                   "batches load. Fix the cause, then run: %s", group, first_line(exc),
                   actions.RETRY_FAILED.command())
         return [], [batch.batch_id for _, batch in staged]
-    return [(member.table, result) for (member, _), result in zip(staged, results, strict=True)], []
+    return [(member.name, result) for (member, _), result in zip(staged, results, strict=True)], []
 
 
 def promotion_outage(settings: ResolvedSettings, exc: duckdb.Error) -> PipelineError:

@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 RECONCILE_ENGINE = "reconcile"  # the manifest engine of backfill batches (pipeline.load.reconcile)
 
 
-def insert_sql(lake: LakeTable, have: Mapping[str, str], kind: IdKind, batch_has_duplicates: bool = True,
+def insert_sql(table: LakeTable, have: Mapping[str, str], kind: IdKind, batch_has_duplicates: bool = True,
                extra_columns: dict[str, str] | None = None, erased: str | None = None) -> str:
     """Insert the batch's new loadable rows: one per id (only when the batch repeats ids: the
     window function costs a sort), anti-joined with every lake row, wherever it is dated. An id
@@ -50,15 +50,15 @@ def insert_sql(lake: LakeTable, have: Mapping[str, str], kind: IdKind, batch_has
     never_again = f"\n    ANTI JOIN {erased} erased ON erased.identity = {identity}" if erased else ""
     new_rows = f"""(
     SELECT * FROM ({validate.loadable_sql(batch_has_duplicates, extra_columns=extra_columns, id_kind=kind)}) s
-    ANTI JOIN (SELECT {duckdb_key("event_id", kind)} AS event_id FROM {lake.rows}) existing
+    ANTI JOIN (SELECT {duckdb_key("event_id", kind)} AS event_id FROM {table.rows}) existing
            ON existing.event_id = s.event_id{never_again})"""
-    return insert_columns_sql(lake, have, new_rows, extra_columns or {})
+    return insert_columns_sql(table, have, new_rows, extra_columns or {})
 
 
-def key_kind(lake: LakeTable, manifest: Manifest) -> IdKind:
+def key_kind(table: LakeTable, manifest: Manifest) -> IdKind:
     """The batch's key as its plan read it from the source and the lake; for a batch staged before
     keys had kinds, as the lake's id column holds it (read only then)."""
-    return IdKind(manifest.id_kind) if manifest.id_kind else lake.id_kind()
+    return IdKind(manifest.id_kind) if manifest.id_kind else table.id_kind()
 
 
 class Outcome(StrEnum):
@@ -113,17 +113,17 @@ def promote_together(group: str, members: list[tuple[LakeTable, StagedBatch]],
         results = _promote_locked(commit, group, members, started, image)
     for (lake, batch), result in zip(members, results, strict=True):
         _settle(lake, batch, result)
-        log.info("%s: %s", lake.table, result.describe())
+        log.info("%s: %s", lake.name, result.describe())
     return results
 
 
-def _settle(lake: LakeTable, batch: StagedBatch, result: PromotionResult) -> None:
+def _settle(table: LakeTable, batch: StagedBatch, result: PromotionResult) -> None:
     """A settled batch's staging folder goes, and Spark's files of one promoted by copy."""
     staging.remove_batch(batch.folder)
     if batch.lake_files and result.outcome.moves_the_watermark and not result.files_registered:
         # promoted by copy: its files were never registered (after the manifest is gone, so a
         # crash in between leaves orphans for maintenance, never a batch missing its files)
-        zero_copy.remove_files(batch.lake_files, lake.table_folder)
+        zero_copy.remove_files(batch.lake_files, table.table_folder)
 
 
 def _result(started: float, batch_id: str, outcome: Outcome, staged: int = 0, inserted: int = 0,
@@ -138,7 +138,7 @@ def _promote_locked(commit: LakeCommit, group: str, members: list[tuple[LakeTabl
     result = functools.partial(_result, started)
 
     # all or none: a group's batches are recorded in one transaction, so one recorded means all were
-    if any(batches.is_recorded(lake, batch.batch_id) for lake, batch in members):
+    if any(batches.is_recorded(lake.lake, batch.batch_id) for lake, batch in members):
         return [result(batch.batch_id, Outcome.ALREADY_PROMOTED, batch.manifest.row_count)
                 for _, batch in members]
     if not all(staging.is_complete(batch.folder) for _, batch in members):
@@ -152,7 +152,7 @@ def _promote_locked(commit: LakeCommit, group: str, members: list[tuple[LakeTabl
         return [result(batch.batch_id, Outcome.NO_NEW_ROWS if rows else Outcome.EMPTY, rows)
                 for (_, batch), rows in zip(members, staged, strict=True)]
     message, info = _commit_text(group, members, contents, staged)
-    info["image"] = sorted({*image, *(lake.table for lake, _ in members)})
+    info["image"] = sorted({*image, *(lake.name for lake, _ in members)})
     written: list[tuple[int, int]] = []
     meter = Progress(f"promoting group {group}")
     with meter.ticking(), commit.transaction(message, info) as tx:
@@ -163,7 +163,7 @@ def _promote_locked(commit: LakeCommit, group: str, members: list[tuple[LakeTabl
             inserted, quarantined = _write(lake, batch, content, meter)
             written.append((inserted, quarantined))
             if inserted or quarantined:
-                fresh = _freshness(lake.con, content.uris(), batch.manifest.arrived_after)
+                fresh = _freshness(lake.lake.con, content.uris(), batch.manifest.arrived_after)
                 _record(lake, batch, content, inserted, quarantined, started, fresh)
         changed = any(inserted or quarantined for inserted, quarantined in written)
         if not changed:
@@ -173,7 +173,7 @@ def _promote_locked(commit: LakeCommit, group: str, members: list[tuple[LakeTabl
     meter.finish(sum(staged), f"{sum(i for i, _ in written):,} new" if changed else "nothing new")
     results = []
     for (_, batch), content, rows, (inserted, quarantined) in zip(members, contents, staged, written,
-                                                                   strict=True):
+                                                                  strict=True):
         if inserted or quarantined:
             assert content is not None
             results.append(result(batch.batch_id, Outcome.COMMITTED, rows, inserted, commit.snapshot_id,
@@ -207,7 +207,7 @@ class _Contents:
         return self.files + self.lake_uris
 
 
-def _contents(lake: LakeTable, batch: StagedBatch) -> _Contents:
+def _contents(table: LakeTable, batch: StagedBatch) -> _Contents:
     """Count the batch's rows. Spark's files go through the copy path instead when another run
     committed rows after this batch's ids were checked, or when the lake holds one of their ids
     outside the time range Spark checked (they would repeat it); they are deleted after, like
@@ -215,23 +215,23 @@ def _contents(lake: LakeTable, batch: StagedBatch) -> _Contents:
     manifest = batch.manifest
     files, lake_files, copy_reason = batch.file_uris(), batch.lake_files, manifest.copy_reason
     fallback = None
-    if lake_files and zero_copy.inserted_since(lake, manifest.lake_snapshot or 0):
+    if lake_files and zero_copy.inserted_since(table, manifest.lake_snapshot or 0):
         fallback = "the lake took rows after this batch's ids were checked"
-    elif lake_files and zero_copy.held_elsewhere(lake, [str(f["uri"]) for f in lake_files]):
+    elif lake_files and zero_copy.held_elsewhere(table, [str(f["uri"]) for f in lake_files]):
         # Spark checked the ids the lake holds in the batch's time range only
         fallback = "the lake holds some of its ids under another event_timestamp (moved in the source)"
-    elif lake_files and (lacking := zero_copy.columns_lacking(lake, str(lake_files[0]["uri"]))):
+    elif lake_files and (lacking := zero_copy.columns_lacking(table, str(lake_files[0]["uri"]))):
         fallback = (f"its files lack the table's column(s) {', '.join(lacking)}, made after they were "
                     "written (copy promotion fills them)")
     if fallback is not None:
         log.info("batch %s: %s; promoting it by copy", batch.batch_id, fallback)
         files, lake_files, copy_reason = files + [str(f["uri"]) for f in lake_files], [], fallback
     # the other columns as promotion casts them: the lake table's type of each it has already
-    existing = events_column_types(lake) if manifest.extra_columns else {}
+    existing = events_column_types(table) if manifest.extra_columns else {}
     extra = {name: existing.get(name, kind) for name, kind in (manifest.extra_columns or {}).items()}
-    stats = validate.batch_stats_sql(extra, id_kind=key_kind(lake, batch.manifest))
+    stats = validate.batch_stats_sql(extra, id_kind=key_kind(table, batch.manifest))
     staged, loadable, distinct_ids, min_ts, max_ts, invalid = (
-        one_row(lake.execute(stats, {"files": files})) if files else (0, 0, 0, None, None, 0))
+        one_row(table.lake.execute(stats, {"files": files})) if files else (0, 0, 0, None, None, 0))
     registered = sum(int(f["rows"]) for f in lake_files)
     min_ts, max_ts = _span([min_ts, max_ts, *(parse_iso(str(f[k])) for f in lake_files
                                               for k in ("min_event_timestamp", "max_event_timestamp"))])
@@ -253,13 +253,13 @@ def _commit_text(group: str, members: list[tuple[LakeTable, StagedBatch]],
             else "promote")
     late = ", backfill late events" if verb == "reconcile" else ""
     message = f"{verb} group {group}: " + ", ".join(
-        f"{lake.table} {rows} row(s){late} window {batch.manifest.window.brief()}"
+        f"{lake.name} {rows} row(s){late} window {batch.manifest.window.brief()}"
         for (lake, batch), rows in zip(members, staged, strict=True))
     return message, {"group": group,
-                     "batches": {lake.table: batch.batch_id for lake, batch in members},
-                     "rows_staged": {lake.table: rows
+                     "batches": {lake.name: batch.batch_id for lake, batch in members},
+                     "rows_staged": {lake.name: rows
                                      for (lake, _), rows in zip(members, staged, strict=True)},
-                     "tables": {lake.table: _batch_info(batch, content)
+                     "tables": {lake.name: _batch_info(batch, content)
                                 for (lake, batch), content in zip(members, contents, strict=True)}}
 
 
@@ -275,7 +275,7 @@ def _batch_info(batch: StagedBatch, content: _Contents | None) -> dict[str, obje
             **({"copy_reason": content.copy_reason} if content and content.copy_reason else {})}
 
 
-def _write(lake: LakeTable, batch: StagedBatch,
+def _write(table: LakeTable, batch: StagedBatch,
            contents: _Contents, meter: Progress) -> tuple[int, int]:
     """Inside the batch's transaction: quarantine, add drifted columns, insert, register.
     Returns (rows inserted or registered, rows newly quarantined)."""
@@ -284,25 +284,25 @@ def _write(lake: LakeTable, batch: StagedBatch,
     # columns it added join with their first rows; one read of the lake table's columns serves all
     absent, extra = batch.manifest.absent or (), batch.manifest.extra_columns or {}
     optional = {name: kind for name, kind in OPTIONAL_LAKE_TYPES.items() if name not in absent}
-    have = add_columns(lake, {**optional, **extra}, batch.manifest.extra_defaults or {})
+    have = add_columns(table, {**optional, **extra}, batch.manifest.extra_defaults or {})
     lake_extra = {name: have[name] for name in extra}
-    kind = key_kind(lake, batch.manifest)
+    kind = key_kind(table, batch.manifest)
     rejected = validate.rejected_sql(contents.invalid > 0, contents.has_duplicates, lake_extra, id_kind=kind)
     if rejected is not None:
         meter.step("quarantining rows that cannot load")
-        into_quarantine = validate.quarantine_sql(lake.quarantine_table, rejected, lake_extra,
-                                                  tombstones.erased_relation(lake), id_kind=kind)
-        quarantined = one_row(lake.execute(into_quarantine,
-                                          {"files": files, "batch_id": batch.batch_id,
-                                           "table_name": lake.table}))[0]
+        into_quarantine = validate.quarantine_sql(table.lake.quarantine_table, rejected, lake_extra,
+                                                  tombstones.erased_relation(table), id_kind=kind)
+        quarantined = one_row(table.lake.execute(into_quarantine,
+                                                 {"files": files, "batch_id": batch.batch_id,
+                                                  "table_name": table.name}))[0]
     if contents.loadable:
         meter.step("inserting new rows" + (" (dropping duplicates)" if contents.has_duplicates else ""))
-        insert = insert_sql(lake, have, kind, contents.has_duplicates, lake_extra,
-                            tombstones.erased_relation(lake))
-        inserted = one_row(lake.execute(insert, {"files": files}))[0]
+        insert = insert_sql(table, have, kind, contents.has_duplicates, lake_extra,
+                            tombstones.erased_relation(table))
+        inserted = one_row(table.lake.execute(insert, {"files": files}))[0]
     if contents.lake_files:
         meter.step(f"registering {len(contents.lake_files)} file(s)")
-        zero_copy.register(lake, contents.lake_uris)
+        zero_copy.register(table, contents.lake_uris)
         inserted += contents.registered
     return inserted, quarantined
 
@@ -320,13 +320,13 @@ def _freshness(con: duckdb.DuckDBPyConnection, files: list[str],
     return (float(row[0]), float(row[1])) if row and row[0] is not None else (None, None)
 
 
-def _record(lake: LakeTable, batch: StagedBatch,
+def _record(table: LakeTable, batch: StagedBatch,
             contents: _Contents, inserted: int, quarantined: int, started: float,
             freshness: tuple[float | None, float | None]) -> None:
     """The batch's state row, in its transaction: the watermark moves with the data."""
     manifest, staged = batch.manifest, contents.staged
-    batches.record(lake, batches.BatchRecord(
-        batch_id=batch.batch_id, table_name=lake.table, engine=manifest.engine,
+    batches.record(table.lake, batches.BatchRecord(
+        batch_id=batch.batch_id, table_name=table.name, engine=manifest.engine,
         window_low=manifest.window.low, window_upper=manifest.window.upper,
         rows_staged=staged, rows_inserted=inserted, rows_duplicate=staged - inserted - quarantined,
         min_event_timestamp=contents.min_ts, max_event_timestamp=contents.max_ts,
@@ -344,22 +344,23 @@ def _span(values: list[datetime | None]) -> tuple[datetime | None, datetime | No
     return (min(present), max(present)) if present else (None, None)
 
 
-def add_columns(lake: LakeTable, extra_columns: dict[str, str],
+def add_columns(table: LakeTable, extra_columns: dict[str, str],
                 defaults: Mapping[str, str] | None = None) -> dict[str, str]:
     """Schema drift: add the columns the source gained to the lake table, inside the batch's
     transaction (the new columns and the first rows carrying them are one snapshot); one the
     source added with a default (``defaults``: its value as staged) with that value for the rows
     loaded before, as the source's older rows hold it. Returns the lake table's columns with
     their types, the added ones included (an existing column keeps its type)."""
-    existing = events_column_types(lake)
+    existing = events_column_types(table)
     for name, kind in extra_columns.items():
         if name not in existing:
-            log.info("schema drift: adding column %s %s to %s", name, kind, lake.events_table)
+            log.info("schema drift: adding column %s %s to %s", name, kind, table.events_table)
             value = (defaults or {}).get(name)
-            castable = value is not None and one_row(lake.execute(
+            castable = value is not None and one_row(table.lake.execute(
                 f"SELECT TRY_CAST(? AS {kind}) IS NOT NULL", [value]))[0]
             default = f" DEFAULT {quote_literal(value)}" if castable and value is not None else ""
             if name.lower() in INLINING_COLUMNS:
-                without_inlining(lake)
-            lake.execute(f"ALTER TABLE {lake.events_table} ADD COLUMN {quote_ident(name)} {kind}{default}")
+                without_inlining(table)
+            table.lake.execute(
+                f"ALTER TABLE {table.events_table} ADD COLUMN {quote_ident(name)} {kind}{default}")
     return {**extra_columns, **existing}

@@ -94,22 +94,22 @@ class PromotionChoice:
     reason: str | None = None  # why by copy (None: zero-copy, or nothing decided yet)
 
 
-def choose(settings: ResolvedSettings, lake: LakeTable, source: psycopg.Connection,
+def choose(settings: ResolvedSettings, table: LakeTable, source: psycopg.Connection,
            engine: str, plan: BatchPlan, batch_id: str) -> PromotionChoice:
     """How this batch is promoted, decided once, with its plan and before its first file:
     zero-copy, with where Spark writes the lake's files (the lake's ids in the window written for
     the tasks), or by copy, with the reason (logged, and kept in the snapshot's commit info)."""
     if settings.promotion is not Promotion.ZERO_COPY:
         return PromotionChoice(reason=f"PROMOTION={settings.promotion}")
-    lake_types = events_column_types(lake)
-    keys = tuple(key.key for key in typed_keys(lake))
+    lake_types = events_column_types(table)
+    keys = tuple(key.key for key in typed_keys(table))
     reason = blocker(settings, engine, lake_types, plan.source.types, plan.unique_ids, plan.extra_columns,
                      named_by=(plan.source.id_column, plan.source.time_column), payload_keys=keys)
     rows = plan.stats.rows
     if reason is None:
         span = ((plan.stats.min_ts, plan.stats.max_ts) if plan.stats.max_ts is not None
                 else (plan.window.low, plan.window.upper))
-        target = replace(write_lake_ids(lake, span, batch_id, typed=lake_types.get("event_id") == "UUID"),
+        target = replace(write_lake_ids(table, span, batch_id, typed=lake_types.get("event_id") == "UUID"),
                          payload_keys=keys)
         if worth_zero_copy(target.lake_id_count, rows):
             return PromotionChoice(target)
@@ -159,73 +159,73 @@ def blocker(settings: Settings, engine: str, lake_types: Mapping[str, str], sour
     return None
 
 
-def write_lake_ids(lake: LakeTable, span: TimeSpan,
+def write_lake_ids(table: LakeTable, span: TimeSpan,
                    batch_id: str, *, typed: bool) -> LakeTarget:
     """Write the ids the lake holds in ``span`` (the time range of the rows the batch reads: an
     event keeps its time, so only there can the lake hold one of them) to a Parquet file beside
     the batch's incoming folder, for Spark to read (twice as fast as handing Spark an Arrow table
     from Python: 2.3 s against 6.0 s for 1M ids, warm); return the target with the lake
     snapshot read just before (a later commit only adds ids, never hides one)."""
-    snapshot = one_row(lake.execute(f"SELECT max(snapshot_id) FROM {lake.name}.snapshots()"))[0]
-    target = LakeTarget(lake.table_folder, f"{batch_id}{LAKE_IDS_SUFFIX}", 0, int(snapshot), typed)
+    snapshot = one_row(table.lake.execute(f"SELECT max(snapshot_id) FROM {table.lake.name}.snapshots()"))[0]
+    target = LakeTarget(table.table_folder, f"{batch_id}{LAKE_IDS_SUFFIX}", 0, int(snapshot), typed)
     target.incoming.make(exist_ok=True)
     low, upper = span
     where = "event_timestamp <= $upper" + (" AND event_timestamp >= $low" if low else "")
     params = {"upper": upper, **({"low": low} if low else {})}
-    count = one_row(lake.execute(f"COPY (SELECT event_id FROM {lake.rows} WHERE {where}) TO "
-                                f"{quote_literal(target.incoming.uri(target.lake_ids))} (FORMAT parquet)",
-                                params))[0]
+    count = one_row(table.lake.execute(
+        f"COPY (SELECT event_id FROM {table.rows} WHERE {where}) TO "
+        f"{quote_literal(target.incoming.uri(target.lake_ids))} (FORMAT parquet)", params))[0]
     if count == 0:
         target.remove_ids()
         return replace(target, lake_ids=None)
     return replace(target, lake_id_count=int(count))
 
 
-def inserted_since(lake: LakeTable, snapshot_id: int) -> bool:
+def inserted_since(table: LakeTable, snapshot_id: int) -> bool:
     """Did a snapshot after ``snapshot_id`` insert into the events table? (Then a batch whose ids
     were checked at ``snapshot_id`` may hold rows the lake took meanwhile.)"""
-    metadata = lake.metadata()
-    table_id = one_row(lake.execute(
+    metadata = table.lake.metadata()
+    table_id = one_row(table.lake.execute(
         f"SELECT t.table_id FROM {metadata}.ducklake_table t JOIN {metadata}.ducklake_schema s "
         "USING (schema_id) WHERE s.schema_name = 'main' AND t.table_name = ? AND t.end_snapshot IS NULL "
-        "AND s.end_snapshot IS NULL", [lake.table]))[0]
-    changed = one_row(lake.execute(
-        f"SELECT count(*) FROM {lake.name}.snapshots() WHERE snapshot_id > ? AND "
+        "AND s.end_snapshot IS NULL", [table.name]))[0]
+    changed = one_row(table.lake.execute(
+        f"SELECT count(*) FROM {table.lake.name}.snapshots() WHERE snapshot_id > ? AND "
         "(list_contains(changes['tables_inserted_into'], ?) OR list_contains(changes['inlined_insert'], ?))",
         [snapshot_id, str(table_id), str(table_id)]))[0]
     return changed > 0
 
 
-def held_elsewhere(lake: LakeTable, paths: list[str]) -> bool:
+def held_elsewhere(table: LakeTable, paths: list[str]) -> bool:
     """Does the lake hold any id of Spark's files ``paths``? Spark left out the ids the lake holds in
     the batch's time range; one found now is dated elsewhere in the lake (the source moved the row
     after it was loaded), and registering the file would hold it twice. An id erased from the table
     (:mod:`pipeline.lake.tombstones`) counts as held: it must not be registered either."""
-    erased = tombstones.erased_relation(lake)
-    held = f"SELECT TRY_CAST(event_id AS UUID) AS event_id FROM {lake.rows}"
+    erased = tombstones.erased_relation(table)
+    held = f"SELECT TRY_CAST(event_id AS UUID) AS event_id FROM {table.rows}"
     if erased is not None:
         held += f" UNION ALL SELECT identity FROM {erased}"
-    return bool(one_row(lake.execute(
+    return bool(one_row(table.lake.execute(
         "SELECT count(*) FROM (SELECT TRY_CAST(event_id AS UUID) AS event_id FROM "
         f"read_parquet($files, hive_partitioning = false)) f SEMI JOIN ({held}) lake "
         "ON lake.event_id = f.event_id", {"files": paths}))[0])
 
 
-def columns_lacking(lake: LakeTable, path: str) -> list[str]:
+def columns_lacking(table: LakeTable, path: str) -> list[str]:
     """The table's columns Spark's file ``path`` lacks (registered, the file's rows would read NULL
     in them): a payload key typed after the batch's files were written, where the JSON holds it, a
     column the table gained since. Not the rows' first snapshot (:mod:`pipeline.lake.known_since`):
     NULL there is what every row loaded holds — its own snapshot is its first."""
     have = {str(name).lower()
-            for (name,) in lake.execute("SELECT name FROM parquet_schema(?)", [path]).fetchall()}
-    return [name for name in events_column_types(lake)
+            for (name,) in table.lake.execute("SELECT name FROM parquet_schema(?)", [path]).fetchall()}
+    return [name for name in events_column_types(table)
             if name.lower() not in have and name != known_since.COLUMN]
 
 
-def register(lake: LakeTable, paths: list[str]) -> None:
+def register(table: LakeTable, paths: list[str]) -> None:
     """Add ``paths`` (in the table's day folders) to the events table, inside the open transaction."""
-    lake.execute("CALL ducklake_add_data_files(?, ?, ?, hive_partitioning => true, allow_missing => true)",
-                [lake.name, lake.table, paths])
+    table.lake.execute("CALL ducklake_add_data_files(?, ?, ?, hive_partitioning => true, "
+                       "allow_missing => true)", [table.lake.name, table.name, paths])
 
 
 def remove_files(lake_files: list[LakeFile], folder: Folder) -> None:
