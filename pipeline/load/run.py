@@ -38,8 +38,9 @@ from pipeline.lake.session import Lake, LakeTable
 from pipeline.lake.transaction import one_read
 from pipeline.load import proof
 from pipeline.load.ahead import PartAhead
+from pipeline.load.image_plan import plan_image
 from pipeline.load.payload_typing import chosen_keys, keys_of_new_table, type_payload_keys, types_of_new_table
-from pipeline.load.plan import plan_batch, whole_transactions
+from pipeline.load.plan import whole_transactions
 from pipeline.load.preflight import preflight, refuse_tearing_an_image
 from pipeline.load.report import HistoryPart, RunReport, TableRun
 from pipeline.promote import zero_copy
@@ -563,43 +564,16 @@ class _ImageLoad:
         # the planner's transaction stays open until the engine has read and the batch is checked:
         # its snapshot is shared, and it is what the lake is compared with
         with self._planner_snapshot(ahead_ok=not rows_behind) as snapshot:
-            plans: list[BatchPlan] = []
-            starts: list[tuple[datetime | None, int]] = []  # each table's plan_batch(after, rows_behind)
             with one_read(self.lake):  # every table's lake reads in one lake snapshot too
-                standing = {load.lake.name: batches.standing(load.lake) for load in self.loads}
-                marks = {table: where.watermark for table, where in standing.items()}
-                catching = self._catching_up(standing)
-                # one floor for every table's window: the oldest watermark. A transaction that wrote a
-                # session and its events is then read in both tables or in neither, even when one table
-                # is quieter and its watermark behind (each table from its own watermark cut the look-back
-                # at two places, and an image held the session without its events). A table never
-                # loaded reads its whole history; one added to a loaded lake catches up from its own
-                # watermark in bounded batches, outside the floor (it would hold the others back).
-                floor = batches.image_floor(standing, catching)
-                for load in self.loads:
-                    table = load.lake.name
-                    behind = rows_behind.get(table, 0)
-                    if table in catching:  # its next part starts where the last one ended (whose rows
-                        # may all have been quarantined: the watermark did not move); None: the beginning
-                        start = max((m for m in (marks[table], catching[table]) if m is not None),
-                                    default=None)
-                    else:  # the floor; a table never loaded reads its whole history
-                        start = floor if marks[table] is not None else None
-                    if not rows_behind:  # a first image
-                        load.report.watermark, load.planned_from = marks[table], start
-                    # a second image: a short table's whole look-back again, the others' next window
-                    after = load.planned_from if behind or not rows_behind else start
-                    starts.append((after, behind))
-                    plans.append(plan_batch(snapshot, load.lake, settings, load.table, after,
-                                            rows_behind=behind,
-                                            bound_rows=settings.backfill_rows if table in catching else 0))
-                self._bound_together(snapshot, plans, starts, catching)
-                if not rows_behind:
-                    self._history_part(plans, catching)
-                for load, plan in zip(self.loads, plans, strict=True):
+                image = plan_image(settings, snapshot, [(load.table, load.lake) for load in self.loads],
+                                   rows_behind, {load.lake.name: load.planned_from for load in self.loads})
+                if not rows_behind:  # a first image
+                    for load, (after, _) in zip(self.loads, image.starts, strict=True):
+                        load.report.watermark, load.planned_from = image.marks[load.lake.name], after
+                    self._history_part(image.plans, image.catching)
+                for load, plan in zip(self.loads, image.plans, strict=True):
                     load.report.catching_up = plan.backfill
-                self._reach_back_together(snapshot, plans, starts, catching)
-                plans = whole_transactions(snapshot, [load.lake for load in self.loads], plans)
+                plans = whole_transactions(snapshot, [load.lake for load in self.loads], image.plans)
             for load, plan in zip(self.loads, plans, strict=True):
                 load.report.planned(plan)
             self.report.seconds["plan"] = self.report.seconds.get("plan", 0.0) + time.monotonic() - t0
@@ -635,53 +609,6 @@ class _ImageLoad:
         self.history_moved = self.history_bound is None or bound > self.history_bound
         self.history_bound = bound
         self.history_rows = sum(plan.stats.table_rows for _, plan in reading)
-
-    def _bound_together(self, snapshot: PlannerSnapshot, plans: list[BatchPlan],
-                        starts: list[tuple[datetime | None, int]],
-                        catching: dict[str, datetime | None]) -> None:
-        """The histories read in this image end at one bound, the earliest of their parts' (each about
-        BACKFILL_BATCH_ROWS rows): every snapshot of a first load holds every table up to the same
-        instant (a small table read whole beside a large one's first part held sessions whose events
-        were not loaded yet). A table already past the bound reads nothing new."""
-        bounds = [plan.window.upper for load, plan in zip(self.loads, plans, strict=True)
-                  if load.lake.name in catching and plan.backfill]
-        if not bounds:
-            return
-        bound = min(bounds)
-        for i, load in enumerate(self.loads):
-            if load.lake.name in catching and plans[i].window.upper > bound:
-                after, behind = starts[i]
-                plans[i] = plan_batch(snapshot, load.lake, self.settings, load.table, after,
-                                      rows_behind=behind, bound_at=bound)
-
-    def _reach_back_together(self, snapshot: PlannerSnapshot, plans: list[BatchPlan],
-                             starts: list[tuple[datetime | None, int]],
-                             catching: dict[str, datetime | None]) -> None:
-        """A table whose window reached back (rows a long transaction committed dated before the
-        look-back) takes the image's other tables with it: each is planned again from there (a
-        table without an arrival column reads that range whole), so the session such a transaction
-        wrote is not loaded an image before its events."""
-        floors = [plan.window.low for load, plan in zip(self.loads, plans, strict=True)
-                  if load.lake.name not in catching and plan.window.low is not None]
-        if not floors or min(floors) == max(floors):
-            return
-        reach = min(floors)
-        for i, load in enumerate(self.loads):
-            low = plans[i].window.low
-            if load.lake.name in catching or low is None or low == reach:
-                continue
-            after, behind = starts[i]
-            plans[i] = plan_batch(snapshot, load.lake, self.settings, load.table, after, rows_behind=behind,
-                                  reach_back=reach)
-
-    def _catching_up(self, standing: dict[str, batches.Standing]) -> dict[str, datetime | None]:
-        """The tables reading their history in parts, each with where its last part ended (None: no
-        part yet): never loaded (a first load, or a table added to a loaded lake), or whose last batch
-        was a bounded part (BACKFILL_BATCH_ROWS; 0: a history is read whole)."""
-        if not self.settings.backfill_rows:
-            return {}
-        return {table: where.catching_up for table, where in standing.items()
-                if where.watermark is None or where.catching_up is not None}
 
     def _extract_and_promote(self, lake_identity: str, engines: Engines, snapshot: PlannerSnapshot,
                              loading: list[tuple[_TableLoad, BatchPlan]], promote_now: bool,
