@@ -87,8 +87,8 @@ def run(settings: Settings, mode: RunMode | str = "run", engine: str = "spark", 
     closed after. ``spark``: the test session's (shared by the tests of a worker), never stopped here."""
     from pipeline.ops.pipeline import Pipeline
 
-    with Pipeline(settings, engine=engine, spark=spark) as lake:
-        return lake.run(mode, record_as=record_as)
+    with Pipeline(settings, engine=engine, spark=spark) as pipeline:
+        return pipeline.run(mode, record_as=record_as)
 
 
 def add_events(settings: Settings, rows: int, seed: int, *, late_by: timedelta | None = None,

@@ -24,11 +24,11 @@ def run(cmd: Command) -> HandlerResult:
     flags = cmd.args
     promote_only = flags.promote_only or flags.retry_failed
     mode = RunMode.EXTRACT if flags.extract_only else RunMode.PROMOTE if promote_only else RunMode.RUN
-    with Pipeline(cmd.settings, engine=flags.engine) as lake:
+    with Pipeline(cmd.settings, engine=flags.engine) as pipeline:
         # recorded in the job history like a scheduled load: --status's freshness counts manual runs too
         record_as = "load" if mode is RunMode.RUN else str(mode)
-        report = lake.retry_failed() if flags.retry_failed else lake.run(mode, record_as=record_as)
-        lake.compact_if_piled(report)  # a --run from cron each minute: small files merged when they pile up
+        report = pipeline.retry_failed() if flags.retry_failed else pipeline.run(mode, record_as=record_as)
+        pipeline.compact_if_piled(report)  # a --run from cron each minute: small files merged as they pile up
     if cmd.json:
         output.out(output.dumps({"status": "ok", **report.as_dict()}))
     if report.set_aside or report.lacking:
@@ -39,8 +39,8 @@ def run(cmd: Command) -> HandlerResult:
 def reconcile(cmd: Command) -> HandlerResult:
     from pipeline.ops.pipeline import Pipeline
 
-    with Pipeline(cmd.settings) as lake:
-        report = lake.reconcile_now()
+    with Pipeline(cmd.settings) as pipeline:
+        report = pipeline.reconcile_now()
     if cmd.json:
         output.out(output.dumps({"status": "ok", **report.as_dict()}))
     return True, f"Reconciled: {report.summary()}."
@@ -57,8 +57,8 @@ def _since(args: argparse.Namespace) -> timedelta | None:
 def repair(cmd: Command) -> HandlerResult:
     from pipeline.ops.pipeline import Pipeline
 
-    with Pipeline(cmd.settings) as lake:
-        report = lake.repair(_since(cmd.args))
+    with Pipeline(cmd.settings) as pipeline:
+        report = pipeline.repair(_since(cmd.args))
     if cmd.json:
         output.out(output.dumps({"status": "ok", **report.as_dict()}))
     return True, f"Repair: {report.summary()}."
@@ -85,12 +85,12 @@ def status(cmd: Command) -> HandlerResult:
     from pipeline.ops.pipeline import Pipeline
     from pipeline.storage.outage import store_outage
 
-    lake = Pipeline(cmd.settings)
+    pipeline = Pipeline(cmd.settings)
     try:
-        with lake:
-            data = lake.status()
+        with pipeline:
+            data = pipeline.status()
     except (TransientError, OSError) as exc:
-        outage = exc if isinstance(exc, TransientError) else store_outage(lake.settings, exc)
+        outage = exc if isinstance(exc, TransientError) else store_outage(pipeline.settings, exc)
         if outage is None:
             raise
         judged = unreadable(outage)
@@ -108,11 +108,11 @@ def status(cmd: Command) -> HandlerResult:
 def verify(cmd: Command) -> HandlerResult:
     from pipeline.ops.pipeline import Pipeline
 
-    with Pipeline(cmd.settings) as lake:  # every table of the image against its source
+    with Pipeline(cmd.settings) as pipeline:  # every table of the image against its source
         if cmd.args.since:  # by identity, bucket by bucket: no row read where the buckets agree
-            check = lake.prove(_since(cmd.args))
+            check = pipeline.prove(_since(cmd.args))
             return check.exact, check.describe()
-        comparison = lake.verify()
+        comparison = pipeline.verify()
         return comparison.equal, comparison.describe()
 
 
@@ -123,8 +123,8 @@ def print_attach(cmd: Command) -> HandlerResult:
     from pipeline.lake.attach_sql import extension_names, open_statements
     from pipeline.ops.pipeline import Pipeline
 
-    with Pipeline(cmd.settings) as lake:  # settings resolved once, in the pipeline
-        resolved = lake.settings
+    with Pipeline(cmd.settings) as pipeline:  # settings resolved once, in the pipeline
+        resolved = pipeline.settings
     # read-only as the reader role when there is one (as a read-only --sql session opens it);
     # --write: as DUCKLAKE_CATALOG's role, read-write
     reader = None if cmd.args.write or resolved.catalog.pg is None else resolved.catalog.reader
@@ -153,16 +153,16 @@ def stop_embedded(cmd: Command) -> HandlerResult:
 def schedule(cmd: Command) -> HandlerResult:
     from pipeline.ops.pipeline import Pipeline
 
-    with Pipeline(cmd.settings, engine=cmd.args.engine, long_lived=True) as lake:
-        lake.schedule(run_now=cmd.args.run_now)
+    with Pipeline(cmd.settings, engine=cmd.args.engine, long_lived=True) as pipeline:
+        pipeline.schedule(run_now=cmd.args.run_now)
     return True, "Scheduler stopped cleanly."
 
 
 def follow(cmd: Command) -> HandlerResult:
     from pipeline.ops.pipeline import Pipeline
 
-    with Pipeline(cmd.settings, engine=cmd.args.engine, long_lived=True) as lake:
-        lake.follow()
+    with Pipeline(cmd.settings, engine=cmd.args.engine, long_lived=True) as pipeline:
+        pipeline.follow()
     return True, "Stopped following cleanly."
 
 
@@ -174,8 +174,8 @@ def serve(cmd: Command) -> HandlerResult:
     from pipeline.ops.web import WebServer
     from pipeline.process import on_stop
 
-    with Pipeline(cmd.settings) as lake:  # settings resolved once, in the pipeline
-        resolved = lake.settings
+    with Pipeline(cmd.settings) as pipeline:  # settings resolved once, in the pipeline
+        resolved = pipeline.settings
     if not resolved.metrics_port:
         raise ConfigError("METRICS_PORT is 0, which turns the web server off.",
                           "Give --metrics-port 8900 (or set METRICS_PORT) to serve.")
@@ -195,8 +195,8 @@ def serve(cmd: Command) -> HandlerResult:
 def maintain(cmd: Command) -> HandlerResult:
     from pipeline.ops.pipeline import Pipeline
 
-    with Pipeline(cmd.settings) as lake:
-        report = lake.maintain_now(dry_run=cmd.args.dry_run)
+    with Pipeline(cmd.settings) as pipeline:
+        report = pipeline.maintain_now(dry_run=cmd.args.dry_run)
     if cmd.json:
         output.out(output.dumps(report.as_dict()))
     return True, f"Maintenance {'dry run ' if cmd.args.dry_run else ''}done: {report.describe()}."
@@ -213,19 +213,19 @@ def erase(cmd: Command) -> HandlerResult:
         raise ConfigError("--erase was given an empty value: nothing was erased.",
                           "Give the subject's value as SUBJECT_KEY holds it, e.g. --erase user-42.")
     dry_run, asked = cmd.args.dry_run, cmd.args.yes
-    with Pipeline(cmd.settings) as lake:
+    with Pipeline(cmd.settings) as pipeline:
         if not dry_run and not asked:
             if cmd.json or not sys.stdin.isatty():
                 raise ConfigError("--erase removes the subject's rows from the lake and its history for "
                                   "good, and asks first; it cannot ask here (no terminal, or --json): "
                                   "nothing was erased.",
                                   "See what it would do with --dry-run, then run it again with --yes.")
-            preview = lake.erase(value, dry_run=True)
+            preview = pipeline.erase(value, dry_run=True)
             output.err(f"This would {preview.describe().removeprefix('dry run, nothing changed: would ')}.")
             output.err("Erase for good? Type yes: ", end="")
             if sys.stdin.readline().strip().lower() != "yes":
                 return False, "Nothing was erased (not confirmed)."
-        report = lake.erase(value, dry_run=dry_run)
+        report = pipeline.erase(value, dry_run=dry_run)
     if cmd.json:
         output.out(output.dumps({"status": "ok", **report.as_dict()}))
     return True, f"Erasure {'dry run ' if dry_run else ''}done: {report.describe()}."
@@ -234,8 +234,8 @@ def erase(cmd: Command) -> HandlerResult:
 def erasures(cmd: Command) -> HandlerResult:
     from pipeline.ops.pipeline import Pipeline
 
-    with Pipeline(cmd.settings) as lake:
-        found = lake.erasures()
+    with Pipeline(cmd.settings) as pipeline:
+        found = pipeline.erasures()
     if cmd.json:
         output.out(output.dumps({"erasures": [receipt.as_dict() for receipt in found]}))
     else:

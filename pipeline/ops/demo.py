@@ -52,14 +52,14 @@ class DemoResult:
 def demo(settings: Settings, engine: str = "spark", spark: SparkSession | None = None) -> DemoResult:
     """Run the demo and collect what it shows."""
     table = _events_table(settings)  # refused before anything starts
-    with Pipeline(settings, engine=engine, spark=spark) as lake:
+    with Pipeline(settings, engine=engine, spark=spark) as pipeline:
         if engine_of(engine) is not Engine.SPARK or spark is not None:
-            return _demo(lake, table)
+            return _demo(pipeline, table)
         from pipeline.extract.spark_session import build_session
 
         # one session for the demo's three loads (a one-shot run would start its own each time)
-        log.info("starting Spark (%s)…", lake.settings.spark.master)
-        with Pipeline(lake.settings, engine=engine, spark=build_session(lake.settings)) as started:
+        log.info("starting Spark (%s)…", pipeline.settings.spark.master)
+        with Pipeline(pipeline.settings, engine=engine, spark=build_session(pipeline.settings)) as started:
             return _demo(started, table)
 
 

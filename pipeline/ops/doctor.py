@@ -236,8 +236,8 @@ def run_checks(settings: Settings, *, with_spark: bool = True) -> list[Check]:
     if settings.spark.reader is Reader.JDBC:  # the arrow reader needs no jar
         checks.append(_timed("jdbc driver", lambda: jdbc_check(settings.spark)))
     try:
-        with Pipeline(settings) as lake:  # starts the embedded Postgres when nothing is configured
-            resolved = lake.settings
+        with Pipeline(settings) as pipeline:  # starts the embedded Postgres when nothing is configured
+            resolved = pipeline.settings
     except PipelineError as exc:
         failed = _failed("source", exc)
         return [*checks, failed, *(Check(name, SKIP, "needs the settings resolved (see above)")

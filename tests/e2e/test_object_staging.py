@@ -263,19 +263,19 @@ def test_the_store_lost_as_a_batch_is_claimed_is_named_and_temporary(lake_env, m
     """S3 gone between the plan and the batch's claim (the claim was outside the store's error
     naming): "Failed with an unexpected error … please report it", classed as needs-a-fix."""
     from pipeline.errors import StorageUnavailable, is_transient
-    from pipeline.load import run as one_run
+    from pipeline.load import image_plan
 
     server, _, env = _staging_on_a_store_of_its_own(lake_env, "claim-bucket", "claim-secret-value")
     settings = load_settings(env)
     add_events(settings, 50, seed=45)
-    planned = one_run.plan_batch
+    planned = image_plan.plan_batch
 
     def plan_then_lose_the_store(*args, **kwargs):
         plan = planned(*args, **kwargs)
         server.stop()  # a real outage, timed by the test: the store is gone at the claim
         return plan
 
-    monkeypatch.setattr(one_run, "plan_batch", plan_then_lose_the_store)
+    monkeypatch.setattr(image_plan, "plan_batch", plan_then_lose_the_store)
     try:
         with pytest.raises(StorageUnavailable) as lost:
             run(settings, engine="dlt")

@@ -269,6 +269,6 @@ def test_python_sql_refuses_a_statement_holding_a_nul_by_name(lake_with_history)
     from pipeline.ops.pipeline import Pipeline
     from pipeline.settings import load_settings
 
-    with Pipeline(load_settings(lake_with_history["env"])) as lake, \
+    with Pipeline(load_settings(lake_with_history["env"])) as pipeline, \
             pytest.raises(ConfigError, match="NUL character"):
-        lake.sql("SELECT 1\x00")
+        pipeline.sql("SELECT 1\x00")

@@ -20,9 +20,9 @@ def test_file_catalogs_run_the_whole_cycle(kind, lake_env, tmp_path):
     full_cycle(settings)
     # --status reads the job history as instants (a SQLite catalog gives its timestamps as text:
     # its status crashed comparing them)
-    with Pipeline(settings) as lake:
-        lake.run(record_as="load")
-        status = lake.status()
+    with Pipeline(settings) as pipeline:
+        pipeline.run(record_as="load")
+        status = pipeline.status()
     assert status.health.state == "healthy", status.health
     assert isinstance(status.health.last_success, datetime) and status.jobs["load"]["status"] == "success"
 

@@ -239,9 +239,9 @@ def test_one_erasure_covers_every_table_in_one_commit(new_lake_env):
     _write(settings, _users(50, 10), ago=timedelta(hours=2))
     _write(settings, _users(40, 8), ago=timedelta(hours=2), table="public.clicks")
     run(settings, engine="dlt")
-    with Pipeline(settings) as lake:
-        dry = lake.erase(SUBJECT, dry_run=True)
-        report = lake.erase(SUBJECT)
+    with Pipeline(settings) as pipeline:
+        dry = pipeline.erase(SUBJECT, dry_run=True)
+        report = pipeline.erase(SUBJECT)
     assert {name: t.rows for name, t in dry.tables.items()} == {"events": 5, "clicks": 5}
     assert {name: t.rows for name, t in report.tables.items()} == {"events": 5, "clicks": 5}
     commits = lake_query(settings, "SELECT count(*) FROM lake.snapshots() WHERE commit_message LIKE 'erase a subject%'")
@@ -273,8 +273,8 @@ def test_a_subject_alone_in_its_files_leaves_no_bound_in_the_catalog(catalog, er
     bounds = (f"SELECT count(*) FROM {metadata}.ducklake_table_column_stats "
               "WHERE contains(min_value, ?) OR contains(max_value, ?)")
     assert lake_query(settings, bounds, [value, value]) != [(0,)]  # a bound holds it now
-    with Pipeline(settings) as lake:
-        report = lake.erase(value)
+    with Pipeline(settings) as pipeline:
+        report = pipeline.erase(value)
     assert report.tables["events"].rows == 40 + 3 + 1
     assert lake_query(settings, bounds, [value, value]) == [(0,)]
     if catalog == "postgres":
@@ -420,8 +420,8 @@ def test_a_bigint_keyed_table_listed_second_by_a_column_whose_min_is_the_subject
         return rewrite(erasure)
 
     monkeypatch.setattr(Erasure, "rewrite", rewrite_while_probing)
-    with Pipeline(settings) as lake:
-        report = lake.erase(value)
+    with Pipeline(settings) as pipeline:
+        report = pipeline.erase(value)
     assert busy == ["events"]
     assert report.tables["orders"].rows == 50 and "events" not in report.tables
     assert lake_query(settings, "SELECT count(*) FROM lake.main.orders WHERE customer = ?", [value]) == [(0,)]
@@ -504,9 +504,9 @@ def test_a_value_within_another_takes_only_its_own_unreadable_quarantined_rows(e
            + [("n", '{"user_id": 1, bad'), ("n", '{"user_id": 10, bad'), ("n", '{"user_id": "u-9", "n": 1, bad')],
            ago=timedelta(minutes=30))
     assert run(settings, engine="dlt").rows_quarantined == 6
-    with Pipeline(settings) as lake:
-        assert lake.erase("user_1").tables["events"].quarantined == 1
-        assert lake.erase("1").tables["events"].quarantined == 1
+    with Pipeline(settings) as pipeline:
+        assert pipeline.erase("user_1").tables["events"].quarantined == 1
+        assert pipeline.erase("1").tables["events"].quarantined == 1
     left = lake_query(settings, "SELECT details FROM lake.ops.quarantine ORDER BY details")
     assert [row[0] for row in left] == ['{"user_id": "u-9", "n": 1, bad', '{"user_id": "user_10", bad',
                                         '{"user_id": "user_100", bad', '{"user_id": 10, bad'], left

@@ -65,8 +65,8 @@ def test_rows_a_move_leaves_inlined_stay_inside_the_bounds(catalog, erasure_env,
     assert run(settings, engine="dlt").rows_inserted == 12
     assert _bounds_missing(settings) == {}
     before = _others(settings)
-    with Pipeline(settings) as lake:
-        assert lake.erase(SUBJECT).tables["events"].rows == 9
+    with Pipeline(settings) as pipeline:
+        assert pipeline.erase(SUBJECT).tables["events"].rows == 9
     assert _others(settings) == before  # content and first snapshots intact
     assert _bounds_missing(settings) == {}
     recent = "SELECT count(*) FROM lake.main.events WHERE event_timestamp > now() - INTERVAL 1 HOUR"
@@ -94,8 +94,8 @@ def test_an_own_column_named_filename_does_not_stop_the_erasure(new_lake_env):
                      "secs => i), CASE WHEN i %% 10 = 0 THEN %s ELSE 'owner-' || i END, 'mine-' || i "
                      "FROM generate_series(1, 100) i", [SUBJECT])
     assert run(settings, engine="dlt").rows_inserted == 100
-    with Pipeline(settings) as lake:
-        assert lake.erase(SUBJECT).tables["uploads"].rows == 10
+    with Pipeline(settings) as pipeline:
+        assert pipeline.erase(SUBJECT).tables["uploads"].rows == 10
     assert lake_query(settings, f'SELECT count(*), count(DISTINCT "{column}") FROM lake.main.uploads') == [(90, 90)]
     assert _files_holding(Path(env["DUCKLAKE_DATA_PATH"]), SUBJECT) == []
     assert _bounds_missing(settings, "lake.main.uploads") == {}
@@ -119,8 +119,8 @@ def test_a_json_column_whose_file_bounds_are_cut_short_keeps_its_values_in_bound
                                          "WHERE json_extract_string(details, '$.user_id') = 'user-7'")
     equal = "SELECT count(*) FROM lake.main.events WHERE details = ?::JSON"
     assert lake_query(settings, equal, [long_one]) == [(1,)]
-    with Pipeline(settings) as lake:
-        assert lake.erase(SUBJECT).tables["events"].rows == 8
+    with Pipeline(settings) as pipeline:
+        assert pipeline.erase(SUBJECT).tables["events"].rows == 8
     assert lake_query(settings, equal, [long_one]) == [(1,)]
 
 
@@ -139,8 +139,8 @@ def test_status_and_reconcile_stay_clean_after_erasing_most_of_a_file(erasure_en
     _write(settings, late, ago=timedelta(minutes=20))
     run(settings, engine="dlt")
     assert run_main("--status", env=erasure_env).returncode == 0
-    with Pipeline(settings) as lake:
-        lake.erase(SUBJECT)
+    with Pipeline(settings) as pipeline:
+        pipeline.erase(SUBJECT)
     assert_lake_equals_source(settings)  # holds: counts and checksums read every row
     status = run_main("--status", env=erasure_env)
     assert status.returncode == 0, status.stdout[-2000:]

@@ -42,8 +42,8 @@ def test_known_since_of_a_late_event_survives_typing_erasure_and_expiry(lake_env
 
     # what rewrites rows: an erasure (every file holding u3 rewritten, its inlined rows flushed), a key
     # typed then (every row filled), maintenance expiring every snapshot but the last
-    with Pipeline(settings) as lake:
-        erased = lake.erase(SUBJECT)
+    with Pipeline(settings) as pipeline:
+        erased = pipeline.erase(SUBJECT)
     assert erased.rows == sum(len(range(3, rows, 7)) for rows in (200, 90, 4)), erased.as_dict()
     typed = load_settings({**env, "TYPED_KEYS": "user_id"})
     run(typed)
@@ -66,9 +66,9 @@ def test_known_since_of_a_late_event_survives_typing_erasure_and_expiry(lake_env
         assert (lateness > timedelta(hours=6)) == (kind == "late"), (kind, lateness)
 
     # lateness per event type, as the analysis page asks it, through the project's SQL session
-    with Pipeline(typed) as lake:
-        per_type = lake.sql("SELECT event_type, max(epoch(lateness)) AS worst_seconds FROM lake.known.events "
-                            "GROUP BY event_type ORDER BY worst_seconds DESC").to_pylist()
+    with Pipeline(typed) as pipeline:
+        per_type = pipeline.sql("SELECT event_type, max(epoch(lateness)) AS worst_seconds FROM lake.known.events "
+                                "GROUP BY event_type ORDER BY worst_seconds DESC").to_pylist()
     assert per_type[0]["event_type"] == "late" and per_type[0]["worst_seconds"] > 6 * 3600
     assert per_type[1]["worst_seconds"] < 4 * 3600
 
@@ -89,12 +89,12 @@ def test_a_lake_made_before_known_since_gets_its_column_and_view_on_the_next_loa
                                  "JOIN lake.main.events e USING (event_id) GROUP BY ALL")
     assert known == [(True, 35)]
     [[latest]] = lake_query(settings, "SELECT max(snapshot_id) FROM lake.snapshots()")
-    with Pipeline(settings) as lake:  # the analysis page's questions bind, unqualified as it writes them
-        per_type = lake.sql("SELECT event_type, count(*) AS events, round(quantile_cont(epoch(lateness), 0.95), 1) "
-                            "AS p95_seconds FROM known.events WHERE event_timestamp > now() - INTERVAL 1 DAY "
-                            "GROUP BY ALL").to_pylist()
-        feed = lake.sql(f"SELECT c.change_type, k.lateness FROM table_changes('events', {latest}, {latest}) c "
-                        "LEFT JOIN known.events k USING (event_id) WHERE k.lateness IS NOT NULL").num_rows
+    with Pipeline(settings) as pipeline:  # the analysis page's questions bind, unqualified as it writes them
+        per_type = pipeline.sql("SELECT event_type, count(*) AS events, round(quantile_cont(epoch(lateness), 0.95), 1) "
+                                "AS p95_seconds FROM known.events WHERE event_timestamp > now() - INTERVAL 1 DAY "
+                                "GROUP BY ALL").to_pylist()
+        feed = pipeline.sql(f"SELECT c.change_type, k.lateness FROM table_changes('events', {latest}, {latest}) c "
+                            "LEFT JOIN known.events k USING (event_id) WHERE k.lateness IS NOT NULL").num_rows
     assert per_type[0]["events"] == 35 and feed == 5
 
 
@@ -134,8 +134,8 @@ def test_a_view_per_event_type_has_its_keys_as_columns_and_only_ever_gains_colum
     columns = _view_columns(settings)
     assert columns["purchase"][3:] == ["amount", "currency", "user_id", "coupon", "details"]  # kept, and gained
     assert columns["refund"][3:] == ["amount", "details"]
-    with Pipeline(settings) as lake:  # through the project's session, unqualified
-        assert lake.sql("SELECT coupon FROM events_by_type.purchase WHERE coupon IS NOT NULL ORDER BY 1") \
+    with Pipeline(settings) as pipeline:  # through the project's session, unqualified
+        assert pipeline.sql("SELECT coupon FROM events_by_type.purchase WHERE coupon IS NOT NULL ORDER BY 1") \
             .column(0).to_pylist() == ["X", "Y", "Z"]
 
 

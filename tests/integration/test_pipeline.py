@@ -198,7 +198,7 @@ def test_one_cli_run_plans_once_and_attaches_the_lake_once(lake_env, settings, s
     """The shape of a run, traced: one plan, one lake attach — for the load and its job record."""
     from pipeline.lake import connect as lake_connect
     from pipeline.lake import instances
-    from pipeline.load import run as run_module
+    from pipeline.load import image_plan
 
     add_events(settings, 500, seed=40)
     assert cli("--run", env=lake_env).returncode == 0  # creates the lake
@@ -206,10 +206,10 @@ def test_one_cli_run_plans_once_and_attaches_the_lake_once(lake_env, settings, s
     instances.drop_all()  # as a new process: the first run's attach is not there to share
     attaches: list[str] = []
     plans: list[str] = []
-    real_connect, real_plan = lake_connect.connect, run_module.plan_batch
+    real_connect, real_plan = lake_connect.connect, image_plan.plan_batch
     monkeypatch.setattr(lake_connect, "connect",
                         lambda *a, **k: attaches.append("attach") or real_connect(*a, **k))
-    monkeypatch.setattr(run_module, "plan_batch", lambda *a, **k: plans.append("plan") or real_plan(*a, **k))
+    monkeypatch.setattr(image_plan, "plan_batch", lambda *a, **k: plans.append("plan") or real_plan(*a, **k))
     result = cli("--run", env=lake_env)
     assert result.returncode == 0, result.stderr
     assert (attaches, plans) == (["attach"], ["plan"])

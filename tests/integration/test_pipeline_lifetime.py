@@ -34,17 +34,17 @@ def test_a_load_after_the_first_opens_only_the_planners_source_connection(source
     proxy, env = source_proxy
     settings = load_settings(env)
     add_events(settings, 200, seed=1)
-    with Pipeline(settings, engine="dlt", long_lived=True) as lake:
-        assert lake.load().rows_inserted == 200
+    with Pipeline(settings, engine="dlt", long_lived=True) as pipeline:
+        assert pipeline.load().rows_inserted == 200
         before = proxy.accepted
-        idle = lake.load()
+        idle = pipeline.load()
         assert idle.rows_inserted == 0 and idle.rows_in_window == 0, idle.summary()
         assert proxy.accepted - before == 1  # the planner's exported snapshot, nothing else
 
         with psycopg.connect(resolve(settings).source_dsn.conninfo(), autocommit=True) as conn:
             conn.execute("ALTER TABLE public.events ADD COLUMN tenant text DEFAULT 'acme'")
         add_events(settings, 30, seed=2)
-        assert lake.load().rows_inserted == 30
+        assert pipeline.load().rows_inserted == 30
     # the rows loaded before the column came hold its default, as the source's older rows do
     assert lake_query(settings, "SELECT count(*) FILTER (WHERE tenant = 'acme') FROM lake.main.events") == [(230,)]
     assert_lake_equals_source(settings, expected_rows=230)
@@ -55,18 +55,18 @@ def test_after_a_failure_the_next_load_checks_everything_again(lake_env):
     next ones run the checks again, which stop with the way back; nothing is staged or set aside."""
     settings = load_settings(lake_env)
     add_events(settings, 100, seed=3)
-    with Pipeline(settings, engine="dlt", long_lived=True) as lake:
-        lake.load()
-        with lake_session(lake.settings) as con:
+    with Pipeline(settings, engine="dlt", long_lived=True) as pipeline:
+        pipeline.load()
+        with lake_session(pipeline.settings) as con:
             con.execute("DROP TABLE lake.main.events")
         add_events(settings, 10, seed=4)
         with pytest.raises(duckdb.CatalogException, match="events does not exist"):
-            lake.load()
+            pipeline.load()
         for _ in range(2):
             with pytest.raises(PipelineError, match="dropped"):
-                lake.load()
-    assert staging.complete_batches(staging_folder(lake.settings)) == []
-    assert staging.failed_batches(staging_folder(lake.settings)) == []
+                pipeline.load()
+    assert staging.complete_batches(staging_folder(pipeline.settings)) == []
+    assert staging.failed_batches(staging_folder(pipeline.settings)) == []
 
 
 def test_a_load_that_fails_midway_says_which_step_and_what_it_had_done(lake_env, monkeypatch):
@@ -74,21 +74,21 @@ def test_a_load_that_fails_midway_says_which_step_and_what_it_had_done(lake_env,
     window fails (the source lost): the error is the source's, and it carries the load's report
     so far (the promoted batch, its snapshot), so a notebook sees what did land."""
     from pipeline.errors import SourceUnavailable
-    from pipeline.load import run as run_module
+    from pipeline.load import image_plan
     from pipeline.load.run import RunMode
 
     settings = load_settings(lake_env)
     add_events(settings, 120, seed=21)
-    with Pipeline(settings, engine="dlt") as lake:
-        staged = lake.run(RunMode.EXTRACT)
-        assert staged.rows_inserted == 0 and len(staging.complete_batches(staging_folder(lake.settings))) == 1
+    with Pipeline(settings, engine="dlt") as pipeline:
+        staged = pipeline.run(RunMode.EXTRACT)
+        assert staged.rows_inserted == 0 and len(staging.complete_batches(staging_folder(pipeline.settings))) == 1
 
         def lost(*_args, **_kwargs):
             raise SourceUnavailable("Lost the source Postgres (test).", "Check it.")
 
-        monkeypatch.setattr(run_module, "plan_batch", lost)
+        monkeypatch.setattr(image_plan, "plan_batch", lost)
         with pytest.raises(SourceUnavailable) as failed:
-            lake.run()
+            pipeline.run()
     assert failed.value.step == "run"
     partial = failed.value.partial
     assert partial is not None and partial.as_dict()["rows_inserted"] == 120

@@ -57,8 +57,8 @@ BEFORE = [("event_type = 'page_view' AND ", "event_type = 'page_view' AND "),
 def _both_forms(settings, version: int, probe: str, before: tuple[str, str] = ("", "")) -> tuple[list, list]:
     """The seed's form, as --sql runs it, and the same filter through a function the rewrite never
     touches (json_extract_string parses every row's JSON)."""
-    with Pipeline(settings) as lake:
-        served = lake.at(version=version).sql(
+    with Pipeline(settings) as pipeline:
+        served = pipeline.at(version=version).sql(
             f"SELECT event_id FROM lake.events AT (VERSION => {version}) WHERE {before[0]}details->>'user_id' "
             f"{probe} ORDER BY event_id").column(0).to_pylist()
     parsed = lake_query(settings, f"SELECT event_id FROM lake.main.events AT (VERSION => {version}) "
@@ -88,8 +88,8 @@ def test_the_seed_query_returns_the_same_rows_at_every_snapshot_typed_or_not(lak
     # written with them and registered (zero-copy)
     assert "copy_reason" in promoted[2] and promoted[2]["files_registered"] == 0
     assert "copy_reason" not in promoted[3] and promoted[3]["files_registered"] > 0
-    with Pipeline(typed) as lake:
-        since = min(key.complete_since for key in lake.status().payload.typed)
+    with Pipeline(typed) as pipeline:
+        since = min(key.complete_since for key in pipeline.status().payload.typed)
     assert since > before_typing
     # every row of the latest snapshot holds exactly details->>key in its column
     [(wrong,)] = lake_query(typed, "SELECT count(*) FROM lake.main.events WHERE details_user_id IS DISTINCT "
@@ -111,9 +111,9 @@ def test_the_seed_query_returns_the_same_rows_at_every_snapshot_typed_or_not(lak
             assert served == parsed and served, (version, before)
     # the seed's change feed between the last two snapshots, an arrow after a condition
     previous, latest = sorted(snapshot_ids(typed))[-2:]
-    with Pipeline(typed) as lake:
-        feed = lake.sql(f"SELECT count(*) FROM table_changes('events', {previous}, {latest}) "
-                        "WHERE event_type = 'page_view' AND details->>'user_id' = 'u1'").column(0).to_pylist()
+    with Pipeline(typed) as pipeline:
+        feed = pipeline.sql(f"SELECT count(*) FROM table_changes('events', {previous}, {latest}) "
+                            "WHERE event_type = 'page_view' AND details->>'user_id' = 'u1'").column(0).to_pylist()
     assert feed == [c for (c,) in lake_query(
         typed, f"SELECT count(*) FROM lake.table_changes('events', {previous}, {latest}) WHERE event_type = "
                "'page_view' AND json_extract_string(details, 'user_id') = 'u1'")] and feed[0] > 0
