@@ -281,15 +281,18 @@ class TableFacts:
 
 def read_lake(settings: ResolvedSettings) -> tuple[LakeFacts, dict[str, TableFacts]]:
     """The lake's facts and each table's, in one lake session and one read transaction: one view of
-    the lake, whose catalog DuckLake reads once for the dozens of reads, not once per table."""
+    the lake, whose catalog DuckLake reads once for the dozens of reads, not once per table. Each
+    table's payload keys and drift are read last, in a read of their own (a damaged file fails it)."""
     try:
-        with lake_session(settings, read_only=True) as lake, one_read(lake):
-            tables = table_names(lake)
-            wide = LakeFacts.read(lake, tables)
-            each = {spec.name: TableFacts.read(lake.table_of(spec), tables) for spec in settings.tables}
-            for spec in settings.tables:  # last: a damaged file fails its read, and the transaction
-                if ("main", spec.name) in tables:
-                    each[spec.name].payload = PayloadStatus.of(lake.table_of(spec))
+        with lake_session(settings, read_only=True) as lake:
+            with one_read(lake):
+                tables = table_names(lake)
+                wide = LakeFacts.read(lake, tables)
+                each = {spec.name: TableFacts.read(lake.table_of(spec), tables) for spec in settings.tables}
+            for spec in settings.tables:  # last, each in a read of its own: a damaged file fails its
+                if ("main", spec.name) in tables:  # read and aborts the transaction it is read in
+                    with one_read(lake):
+                        each[spec.name].payload = PayloadStatus.of(lake.table_of(spec))
             return wide, each
     except LakeNotCreated:
         return LakeFacts(), {spec.name: TableFacts() for spec in settings.tables}

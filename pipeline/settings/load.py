@@ -274,33 +274,42 @@ def _typed_keys(text: str, what: str) -> tuple[str, ...] | None:
 
 
 def _with_subject_keys(read: _Reader, tables: tuple[TableSpec, ...]) -> tuple[TableSpec, ...]:
-    """``tables`` with SUBJECT_KEY's keys: ``key`` for every table, or ``table=key`` pairs
-    (comma-separated) naming tables of the image. A table whose own entry says ``subject=`` keeps it;
-    SUBJECT_KEY naming another key for it is refused (one table, one key)."""
+    """``tables`` with SUBJECT_KEY's keys: ``key`` for every table that names none, or ``table=key``
+    pairs (comma-separated) naming tables of the image. A table whose own entry says ``subject=``
+    keeps it; SUBJECT_KEY naming another key for it is refused (one table, one key), and so is
+    anything that leaves a table's key in doubt: two keys for every table, a table named twice, a
+    pair without its table, a schema the table is not read from."""
     text, what = read.raw("SUBJECT_KEY"), read.name("SUBJECT_KEY")
     if not text:
         return tables
-    names = {table.name.lower(): table.name for table in tables}
+    listed = read.name("SOURCE_TABLES")
+    by_name = {table.name.lower(): table for table in tables}
+    example = f"{what}={tables[0].name}=details.user_id"
     keys: dict[str, SubjectKey] = {}  # the tables SUBJECT_KEY names
-    every: SubjectKey | None = None  # a key alone: every table that says none
+    every: SubjectKey | None = None  # a key alone: every table that names none
     for entry in (part.strip() for part in text.split(",") if part.strip()):
-        table, _, key = entry.rpartition("=")
-        if not table:
+        table, equals, key = (part.strip() for part in entry.rpartition("="))
+        if not equals:
+            if every is not None:
+                raise ConfigError(f"{what}: {text!r} gives two keys for every table ({every}, {key}).",
+                                  f"Give one key for every table, or table=key pairs, e.g. {example}.")
             every = SubjectKey.parse(key, what)
             continue
-        name = names.get(table.strip().split(".")[-1].lower())
-        if name is None:
-            raise ConfigError(f"{what}: {table.strip()!r} is not a table this lake loads "
-                              f"({', '.join(names.values())}).",
-                              f"Write table=key pairs for the tables of SOURCE_TABLES, e.g. "
-                              f"{what}={next(iter(names.values()))}=details.user_id.")
-        keys[name] = SubjectKey.parse(key, what)
+        schema, _, name = table.rpartition(".")
+        spec = by_name.get(name.lower())
+        if not table or spec is None or (schema and schema != spec.schema):
+            raise ConfigError(f"{what}: {table!r} is not a table this lake loads "
+                              f"({', '.join(t.qualified for t in tables)}).",
+                              f"Write table=key pairs for the tables of {listed}, e.g. {example}.")
+        if spec.name in keys:
+            raise ConfigError(f"{what} names {spec.name}'s key twice ({keys[spec.name]}, {key}).",
+                              f"Give each table one key, e.g. {example}.")
+        keys[spec.name] = SubjectKey.parse(key, what)
     for spec in tables:
         if spec.subject is not None and spec.name in keys and keys[spec.name] != spec.subject:
             raise ConfigError(f"{what} names {keys[spec.name]} as {spec.name}'s subject, and "
-                              f"SOURCE_TABLES' entry for it says subject={spec.subject}.",
-                              "Say it in one place: the table's own subject= in SOURCE_TABLES, "
-                              "or SUBJECT_KEY.")
+                              f"{listed}' entry for it says subject={spec.subject}.",
+                              f"Say it in one place: the table's own subject= in {listed}, or {what}.")
     return tuple(spec if spec.subject is not None else replace(spec, subject=keys.get(spec.name, every))
                  for spec in tables)
 

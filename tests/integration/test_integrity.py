@@ -4,6 +4,7 @@ data folder whose marker names another lake, makes --status failing with the fil
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 
 from pipeline.settings import load_settings
@@ -54,6 +55,26 @@ def test_a_deleted_lake_file_makes_status_failing(lake_env, cli):
     code, status = _status(cli, env)
     assert code == 2
     assert [d for d in status["integrity"]["damaged_files"] if path.name in d and "missing" in d]
+
+
+def test_a_damaged_file_of_any_table_of_an_image_is_named_whichever_table_is_listed_first(lake_env, cli):
+    """Each table's payload drift is read in a read of its own: the first table's damaged file
+    (its drift read fails) aborted the one read every table shared, and --status failed with
+    "Current transaction is aborted" instead of naming the file."""
+    from tests.helpers import write_payloads
+
+    env = {**lake_env, "SOURCE_TABLES": "public.events,public.clicks"}
+    settings = load_settings(env)
+    for table in ("public.events", "public.clicks"):
+        write_payloads(settings, [("click", '{"user_id": 1}')] * 20, ago=timedelta(minutes=2), table=table)
+    run(settings, engine="dlt")
+    [[path]] = lake_query(settings, "SELECT data_file FROM ducklake_list_files('lake', 'events') LIMIT 1")
+    Path(path).unlink()
+    for order in ("public.events,public.clicks", "public.clicks,public.events"):
+        code, status = _status(cli, {**env, "SOURCE_TABLES": order})
+        assert code == 2 and status["health"]["state"] == "failing", status
+        assert [d for d in status["integrity"]["damaged_files"] if Path(path).name in d and "missing" in d]
+        assert set(status["tables"]) == {"events", "clicks"}
 
 
 def test_a_marker_naming_another_lake_makes_status_failing(lake_env, cli):

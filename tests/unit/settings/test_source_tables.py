@@ -61,6 +61,22 @@ def test_subject_key_fills_the_tables_that_say_none_and_may_not_contradict_one()
     with pytest.raises(ConfigError, match="SUBJECT_KEY names account_id as sessions's subject") as err:
         load_settings({"SOURCE_TABLES": "sessions(subject=user_id)", "SUBJECT_KEY": "sessions=account_id"})
     assert "one place" in err.value.hint
+    with pytest.raises(ConfigError, match="--tables' entry for it says subject=user_id"):  # named as given
+        load_settings({"SUBJECT_KEY": "sessions=account_id"},
+                      flags={"SOURCE_TABLES": ("--tables", "sessions(subject=user_id)")})
+
+
+@pytest.mark.parametrize(("value", "words"), [
+    ("user_id,account_id", "gives two keys for every table (user_id, account_id)"),  # was: the last won
+    ("events=a,events=b", "names events's key twice (a, b)"),
+    ("=user_id", "'' is not a table this lake loads"),
+    ("other.events=user_id", "'other.events' is not a table this lake loads (public.events, app.clicks)"),
+    ("public.events=user_id,views=user_id", "'views' is not a table this lake loads"),
+])
+def test_a_subject_key_that_leaves_a_tables_key_in_doubt_is_refused(value, words):
+    with pytest.raises(ConfigError) as err:
+        load_settings({"SOURCE_TABLES": "events,app.clicks", "SUBJECT_KEY": value})
+    assert words in str(err.value) and err.value.hint, str(err.value)
 
 
 @pytest.mark.parametrize(("value", "words"), [
