@@ -140,10 +140,13 @@ class PartEnd:
 def part_end(conn: psycopg.Connection, source: SourceRelation, low: datetime | None, upper: datetime,
              rows: int) -> PartEnd | None:
     """Where a part of about ``rows`` rows dated in ``(low, upper]`` ends (a walk of the time
-    column's index), or None when the range holds fewer: where a bounded backfill's window ends.
-    The walk reads the row after the ``rows``-th too: when it is dated later, the part holds
-    exactly ``rows`` rows, and the part needs no count of its own (a tie at the bound, or a
-    naive column, whose wall-time order is not the instants', leaves it to :func:`window_stats`)."""
+    column's index), or None when the range holds no more than that: the rest is read whole, as no
+    part (a history ending on a full part was read as a bounded part whose next part held nothing,
+    so no batch ever said its history was read: --status said CATCHING UP for ever, and the table
+    stayed outside the image's floor). The walk reads the row after the ``rows``-th too: when it is
+    dated later, the part holds exactly ``rows`` rows, and the part needs no count of its own (a tie
+    at the bound, or a naive column, whose wall-time order is not the instants', leaves it to
+    :func:`window_stats`)."""
     # a naive column's index walk: rows in wall-time order are about as many (the window ends at
     # this row's instant, exactly, whichever it is)
     order = source.wall_clock.column if source.wall_clock else "event_timestamp"
@@ -155,9 +158,9 @@ def part_end(conn: psycopg.Connection, source: SourceRelation, low: datetime | N
         t=sql.SQL(source.sql), order=sql.Identifier(order))
     found = [row[0].replace(tzinfo=UTC) for row in conn.execute(query, {"low": low, "upper": upper,
                                                                        "skip": rows - 1}).fetchall()]
-    if not found:
+    if len(found) < 2:  # no row after the rows-th: the range is the rest of the history, whole
         return None
-    exact = source.wall_clock is None and (len(found) == 1 or found[1] > found[0])
+    exact = source.wall_clock is None and found[1] > found[0]
     return PartEnd(found[0], rows if exact else None)
 
 

@@ -372,3 +372,26 @@ def test_a_part_planned_in_the_snapshot_taken_ahead_fails_with_its_own_error(lak
     monkeypatch.setattr(load_run, "extract", source_lost_mid_read)
     with pytest.raises(SourceUnavailable, match="mid-read"):
         run(settings, engine="dlt")
+
+
+@pytest.mark.parametrize("rows", [200, 199])
+def test_a_history_ending_on_a_full_part_is_read_to_its_end_and_no_longer_catching_up(lake_env, cli, rows):
+    """200 rows in parts of 50: the fourth part holds the last 50 rows, and the walk finds no row
+    after them. It was a bounded part, the next plan had no rows and recorded no batch, so the table
+    stayed catching up: --status said CATCHING UP for ever and the image's floor left it out. (199:
+    the last part holds fewer, as before.)"""
+    env = {**lake_env, "BACKFILL_BATCH_ROWS": "50"}
+    settings = load_settings(env)
+    with connect(resolve(settings).source_dsn) as conn:
+        ensure_table(conn, "public.events")
+        conn.execute("INSERT INTO public.events (event_id, event_type, event_timestamp, details) "
+                     "SELECT gen_random_uuid(), 'view', now() - interval '1 hour' - make_interval(secs => i), "
+                     f"jsonb_build_object('i', i) FROM generate_series(1, {rows}) i")
+    report = run(settings, engine="dlt")
+    [table] = report.tables.values()
+    assert report.rows_inserted == rows and not table.catching_up, report.summary()
+    assert len(report.parts) == 4, report.parts
+    status = json.loads(cli("--status", "--json", env=env).stdout)
+    assert status["tables"]["events"]["catching_up"] is False, status
+    assert status["history"] is None and status["health"]["state"] == "healthy", status["health"]
+    assert_lake_equals_source(settings, expected_rows=rows)
