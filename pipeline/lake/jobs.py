@@ -214,10 +214,16 @@ def last_runs(lake: Lake) -> list[JobRun]:
                    details=details) for job, status, started, finished, error, details in rows]
 
 
-def last_success(lake: Lake, job: str) -> datetime | None:
-    """When ``job`` last finished successfully (a scheduled or a manual run)."""
-    table = source(lake)
-    if table is None:
+def last_success(lake: Lake, job: str, table: str | None = None) -> datetime | None:
+    """When ``job`` last finished successfully (a scheduled or a manual run); ``table``: a run that
+    listed that lake table among those it loads (a record that lists none, written by an older
+    version, counts for every table)."""
+    history = source(lake)
+    if history is None:
         return None
-    return one_row(lake.execute(f"SELECT max(CAST(finished_at AS TIMESTAMPTZ)) FROM {table} "
-                               "WHERE job = ? AND status = 'success'", [job]))[0]
+    tables = "CASE WHEN json_valid(details) THEN json_extract(details, '$.tables') END"
+    listed = "" if table is None else (
+        f" AND ({tables} IS NULL OR list_contains(TRY_CAST({tables} AS VARCHAR[]), ?))")
+    return one_row(lake.execute(f"SELECT max(CAST(finished_at AS TIMESTAMPTZ)) FROM {history} "
+                                f"WHERE job = ? AND status = 'success'{listed}",
+                                [job] if table is None else [job, table]))[0]

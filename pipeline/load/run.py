@@ -168,7 +168,8 @@ class Loader:
             if report.rows_inserted and count_unmerged:  # in this session: no attach of its own
                 report.files_to_merge = unmerged_files(lake, [load.lake.name for load in image.loads])
             report.seconds["total"] = time.monotonic() - started
-            details.update(rows_inserted=report.rows_inserted, summary=report.summary())
+            details.update(rows_inserted=report.rows_inserted, summary=report.summary(),
+                           tables=[load.lake.name for load in image.loads])
             if report.set_aside:  # the command exits 1: the record says failed too
                 details.fail(f"batch(es) set aside: {', '.join(report.set_aside)}")
             elif report.lacking:  # so does this

@@ -347,7 +347,9 @@ class Scheduler:
              # --status judges staleness by the interval the scheduler ran with (a
              # follower's: its FOLLOW_EVERY, and how often it writes this record)
              "every_seconds": (every or job.every).total_seconds(),
-             **({"follow_every_seconds": job.every.total_seconds()} if following else {})})
+             **({"follow_every_seconds": job.every.total_seconds()} if following else {}),
+             # the tables a load loads: another table's success is none of a table it did not list
+             **({"tables": [table.name for table in self.settings.tables]} if job.name == "load" else {})})
         self._unrecorded.append(record)
         history = jobs.JobHistory(self.settings)
         while self._unrecorded:

@@ -225,7 +225,6 @@ class LakeFacts:
     size: int = 0
     job_runs: list[jobs.JobRun] = field(default_factory=list)
     lake_id: str | None = None
-    last_load_success: datetime | None = None
     integrity: integrity.Integrity | None = None
     erasures_interrupted: list[str] = field(default_factory=list)  # receipts a kill left 'erasing'
 
@@ -240,7 +239,6 @@ class LakeFacts:
             "FROM ducklake_table_info(?)", [lake.name]))
         facts.files, facts.size = int(files), int(size)
         facts.job_runs = jobs.last_runs(lake)
-        facts.last_load_success = jobs.last_success(lake, "load")
         if (lake.ops_schema, "lake_identity") in tables:
             facts.lake_id = lake_id(lake)
         facts.integrity = integrity.check(lake, tables)
@@ -255,6 +253,9 @@ class TableFacts:
 
     watermark: datetime | None = None
     batches: list[dict[str, object]] = field(default_factory=list)  # the last ones, newest first
+    # the last successful load that listed the table (another table's load is no success of its own:
+    # a scheduler still running with the list before the table was added never loads it)
+    last_load_success: datetime | None = None
     lake_rows: int = 0
     quarantined: int = 0
     last_hour: batch_table.SteadyState | None = None
@@ -274,6 +275,7 @@ class TableFacts:
             facts.history_rate = batch_table.history_rate(table) if facts.catching_up else None
             if ("main", table.name) in tables:
                 facts.lake_rows = batch_table.rows_held(table)
+        facts.last_load_success = jobs.last_success(table.lake, "load", table.name)
         facts.quarantined = quarantined_rows(table)
         facts.divergences = divergences.unrepaired(table)
         return facts
@@ -533,7 +535,7 @@ def _collect(settings: ResolvedSettings, table: TableSpec, wide: LakeFacts, fact
     set_aside = staging.failed_batches(staged)
     last_load = next((r for r in job_runs if r["job"] == "load"), None)
     promoted = [b["promoted_at"] for b in batches if b.get("promoted_at")]
-    successes = [t for t in (wide.last_load_success, *promoted) if isinstance(t, datetime)]
+    successes = [t for t in (facts.last_load_success, *promoted) if isinstance(t, datetime)]
     # rows the source holds: counted when nothing is loaded yet (all of them are after no watermark)
     holds = (pending or 0) if watermark is None and pending else 1 if newest else 0
     shown = ", ".join(identity.id_kind.key_of(i) for i in identity.missed[:3]) if identity is not None else ""

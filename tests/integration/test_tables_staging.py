@@ -562,3 +562,25 @@ def test_first_loads_of_two_tables_in_parts_keep_every_snapshot_one_image(lake_e
     assert all(len(part.snapshots) <= 1 for part in report.parts), report.parts
     assert torn_images(env) == []
     assert_lake_equals_source(both, expected_rows={"sessions": 20, "events": 60})
+
+
+def test_a_table_no_load_has_listed_is_stale_not_healthy_until_its_first_load(lake_env, cli):
+    """Found by the adversary: a table added to SOURCE_TABLES on a loaded lake (a scheduler still
+    running with the list before it loads the others, never it) said HEALTHY with no watermark:
+    the other tables' load was taken as its success. A load's record lists its tables now."""
+    env = {**lake_env, "SOURCE_TABLES": "public.events"}
+    alone = resolve(load_settings(env))
+    add_events_to(alone.source_dsn, "public.events", 20, seed=61)
+    add_events_to(alone.source_dsn, "public.clicks", 30, seed=62)
+    # a load as a user runs it: recorded in the job history (the lake's last successful load)
+    assert cli("--run", "--engine", "dlt", env=env).returncode == 0
+    both = {**env, "SOURCE_TABLES": "public.events,public.clicks"}
+    status = json.loads(cli("--status", "--json", env=both).stdout)
+    clicks = status["tables"]["clicks"]
+    assert clicks["health"]["state"] == "stale" and clicks["watermark"] is None, clicks
+    assert any("nothing loaded yet, while the source holds 30 row(s)" in r for r in clicks["health"]["reasons"])
+    assert status["tables"]["events"]["health"]["state"] == "healthy", status["tables"]["events"]
+    assert status["health"]["state"] == "stale", status["health"]
+    assert cli("--run", "--engine", "dlt", env=both).returncode == 0
+    status = json.loads(cli("--status", "--json", env=both).stdout)
+    assert status["health"]["state"] == "healthy" and status["tables"]["clicks"]["watermark"], status["health"]
