@@ -147,11 +147,6 @@ def standing(table: LakeTable) -> Standing:
     return Standing(mark, latest["upper"] if latest and latest["part"] else None)
 
 
-def catching_up(table: LakeTable) -> datetime | None:
-    """Where the table's catch-up stands (:attr:`Standing.catching_up`)."""
-    return standing(table).catching_up
-
-
 def last_arrivals(table: LakeTable
                   ) -> tuple[datetime, datetime, int | None] | None:
     """The latest arrival mark a promoted batch's plan recorded, with that plan's ``upper`` and

@@ -268,10 +268,10 @@ class TableFacts:
     def read(cls, table: LakeTable, tables: set[tuple[str, str]]) -> TableFacts:
         facts = cls()
         if (table.lake.ops_schema, "batches") in tables:
-            facts.watermark = batch_table.watermark(table)
+            where = batch_table.standing(table)  # its watermark and catch-up, in one read
+            facts.watermark, facts.catching_up = where.watermark, where.catching_up is not None
             facts.batches = batch_table.recent_batches(table, 5)
             facts.last_hour = batch_table.steady_state(table, datetime.now(UTC) - HOUR)
-            facts.catching_up = batch_table.catching_up(table) is not None
             facts.history_rate = batch_table.history_rate(table) if facts.catching_up else None
             if ("main", table.name) in tables:
                 facts.lake_rows = batch_table.rows_held(table)
