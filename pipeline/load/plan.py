@@ -48,16 +48,19 @@ def plan_batch(snapshot: PlannerSnapshot, lake: LakeTable, settings: ResolvedSet
     ids = proof.key_shape(conn, lake, source)
     since = None if rows_behind else _arrivals(snapshot, lake, source, arrival_column, ids.unique)
     window = plan_window(watermark, settings.lookback, upper, since)
-    backfill, walked = False, None
+    backfill, rest, walked = False, False, None
     if bound_rows or bound_at is not None:
-        # the rows after the watermark: the look-back before it was read by the last part
-        walked = snapshot.ends.end(conn, source, watermark, upper, bound_rows) if bound_at is None else None
-        bounded = bound_at if bound_at is not None else walked.at if walked else None
-        if bounded is not None and bounded < upper:
+        if bound_at is None:  # the rows after the watermark: the last part read the look-back before it
+            walked = snapshot.ends.end(conn, source, watermark, upper, bound_rows)
+            rest = walked.rest
+        bounded = bound_at if bound_at is not None else walked.at if walked else upper
+        if bounded < upper or rest:
             # from where the last part ended, without the look-back: re-read behind every part, a history
             # whose rows lie within one look-back was read again whole by each (rows committed behind a
-            # part meanwhile are found through the arrival column, else by --reconcile)
-            window, backfill = plan_window(watermark, timedelta(0), bounded, since), True
+            # part meanwhile are found through the arrival column, else by --reconcile). The rest of a
+            # history too, up to the instant, as no part: its batch says the history is read
+            window = plan_window(watermark, timedelta(0), bounded, since)
+            backfill = not rest
     window = replace(window, wall_clock=source.wall_clock)
     # what arrived since the last plan, whatever the window reads (a source whose id is not unique
     # reads its whole look-back, and still reaches back to rows a long transaction committed)
@@ -72,12 +75,15 @@ def plan_batch(snapshot: PlannerSnapshot, lake: LakeTable, settings: ResolvedSet
         log.warning("%d events are dated after the source's clock (%s): they are loaded when due, but "
                     "for those whose transaction wrote rows this image reads (read with them)", in_future,
                     upper.isoformat())
-    # a part the walk counted (and nothing moved its range since): only its undated rows are counted
-    counted = walked is not None and backfill and (window.low, window.upper) == (watermark, walked.at)
+    # a part (or a history's rest) the walk counted, and nothing moved its range since: only its
+    # undated rows are counted
+    counted = (walked is not None and (backfill or rest)
+               and (window.low, window.upper) == (watermark, walked.at))
     dated = walked.rows if walked is not None and counted else None
     window_stats = (stats.window_stats(conn, source, window) if dated is None
                     else stats.part_stats(conn, source, window, dated))
-    lake_was_empty = batches.holds_no_row(lake, after=window.low) if watermark is None or backfill else False
+    lake_was_empty = (batches.holds_no_row(lake, after=window.low) if watermark is None or backfill or rest
+                      else False)
     # what the lake must hold in the window's range once this batch is in: checked after promotion.
     # A part of a history into an empty range has it summed by the readers from the rows they read
     # (pipeline.extract.read_ids), the walk's count keeping them honest: no scan of its own

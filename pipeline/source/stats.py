@@ -130,23 +130,27 @@ def arrived_behind(conn: psycopg.Connection, source: SourceRelation, arrivals: A
 
 @dataclass(frozen=True)
 class PartEnd:
-    """Where a bounded part of a history ends: the time of its last row, and how many rows are
-    dated from where it starts up to there when the walk knows it exactly (None: count them)."""
+    """Where a part of a history ends: the time of its last row, and how many rows are dated from
+    where it starts up to there when the walk knows it exactly (None: count them). ``rest``: the
+    range held no more than a part: the part is the rest of the history, up to the walk's ``upper``
+    (``at``), read whole — as no part, its batch saying the history is read."""
 
     at: datetime
     rows: int | None
+    rest: bool = False
 
 
 def part_end(conn: psycopg.Connection, source: SourceRelation, low: datetime | None, upper: datetime,
-             rows: int) -> PartEnd | None:
+             rows: int) -> PartEnd:
     """Where a part of about ``rows`` rows dated in ``(low, upper]`` ends (a walk of the time
-    column's index), or None when the range holds no more than that: the rest is read whole, as no
-    part (a history ending on a full part was read as a bounded part whose next part held nothing,
-    so no batch ever said its history was read: --status said CATCHING UP for ever, and the table
-    stayed outside the image's floor). The walk reads the row after the ``rows``-th too: when it is
-    dated later, the part holds exactly ``rows`` rows, and the part needs no count of its own (a tie
-    at the bound, or a naive column, whose wall-time order is not the instants', leaves it to
-    :func:`window_stats`)."""
+    column's index). The walk reads the row after the ``rows``-th too: when it is dated later, the
+    part holds exactly ``rows`` rows, and the part needs no count of its own (a tie at the bound, or
+    a naive column, whose wall-time order is not the instants', leaves it to :func:`window_stats`).
+    When the range holds no more than ``rows``, the end is its ``rest`` (a history ending on a full
+    part was read as a bounded part whose next part held nothing, so no batch ever said its history
+    was read: --status said CATCHING UP for ever, and the table stayed outside the image's floor),
+    counted through the same index: the rest of a history needs no count of the whole window, and
+    no second scan to sum its ids (:attr:`pipeline.source.plan.BatchPlan.ids_read`)."""
     # a naive column's index walk: rows in wall-time order are about as many (the window ends at
     # this row's instant, exactly, whichever it is)
     order = source.wall_clock.column if source.wall_clock else "event_timestamp"
@@ -158,10 +162,17 @@ def part_end(conn: psycopg.Connection, source: SourceRelation, low: datetime | N
         t=sql.SQL(source.sql), order=sql.Identifier(order))
     found = [row[0].replace(tzinfo=UTC) for row in conn.execute(query, {"low": low, "upper": upper,
                                                                        "skip": rows - 1}).fetchall()]
-    if len(found) < 2:  # no row after the rows-th: the range is the rest of the history, whole
-        return None
-    exact = source.wall_clock is None and found[1] > found[0]
-    return PartEnd(found[0], rows if exact else None)
+    if len(found) == 2:
+        exact = source.wall_clock is None and found[1] > found[0]
+        return PartEnd(found[0], rows if exact else None)
+    # no row after the rows-th: the range is the rest of the history, whole
+    if source.wall_clock is not None:  # its walk's order is not the instants': the window counts it
+        return PartEnd(upper, None, rest=True)
+    if found:  # the rows-th row is the range's last: it holds exactly that many
+        return PartEnd(upper, rows, rest=True)
+    count = sql.SQL(f"SELECT count(*) FROM {{t}} WHERE {_range_sql(low, source)}").format(
+        t=sql.SQL(source.sql))
+    return PartEnd(upper, int(one_row(conn.execute(count, {"low": low, "upper": upper}))[0]), rest=True)
 
 
 class PartEnds:
@@ -170,10 +181,10 @@ class PartEnds:
     it here. A walk's answer is its snapshot's, so keeping it changes nothing but when it is made."""
 
     def __init__(self) -> None:
-        self._found: dict[tuple[SourceRelation, datetime | None, datetime, int], PartEnd | None] = {}
+        self._found: dict[tuple[SourceRelation, datetime | None, datetime, int], PartEnd] = {}
 
     def end(self, conn: psycopg.Connection, source: SourceRelation, low: datetime | None, upper: datetime,
-            rows: int) -> PartEnd | None:
+            rows: int) -> PartEnd:
         key = (source, low, upper, rows)
         if key not in self._found:
             self._found[key] = part_end(conn, source, low, upper, rows)

@@ -395,3 +395,24 @@ def test_a_history_ending_on_a_full_part_is_read_to_its_end_and_no_longer_catchi
     assert status["tables"]["events"]["catching_up"] is False, status
     assert status["history"] is None and status["health"]["state"] == "healthy", status["health"]
     assert_lake_equals_source(settings, expected_rows=rows)
+
+
+
+def test_the_rest_of_a_history_is_counted_by_its_walk_and_its_ids_summed_by_its_readers(new_lake_env, spark,
+                                                                                       monkeypatch):
+    """The rest of a history (no more than a part: the whole of a small one) is counted through the
+    time index by the walk that found it is the rest, and its ids are summed by the slices that read
+    them: no count of the whole window and no scan of the source to sum its ids (at 1M rows 0.30 s
+    and 0.28 s of a 0.98 s plan). Its proof holds the readers to the walk's count."""
+    from pipeline.load import proof
+
+    scans: list[str] = []
+    for module, name in ((stats, "window_stats"), (proof, "source_ids")):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, _real=real, _name=name, **k: scans.append(_name) or _real(*a, **k))
+    for rows, parts in ((2500, 3), (300, 0)):  # parts of 1,000: two, then the rest, 500; a history all rest
+        settings, _ = _minute_history(new_lake_env(str(rows)), rows)
+        report = run(settings, spark=spark)
+        assert len(report.parts) == parts and report.rows_read == rows, (report.parts, report.rows_read)
+        assert scans == [], scans
+        assert_lake_equals_source(settings, expected_rows=rows)
