@@ -24,11 +24,20 @@ class HistoryPart:
     rows_inserted: int
     snapshots: list[int]
     seconds: float
+    engine_start_seconds: float = 0.0  # of ``seconds``: the engine's start, which the first part waits for
+
+    @property
+    def rate(self) -> float:
+        """Rows read a second, the engine's start left out: counted in, the first part's rate (and
+        the ETA said with it) was the JVM's start as much as the part's read, 9.4 times too long."""
+        reading = self.seconds - self.engine_start_seconds
+        return self.rows_read / reading if reading > 0 else 0.0
 
     def as_dict(self) -> dict[str, object]:
         return {"upper": self.upper.isoformat(), "rows_read": self.rows_read,
                 "rows_inserted": self.rows_inserted, "snapshots": self.snapshots,
-                "seconds": round(self.seconds, 3)}
+                "seconds": round(self.seconds, 3),
+                "engine_start_seconds": round(self.engine_start_seconds, 3)}
 
 
 @dataclass

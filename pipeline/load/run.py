@@ -519,27 +519,32 @@ class _ImageLoad:
         short is read again with its whole look-back, in a second image of every table (an image of
         some tables only would pair them with the others' older instant)."""
         started, read, inserted = time.monotonic(), self._rows_read(), self.report.rows_inserted
-        snapshots = set(self.report.snapshots)
+        snapshots, engine = set(self.report.snapshots), self._engine_start()
         self._load(lake_identity, engines, promote_now)
         # a part of a history read in parts (not one read whole in a single image): said, and reported
         if self.history_bound is not None and promote_now and (self.report.parts or self.reading_history()):
             part = HistoryPart(self.history_bound, self._rows_read() - read,
                                self.report.rows_inserted - inserted,
                                [s for s in self.report.snapshots if s not in snapshots],
-                               time.monotonic() - started)
+                               time.monotonic() - started, self._engine_start() - engine)
             self.report.parts.append(part)
             self._say_progress(part)
 
     def _rows_read(self) -> int:
         return sum(load.report.rows_read for load in self.loads)
 
+    def _engine_start(self) -> float:
+        return sum(load.report.seconds.get("engine_start", 0.0) for load in self.loads)
+
     def _say_progress(self, part: HistoryPart) -> None:
         """A line per committed part: its rows and rate, and how far the histories are."""
         loaded = sum(batches.rows_held(load.lake) for load in self.loads)
-        rate = part.rows_read / part.seconds if part.seconds > 0 else 0.0
+        rate, start = part.rate, part.engine_start_seconds
         reading = any(load.report.catching_up for load in self.loads)
+        started = f" after the engine's {start:.1f}s start" if start else ""
         line = (f"{'reading history' if reading else 'history read'}: part {len(self.report.parts)} up to "
-                f"{part.upper.isoformat()}: {part.rows_read:,} rows read in {part.seconds:.1f}s ({rate:,.0f} "
+                f"{part.upper.isoformat()}: {part.rows_read:,} rows read in "
+                f"{part.seconds - start:.1f}s{started} ({rate:,.0f} "
                 f"rows/s), snapshot(s) {', '.join(map(str, part.snapshots)) or 'none'}; "
                 f"{loaded:,} rows in the lake")
         if reading and self.history_rows > loaded and rate > 0:
