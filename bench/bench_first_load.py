@@ -2,6 +2,7 @@
 
     uv run --dev python bench/bench_first_load.py --rows 10000000 [--part 2000000 5000000] [--reps 2]
     uv run --dev python bench/bench_first_load.py --rows 30000000 --part 5000000 --reps 1 --kill-at 0.5
+    uv run --dev python bench/bench_first_load.py --rows 3000000 --part 500000 --reps 1 --status-every 1
 
 The source table is made with ``generate_series`` (events over 30 days, written oldest first as an
 application writes them, created_at the database's clock), so the history is there before the first
@@ -29,7 +30,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -123,10 +126,66 @@ def killed(env: dict[str, str], args: argparse.Namespace, part: int) -> list[tup
             ("rerun wall s, peak RSS MiB", f"{wall:.1f}, {rss / 2**20:,.0f}")]
 
 
+@dataclass(frozen=True)
+class StatusCall:
+    """One ``--status --json`` made while the load ran: when it ended, how long it took, what it said
+    of the history (None: nothing to read), and the lake's rows right after."""
+
+    ended: float
+    seconds: float
+    loaded: int | None
+    eta: float | None
+    lake_rows: int
+
+
+def poll_status(env: dict[str, str], every: float, stop: threading.Event, calls: list[StatusCall]) -> None:
+    """``--status --json`` as another shell runs it, every ``every`` seconds until ``stop``."""
+    while not stop.wait(every):
+        t0 = time.monotonic()
+        result = subprocess.run([sys.executable, str(ROOT / "events_pipeline.py"), "--status", "--json"],
+                                env={**os.environ, **env}, cwd=ROOT, capture_output=True, text=True)
+        took = time.monotonic() - t0
+        try:
+            history = json.loads(result.stdout).get("history")
+            held = lake_rows(env)
+        except Exception:  # noqa: BLE001  before the lake is made: nothing to compare yet
+            continue
+        calls.append(StatusCall(time.monotonic(), took, history and history["rows_loaded"],
+                                history and history["eta_seconds"], held))
+
+
+def status_rows(calls: list[StatusCall], ended: float) -> list[tuple[str, str]]:
+    """What the status calls said while the load ran: their seconds, how far their rows lagged the
+    lake's, and how far their ETAs were from the time the load then took."""
+    if not calls:
+        return [("--status calls while loading", "none completed")]
+    seconds = sorted(c.seconds for c in calls)
+    p95 = seconds[min(len(seconds) - 1, math.ceil(0.95 * len(seconds)) - 1)]
+    behind = max((c.lake_rows - c.loaded for c in calls if c.loaded is not None), default=0)
+    errors = [abs(c.eta - (ended - c.ended)) / (ended - c.ended) for c in calls
+              if c.eta is not None and ended - c.ended > 1]
+    return [("--status while loading: calls, s p50 / p95 / max",
+             f"{len(calls)}, {seconds[len(seconds) // 2]:.2f} / {p95:.2f} / {seconds[-1]:.2f}"),
+            ("--status rows loaded: most behind the lake's (rows)", f"{behind:,}"),
+            ("--status ETA error vs the load's rest: first / worst",
+             f"{errors[0]:.0%} / {max(errors):.0%}" if errors else "no ETA given")]
+
+
 def measured_rows(env: dict[str, str], args: argparse.Namespace, reference: dict) -> list[tuple[str, str]]:
-    """One first load, against the reference."""
+    """One first load, against the reference (and ``--status`` from another process meanwhile,
+    with ``--status-every``)."""
     pg0 = postgres_cpu()
-    document, wall, cpu, rss = our_load(env, args.engine)
+    stop, calls = threading.Event(), []
+    poller = threading.Thread(target=poll_status, args=(env, args.status_every, stop, calls), daemon=True)
+    if args.status_every:
+        poller.start()
+    try:
+        document, wall, cpu, rss = our_load(env, args.engine)
+    finally:
+        stop.set()
+    ended = time.monotonic()
+    if args.status_every:
+        poller.join()
     seconds = document["seconds"]
     ours = seconds["total"] - seconds.get("engine_start", 0.0)
     plan = seconds.get("plan", 0.0)
@@ -144,7 +203,8 @@ def measured_rows(env: dict[str, str], args: argparse.Namespace, reference: dict
                                          f"{len(document.get('parts', []))}"),
         ("rows/s excl. engine start", f"{document['rows_inserted'] / ours:,.0f}"),
         ("wall s, CPU s (tree / Postgres)", f"{wall:.1f}, {cpu:.1f} / {postgres_cpu() - pg0:.1f}"),
-        ("peak RSS MiB (tree)", f"{rss / 2**20:,.0f}")]
+        ("peak RSS MiB (tree)", f"{rss / 2**20:,.0f}"),
+        *(status_rows(calls, ended) if args.status_every else [])]
 
 
 def main() -> int:
@@ -155,6 +215,9 @@ def main() -> int:
     parser.add_argument("--engine", choices=("spark", "dlt"), default="spark")
     parser.add_argument("--kill-at", type=float, default=None,
                         help="SIGKILL once this share of parts committed")
+    parser.add_argument("--status-every", type=float, default=0.0,
+                        help="run --status --json from another process every this many seconds while "
+                             "the load runs: its seconds, rows behind the lake's, ETA error")
     args = parser.parse_args()
     for rep in range(1, args.reps + 1):
         with tempfile.TemporaryDirectory(prefix="el-first-") as tmp:

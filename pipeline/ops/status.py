@@ -370,6 +370,11 @@ def _identity(conn: psycopg.Connection, settings: ResolvedSettings, table: Table
     # the lake's reads in one snapshot of it: the last batch's mark is the one of the rows it counted
     with lake_session(settings, read_only=True) as opened, one_read(opened):
         lake = opened.table_of(table)
+        # the watermark as this read sees it: a load that committed since status read the lake moved
+        # it, and the rows it committed, dated after the older one, were compared as rows read ahead
+        # of the source's clock, id by id — during a history's load, a part's million ids looked up in
+        # the source (a --status of 10.6 s where it takes 1.3)
+        watermark = batch_table.watermark(lake) or watermark
         how = proof.key_shape(conn, lake, source)
         low = complete_after(watermark - settings.lookback, now, settings.source_retention)
         check = proof.compare(conn, lake, source, low, watermark, how,
