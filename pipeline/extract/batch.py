@@ -11,9 +11,7 @@ import contextlib
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
-
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING, Protocol
 
 from pipeline import staging
 from pipeline.errors import (
@@ -41,6 +39,9 @@ from pipeline.source.window import Window, iso
 from pipeline.staging import StagedBatch
 from pipeline.storage.folder import Folder
 from pipeline.storage.outage import store_outage
+
+if TYPE_CHECKING:
+    import pyarrow.parquet as pq
 
 
 def select_sql(relation: str, window: Window, extra_columns: Mapping[str, str] | None = None,
@@ -261,6 +262,8 @@ def _engine_gone(exc: BaseException) -> bool:
 
 
 def _parquet_metadata(folder: Folder, name: str) -> pq.FileMetaData:
+    import pyarrow.parquet as pq  # here: the CLI's commands that read no file do without pyarrow
+
     with folder.open_input(name) as handle:
         return pq.read_metadata(handle)
 

@@ -13,15 +13,16 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
-from pipeline.extract.slice_task import DEST, SEEN  # one spelling for both readers
 from pipeline.promote.zero_copy import LakeTarget
 from pipeline.source.window import iso
 from pipeline.staging import LakeFile
 from pipeline.storage.folder import Folder
+
+if TYPE_CHECKING:  # pyarrow (and the pandas it brings) only once a batch's files are settled:
+    # --status, --verify and a run with nothing new load this module and never read a file
+    import pyarrow as pa
 
 
 def incoming_dir(target: LakeTarget, batch_id: str) -> Folder:
@@ -38,6 +39,10 @@ class Settled:
 def settle(target: LakeTarget, batch_id: str, batch_folder: Folder) -> Settled:
     """Move Spark's output into place: lake files into the day folders, the rest to stage into
     the batch folder; rows the lake already holds are counted and their files deleted."""
+    import pyarrow.parquet as pq
+
+    from pipeline.extract.slice_task import DEST, SEEN  # one spelling for both readers
+
     incoming = incoming_dir(target, batch_id)
     batch_folder.make(exist_ok=True)
     settled = Settled()
@@ -62,6 +67,8 @@ def settle(target: LakeTarget, batch_id: str, batch_folder: Folder) -> Settled:
 
 def _describe(folder: Folder, name: str) -> tuple[LakeFile, pa.Schema]:
     """Rows and event time range from the file's footer (no data pages are read), and its schema."""
+    import pyarrow.parquet as pq
+
     with folder.open_input(name) as handle:
         metadata = pq.read_metadata(handle)
     schema = metadata.schema.to_arrow_schema()

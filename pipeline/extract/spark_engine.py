@@ -16,8 +16,9 @@ from pipeline.extract import partitions
 from pipeline.extract.arrow_writer import write_tables
 from pipeline.extract.batch import STAGED_COLUMNS, ExtractRequest, select_sql
 from pipeline.extract.executor_watch import ExtractionWatch
-from pipeline.extract.lake_files import DEST, SEEN, incoming_dir
+from pipeline.extract.lake_files import incoming_dir
 from pipeline.extract.partitions import plan_partitions, time_chunks
+from pipeline.extract.slice_task import DEST, SEEN
 from pipeline.extract.spark_progress import task_progress
 from pipeline.extract.spark_s3a import missing_s3a
 from pipeline.extract.spark_session import (
