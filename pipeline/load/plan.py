@@ -52,13 +52,18 @@ def plan_batch(snapshot: PlannerSnapshot, lake: LakeTable, settings: ResolvedSet
     if bound_rows or bound_at is not None:
         if bound_at is None:  # the rows after the watermark: the last part read the look-back before it
             walked = snapshot.ends.end(conn, source, watermark, upper, bound_rows)
-            rest = walked.rest
+            # a history no longer than a part, never loaded: read whole, as no part (the window a table
+            # never loaded reads anyway), counted by the walk. The rest after parts is read as any
+            # window, its look-back re-read: rows written behind the last part's bound while the
+            # parts loaded are read there (read from the watermark, without it, they were lost for
+            # good, the load and --status saying nothing — found by the adversary)
+            rest = walked.rest and watermark is None
         bounded = bound_at if bound_at is not None else walked.at if walked else upper
         if bounded < upper or rest:
             # from where the last part ended, without the look-back: re-read behind every part, a history
             # whose rows lie within one look-back was read again whole by each (rows committed behind a
-            # part meanwhile are found through the arrival column, else by --reconcile). The rest of a
-            # history too, up to the instant, as no part: its batch says the history is read
+            # part meanwhile are found through the arrival column, else by --reconcile, and behind the
+            # last one by the rest's look-back)
             window = plan_window(watermark, timedelta(0), bounded, since)
             backfill = not rest
     window = replace(window, wall_clock=source.wall_clock)

@@ -148,9 +148,10 @@ def part_end(conn: psycopg.Connection, source: SourceRelation, low: datetime | N
     a naive column, whose wall-time order is not the instants', leaves it to :func:`window_stats`).
     When the range holds no more than ``rows``, the end is its ``rest`` (a history ending on a full
     part was read as a bounded part whose next part held nothing, so no batch ever said its history
-    was read: --status said CATCHING UP for ever, and the table stayed outside the image's floor),
-    counted through the same index: the rest of a history needs no count of the whole window, and
-    no second scan to sum its ids (:attr:`pipeline.source.plan.BatchPlan.ids_read`)."""
+    was read: --status said CATCHING UP for ever, and the table stayed outside the image's floor);
+    a whole history (no ``low``) is counted through the same index: a first load no longer than a
+    part needs no count of its window, and no second scan to sum its ids
+    (:attr:`pipeline.source.plan.BatchPlan.ids_read`)."""
     # a naive column's index walk: rows in wall-time order are about as many (the window ends at
     # this row's instant, exactly, whichever it is)
     order = source.wall_clock.column if source.wall_clock else "event_timestamp"
@@ -166,10 +167,12 @@ def part_end(conn: psycopg.Connection, source: SourceRelation, low: datetime | N
         exact = source.wall_clock is None and found[1] > found[0]
         return PartEnd(found[0], rows if exact else None)
     # no row after the rows-th: the range is the rest of the history, whole
-    if source.wall_clock is not None:  # its walk's order is not the instants': the window counts it
-        return PartEnd(upper, None, rest=True)
-    if found:  # the rows-th row is the range's last: it holds exactly that many
+    if found and source.wall_clock is None:  # the rows-th row is the range's last: it holds that many
         return PartEnd(upper, rows, rest=True)
+    if source.wall_clock is not None or low is not None:
+        # a naive column's walk is not in the instants' order; the rest after parts is read with its
+        # look-back (pipeline.load.plan), which the window's own count covers
+        return PartEnd(upper, None, rest=True)
     count = sql.SQL(f"SELECT count(*) FROM {{t}} WHERE {_range_sql(low, source)}").format(
         t=sql.SQL(source.sql))
     return PartEnd(upper, int(one_row(conn.execute(count, {"low": low, "upper": upper}))[0]), rest=True)
