@@ -90,6 +90,25 @@ def on_stop(handler: Callable[[], None]) -> None:
         atexit.register(_ignore_stop_signals)
     _installed = _StopSignals(handler)
     _installed.install()
+    if sys.unraisablehook is not _unraisable:
+        _hooks[:] = [sys.unraisablehook]
+        sys.unraisablehook = _unraisable
+
+
+def _unraisable(unraisable: sys.UnraisableHookArgs) -> None:
+    """A stop's interruption (:func:`interrupt_command`) that the main thread met inside a callback
+    Python cannot raise from — a module lock's weakref callback as an import ends — was printed as
+    "Exception ignored … Traceback" on the user's terminal and went no further: it is raised again,
+    once the callback has returned. Anything else goes to the hook there was."""
+    if isinstance(unraisable.exc_value, KeyboardInterrupt) and _installed is not None \
+            and _installed.handler is interrupt_command and _installed.signum is not None and not _ended:
+        # from another thread, a moment later: asked here, the handler runs (and raises) in this hook
+        threading.Timer(0.01, interrupt_command).start()
+        return
+    _hooks[0](unraisable)
+
+
+_hooks: list[Callable[[sys.UnraisableHookArgs], object]] = []  # the unraisable hook there was before ours
 
 
 # what a stop request cancels in a command that runs once: the Spark jobs of its session, the
