@@ -52,20 +52,19 @@ def plan_batch(snapshot: PlannerSnapshot, lake: LakeTable, settings: ResolvedSet
     if bound_rows or bound_at is not None:
         if bound_at is None:  # the rows after the watermark: the last part read the look-back before it
             walked = snapshot.ends.end(conn, source, watermark, upper, bound_rows)
-            # a history no longer than a part, never loaded: read whole, as no part (the window a table
-            # never loaded reads anyway), counted by the walk. The rest after parts is read as any
-            # window, its look-back re-read: rows written behind the last part's bound while the
-            # parts loaded are read there (read from the watermark, without it, they were lost for
-            # good, the load and --status saying nothing — found by the adversary)
+            # a history no longer than a part, never loaded, is read whole in the window a table never
+            # loaded reads, as no part, counted by the walk. The rest after parts is read as any window,
+            # its look-back re-read: rows written behind the last part's bound while the parts loaded
+            # are read there (read from the watermark, without it, they were lost for good, the load
+            # and --status saying nothing — found by the adversary)
             rest = walked.rest and watermark is None
-        bounded = bound_at if bound_at is not None else walked.at if walked else upper
-        if bounded < upper or rest:
+        bounded = bound_at if bound_at is not None else walked.at if walked else None
+        if bounded is not None and bounded < upper:
             # from where the last part ended, without the look-back: re-read behind every part, a history
             # whose rows lie within one look-back was read again whole by each (rows committed behind a
             # part meanwhile are found through the arrival column, else by --reconcile, and behind the
             # last one by the rest's look-back)
-            window = plan_window(watermark, timedelta(0), bounded, since)
-            backfill = not rest
+            window, backfill = plan_window(watermark, timedelta(0), bounded, since), True
     window = replace(window, wall_clock=source.wall_clock)
     # what arrived since the last plan, whatever the window reads (a source whose id is not unique
     # reads its whole look-back, and still reaches back to rows a long transaction committed)
@@ -87,8 +86,7 @@ def plan_batch(snapshot: PlannerSnapshot, lake: LakeTable, settings: ResolvedSet
     dated = walked.rows if walked is not None and counted else None
     window_stats = (stats.window_stats(conn, source, window) if dated is None
                     else stats.part_stats(conn, source, window, dated))
-    lake_was_empty = (batches.holds_no_row(lake, after=window.low) if watermark is None or backfill or rest
-                      else False)
+    lake_was_empty = batches.holds_no_row(lake, after=window.low) if watermark is None or backfill else False
     # what the lake must hold in the window's range once this batch is in: checked after promotion.
     # A part of a history into an empty range has it summed by the readers from the rows they read
     # (pipeline.extract.read_ids), the walk's count keeping them honest: no scan of its own
