@@ -169,6 +169,10 @@ def build_session(settings: Settings, app_name: str = "event-lake", *, long_live
         .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
         .config("spark.driver.memory", spark.driver_memory)
     )
+    if spark.master.startswith("local") and os.environ["PYSPARK_PYTHON"] == sys.executable:
+        # the workers run this interpreter, which imports this package: a daemon that imports
+        # pyspark byte-compiled and forks workers with the task's modules loaded (see the module)
+        builder = builder.config("spark.python.daemon.module", "pipeline.extract.worker_daemon")
     for key, value in s3a.items():
         builder = builder.config(f"spark.hadoop.{key}", value)
     for key, value in spark.conf.items():  # SPARK_CONF / --spark-conf: last, so they win
