@@ -156,9 +156,10 @@ def build_session(settings: Settings, app_name: str = "event-lake", *, long_live
     # spark.pyspark.python (SPARK_CONF) names the executors' (a cluster on other hosts) and wins
     # over an inherited PYSPARK_PYTHON, as in spark-submit
     if "spark.pyspark.python" in spark.conf:
-        os.environ.update(PYSPARK_PYTHON=spark.conf["spark.pyspark.python"])
-    else:
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        workers_python = spark.conf["spark.pyspark.python"]
+        os.environ.update(PYSPARK_PYTHON=workers_python)
+    else:  # what the child gets: a PYSPARK_PYTHON already set is kept
+        workers_python = os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = (
         builder
         .config("spark.ui.enabled", "true" if spark.ui else "false")
@@ -169,7 +170,7 @@ def build_session(settings: Settings, app_name: str = "event-lake", *, long_live
         .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
         .config("spark.driver.memory", spark.driver_memory)
     )
-    if spark.master.startswith("local") and os.environ["PYSPARK_PYTHON"] == sys.executable:
+    if spark.master.startswith("local") and workers_python == sys.executable:
         # the workers run this interpreter, which imports this package: a daemon that imports
         # pyspark byte-compiled and forks workers with the task's modules loaded (see the module)
         builder = builder.config("spark.python.daemon.module", "pipeline.extract.worker_daemon")

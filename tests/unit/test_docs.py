@@ -179,6 +179,7 @@ def test_only_the_settings_package_reads_the_environment():
             continue
         for number, line in enumerate(path.read_text().splitlines(), start=1):
             # setdefault/update hand a value to a child process (the JVM); they read nothing for us
+            # (setdefault's result: what that child gets)
             if re.search(r"os\.environ(?!\.setdefault|\.update)|getenv\(", line):
                 readers.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert not readers, "read the environment through pipeline.settings instead:\n" + "\n".join(readers)
