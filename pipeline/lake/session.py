@@ -16,7 +16,7 @@ import duckdb
 from pipeline.columns import ID, TIME, canonical_relation, own_name
 from pipeline.id_checksum import IdKind
 from pipeline.lake import locks
-from pipeline.sqltext import one_row
+from pipeline.sqltext import one_row, quote_literal
 from pipeline.storage.folder import Folder, folder_of
 
 if TYPE_CHECKING:
@@ -115,9 +115,11 @@ class LakeTable:
 
     def id_type(self) -> str | None:
         """The lake type of the table's id column (None: the table is not made yet)."""
-        row = self.lake.execute("SELECT data_type FROM duckdb_columns() WHERE database_name = ? "
-                                "AND schema_name = 'main' AND table_name = ? AND column_name = ?",
-                                [self.lake.name, self.name, self.id_column]).fetchone()
+        # literals: see identity.table_names
+        row = self.lake.execute(
+            f"SELECT data_type FROM duckdb_columns() WHERE database_name = {quote_literal(self.lake.name)} "
+            f"AND schema_name = 'main' AND table_name = {quote_literal(self.name)} "
+            f"AND column_name = {quote_literal(self.id_column)}").fetchone()
         return row[0] if row else None
 
     def id_kind(self) -> IdKind:
