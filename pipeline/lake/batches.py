@@ -231,17 +231,21 @@ def rows_held(table: LakeTable) -> int:
     return int(one_row(table.lake.execute(f"SELECT count(*) FROM {table.events_table}"))[0])
 
 
-def held_ids(table: LakeTable, ids: set[UUID], *, kind: IdKind, after: datetime | None = None) -> set[UUID]:
-    """Which of ``ids`` the events table holds, however dated (``after``: dated after it)."""
+def held_ids(table: LakeTable, ids: set[UUID], *, kind: IdKind, after: datetime | None = None,
+             upper: datetime | None = None) -> set[UUID]:
+    """Which of ``ids`` the events table holds, however dated (``after``: dated after it;
+    ``upper``: dated no later)."""
     if not ids:
         return set()
     # a semi join on the ids (hashed once): list_contains scanned the whole list for every row,
     # and --status took 440 s for 31,000 ids missing from a 2.65M-row lake
     identity = duckdb_identity("event_id", kind)
-    dated = "" if after is None else " AND event_timestamp > $after"
+    bounds = {name: value for name, value in (("after", after), ("upper", upper)) if value is not None}
+    dated = ("" if after is None else " AND event_timestamp > $after") + (
+        "" if upper is None else " AND event_timestamp <= $upper")
     rows = table.lake.execute(f"SELECT DISTINCT {identity} FROM {table.rows} "
                               f"WHERE {identity} IN (SELECT unnest($ids)){dated}",
-                              {"ids": list(ids), **({} if after is None else {"after": after})}).fetchall()
+                              {"ids": list(ids), **bounds}).fetchall()
     return {row[0] for row in rows}
 
 
@@ -254,7 +258,6 @@ def quarantined_in_range(table: LakeTable, low: datetime | None, upper: datetime
     record has them (:func:`pipeline.source.stats.unchanged_rows`: a row changed A, B, then A
     again is recorded once as A — the records are kept once each); a row the source fixed is read
     and loaded again."""
-    bounds = {"upper": upper, **({"low": low} if low else {})}
     set_aside = table.lake.execute(f"""
         SELECT id, list(DISTINCT digest) FROM (
             SELECT {duckdb_identity(duckdb_key("event_id", kind), kind)} AS id,
@@ -264,16 +267,10 @@ def quarantined_in_range(table: LakeTable, low: datetime | None, upper: datetime
               AND (reason = $bad_json OR starts_with(reason, $unfit)))
         WHERE id IS NOT NULL AND {_range_sql(low)}
         GROUP BY id""", {"table": table.name, "bad_json": REASON_BAD_JSON, "unfit": REASON_UNFIT,
-                         **bounds}).fetchall()
-    if not set_aside:
-        return {}
+                         "upper": upper, **({"low": low} if low else {})}).fetchall()
     # only these few ids are looked up in the events table: an anti-join with the range built a
     # hash table of every row the range holds, on every proof, most often for no row set aside
-    identity = duckdb_identity("event_id", kind)
-    held = {row[0] for row in table.lake.execute(
-        f"SELECT DISTINCT {identity} FROM {table.rows} WHERE event_id IS NOT NULL "
-        f"AND {identity} IN (SELECT unnest($ids)) AND {_range_sql(low)}",
-        {"ids": [row_id for row_id, _ in set_aside], **bounds}).fetchall()}
+    held = held_ids(table, {row_id for row_id, _ in set_aside}, kind=kind, after=low, upper=upper)
     return {row_id: set(digests) for row_id, digests in set_aside if row_id not in held}
 
 
