@@ -36,6 +36,7 @@ from pipeline.extract.spark_session import connect_lost, default_cores, function
 from pipeline.extract.task_reports import ReportTo
 from pipeline.id_checksum import IdSum
 from pipeline.progress import Progress
+from pipeline.source.give_way import reader_tag
 from pipeline.source.shape import TYPED_COLUMNS
 from pipeline.source.window import Window
 
@@ -78,9 +79,10 @@ def job(request: ExtractRequest, parts: list[Slice], output: Folder | LakeOutput
 
 
 def slice_source(request: ExtractRequest) -> SliceSource:
-    """How this extraction's tasks reach the source, tagged with its batch (application_name)."""
+    """How this extraction's tasks reach the source, tagged with its snapshot and batch
+    (application_name: :func:`pipeline.source.give_way.reader_tag`)."""
     return SliceSource(request.settings.source_dsn.conninfo(), request.snapshot_id, request.timezone,
-                       tag=f"event-lake-slice {request.batch_id}"[:63])
+                       tag=reader_tag(request.snapshot_id or "", request.batch_id))
 
 
 def lake_output(target: LakeTarget, batch_id: str) -> LakeOutput:

@@ -9,9 +9,9 @@ Taking the snapshot earlier changes nothing a plan relies on: it still follows t
 (taken as the read began, it missed rows re-dated into the next part's range during the read),
 the source is not what the lake's commit changes, and every lake read of the plan is made when it
 is planned, after this part committed. Its tables are locked for reading first, at once or not at
-all, and a statement that waits for that lock makes :meth:`PartAhead.take` give the snapshot up
-(see :mod:`pipeline.source.snapshot`). Nothing is written ahead: a kill, a stop or a failure only
-rolls the snapshot's transaction back.
+all (see :mod:`pipeline.source.snapshot`), and a statement that then waits for that lock ends the
+snapshot (:mod:`pipeline.source.give_way`): the next part is planned after the statement.
+Nothing is written ahead: a kill, a stop or a failure only rolls the snapshot's transaction back.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from pipeline.errors import PipelineError
 from pipeline.settings import TableSpec
 from pipeline.source import shape, stats
 from pipeline.source.snapshot import PlannerSnapshot
-from pipeline.sqltext import one_row
 
 log = logging.getLogger(__name__)
 
@@ -67,17 +66,11 @@ class PartAhead:
         self._thread.join()
         if not self._walked:
             return None
+        if self.snapshot.give_way is not None and self.snapshot.give_way.waiter is not None:
+            return None  # it gave way to a statement waiting for its locks: the plan waits for that
         try:
-            # a statement waiting for this snapshot's locks (an ALTER TABLE, queued while this part
-            # committed) would wait for the next part's readers, which wait behind it: let it go first
-            waiting = one_row(self.snapshot.conn.execute(
-                "SELECT count(*) FROM pg_stat_activity "
-                "WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))"))[0]
+            self.snapshot.conn.execute("SELECT 1")
         except psycopg.Error:  # the server ended the session while it waited
-            return None
-        if waiting:
-            log.info("%d statement(s) wait for the snapshot taken ahead: the next part is planned after them",
-                     waiting)
             return None
         self._taken = True
         return self.snapshot

@@ -50,6 +50,7 @@ from pipeline.settings import ResolvedSettings, TableSpec
 from pipeline.settings.model import Engine
 from pipeline.source import shape
 from pipeline.source.connect import connect
+from pipeline.source.give_way import GaveWay
 from pipeline.source.plan import BatchPlan
 from pipeline.source.snapshot import PlannerSnapshot, TablesBusy, exported_snapshot
 from pipeline.staging import StagedBatch
@@ -417,7 +418,7 @@ class _ImageLoad:
     def _fresh_snapshot(self, locked: Sequence[str] = ()
                         ) -> contextlib.AbstractContextManager[PlannerSnapshot]:
         return exported_snapshot(self.settings.source_dsn, arrivals=self.settings.arrival_column is not None,
-                                 locked=locked)
+                                 locked=locked, give_way=True)
 
     def _plan_ahead(self, plans: list[BatchPlan]) -> None:
         """A history goes on after this part, which is read: take the next part's snapshot now, and
@@ -564,6 +565,17 @@ class _ImageLoad:
 
     def _image(self, lake_identity: str, engines: Engines, promote_now: bool,
                rows_behind: dict[str, int]) -> dict[str, int]:
+        """:meth:`_image_once`, again after each statement its snapshot gave way to (an ALTER TABLE
+        waiting for the planner's locks: :mod:`pipeline.source.give_way`); its new plan waits for it."""
+        while True:
+            try:
+                return self._image_once(lake_identity, engines, promote_now, rows_behind)
+            except GaveWay as gave:
+                log.info("planning the part again after the statement it gave way to (pid %d)",
+                         gave.pid)
+
+    def _image_once(self, lake_identity: str, engines: Engines, promote_now: bool,
+                    rows_behind: dict[str, int]) -> dict[str, int]:
         """Plan every table in one planner snapshot, extract those with rows, promote them in one
         commit, then check each table by identity; the ids each table still lacks."""
         settings, t0 = self.settings, time.monotonic()
@@ -639,6 +651,7 @@ class _ImageLoad:
             staged = [(load, load.extract(lake_identity, self._extractor(engines, load), snapshot, plan,
                                           group=(group, ids)))
                       for load, plan in loading]
+            snapshot.keep()  # staged: a statement coming now waits for the commit (GaveWay if one came)
             self.report.staged_batch = group
             self.report.rows_in_window = sum(batch.manifest.row_count for _, batch in staged)
             if not promote_now:

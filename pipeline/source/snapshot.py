@@ -21,6 +21,7 @@ from pipeline.process import cancellable
 from pipeline.settings.pgdsn import PgDsn
 from pipeline.source.arrivals import arrival_mark, oldest_writer
 from pipeline.source.connect import connect
+from pipeline.source.give_way import GaveWay, GiveWay
 from pipeline.source.stats import PartEnds
 from pipeline.sqltext import one_row, quote_literal, quote_qualified
 
@@ -35,6 +36,13 @@ class PlannerSnapshot:
     # plan reads newer ones)
     xmin: int | None = None
     ends: PartEnds = field(default_factory=PartEnds, compare=False)  # the walks made in it
+    # a load's: ends the snapshot when a statement waits for its locks, until the part is staged
+    give_way: GiveWay | None = field(default=None, compare=False)
+
+    def keep(self) -> None:
+        """What was read in this snapshot is staged: it no longer gives way (GaveWay if it did)."""
+        if self.give_way is not None:
+            self.give_way.keep()
 
 
 class TablesBusy(Exception):
@@ -43,8 +51,8 @@ class TablesBusy(Exception):
 
 
 @contextmanager
-def exported_snapshot(dsn: PgDsn, *, arrivals: bool = True,
-                      locked: Sequence[str] = ()) -> Iterator[PlannerSnapshot]:
+def exported_snapshot(dsn: PgDsn, *, arrivals: bool = True, locked: Sequence[str] = (),
+                      give_way: bool = False) -> Iterator[PlannerSnapshot]:
     """A connection inside a REPEATABLE READ transaction, the id of its exported snapshot, and
     with ``arrivals`` its arrival mark (read just before the snapshot is taken; a source without
     an arrival column gets None and no look at pg_stat_activity). The snapshot can be imported
@@ -53,7 +61,11 @@ def exported_snapshot(dsn: PgDsn, *, arrivals: bool = True,
     ``locked``: tables (schema.table) locked for reading before the snapshot is taken, at once or
     not at all (:class:`TablesBusy` when a statement holds or waits for a stronger lock: an ALTER
     TABLE). A table rewritten (ALTER … TYPE, TRUNCATE, VACUUM FULL) after a snapshot
-    but before that snapshot first reads it reads empty in it; locked first, it cannot be."""
+    but before that snapshot first reads it reads empty in it; locked first, it cannot be.
+
+    ``give_way``: a load's snapshot, read by other sessions (its readers), ends when a statement
+    waits for its locks, until :meth:`PlannerSnapshot.keep` (:mod:`pipeline.source.give_way`); the
+    block then ends in :class:`~pipeline.source.give_way.GaveWay`, whatever it raised."""
     # a stop request cancels the planner's query (a one-shot command's: pipeline.process)
     with connect(dsn, autocommit=True) as conn, cancellable(conn.cancel):
         mark = arrival_mark(conn) if arrivals else None
@@ -68,7 +80,19 @@ def exported_snapshot(dsn: PgDsn, *, arrivals: bool = True,
                 except psycopg.errors.LockNotAvailable:
                     raise TablesBusy(", ".join(locked)) from None
             snapshot_id = one_row(conn.execute("SELECT pg_export_snapshot()"))[0]
-            yield PlannerSnapshot(conn, snapshot_id, mark, xmin)
+            with contextlib.ExitStack() as watching:
+                watch = (watching.enter_context(GiveWay(dsn, conn.info.backend_pid, snapshot_id))
+                         if give_way else None)
+                try:
+                    yield PlannerSnapshot(conn, snapshot_id, mark, xmin, give_way=watch)
+                except GaveWay:
+                    raise
+                except Exception as exc:
+                    if watch is not None and watch.waiter is not None:
+                        raise watch.waiter.gave_way() from exc
+                    raise
+                if watch is not None and watch.waiter is not None:  # read after it ended: not to be used
+                    raise watch.waiter.gave_way()
         finally:
             with contextlib.suppress(psycopg.Error):  # a dead connection must not mask the real error
                 conn.rollback()
