@@ -119,3 +119,26 @@ CREATE TABLE IF NOT EXISTS {lake}.{ops}.typed_keys (
     json_type      VARCHAR,  -- the JSON type its values had when it was typed (drift is a change of it)
     typed_on       TIMESTAMP WITH TIME ZONE
 );
+
+-- The source columns each table's lake columns follow, by identity (pipeline/promote/schema_changes.py):
+-- the source table's oid and each column's attnum, which a rename keeps. Replaced in the commit of
+-- the first batch whose plan read other ones.
+CREATE TABLE IF NOT EXISTS {lake}.{ops}.source_columns (
+    table_name  VARCHAR,
+    source_oid  BIGINT,
+    attnum      INTEGER,
+    column_name VARCHAR,
+    batch_id    VARCHAR   -- the batch whose plan read them
+);
+
+-- Each change of a source's schema the lake followed, with the batch whose commit carries it
+-- (renamed: column_name was from_value; dropped; recreated: the table, from_value and to_value its oids).
+CREATE TABLE IF NOT EXISTS {lake}.{ops}.schema_changes (
+    table_name  VARCHAR,
+    batch_id    VARCHAR,
+    change      VARCHAR,
+    column_name VARCHAR,
+    from_value  VARCHAR,
+    to_value    VARCHAR,
+    changed_at  TIMESTAMP WITH TIME ZONE
+);

@@ -172,6 +172,7 @@ def render_status(status: Status) -> str:
            "load goes on from the last committed part)"] if status.history else []),
         *([f"typed keys      {status.payload.describe()}"]
           if status.payload.typed or status.payload.drift else []),
+        *[f"schema change   {change.describe()}" for change in status.schema_changes],
         f"data files      {status.data_files} ({status.data_bytes:,} bytes)",
         f"staged, waiting {status.staged_batches_waiting} batch(es)",
         f"quarantined     {status.rows_quarantined} row(s) that cannot be loaded"

@@ -230,6 +230,8 @@ def _extract_claimed(extractor: Extractor, request: ExtractRequest, folder: Fold
         time_column=request.table.time_column,
         absent=list(request.plan.source.absent) or None,
         backfill=request.plan.backfill,
+        source_oid=request.plan.source.oid,
+        source_columns=dict(request.plan.source.attnums) or None,
         ids_unique=request.plan.unique_ids,
         id_kind=request.plan.ids.kind.value,
         source_ids=proven.count if proven else None,

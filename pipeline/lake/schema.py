@@ -28,7 +28,8 @@ from pipeline.sqltext import one_row, quote_ident, quote_literal, read_sql, spli
 log = logging.getLogger(__name__)
 
 # job history is not a lake table: see jobs.py
-OPS_TABLES = ("batches", "lake_identity", "quarantine", "erasures", "erased_ids", "typed_keys")
+OPS_TABLES = ("batches", "lake_identity", "quarantine", "erasures", "erased_ids", "typed_keys",
+              "source_columns", "schema_changes")
 # ops.batches columns added after lakes existed: a lake made before gets them on its next write session
 # the ops tables' columns a lake made by an older version may lack (sql/lake_events.sql makes them)
 ADDED_OPS_COLUMNS = {

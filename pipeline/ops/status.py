@@ -35,6 +35,7 @@ from pipeline.load import proof
 from pipeline.load.plan import PULL_LIMIT
 from pipeline.ops import health
 from pipeline.ops.scheduler_state import SchedulerState, SchedulerStates
+from pipeline.promote.schema_changes import FollowedChange, followed_changes
 from pipeline.settings import ResolvedSettings, TableSpec
 from pipeline.source import arrivals, stats
 from pipeline.source.connect import connect as connect_source
@@ -107,6 +108,7 @@ class TableStatus:
     history: History | None = None  # while its history is read in parts
     payload: PayloadStatus = field(default_factory=PayloadStatus)  # typed keys, drift
     divergences: list[Divergence] = field(default_factory=list)  # seen by a check, not repaired yet
+    schema_changes: list[FollowedChange] = field(default_factory=list)  # the source's, the lake followed
 
     @property
     def source_up(self) -> bool:
@@ -122,7 +124,8 @@ class TableStatus:
                 "staged_batches_waiting": self.staged_batches_waiting, "catching_up": self.catching_up,
                 "history": self.history.as_dict() if self.history else None,
                 "payload": self.payload.as_dict(),
-                "divergences": [d.as_dict() for d in self.divergences]}
+                "divergences": [d.as_dict() for d in self.divergences],
+                "schema_changes": [c.as_dict() for c in self.schema_changes]}
 
 
 @dataclass(frozen=True)
@@ -167,6 +170,7 @@ class Status:
     payload: PayloadStatus = field(default_factory=PayloadStatus)  # typed payload keys, and their drift
     # what a load's check, a part's proof or a reach-back saw differ, kept until repaired (any table)
     divergences: list[Divergence] = field(default_factory=list)
+    schema_changes: list[FollowedChange] = field(default_factory=list)  # the source's, the lake followed
 
     @property
     def source_up(self) -> bool:
@@ -197,6 +201,7 @@ class Status:
             "history": self.history.as_dict() if self.history else None,
             "payload": self.payload.as_dict(),
             "divergences": [d.as_dict() | {"table": d.table} for d in self.divergences],
+            "schema_changes": [c.as_dict() | {"table": c.table} for c in self.schema_changes],
             "tables": {name: table.table_dict() for name, table in self.tables.items()},
         }
 
@@ -205,7 +210,7 @@ class Status:
         return TableStatus(self.lake, self.health, self.watermark, self.lag_seconds, self.lake_rows,
                            self.source_rows_after_watermark, self.source_error, self.rows_quarantined,
                            self.identity, self.staged_batches_waiting, self.catching_up, self.history,
-                           self.payload, self.divergences)
+                           self.payload, self.divergences, self.schema_changes)
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -263,6 +268,7 @@ class TableFacts:
     history_rate: float | None = None  # rows per second its history's parts were read at
     payload: PayloadStatus = field(default_factory=PayloadStatus)
     divergences: list[Divergence] = field(default_factory=list)  # seen by a check, not repaired yet
+    schema_changes: list[FollowedChange] = field(default_factory=list)
 
     @classmethod
     def read(cls, table: LakeTable, tables: set[tuple[str, str]]) -> TableFacts:
@@ -278,6 +284,8 @@ class TableFacts:
         facts.last_load_success = jobs.last_success(table.lake, "load", table.name)
         facts.quarantined = quarantined_rows(table)
         facts.divergences = divergences.unrepaired(table)
+        if (table.lake.ops_schema, "schema_changes") in tables:
+            facts.schema_changes = followed_changes(table)
         return facts
 
 
@@ -437,6 +445,7 @@ def _fold(each: dict[str, Status]) -> Status:
                    history=History.combined([s.history for s in each.values() if s.history is not None]),
                    payload=PayloadStatus.combined([s.payload for s in each.values()]),
                    divergences=[d for s in each.values() for d in s.divergences],
+                   schema_changes=[c for s in each.values() for c in s.schema_changes],
                    watermark=image_watermark((s.watermark, s.catching_up) for s in each.values()),
                    identity=_weakest([s.identity for s in each.values() if s.identity is not None]),
                    catching_up=any(s.catching_up for s in each.values()),
@@ -576,5 +585,6 @@ def _collect(settings: ResolvedSettings, table: TableSpec, wide: LakeFacts, fact
                          "finished_at": iso(r["finished_at"]), "error": r["error"]} for r in job_runs},
         scheduler=SchedulerStates(settings.home).read(), last_batches=batches, last_hour=facts.last_hour,
         catching_up=facts.catching_up, payload=facts.payload, divergences=facts.divergences,
+        schema_changes=facts.schema_changes,
         history=History.of(facts.lake_rows, pending, facts.history_rate)
         if facts.catching_up or (watermark is None and wide.exists) else None)

@@ -26,7 +26,7 @@ from pipeline.lake import batches, tombstones, validate
 from pipeline.lake.schema import INLINING_COLUMNS, events_column_types, insert_columns_sql, without_inlining
 from pipeline.lake.session import LakeTable
 from pipeline.progress import Progress
-from pipeline.promote import zero_copy
+from pipeline.promote import schema_changes, zero_copy
 from pipeline.promote.commit import LakeCommit
 from pipeline.source.window import parse_iso
 from pipeline.sqltext import one_row, quote_ident, quote_literal
@@ -283,6 +283,7 @@ def _write(table: LakeTable, batch: StagedBatch,
     # the optional columns the source has (one it gained since the lake table was made) and the
     # columns it added join with their first rows; one read of the lake table's columns serves all
     absent, extra = batch.manifest.absent or (), batch.manifest.extra_columns or {}
+    schema_changes.follow(table, batch.manifest)  # renamed and dropped columns, before any is added
     optional = {name: kind for name, kind in OPTIONAL_LAKE_TYPES.items() if name not in absent}
     have = add_columns(table, {**optional, **extra}, batch.manifest.extra_defaults or {})
     lake_extra = {name: have[name] for name in extra}

@@ -54,11 +54,14 @@ assert tuple(STAGED_COLUMNS) == EVENT_COLUMNS
 DEFAULT_ARRIVAL_COLUMN = "created_at"
 
 
-def source_columns(conn: psycopg.Connection, qualified: str) -> dict[str, str]:
+def source_columns(conn: psycopg.Connection, qualified: str) -> tuple[dict[str, str], dict[str, int]]:
+    """The table's columns with their Postgres types (udt names), and each one's number (attnum,
+    which information_schema calls ordinal_position): what a column keeps when it is renamed."""
     schema, table = qualified.split(".")
-    return dict(conn.execute(
-        "SELECT column_name, udt_name FROM information_schema.columns "
-        "WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position", (schema, table)).fetchall())
+    rows = conn.execute(
+        "SELECT column_name, udt_name, ordinal_position FROM information_schema.columns "
+        "WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position", (schema, table)).fetchall()
+    return {name: udt for name, udt, _ in rows}, {name: int(number) for name, _, number in rows}
 
 
 @dataclass(frozen=True)
@@ -80,16 +83,21 @@ class SourceRelation:
     # the database holds text as UTF-8 (or as bytes: SQL_ASCII), the bytes DuckDB hashes; else the
     # content proof hashes its text converted to UTF-8 (a LATIN1 'café' was "changed" for ever)
     utf8: bool = True
+    # the columns' identities: the relation's oid and each column's attnum, which a rename keeps and
+    # a drop-and-recreate of the table does not (pipeline.promote.schema_changes)
+    oid: int | None = field(default=None, compare=False)
+    attnums: Mapping[str, int] = field(default_factory=dict, compare=False)
 
     @classmethod
     def read(cls, conn: psycopg.Connection, qualified: str, id_column: str = ID,
              time_column: str = TIME) -> SourceRelation:
-        columns = source_columns(conn, qualified)
+        columns, attnums = source_columns(conn, qualified)
         naive = columns.get(time_column) == "timestamp"
         zone_known = not naive or known_zone(one_row(conn.execute("SHOW TimeZone"))[0])
         utf8 = one_row(conn.execute("SHOW server_encoding"))[0] in ("UTF8", "SQL_ASCII")
+        oid, row_versions = relation_kind(conn, qualified) if columns else (None, False)
         return cls(qualified, id_column, time_column, tuple(name for name in OPTIONAL if name not in columns),
-                   bool(columns) and has_row_versions(conn, qualified), columns, zone_known, utf8)
+                   row_versions, columns, zone_known, utf8, oid, attnums)
 
     @classmethod
     def of(cls, conn: psycopg.Connection, table: TableSpec) -> SourceRelation:
@@ -137,11 +145,12 @@ def known_zone(zone: str) -> bool:
     return True
 
 
-def has_row_versions(conn: psycopg.Connection, qualified: str) -> bool:
-    """Does the relation's every row carry the id of the transaction that wrote it (``xmin``): a
-    table or a partitioned one, not a view or a foreign table?"""
-    return bool(one_row(conn.execute("SELECT relkind IN ('r', 'p') FROM pg_class WHERE oid = %s::regclass",
-                                     (quote_qualified(qualified),)))[0])
+def relation_kind(conn: psycopg.Connection, qualified: str) -> tuple[int, bool]:
+    """The relation's oid, and whether its every row carries the id of the transaction that wrote it
+    (``xmin``): a table or a partitioned one, not a view or a foreign table."""
+    oid, versions = one_row(conn.execute("SELECT oid, relkind IN ('r', 'p') FROM pg_class "
+                                         "WHERE oid = %s::regclass", (quote_qualified(qualified),)))
+    return int(oid), bool(versions)
 
 
 def has_unique_index(conn: psycopg.Connection, qualified: str, column: str) -> bool:

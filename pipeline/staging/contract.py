@@ -91,6 +91,10 @@ class Manifest:
     time_column: str = "event_timestamp"
     absent: list[str] | None = None  # optional columns the source table lacks (staged as NULL, not loaded)
     backfill: bool = False  # a part of a table's catch-up: its window bounded by BACKFILL_BATCH_ROWS
+    # the source columns the plan read, by identity: the table's oid and each column's attnum (a rename
+    # keeps it), which promotion follows (pipeline.promote.schema_changes); None: staged before
+    source_oid: int | None = None
+    source_columns: dict[str, int] | None = None
 
     @property
     def window(self) -> Window:

@@ -1,0 +1,101 @@
+"""The lake follows the source's schema changes by column identity (issue 72,
+:mod:`pipeline.promote.schema_changes`): a renamed column is the same column under its new name, a
+dropped one leaves the lake's current schema, each in the snapshot of the first batch that carries
+it, while time travel to the snapshot before shows the old column and its values."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.ops.pipeline import Pipeline
+from pipeline.settings.resolve import resolve
+from pipeline.source.connect import connect
+from pipeline.source.ddl import ensure_table
+from tests.conftest import load_settings
+from tests.helpers import assert_lake_equals_source, lake_query, run, source_table
+
+
+def _add(settings, table: str, rows: int, column: str | None, start: int) -> None:
+    """``rows`` events an hour old, ``column`` (when given) holding 'n<i>'."""
+    with connect(settings.source_dsn) as conn:
+        extra = (f", {column}", ", 'n' || i") if column else ("", "")
+        conn.execute(f"INSERT INTO {table} (event_id, event_type, event_timestamp{extra[0]}) SELECT gen_random_uuid(), "
+                     f"'view', now() - interval '1 hour' + make_interval(secs => i){extra[1]} "
+                     f"FROM generate_series({start}, {start + rows - 1}) i")
+
+
+def _columns(settings, at: int | None = None) -> list[str]:
+    version = f" AT (VERSION => {at})" if at is not None else ""
+    return [name for (name,) in lake_query(settings, f"SELECT column_name FROM (DESCRIBE SELECT * FROM "
+                                                     f"lake.main.events{version})")]
+
+
+def _snapshot(settings) -> int:
+    return lake_query(settings, "SELECT max(snapshot_id) FROM lake.snapshots()")[0][0]
+
+
+@pytest.mark.parametrize("engine", ["dlt", "spark"])
+def test_a_renamed_column_keeps_its_values_and_a_dropped_one_leaves_the_current_schema(lake_env, spark, engine):
+    settings = resolve(load_settings(lake_env))
+    table = source_table(settings)
+    with connect(settings.source_dsn) as conn:
+        ensure_table(conn, table)
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN note text")
+    _add(settings, table, 200, "note", 0)
+    loads = {"engine": engine, "spark": spark if engine == "spark" else None}
+    run(settings, **loads)
+    before_rename = _snapshot(settings)
+
+    with connect(settings.source_dsn) as conn:
+        conn.execute(f"ALTER TABLE {table} RENAME COLUMN note TO comment")
+    _add(settings, table, 50, "comment", 1000)
+    run(settings, **loads)
+    assert_lake_equals_source(settings, expected_rows=250)  # not: 200 rows whose contents "changed"
+    columns = _columns(settings)
+    assert "comment" in columns and "note" not in columns, columns
+    assert lake_query(settings, "SELECT count(*) FROM lake.main.events WHERE comment LIKE 'n%'") == [(250,)]
+    # time travel: the snapshot before the rename has the old name and its values
+    assert "note" in _columns(settings, before_rename) and "comment" not in _columns(settings, before_rename)
+    assert lake_query(settings, f"SELECT count(note) FROM lake.main.events AT (VERSION => {before_rename})") == [(200,)]
+    before_drop = _snapshot(settings)
+
+    with connect(settings.source_dsn) as conn:
+        conn.execute(f"ALTER TABLE {table} DROP COLUMN comment")
+    _add(settings, table, 30, None, 2000)
+    run(settings, **loads)
+    assert_lake_equals_source(settings, expected_rows=280)
+    assert "comment" not in _columns(settings)
+    assert lake_query(settings, f"SELECT count(comment) FROM lake.main.events AT (VERSION => {before_drop})"
+                      ) == [(250,)]
+    with Pipeline(settings, engine="dlt") as pipeline:
+        changes = pipeline.status().as_dict()["schema_changes"]
+    assert [(c["change"], c["column"], c["from"], c["to"]) for c in changes] == [
+        ("renamed", "comment", "note", "comment"), ("dropped", "comment", None, None)], changes
+    assert [c["snapshot"] for c in changes] == [before_drop, _snapshot(settings)], changes
+
+
+def test_a_table_dropped_and_made_again_is_said_and_its_columns_taken_by_name(lake_env, caplog):
+    """Another oid: the old table's column numbers mean nothing in the new one (a column numbered as
+    a renamed one is not a rename)."""
+    settings = resolve(load_settings(lake_env))
+    table = source_table(settings)
+    with connect(settings.source_dsn) as conn:
+        ensure_table(conn, table)
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN note text")
+    _add(settings, table, 20, "note", 0)
+    run(settings, engine="dlt")
+    with connect(settings.source_dsn) as conn:  # a migration tool's drop and create: same rows, other names
+        conn.execute(f"CREATE TABLE {table}_copy AS SELECT * FROM {table}")
+        conn.execute(f"DROP TABLE {table}")
+        ensure_table(conn, table)
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN remark text")
+        conn.execute(f"INSERT INTO {table} (event_id, event_type, event_timestamp, details, created_at, remark) "
+                     f"SELECT event_id, event_type, event_timestamp, details, created_at, note FROM {table}_copy")
+        conn.execute(f"DROP TABLE {table}_copy")
+    _add(settings, table, 5, "remark", 100)
+    with caplog.at_level("INFO", logger="pipeline.promote.schema_changes"):
+        run(settings, engine="dlt")
+    assert any("dropped and made again" in r.getMessage() for r in caplog.records), caplog.text
+    columns = _columns(settings)
+    assert "note" in columns and "remark" in columns, columns  # not renamed: the old one kept by name
+    assert lake_query(settings, "SELECT change FROM lake.ops.schema_changes") == [("recreated",)]
