@@ -198,6 +198,7 @@ class _Contents:
     has_duplicates: bool
     min_ts: datetime | None
     max_ts: datetime | None
+    schema: schema_changes.Pending = schema_changes.NOTHING  # the source's changes the commit follows
 
     @property
     def lake_uris(self) -> list[str]:
@@ -226,8 +227,11 @@ def _contents(table: LakeTable, batch: StagedBatch) -> _Contents:
     if fallback is not None:
         log.info("batch %s: %s; promoting it by copy", batch.batch_id, fallback)
         files, lake_files, copy_reason = files + [str(f["uri"]) for f in lake_files], [], fallback
-    # the other columns as promotion casts them: the lake table's type of each it has already
-    existing = events_column_types(table) if manifest.extra_columns else {}
+    # the other columns as promotion casts them: the lake table's type of each it has already, once
+    # the source's schema changes are followed
+    lake_types = functools.cache(lambda: events_column_types(table))  # read once, when asked
+    schema = schema_changes.pending(table, manifest, lake_types)
+    existing = schema.types(lake_types()) if manifest.extra_columns else {}
     extra = {name: existing.get(name, kind) for name, kind in (manifest.extra_columns or {}).items()}
     stats = validate.batch_stats_sql(extra, id_kind=key_kind(table, batch.manifest))
     staged, loadable, distinct_ids, min_ts, max_ts, invalid = (
@@ -241,7 +245,7 @@ def _contents(table: LakeTable, batch: StagedBatch) -> _Contents:
         max_ts = manifest.window.upper
     return _Contents(files, copy_reason if files else None, lake_files, registered,
                      staged + registered + manifest.rows_seen, loadable, invalid,
-                     distinct_ids < loadable, min_ts, max_ts)
+                     distinct_ids < loadable, min_ts, max_ts, schema)
 
 
 def _commit_text(group: str, members: list[tuple[LakeTable, StagedBatch]],
@@ -283,7 +287,7 @@ def _write(table: LakeTable, batch: StagedBatch,
     # the optional columns the source has (one it gained since the lake table was made) and the
     # columns it added join with their first rows; one read of the lake table's columns serves all
     absent, extra = batch.manifest.absent or (), batch.manifest.extra_columns or {}
-    schema_changes.follow(table, batch.manifest)  # renamed and dropped columns, before any is added
+    schema_changes.apply(table, batch.manifest, contents.schema)  # renames and drops, before any add
     optional = {name: kind for name, kind in OPTIONAL_LAKE_TYPES.items() if name not in absent}
     have = add_columns(table, {**optional, **extra}, batch.manifest.extra_defaults or {})
     lake_extra = {name: have[name] for name in extra}

@@ -25,11 +25,11 @@ Each change is logged, and kept in ``ops.schema_changes`` (``--status`` lists th
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pipeline import logs
 from pipeline.columns import OPTIONAL
-from pipeline.lake.identity import events_column_types
 from pipeline.lake.session import LakeTable
 from pipeline.sqltext import quote_ident, quote_literal
 from pipeline.staging import Manifest
@@ -67,39 +67,77 @@ class _Followed:
     batch_id: str
 
 
-def follow(table: LakeTable, manifest: Manifest) -> list[SchemaChange]:
-    """Inside ``manifest``'s batch's transaction: apply to ``table`` what changed in its source's
-    columns since the lake last followed them, and record the batch's as followed."""
+@dataclass(frozen=True)
+class Pending:
+    """What a batch's promotion changes in its lake table's columns, read before its transaction
+    (under the promote lock) and applied in it (:func:`apply`): renames (the lake's column, its new
+    name), drops, and whether the columns followed are recorded anew."""
+
+    changes: tuple[SchemaChange, ...] = ()
+    renames: tuple[tuple[str, str], ...] = ()
+    drops: tuple[str, ...] = ()
+    record: bool = False
+
+    def types(self, lake: dict[str, str]) -> dict[str, str]:
+        """The lake table's columns and types (``lake``) as they are once the changes are applied:
+        what the batch's rows are cast to."""
+        after = {name: kind for name, kind in lake.items() if name not in self.drops
+                 and name not in (column for column, _ in self.renames)}
+        return {**after, **{new: lake[column] for column, new in self.renames}}
+
+
+NOTHING = Pending()
+
+
+def pending(table: LakeTable, manifest: Manifest, lake_types: Callable[[], dict[str, str]]) -> Pending:
+    """What changed in ``manifest``'s source columns since the lake last followed them
+    (``lake_types``: the lake table's columns now, read only when a column moved)."""
     if manifest.source_oid is None or not manifest.source_columns:
-        return []  # staged by a version that read no identities
+        return NOTHING  # staged by a version that read no identities
     followed = _followed(table)
     if followed is not None and followed.batch_id > manifest.batch_id:
-        return []  # staged before what the lake follows: its columns are older than the lake's
+        return NOTHING  # staged before what the lake follows: its columns are older than the lake's
     current = {number: name for name, number in manifest.source_columns.items()}
-    changes: list[SchemaChange] = []
-    if followed is not None and followed.oid != manifest.source_oid:
-        changes.append(SchemaChange("recreated", table.name, str(followed.oid), str(manifest.source_oid)))
-    elif followed is not None:
-        fixed = {table.id_column, table.time_column, *OPTIONAL}
-        moved = [(before, after) for number, before in followed.numbers.items()
-                 if (after := current.get(number)) != before and before not in fixed and after not in fixed]
-        lake = {name.lower(): name for name in events_column_types(table)} if moved else {}
-        for before, after in moved:
-            if before.lower() not in lake:  # not loaded (SCHEMA_DRIFT=ignore)
-                continue
-            column = quote_ident(lake[before.lower()])
-            if after is None:
-                table.lake.execute(f"ALTER TABLE {table.events_table} DROP COLUMN {column}")
-                changes.append(SchemaChange("dropped", before))
-            elif after.lower() not in lake:  # else a column of that name is the lake's already: added by name
-                table.lake.execute(
-                    f"ALTER TABLE {table.events_table} RENAME COLUMN {column} TO {quote_ident(after)}")
-                changes.append(SchemaChange("renamed", after, before))
-    for change in changes:
+    record = followed is None or followed.numbers != current or followed.oid != manifest.source_oid
+    if followed is None:
+        return Pending(record=record)
+    if followed.oid != manifest.source_oid:
+        return Pending((SchemaChange("recreated", table.name, str(followed.oid), str(manifest.source_oid)),),
+                       record=record)
+    fixed = {table.id_column, table.time_column, *OPTIONAL}
+    moved = [(before, after) for number, before in followed.numbers.items()
+             if (after := current.get(number)) != before and before not in fixed and after not in fixed]
+    lake = {name.lower(): name for name in lake_types()} if moved else {}
+    moved = [(before, after) for before, after in moved if before.lower() in lake]  # else never loaded
+    leaving = {before.lower() for before, _ in moved}
+    changes, renames, drops = [], [], []
+    for before, after in moved:
+        if after is None:
+            drops.append(lake[before.lower()])
+            changes.append(SchemaChange("dropped", before))
+        # a name the lake holds and keeps is that column's: the source's one of that name is added to
+        # it by name; one renamed away too (names swapped) is free once it is
+        elif after.lower() not in lake or after.lower() in leaving:
+            renames.append((lake[before.lower()], after))
+            changes.append(SchemaChange("renamed", after, before))
+    return Pending(tuple(changes), tuple(renames), tuple(drops), record)
+
+
+def apply(table: LakeTable, manifest: Manifest, changes: Pending) -> None:
+    """Inside the batch's transaction: apply ``changes`` to ``table``, and record the batch's source
+    columns as followed."""
+    alter = f"ALTER TABLE {table.events_table}"
+    for column in changes.drops:
+        table.lake.execute(f"{alter} DROP COLUMN {quote_ident(column)}")
+    # through names of their own first: a swap's second name is the first's until it is renamed
+    for step, (column, _) in enumerate(changes.renames):
+        table.lake.execute(f"{alter} RENAME COLUMN {quote_ident(column)} TO _el_renamed_{step}")
+    for step, (_, new) in enumerate(changes.renames):
+        table.lake.execute(f"{alter} RENAME COLUMN _el_renamed_{step} TO {quote_ident(new)}")
+    for change in changes.changes:
         log.info("schema change: %s", change.describe(table.name), extra=logs.NOTABLE)
-    if followed is None or changes or followed.numbers != current or followed.oid != manifest.source_oid:
-        _record(table, manifest, changes)
-    return changes
+    if changes.record:
+        _record(table, manifest, list(changes.changes))
 
 
 def _followed(table: LakeTable) -> _Followed | None:

@@ -99,3 +99,68 @@ def test_a_table_dropped_and_made_again_is_said_and_its_columns_taken_by_name(la
     columns = _columns(settings)
     assert "note" in columns and "remark" in columns, columns  # not renamed: the old one kept by name
     assert lake_query(settings, "SELECT change FROM lake.ops.schema_changes") == [("recreated",)]
+
+
+def test_a_column_renamed_while_a_first_load_reads_its_parts_is_one_column(lake_env, monkeypatch):
+    """The rename comes as the first part commits (the next part's snapshot taken ahead holds the
+    table's lock: it gives way): the parts before it load the old name, those after the new one, and
+    the lake ends with one column holding every row's value, the old name in the first snapshots."""
+    import threading
+
+    import psycopg
+
+    from pipeline.load import run as load_run
+
+    settings = resolve(load_settings({**lake_env, "BACKFILL_BATCH_ROWS": "1000", "LOOKBACK": "15m"}))
+    table = source_table(settings)
+    with connect(settings.source_dsn) as conn:
+        ensure_table(conn, table)
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN note text")
+        conn.execute(f"INSERT INTO {table} (event_id, event_type, event_timestamp, note) SELECT gen_random_uuid(), "
+                     "'view', now() - interval '1 hour' - make_interval(mins => i), 'n' || i "
+                     "FROM generate_series(1, 3000) i")
+    real_promote, renames = load_run.promote_staged_group, []
+
+    def rename() -> None:
+        with psycopg.connect(settings.source_dsn.conninfo(), autocommit=True) as conn:
+            conn.execute("SET statement_timeout = '60s'")  # the test's bound: a stall fails it
+            conn.execute(f"ALTER TABLE {table} RENAME COLUMN note TO comment")
+
+    def promote_then_rename(*args, **kwargs):
+        result = real_promote(*args, **kwargs)
+        if not renames:
+            renames.append(threading.Thread(target=rename))
+            renames[0].start()
+        return result
+
+    monkeypatch.setattr(load_run, "promote_staged_group", promote_then_rename)
+    report = run(settings, engine="dlt")
+    renames[0].join()
+    assert len(report.parts) >= 3, report.parts
+    assert_lake_equals_source(settings, expected_rows=3000)
+    assert "note" not in _columns(settings)
+    assert lake_query(settings, "SELECT count(comment) FROM lake.main.events") == [(3000,)]
+    first = lake_query(settings, "SELECT min(snapshot_id) FROM lake.snapshots() WHERE snapshot_id > 1")[0][0]
+    assert "note" in _columns(settings, first)
+
+
+def test_two_columns_whose_names_the_source_swapped_keep_their_values(lake_env):
+    """``a`` and ``b`` swap names (through a third): each lake column follows its source column, not
+    its old name, and the lake still equals the source by content."""
+    settings = resolve(load_settings(lake_env))
+    table = source_table(settings)
+    with connect(settings.source_dsn) as conn:
+        ensure_table(conn, table)
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN a text, ADD COLUMN b int")
+    insert = (f"INSERT INTO {table} (event_id, event_type, event_timestamp, {{}}, {{}}) SELECT gen_random_uuid(), "
+              "'view', now() - interval '1 hour' + make_interval(secs => i), 'n' || i, i FROM generate_series({}, {}) i")
+    with connect(settings.source_dsn) as conn:
+        conn.execute(insert.format("a", "b", 0, 39))
+        run(settings, engine="dlt")
+        for step in ("a TO swap", "b TO a", "swap TO b"):
+            conn.execute(f"ALTER TABLE {table} RENAME COLUMN {step}")
+        conn.execute(insert.format("b", "a", 100, 109))
+    report = run(settings, engine="dlt")
+    assert report.rows_inserted == 10, report.summary()
+    assert_lake_equals_source(settings, expected_rows=50)
+    assert lake_query(settings, "SELECT count(*) FROM lake.main.events WHERE b LIKE 'n%'") == [(50,)]
