@@ -16,7 +16,7 @@ its 17 significant digits (exactly the double: the two sides' shortest texts dif
 
 Which columns are compared: the lake table's columns that the source still has, each in the form
 of the lake's type (a column the source dropped is the lake's history; one the lake lacks, under
-``SCHEMA_DRIFT=ignore``, is not loaded). Pure SQL text: :mod:`pipeline.load.proof` applies it.
+``SCHEMA_CHANGES=discard_value``, is not loaded). Pure SQL text: :mod:`pipeline.load.proof` applies it.
 """
 
 from __future__ import annotations

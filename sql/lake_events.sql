@@ -128,6 +128,7 @@ CREATE TABLE IF NOT EXISTS {lake}.{ops}.source_columns (
     source_oid  BIGINT,
     attnum      INTEGER,
     column_name VARCHAR,
+    source_type VARCHAR,  -- its Postgres type (udt name)
     batch_id    VARCHAR   -- the batch whose plan read them
 );
 

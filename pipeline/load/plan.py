@@ -15,7 +15,8 @@ from pipeline.id_checksum import IdKind
 from pipeline.lake import batches
 from pipeline.lake.session import LakeTable
 from pipeline.load import proof
-from pipeline.settings import ResolvedSettings, TableSpec
+from pipeline.promote import schema_changes
+from pipeline.settings import ResolvedSettings, SchemaChanges, TableSpec
 from pipeline.source import arrivals, shape, stats
 from pipeline.source.completeness import Completeness
 from pipeline.source.plan import BatchPlan
@@ -41,7 +42,10 @@ def plan_batch(snapshot: PlannerSnapshot, lake: LakeTable, settings: ResolvedSet
     conn = snapshot.conn
     source = shape.SourceRelation.of(conn, table)
     # the columns this snapshot has: a column added while a follower runs is loaded from its next plan
-    extra_columns = shape.check_shape(conn, source, settings.schema_drift, settings.arrival_column)
+    contract = settings.schema_changes_of(table.qualified)
+    extra_columns = shape.check_shape(conn, source, contract, settings.arrival_column)
+    if contract is SchemaChanges.FREEZE:
+        schema_changes.refuse_changes(lake, source)
     arrival_column = shape.arrival_column_of(source, settings.arrival_column)
     upper = stats.server_now(conn)
     mark = snapshot.arrival_mark  # None without an arrival column

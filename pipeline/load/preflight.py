@@ -30,8 +30,8 @@ def preflight(settings: ResolvedSettings, *, reads_source: bool) -> None:
                 stats.require_table(conn, table.qualified)
                 stats.require_select(conn, table.qualified)
                 # raises on a missing or retyped column
-                shape.check_shape(conn, shape.SourceRelation.of(conn, table), settings.schema_drift,
-                                  settings.arrival_column)
+                shape.check_shape(conn, shape.SourceRelation.of(conn, table),
+                                  settings.schema_changes_of(table.qualified), settings.arrival_column)
     if not is_object_store(settings.data_path):  # object storage is checked by its first write
         _writable_folder(Path(settings.data_path), "DUCKLAKE_DATA_PATH")
     for table in settings.tables:

@@ -206,7 +206,7 @@ def _compare_and_write(lake: LakeTable, resolved: ResolvedSettings, table: Table
     with connect_source(resolved.source_dsn) as conn:
         stats.require_table(conn, table.qualified)
         relation = SourceRelation.of(conn, table)
-        extra = shape.check_shape(conn, relation, resolved.schema_drift)
+        extra = shape.check_shape(conn, relation, resolved.schema_changes_of(table.qualified))
         ensure_tables(lake, column_types(resolved.promotion, resolved.spark.reader), recreate_dropped=True,
                       own_columns=shape.own_table_columns(relation, extra))
         # which ids it holds per UTC hour (an index-bounded aggregate), read as the lake holds them

@@ -219,7 +219,8 @@ class _Plan:
 def _plan(conn: psycopg.Connection, lake: LakeTable, settings: ResolvedSettings, table: TableSpec,
           since: timedelta | None, floor: datetime | None) -> _Plan:
     source = SourceRelation.of(conn, table)
-    check_shape(conn, source, settings.schema_drift)  # a misnamed column: said, not a Binder error
+    # a misnamed column: said, not a Binder error
+    check_shape(conn, source, settings.schema_changes_of(table.qualified))
     check = proof.prove_in(conn, lake, source, since, retention=settings.source_retention)
     how = proof.key_shape(conn, lake, source)
     # a row the source moved past the compared range is re-dated where the source dates it now, as

@@ -367,7 +367,7 @@ def make_own_tables(loads: list[_TableLoad]) -> None:
     with connect(own[0].settings.source_dsn) as conn:
         for load in own:
             source = shape.SourceRelation.of(conn, load.table)
-            extra = shape.check_shape(conn, source, load.settings.schema_drift)
+            extra = shape.check_shape(conn, source, load.settings.schema_changes_of(load.table.qualified))
             ensure_tables(load.lake, column_types(load.settings.promotion, load.settings.spark.reader),
                           own_columns=shape.own_table_columns(source, extra),
                           typed=functools.partial(chosen_keys, load.settings, conn, load.table))

@@ -124,7 +124,8 @@ class Doctor:
                 try:
                     stats.require_select(conn, table)
                     relation = shape.SourceRelation.of(conn, spec)
-                    shape.check_shape(conn, relation, settings.schema_drift, settings.arrival_column)
+                    shape.check_shape(conn, relation, settings.schema_changes_of(spec.qualified),
+                                      settings.arrival_column)
                 except PipelineError as exc:  # no SELECT, a missing or retyped column: named, with the fix
                     return Check("source", FAIL, f"Postgres {version}; {first_line(exc)}", exc.hint)
                 column = shape.arrival_column_of(relation, settings.arrival_column)

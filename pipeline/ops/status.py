@@ -402,7 +402,7 @@ def _identity(conn: psycopg.Connection, settings: ResolvedSettings, table: Table
 def _misshaped(conn: psycopg.Connection, settings: ResolvedSettings, source: SourceRelation) -> str | None:
     """Why the table cannot be read as named (a missing or retyped id or time column), or None."""
     try:
-        check_shape(conn, source, settings.schema_drift, settings.arrival_column)
+        check_shape(conn, source, settings.schema_changes_of(source.qualified), settings.arrival_column)
     except PipelineError as exc:
         return f"{first_line(exc)} {exc.hint}"
     return None

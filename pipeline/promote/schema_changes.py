@@ -30,7 +30,9 @@ from dataclasses import dataclass
 
 from pipeline import logs
 from pipeline.columns import OPTIONAL
+from pipeline.errors import TerminalError
 from pipeline.lake.session import LakeTable
+from pipeline.source.shape import SourceRelation
 from pipeline.sqltext import quote_ident, quote_literal
 from pipeline.staging import Manifest
 
@@ -65,6 +67,7 @@ class _Followed:
     oid: int
     numbers: dict[int, str]  # attnum -> name
     batch_id: str
+    types: dict[int, str]  # attnum -> Postgres type (udt name)
 
 
 @dataclass(frozen=True)
@@ -142,25 +145,57 @@ def apply(table: LakeTable, manifest: Manifest, changes: Pending) -> None:
 
 def _followed(table: LakeTable) -> _Followed | None:
     rows = table.lake.execute(
-        f"SELECT source_oid, attnum, column_name, batch_id FROM {table.lake.ops('source_columns')} "
-        f"WHERE table_name = {quote_literal(table.name)}").fetchall()
+        "SELECT source_oid, attnum, column_name, batch_id, source_type FROM "
+        f"{table.lake.ops('source_columns')} WHERE table_name = {quote_literal(table.name)}").fetchall()
     if not rows:
         return None
-    numbers = {int(number): str(name) for _, number, name, _ in rows}
-    return _Followed(int(rows[0][0]), numbers, str(rows[0][3]))
+    return _Followed(int(rows[0][0]), {int(row[1]): str(row[2]) for row in rows}, str(rows[0][3]),
+                     {int(row[1]): str(row[4]) for row in rows if row[4] is not None})
 
 
 def _record(table: LakeTable, manifest: Manifest, changes: list[SchemaChange]) -> None:
     columns, name = table.lake.ops("source_columns"), quote_literal(table.name)
     table.lake.execute(f"DELETE FROM {columns} WHERE table_name = {name}")
-    table.lake.execute(f"INSERT INTO {columns} SELECT {name}, ?, unnest(?), unnest(?), ?",
-                       [manifest.source_oid, list((manifest.source_columns or {}).values()),
-                        list(manifest.source_columns or {}), manifest.batch_id])
+    numbered, types = manifest.source_columns or {}, manifest.source_types or {}
+    table.lake.execute(f"INSERT INTO {columns} SELECT {name}, ?, unnest(?), unnest(?), unnest(?), ?",
+                       [manifest.source_oid, list(numbered.values()), list(numbered),
+                        [types.get(column) for column in numbered], manifest.batch_id])
     if changes:
         table.lake.execute(f"INSERT INTO {table.lake.ops('schema_changes')} "
                            "SELECT ?, ?, unnest(?), unnest(?), unnest(?), unnest(?), now()",
                            [table.name, manifest.batch_id, *(list(values) for values in zip(
                                *((c.change, c.column, c.before, c.after) for c in changes), strict=True))])
+
+
+class SchemaFrozen(TerminalError):
+    """A source table whose SCHEMA_CHANGES is freeze changed its columns: the load stops before
+    reading anything."""
+
+
+def refuse_changes(table: LakeTable, source: SourceRelation) -> None:
+    """SCHEMA_CHANGES=freeze: :class:`SchemaFrozen`, naming each change, when ``source``'s columns
+    (read in the plan's snapshot) are not the ones the lake follows. A table never promoted yet
+    has none to compare with."""
+    followed = _followed(table)
+    if followed is None or source.oid is None:
+        return
+    if followed.oid != source.oid:
+        seen = [f"the table was dropped and made again (oid {followed.oid} -> {source.oid})"]
+    else:
+        current = {number: name for name, number in source.attnums.items()}
+        seen = [f"{before} dropped" for number, before in followed.numbers.items() if number not in current]
+        seen += [f"{before} renamed to {current[number]}" for number, before in followed.numbers.items()
+                 if number in current and current[number] != before]
+        seen += [f"{name} added" for number, name in current.items() if number not in followed.numbers]
+        seen += [f"{name} retyped {followed.types[number]} -> {source.types[name]}"
+                 for number, name in current.items()
+                 if followed.types.get(number) not in (None, source.types.get(name))]
+    if seen:
+        raise SchemaFrozen(
+            f"The source table {source.qualified} changed since the lake last loaded it: {'; '.join(seen)}; "
+            "its SCHEMA_CHANGES is freeze. Nothing was read, staged or promoted.",
+            "Undo the change in the source, or let the lake follow it: SCHEMA_CHANGES=evolve (or the "
+            "table's schema_changes=evolve in SOURCE_TABLES); then run again. Nothing is lost meanwhile.")
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from pipeline.settings.model import (
     Intervals,
     Promotion,
     Reader,
+    SchemaChanges,
     SparkOptions,
     StagingWriter,
     StorageOptions,
@@ -14,5 +15,5 @@ from pipeline.settings.model import (
 )
 from pipeline.settings.resolve import ResolvedSettings
 
-__all__ = ["ENV_KEYS", "Engine", "Intervals", "Promotion", "Reader", "ResolvedSettings", "Settings",
-           "SparkOptions", "StagingWriter", "StorageOptions", "TableSpec", "load_settings"]
+__all__ = ["ENV_KEYS", "Engine", "Intervals", "Promotion", "Reader", "ResolvedSettings", "SchemaChanges",
+           "Settings", "SparkOptions", "StagingWriter", "StorageOptions", "TableSpec", "load_settings"]

@@ -111,8 +111,14 @@ ENV_KEYS: dict[str, EnvKey] = {
                             "after a scheduled load or a --run, whatever COMPACT_EVERY says (a --run every "
                             "minute made ~10k files a week; 0: by COMPACT_EVERY only)", "500"),
     "RETENTION": EnvKey("snapshots younger than this stay available for time travel", "7d"),
-    "SCHEMA_DRIFT": EnvKey("a column added to the source: add (to the lake table, with the first batch "
-                           "carrying it) or ignore (logged, not loaded)", "add"),
+    "SCHEMA_CHANGES": EnvKey("what the lake does when a source table's columns change "
+                             "(docs/schema-changes.md): evolve (follow an added, renamed or dropped column, "
+                             "with the first batch carrying it), freeze (refuse any change by name: the load "
+                             "stops before reading, nothing lost) or discard_value (follow renames and "
+                             "drops; an added column is not loaded); a table may say its own: "
+                             "SOURCE_TABLES=public.orders(schema_changes=freeze)", "evolve"),
+    "SCHEMA_DRIFT": EnvKey("the older name of SCHEMA_CHANGES for added columns: add (evolve) or ignore "
+                           "(discard_value); SCHEMA_CHANGES wins", None),
     "RECONCILE_EVERY": EnvKey("scheduler: interval of the reconcile job (late events beyond LOOKBACK)", "1d"),
     "RECONCILE_SINCE": EnvKey("how far back --reconcile compares source and lake, hour by hour", "7d"),
     "SQL_MEMORY": EnvKey("memory one --sql session may use (DuckDB sizes: 512MB, 2GB); past it a query "

@@ -28,6 +28,7 @@ from pipeline.settings.model import (
     Intervals,
     Promotion,
     Reader,
+    SchemaChanges,
     SettingsFields,
     SettingsKeywords,
     SparkOptions,
@@ -209,7 +210,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, dotenv: bool = True,
         staging_writer=StagingWriter(_one_of(read.value("STAGING_WRITER"), read.name("STAGING_WRITER"),
                                              tuple(StagingWriter))),
         promotion=Promotion(_one_of(read.value("PROMOTION"), read.name("PROMOTION"), tuple(Promotion))),
-        schema_drift=_one_of(read.value("SCHEMA_DRIFT"), read.name("SCHEMA_DRIFT"), ("add", "ignore")),
+        schema_changes=_schema_changes(read),
         lookback=read.duration("LOOKBACK"),
         source_retention=_source_retention(read),
         backfill_rows=_whole_number(read.value("BACKFILL_BATCH_ROWS"), read.name("BACKFILL_BATCH_ROWS"),
@@ -314,8 +315,8 @@ def _with_subject_keys(read: _Reader, tables: tuple[TableSpec, ...]) -> tuple[Ta
                  for spec in tables)
 
 
-_TABLE_OPTIONS = ("time", "id", "subject")
-_TABLES_FORMS = ("schema.table(time=column, id=column, subject=column[.key…]) or "
+_TABLE_OPTIONS = ("time", "id", "subject", "schema_changes")
+_TABLES_FORMS = ("schema.table(time=column, id=column, subject=column[.key…], schema_changes=contract) or "
                  "schema.table[:time_column[:id_column]]")
 
 
@@ -359,12 +360,15 @@ def _table_spec(entry: str, what: str) -> TableSpec:
                                   "public.sessions(time=started_at, id=session_id).")
             if key in options:
                 raise ConfigError(f"{what}: {entry!r} says {key}= twice.", "Give each option once.")
-            if key != "subject" and not _IDENT.match(value):
+            if key == "schema_changes":
+                value = _one_of(value, f"{what} {name.strip()}(schema_changes=)", tuple(SchemaChanges))
+            elif key != "subject" and not _IDENT.match(value):
                 raise bad
             options[key] = value
         return TableSpec(_table_name(name.strip(), what), options.get("time", DEFAULT_TIME_COLUMN),
                          options.get("id", DEFAULT_ID_COLUMN),
-                         SubjectKey.parse(options["subject"], what) if "subject" in options else None)
+                         SubjectKey.parse(options["subject"], what) if "subject" in options else None,
+                         SchemaChanges(options["schema_changes"]) if "schema_changes" in options else None)
     name, *columns = entry.split(":")
     if not entry or len(columns) > 2 or not all(_IDENT.match(c) for c in columns):
         raise bad
@@ -395,6 +399,16 @@ def _source_tables(read: _Reader) -> tuple[TableSpec, ...]:
                           f"{what} does not list it.",
                           f"Set one of them: {what} lists every table a run loads.")
     return tuple(tables)
+
+
+def _schema_changes(read: _Reader) -> SchemaChanges:
+    """SCHEMA_CHANGES, or its older spelling for added columns (SCHEMA_DRIFT: add = evolve, ignore =
+    discard_value) when only that is set."""
+    if read.raw("SCHEMA_CHANGES") is None and read.raw("SCHEMA_DRIFT") is not None:
+        drift = _one_of(read.value("SCHEMA_DRIFT"), read.name("SCHEMA_DRIFT"), ("add", "ignore"))
+        return SchemaChanges.EVOLVE if drift == "add" else SchemaChanges.DISCARD_VALUE
+    return SchemaChanges(_one_of(read.value("SCHEMA_CHANGES"), read.name("SCHEMA_CHANGES"),
+                                 tuple(SchemaChanges)))
 
 
 _MEMORY = re.compile(r"^\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KIB|MIB|GIB|TIB)$", re.I)

@@ -54,6 +54,15 @@ class Promotion(StrEnum):
     ZERO_COPY = "zero-copy"  # Spark writes the lake's own files; promotion registers them
     COPY = "copy"  # promotion inserts the staged rows
 
+class SchemaChanges(StrEnum):
+    """What the lake does when a source table's columns change (docs/schema-changes.md; dlt's
+    schema contracts, by column identity)."""
+
+    EVOLVE = "evolve"  # follow it: add, rename, drop, in the commit of the first batch carrying it
+    FREEZE = "freeze"  # refuse it by name: the load stops before reading, nothing lost
+    DISCARD_VALUE = "discard_value"  # follow renames and drops; a column added is not loaded
+
+
 DEFAULT_TIME_COLUMN, DEFAULT_ID_COLUMN = "event_timestamp", "event_id"
 
 
@@ -94,6 +103,7 @@ class TableSpec:
     time_column: str = DEFAULT_TIME_COLUMN
     id_column: str = DEFAULT_ID_COLUMN
     subject: SubjectKey | None = None  # None: its rows name no person (--erase leaves it alone)
+    schema_changes: SchemaChanges | None = None  # None: SCHEMA_CHANGES
 
     @property
     def name(self) -> str:
@@ -202,6 +212,7 @@ class SettingsKeywords(TypedDict, total=False):
     s3_secret_access_key_file: SettingValue
     s3_url_style: SettingValue
     s3_use_ssl: SettingValue
+    schema_changes: SettingValue
     schema_drift: SettingValue
     source_arrival_column: SettingValue
     source_pg_dsn: SettingValue
@@ -247,7 +258,7 @@ class SettingsFields:
     staging_path: str  # an absolute folder or s3://bucket/prefix
     staging_writer: StagingWriter
     promotion: Promotion = Promotion.ZERO_COPY
-    schema_drift: str = "add"  # "add" or "ignore": what a column added to the source does
+    schema_changes: SchemaChanges = SchemaChanges.EVOLVE  # a table's own in SOURCE_TABLES wins
     lookback: timedelta
     # how far back the source keeps its rows (0: all): older ones are the lake's history alone
     source_retention: timedelta = timedelta(0)
@@ -297,6 +308,11 @@ class SettingsFields:
     def subject_keys(self) -> Mapping[str, SubjectKey]:
         """Lake table name -> where its rows name their person (``--erase``): the tables that say."""
         return {table.name: table.subject for table in self.tables if table.subject is not None}
+
+    def schema_changes_of(self, qualified: str) -> SchemaChanges:
+        """The schema contract of the source table ``qualified`` (schema.table): its own, else the default."""
+        own = next((t.schema_changes for t in self.tables if t.qualified == qualified), None)
+        return own or self.schema_changes
 
     def lake_table(self, table: TableSpec) -> str:
         """Where ``table`` lands, fully qualified, e.g. ``lake.main.events``."""

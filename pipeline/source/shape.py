@@ -22,7 +22,7 @@ from pipeline.columns import (
 )
 from pipeline.errors import ConfigError, TerminalError
 from pipeline.id_checksum import ID_TYPES, IdKind
-from pipeline.settings import TableSpec
+from pipeline.settings import SchemaChanges, TableSpec
 from pipeline.source.window import DATED
 from pipeline.sqltext import one_row, quote_ident, quote_qualified
 
@@ -258,12 +258,13 @@ def arrival_column_of(source: SourceRelation, configured: str | None) -> str | N
     return configured
 
 
-def check_shape(conn: psycopg.Connection, source: SourceRelation, drift: str = "add",
+def check_shape(conn: psycopg.Connection, source: SourceRelation,
+                contract: SchemaChanges = SchemaChanges.EVOLVE,
                 arrival_column: str | None = None) -> dict[str, str]:
     """Raise for a missing or retyped column (the id and time columns, and a named arrival
     column); return the table's columns beyond the id, the time and the optional ones
-    (:data:`pipeline.columns.OPTIONAL`), with their lake types (``drift="add"``: they are loaded
-    too; ``"ignore"``: logged and not loaded, so the result is empty)."""
+    (:data:`pipeline.columns.OPTIONAL`), with their lake types: they are loaded too, unless the
+    table's ``contract`` is discard_value (logged and not loaded, so the result is empty)."""
     qualified, columns = source.qualified, source.types
     arrival_column_of(source, arrival_column)
     where = "SOURCE_TABLES" if (source.id_column, source.time_column) != (ID, TIME) else "SOURCE_TABLE"
@@ -308,8 +309,9 @@ def check_shape(conn: psycopg.Connection, source: SourceRelation, drift: str = "
     extra_columns = {name: lake_type(udt) for name, udt in columns.items() if name not in core}
     exact = decimal_types(conn, qualified)
     extra_columns.update({name: kind for name, kind in exact.items() if name in extra_columns})
-    if extra_columns and drift == "ignore":
-        log.warning("source columns %s are not loaded (SCHEMA_DRIFT=ignore)", ", ".join(extra_columns))
+    if extra_columns and contract is SchemaChanges.DISCARD_VALUE:
+        log.warning("source columns %s are not loaded (SCHEMA_CHANGES=discard_value)",
+                    ", ".join(extra_columns))
         return {}
     return extra_columns
 

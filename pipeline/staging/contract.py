@@ -95,6 +95,7 @@ class Manifest:
     # keeps it), which promotion follows (pipeline.promote.schema_changes); None: staged before
     source_oid: int | None = None
     source_columns: dict[str, int] | None = None
+    source_types: dict[str, str] | None = None  # and each one's Postgres type (udt name)
 
     @property
     def window(self) -> Window:

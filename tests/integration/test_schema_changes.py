@@ -164,3 +164,40 @@ def test_two_columns_whose_names_the_source_swapped_keep_their_values(lake_env):
     assert report.rows_inserted == 10, report.summary()
     assert_lake_equals_source(settings, expected_rows=50)
     assert lake_query(settings, "SELECT count(*) FROM lake.main.events WHERE b LIKE 'n%'") == [(50,)]
+
+
+@pytest.mark.parametrize("ddl", ["RENAME COLUMN note TO comment", "DROP COLUMN note", "ADD COLUMN extra int",
+                                 "ALTER COLUMN note TYPE varchar(20)"])
+def test_a_frozen_table_refuses_each_change_by_name_and_loses_nothing(lake_env, ddl):
+    """SCHEMA_CHANGES=freeze, said by the table itself in SOURCE_TABLES: the load after the change stops
+    before reading, naming it; with evolve the next load then takes every row written meanwhile."""
+    from pipeline.promote.schema_changes import SchemaFrozen
+
+    env = {**lake_env, "SOURCE_TABLES": "public.events(schema_changes=freeze)"}
+    settings = resolve(load_settings(env))
+    table = source_table(settings)
+    with connect(settings.source_dsn) as conn:
+        ensure_table(conn, table)
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN note text")
+    _add(settings, table, 20, "note", 0)
+    run(settings, engine="dlt")
+    with connect(settings.source_dsn) as conn:
+        conn.execute(f"ALTER TABLE {table} {ddl}")
+    _add(settings, table, 5, None, 100)
+    with pytest.raises(SchemaFrozen) as refused:
+        run(settings, engine="dlt")
+    named = {"RENAME": "note renamed to comment", "DROP": "note dropped", "ADD": "extra added",
+             "ALTER": "note retyped text -> varchar"}[ddl.split()[0]]
+    assert named in str(refused.value), refused.value
+    assert lake_query(settings, "SELECT count(*) FROM lake.main.events") == [(20,)]  # nothing read
+    evolving = resolve(load_settings({**env, "SOURCE_TABLES": "public.events(schema_changes=evolve)"}))
+    run(evolving, engine="dlt")
+    assert_lake_equals_source(evolving, expected_rows=25)
+
+
+def test_the_older_schema_drift_ignore_is_discard_value():
+    from pipeline.settings import SchemaChanges
+
+    assert load_settings({"SCHEMA_DRIFT": "ignore"}).schema_changes is SchemaChanges.DISCARD_VALUE
+    assert load_settings({"SCHEMA_DRIFT": "add"}).schema_changes is SchemaChanges.EVOLVE
+    assert load_settings({"SCHEMA_CHANGES": "freeze", "SCHEMA_DRIFT": "ignore"}).schema_changes is SchemaChanges.FREEZE
