@@ -43,7 +43,10 @@ CREATE TABLE IF NOT EXISTS {lake}.{ops}.batches (
     source_ids          BIGINT,
     source_id_checksum  VARCHAR,  -- 32 hex digits: the sums of the ids' high and low halves
     snapshot_xmin       BIGINT,  -- its plan snapshot's xmin: the next plan reads rows of newer transactions
-    backfill            BOOLEAN  -- SOURCE_TABLES: a part of a table's catch-up (BACKFILL_BATCH_ROWS)
+    backfill            BOOLEAN, -- SOURCE_TABLES: a part of a table's catch-up (BACKFILL_BATCH_ROWS)
+    -- the source table's storage (pg_class.relfilenode) as its plan read it: a rewrite (ALTER … TYPE,
+    -- VACUUM FULL, CLUSTER) gives every row a new xmin, so the next plan does not go by snapshot_xmin
+    source_filenode     BIGINT
 );
 
 -- Who this lake is: one random id, made when the lake's tables are first created. Staged

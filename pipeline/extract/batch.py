@@ -233,6 +233,7 @@ def _extract_claimed(extractor: Extractor, request: ExtractRequest, folder: Fold
         source_oid=request.plan.source.oid,
         source_columns=dict(request.plan.source.attnums) or None,
         source_types=dict(request.plan.source.types) or None,
+        source_filenode=request.plan.source.filenode,
         ids_unique=request.plan.unique_ids,
         id_kind=request.plan.ids.kind.value,
         source_ids=proven.count if proven else None,

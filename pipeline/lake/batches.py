@@ -53,6 +53,7 @@ class BatchRecord:
     snapshot_xmin: int | None = None  # its plan snapshot's xmin: the next plan reads newer transactions' rows
     # SOURCE_TABLES: a part of a table's catch-up (its window bounded by rows, behind the image's instant)
     backfill: bool | None = None
+    source_filenode: int | None = None  # the source table's storage its plan read (a rewrite changes it)
 
 
 def watermark(table: LakeTable) -> datetime | None:
@@ -148,15 +149,15 @@ def standing(table: LakeTable) -> Standing:
 
 
 def last_arrivals(table: LakeTable
-                  ) -> tuple[datetime, datetime, int | None] | None:
-    """The latest arrival mark a promoted batch's plan recorded, with that plan's ``upper`` and
-    snapshot xmin (None: no batch recorded one — a first load, or a lake loaded without an
-    arrival column)."""
+                  ) -> tuple[datetime, datetime, int | None, int | None] | None:
+    """The latest arrival mark a promoted batch's plan recorded, with that plan's ``upper``,
+    snapshot xmin and the source table's storage it read (None: no batch recorded one — a first
+    load, or a lake loaded without an arrival column)."""
     row = table.lake.execute(
-        f"SELECT arrival_mark, window_upper, snapshot_xmin FROM {table.lake.batches_table} "
+        f"SELECT arrival_mark, window_upper, snapshot_xmin, source_filenode FROM {table.lake.batches_table} "
         "WHERE table_name = ? AND arrival_mark IS NOT NULL ORDER BY arrival_mark DESC LIMIT 1",
         [table.name]).fetchone()
-    return (row[0], row[1], row[2]) if row else None
+    return (row[0], row[1], row[2], row[3]) if row else None
 
 
 def _range_sql(low: datetime | None) -> str:

@@ -35,7 +35,8 @@ OPS_TABLES = ("batches", "lake_identity", "quarantine", "erasures", "erased_ids"
 ADDED_OPS_COLUMNS = {
     "batches": {"arrival_mark": "TIMESTAMPTZ", "freshness_p50": "DOUBLE", "freshness_p95": "DOUBLE",
                 "rows_behind_mark": "BIGINT", "source": "VARCHAR", "source_ids": "BIGINT",
-                "source_id_checksum": "VARCHAR", "snapshot_xmin": "BIGINT", "backfill": "BOOLEAN"},
+                "source_id_checksum": "VARCHAR", "snapshot_xmin": "BIGINT", "backfill": "BOOLEAN",
+                "source_filenode": "BIGINT"},
     "quarantine": {"source_columns": "JSON"},
 }
 

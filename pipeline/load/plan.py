@@ -182,11 +182,17 @@ def _arrivals(snapshot: PlannerSnapshot, lake: LakeTable, table: shape.SourceRel
         log.debug("reading the whole look-back: %s has no unique index on %s", table.qualified,
                   table.id_column)
         return None
-    after, due_after, xmin = earlier
+    after, due_after, xmin, filenode = earlier
     # transaction ids decide what is new when the relation has them (a table, not a view or a
     # foreign table) and the earlier snapshot is well within the 2**31 window 32-bit ids compare in
     if xmin is not None and (snapshot.xmin is None or not 0 <= snapshot.xmin - xmin < XID_SPAN // 4
                              or not table.row_versions):
+        xmin = None
+    if xmin is not None and filenode is not None and filenode != table.filenode:
+        # rewritten since (ALTER … TYPE, VACUUM FULL, CLUSTER): every row has a new xmin, and would
+        # read as new where its arrival time is within SKEW_BOUND of the mark; the clock decides once
+        log.info("%s was rewritten since the last load (its storage changed): rows that arrived are "
+                 "told by their %s alone this once", table.qualified, column)
         xmin = None
     return Arrivals(column, after, due_after, xmin)
 

@@ -341,7 +341,8 @@ def _record(table: LakeTable, batch: StagedBatch,
         freshness_p50=freshness[0], freshness_p95=freshness[1],
         rows_behind_mark=manifest.rows_behind_mark or None, source=manifest.source,
         source_ids=manifest.source_ids, source_id_checksum=manifest.source_id_checksum,
-        snapshot_xmin=manifest.snapshot_xmin, backfill=manifest.backfill or None))
+        snapshot_xmin=manifest.snapshot_xmin, backfill=manifest.backfill or None,
+        source_filenode=manifest.source_filenode))
 
 
 def _span(values: list[datetime | None]) -> tuple[datetime | None, datetime | None]:

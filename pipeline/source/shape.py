@@ -87,6 +87,8 @@ class SourceRelation:
     # a drop-and-recreate of the table does not (pipeline.promote.schema_changes)
     oid: int | None = field(default=None, compare=False)
     attnums: Mapping[str, int] = field(default_factory=dict, compare=False)
+    # its storage (pg_class.relfilenode; None: a partitioned table, a view): a rewrite changes it
+    filenode: int | None = field(default=None, compare=False)
 
     @classmethod
     def read(cls, conn: psycopg.Connection, qualified: str, id_column: str = ID,
@@ -95,9 +97,9 @@ class SourceRelation:
         naive = columns.get(time_column) == "timestamp"
         zone_known = not naive or known_zone(one_row(conn.execute("SHOW TimeZone"))[0])
         utf8 = one_row(conn.execute("SHOW server_encoding"))[0] in ("UTF8", "SQL_ASCII")
-        oid, row_versions = relation_kind(conn, qualified) if columns else (None, False)
+        oid, row_versions, filenode = relation_kind(conn, qualified) if columns else (None, False, None)
         return cls(qualified, id_column, time_column, tuple(name for name in OPTIONAL if name not in columns),
-                   row_versions, columns, zone_known, utf8, oid, attnums)
+                   row_versions, columns, zone_known, utf8, oid, attnums, filenode)
 
     @classmethod
     def of(cls, conn: psycopg.Connection, table: TableSpec) -> SourceRelation:
@@ -145,12 +147,14 @@ def known_zone(zone: str) -> bool:
     return True
 
 
-def relation_kind(conn: psycopg.Connection, qualified: str) -> tuple[int, bool]:
-    """The relation's oid, and whether its every row carries the id of the transaction that wrote it
-    (``xmin``): a table or a partitioned one, not a view or a foreign table."""
-    oid, versions = one_row(conn.execute("SELECT oid, relkind IN ('r', 'p') FROM pg_class "
-                                         "WHERE oid = %s::regclass", (quote_qualified(qualified),)))
-    return int(oid), bool(versions)
+def relation_kind(conn: psycopg.Connection, qualified: str) -> tuple[int, bool, int | None]:
+    """The relation's oid; whether its every row carries the id of the transaction that wrote it
+    (``xmin``): a table or a partitioned one, not a view or a foreign table; and its storage
+    (relfilenode: a table's, which a rewrite replaces; None for any other)."""
+    oid, versions, filenode = one_row(conn.execute(
+        "SELECT oid, relkind IN ('r', 'p'), CASE WHEN relkind = 'r' THEN relfilenode::bigint END "
+        "FROM pg_class WHERE oid = %s::regclass", (quote_qualified(qualified),)))
+    return int(oid), bool(versions), filenode
 
 
 def has_unique_index(conn: psycopg.Connection, qualified: str, column: str) -> bool:

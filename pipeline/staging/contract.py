@@ -96,6 +96,7 @@ class Manifest:
     source_oid: int | None = None
     source_columns: dict[str, int] | None = None
     source_types: dict[str, str] | None = None  # and each one's Postgres type (udt name)
+    source_filenode: int | None = None  # the table's storage (relfilenode), for the next plan
 
     @property
     def window(self) -> Window:
