@@ -7,6 +7,7 @@ document, not from counters in this process: a restarted scheduler, a second sch
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from datetime import datetime
 
@@ -74,6 +75,12 @@ def families(obs: Observation) -> Iterator[Metric]:
                               value=obs.series.rows_loaded)
     yield CounterMetricFamily(PREFIX + "batches_promoted", "Batches promoted into the lake.",
                               value=obs.series.batches_loaded)
+    changes = CounterMetricFamily(PREFIX + "schema_changes", "Changes of a source table's columns the lake "
+                                  "followed (renamed, dropped, recreated; docs/schema-changes.md).",
+                                  labels=["table", "change"])
+    for (table, change), count in sorted(Counter((c.table, c.change) for c in status.schema_changes).items()):
+        changes.add_metric([table, change], count)
+    yield changes
     hour: Mapping[str, object] = status.last_hour or {}
     for key, text in (("rows_read_per_inserted", "Rows loads read per row they inserted, last hour "
                        "(about 1 when they read only what arrived)."),

@@ -72,6 +72,12 @@ def test_a_renamed_column_keeps_its_values_and_a_dropped_one_leaves_the_current_
     assert [(c["change"], c["column"], c["from"], c["to"]) for c in changes] == [
         ("renamed", "comment", "note", "comment"), ("dropped", "comment", None, None)], changes
     assert [c["snapshot"] for c in changes] == [before_drop, _snapshot(settings)], changes
+    from pipeline.ops.metrics import families
+    from pipeline.ops.observe import Observer
+
+    counted = {tuple(s.labels.values()): s.value for f in families(Observer(settings, ttl=0).observe())
+               for s in f.samples if s.name == "event_lake_schema_changes_total"}
+    assert counted == {("events", "dropped"): 1, ("events", "renamed"): 1}, counted
 
 
 def test_a_table_dropped_and_made_again_is_said_and_its_columns_taken_by_name(lake_env, caplog):
