@@ -46,6 +46,7 @@ def plan_batch(snapshot: PlannerSnapshot, lake: LakeTable, settings: ResolvedSet
     extra_columns = shape.check_shape(conn, source, contract, settings.arrival_column)
     if contract is SchemaChanges.FREEZE:
         schema_changes.refuse_changes(lake, source)
+    schema_changes.refuse_event_column_gone(lake, source)  # reads the lake only when one is absent
     arrival_column = shape.arrival_column_of(source, settings.arrival_column)
     upper = stats.server_now(conn)
     mark = snapshot.arrival_mark  # None without an arrival column

@@ -198,6 +198,28 @@ def refuse_changes(table: LakeTable, source: SourceRelation) -> None:
             "table's schema_changes=evolve in SOURCE_TABLES); then run again. Nothing is lost meanwhile.")
 
 
+def refuse_event_column_gone(table: LakeTable, source: SourceRelation) -> None:
+    """An event column the pipeline reads by name (``event_type``, ``details``, ``created_at``) that
+    the source lacks now although the lake followed it: renamed or dropped, which loading on would
+    turn into NULLs under the old name (and a new column under the new one), typed payload keys and
+    the views by event type reading nothing. Refused by name, before anything is read."""
+    gone = [name for name in OPTIONAL if name in source.absent]
+    followed = _followed(table) if gone else None
+    if followed is None or followed.oid != source.oid:
+        return
+    current = {number: name for name, number in source.attnums.items()}
+    for number, name in followed.numbers.items():
+        if name in gone:
+            now = current.get(number)
+            what = f"renamed to {now}" if now else "dropped"
+            raise TerminalError(
+                f"The source column {source.qualified}.{name} was {what}: the pipeline reads {name} by name "
+                "(typed payload keys and the views by event type follow it). Nothing was read, staged or "
+                "promoted.",
+                f"Rename it back to {name}, or point the table at a view that names it {name}; then run "
+                "again. Nothing is lost meanwhile.")
+
+
 @dataclass(frozen=True)
 class FollowedChange:
     """A schema change the lake followed, as ``--status`` shows it: the snapshot whose commit carries

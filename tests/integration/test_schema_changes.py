@@ -225,3 +225,24 @@ def test_a_table_rewritten_between_loads_is_not_read_again_as_new_arrivals(lake_
     report = run(settings, engine="dlt")
     assert report.rows_inserted == 10 and report.tables["events"].rows_read == 10, report.summary()
     assert_lake_equals_source(settings, expected_rows=310)
+
+
+@pytest.mark.parametrize("ddl", ["RENAME COLUMN details TO payload", "DROP COLUMN event_type"])
+def test_an_event_column_renamed_or_dropped_is_refused_by_name(lake_env, ddl):
+    """``details`` (typed keys, views by event type) and the other event columns are read by name: a
+    rename is not followed (it would load NULL details and a new column beside), it is refused."""
+    from pipeline.errors import TerminalError
+
+    settings = resolve(load_settings(lake_env))
+    table = source_table(settings)
+    with connect(settings.source_dsn) as conn:
+        ensure_table(conn, table)
+    _add(settings, table, 20, None, 0)
+    run(settings, engine="dlt")
+    with connect(settings.source_dsn) as conn:
+        conn.execute(f"ALTER TABLE {table} {ddl}")
+    with pytest.raises(TerminalError) as refused:
+        run(settings, engine="dlt")
+    column = ddl.split()[2]
+    assert f"{table}.{column} was {'renamed to payload' if 'RENAME' in ddl else 'dropped'}" in str(refused.value)
+    assert lake_query(settings, "SELECT count(*) FROM lake.main.events") == [(20,)]
