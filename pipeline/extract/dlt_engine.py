@@ -11,6 +11,7 @@ from pipeline.extract.batch import ExtractRequest, select_sql
 from pipeline.id_checksum import IdSum
 from pipeline.progress import Progress
 from pipeline.settings.model import Engine
+from pipeline.source.give_way import reader_tag
 from pipeline.source.snapshot import import_statements
 
 CHUNK_ROWS = 100_000
@@ -27,8 +28,11 @@ class DltExtractor:
         settings = request.settings
         query = sa.text(select_sql(request.plan.source.sql, request.window, request.extra_columns))
         # the planner's time zone, as every reader's (naive columns are wall-clock time there)
+        # tagged as the Spark readers are: a snapshot that gives way ends them (pipeline.source.give_way)
         engine = sa.create_engine(settings.source_dsn.sqlalchemy_url(),
-                                  connect_args={"options": f"-c TimeZone={request.timezone}"})
+                                  connect_args={"options": f"-c TimeZone={request.timezone}",
+                                                "application_name": reader_tag(request.snapshot_id or "",
+                                                                               request.batch_id)})
         if request.snapshot_id:
             _read_in_snapshot(engine, request.snapshot_id)
         resource = sql_table(

@@ -42,6 +42,7 @@ class PartAhead:
                  walks: list[tuple[TableSpec, datetime | None, int]]) -> None:
         self._stack = contextlib.ExitStack()
         self.snapshot = self._stack.enter_context(taking)  # taken now: the next image's instant
+        self.snapshot.give_way_while_read()  # held idle, its table locked, until a plan takes it
         self._walked, self._taken = True, False
         self._thread = threading.Thread(target=self._walk, args=(walks,), name="part-end walk", daemon=True)
         self._thread.start()

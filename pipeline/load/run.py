@@ -648,6 +648,7 @@ class _ImageLoad:
                 except OSError as exc:
                     raise store_outage(self.settings, exc) or exc from None
                 claimed.append((load, group))
+            snapshot.give_way_while_read()  # its readers would queue behind a statement waiting on it
             staged = [(load, load.extract(lake_identity, self._extractor(engines, load), snapshot, plan,
                                           group=(group, ids)))
                       for load, plan in loading]

@@ -10,8 +10,8 @@ the statement's lock_timeout, or LOAD_TIMEOUT, while the application could not w
 While a load's snapshot may still give way (planned, being read, or taken ahead for the next part),
 :class:`GiveWay` looks every :data:`LOOK_EVERY_SECONDS` for a session waiting on the planner's
 locks. Seeing one, it ends the planner's session (the transaction and its locks go with it, and no
-reader can import the snapshot any more) and cancels the readers tagged with the snapshot
-(:func:`reader_tag`): the statement goes through once the readers' running queries stop. Nothing read
+reader can import the snapshot any more) and the readers' tagged with the snapshot
+(:func:`reader_tag`): the statement goes through at once. Nothing read
 in that snapshot is promoted; the part is planned again after the statement (:class:`GaveWay`).
 Once the part is staged the load keeps its snapshot (:meth:`GiveWay.keep`): a statement coming then
 waits for the part's commit and its check, which read no table through another session.
@@ -69,8 +69,11 @@ class GaveWay(TransientError):
 
 
 class GiveWay:
-    """Watches one planner session (``planner_pid``) while its snapshot may give way: see the
-    module. Owns its watching connection and thread; :meth:`close` ends both."""
+    """Watches one planner session (``planner_pid``) while its snapshot may give way, from
+    :meth:`arm` (its readers start, or it is taken ahead: held idle) to :meth:`keep`: see the
+    module. While it is planned alone nothing waits on the statement but the plan's own reads,
+    and a load with nothing to read is never watched (no second connection per idle tick). Owns its
+    watching connection and thread; :meth:`close` ends both."""
 
     def __init__(self, dsn: PgDsn, planner_pid: int, snapshot_id: str) -> None:
         self._dsn, self._planner, self._snapshot_id = dsn, planner_pid, snapshot_id
@@ -78,11 +81,18 @@ class GiveWay:
         self._stop = threading.Event()
         self._kept = False
         self.waiter: Waiter | None = None
-        self._thread = threading.Thread(target=self._watch, name="give-way", daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None
+
+    def arm(self) -> None:
+        """Watch from now on (once; nothing after :meth:`keep`)."""
+        with self._decided:
+            if self._thread is not None or self._kept:
+                return
+            self._thread = threading.Thread(target=self._watch, name="give-way", daemon=True)
+            self._thread.start()
 
     def _watch(self) -> None:
-        if self._stop.wait(LOOK_EVERY_SECONDS):  # most snapshots of a small load end before the first look
+        if self._stop.wait(LOOK_EVERY_SECONDS):  # most small reads end before the first look
             return
         try:
             with psycopg.connect(self._dsn.conninfo(), autocommit=True, connect_timeout=10,
@@ -102,13 +112,14 @@ class GiveWay:
                 return True
             self.waiter = waiter
             conn.execute("SELECT pg_terminate_backend(%s)", (self._planner,))
-            # the readers' running queries hold the lock too; those not started cannot import the snapshot
-            cancelled = conn.execute("SELECT pg_cancel_backend(pid) FROM pg_stat_activity "
-                                     "WHERE application_name LIKE %s",
-                                     (f"event-lake {self._snapshot_id} %",)).fetchall()
+            # the readers hold the lock too, running or idle in their transaction (a reader whose
+            # connection is not closed yet); those not started cannot import the snapshot any more
+            ended = conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                 "WHERE application_name LIKE %s",
+                                 (f"event-lake {self._snapshot_id} %",)).fetchall()
         log.info("a statement waits for the source tables this load reads (pid %d: %s): the load gives "
-                 "way to it (its snapshot ended, %d read(s) cancelled) and plans the part again after it",
-                 waiter.pid, waiter.statement, len(cancelled))
+                 "way to it (its snapshot and %d reader(s) ended) and plans the part again after it",
+                 waiter.pid, waiter.statement, len(ended))
         return True
 
     def keep(self) -> None:
@@ -122,7 +133,8 @@ class GiveWay:
 
     def close(self) -> None:
         self._stop.set()
-        self._thread.join()
+        if self._thread is not None:
+            self._thread.join()
 
     def __enter__(self) -> GiveWay:
         return self

@@ -39,6 +39,12 @@ class PlannerSnapshot:
     # a load's: ends the snapshot when a statement waits for its locks, until the part is staged
     give_way: GiveWay | None = field(default=None, compare=False)
 
+    def give_way_while_read(self) -> None:
+        """Other sessions read in it (or it is held idle, taken ahead) until :meth:`keep`: it gives way
+        to a statement waiting for its locks (a snapshot taken without ``give_way`` never does)."""
+        if self.give_way is not None:
+            self.give_way.arm()
+
     def keep(self) -> None:
         """What was read in this snapshot is staged: it no longer gives way (GaveWay if it did)."""
         if self.give_way is not None:
@@ -64,8 +70,9 @@ def exported_snapshot(dsn: PgDsn, *, arrivals: bool = True, locked: Sequence[str
     but before that snapshot first reads it reads empty in it; locked first, it cannot be.
 
     ``give_way``: a load's snapshot, read by other sessions (its readers), ends when a statement
-    waits for its locks, until :meth:`PlannerSnapshot.keep` (:mod:`pipeline.source.give_way`); the
-    block then ends in :class:`~pipeline.source.give_way.GaveWay`, whatever it raised."""
+    waits for its locks, from :meth:`PlannerSnapshot.give_way_while_read` to
+    :meth:`PlannerSnapshot.keep` (:mod:`pipeline.source.give_way`); the block then ends in
+    :class:`~pipeline.source.give_way.GaveWay`, whatever it raised."""
     # a stop request cancels the planner's query (a one-shot command's: pipeline.process)
     with connect(dsn, autocommit=True) as conn, cancellable(conn.cancel):
         mark = arrival_mark(conn) if arrivals else None
