@@ -68,6 +68,31 @@ _interrupt: list[bool] = []  # non-empty: interrupt_command asks the main thread
 _ended: list[bool] = []  # non-empty: the command returned; an interruption landing now has nothing to stop
 
 
+_native_work_left: list[bool] = []  # non-empty: a thread was left inside native code (a DuckDB read)
+
+
+def native_work_left() -> None:
+    """A thread is left running inside native code (a status refresh reading the lake) to end with
+    the process: the command's process then ends without Python's finalization (:func:`end`), which
+    destroyed DuckDB's objects under that thread (``terminate called without an active exception``,
+    exit -6 for a scheduler that had stopped cleanly)."""
+    _native_work_left.append(True)
+
+
+def end(code: int) -> None:
+    """The command returned ``code``: with a thread left in native code, end the process now (its
+    output flushed), else return to Python's own exit."""
+    if not _native_work_left:
+        return
+    import logging
+
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
 def command_ended() -> None:
     """The command returned (with its last line said): a stop's interruption of the main thread that
     lands from now on is not raised (it turned a stopped command's exit into a traceback, its

@@ -6,7 +6,7 @@ before it."""
 
 from __future__ import annotations
 
-from pipeline.process import command_ended, interrupt_command, on_stop, stop_signal
+from pipeline.process import command_ended, end, interrupt_command, on_stop, stop_signal
 
 BEFORE_START = "Stopped before the command started; nothing was done."
 
@@ -19,8 +19,10 @@ def entry() -> int:
         print(BEFORE_START, flush=True)
         return 128 + (stop_signal() or 2)
     try:
-        return command()
+        code = command()
     except KeyboardInterrupt:  # a stop's interruption landed as the command returned: it is over
-        return 128 + (stop_signal() or 2)
+        code = 128 + (stop_signal() or 2)
     finally:
         command_ended()
+    end(code)
+    return code

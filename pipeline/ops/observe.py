@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 import duckdb
 
-from pipeline import waiting
+from pipeline import process, waiting
 from pipeline.errors import LakeNotCreated, first_line, is_transient, scrub_secrets
 from pipeline.lake import history, jobs
 from pipeline.lake.connect import lake_session
@@ -245,6 +245,7 @@ class Observer:
             pending.join(CLOSE_WAIT_SECONDS)
             if pending.is_alive():
                 log.info("left a status refresh still reading the lake (read-only) to end with the process")
+                process.native_work_left()
 
 
 def _named(settings: ResolvedSettings, exc: Exception) -> str:

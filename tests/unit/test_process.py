@@ -43,3 +43,18 @@ def test_a_stop_met_inside_a_callback_stops_the_command_with_no_traceback():
                             text=True, timeout=60)
     assert result.stdout.strip() == "stopped", result.stdout + result.stderr
     assert "Traceback" not in result.stderr and "Exception ignored" not in result.stderr, result.stderr
+
+
+def test_a_command_that_left_a_thread_in_native_code_ends_with_its_code_and_its_output():
+    """A scheduler that stopped cleanly but left a status refresh inside DuckDB died in Python's
+    finalization (``terminate called without an active exception``, exit -6): such a command's
+    process ends without it, its output flushed and its own exit code kept."""
+    code = ("import threading, time\nfrom pipeline import process\n"
+            "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+            "print('Scheduler stopped cleanly.', end='')\nprocess.native_work_left()\nprocess.end(0)\n"
+            "raise SystemExit(9)  # not reached\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, "Scheduler stopped cleanly."), done
+    untouched = subprocess.run([sys.executable, "-c", "from pipeline import process\nprocess.end(0)\n"
+                                "raise SystemExit(9)"], capture_output=True, text=True, timeout=60)
+    assert untouched.returncode == 9, untouched  # nothing left running: Python's own exit
