@@ -7,6 +7,9 @@ anything else they need is an argument of its own."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -62,6 +65,19 @@ class Lake:
         """The whole lake's lock for ``job`` (:func:`.locks.lake_lock`): what every table shares, such as
         the ops tables made once (two processes listing the tables in other orders take the same one)."""
         return locks.hold_named(self.catalog, locks.lake_lock(self.name, job), job, timeout=timeout)
+
+    @contextlib.contextmanager
+    def all_cores(self) -> Iterator[None]:
+        """Statements that scan much (compaction's merge, --verify's whole-lake comparison) run on every
+        core meanwhile; the lake's instance runs the pipeline's own statements on one
+        (:mod:`pipeline.lake.extensions`)."""
+        from pipeline.lake.extensions import OWN_SQL_THREADS
+
+        self.execute(f"SET threads = {os.cpu_count() or 1}")
+        try:
+            yield
+        finally:
+            self.execute(f"SET threads = {OWN_SQL_THREADS}")
 
     def ops(self, table: str) -> str:
         """Fully qualified ops table, e.g. ``lake.ops.batches``."""

@@ -97,7 +97,7 @@ def compare(settings: ResolvedSettings, upper: datetime | None = None) -> ImageC
     """Fingerprint every table of the lake and its source, in one session, up to ``upper`` (default:
     the source's clock, so future-dated events, which wait until due, do not count as missing)."""
     meter = Progress("comparing lake and source")  # 15-20 s of silence on 2-3M rows otherwise
-    with lake_session(settings, read_only=True, source=True) as opened, meter.ticking():
+    with lake_session(settings, read_only=True, source=True) as opened, meter.ticking(), opened.all_cores():
         con = opened.con
         meter.step("reading the source's clock")
         [[now]] = con.execute(f"SELECT * FROM postgres_query('{SOURCE_ALIAS}', 'SELECT now()')").fetchall()
