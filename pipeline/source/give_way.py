@@ -99,17 +99,18 @@ class GiveWay:
                                  application_name="event-lake give-way") as conn:
                 while True:
                     row = conn.execute(_WAITING, (self._planner,)).fetchone()
-                    if row is not None and self._give_way(conn, Waiter(int(row[0]), str(row[1] or ""))):
+                    if row is not None:
+                        self._give_way(conn, Waiter(int(row[0]), str(row[1] or "")))
                         return
                     if self._stop.wait(LOOK_EVERY_SECONDS):
                         return
         except psycopg.Error as exc:  # the source gone: the load meets that its own way
             log.debug("the watch for statements waiting on the load's snapshot stopped: %s", exc)
 
-    def _give_way(self, conn: psycopg.Connection, waiter: Waiter) -> bool:
+    def _give_way(self, conn: psycopg.Connection, waiter: Waiter) -> None:
         with self._decided:
-            if self._kept:
-                return True
+            if self._kept:  # staged meanwhile: the statement waits for the commit
+                return
             self.waiter = waiter
             conn.execute("SELECT pg_terminate_backend(%s)", (self._planner,))
             # the readers hold the lock too, running or idle in their transaction (a reader whose
@@ -120,7 +121,6 @@ class GiveWay:
         log.info("a statement waits for the source tables this load reads (pid %d: %s): the load gives "
                  "way to it (its snapshot and %d reader(s) ended) and plans the part again after it",
                  waiter.pid, waiter.statement, len(ended))
-        return True
 
     def keep(self) -> None:
         """The part is staged: from now on the snapshot is kept (a statement waits for the commit and
