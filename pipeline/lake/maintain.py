@@ -145,7 +145,7 @@ def compact(lake: Lake, staged: Iterable[Folder], dry_run: bool, report: Mainten
         report.inlined_rows_flushed = int(sum(r[2] for r in flushed))
         report.files_before = data_file_count(lake)  # after the flush: what merging sees
         step(f"merging {report.files_before} data files")
-        with transaction(lake, "maintenance: merge adjacent data files"), lake.all_cores():
+        with lake.all_cores(), transaction(lake, "maintenance: merge adjacent data files"):
             lake.execute("CALL ducklake_merge_adjacent_files(?)", [lake.name]).fetchall()
         report.files_after = data_file_count(lake)
     # zero-copy files a staged batch will register are not in the catalog yet, but not orphans

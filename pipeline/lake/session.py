@@ -76,8 +76,9 @@ class Lake:
         self.execute(f"SET threads = {os.cpu_count() or 1}")
         try:
             yield
-        finally:
-            self.execute(f"SET threads = {OWN_SQL_THREADS}")
+        finally:  # best effort: an instance a fatal error invalidated refuses every statement
+            with contextlib.suppress(duckdb.Error):
+                self.execute(f"SET threads = {OWN_SQL_THREADS}")
 
     def ops(self, table: str) -> str:
         """Fully qualified ops table, e.g. ``lake.ops.batches``."""

@@ -568,9 +568,13 @@ class _ImageLoad:
         """:meth:`_image_once`, again after each statement its snapshot gave way to (an ALTER TABLE
         waiting for the planner's locks: :mod:`pipeline.source.give_way`); its new plan waits for it."""
         while True:
+            history = self.history_bound, self.history_moved
             try:
                 return self._image_once(lake_identity, engines, promote_now, rows_behind)
             except GaveWay as gave:
+                # the part was not read: where the histories stand is what it was (kept, the part planned
+                # again with the same bound read as no progress, and the load stopped its history there)
+                self.history_bound, self.history_moved = history
                 log.info("planning the part again after the statement it gave way to (pid %d)",
                          gave.pid)
 

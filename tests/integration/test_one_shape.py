@@ -28,7 +28,9 @@ def _plain(value: object, env: dict[str, str]) -> object:
     """A document with what differs between two lakes by construction taken out: their databases'
     and folders' names, batch and group ids, instants and durations."""
     if isinstance(value, dict):
-        return {key: "<xid>" if key.endswith("xmin") else _plain(item, env) for key, item in value.items()}
+        # transaction ids and the source table's storage: each database's own
+        return {key: "<xid>" if key.endswith(("xmin", "filenode")) else _plain(item, env)
+                for key, item in value.items()}
     if isinstance(value, list):
         return [_plain(item, env) for item in value]
     if isinstance(value, float):
