@@ -43,7 +43,9 @@ def plan_batch(snapshot: PlannerSnapshot, lake: LakeTable, settings: ResolvedSet
     source = shape.SourceRelation.of(conn, table)
     # the columns this snapshot has: a column added while a follower runs is loaded from its next plan
     contract = settings.schema_changes_of(table.qualified)
-    extra_columns = shape.check_shape(conn, source, contract, settings.arrival_column)
+    followed = (schema_changes.followed_names(lake, source) if contract is SchemaChanges.DISCARD_VALUE
+                else set())
+    extra_columns = shape.check_shape(conn, source, contract, settings.arrival_column, followed)
     if contract is SchemaChanges.FREEZE:
         schema_changes.refuse_changes(lake, source)
     schema_changes.refuse_event_column_gone(lake, source)  # reads the lake only when one is absent

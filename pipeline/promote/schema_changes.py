@@ -198,6 +198,15 @@ def refuse_changes(table: LakeTable, source: SourceRelation) -> None:
             "table's schema_changes=evolve in SOURCE_TABLES); then run again. Nothing is lost meanwhile.")
 
 
+def followed_names(table: LakeTable, source: SourceRelation) -> set[str]:
+    """The names ``source`` gives the columns the lake follows by identity (a renamed one under its
+    new name): what SCHEMA_CHANGES=discard_value keeps loading."""
+    followed = _followed(table)
+    if followed is None or followed.oid != source.oid:
+        return set()
+    return {name for name, number in source.attnums.items() if number in followed.numbers}
+
+
 def refuse_event_column_gone(table: LakeTable, source: SourceRelation) -> None:
     """An event column the pipeline reads by name (``event_type``, ``details``, ``created_at``) that
     the source lacks now although the lake followed it: renamed or dropped, which loading on would

@@ -5,7 +5,7 @@ stack trace after the lake was set up."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 import psycopg
@@ -264,11 +264,12 @@ def arrival_column_of(source: SourceRelation, configured: str | None) -> str | N
 
 def check_shape(conn: psycopg.Connection, source: SourceRelation,
                 contract: SchemaChanges = SchemaChanges.EVOLVE,
-                arrival_column: str | None = None) -> dict[str, str]:
+                arrival_column: str | None = None, followed: Collection[str] = ()) -> dict[str, str]:
     """Raise for a missing or retyped column (the id and time columns, and a named arrival
     column); return the table's columns beyond the id, the time and the optional ones
     (:data:`pipeline.columns.OPTIONAL`), with their lake types: they are loaded too, unless the
-    table's ``contract`` is discard_value (logged and not loaded, so the result is empty)."""
+    table's ``contract`` is discard_value: then only those the lake follows already (``followed``,
+    by their identity: a column renamed since keeps its values) are, the added ones logged."""
     qualified, columns = source.qualified, source.types
     arrival_column_of(source, arrival_column)
     where = "SOURCE_TABLES" if (source.id_column, source.time_column) != (ID, TIME) else "SOURCE_TABLE"
@@ -313,10 +314,11 @@ def check_shape(conn: psycopg.Connection, source: SourceRelation,
     extra_columns = {name: lake_type(udt) for name, udt in columns.items() if name not in core}
     exact = decimal_types(conn, qualified)
     extra_columns.update({name: kind for name, kind in exact.items() if name in extra_columns})
-    if extra_columns and contract is SchemaChanges.DISCARD_VALUE:
-        log.warning("source columns %s are not loaded (SCHEMA_CHANGES=discard_value)",
-                    ", ".join(extra_columns))
-        return {}
+    if contract is SchemaChanges.DISCARD_VALUE:
+        added = [name for name in extra_columns if name not in followed]
+        if added:
+            log.warning("source columns %s are not loaded (SCHEMA_CHANGES=discard_value)", ", ".join(added))
+        return {name: kind for name, kind in extra_columns.items() if name in followed}
     return extra_columns
 
 

@@ -289,3 +289,24 @@ def test_a_history_part_that_gave_way_mid_read_is_read_again_and_the_history_goe
     assert len(calls) >= 4, calls  # the second part read twice
     assert report.rows_inserted == 3000, report.summary()
     assert_lake_equals_source(settings, expected_rows=3000)
+
+
+def test_discard_value_keeps_loading_a_renamed_column(lake_env):
+    """discard_value leaves added columns out, not renamed ones: the lake renames the column, and the
+    batch carrying the rename fills it (it was loaded NULL there, for good; found by the adversary)."""
+    settings = resolve(load_settings(lake_env))
+    table = source_table(settings)
+    with connect(settings.source_dsn) as conn:
+        ensure_table(conn, table)
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN note text")
+    _add(settings, table, 20, "note", 0)
+    run(settings, engine="dlt")
+    discarding = resolve(load_settings({**lake_env, "SCHEMA_CHANGES": "discard_value"}))
+    with connect(settings.source_dsn) as conn:
+        conn.execute(f"ALTER TABLE {table} RENAME COLUMN note TO a")
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN extra int")
+    _add(discarding, table, 5, "a", 100)
+    run(discarding, engine="dlt")
+    columns = _columns(discarding)
+    assert "a" in columns and "extra" not in columns, columns
+    assert lake_query(discarding, "SELECT count(a) FROM lake.main.events") == [(25,)]
