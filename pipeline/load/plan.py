@@ -16,7 +16,7 @@ from pipeline.lake import batches
 from pipeline.lake.session import LakeTable
 from pipeline.load import proof
 from pipeline.promote import schema_changes
-from pipeline.settings import ResolvedSettings, SchemaChanges, TableSpec
+from pipeline.settings import ResolvedSettings, TableSpec
 from pipeline.source import arrivals, shape, stats
 from pipeline.source.completeness import Completeness
 from pipeline.source.plan import BatchPlan
@@ -43,12 +43,9 @@ def plan_batch(snapshot: PlannerSnapshot, lake: LakeTable, settings: ResolvedSet
     source = shape.SourceRelation.of(conn, table)
     # the columns this snapshot has: a column added while a follower runs is loaded from its next plan
     contract = settings.schema_changes_of(table.qualified)
-    followed = (schema_changes.followed_names(lake, source) if contract is SchemaChanges.DISCARD_VALUE
-                else set())
-    extra_columns = shape.check_shape(conn, source, contract, settings.arrival_column, followed)
-    if contract is SchemaChanges.FREEZE:
-        schema_changes.refuse_changes(lake, source)
-    schema_changes.refuse_event_column_gone(lake, source)  # reads the lake only when one is absent
+    followed = schema_changes.PlanCheck.read(lake, source, contract)  # the lake read at most once
+    extra_columns = shape.check_shape(conn, source, contract, settings.arrival_column, followed.kept_names())
+    followed.refuse(contract)
     arrival_column = shape.arrival_column_of(source, settings.arrival_column)
     upper = stats.server_now(conn)
     mark = snapshot.arrival_mark  # None without an arrival column

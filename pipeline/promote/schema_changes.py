@@ -17,7 +17,9 @@ columns in place, per snapshot):
   by name from then on (a number of the old table means nothing in the new one).
 
 The id, time and optional event columns are not followed: their names are what the pipeline
-reads, and a change of one is refused before anything is read (:func:`pipeline.source.shape.check_shape`).
+reads, and a change of one is refused before anything is read (the id and time columns by
+:func:`pipeline.source.shape.check_shape`, the event columns by :meth:`PlanCheck.refuse`, which
+also holds SCHEMA_CHANGES=freeze to the columns followed).
 A batch staged before the changes the lake already followed (promoted late) changes nothing.
 Each change is logged, and kept in ``ops.schema_changes`` (``--status`` lists them).
 """
@@ -25,13 +27,14 @@ Each change is logged, and kept in ``ops.schema_changes`` (``--status`` lists th
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from pipeline import logs
 from pipeline.columns import OPTIONAL
 from pipeline.errors import TerminalError
 from pipeline.lake.session import LakeTable
+from pipeline.settings import SchemaChanges
 from pipeline.source.shape import SourceRelation
 from pipeline.sqltext import quote_ident, quote_literal
 from pipeline.staging import Manifest
@@ -100,7 +103,7 @@ def pending(table: LakeTable, manifest: Manifest, lake_types: Callable[[], dict[
     followed = _followed(table)
     if followed is not None and followed.batch_id > manifest.batch_id:
         return NOTHING  # staged before what the lake follows: its columns are older than the lake's
-    current = {number: name for name, number in manifest.source_columns.items()}
+    current = _by_number(manifest.source_columns)
     record = followed is None or followed.numbers != current or followed.oid != manifest.source_oid
     if followed is None:
         return Pending(record=record)
@@ -172,61 +175,77 @@ class SchemaFrozen(TerminalError):
     reading anything."""
 
 
-def refuse_changes(table: LakeTable, source: SourceRelation) -> None:
-    """SCHEMA_CHANGES=freeze: :class:`SchemaFrozen`, naming each change, when ``source``'s columns
-    (read in the plan's snapshot) are not the ones the lake follows. A table never promoted yet
-    has none to compare with."""
-    followed = _followed(table)
-    if followed is None or source.oid is None:
-        return
-    if followed.oid != source.oid:
-        seen = [f"the table was dropped and made again (oid {followed.oid} -> {source.oid})"]
-    else:
-        current = {number: name for name, number in source.attnums.items()}
+@dataclass(frozen=True)
+class PlanCheck:
+    """What a plan checks against the columns the lake follows, before anything is read: ``source``
+    as the plan's snapshot holds it beside ``followed`` (read once, and only when a check asks: a
+    contract other than evolve, or an event column the source lacks)."""
+
+    source: SourceRelation
+    followed: _Followed | None
+
+    @classmethod
+    def read(cls, table: LakeTable, source: SourceRelation, contract: SchemaChanges) -> PlanCheck:
+        asks = contract is not SchemaChanges.EVOLVE or any(name in source.absent for name in OPTIONAL)
+        return cls(source, _followed(table) if asks else None)
+
+    def _same_table(self) -> bool:
+        return self.followed is not None and self.followed.oid == self.source.oid
+
+    def kept_names(self) -> set[str]:
+        """The names the source gives the columns the lake follows by identity (a renamed one under
+        its new name): what SCHEMA_CHANGES=discard_value keeps loading."""
+        if self.followed is None or not self._same_table():
+            return set()
+        return {name for name, number in self.source.attnums.items() if number in self.followed.numbers}
+
+    def refuse(self, contract: SchemaChanges) -> None:
+        """SCHEMA_CHANGES=freeze: :class:`SchemaFrozen`, naming each change, when the source's columns
+        are not the ones the lake follows (a table never promoted yet has none to compare with). Any
+        contract: an event column the pipeline reads by name (``event_type``, ``details``,
+        ``created_at``) that the source lacks now although the lake followed it, renamed or dropped,
+        is refused by name: loading on turned it into NULLs under the old name (and a new column
+        under the new one), typed payload keys and the views by event type reading nothing."""
+        followed, source = self.followed, self.source
+        if followed is None or source.oid is None:
+            return
+        current = _by_number(source.attnums)
+        if contract is SchemaChanges.FREEZE and (seen := self._changes(followed, current)):
+            raise SchemaFrozen(
+                f"The source table {source.qualified} changed since the lake last loaded it: "
+                f"{'; '.join(seen)}; its SCHEMA_CHANGES is freeze. Nothing was read, staged or promoted.",
+                "Undo the change in the source, or let the lake follow it: SCHEMA_CHANGES=evolve (or the "
+                "table's schema_changes=evolve in SOURCE_TABLES); then run again. Nothing is lost meanwhile.")
+        if not self._same_table():
+            return
+        for number, name in followed.numbers.items():
+            if name in OPTIONAL and name in source.absent:
+                now = current.get(number)
+                what = f"renamed to {now}" if now else "dropped"
+                raise TerminalError(
+                    f"The source column {source.qualified}.{name} was {what}: the pipeline reads {name} by "
+                    "name (typed payload keys and the views by event type follow it). Nothing was read, "
+                    "staged or promoted.",
+                    f"Rename it back to {name}, or point the table at a view that names it {name}; then run "
+                    "again. Nothing is lost meanwhile.")
+
+    def _changes(self, followed: _Followed, current: dict[int, str]) -> list[str]:
+        """Each way the source's columns (``current``: attnum -> name) differ from ``followed``."""
+        source = self.source
+        if not self._same_table():
+            return [f"the table was dropped and made again (oid {followed.oid} -> {source.oid})"]
         seen = [f"{before} dropped" for number, before in followed.numbers.items() if number not in current]
         seen += [f"{before} renamed to {current[number]}" for number, before in followed.numbers.items()
                  if number in current and current[number] != before]
         seen += [f"{name} added" for number, name in current.items() if number not in followed.numbers]
-        seen += [f"{name} retyped {followed.types[number]} -> {source.types[name]}"
-                 for number, name in current.items()
-                 if followed.types.get(number) not in (None, source.types.get(name))]
-    if seen:
-        raise SchemaFrozen(
-            f"The source table {source.qualified} changed since the lake last loaded it: {'; '.join(seen)}; "
-            "its SCHEMA_CHANGES is freeze. Nothing was read, staged or promoted.",
-            "Undo the change in the source, or let the lake follow it: SCHEMA_CHANGES=evolve (or the "
-            "table's schema_changes=evolve in SOURCE_TABLES); then run again. Nothing is lost meanwhile.")
+        return seen + [f"{name} retyped {followed.types[number]} -> {source.types[name]}"
+                       for number, name in current.items()
+                       if followed.types.get(number) not in (None, source.types.get(name))]
 
 
-def followed_names(table: LakeTable, source: SourceRelation) -> set[str]:
-    """The names ``source`` gives the columns the lake follows by identity (a renamed one under its
-    new name): what SCHEMA_CHANGES=discard_value keeps loading."""
-    followed = _followed(table)
-    if followed is None or followed.oid != source.oid:
-        return set()
-    return {name for name, number in source.attnums.items() if number in followed.numbers}
-
-
-def refuse_event_column_gone(table: LakeTable, source: SourceRelation) -> None:
-    """An event column the pipeline reads by name (``event_type``, ``details``, ``created_at``) that
-    the source lacks now although the lake followed it: renamed or dropped, which loading on would
-    turn into NULLs under the old name (and a new column under the new one), typed payload keys and
-    the views by event type reading nothing. Refused by name, before anything is read."""
-    gone = [name for name in OPTIONAL if name in source.absent]
-    followed = _followed(table) if gone else None
-    if followed is None or followed.oid != source.oid:
-        return
-    current = {number: name for name, number in source.attnums.items()}
-    for number, name in followed.numbers.items():
-        if name in gone:
-            now = current.get(number)
-            what = f"renamed to {now}" if now else "dropped"
-            raise TerminalError(
-                f"The source column {source.qualified}.{name} was {what}: the pipeline reads {name} by name "
-                "(typed payload keys and the views by event type follow it). Nothing was read, staged or "
-                "promoted.",
-                f"Rename it back to {name}, or point the table at a view that names it {name}; then run "
-                "again. Nothing is lost meanwhile.")
+def _by_number(columns: Mapping[str, int]) -> dict[int, str]:
+    """attnum -> name, of columns by name -> attnum."""
+    return {number: name for name, number in columns.items()}
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,7 @@ class Promotion(StrEnum):
     ZERO_COPY = "zero-copy"  # Spark writes the lake's own files; promotion registers them
     COPY = "copy"  # promotion inserts the staged rows
 
+
 class SchemaChanges(StrEnum):
     """What the lake does when a source table's columns change (docs/schema-changes.md; dlt's
     schema contracts, by column identity)."""

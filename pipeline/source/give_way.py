@@ -117,7 +117,7 @@ class GiveWay:
             # connection is not closed yet); those not started cannot import the snapshot any more
             ended = conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                                  "WHERE application_name LIKE %s",
-                                 (f"event-lake {self._snapshot_id} %",)).fetchall()
+                                 (reader_tag(self._snapshot_id, "%"),)).fetchall()
         log.info("a statement waits for the source tables this load reads (pid %d: %s): the load gives "
                  "way to it (its snapshot and %d reader(s) ended) and plans the part again after it",
                  waiter.pid, waiter.statement, len(ended))
