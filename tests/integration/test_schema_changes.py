@@ -24,6 +24,19 @@ def _add(settings, table: str, rows: int, column: str | None, start: int) -> Non
                      f"FROM generate_series({start}, {start + rows - 1}) i")
 
 
+def _loaded_with_note(env: dict[str, str], rows: int = 20, **loads):
+    """Settings of ``env``, and the source table with a ``note`` column: ``rows`` rows, loaded once
+    (``loads``: how, the dlt engine by default)."""
+    settings = resolve(load_settings(env))
+    table = source_table(settings)
+    with connect(settings.source_dsn) as conn:
+        ensure_table(conn, table)
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN note text")
+    _add(settings, table, rows, "note", 0)
+    run(settings, **(loads or {"engine": "dlt"}))
+    return settings, table
+
+
 def _columns(settings, at: int | None = None) -> list[str]:
     version = f" AT (VERSION => {at})" if at is not None else ""
     return [name for (name,) in lake_query(settings, f"SELECT column_name FROM (DESCRIBE SELECT * FROM "
@@ -36,14 +49,8 @@ def _snapshot(settings) -> int:
 
 @pytest.mark.parametrize("engine", ["dlt", "spark"])
 def test_a_renamed_column_keeps_its_values_and_a_dropped_one_leaves_the_current_schema(lake_env, spark, engine):
-    settings = resolve(load_settings(lake_env))
-    table = source_table(settings)
-    with connect(settings.source_dsn) as conn:
-        ensure_table(conn, table)
-        conn.execute(f"ALTER TABLE {table} ADD COLUMN note text")
-    _add(settings, table, 200, "note", 0)
     loads = {"engine": engine, "spark": spark if engine == "spark" else None}
-    run(settings, **loads)
+    settings, table = _loaded_with_note(lake_env, 200, **loads)
     before_rename = _snapshot(settings)
 
     with connect(settings.source_dsn) as conn:
@@ -83,13 +90,7 @@ def test_a_renamed_column_keeps_its_values_and_a_dropped_one_leaves_the_current_
 def test_a_table_dropped_and_made_again_is_said_and_its_columns_taken_by_name(lake_env, caplog):
     """Another oid: the old table's column numbers mean nothing in the new one (a column numbered as
     a renamed one is not a rename)."""
-    settings = resolve(load_settings(lake_env))
-    table = source_table(settings)
-    with connect(settings.source_dsn) as conn:
-        ensure_table(conn, table)
-        conn.execute(f"ALTER TABLE {table} ADD COLUMN note text")
-    _add(settings, table, 20, "note", 0)
-    run(settings, engine="dlt")
+    settings, table = _loaded_with_note(lake_env)
     with connect(settings.source_dsn) as conn:  # a migration tool's drop and create: same rows, other names
         conn.execute(f"CREATE TABLE {table}_copy AS SELECT * FROM {table}")
         conn.execute(f"DROP TABLE {table}")
@@ -180,13 +181,7 @@ def test_a_frozen_table_refuses_each_change_by_name_and_loses_nothing(lake_env, 
     from pipeline.promote.schema_changes import SchemaFrozen
 
     env = {**lake_env, "SOURCE_TABLES": "public.events(schema_changes=freeze)"}
-    settings = resolve(load_settings(env))
-    table = source_table(settings)
-    with connect(settings.source_dsn) as conn:
-        ensure_table(conn, table)
-        conn.execute(f"ALTER TABLE {table} ADD COLUMN note text")
-    _add(settings, table, 20, "note", 0)
-    run(settings, engine="dlt")
+    settings, table = _loaded_with_note(env)
     with connect(settings.source_dsn) as conn:
         conn.execute(f"ALTER TABLE {table} {ddl}")
     _add(settings, table, 5, None, 100)
@@ -294,13 +289,7 @@ def test_a_history_part_that_gave_way_mid_read_is_read_again_and_the_history_goe
 def test_discard_value_keeps_loading_a_renamed_column(lake_env):
     """discard_value leaves added columns out, not renamed ones: the lake renames the column, and the
     batch carrying the rename fills it (it was loaded NULL there, for good; found by the adversary)."""
-    settings = resolve(load_settings(lake_env))
-    table = source_table(settings)
-    with connect(settings.source_dsn) as conn:
-        ensure_table(conn, table)
-        conn.execute(f"ALTER TABLE {table} ADD COLUMN note text")
-    _add(settings, table, 20, "note", 0)
-    run(settings, engine="dlt")
+    settings, table = _loaded_with_note(lake_env)
     discarding = resolve(load_settings({**lake_env, "SCHEMA_CHANGES": "discard_value"}))
     with connect(settings.source_dsn) as conn:
         conn.execute(f"ALTER TABLE {table} RENAME COLUMN note TO a")
